@@ -1,0 +1,3 @@
+//! Analyses over the model: replaying the allocator, explaining OOMs, grouping by site.
+
+pub mod replay;

@@ -1,0 +1,1031 @@
+//! Replaying a device's trace with the caching allocator's own accounting.
+//!
+//! A snapshot gives the final state and a log of what happened; users want to know what was
+//! true at the peak or at the OOM, and torch's `memory_stats()` counters are the yardstick. The
+//! counters only come out exact with torch's semantics: requests are rounded up to 512-byte
+//! multiples, large blocks may be handed out unsplit (so a block's size comes from the
+//! segment layout, not from the request), `allocated` drops at `free_requested` but `active`
+//! only at `free_completed`, and `inactive_split_bytes` counts free blocks in segments that are
+//! split. So the replay keeps the layout (segments and their active blocks), not just sums.
+//!
+//! The log may start after memory was already in use (recording began late, or the ring
+//! buffer dropped the oldest entries). The initial state is then inferred: segments and blocks
+//! that are freed before they are allocated, or that are live at the end and never touched,
+//! existed before the first entry. Peaks seen in such a log are lower bounds, and are labelled so.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::model::{
+    Action, AllocatorSettings, BlockState, Device, Event, EventIdx, Pool, StackId, MIN_BLOCK,
+    SMALL_SIZE,
+};
+
+/// Rounds a request the way `CUDACachingAllocator::round_size` does.
+pub fn round_size(size: u64, settings: &AllocatorSettings) -> u64 {
+    if size < MIN_BLOCK {
+        return MIN_BLOCK;
+    }
+    let divisions = power2_divisions(size, &settings.roundup_power2_divisions);
+    if divisions > 1 && size > MIN_BLOCK * divisions {
+        roundup_power2_next_division(size, divisions)
+    } else {
+        size.div_ceil(MIN_BLOCK) * MIN_BLOCK
+    }
+}
+
+fn power2_divisions(size: u64, table: &[u64]) -> u64 {
+    if table.is_empty() {
+        return 0;
+    }
+    let log_size = 63 - size.leading_zeros() as i64;
+    let interval_start = 20; // 1 MiB
+    let idx = (log_size - interval_start).clamp(0, table.len() as i64 - 1) as usize;
+    table[idx]
+}
+
+fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << (63 - size.leading_zeros());
+    let step = floor >> (63 - divisions.leading_zeros());
+    if step == 0 {
+        return floor << 1;
+    }
+    let r = size & !(step - 1);
+    if r == size {
+        size
+    } else {
+        r + step
+    }
+}
+
+/// The allocator's running counters (bytes), as `torch.cuda.memory_stats()` names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    /// `allocated_bytes.all`: blocks handed out and not yet freed by the program.
+    pub allocated: u64,
+    /// `active_bytes.all`: allocated plus freed-but-pending (`record_stream`).
+    pub active: u64,
+    /// `reserved_bytes.all`: memory held from the driver.
+    pub reserved: u64,
+    /// `requested_bytes.all`: what the program asked for, before rounding.
+    pub requested: u64,
+    /// `inactive_split_bytes.all`: free bytes in split (partly used) non-expandable segments.
+    pub inactive_split: u64,
+    /// `segment.all`: non-expandable segments (torch does not count expandable ones).
+    pub segments: u64,
+    /// Expandable segments (reported apart: torch keeps them out of `segment.all`).
+    pub expandable_segments: u64,
+    /// Free bytes inside expandable segments that hold active blocks (torch reports 0 for these).
+    pub expandable_inactive: u64,
+}
+
+/// A block in use (allocated, or freed but pending on another stream).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveBlock {
+    pub address: u64,
+    pub size: u64,
+    pub requested: u64,
+    pub state: BlockState,
+    pub stream: u64,
+    pub stack: StackId,
+    /// The trace entry that allocated it; `None` when it predates the log.
+    pub alloc_event: Option<EventIdx>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegState {
+    pub address: u64,
+    pub size: u64,
+    pub stream: u64,
+    pub pool: Pool,
+    pub expandable: bool,
+    pub stack: StackId,
+    /// Active blocks by address; the gaps between them are free blocks.
+    pub blocks: BTreeMap<u64, LiveBlock>,
+    pub active_bytes: u64,
+}
+
+impl SegState {
+    pub fn end(&self) -> u64 {
+        self.address.saturating_add(self.size)
+    }
+
+    /// Free byte ranges `[start, end)` of this segment, in address order.
+    pub fn free_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut cursor = self.address;
+        let end = self.end();
+        let mut it = self.blocks.values();
+        let mut done = false;
+        std::iter::from_fn(move || loop {
+            if done {
+                return None;
+            }
+            match it.next() {
+                Some(b) => {
+                    let start = cursor;
+                    cursor = cursor.max(b.address.saturating_add(b.size));
+                    if b.address > start {
+                        return Some((start, b.address));
+                    }
+                }
+                None => {
+                    done = true;
+                    if end > cursor {
+                        return Some((cursor, end));
+                    }
+                    return None;
+                }
+            }
+        })
+    }
+
+    pub fn largest_free(&self) -> u64 {
+        self.free_ranges().map(|(a, b)| b - a).max().unwrap_or(0)
+    }
+
+    fn inactive_split(&self) -> u64 {
+        if self.blocks.is_empty() {
+            0
+        } else {
+            self.size.saturating_sub(self.active_bytes)
+        }
+    }
+}
+
+/// The allocator's layout at one point of the log.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    pub segments: BTreeMap<u64, SegState>,
+    pub counters: Counters,
+}
+
+impl State {
+    fn segment_of(&self, addr: u64) -> Option<u64> {
+        let (&a, s) = self.segments.range(..=addr).next_back()?;
+        (addr < s.end()).then_some(a)
+    }
+
+    fn seg_counters(c: &mut Counters, s: &SegState, sign: i8) {
+        let (split, exp_inactive) = if s.expandable {
+            (0, s.inactive_split())
+        } else {
+            (s.inactive_split(), 0)
+        };
+        if sign > 0 {
+            c.inactive_split += split;
+            c.expandable_inactive += exp_inactive;
+        } else {
+            c.inactive_split -= split;
+            c.expandable_inactive -= exp_inactive;
+        }
+    }
+
+    /// All live blocks, in address order.
+    pub fn live_blocks(&self) -> impl Iterator<Item = &LiveBlock> {
+        self.segments.values().flat_map(|s| s.blocks.values())
+    }
+}
+
+/// Something in the log that the replayed layout could not explain: the first one is where
+/// replay and reality diverged.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Anomaly {
+    pub event: EventIdx,
+    pub what: String,
+}
+
+/// The allocator's view when an allocation failed.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OomFacts {
+    pub event: EventIdx,
+    pub requested_bytes: u64,
+    pub rounded_bytes: u64,
+    pub pool: Pool,
+    pub stream: u64,
+    pub device_free_bytes: Option<u64>,
+    pub counters: Counters,
+    /// Largest free block in the request's pool on its stream (what best-fit could have used).
+    pub largest_free_block_bytes: u64,
+    /// All free bytes in the request's pool on its stream.
+    pub free_in_pool_bytes: u64,
+    /// Free bytes in segments that also hold live blocks (cannot be returned to the driver).
+    pub free_in_split_segments_bytes: u64,
+    /// Free bytes that lie in whole 2 MiB pages of free ranges (what expandable segments could unmap and reuse).
+    pub free_whole_pages_bytes: u64,
+    pub stack: StackId,
+    pub time_us: Option<i64>,
+}
+
+/// Per-event samples of the counters: `samples[i]` is the state after event `i`.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    pub allocated: Vec<u64>,
+    pub active: Vec<u64>,
+    pub reserved: Vec<u64>,
+    pub requested: Vec<u64>,
+}
+
+/// Peak of one counter and where it was first reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Peak {
+    pub bytes: u64,
+    /// Index of the event after which it was first reached; `None` when it is the initial state.
+    pub event: Option<EventIdx>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Peaks {
+    pub allocated: Peak,
+    pub active: Peak,
+    pub reserved: Peak,
+    pub requested: Peak,
+    pub inactive_split: Peak,
+    pub segments: Peak,
+}
+
+/// How the replayed end state compares with the snapshot's own `segments`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Consistency {
+    pub consistent: bool,
+    pub segments_compared: usize,
+    pub blocks_compared: usize,
+    pub mismatches: usize,
+    /// The first difference, in words.
+    pub first_mismatch: Option<String>,
+    /// The first log entry the layout could not explain.
+    pub first_anomaly: Option<Anomaly>,
+}
+
+/// Everything a full replay of one device yields.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    pub device: u32,
+    pub initial: State,
+    pub end: State,
+    pub series: Series,
+    pub peaks: Peaks,
+    pub ooms: Vec<OomFacts>,
+    pub anomalies: Vec<Anomaly>,
+    /// The log does not start from an empty allocator: peaks before it are unknown.
+    pub starts_mid_run: bool,
+    /// Some blocks predating the log were freed in it; their sizes are rounded requests, not layout sizes.
+    pub approximate_initial_blocks: usize,
+    pub consistency: Consistency,
+    /// Replay states every `checkpoint_every` events, for fast random access.
+    checkpoints: Vec<(usize, State)>,
+    checkpoint_every: usize,
+}
+
+/// Replay configuration derived from the recorded allocator settings.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    pub settings: AllocatorSettings,
+}
+
+impl Rules {
+    pub fn from_settings(s: &AllocatorSettings) -> Rules {
+        Rules {
+            settings: s.clone(),
+        }
+    }
+
+    /// `should_split` from the allocator: whether a free block of `block_size` serving a
+    /// `rounded` request is split, or handed out whole.
+    pub fn should_split(
+        &self,
+        pool: Pool,
+        expandable: bool,
+        block_size: u64,
+        rounded: u64,
+    ) -> bool {
+        let remaining = block_size.saturating_sub(rounded);
+        if pool == Pool::Small || expandable {
+            remaining >= MIN_BLOCK
+        } else {
+            let below_max = self.settings.max_split_size.is_none_or(|m| rounded < m);
+            below_max && remaining > SMALL_SIZE
+        }
+    }
+}
+
+/// Replays one device's log, one event at a time.
+pub struct Replayer<'a> {
+    rules: Rules,
+    events: &'a [Event],
+    state: State,
+    anomalies: Vec<Anomaly>,
+    ooms: Vec<OomFacts>,
+}
+
+impl<'a> Replayer<'a> {
+    fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
+        Replayer {
+            rules,
+            events,
+            state: initial,
+            anomalies: Vec::new(),
+            ooms: Vec::new(),
+        }
+    }
+
+    fn anomaly(&mut self, i: usize, what: String) {
+        if self.anomalies.len() < 1000 {
+            self.anomalies.push(Anomaly {
+                event: EventIdx(i as u32),
+                what,
+            });
+        }
+    }
+
+    /// Applies event `i`.
+    pub fn step(&mut self, i: usize) {
+        let e = self.events[i];
+        match e.action {
+            Action::Alloc => self.handle_alloc(i, &e),
+            Action::FreeRequested => self.handle_free_requested(i, &e),
+            Action::FreeCompleted => self.handle_free_completed(i, &e),
+            Action::SegmentAlloc => self.handle_segment_alloc(i, &e, false),
+            Action::SegmentFree => self.handle_segment_free(i, &e),
+            Action::SegmentMap => self.handle_segment_map(i, &e),
+            Action::SegmentUnmap => self.handle_segment_unmap(i, &e),
+            Action::Oom => self.handle_oom(i, &e),
+            Action::Snapshot | Action::Other => {}
+        }
+    }
+
+    fn handle_alloc(&mut self, i: usize, e: &Event) {
+        let rounded = round_size(e.size, &self.rules.settings);
+        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+            self.anomaly(
+                i,
+                format!("alloc at 0x{:x} lies in no known segment", e.addr),
+            );
+            return;
+        };
+        let rules = &self.rules;
+        let st = &mut self.state;
+        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
+        State::seg_counters(&mut st.counters, seg, -1);
+        // The free range that starts at (or contains) the address.
+        let prev_end = seg
+            .blocks
+            .range(..=e.addr)
+            .next_back()
+            .map(|(_, b)| b.address.saturating_add(b.size))
+            .unwrap_or(seg.address);
+        let next_start = seg
+            .blocks
+            .range(e.addr..)
+            .next()
+            .map(|(&a, _)| a)
+            .unwrap_or(seg.end());
+        let mut anomaly = None;
+        let size = if prev_end > e.addr || next_start <= e.addr {
+            anomaly = Some(format!("alloc at 0x{:x} overlaps a live block", e.addr));
+            rounded
+        } else {
+            let free = next_start - e.addr;
+            if free < rounded {
+                anomaly = Some(format!(
+                    "alloc of {} at 0x{:x} does not fit the free range of {} there",
+                    rounded, e.addr, free
+                ));
+                rounded
+            } else if rules.should_split(seg.pool, seg.expandable, free, rounded) {
+                rounded
+            } else {
+                free
+            }
+        };
+        seg.blocks.insert(
+            e.addr,
+            LiveBlock {
+                address: e.addr,
+                size,
+                requested: e.size,
+                state: BlockState::ActiveAllocated,
+                stream: e.stream,
+                stack: e.stack,
+                alloc_event: Some(EventIdx(i as u32)),
+            },
+        );
+        seg.active_bytes += size;
+        State::seg_counters(&mut st.counters, seg, 1);
+        st.counters.allocated += size;
+        st.counters.active += size;
+        st.counters.requested += e.size;
+        if let Some(a) = anomaly {
+            self.anomaly(i, a);
+        }
+    }
+
+    fn find_block(&mut self, addr: u64) -> Option<&mut LiveBlock> {
+        let seg_addr = self.state.segment_of(addr)?;
+        self.state
+            .segments
+            .get_mut(&seg_addr)?
+            .blocks
+            .get_mut(&addr)
+    }
+
+    fn handle_free_requested(&mut self, i: usize, e: &Event) {
+        let Some(b) = self.find_block(e.addr) else {
+            self.anomaly(
+                i,
+                format!("free_requested at 0x{:x}: no live block there", e.addr),
+            );
+            return;
+        };
+        if b.state != BlockState::ActiveAllocated {
+            let a = format!("free_requested at 0x{:x}: block already freed", e.addr);
+            self.anomaly(i, a);
+            return;
+        }
+        b.state = BlockState::ActivePendingFree;
+        let (size, req) = (b.size, b.requested);
+        let c = &mut self.state.counters;
+        c.allocated = c.allocated.saturating_sub(size);
+        c.requested = c.requested.saturating_sub(req);
+    }
+
+    fn handle_free_completed(&mut self, i: usize, e: &Event) {
+        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+            self.anomaly(
+                i,
+                format!("free_completed at 0x{:x} lies in no known segment", e.addr),
+            );
+            return;
+        };
+        let st = &mut self.state;
+        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
+        let Some(b) = seg.blocks.get(&e.addr) else {
+            self.anomaly(
+                i,
+                format!("free_completed at 0x{:x}: no live block there", e.addr),
+            );
+            return;
+        };
+        let was_allocated = b.state == BlockState::ActiveAllocated;
+        State::seg_counters(&mut st.counters, seg, -1);
+        let b = seg.blocks.remove(&e.addr).expect("checked above");
+        seg.active_bytes -= b.size;
+        State::seg_counters(&mut st.counters, seg, 1);
+        st.counters.active = st.counters.active.saturating_sub(b.size);
+        if was_allocated {
+            // free_completed without free_requested (older logs): the block leaves both counters.
+            st.counters.allocated = st.counters.allocated.saturating_sub(b.size);
+            st.counters.requested = st.counters.requested.saturating_sub(b.requested);
+        }
+    }
+
+    fn handle_segment_alloc(&mut self, i: usize, e: &Event, expandable: bool) {
+        if self.state.segment_of(e.addr).is_some() {
+            self.anomaly(
+                i,
+                format!("segment_alloc at 0x{:x} overlaps a known segment", e.addr),
+            );
+            return;
+        }
+        let seg = SegState {
+            address: e.addr,
+            size: e.size,
+            stream: e.stream,
+            pool: segment_pool(e.size, expandable, &self.events[i..]),
+            expandable,
+            stack: e.stack,
+            blocks: BTreeMap::new(),
+            active_bytes: 0,
+        };
+        let c = &mut self.state.counters;
+        c.reserved += e.size;
+        if expandable {
+            c.expandable_segments += 1;
+        } else {
+            c.segments += 1;
+        }
+        self.state.segments.insert(e.addr, seg);
+    }
+
+    fn handle_segment_free(&mut self, i: usize, e: &Event) {
+        let Some(seg) = self.state.segments.remove(&e.addr) else {
+            self.anomaly(
+                i,
+                format!("segment_free at 0x{:x}: no segment starts there", e.addr),
+            );
+            return;
+        };
+        if !seg.blocks.is_empty() {
+            self.anomaly(
+                i,
+                format!(
+                    "segment_free at 0x{:x} while {} blocks are live in it",
+                    e.addr,
+                    seg.blocks.len()
+                ),
+            );
+        }
+        let c = &mut self.state.counters;
+        State::seg_counters(c, &seg, -1);
+        c.reserved = c.reserved.saturating_sub(seg.size);
+        if seg.expandable {
+            c.expandable_segments = c.expandable_segments.saturating_sub(1);
+        } else {
+            c.segments = c.segments.saturating_sub(1);
+        }
+    }
+
+    /// Expandable segments grow by mapping pages at their end; a map that continues no known
+    /// segment starts a new one.
+    fn handle_segment_map(&mut self, i: usize, e: &Event) {
+        let prev = self
+            .state
+            .segments
+            .range(..=e.addr)
+            .next_back()
+            .filter(|(_, s)| s.expandable && s.end() == e.addr)
+            .map(|(&a, _)| a);
+        match prev {
+            Some(a) => {
+                let st = &mut self.state;
+                let seg = st.segments.get_mut(&a).expect("found above");
+                State::seg_counters(&mut st.counters, seg, -1);
+                seg.size += e.size;
+                State::seg_counters(&mut st.counters, seg, 1);
+                st.counters.reserved += e.size;
+            }
+            None => self.handle_segment_alloc(i, e, true),
+        }
+    }
+
+    fn handle_segment_unmap(&mut self, i: usize, e: &Event) {
+        let Some(a) = self.state.segment_of(e.addr) else {
+            self.anomaly(
+                i,
+                format!("segment_unmap at 0x{:x} lies in no known segment", e.addr),
+            );
+            return;
+        };
+        let st = &mut self.state;
+        let seg = st.segments.get_mut(&a).expect("found above");
+        let unmap_end = e.addr.saturating_add(e.size);
+        if e.addr == seg.address && unmap_end >= seg.end() {
+            let seg = st.segments.remove(&a).expect("found above");
+            State::seg_counters(&mut st.counters, &seg, -1);
+            st.counters.reserved = st.counters.reserved.saturating_sub(seg.size);
+            st.counters.expandable_segments = st.counters.expandable_segments.saturating_sub(1);
+        } else if unmap_end >= seg.end() {
+            State::seg_counters(&mut st.counters, seg, -1);
+            let cut = seg.end() - e.addr;
+            seg.size -= cut;
+            State::seg_counters(&mut st.counters, seg, 1);
+            st.counters.reserved = st.counters.reserved.saturating_sub(cut);
+        } else {
+            // A hole in the middle: the segment's range stays, its mapped bytes shrink.
+            State::seg_counters(&mut st.counters, seg, -1);
+            seg.size = seg.size.saturating_sub(e.size);
+            State::seg_counters(&mut st.counters, seg, 1);
+            st.counters.reserved = st.counters.reserved.saturating_sub(e.size);
+            self.anomaly(i, format!("segment_unmap of a range inside the segment at 0x{a:x}: modelled as shrinking it"));
+        }
+    }
+
+    fn handle_oom(&mut self, i: usize, e: &Event) {
+        let rounded = round_size(e.size, &self.rules.settings);
+        let pool = Pool::for_rounded_size(rounded);
+        let mut largest = 0u64;
+        let mut free_pool = 0u64;
+        let mut free_split = 0u64;
+        let mut whole_pages = 0u64;
+        const PAGE: u64 = 2 << 20;
+        for s in self.state.segments.values() {
+            let split = !s.blocks.is_empty();
+            for (a, b) in s.free_ranges() {
+                let len = b - a;
+                if s.pool == pool && s.stream == e.stream {
+                    largest = largest.max(len);
+                    free_pool += len;
+                }
+                if split {
+                    free_split += len;
+                }
+                let first = a.div_ceil(PAGE) * PAGE;
+                let last = b / PAGE * PAGE;
+                if last > first {
+                    whole_pages += last - first;
+                }
+            }
+        }
+        self.ooms.push(OomFacts {
+            event: EventIdx(i as u32),
+            requested_bytes: e.size,
+            rounded_bytes: rounded,
+            pool,
+            stream: e.stream,
+            device_free_bytes: e.device_free,
+            counters: self.state.counters,
+            largest_free_block_bytes: largest,
+            free_in_pool_bytes: free_pool,
+            free_in_split_segments_bytes: free_split,
+            free_whole_pages_bytes: whole_pages,
+            stack: e.stack,
+            time_us: e.time_us,
+        });
+    }
+
+    /// Ends the replay, handing over the final state.
+    pub fn finish(self) -> (State, Vec<Anomaly>, Vec<OomFacts>) {
+        (self.state, self.anomalies, self.ooms)
+    }
+}
+
+/// A segment's pool from its size: small segments are exactly 2 MiB (`kSmallBuffer`); large
+/// segments of 2 MiB do not exist (large requests are at least 1 MiB + 512 and use 20 MiB
+/// buffers below 10 MiB). An expandable segment's pool is told by the first block put in it.
+fn segment_pool(size: u64, expandable: bool, rest: &[Event]) -> Pool {
+    if !expandable {
+        return if size <= crate::model::SMALL_BUFFER {
+            Pool::Small
+        } else {
+            Pool::Large
+        };
+    }
+    let _ = rest;
+    if size <= crate::model::SMALL_BUFFER {
+        Pool::Small
+    } else {
+        Pool::Large
+    }
+}
+
+/// Works out what existed before the first log entry (see the module docs).
+fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
+    let mut first_seg_action: HashMap<u64, Action> = HashMap::new();
+    let mut first_block_action: HashMap<u64, (Action, usize)> = HashMap::new();
+    for (i, e) in dev.events.iter().enumerate() {
+        match e.action {
+            Action::SegmentAlloc
+            | Action::SegmentFree
+            | Action::SegmentMap
+            | Action::SegmentUnmap => {
+                first_seg_action.entry(e.addr).or_insert(e.action);
+            }
+            Action::Alloc | Action::FreeRequested | Action::FreeCompleted => {
+                first_block_action.entry(e.addr).or_insert((e.action, i));
+            }
+            _ => {}
+        }
+    }
+    let mut st = State::default();
+    // Segments from the end state that the log never allocated.
+    for s in &dev.segments {
+        let created_in_log = matches!(
+            first_seg_action.get(&s.address),
+            Some(Action::SegmentAlloc | Action::SegmentMap)
+        );
+        if created_in_log {
+            continue;
+        }
+        st.segments.insert(
+            s.address,
+            SegState {
+                address: s.address,
+                size: s.total_size,
+                stream: s.stream,
+                pool: s.pool,
+                expandable: s.is_expandable,
+                stack: s.stack,
+                blocks: BTreeMap::new(),
+                active_bytes: 0,
+            },
+        );
+    }
+    // Segments freed in the log before any allocation of them.
+    for e in &dev.events {
+        if e.action == Action::SegmentFree
+            && first_seg_action.get(&e.addr) == Some(&Action::SegmentFree)
+            && !st.segments.contains_key(&e.addr)
+        {
+            st.segments.insert(
+                e.addr,
+                SegState {
+                    address: e.addr,
+                    size: e.size,
+                    stream: e.stream,
+                    pool: if e.size <= crate::model::SMALL_BUFFER {
+                        Pool::Small
+                    } else {
+                        Pool::Large
+                    },
+                    expandable: false,
+                    stack: StackId::EMPTY,
+                    blocks: BTreeMap::new(),
+                    active_bytes: 0,
+                },
+            );
+        }
+    }
+    // Expandable segments whose mapping shrank in the log: the unmapped bytes existed before.
+    // (Handled approximately: an unmap of a segment we start with extends it back.)
+    let mut approx = 0usize;
+    let mut seen_block: HashSet<u64> = HashSet::new();
+    let place = |st: &mut State, b: LiveBlock| {
+        if let Some(a) = st.segment_of(b.address) {
+            let seg = st.segments.get_mut(&a).expect("segment_of");
+            seg.active_bytes += b.size;
+            seg.blocks.insert(b.address, b);
+        }
+    };
+    // Blocks freed before being allocated in the log.
+    for (&addr, &(action, i)) in &first_block_action {
+        if action == Action::Alloc {
+            continue;
+        }
+        let e = &dev.events[i];
+        // Prefer the end state's layout when the block is still there with the same start.
+        let rounded = round_size(e.size, &rules.settings);
+        approx += 1;
+        seen_block.insert(addr);
+        place(
+            &mut st,
+            LiveBlock {
+                address: addr,
+                size: rounded,
+                requested: e.size,
+                state: if action == Action::FreeRequested {
+                    BlockState::ActiveAllocated
+                } else {
+                    BlockState::ActivePendingFree
+                },
+                stream: e.stream,
+                stack: e.stack,
+                alloc_event: None,
+            },
+        );
+    }
+    // Blocks live at the end that the log never touched.
+    for s in &dev.segments {
+        for b in &s.blocks {
+            if b.state.is_active() && !first_block_action.contains_key(&b.address) {
+                place(
+                    &mut st,
+                    LiveBlock {
+                        address: b.address,
+                        size: b.size,
+                        requested: b.requested_size,
+                        state: b.state,
+                        stream: s.stream,
+                        stack: b.stack,
+                        alloc_event: None,
+                    },
+                );
+            }
+        }
+    }
+    // Counters of the initial state.
+    let mut c = Counters::default();
+    for s in st.segments.values() {
+        c.reserved += s.size;
+        if s.expandable {
+            c.expandable_segments += 1;
+        } else {
+            c.segments += 1;
+        }
+        State::seg_counters(&mut c, s, 1);
+        for b in s.blocks.values() {
+            c.active += b.size;
+            if b.state == BlockState::ActiveAllocated {
+                c.allocated += b.size;
+                c.requested += b.requested;
+            }
+        }
+    }
+    st.counters = c;
+    (st, approx)
+}
+
+/// Compares the replayed end state with the snapshot's recorded segments.
+fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consistency {
+    let mut c = Consistency {
+        first_anomaly: anomalies.first().cloned(),
+        ..Consistency::default()
+    };
+    let note = |c: &mut Consistency, what: String| {
+        c.mismatches += 1;
+        if c.first_mismatch.is_none() {
+            c.first_mismatch = Some(what);
+        }
+    };
+    let recorded: HashMap<u64, &crate::model::Segment> =
+        dev.segments.iter().map(|s| (s.address, s)).collect();
+    for (a, s) in &end.segments {
+        c.segments_compared += 1;
+        match recorded.get(a) {
+            None => note(
+                &mut c,
+                format!(
+                    "replay has a segment at 0x{a:x} ({} bytes) that the snapshot does not list",
+                    s.size
+                ),
+            ),
+            Some(r) => {
+                if r.total_size != s.size {
+                    note(
+                        &mut c,
+                        format!(
+                            "segment at 0x{a:x}: replay says {} bytes, snapshot {}",
+                            s.size, r.total_size
+                        ),
+                    );
+                }
+                let rec_blocks: Vec<_> = r.blocks.iter().filter(|b| b.state.is_active()).collect();
+                for rb in &rec_blocks {
+                    c.blocks_compared += 1;
+                    match s.blocks.get(&rb.address) {
+                        None => note(&mut c, format!("block at 0x{:x} ({} bytes, {:?}) is live in the snapshot but not in the replay", rb.address, rb.size, rb.state)),
+                        Some(b) => {
+                            if b.size != rb.size || b.state != rb.state {
+                                note(
+                                    &mut c,
+                                    format!(
+                                        "block at 0x{:x}: replay {} bytes {:?}, snapshot {} bytes {:?}",
+                                        rb.address, b.size, b.state, rb.size, rb.state
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+                for b in s.blocks.values() {
+                    if !rec_blocks.iter().any(|rb| rb.address == b.address) {
+                        note(&mut c, format!("block at 0x{:x} ({} bytes) is live in the replay but not in the snapshot", b.address, b.size));
+                    }
+                }
+            }
+        }
+    }
+    for a in recorded.keys() {
+        if !end.segments.contains_key(a) {
+            c.segments_compared += 1;
+            note(
+                &mut c,
+                format!("snapshot lists a segment at 0x{a:x} that the replay does not have"),
+            );
+        }
+    }
+    c.consistent = c.mismatches == 0;
+    c
+}
+
+/// Replays a whole device log, keeping per-event series and checkpoints for random access.
+pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
+    let rules = Rules::from_settings(settings);
+    let (initial, approx) = initial_state(dev, &rules);
+    let n = dev.events.len();
+    let checkpoint_every = 4096usize.max(n / 256 + 1);
+    let mut r = Replayer::new(rules, &dev.events, initial.clone());
+    let mut series = Series {
+        allocated: Vec::with_capacity(n),
+        active: Vec::with_capacity(n),
+        reserved: Vec::with_capacity(n),
+        requested: Vec::with_capacity(n),
+    };
+    let c0 = initial.counters;
+    let mut peaks = Peaks {
+        allocated: Peak {
+            bytes: c0.allocated,
+            event: None,
+        },
+        active: Peak {
+            bytes: c0.active,
+            event: None,
+        },
+        reserved: Peak {
+            bytes: c0.reserved,
+            event: None,
+        },
+        requested: Peak {
+            bytes: c0.requested,
+            event: None,
+        },
+        inactive_split: Peak {
+            bytes: c0.inactive_split,
+            event: None,
+        },
+        segments: Peak {
+            bytes: c0.segments,
+            event: None,
+        },
+    };
+    let mut checkpoints = Vec::new();
+    for i in 0..n {
+        if i % checkpoint_every == 0 {
+            checkpoints.push((i, r.state.clone()));
+        }
+        r.step(i);
+        let c = r.state.counters;
+        series.allocated.push(c.allocated);
+        series.active.push(c.active);
+        series.reserved.push(c.reserved);
+        series.requested.push(c.requested);
+        let ev = Some(EventIdx(i as u32));
+        for (p, v) in [
+            (&mut peaks.allocated, c.allocated),
+            (&mut peaks.active, c.active),
+            (&mut peaks.reserved, c.reserved),
+            (&mut peaks.requested, c.requested),
+            (&mut peaks.inactive_split, c.inactive_split),
+            (&mut peaks.segments, c.segments),
+        ] {
+            if v > p.bytes {
+                *p = Peak {
+                    bytes: v,
+                    event: ev,
+                };
+            }
+        }
+    }
+    let (end, anomalies, ooms) = r.finish();
+    let consistency = check_consistency(dev, &end, &anomalies);
+    let starts_mid_run = !initial.segments.is_empty();
+    Timeline {
+        device: dev.index,
+        initial,
+        end,
+        series,
+        peaks,
+        ooms,
+        anomalies,
+        starts_mid_run,
+        approximate_initial_blocks: approx,
+        consistency,
+        checkpoints,
+        checkpoint_every,
+    }
+}
+
+impl Timeline {
+    /// The allocator state after event `idx` (or the initial state for `None`), replayed from
+    /// the nearest checkpoint: at most `checkpoint_every` events of work.
+    pub fn state_after(
+        &self,
+        dev: &Device,
+        settings: &AllocatorSettings,
+        idx: Option<usize>,
+    ) -> State {
+        let Some(idx) = idx else {
+            return self.initial.clone();
+        };
+        let idx = idx.min(dev.events.len().saturating_sub(1));
+        let (start, st) = self
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|(i, _)| *i <= idx)
+            .map(|(i, s)| (*i, s.clone()))
+            .unwrap_or((0, self.initial.clone()));
+        let mut r = Replayer::new(Rules::from_settings(settings), &dev.events, st);
+        for i in start..=idx {
+            r.step(i);
+        }
+        r.finish().0
+    }
+
+    pub fn len(&self) -> usize {
+        self.series.allocated.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.series.allocated.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_matches_torch() {
+        let s = AllocatorSettings::default();
+        assert_eq!(round_size(1, &s), 512);
+        assert_eq!(round_size(512, &s), 512);
+        assert_eq!(round_size(513, &s), 1024);
+        assert_eq!(round_size(4_194_304, &s), 4_194_304);
+        let mut s4 = AllocatorSettings::default();
+        s4.roundup_power2_divisions = vec![4; 16];
+        // 1.1 MiB with 4 divisions between 1 and 2 MiB rounds to 1.25 MiB.
+        assert_eq!(round_size(1_153_434, &s4), 1_310_720);
+        assert_eq!(round_size(1 << 21, &s4), 1 << 21);
+    }
+
+    #[test]
+    fn split_rule() {
+        let r = Rules::from_settings(&AllocatorSettings::default());
+        assert!(r.should_split(Pool::Small, false, 2 << 20, 512));
+        assert!(!r.should_split(Pool::Small, false, 1024, 1024));
+        // Large pool: a remainder of at most 1 MiB is handed out with the block.
+        assert!(!r.should_split(Pool::Large, false, 3 << 20, 2 << 20));
+        assert!(r.should_split(Pool::Large, false, 20 << 20, 2 << 20));
+    }
+}

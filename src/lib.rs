@@ -1,0 +1,12 @@
+//! memscope: offline forensics of PyTorch GPU memory.
+//!
+//! Data flows one way: [`load`] turns bytes into raw records, [`model`] holds segments,
+//! blocks, events and interned stacks, [`analysis`] replays and diagnoses, and [`report`]
+//! renders. Nothing downstream reaches back upstream, so each layer can be tested on its own
+//! and the binary stays a thin shell around the library.
+
+pub mod analysis;
+pub mod load;
+pub mod model;
+pub mod report;
+pub mod units;

@@ -1,0 +1,1004 @@
+//! A pickle reader that never runs the pickle.
+//!
+//! `pickle.load` is a small virtual machine whose opcodes can import modules and call
+//! arbitrary callables; a snapshot from a colleague or a CI artifact must never get that
+//! power. Real snapshots also share frame lists and dicts through the memo, thousands of
+//! times over; a reader that copies memo entries (as serde-pickle does) explodes in time and
+//! memory, or silently drops the shared objects. So this reader:
+//!
+//! * implements only the data opcodes of protocols 0 to 5 (scalars, strings, bytes, lists,
+//!   tuples, dicts, sets, memo), and stops with [`PickleError::Forbidden`] naming the opcode and
+//!   its byte offset at anything that would import, call or build an object;
+//! * keeps containers in an arena and hands out [`ObjId`]s: a memo `GET` of a shared frame list
+//!   costs one 16-byte [`Value`], and the consumer can cache its decoding of that object by id
+//!   (that is how a frame list becomes one interned stack);
+//! * keeps strings and bytes as spans of the input (borrowed, never copied) and decodes UTF-8
+//!   only when a consumer asks;
+//! * bounds its work: every length is checked against the bytes left, the memo and the number
+//!   of containers are capped (see [`Limits`]), and nothing in it recurses.
+
+use std::collections::HashMap;
+
+/// Index of a container in the arena of a [`Pickle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjId(pub u32);
+
+/// A byte range of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub off: u32,
+    pub len: u32,
+}
+
+/// One pickled value. Scalars are inline; containers live in the arena.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer that does not fit in `i64`: little-endian two's complement bytes of the input.
+    BigInt(Span),
+    Float(f64),
+    /// A `str` whose UTF-8 bytes are a span of the input.
+    Str(Span),
+    /// A `str` that had to be decoded (protocol 0 `UNICODE` with escapes); index into the owned strings.
+    OwnedStr(u32),
+    Bytes(Span),
+    List(ObjId),
+    Tuple(ObjId),
+    Dict(ObjId),
+    Set(ObjId),
+}
+
+impl Value {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "bool",
+            Value::Int(_) | Value::BigInt(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) | Value::OwnedStr(_) => "str",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Tuple(_) => "tuple",
+            Value::Dict(_) => "dict",
+            Value::Set(_) => "set",
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Container {
+    /// Lists, tuples and sets.
+    Seq(Vec<Value>),
+    Dict(Vec<(Value, Value)>),
+}
+
+/// Hard bounds on what one pickle may make the reader do. Exceeding one is an error, not a crash.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest memo index accepted (Python writers number memo entries densely from 0).
+    pub max_memo_index: u32,
+    /// Most containers (lists, tuples, dicts, sets) a pickle may create.
+    pub max_containers: u32,
+    /// Most values that may sit on the VM stack at once.
+    pub max_stack: usize,
+    /// Largest input accepted (spans are 32-bit).
+    pub max_input: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_memo_index: 1 << 30,
+            max_containers: 1 << 30,
+            max_stack: 1 << 28,
+            max_input: u32::MAX as usize,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PickleError {
+    #[error("byte {offset}: opcode {name} (0x{opcode:02x}) would import or call code; memscope never executes it, and a memory snapshot does not need it")]
+    Forbidden {
+        opcode: u8,
+        name: &'static str,
+        offset: usize,
+    },
+    #[error("byte {offset}: unknown pickle opcode 0x{opcode:02x}: not a pickle, or damaged")]
+    UnknownOpcode { opcode: u8, offset: usize },
+    #[error("byte {offset}: input ends inside opcode {name} (wanted {wanted} more bytes, {left} left): the file is truncated")]
+    Truncated {
+        name: &'static str,
+        offset: usize,
+        wanted: u64,
+        left: usize,
+    },
+    #[error("input ends at byte {offset} before the pickle's STOP opcode: the file is truncated")]
+    NoStop { offset: usize },
+    #[error("byte {offset}: opcode {name} found {found} where it needs {expected}")]
+    Malformed {
+        name: &'static str,
+        offset: usize,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("byte {offset}: memo index {index} was never stored")]
+    MissingMemo { offset: usize, index: u64 },
+    #[error("byte {offset}: limit exceeded: {what} (limit {limit})")]
+    Limit {
+        offset: usize,
+        what: &'static str,
+        limit: u64,
+    },
+    #[error("byte 0: not a pickle (starts with {found})")]
+    NotPickle { found: String },
+}
+
+/// A decoded pickle: the root value plus the arena its containers live in. Borrows the input.
+#[derive(Debug)]
+pub struct Pickle<'a> {
+    data: &'a [u8],
+    objects: Vec<Container>,
+    owned: Vec<String>,
+    root: Value,
+    /// Protocol announced by `PROTO`, 0 when absent.
+    pub protocol: u8,
+}
+
+fn opname(op: u8) -> &'static str {
+    match op {
+        b'(' => "MARK",
+        b'.' => "STOP",
+        b'0' => "POP",
+        b'1' => "POP_MARK",
+        b'2' => "DUP",
+        b'F' => "FLOAT",
+        b'I' => "INT",
+        b'J' => "BININT",
+        b'K' => "BININT1",
+        b'L' => "LONG",
+        b'M' => "BININT2",
+        b'N' => "NONE",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        b'R' => "REDUCE",
+        b'S' => "STRING",
+        b'T' => "BINSTRING",
+        b'U' => "SHORT_BINSTRING",
+        b'V' => "UNICODE",
+        b'X' => "BINUNICODE",
+        b'a' => "APPEND",
+        b'b' => "BUILD",
+        b'c' => "GLOBAL",
+        b'd' => "DICT",
+        b'}' => "EMPTY_DICT",
+        b'e' => "APPENDS",
+        b'g' => "GET",
+        b'h' => "BINGET",
+        b'i' => "INST",
+        b'j' => "LONG_BINGET",
+        b'l' => "LIST",
+        b']' => "EMPTY_LIST",
+        b'o' => "OBJ",
+        b'p' => "PUT",
+        b'q' => "BINPUT",
+        b'r' => "LONG_BINPUT",
+        b's' => "SETITEM",
+        b't' => "TUPLE",
+        b')' => "EMPTY_TUPLE",
+        b'u' => "SETITEMS",
+        b'G' => "BINFLOAT",
+        0x80 => "PROTO",
+        0x81 => "NEWOBJ",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x85 => "TUPLE1",
+        0x86 => "TUPLE2",
+        0x87 => "TUPLE3",
+        0x88 => "NEWTRUE",
+        0x89 => "NEWFALSE",
+        0x8a => "LONG1",
+        0x8b => "LONG4",
+        b'B' => "BINBYTES",
+        b'C' => "SHORT_BINBYTES",
+        0x8c => "SHORT_BINUNICODE",
+        0x8d => "BINUNICODE8",
+        0x8e => "BINBYTES8",
+        0x8f => "EMPTY_SET",
+        0x90 => "ADDITEMS",
+        0x91 => "FROZENSET",
+        0x92 => "NEWOBJ_EX",
+        0x93 => "STACK_GLOBAL",
+        0x94 => "MEMOIZE",
+        0x95 => "FRAME",
+        0x96 => "BYTEARRAY8",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => "?",
+    }
+}
+
+/// Opcodes that import, call or construct objects, or reach outside the pickle.
+fn is_forbidden(op: u8) -> bool {
+    matches!(
+        op,
+        b'c' | 0x93
+            | b'R'
+            | b'i'
+            | b'o'
+            | 0x81
+            | 0x92
+            | b'b'
+            | 0x82
+            | 0x83
+            | 0x84
+            | b'P'
+            | b'Q'
+            | 0x97
+            | 0x98
+    )
+}
+
+struct Vm<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// Offset of the opcode being executed, for errors.
+    at: usize,
+    op: u8,
+    stack: Vec<Value>,
+    marks: Vec<usize>,
+    memo: Vec<Option<Value>>,
+    sparse_memo: HashMap<u64, Value>,
+    objects: Vec<Container>,
+    owned: Vec<String>,
+    limits: Limits,
+    protocol: u8,
+}
+
+/// Decode `data` as a pickle with the default [`Limits`].
+pub fn parse(data: &[u8]) -> Result<Pickle<'_>, PickleError> {
+    parse_with_limits(data, Limits::default())
+}
+
+/// Decode `data` as a pickle, failing when a bound in `limits` is exceeded.
+pub fn parse_with_limits(data: &[u8], limits: Limits) -> Result<Pickle<'_>, PickleError> {
+    if data.len() > limits.max_input {
+        return Err(PickleError::Limit {
+            offset: 0,
+            what: "input size in bytes",
+            limit: limits.max_input as u64,
+        });
+    }
+    let mut vm = Vm {
+        data,
+        pos: 0,
+        at: 0,
+        op: 0,
+        stack: Vec::with_capacity(64),
+        marks: Vec::with_capacity(64),
+        memo: Vec::new(),
+        sparse_memo: HashMap::new(),
+        objects: Vec::new(),
+        owned: Vec::new(),
+        limits,
+        protocol: 0,
+    };
+    let root = vm.run()?;
+    Ok(Pickle {
+        data,
+        objects: vm.objects,
+        owned: vm.owned,
+        root,
+        protocol: vm.protocol,
+    })
+}
+
+impl<'a> Vm<'a> {
+    fn truncated(&self, wanted: u64) -> PickleError {
+        PickleError::Truncated {
+            name: opname(self.op),
+            offset: self.at,
+            wanted,
+            left: self.data.len() - self.pos,
+        }
+    }
+
+    fn malformed(&self, expected: &'static str, found: impl Into<String>) -> PickleError {
+        PickleError::Malformed {
+            name: opname(self.op),
+            offset: self.at,
+            expected,
+            found: found.into(),
+        }
+    }
+
+    #[inline]
+    fn take(&mut self, n: u64) -> Result<&'a [u8], PickleError> {
+        let left = self.data.len() - self.pos;
+        if n > left as u64 {
+            return Err(self.truncated(n));
+        }
+        let n = n as usize;
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn u8(&mut self) -> Result<u8, PickleError> {
+        Ok(self.take(1)?[0])
+    }
+    #[inline]
+    fn u16(&mut self) -> Result<u16, PickleError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    #[inline]
+    fn u32(&mut self) -> Result<u32, PickleError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    #[inline]
+    fn u64(&mut self) -> Result<u64, PickleError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A protocol-0 argument: bytes up to (not including) the next newline.
+    fn line(&mut self) -> Result<&'a [u8], PickleError> {
+        let rest = &self.data[self.pos..];
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                self.pos += i + 1;
+                Ok(&rest[..i])
+            }
+            None => Err(self.truncated(1)),
+        }
+    }
+
+    fn span(&self, s: &[u8]) -> Span {
+        // `s` is always a sub-slice of `self.data`, which is at most u32::MAX long.
+        let off = s.as_ptr() as usize - self.data.as_ptr() as usize;
+        Span {
+            off: off as u32,
+            len: s.len() as u32,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, v: Value) -> Result<(), PickleError> {
+        if self.stack.len() >= self.limits.max_stack {
+            return Err(PickleError::Limit {
+                offset: self.at,
+                what: "values on the pickle stack",
+                limit: self.limits.max_stack as u64,
+            });
+        }
+        self.stack.push(v);
+        Ok(())
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Result<Value, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed("a value on the stack", "an empty stack"));
+        }
+        Ok(self.stack.pop().expect("checked non-empty"))
+    }
+
+    fn top(&self) -> Result<Value, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed("a value on the stack", "an empty stack"));
+        }
+        Ok(*self.stack.last().expect("checked non-empty"))
+    }
+
+    /// Pops everything above the topmost mark, and the mark.
+    fn pop_mark(&mut self) -> Result<Vec<Value>, PickleError> {
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| self.malformed("a MARK before it", "no MARK"))?;
+        Ok(self.stack.split_off(m))
+    }
+
+    fn new_obj(&mut self, c: Container) -> Result<ObjId, PickleError> {
+        if self.objects.len() as u64 >= self.limits.max_containers as u64 {
+            return Err(PickleError::Limit {
+                offset: self.at,
+                what: "number of containers",
+                limit: self.limits.max_containers as u64,
+            });
+        }
+        self.objects.push(c);
+        Ok(ObjId((self.objects.len() - 1) as u32))
+    }
+
+    fn memo_put(&mut self, index: u64, v: Value) -> Result<(), PickleError> {
+        if index > self.limits.max_memo_index as u64 {
+            return Err(PickleError::Limit {
+                offset: self.at,
+                what: "memo index",
+                limit: self.limits.max_memo_index as u64,
+            });
+        }
+        let i = index as usize;
+        if i < self.memo.len() {
+            self.memo[i] = Some(v);
+        } else if i == self.memo.len() {
+            self.memo.push(Some(v));
+        } else {
+            self.sparse_memo.insert(index, v);
+        }
+        Ok(())
+    }
+
+    fn memo_get(&mut self, index: u64) -> Result<(), PickleError> {
+        let v = match self.memo.get(index as usize) {
+            Some(Some(v)) => Some(*v),
+            _ => self.sparse_memo.get(&index).copied(),
+        };
+        match v {
+            Some(v) => self.push(v),
+            None => Err(PickleError::MissingMemo {
+                offset: self.at,
+                index,
+            }),
+        }
+    }
+
+    fn seq_mut(&mut self, v: Value) -> Result<&mut Vec<Value>, PickleError> {
+        let id = match v {
+            Value::List(id) | Value::Set(id) => id,
+            other => return Err(self.malformed("a list or set to add to", other.kind())),
+        };
+        match &mut self.objects[id.0 as usize] {
+            Container::Seq(items) => Ok(items),
+            Container::Dict(_) => unreachable!("list ids always name sequences"),
+        }
+    }
+
+    fn dict_mut(&mut self, v: Value) -> Result<&mut Vec<(Value, Value)>, PickleError> {
+        let id = match v {
+            Value::Dict(id) => id,
+            other => return Err(self.malformed("a dict to set items in", other.kind())),
+        };
+        match &mut self.objects[id.0 as usize] {
+            Container::Dict(items) => Ok(items),
+            Container::Seq(_) => unreachable!("dict ids always name dicts"),
+        }
+    }
+
+    fn int_from_le(&self, b: &'a [u8]) -> Value {
+        if b.is_empty() {
+            return Value::Int(0);
+        }
+        if b.len() <= 8 {
+            let neg = b[b.len() - 1] & 0x80 != 0;
+            let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
+            a[..b.len()].copy_from_slice(b);
+            Value::Int(i64::from_le_bytes(a))
+        } else {
+            Value::BigInt(self.span(b))
+        }
+    }
+
+    fn parse_text_int(&self, s: &[u8]) -> Result<Value, PickleError> {
+        let t = std::str::from_utf8(s)
+            .map_err(|_| self.malformed("a decimal integer", "non-UTF-8 bytes"))?;
+        let t = t.trim().trim_end_matches('L');
+        match t {
+            "00" => return Ok(Value::Bool(false)),
+            "01" => return Ok(Value::Bool(true)),
+            _ => {}
+        }
+        t.parse::<i64>().map(Value::Int).map_err(|_| {
+            self.malformed(
+                "a decimal integer that fits in 64 bits",
+                t.chars().take(40).collect::<String>(),
+            )
+        })
+    }
+
+    fn run(&mut self) -> Result<Value, PickleError> {
+        if let Some(&first) = self.data.first() {
+            if first != 0x80 && opname(first) == "?" {
+                let shown: String = self
+                    .data
+                    .iter()
+                    .take(8)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                return Err(PickleError::NotPickle {
+                    found: format!("bytes {shown}"),
+                });
+            }
+        }
+        loop {
+            if self.pos >= self.data.len() {
+                return Err(PickleError::NoStop { offset: self.pos });
+            }
+            self.at = self.pos;
+            let op = self.data[self.pos];
+            self.op = op;
+            self.pos += 1;
+            if is_forbidden(op) {
+                return Err(PickleError::Forbidden {
+                    opcode: op,
+                    name: opname(op),
+                    offset: self.at,
+                });
+            }
+            match op {
+                0x80 => {
+                    self.protocol = self.u8()?;
+                    if self.protocol > 5 {
+                        return Err(self
+                            .malformed("protocol 0 to 5", format!("protocol {}", self.protocol)));
+                    }
+                }
+                0x95 => {
+                    // FRAME: an 8-byte length; framing has no meaning for a reader that holds the whole input.
+                    self.u64()?;
+                }
+                b'.' => {
+                    let v = self.pop()?;
+                    return Ok(v);
+                }
+                b'(' => self.marks.push(self.stack.len()),
+                b'0' => {
+                    self.pop()?;
+                }
+                b'1' => {
+                    self.pop_mark()?;
+                }
+                b'2' => {
+                    let v = self.top()?;
+                    self.push(v)?;
+                }
+                b'N' => self.push(Value::None)?,
+                0x88 => self.push(Value::Bool(true))?,
+                0x89 => self.push(Value::Bool(false))?,
+                b'J' => {
+                    let v = self.u32()? as i32;
+                    self.push(Value::Int(v as i64))?
+                }
+                b'K' => {
+                    let v = self.u8()?;
+                    self.push(Value::Int(v as i64))?
+                }
+                b'M' => {
+                    let v = self.u16()?;
+                    self.push(Value::Int(v as i64))?
+                }
+                0x8a => {
+                    let n = self.u8()? as u64;
+                    let b = self.take(n)?;
+                    let v = self.int_from_le(b);
+                    self.push(v)?
+                }
+                0x8b => {
+                    let n = self.u32()? as i32;
+                    if n < 0 {
+                        return Err(self.malformed("a non-negative length", n.to_string()));
+                    }
+                    let b = self.take(n as u64)?;
+                    let v = self.int_from_le(b);
+                    self.push(v)?
+                }
+                b'I' | b'L' => {
+                    let s = self.line()?;
+                    let v = self.parse_text_int(s)?;
+                    self.push(v)?
+                }
+                b'F' => {
+                    let s = self.line()?;
+                    let f = std::str::from_utf8(s)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<f64>().ok())
+                        .ok_or_else(|| {
+                            self.malformed(
+                                "a decimal float",
+                                String::from_utf8_lossy(s)
+                                    .chars()
+                                    .take(40)
+                                    .collect::<String>(),
+                            )
+                        })?;
+                    self.push(Value::Float(f))?
+                }
+                b'G' => {
+                    let b = self.take(8)?;
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(b);
+                    self.push(Value::Float(f64::from_be_bytes(a)))?
+                }
+                b'X' => {
+                    let n = self.u32()? as u64;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Str(sp))?
+                }
+                0x8c => {
+                    let n = self.u8()? as u64;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Str(sp))?
+                }
+                0x8d => {
+                    let n = self.u64()?;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Str(sp))?
+                }
+                b'V' => {
+                    let s = self.line()?;
+                    if s.contains(&b'\\') {
+                        let decoded = decode_raw_unicode_escape(s).ok_or_else(|| {
+                            self.malformed("raw-unicode-escape text", "a bad escape")
+                        })?;
+                        self.owned.push(decoded);
+                        self.push(Value::OwnedStr((self.owned.len() - 1) as u32))?
+                    } else {
+                        let sp = self.span(s);
+                        self.push(Value::Str(sp))?
+                    }
+                }
+                b'S' => {
+                    // Protocol 0 quoted string (a Python 2 `str`); kept as bytes without the quotes.
+                    let s = self.line()?;
+                    let inner = if s.len() >= 2
+                        && (s[0] == b'\'' || s[0] == b'"')
+                        && s[s.len() - 1] == s[0]
+                    {
+                        &s[1..s.len() - 1]
+                    } else {
+                        return Err(self.malformed(
+                            "a quoted string",
+                            String::from_utf8_lossy(s)
+                                .chars()
+                                .take(40)
+                                .collect::<String>(),
+                        ));
+                    };
+                    let sp = self.span(inner);
+                    self.push(Value::Bytes(sp))?
+                }
+                b'T' => {
+                    let n = self.u32()? as i32;
+                    if n < 0 {
+                        return Err(self.malformed("a non-negative length", n.to_string()));
+                    }
+                    let s = self.take(n as u64)?;
+                    let sp = self.span(s);
+                    self.push(Value::Bytes(sp))?
+                }
+                b'U' => {
+                    let n = self.u8()? as u64;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Bytes(sp))?
+                }
+                b'B' => {
+                    let n = self.u32()? as u64;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Bytes(sp))?
+                }
+                b'C' => {
+                    let n = self.u8()? as u64;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Bytes(sp))?
+                }
+                0x8e | 0x96 => {
+                    let n = self.u64()?;
+                    let s = self.take(n)?;
+                    let sp = self.span(s);
+                    self.push(Value::Bytes(sp))?
+                }
+                b']' => {
+                    let id = self.new_obj(Container::Seq(Vec::new()))?;
+                    self.push(Value::List(id))?
+                }
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    let id = self.new_obj(Container::Seq(items))?;
+                    self.push(Value::List(id))?
+                }
+                b'a' => {
+                    let v = self.pop()?;
+                    let list = self.top()?;
+                    self.seq_mut(list)?.push(v);
+                }
+                b'e' => {
+                    let items = self.pop_mark()?;
+                    let list = self.top()?;
+                    self.seq_mut(list)?.extend(items);
+                }
+                b')' => {
+                    let id = self.new_obj(Container::Seq(Vec::new()))?;
+                    self.push(Value::Tuple(id))?
+                }
+                b't' => {
+                    let items = self.pop_mark()?;
+                    let id = self.new_obj(Container::Seq(items))?;
+                    self.push(Value::Tuple(id))?
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + n {
+                        return Err(self.malformed(
+                            "enough values on the stack",
+                            format!("{}", self.stack.len() - floor),
+                        ));
+                    }
+                    let items = self.stack.split_off(self.stack.len() - n);
+                    let id = self.new_obj(Container::Seq(items))?;
+                    self.push(Value::Tuple(id))?
+                }
+                b'}' => {
+                    let id = self.new_obj(Container::Dict(Vec::new()))?;
+                    self.push(Value::Dict(id))?
+                }
+                b'd' => {
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("key/value pairs", "an odd number of items"));
+                    }
+                    let pairs = items.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+                    let id = self.new_obj(Container::Dict(pairs))?;
+                    self.push(Value::Dict(id))?
+                }
+                b's' => {
+                    let v = self.pop()?;
+                    let k = self.pop()?;
+                    let d = self.top()?;
+                    self.dict_mut(d)?.push((k, v));
+                }
+                b'u' => {
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(self.malformed("key/value pairs", "an odd number of items"));
+                    }
+                    let d = self.top()?;
+                    let dict = self.dict_mut(d)?;
+                    dict.extend(items.chunks_exact(2).map(|c| (c[0], c[1])));
+                }
+                0x8f => {
+                    let id = self.new_obj(Container::Seq(Vec::new()))?;
+                    self.push(Value::Set(id))?
+                }
+                0x90 => {
+                    let items = self.pop_mark()?;
+                    let s = self.top()?;
+                    self.seq_mut(s)?.extend(items);
+                }
+                0x91 => {
+                    let items = self.pop_mark()?;
+                    let id = self.new_obj(Container::Seq(items))?;
+                    self.push(Value::Set(id))?
+                }
+                b'p' => {
+                    let s = self.line()?;
+                    let idx = std::str::from_utf8(s)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            self.malformed(
+                                "a memo index",
+                                String::from_utf8_lossy(s)
+                                    .chars()
+                                    .take(40)
+                                    .collect::<String>(),
+                            )
+                        })?;
+                    let v = self.top()?;
+                    self.memo_put(idx, v)?;
+                }
+                b'q' => {
+                    let idx = self.u8()? as u64;
+                    let v = self.top()?;
+                    self.memo_put(idx, v)?;
+                }
+                b'r' => {
+                    let idx = self.u32()? as u64;
+                    let v = self.top()?;
+                    self.memo_put(idx, v)?;
+                }
+                0x94 => {
+                    let v = self.top()?;
+                    let idx = (self.memo.len() + self.sparse_memo.len()) as u64;
+                    self.memo_put(idx, v)?;
+                }
+                b'g' => {
+                    let s = self.line()?;
+                    let idx = std::str::from_utf8(s)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            self.malformed(
+                                "a memo index",
+                                String::from_utf8_lossy(s)
+                                    .chars()
+                                    .take(40)
+                                    .collect::<String>(),
+                            )
+                        })?;
+                    self.memo_get(idx)?;
+                }
+                b'h' => {
+                    let idx = self.u8()? as u64;
+                    self.memo_get(idx)?;
+                }
+                b'j' => {
+                    let idx = self.u32()? as u64;
+                    self.memo_get(idx)?;
+                }
+                other => {
+                    return Err(PickleError::UnknownOpcode {
+                        opcode: other,
+                        offset: self.at,
+                    })
+                }
+            }
+        }
+    }
+}
+
+fn decode_raw_unicode_escape(s: &[u8]) -> Option<String> {
+    // Python's raw-unicode-escape: bytes are Latin-1, except \uXXXX and \UXXXXXXXX.
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\' && i + 1 < s.len() && (s[i + 1] == b'u' || s[i + 1] == b'U') {
+            let n = if s[i + 1] == b'u' { 4 } else { 8 };
+            let hex = s.get(i + 2..i + 2 + n)?;
+            let cp = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            out.push(char::from_u32(cp)?);
+            i += 2 + n;
+        } else {
+            out.push(s[i] as char);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+impl<'a> Pickle<'a> {
+    pub fn root(&self) -> Value {
+        self.root
+    }
+
+    /// Number of containers decoded (lists, tuples, dicts, sets).
+    pub fn container_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The items of a list, tuple or set; `None` for anything else.
+    pub fn seq(&self, v: Value) -> Option<&[Value]> {
+        match v {
+            Value::List(id) | Value::Tuple(id) | Value::Set(id) => {
+                match &self.objects[id.0 as usize] {
+                    Container::Seq(items) => Some(items),
+                    Container::Dict(_) => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The pairs of a dict, in insertion order; `None` for anything else.
+    pub fn dict(&self, v: Value) -> Option<&[(Value, Value)]> {
+        match v {
+            Value::Dict(id) => match &self.objects[id.0 as usize] {
+                Container::Dict(items) => Some(items),
+                Container::Seq(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The raw bytes of a `str` (UTF-8 as the pickle stored it) or `bytes` value.
+    pub fn raw_bytes(&self, v: Value) -> Option<&'a [u8]> {
+        match v {
+            Value::Str(sp) | Value::Bytes(sp) => {
+                Some(&self.data[sp.off as usize..(sp.off + sp.len) as usize])
+            }
+            _ => None,
+        }
+    }
+
+    /// A `str` value as text, borrowed from the input where possible. Invalid UTF-8
+    /// (Python's `surrogatepass` output) is replaced rather than rejected.
+    pub fn str(&self, v: Value) -> Option<std::borrow::Cow<'_, str>> {
+        match v {
+            Value::Str(_) => Some(String::from_utf8_lossy(self.raw_bytes(v)?)),
+            Value::OwnedStr(i) => Some(std::borrow::Cow::Borrowed(self.owned[i as usize].as_str())),
+            _ => None,
+        }
+    }
+
+    /// Whether `v` is the `str` `key`, compared as bytes (no decoding).
+    #[inline]
+    pub fn str_eq(&self, v: Value, key: &str) -> bool {
+        match v {
+            Value::Str(sp) => {
+                &self.data[sp.off as usize..(sp.off + sp.len) as usize] == key.as_bytes()
+            }
+            Value::OwnedStr(i) => self.owned[i as usize] == key,
+            _ => false,
+        }
+    }
+
+    /// Looks `key` up in a dict whose keys are strings.
+    #[inline]
+    pub fn get(&self, dict: Value, key: &str) -> Option<Value> {
+        self.dict(dict)?
+            .iter()
+            .find(|(k, _)| self.str_eq(*k, key))
+            .map(|(_, v)| *v)
+    }
+
+    /// An integer value (bools count as 0/1, like Python). Big integers give `None`.
+    pub fn int(&self, v: Value) -> Option<i64> {
+        match v {
+            Value::Int(i) => Some(i),
+            Value::Bool(b) => Some(b as i64),
+            _ => None,
+        }
+    }
+
+    /// A number as f64 (ints and floats).
+    pub fn float(&self, v: Value) -> Option<f64> {
+        match v {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(f) => Some(f),
+            Value::Bool(b) => Some(b as i64 as f64),
+            _ => None,
+        }
+    }
+
+    /// A short, bounded description of a value for error messages (never recurses deeply).
+    pub fn describe(&self, v: Value) -> String {
+        match v {
+            Value::Str(_) | Value::OwnedStr(_) => {
+                let s = self.str(v).unwrap_or_default();
+                let short: String = s.chars().take(40).collect();
+                format!("str {short:?}")
+            }
+            Value::Int(i) => format!("int {i}"),
+            Value::Dict(_) => {
+                let keys: Vec<String> = self
+                    .dict(v)
+                    .unwrap_or(&[])
+                    .iter()
+                    .take(6)
+                    .map(|(k, _)| {
+                        self.str(*k)
+                            .map(|s| s.into_owned())
+                            .unwrap_or_else(|| k.kind().to_string())
+                    })
+                    .collect();
+                format!("dict with keys [{}]", keys.join(", "))
+            }
+            Value::List(_) | Value::Tuple(_) | Value::Set(_) => {
+                format!(
+                    "{} of {} items",
+                    v.kind(),
+                    self.seq(v).map_or(0, |s| s.len())
+                )
+            }
+            other => other.kind().to_string(),
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The allocator's world as memscope reasons about it, independent of the file it came from.
+//!
+//! Loaders for every snapshot layout (torch 2.0's `history` blocks, 2.1's traces without
+//! time, 2.11's annotations) converge here, so analyses never see format differences. Stacks
+//! are interned once: a snapshot repeats the same few thousand stacks over a million events,
+//! and analyses group by stack constantly, so a [`StackId`] comparison must be an integer
+//! comparison. The model owns its strings, so it outlives the mapped input file.
+
+pub mod frames;
+
+pub use frames::{Frame, FrameId, FrameKind, StackId, Stacks, Sym};
+
+/// Which of the allocator's two pools a block or segment belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pool {
+    /// Requests of at most 1 MiB, served from 2 MiB segments.
+    Small,
+    Large,
+}
+
+/// Largest request (after rounding) served from the small pool.
+pub const SMALL_SIZE: u64 = 1 << 20;
+/// Size of a small-pool segment.
+pub const SMALL_BUFFER: u64 = 2 << 20;
+/// Minimum block size and request rounding quantum.
+pub const MIN_BLOCK: u64 = 512;
+
+impl Pool {
+    pub fn for_rounded_size(rounded: u64) -> Pool {
+        if rounded <= SMALL_SIZE {
+            Pool::Small
+        } else {
+            Pool::Large
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Small => "small",
+            Pool::Large => "large",
+        }
+    }
+}
+
+/// State of a block as the snapshot records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// Handed out to a tensor.
+    ActiveAllocated,
+    /// Freed by the program, but a stream it was used on has not finished with it (`record_stream`).
+    ActivePendingFree,
+    /// Free, cached by the allocator.
+    Inactive,
+}
+
+impl BlockState {
+    pub fn parse(s: &str) -> Option<BlockState> {
+        match s {
+            "active_allocated" => Some(BlockState::ActiveAllocated),
+            "active_pending_free" => Some(BlockState::ActivePendingFree),
+            "inactive" => Some(BlockState::Inactive),
+            _ => None,
+        }
+    }
+    pub fn is_active(self) -> bool {
+        !matches!(self, BlockState::Inactive)
+    }
+}
+
+/// A block of a segment, as listed in the snapshot's final state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub address: u64,
+    pub size: u64,
+    /// The size the program asked for (0 where the snapshot does not say).
+    pub requested_size: u64,
+    pub state: BlockState,
+    pub stack: StackId,
+}
+
+/// A segment: one `cudaMalloc` (or one expandable virtual range) owned by the allocator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    pub device: u32,
+    pub address: u64,
+    pub total_size: u64,
+    pub stream: u64,
+    pub pool: Pool,
+    /// `(pool id, graph id)` for CUDA-graph private pools; `None` in old layouts.
+    pub segment_pool_id: Option<(i64, i64)>,
+    pub is_expandable: bool,
+    /// Where the segment was allocated (empty in old layouts).
+    pub stack: StackId,
+    pub blocks: Vec<Block>,
+}
+
+impl Segment {
+    pub fn end(&self) -> u64 {
+        self.address.saturating_add(self.total_size)
+    }
+    pub fn allocated_bytes(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum()
+    }
+    pub fn active_bytes(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| b.state.is_active())
+            .map(|b| b.size)
+            .sum()
+    }
+}
+
+/// What a trace entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+    /// The program called `_snapshot()` here (torch 2.0 layouts carry only this).
+    Snapshot,
+    /// An allocation failed; `size` is the request, `device_free` what the device had left.
+    Oom,
+    /// An action this version of memscope does not know; kept so indices stay faithful.
+    Other,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Action {
+        match s {
+            "alloc" => Action::Alloc,
+            "free_requested" => Action::FreeRequested,
+            "free_completed" => Action::FreeCompleted,
+            "segment_alloc" => Action::SegmentAlloc,
+            "segment_free" => Action::SegmentFree,
+            "segment_map" => Action::SegmentMap,
+            "segment_unmap" => Action::SegmentUnmap,
+            "snapshot" => Action::Snapshot,
+            "oom" => Action::Oom,
+            _ => Action::Other,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Snapshot => "snapshot",
+            Action::Oom => "oom",
+            Action::Other => "other",
+        }
+    }
+}
+
+/// One entry of a device's trace (`device_traces[d][i]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Event {
+    pub action: Action,
+    /// Address of the block or segment (0 for `oom` and `snapshot`).
+    pub addr: u64,
+    /// Requested size in bytes, before rounding.
+    pub size: u64,
+    pub stream: u64,
+    /// Microseconds since the epoch; `None` in 2.1-era traces.
+    pub time_us: Option<i64>,
+    pub stack: StackId,
+    /// Free device memory reported with an `oom` entry.
+    pub device_free: Option<u64>,
+}
+
+/// Index of an event in its device's trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct EventIdx(pub u32);
+
+/// Per-device state: the final segments and the recorded event log.
+#[derive(Clone, Debug, Default)]
+pub struct Device {
+    pub index: u32,
+    pub segments: Vec<Segment>,
+    pub events: Vec<Event>,
+}
+
+/// A `record_function` range boundary recorded by the allocator (`external_annotations`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Annotation {
+    pub device: u32,
+    pub name: String,
+    pub start: bool,
+    pub time_us: i64,
+}
+
+/// The allocator configuration recorded with the snapshot.
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize)]
+pub struct AllocatorSettings {
+    /// `PYTORCH_CUDA_ALLOC_CONF` as the process saw it.
+    pub conf: Option<String>,
+    /// `max_split_size` in bytes; `None` means unlimited (torch reports -1 or `SIZE_MAX`).
+    pub max_split_size: Option<u64>,
+    pub expandable_segments: Option<bool>,
+    pub garbage_collection_threshold: Option<f64>,
+    /// Divisions per power-of-two interval, indexed from the 1 MiB interval up (all zero = plain rounding).
+    pub roundup_power2_divisions: Vec<u64>,
+    /// Whether the snapshot carried settings at all (torch >= 2.1).
+    pub recorded: bool,
+}
+
+/// Which snapshot layout the file used, as far as it can be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// torch 2.0: blocks with `history`, no addresses, no trace beyond a `snapshot` entry.
+    Torch20,
+    /// torch 2.1-era: addresses and frames, trace entries without `time_us`.
+    Torch21,
+    /// torch 2.2+: `time_us`, usually `allocator_settings`.
+    Modern,
+}
+
+/// A whole memory snapshot, as loaded.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub layout: Layout,
+    pub devices: Vec<Device>,
+    pub stacks: Stacks,
+    pub annotations: Vec<Annotation>,
+    pub settings: AllocatorSettings,
+    /// Things the loader had to guess or skip, for the report's notes.
+    pub load_notes: Vec<String>,
+}
+
+impl Snapshot {
+    pub fn device(&self, index: u32) -> Option<&Device> {
+        self.devices.iter().find(|d| d.index == index)
+    }
+}
