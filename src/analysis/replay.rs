@@ -69,7 +69,8 @@ pub struct Counters {
     pub active: u64,
     /// `reserved_bytes.all`: memory held from the driver.
     pub reserved: u64,
-    /// `requested_bytes.all`: what the program asked for, before rounding.
+    /// `requested_bytes.all`: what the program asked for, before rounding; like `active`, it
+    /// drops at `free_completed`.
     pub requested: u64,
     /// `inactive_split_bytes.all`: free bytes in split (partly used) non-expandable segments.
     pub inactive_split: u64,
@@ -444,10 +445,9 @@ impl<'a> Replayer<'a> {
             return;
         }
         b.state = BlockState::ActivePendingFree;
-        let (size, req) = (b.size, b.requested);
+        let size = b.size;
         let c = &mut self.state.counters;
         c.allocated = c.allocated.saturating_sub(size);
-        c.requested = c.requested.saturating_sub(req);
     }
 
     fn handle_free_completed(&mut self, i: usize, e: &Event) {
@@ -472,11 +472,12 @@ impl<'a> Replayer<'a> {
         let b = seg.blocks.remove(&e.addr).expect("checked above");
         seg.active_bytes -= b.size;
         State::seg_counters(&mut st.counters, seg, 1);
+        // Like torch's free_block: active and requested bytes drop only now.
         st.counters.active = st.counters.active.saturating_sub(b.size);
+        st.counters.requested = st.counters.requested.saturating_sub(b.requested);
         if was_allocated {
-            // free_completed without free_requested (older logs): the block leaves both counters.
+            // free_completed without free_requested (older logs): the block leaves allocated too.
             st.counters.allocated = st.counters.allocated.saturating_sub(b.size);
-            st.counters.requested = st.counters.requested.saturating_sub(b.requested);
         }
     }
 
@@ -795,9 +796,9 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
         State::seg_counters(&mut c, s, 1);
         for b in s.blocks.values() {
             c.active += b.size;
+            c.requested += b.requested;
             if b.state == BlockState::ActiveAllocated {
                 c.allocated += b.size;
-                c.requested += b.requested;
             }
         }
     }

@@ -5,12 +5,14 @@
 //! wrong guess is reported as "this looks like X" rather than as a parse error deep inside.
 //! Inputs are memory-mapped read-only: memscope never writes to them.
 
+pub mod chrome;
 pub mod pickle;
 pub mod snapshot;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::model::trace::Trace;
 use crate::model::Snapshot;
 
 /// What a file's first bytes say it is.
@@ -26,8 +28,12 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
     match bytes {
         [0x1f, 0x8b, ..] => Sniffed::Gzip,
         [0x80, p, ..] if *p <= 5 => Sniffed::Pickle,
-        // Protocol 0/1 pickles start with an opcode like '(' , '}' or ']'.
-        [b'(' | b'}' | b']', ..] => Sniffed::Pickle,
+        // Protocol 0/1 pickles start with a printable opcode and end with STOP ('.').
+        [b'(' | b'}' | b']' | b')' | b'c' | b'N' | b'I' | b'S' | b'V' | b'P' | b'L' | b'F' | b'i', ..]
+            if bytes.last() == Some(&b'.') =>
+        {
+            Sniffed::Pickle
+        }
         _ => {
             let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
             match first {
@@ -40,31 +46,24 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: gzip stream is damaged after {offset} decompressed bytes: {source}")]
+    // The inner errors are part of the message (not `#[source]`), so a chain printer shows them once.
+    #[error("{path}: cannot read: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: gzip stream is damaged after {offset} decompressed bytes: {err}")]
     Gzip {
         path: PathBuf,
         offset: u64,
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
-    #[error("{path}: {source}")]
-    Pickle {
-        path: PathBuf,
-        #[source]
-        source: pickle::PickleError,
-    },
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
+    Pickle { path: PathBuf, err: pickle::PickleError },
+    #[error("{path}: {err}")]
     Snapshot {
         path: PathBuf,
-        #[source]
-        source: snapshot::SnapshotError,
+        err: snapshot::SnapshotError,
     },
+    #[error("{path}: {err}")]
+    Trace { path: PathBuf, err: chrome::TraceError },
     #[error("{path}: {what}")]
     WrongKind { path: PathBuf, what: String },
     #[error("{path}: the file is empty")]
@@ -89,9 +88,9 @@ impl std::ops::Deref for Bytes {
 
 /// Reads a file, transparently gunzipping it. Never writes to it.
 pub fn read_input(path: &Path) -> Result<Bytes, LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |err| LoadError::Io {
         path: path.to_owned(),
-        source,
+        err,
     };
     let file = std::fs::File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
@@ -120,10 +119,10 @@ fn gunzip_if_needed(path: &Path, bytes: Bytes) -> Result<Bytes, LoadError> {
     let mut dec = flate2::read::MultiGzDecoder::new(&bytes[..]);
     match dec.read_to_end(&mut out) {
         Ok(_) => Ok(Bytes::Owned(out)),
-        Err(source) => Err(LoadError::Gzip {
+        Err(err) => Err(LoadError::Gzip {
             path: path.to_owned(),
             offset: out.len() as u64,
-            source,
+            err,
         }),
     }
 }
@@ -149,13 +148,13 @@ pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadEr
             });
         }
     }
-    let p = pickle::parse(bytes).map_err(|source| LoadError::Pickle {
+    let p = pickle::parse(bytes).map_err(|err| LoadError::Pickle {
         path: path.to_owned(),
-        source,
+        err,
     })?;
-    snapshot::from_pickle(&p).map_err(|source| LoadError::Snapshot {
+    snapshot::from_pickle(&p).map_err(|err| LoadError::Snapshot {
         path: path.to_owned(),
-        source,
+        err,
     })
 }
 
@@ -163,4 +162,70 @@ pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadEr
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
     let bytes = read_input(path)?;
     snapshot_from_bytes(path, &bytes)
+}
+
+/// Parses bytes already in memory as a profiler Chrome trace.
+pub fn trace_from_bytes(path: &Path, bytes: &[u8]) -> Result<Trace, LoadError> {
+    match sniff(bytes) {
+        Sniffed::Json => {}
+        Sniffed::Pickle => {
+            return Err(LoadError::WrongKind {
+                path: path.to_owned(),
+                what: "this is a pickle (a memory snapshot?), not a profiler trace".into(),
+            })
+        }
+        _ => {
+            let shown: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            return Err(LoadError::WrongKind {
+                path: path.to_owned(),
+                what: format!(
+                    "not JSON: it starts with bytes {} (a trace from prof.export_chrome_trace is JSON, optionally gzipped)",
+                    shown.join(" ")
+                ),
+            });
+        }
+    }
+    chrome::parse(bytes).map_err(|err| LoadError::Trace {
+        path: path.to_owned(),
+        err,
+    })
+}
+
+/// Reads and parses a profiler Chrome trace (`.json`, `.json.gz`, `.pt.trace.json.gz`).
+///
+/// A gzip stream cut short (the run died while writing) is decompressed as far as it goes and
+/// read like a trace cut short, with a note.
+pub fn load_trace(path: &Path) -> Result<Trace, LoadError> {
+    match read_input(path) {
+        Ok(bytes) => trace_from_bytes(path, &bytes),
+        Err(LoadError::Gzip { offset, err, .. }) => {
+            let bytes = gunzip_partial(path)?;
+            let mut t = trace_from_bytes(path, &bytes)?;
+            t.load_notes.insert(
+                0,
+                format!("the gzip stream is damaged after {offset} decompressed bytes ({err}); the trace was read up to there"),
+            );
+            Ok(t)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Decompresses as much of a damaged gzip file as can be.
+fn gunzip_partial(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let io = |err| LoadError::Io {
+        path: path.to_owned(),
+        err,
+    };
+    let raw = std::fs::read(path).map_err(io)?;
+    let mut out = Vec::with_capacity(raw.len().saturating_mul(4));
+    let mut dec = flate2::read::MultiGzDecoder::new(&raw[..]);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match dec.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    Ok(out)
 }

@@ -38,6 +38,8 @@ pub enum Value {
     Int(i64),
     /// An integer that does not fit in `i64`: little-endian two's complement bytes of the input.
     BigInt(Span),
+    /// The same, decoded from protocol-0 decimal text; index into the owned big integers.
+    OwnedBigInt(u32),
     Float(f64),
     /// A `str` whose UTF-8 bytes are a span of the input.
     Str(Span),
@@ -55,7 +57,7 @@ impl Value {
         match self {
             Value::None => "None",
             Value::Bool(_) => "bool",
-            Value::Int(_) | Value::BigInt(_) => "int",
+            Value::Int(_) | Value::BigInt(_) | Value::OwnedBigInt(_) => "int",
             Value::Float(_) => "float",
             Value::Str(_) | Value::OwnedStr(_) => "str",
             Value::Bytes(_) => "bytes",
@@ -142,6 +144,7 @@ pub struct Pickle<'a> {
     data: &'a [u8],
     objects: Vec<Container>,
     owned: Vec<String>,
+    owned_ints: Vec<Vec<u8>>,
     root: Value,
     /// Protocol announced by `PROTO`, 0 when absent.
     pub protocol: u8,
@@ -254,6 +257,7 @@ struct Vm<'a> {
     sparse_memo: HashMap<u64, Value>,
     objects: Vec<Container>,
     owned: Vec<String>,
+    owned_ints: Vec<Vec<u8>>,
     limits: Limits,
     protocol: u8,
 }
@@ -283,6 +287,7 @@ pub fn parse_with_limits(data: &[u8], limits: Limits) -> Result<Pickle<'_>, Pick
         sparse_memo: HashMap::new(),
         objects: Vec::new(),
         owned: Vec::new(),
+        owned_ints: Vec::new(),
         limits,
         protocol: 0,
     };
@@ -291,6 +296,7 @@ pub fn parse_with_limits(data: &[u8], limits: Limits) -> Result<Pickle<'_>, Pick
         data,
         objects: vm.objects,
         owned: vm.owned,
+        owned_ints: vm.owned_ints,
         root,
         protocol: vm.protocol,
     })
@@ -490,7 +496,7 @@ impl<'a> Vm<'a> {
         }
     }
 
-    fn parse_text_int(&self, s: &[u8]) -> Result<Value, PickleError> {
+    fn parse_text_int(&mut self, s: &[u8]) -> Result<Value, PickleError> {
         let t = std::str::from_utf8(s)
             .map_err(|_| self.malformed("a decimal integer", "non-UTF-8 bytes"))?;
         let t = t.trim().trim_end_matches('L');
@@ -499,12 +505,12 @@ impl<'a> Vm<'a> {
             "01" => return Ok(Value::Bool(true)),
             _ => {}
         }
-        t.parse::<i64>().map(Value::Int).map_err(|_| {
-            self.malformed(
-                "a decimal integer that fits in 64 bits",
-                t.chars().take(40).collect::<String>(),
-            )
-        })
+        if let Ok(i) = t.parse::<i64>() {
+            return Ok(Value::Int(i));
+        }
+        let le = decimal_to_le(t).ok_or_else(|| self.malformed("a decimal integer", t.chars().take(40).collect::<String>()))?;
+        self.owned_ints.push(le);
+        Ok(Value::OwnedBigInt((self.owned_ints.len() - 1) as u32))
     }
 
     fn run(&mut self) -> Result<Value, PickleError> {
@@ -641,7 +647,8 @@ impl<'a> Vm<'a> {
                 }
                 b'V' => {
                     let s = self.line()?;
-                    if s.contains(&b'\\') {
+                    if s.contains(&b'\\') || !s.is_ascii() {
+                        // Latin-1 bytes and \\u escapes: decode; plain ASCII is borrowed as is.
                         let decoded = decode_raw_unicode_escape(s).ok_or_else(|| {
                             self.malformed("raw-unicode-escape text", "a bad escape")
                         })?;
@@ -855,6 +862,53 @@ impl<'a> Vm<'a> {
     }
 }
 
+/// Decimal text (optionally signed) to little-endian two's complement bytes.
+fn decimal_to_le(t: &str) -> Option<Vec<u8>> {
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    if digits.is_empty() || digits.len() > 100_000 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Magnitude, little-endian base 256.
+    let mut mag: Vec<u8> = vec![0];
+    for d in digits.bytes() {
+        let mut carry = (d - b'0') as u32;
+        for byte in mag.iter_mut() {
+            let v = *byte as u32 * 10 + carry;
+            *byte = (v & 0xff) as u8;
+            carry = v >> 8;
+        }
+        while carry > 0 {
+            mag.push((carry & 0xff) as u8);
+            carry >>= 8;
+        }
+    }
+    // Room for the sign bit.
+    mag.push(0);
+    if neg {
+        // Two's complement: invert and add one.
+        let mut carry = 1u16;
+        for byte in mag.iter_mut() {
+            let v = (!*byte) as u16 + carry;
+            *byte = (v & 0xff) as u8;
+            carry = v >> 8;
+        }
+    }
+    // Trim redundant sign bytes.
+    while mag.len() > 1 {
+        let last = mag[mag.len() - 1];
+        let prev_sign = mag[mag.len() - 2] & 0x80;
+        if (last == 0 && prev_sign == 0) || (last == 0xff && prev_sign != 0) {
+            mag.pop();
+        } else {
+            break;
+        }
+    }
+    Some(mag)
+}
+
 fn decode_raw_unicode_escape(s: &[u8]) -> Option<String> {
     // Python's raw-unicode-escape: bytes are Latin-1, except \uXXXX and \UXXXXXXXX.
     let mut out = String::with_capacity(s.len());
@@ -914,6 +968,15 @@ impl<'a> Pickle<'a> {
             Value::Str(sp) | Value::Bytes(sp) => {
                 Some(&self.data[sp.off as usize..(sp.off + sp.len) as usize])
             }
+            _ => None,
+        }
+    }
+
+    /// Little-endian two's complement bytes of an integer too big for `i64`.
+    pub fn bigint_bytes(&self, v: Value) -> Option<&[u8]> {
+        match v {
+            Value::BigInt(sp) => Some(&self.data[sp.off as usize..(sp.off + sp.len) as usize]),
+            Value::OwnedBigInt(i) => Some(&self.owned_ints[i as usize]),
             _ => None,
         }
     }

@@ -52,7 +52,7 @@ impl<'p, 'a> Builder<'p, 'a> {
             Value::Int(i) => Some(i as u64),
             Value::Bool(b) => Some(b as u64),
             // A big int (e.g. SIZE_MAX written as an unsigned 64-bit value with a sign byte).
-            Value::BigInt(_) => self.p.raw_bytes_bigint(v),
+            Value::BigInt(_) | Value::OwnedBigInt(_) => self.p.bigint_as_u64(v),
             _ => None,
         })
     }
@@ -276,10 +276,8 @@ impl<'p, 'a> Builder<'p, 'a> {
 
 impl<'a> Pickle<'a> {
     /// A big integer that still fits in u64 (e.g. an unsigned address with a sign byte).
-    pub fn raw_bytes_bigint(&self, v: Value) -> Option<u64> {
-        let Value::BigInt(sp) = v else { return None };
-        // Reuse raw_bytes by viewing the span as bytes.
-        let b = self.raw_bytes(Value::Bytes(sp))?;
+    pub fn bigint_as_u64(&self, v: Value) -> Option<u64> {
+        let b = self.bigint_bytes(v)?;
         if b.len() > 9 || (b.len() == 9 && b[8] != 0) {
             return None;
         }

@@ -1,0 +1,290 @@
+//! What live memory is for: parameters, optimizer state, gradients, activations, temporaries.
+//!
+//! "3 GiB allocated at the OOM" is only actionable once it is split the way a user thinks
+//! about a model: shrinking the batch helps activations, not optimizer state. A snapshot has
+//! no tensor roles, so each block's role is inferred from two things the log does record: the
+//! frames that allocated it (`torch/optim` is the optimizer, `Module._apply` is `.to()` or
+//! `.cuda()` moving parameters, autograd frames or no Python frame at all after the first
+//! forward is the backward pass) and its lifetime relative to the step it was made in (made in
+//! a forward and alive past it or freed by the backward: an activation; freed within the
+//! step: a temporary). Each category comes with the rules that filled it, so a reader can
+//! judge them: they are heuristics, and `other` is kept honest rather than guessed into.
+
+use std::collections::HashMap;
+
+use crate::analysis::replay::State;
+use crate::analysis::steps::Step;
+use crate::model::{Action, BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+
+/// A role of live memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Parameter,
+    OptimizerState,
+    Gradient,
+    Activation,
+    Temporary,
+    Other,
+}
+
+impl Category {
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Parameter => "parameter",
+            Category::OptimizerState => "optimizer_state",
+            Category::Gradient => "gradient",
+            Category::Activation => "activation",
+            Category::Temporary => "temporary",
+            Category::Other => "other",
+        }
+    }
+}
+
+/// One inference rule and what it put in its category.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Basis {
+    pub category: Category,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// What the inference rests on.
+    pub rule: &'static str,
+}
+
+/// Allocated bytes by category at one state of the log.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Categories {
+    /// The event after which the state was taken (`None`: the state before the log).
+    pub at_event: Option<EventIdx>,
+    pub parameter: u64,
+    pub optimizer_state: u64,
+    pub gradient: u64,
+    pub activation: u64,
+    pub temporary: u64,
+    pub other: u64,
+    /// The rules used, largest first.
+    pub basis: Vec<Basis>,
+}
+
+impl Categories {
+    pub fn bytes(&self, c: Category) -> u64 {
+        match c {
+            Category::Parameter => self.parameter,
+            Category::OptimizerState => self.optimizer_state,
+            Category::Gradient => self.gradient,
+            Category::Activation => self.activation,
+            Category::Temporary => self.temporary,
+            Category::Other => self.other,
+        }
+    }
+    fn add(&mut self, c: Category, n: u64) {
+        let slot = match c {
+            Category::Parameter => &mut self.parameter,
+            Category::OptimizerState => &mut self.optimizer_state,
+            Category::Gradient => &mut self.gradient,
+            Category::Activation => &mut self.activation,
+            Category::Temporary => &mut self.temporary,
+            Category::Other => &mut self.other,
+        };
+        *slot += n;
+    }
+    pub fn total(&self) -> u64 {
+        self.parameter
+            + self.optimizer_state
+            + self.gradient
+            + self.activation
+            + self.temporary
+            + self.other
+    }
+}
+
+const R_OPTIM: &str = "allocated under torch/optim and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)";
+const R_OPTIM_TMP: &str = "allocated under torch/optim and freed within its step: optimizer temporaries";
+const R_APPLY: &str = "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
+const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame: taken as parameters (weights loaded or created natively)";
+const R_GRAD: &str = "allocated in the backward pass (autograd frames, or no Python frame after the first forward: autograd's engine threads record none) and alive past its step: gradients";
+const R_GRAD_TMP: &str = "allocated in the backward pass and freed within its step: gradient temporaries";
+const R_ACT: &str = "allocated inside a torch.nn module call and freed by the backward pass or alive past its step: activations (saved for backward, or kept)";
+const R_FWD_TMP: &str = "allocated inside a torch.nn module call and freed before the backward pass within its step: forward temporaries";
+const R_USER_TMP: &str = "allocated by other code and freed within its step: temporaries";
+const R_USER: &str = "allocated by user code outside model calls and alive past its step: inputs, targets, buffers, user tensors";
+const R_BEFORE_LOG: &str = "allocated before the log began and not recognisable from its stack";
+const R_PENDING: &str = "freed by the program, awaiting another stream (record_stream)";
+
+/// Frame facts of one stack.
+#[derive(Clone, Copy, Debug, Default)]
+struct Facts {
+    optim: bool,
+    apply: bool,
+    autograd: bool,
+    module: bool,
+    python: bool,
+}
+
+fn facts(stacks: &Stacks, s: StackId) -> Facts {
+    let mut f = Facts::default();
+    for &id in stacks.frames(s) {
+        let fr = stacks.frame(id);
+        if fr.kind != FrameKind::Native {
+            f.python = true;
+        }
+        if fr.kind != FrameKind::Torch {
+            continue;
+        }
+        let file = stacks.str(fr.file);
+        let name = stacks.str(fr.name);
+        if file.contains("torch/optim/") {
+            f.optim = true;
+        }
+        if file.contains("torch/autograd/") || (file.ends_with("torch/_tensor.py") && name == "backward") {
+            f.autograd = true;
+        }
+        if file.ends_with("torch/nn/modules/module.py") && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert")
+            || file.ends_with("torch/nn/parameter.py")
+        {
+            f.apply = true;
+        }
+        if file.contains("torch/nn/modules/") {
+            f.module = true;
+        }
+    }
+    f
+}
+
+/// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
+fn free_events(dev: &Device) -> HashMap<u32, u32> {
+    let mut live: HashMap<u64, u32> = HashMap::new();
+    let mut out = HashMap::new();
+    for (i, e) in dev.events.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                live.insert(e.addr, i as u32);
+            }
+            Action::FreeRequested | Action::FreeCompleted => {
+                if let Some(a) = live.remove(&e.addr) {
+                    out.insert(a, i as u32);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Categorises the allocated blocks of `state` (the state after event `at`).
+pub fn at_state(
+    snap: &Snapshot,
+    dev: &Device,
+    steps: &[Step],
+    state: &State,
+    at: Option<EventIdx>,
+) -> Categories {
+    let stacks = &snap.stacks;
+    let mut memo: HashMap<StackId, Facts> = HashMap::new();
+    let mut fact = |s: StackId| *memo.entry(s).or_insert_with(|| facts(stacks, s));
+    let first_forward = dev
+        .events
+        .iter()
+        .position(|e| e.action == Action::Alloc && facts(stacks, e.stack).module)
+        .unwrap_or(usize::MAX);
+    let frees = free_events(dev);
+    let step_end = |i: usize| -> usize {
+        let k = steps.partition_point(|s| (s.start_event.0 as usize) <= i);
+        k.checked_sub(1)
+            .and_then(|k| steps.get(k))
+            .filter(|s| s.contains(i))
+            .map(|s| s.end_event.0 as usize)
+            .unwrap_or(usize::MAX)
+    };
+    let mut out = Categories {
+        at_event: at,
+        ..Categories::default()
+    };
+    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::new();
+    for b in state.live_blocks() {
+        let (cat, rule) = if b.state == BlockState::ActivePendingFree {
+            (Category::Other, R_PENDING)
+        } else {
+            let f = fact(b.stack);
+            match b.alloc_event {
+                None => {
+                    if f.optim {
+                        (Category::OptimizerState, R_OPTIM)
+                    } else if f.apply {
+                        (Category::Parameter, R_APPLY)
+                    } else {
+                        (Category::Other, R_BEFORE_LOG)
+                    }
+                }
+                Some(a) => {
+                    let a = a.0 as usize;
+                    let free = frees.get(&(a as u32)).map(|&x| x as usize);
+                    let end = step_end(a);
+                    let survives = free.is_none_or(|x| x > end);
+                    let backward = f.autograd || (!f.python && a > first_forward);
+                    if f.optim {
+                        if survives {
+                            (Category::OptimizerState, R_OPTIM)
+                        } else {
+                            (Category::Temporary, R_OPTIM_TMP)
+                        }
+                    } else if f.apply {
+                        (Category::Parameter, R_APPLY)
+                    } else if !f.python && a < first_forward {
+                        (Category::Parameter, R_EARLY_NATIVE)
+                    } else if backward {
+                        if survives {
+                            (Category::Gradient, R_GRAD)
+                        } else {
+                            (Category::Temporary, R_GRAD_TMP)
+                        }
+                    } else if f.module {
+                        let freed_by_backward = free.is_some_and(|x| {
+                            let fs = fact(dev.events[x].stack);
+                            fs.autograd || !fs.python
+                        });
+                        if survives || freed_by_backward {
+                            (Category::Activation, R_ACT)
+                        } else {
+                            (Category::Temporary, R_FWD_TMP)
+                        }
+                    } else if survives {
+                        (Category::Other, R_USER)
+                    } else {
+                        (Category::Temporary, R_USER_TMP)
+                    }
+                }
+            }
+        };
+        if b.state == BlockState::ActiveAllocated {
+            out.add(cat, b.size);
+            let e = basis.entry((cat, rule)).or_default();
+            e.0 += b.size;
+            e.1 += 1;
+        }
+    }
+    out.basis = basis
+        .into_iter()
+        .map(|((category, rule), (bytes, blocks))| Basis {
+            category,
+            bytes,
+            blocks,
+            rule,
+        })
+        .collect();
+    out.basis
+        .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
+    out
+}
+
+/// Categories at an event of the log (the peak, an OOM), replaying from the nearest checkpoint.
+pub fn at_event(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &crate::analysis::replay::Timeline,
+    steps: &[Step],
+    at: EventIdx,
+) -> Categories {
+    let st = tl.state_after(dev, &snap.settings, Some(at.0 as usize));
+    at_state(snap, dev, steps, &st, Some(at))
+}

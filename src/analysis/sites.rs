@@ -1,0 +1,99 @@
+//! Live memory grouped by the line of user code that allocated it.
+//!
+//! "What held the memory" is only actionable as a line in the user's program: thousands of
+//! blocks from `linear.py:134` are one finding, `train.py:60 out = model(x)`. Blocks are grouped
+//! by their site frame (the first user frame of the stack), while the heaviest full stack of
+//! each group is kept for `--stacks`.
+
+use std::collections::HashMap;
+
+use crate::model::{Frame, StackId, Stacks};
+
+/// A source location, as the JSON schema names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, PartialOrd, Ord)]
+pub struct Site {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+impl Site {
+    pub fn from_frame(stacks: &Stacks, f: &Frame) -> Site {
+        Site {
+            file: stacks.str(f.file).to_owned(),
+            line: f.line,
+            function: stacks.str(f.name).to_owned(),
+        }
+    }
+
+    /// The site of a stack: its first user frame, else its innermost Python frame.
+    pub fn of_stack(stacks: &Stacks, s: StackId) -> Option<Site> {
+        stacks.site_frame(s).map(|f| Site::from_frame(stacks, f))
+    }
+
+    /// The file name without its directories, for narrow displays.
+    pub fn short_file(&self) -> &str {
+        self.file.rsplit(['/', '\\']).next().unwrap_or(&self.file)
+    }
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} in {}", self.file, self.line, self.function)
+    }
+}
+
+/// Live bytes of one site.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SiteTotal {
+    /// `None` for blocks with no recorded stack.
+    pub site: Option<Site>,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// Whether the site is the user's own code (else the innermost library frame).
+    pub user_code: bool,
+    /// The stack holding the most bytes of this site, innermost frame first (`file:line function`).
+    pub stack: Vec<String>,
+    #[serde(skip)]
+    pub stack_id: StackId,
+}
+
+/// Groups `(stack, bytes)` items by site, largest first.
+pub fn group<I>(stacks: &Stacks, items: I) -> Vec<SiteTotal>
+where
+    I: IntoIterator<Item = (StackId, u64)>,
+{
+    // First by stack (cheap integer key), then stacks by site.
+    let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
+    for (s, b) in items {
+        let e = by_stack.entry(s).or_default();
+        e.0 += b;
+        e.1 += 1;
+    }
+    let mut by_site: HashMap<Option<(crate::model::Sym, u32, crate::model::Sym)>, (u64, u64, StackId, u64, bool)> = HashMap::new();
+    for (s, (bytes, n)) in by_stack {
+        let f = stacks.site_frame(s);
+        let key = f.map(|f| (f.file, f.line, f.name));
+        let user = stacks.user_frame(s).is_some();
+        let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
+        e.0 += bytes;
+        e.1 += n;
+        if bytes > e.3 {
+            e.2 = s;
+            e.3 = bytes;
+        }
+    }
+    let mut out: Vec<SiteTotal> = by_site
+        .into_values()
+        .map(|(bytes, blocks, s, _, user)| SiteTotal {
+            site: Site::of_stack(stacks, s),
+            bytes,
+            blocks,
+            user_code: user,
+            stack: stacks.frames(s).iter().map(|&f| stacks.frame_label(stacks.frame(f))).collect(),
+            stack_id: s,
+        })
+        .collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    out
+}

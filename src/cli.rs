@@ -1,0 +1,59 @@
+//! Command-line interface: the only place that knows about clap.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "memscope", version, about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// A capture to analyse (same as `memscope analyze FILE`).
+    pub file: Option<PathBuf>,
+    /// When to colour the output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Explain a memory snapshot (`torch.cuda.memory._dump_snapshot`): figures, OOM cause, sites.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AnalyzeArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Print the full stack under each site.
+    #[arg(long)]
+    pub stacks: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    pub fn enabled(self) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal(),
+        }
+    }
+}

@@ -1,0 +1,681 @@
+//! Reading `prof.export_chrome_trace` output (Kineto's Chrome trace JSON) into a [`Trace`].
+//!
+//! Traces run to hundreds of megabytes, so nothing builds a generic JSON tree: a small scanner
+//! finds the `traceEvents` array and the byte range of each element, and each element is read
+//! with serde into a borrowed struct that names only the fields memscope uses.
+//!
+//! Element-by-element reading is also what makes damaged files usable. A run killed while the
+//! trace was written leaves a file without its closing brackets, often with a half-written last
+//! event: everything before it is still good, so it is loaded with a note. Some profiler versions
+//! write raw tabs and newlines inside names, which strict JSON forbids: the scanner sees them,
+//! and such an element is read from a copy with those bytes blanked.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("not a profiler Chrome trace: {what}")]
+    NotATrace { what: String },
+    #[error("malformed JSON at byte {offset}: expected {expected}, found {found}")]
+    Syntax {
+        offset: u64,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("the file ends at byte {offset}, before any traceEvents array (cut off while being written?)")]
+    TruncatedHeader { offset: u64 },
+    #[error("none of the {count} entries of traceEvents is a readable event; the first, at byte {offset}: {source}")]
+    NoEvents {
+        count: u64,
+        offset: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why the scanner stopped before the end of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The input ended inside the value.
+    Eof,
+    /// An unexpected byte at this offset.
+    Bad(usize),
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// `i` is at `"`; returns the offset after the closing quote and whether the string held raw
+/// control bytes.
+fn scan_string(b: &[u8], mut i: usize) -> Result<(usize, bool), Stop> {
+    let mut ctrl = false;
+    i += 1;
+    while i < b.len() {
+        match b[i] {
+            b'"' => return Ok((i + 1, ctrl)),
+            b'\\' => i += 2,
+            c if c < 0x20 => {
+                ctrl = true;
+                i += 1
+            }
+            _ => i += 1,
+        }
+    }
+    Err(Stop::Eof)
+}
+
+/// Finds the end of the JSON value starting at `i` (not validating it: serde does that). Nesting
+/// is tracked with a counter, so deep input cannot overflow the stack.
+fn scan_value(b: &[u8], i: usize) -> Result<(usize, bool), Stop> {
+    let Some(&c) = b.get(i) else {
+        return Err(Stop::Eof);
+    };
+    match c {
+        b'"' => scan_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut ctrl = false;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        let (e, c) = scan_string(b, j)?;
+                        ctrl |= c;
+                        j = e;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok((j + 1, ctrl));
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            Err(Stop::Eof)
+        }
+        b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                j += 1;
+            }
+            if j == b.len() {
+                // A scalar running into the end of the file may itself be cut short.
+                return Err(Stop::Eof);
+            }
+            Ok((j, false))
+        }
+        _ => Err(Stop::Bad(i)),
+    }
+}
+
+fn shown(b: &[u8], i: usize) -> String {
+    match b.get(i) {
+        None => "the end of the file".into(),
+        Some(_) => {
+            let end = (i + 24).min(b.len());
+            format!("{:?}", String::from_utf8_lossy(&b[i..end]))
+        }
+    }
+}
+
+fn syntax(b: &[u8], i: usize, expected: &'static str) -> TraceError {
+    TraceError::Syntax {
+        offset: i as u64,
+        expected,
+        found: shown(b, i),
+    }
+}
+
+/// Where the events are: the offset of the `[` that opens them.
+fn locate_events(b: &[u8]) -> Result<usize, TraceError> {
+    let i = skip_ws(b, 0);
+    match b.get(i) {
+        Some(b'[') => {
+            // Chrome's "JSON array format": the events themselves. Refuse a list of lists
+            // (the profiler's memory timeline) or of numbers.
+            let j = skip_ws(b, i + 1);
+            match b.get(j) {
+                Some(b'{') | Some(b']') | None => Ok(i),
+                Some(b'[') => Err(TraceError::NotATrace {
+                    what: "a JSON list of lists, the shape of a memory-timeline export \
+                           (prof.export_memory_timeline); a Chrome trace is an object with \
+                           traceEvents (prof.export_chrome_trace)"
+                        .into(),
+                }),
+                Some(_) => Err(TraceError::NotATrace {
+                    what: format!(
+                        "a JSON list whose first entry, at byte {j}, is not an object ({})",
+                        shown(b, j)
+                    ),
+                }),
+            }
+        }
+        Some(b'{') => locate_in_object(b, i),
+        _ => Err(TraceError::NotATrace {
+            what: format!("the file does not start with JSON: {}", shown(b, i)),
+        }),
+    }
+}
+
+fn locate_in_object(b: &[u8], open: usize) -> Result<usize, TraceError> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut i = skip_ws(b, open + 1);
+    if b.get(i) == Some(&b'}') {
+        return Err(not_a_trace(&keys));
+    }
+    loop {
+        match b.get(i) {
+            Some(b'"') => {}
+            None => return Err(TraceError::TruncatedHeader { offset: i as u64 }),
+            Some(_) => return Err(syntax(b, i, "a key string")),
+        }
+        let (kend, _) = scan_string(b, i).map_err(|s| stop_in_header(b, s))?;
+        let key = &b[i + 1..kend - 1];
+        i = skip_ws(b, kend);
+        match b.get(i) {
+            Some(b':') => {}
+            None => return Err(TraceError::TruncatedHeader { offset: i as u64 }),
+            Some(_) => return Err(syntax(b, i, "':' after a key")),
+        }
+        i = skip_ws(b, i + 1);
+        if key == b"traceEvents" {
+            return match b.get(i) {
+                Some(b'[') => Ok(i),
+                None => Err(TraceError::TruncatedHeader { offset: i as u64 }),
+                Some(_) => Err(syntax(b, i, "an array for traceEvents")),
+            };
+        }
+        if keys.len() < 12 {
+            keys.push(String::from_utf8_lossy(key).into_owned());
+        }
+        let (vend, _) = scan_value(b, i).map_err(|s| stop_in_header(b, s))?;
+        i = skip_ws(b, vend);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b'}') => return Err(not_a_trace(&keys)),
+            None => return Err(TraceError::TruncatedHeader { offset: i as u64 }),
+            Some(_) => return Err(syntax(b, i, "',' or '}' after a value")),
+        }
+    }
+}
+
+fn stop_in_header(b: &[u8], s: Stop) -> TraceError {
+    match s {
+        Stop::Eof => TraceError::TruncatedHeader {
+            offset: b.len() as u64,
+        },
+        Stop::Bad(i) => syntax(b, i, "a JSON value"),
+    }
+}
+
+fn not_a_trace(keys: &[String]) -> TraceError {
+    let has = |k: &str| keys.iter().any(|x| x == k);
+    let what = if has("nodes") && (has("schema") || has("pid")) {
+        "this is a PyTorch execution trace (ExecutionTraceObserver output: top-level `schema` and \
+         `nodes`), a different format; memscope reads the Chrome trace written by \
+         prof.export_chrome_trace() or tensorboard_trace_handler"
+            .to_owned()
+    } else if has("segments") || has("device_traces") {
+        "this looks like a memory snapshot converted to JSON; memscope reads snapshots as the \
+         pickle from torch.cuda.memory._dump_snapshot"
+            .to_owned()
+    } else {
+        format!(
+            "a JSON object without a traceEvents array (its keys: {})",
+            if keys.is_empty() {
+                "none".to_owned()
+            } else {
+                keys.join(", ")
+            }
+        )
+    };
+    TraceError::NotATrace { what }
+}
+
+/// A JSON scalar as the trace happens to write it: `tid` is a number or a string, `id` a number
+/// or a string, `ts` an integer or a float depending on the Kineto version. Containers and
+/// booleans read as `None` instead of failing the whole event.
+#[derive(Debug, Clone, Default, PartialEq)]
+enum Scalar<'a> {
+    #[default]
+    None,
+    Int(i128),
+    Float(f64),
+    Str(Cow<'a, str>),
+}
+
+impl Scalar<'_> {
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Scalar::Int(i) => Some(*i as f64),
+            Scalar::Float(f) if f.is_finite() => Some(*f),
+            Scalar::Str(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
+            _ => None,
+        }
+    }
+    fn as_i128(&self) -> Option<i128> {
+        match self {
+            Scalar::Int(i) => Some(*i),
+            Scalar::Float(f) if f.is_finite() && f.fract() == 0.0 => Some(*f as i128),
+            Scalar::Str(s) => {
+                let s = s.trim();
+                match s.strip_prefix("0x") {
+                    Some(h) => i128::from_str_radix(h, 16).ok(),
+                    None => s.parse::<i128>().ok(),
+                }
+            }
+            _ => None,
+        }
+    }
+    fn as_i64(&self) -> Option<i64> {
+        self.as_i128().and_then(|i| i64::try_from(i).ok())
+    }
+    fn as_u64(&self) -> Option<u64> {
+        self.as_i128().and_then(|i| u64::try_from(i).ok())
+    }
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+struct ScalarVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
+    type Value = Scalar<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON scalar")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Scalar::None)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Scalar::Int(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Scalar::Int(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Scalar::Float(v))
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(ScalarVisitor(std::marker::PhantomData))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::None)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor(std::marker::PhantomData))
+    }
+}
+
+/// The `args` keys memscope uses; everything else (input shapes, kernel launch figures) is skipped.
+#[derive(Debug, Default, Deserialize)]
+struct RawArgs<'a> {
+    #[serde(borrow, default, rename = "Addr")]
+    addr: Scalar<'a>,
+    #[serde(borrow, default, rename = "Bytes")]
+    bytes: Scalar<'a>,
+    #[serde(borrow, default, rename = "Total Allocated")]
+    total_allocated: Scalar<'a>,
+    #[serde(borrow, default, rename = "Total Reserved")]
+    total_reserved: Scalar<'a>,
+    #[serde(borrow, default, rename = "Device Type")]
+    device_type: Scalar<'a>,
+    #[serde(borrow, default, rename = "Device Id")]
+    device_id: Scalar<'a>,
+    #[serde(borrow, default, rename = "Sequence number")]
+    sequence_number: Scalar<'a>,
+    #[serde(borrow, default, rename = "Fwd thread id")]
+    fwd_thread_id: Scalar<'a>,
+    #[serde(borrow, default, rename = "External id")]
+    external_id: Scalar<'a>,
+    #[serde(borrow, default, rename = "Python id")]
+    python_id: Scalar<'a>,
+    #[serde(borrow, default, rename = "Python parent id")]
+    python_parent_id: Scalar<'a>,
+}
+
+/// One element of `traceEvents`, borrowed from the input where it has no escapes.
+#[derive(Debug, Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow, default)]
+    name: Scalar<'a>,
+    #[serde(borrow, default)]
+    ph: Scalar<'a>,
+    #[serde(borrow, default)]
+    cat: Scalar<'a>,
+    #[serde(borrow, default)]
+    ts: Scalar<'a>,
+    #[serde(borrow, default)]
+    dur: Scalar<'a>,
+    #[serde(borrow, default)]
+    tid: Scalar<'a>,
+    #[serde(borrow, default)]
+    id: Scalar<'a>,
+    #[serde(borrow, default)]
+    args: Option<RawArgs<'a>>,
+}
+
+fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
+    match s {
+        Scalar::Str(name) => match name.trim().parse::<i64>() {
+            Ok(n) => Tid(n),
+            Err(_) => b.named_tid(name),
+        },
+        other => Tid(other.as_i64().unwrap_or(0)),
+    }
+}
+
+/// Keeps what the analyses use from one event.
+fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
+    let ph = e.ph.as_str().unwrap_or("");
+    let cat = e.cat.as_str().unwrap_or("");
+    let name = e.name.as_str().unwrap_or("");
+    let Some(ts) = e.ts.as_f64() else {
+        return;
+    };
+    let dur = e.dur.as_f64().unwrap_or(0.0);
+    let empty = RawArgs::default();
+    let args = e.args.as_ref().unwrap_or(&empty);
+    match ph {
+        "X" => {
+            if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
+                let tid = tid_of(b, &e.tid);
+                b.add_op(OpRecord {
+                    name,
+                    ts,
+                    dur,
+                    tid,
+                    seq: args.sequence_number.as_i64(),
+                    fwd_tid: args.fwd_thread_id.as_i64(),
+                    external_id: args.external_id.as_i64(),
+                });
+            } else if cat == "user_annotation" {
+                let tid = tid_of(b, &e.tid);
+                match name.strip_prefix("ProfilerStep#").map(|n| n.trim().parse::<u64>()) {
+                    Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
+                    _ => b.add_annotation(name, ts, dur, tid),
+                }
+            } else if cat == "gpu_user_annotation" {
+                if name.starts_with("ProfilerStep#") {
+                    b.counts_mut().gpu_step_duplicates += 1;
+                }
+            } else if cat == "python_function" {
+                let tid = tid_of(b, &e.tid);
+                b.add_python(
+                    name,
+                    ts,
+                    dur,
+                    tid,
+                    args.python_id.as_i64(),
+                    args.python_parent_id.as_i64(),
+                );
+            }
+        }
+        "i" | "I" if name == "[memory]" => {
+            let (Some(addr), Some(bytes)) = (args.addr.as_u64(), args.bytes.as_i64()) else {
+                return;
+            };
+            let device = DeviceKey {
+                device_type: args.device_type.as_i64().unwrap_or(-1),
+                device_id: args.device_id.as_i64().unwrap_or(0),
+            };
+            let tid = tid_of(b, &e.tid);
+            b.add_memory(
+                ts,
+                tid,
+                addr,
+                bytes,
+                args.total_allocated.as_i64(),
+                args.total_reserved.as_i64(),
+                device,
+            );
+        }
+        "s" | "f" if cat == "fwdbwd" => {
+            if let Some(id) = e.id.as_i64() {
+                let tid = tid_of(b, &e.tid);
+                b.add_flow_end(id, ph == "s", tid, ts);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Blanks raw control bytes inside strings, the one defect some profiler versions write.
+fn blank_controls(elem: &[u8]) -> Vec<u8> {
+    let mut out = elem.to_vec();
+    let mut in_str = false;
+    let mut i = 0;
+    while i < out.len() {
+        let c = out[i];
+        if in_str {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                c if c < 0x20 => out[i] = b' ',
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_str = true;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Parses a Chrome trace held in memory.
+pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
+    let open = locate_events(bytes)?;
+    let mut b = TraceBuilder::new();
+    let mut first_failure: Option<(u64, serde_json::Error)> = None;
+    let mut i = skip_ws(bytes, open + 1);
+    let mut closed = false;
+    if bytes.get(i) == Some(&b']') {
+        closed = true;
+    }
+    while !closed {
+        if i >= bytes.len() {
+            b.set_truncated();
+            let n = b.counts_mut().events;
+            b.note(format!(
+                "the trace ends at byte {i} inside traceEvents without its closing bracket \
+                 (cut off while being written?); all {n} complete events before it were loaded"
+            ));
+            break;
+        }
+        let start = i;
+        let (end, ctrl) = match scan_value(bytes, start) {
+            Ok(r) => r,
+            Err(Stop::Eof) => {
+                b.set_truncated();
+                let n = b.counts_mut().events;
+                b.note(format!(
+                    "the trace is cut off inside an event that starts at byte {start}; the {n} \
+                     complete events before it were loaded"
+                ));
+                break;
+            }
+            Err(Stop::Bad(at)) => return Err(syntax(bytes, at, "an event object")),
+        };
+        b.counts_mut().events += 1;
+        let elem = &bytes[start..end];
+        let parsed = if ctrl {
+            b.counts_mut().repaired += 1;
+            let fixed = blank_controls(elem);
+            serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
+        } else {
+            serde_json::from_slice::<RawEvent>(elem).map(|e| ingest(&mut b, &e))
+        };
+        if let Err(err) = parsed {
+            b.counts_mut().skipped += 1;
+            if first_failure.is_none() {
+                first_failure = Some((start as u64, err));
+            }
+        }
+        i = skip_ws(bytes, end);
+        match bytes.get(i) {
+            Some(b',') => {
+                i = skip_ws(bytes, i + 1);
+                // Tolerate a trailing comma before the closing bracket.
+                if bytes.get(i) == Some(&b']') {
+                    closed = true;
+                }
+            }
+            Some(b']') => closed = true,
+            None => {}
+            Some(_) => return Err(syntax(bytes, i, "',' or ']' after an event")),
+        }
+    }
+    let counts = b.counts_mut();
+    let (events, skipped, repaired) = (counts.events, counts.skipped, counts.repaired);
+    if let Some((offset, source)) = first_failure {
+        if skipped == events {
+            return Err(TraceError::NoEvents {
+                count: events,
+                offset,
+                source,
+            });
+        }
+        b.note(format!(
+            "{skipped} of {events} entries of traceEvents are not valid events and were skipped; \
+             the first, at byte {offset}: {source}"
+        ));
+    }
+    if repaired > 0 {
+        b.note(format!(
+            "{repaired} events held raw control characters (tabs, newlines) inside strings, which \
+             JSON forbids (a known profiler defect); they were read with those characters blanked"
+        ));
+    }
+    Ok(b.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = r#"{"schemaVersion": 1, "deviceProperties": [{"id": 0}],
+      "traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2,
+       "args": {"Sequence number": 4, "Fwd thread id": 0, "External id": 7, "Input Dims": [[1,2]]}},
+      {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+       "ts": 11, "args": {"Addr": 140187865859072, "Bytes": 512, "Total Allocated": 512,
+       "Total Reserved": 2097152, "Device Type": 1, "Device Id": 0}},
+      {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1, "dur": 100},
+      {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 10.5}
+      ],
+      "traceName": "x"}"#;
+
+    #[test]
+    fn reads_small_trace() {
+        let t = parse(SMALL.as_bytes()).unwrap();
+        assert_eq!(t.counts.events, 4);
+        assert_eq!(t.ops.len(), 1);
+        assert_eq!(t.ops[0].seq, Some(4));
+        assert_eq!(t.memory.len(), 1);
+        assert_eq!(t.memory[0].addr, 140187865859072);
+        assert!(t.memory[0].device.is_cuda());
+        assert_eq!(t.memory[0].op, Some(crate::model::trace::OpIdx(0)));
+        assert!(!t.truncated);
+        assert!(t.load_notes.is_empty(), "{:?}", t.load_notes);
+    }
+
+    #[test]
+    fn truncated_anywhere() {
+        let closed = SMALL.rfind(']').unwrap();
+        for cut in 0..SMALL.len() {
+            let r = parse(&SMALL.as_bytes()[..cut]);
+            if let Ok(t) = &r {
+                assert!(t.truncated || cut > closed, "cut {cut}");
+                assert!(t.counts.events <= 4);
+            }
+        }
+        let cut = SMALL.find("{\"ph\": \"X\", \"cat\": \"Trace\"").unwrap() + 20;
+        let t = parse(&SMALL.as_bytes()[..cut]).unwrap();
+        assert!(t.truncated);
+        assert_eq!(t.counts.events, 2);
+        assert!(t.load_notes[0].contains("cut off"), "{:?}", t.load_notes);
+    }
+
+    #[test]
+    fn control_characters_in_names() {
+        let s = SMALL.replace("aten::add_", "aten::add_\twith\ttabs\n");
+        assert!(serde_json::from_str::<serde_json::Value>(&s).is_err());
+        let t = parse(s.as_bytes()).unwrap();
+        assert_eq!(t.counts.repaired, 1);
+        assert_eq!(t.op_name(crate::model::trace::OpIdx(0)), "aten::add_ with tabs ");
+    }
+
+    #[test]
+    fn bare_array_and_wrong_kinds() {
+        let t = parse(br#"[{"ph":"X","cat":"cpu_op","name":"a","tid":"7","ts":"3","dur":1}]"#)
+            .unwrap();
+        assert_eq!(t.ops[0].tid, Tid(7));
+        let e = parse(b"[[1, 2, 3], [4]]").unwrap_err().to_string();
+        assert!(e.contains("memory-timeline"), "{e}");
+        let e = parse(br#"{"schema": "1.0.1", "pid": 5, "nodes": []}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("execution trace"), "{e}");
+        let e = parse(br#"{"a": 1}"#).unwrap_err().to_string();
+        assert!(e.contains("without a traceEvents"), "{e}");
+        let e = parse(br#"{"traceEvents": [1, 2]}"#).unwrap_err().to_string();
+        assert!(e.contains("at byte 17"), "{e}");
+        let e = parse(br#"{"traceEvents": [{"ph": "X"} x]}"#).unwrap_err().to_string();
+        assert!(e.contains("byte 29"), "{e}");
+        assert!(matches!(
+            parse(br#"{"deviceProperties": [1, 2"#),
+            Err(TraceError::TruncatedHeader { .. })
+        ));
+        let t = parse(br#"{"traceEvents": []}"#).unwrap();
+        assert_eq!(t.counts.events, 0);
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow() {
+        let mut s = String::from("{\"traceEvents\": [");
+        s.push_str(&"[".repeat(100_000));
+        let _ = parse(s.as_bytes());
+    }
+}

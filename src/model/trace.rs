@@ -1,0 +1,800 @@
+//! A profiler trace as memscope reasons about it: memory events, steps, ops, Python frames and
+//! the forward/backward links, with each op and allocation already placed in its Python stack.
+//!
+//! A Chrome trace is a flat list of timed spans; who-called-whom is only implied by time nesting
+//! on one thread. Analyses ask "which op, which user line made this allocation" constantly, so
+//! the nesting is resolved once here, when the trace is built, and stored as an enclosing op and
+//! an interned [`StackId`] on every op and memory event.
+//!
+//! Frame kinds need a trace-specific rule: the profiler strips `sys.path` prefixes, so torch's
+//! own frames read `torch/nn/modules/module.py` and the standard library's `typing.py`, which the
+//! snapshot rule in [`classify`] would take for user code. [`trace_frame_kind`] refines it.
+
+use std::collections::HashMap;
+
+use crate::model::frames::{classify, Frame, FrameId, FrameKind, StackId, Stacks, Sym};
+
+/// `Device Type` of CPU memory events (c10::DeviceType::CPU).
+pub const DEVICE_TYPE_CPU: i64 = 0;
+/// `Device Type` of CUDA memory events (c10::DeviceType::CUDA; ROCm reports CUDA too).
+pub const DEVICE_TYPE_CUDA: i64 = 1;
+
+/// A thread as the trace names it. String thread names (rare, metadata rows) get negative ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+pub struct Tid(pub i64);
+
+/// Index of an op in [`Trace::ops`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct OpIdx(pub u32);
+
+/// Index of a step in [`Trace::steps`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct StepIdx(pub u32);
+
+/// Index of a Python call in [`Trace::python`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct PyIdx(pub u32);
+
+/// Which memory a `[memory]` event counts: `(Device Type, Device Id)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct DeviceKey {
+    pub device_type: i64,
+    pub device_id: i64,
+}
+
+impl DeviceKey {
+    pub fn is_cuda(self) -> bool {
+        self.device_type == DEVICE_TYPE_CUDA
+    }
+    /// `cuda:0`, `cpu`, or `type7:0` for device types memscope does not name.
+    pub fn label(self) -> String {
+        match self.device_type {
+            DEVICE_TYPE_CPU => "cpu".into(),
+            DEVICE_TYPE_CUDA => format!("cuda:{}", self.device_id),
+            t => format!("type{t}:{}", self.device_id),
+        }
+    }
+}
+
+/// One `[memory]` instant event: an allocation (`bytes > 0`) or a free (`bytes < 0`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemEvent {
+    /// Microseconds, in the trace's clock.
+    pub ts: f64,
+    pub tid: Tid,
+    pub addr: u64,
+    pub bytes: i64,
+    /// The allocator's total after this event (`None` where the event did not say).
+    pub total_allocated: Option<i64>,
+    pub total_reserved: Option<i64>,
+    pub device: DeviceKey,
+    /// Innermost op running on the same thread at `ts`.
+    pub op: Option<OpIdx>,
+    /// Python stack on the same thread at `ts` (empty off the Python thread).
+    pub stack: StackId,
+}
+
+/// A `ProfilerStep#N` span (the CPU `user_annotation`; the GPU copy is dropped).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Step {
+    pub number: u64,
+    pub name: String,
+    pub ts: f64,
+    pub dur: f64,
+    pub tid: Tid,
+}
+
+impl Step {
+    pub fn end(&self) -> f64 {
+        self.ts + self.dur
+    }
+    pub fn contains(&self, ts: f64) -> bool {
+        ts >= self.ts && ts <= self.end()
+    }
+}
+
+/// A CPU op (`cpu_op`): an ATen operator, an autograd function, or a backward node's evaluation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Op {
+    pub name: Sym,
+    pub ts: f64,
+    pub dur: f64,
+    pub tid: Tid,
+    /// Autograd `Sequence number`: recorded on ops run with grad mode on, and on backward ops
+    /// (the number of the forward node they evaluate).
+    pub seq: Option<i64>,
+    /// `Fwd thread id`: on backward ops, the (profiler-internal) id of the thread that ran the forward.
+    pub fwd_tid: Option<i64>,
+    pub external_id: Option<i64>,
+    /// Innermost op enclosing this one on the same thread.
+    pub parent: Option<OpIdx>,
+    /// Python stack on the same thread at the op's start.
+    pub stack: StackId,
+}
+
+impl Op {
+    pub fn end(&self) -> f64 {
+        self.ts + self.dur
+    }
+}
+
+/// A `python_function` span: one Python call as the profiler's Python tracer saw it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PyCall {
+    pub frame: FrameId,
+    pub ts: f64,
+    pub dur: f64,
+    pub tid: Tid,
+    pub python_id: Option<i64>,
+    pub parent_id: Option<i64>,
+    /// The call was already on the stack when the tracer started: its line is the line current
+    /// at that moment (typically the `prof.step()` call), not the function's start nor any op's line.
+    pub preexisting: bool,
+}
+
+impl PyCall {
+    pub fn end(&self) -> f64 {
+        self.ts + self.dur
+    }
+}
+
+/// A `fwdbwd` flow resolved to its two ops: forward op `from`, backward op `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FlowLink {
+    pub id: i64,
+    pub from: OpIdx,
+    pub to: OpIdx,
+}
+
+/// A `record_function` range that is not a step (`Optimizer.step#AdamW.step`, user ranges).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Annotation {
+    pub name: String,
+    pub ts: f64,
+    pub dur: f64,
+    pub tid: Tid,
+}
+
+/// Where in the user's source something happened, as far as the trace can say.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Site {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+/// Counts of what the loader read, for the report's notes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraceCounts {
+    /// Entries of `traceEvents` read (kept or not).
+    pub events: u64,
+    /// Entries that were not valid events and were skipped.
+    pub skipped: u64,
+    /// Entries whose raw control characters inside strings were replaced to read them.
+    pub repaired: u64,
+    /// GPU copies of `ProfilerStep#N` dropped as duplicates.
+    pub gpu_step_duplicates: u64,
+}
+
+/// A profiler trace, as loaded. Ops, memory events, Python calls and steps are sorted by time.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub stacks: Stacks,
+    pub memory: Vec<MemEvent>,
+    pub steps: Vec<Step>,
+    pub ops: Vec<Op>,
+    pub python: Vec<PyCall>,
+    pub flows: Vec<FlowLink>,
+    pub annotations: Vec<Annotation>,
+    pub counts: TraceCounts,
+    /// The file ended before the trace did (a run killed while writing).
+    pub truncated: bool,
+    /// Things the loader had to guess, repair or skip.
+    pub load_notes: Vec<String>,
+}
+
+impl Trace {
+    pub fn op(&self, i: OpIdx) -> &Op {
+        &self.ops[i.0 as usize]
+    }
+    pub fn op_name(&self, i: OpIdx) -> &str {
+        self.stacks.str(self.op(i).name)
+    }
+    pub fn step(&self, i: StepIdx) -> &Step {
+        &self.steps[i.0 as usize]
+    }
+    /// The step whose span contains `ts` (steps do not overlap).
+    pub fn step_at(&self, ts: f64) -> Option<StepIdx> {
+        let i = self.steps.partition_point(|s| s.ts <= ts);
+        let i = i.checked_sub(1)?;
+        self.steps[i].contains(ts).then_some(StepIdx(i as u32))
+    }
+    /// The devices that have memory events, in order.
+    pub fn memory_devices(&self) -> Vec<DeviceKey> {
+        let mut v: Vec<DeviceKey> = self.memory.iter().map(|m| m.device).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+    /// Kind of a frame of this trace ([`trace_frame_kind`], not the snapshot rule).
+    pub fn frame_kind(&self, f: &Frame) -> FrameKind {
+        trace_frame_kind(self.stacks.str(f.file), f.line)
+    }
+    /// The innermost user frame of a stack.
+    pub fn user_frame(&self, stack: StackId) -> Option<&Frame> {
+        self.stacks
+            .frames(stack)
+            .iter()
+            .map(|&f| self.stacks.frame(f))
+            .find(|f| self.frame_kind(f) == FrameKind::User)
+    }
+    /// The innermost user frame as a [`Site`].
+    pub fn user_site(&self, stack: StackId) -> Option<Site> {
+        self.user_frame(stack).map(|f| self.site(f))
+    }
+    pub fn site(&self, f: &Frame) -> Site {
+        Site {
+            file: self.stacks.str(f.file).to_owned(),
+            line: f.line,
+            function: self.stacks.str(f.name).to_owned(),
+        }
+    }
+    /// Whether a frame of this stack with this identity was already running when tracing began.
+    pub fn frame_preexisting(&self, frame: FrameId) -> bool {
+        self.python
+            .iter()
+            .any(|p| p.frame == frame && p.preexisting)
+    }
+    /// The outermost op enclosing `i` (itself if it has no parent).
+    pub fn top_op(&self, mut i: OpIdx) -> OpIdx {
+        // Parents start strictly earlier or are longer, so the chain is finite; bound it anyway.
+        for _ in 0..self.ops.len() {
+            match self.op(i).parent {
+                Some(p) => i = p,
+                None => break,
+            }
+        }
+        i
+    }
+}
+
+/// Top-level names of the Python standard library (`sys.stdlib_module_names`, public part).
+const STDLIB: &[&str] = &[
+    "abc", "aifc", "argparse", "array", "ast", "asynchat", "asyncio", "asyncore", "atexit",
+    "audioop", "base64", "bdb", "binascii", "bisect", "builtins", "bz2", "cProfile", "calendar",
+    "cgi", "cgitb", "chunk", "cmath", "cmd", "code", "codecs", "codeop", "collections",
+    "colorsys", "compileall", "concurrent", "configparser", "contextlib", "contextvars", "copy",
+    "copyreg", "crypt", "csv", "ctypes", "curses", "dataclasses", "datetime", "dbm", "decimal",
+    "difflib", "dis", "distutils", "doctest", "email", "encodings", "ensurepip", "enum", "errno",
+    "faulthandler", "fcntl", "filecmp", "fileinput", "fnmatch", "fractions", "ftplib",
+    "functools", "gc", "genericpath", "getopt", "getpass", "gettext", "glob", "graphlib", "grp",
+    "gzip", "hashlib", "heapq", "hmac", "html", "http", "imaplib", "imghdr", "imp", "importlib",
+    "inspect", "io", "ipaddress", "itertools", "json", "keyword", "lib2to3", "linecache",
+    "locale", "logging", "lzma", "mailbox", "mailcap", "marshal", "math", "mimetypes", "mmap",
+    "modulefinder", "multiprocessing", "netrc", "nntplib", "ntpath", "numbers", "opcode",
+    "operator", "optparse", "os", "pathlib", "pdb", "pickle", "pickletools", "pipes", "pkgutil",
+    "platform", "plistlib", "poplib", "posixpath", "pprint", "profile", "pstats", "pty", "pwd",
+    "py_compile", "pyclbr", "pydoc", "queue", "quopri", "random", "re", "reprlib", "rlcompleter",
+    "runpy", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal", "site",
+    "smtplib", "socket", "socketserver", "sqlite3", "sre_compile", "sre_constants", "sre_parse",
+    "ssl", "stat", "statistics", "string", "stringprep", "struct", "subprocess", "symtable",
+    "sysconfig", "tarfile", "tempfile", "textwrap", "threading", "timeit", "tkinter", "token",
+    "tokenize", "tomllib", "trace", "traceback", "tracemalloc", "types", "typing", "unittest",
+    "urllib", "uuid", "venv", "warnings", "wave", "weakref", "wsgiref", "xml", "xmlrpc",
+    "zipapp", "zipfile", "zipimport", "zoneinfo",
+];
+
+/// Installed packages commonly seen in training stacks (relative paths in traces).
+const LIBRARIES: &[&str] = &[
+    "numpy", "transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning",
+    "lightning_fabric", "apex", "triton", "fairscale", "torchvision", "torchaudio", "torchtext",
+    "torchrec", "fbgemm_gpu", "functorch", "timm", "diffusers", "datasets", "tokenizers",
+    "huggingface_hub", "safetensors", "peft", "trl", "xformers", "flash_attn", "bitsandbytes",
+    "einops", "tqdm", "scipy", "sklearn", "pandas", "PIL", "tensorboard", "wandb", "mlflow",
+    "hydra", "omegaconf", "vllm", "sentencepiece", "typing_extensions", "packaging",
+    "setuptools", "pkg_resources", "_pytest", "pytest", "IPython", "ipykernel", "tornado", "zmq",
+    "yaml", "requests", "urllib3", "filelock", "fsspec", "sympy", "networkx", "jinja2",
+];
+
+/// Classifies a frame as the profiler writes it (paths relative to `sys.path` entries).
+pub fn trace_frame_kind(file: &str, line: u32) -> FrameKind {
+    let kind = classify(file, line);
+    if kind != FrameKind::User || file.starts_with('<') || file.starts_with('/') {
+        return kind;
+    }
+    let norm = file.replace('\\', "/");
+    let first = norm.split('/').next().unwrap_or("");
+    let top = if norm.contains('/') {
+        first
+    } else {
+        first.strip_suffix(".py").unwrap_or(first)
+    };
+    if top == "torch" {
+        return FrameKind::Torch;
+    }
+    if LIBRARIES.contains(&top) {
+        return FrameKind::Library;
+    }
+    if STDLIB.contains(&top) {
+        return FrameKind::Python;
+    }
+    kind
+}
+
+/// Splits a `python_function` name into `(file, line, function)`.
+///
+/// `scenarios.py(227): profile_loop` is the usual shape; built-ins read
+/// `<built-in method item of Tensor object at 0x7f...>` (the address is dropped so that they
+/// intern to one frame) and modules `nn.Module: Linear_0`.
+pub fn parse_python_name(name: &str) -> (String, u32, String) {
+    if let Some(close) = name.find("): ") {
+        if let Some(open) = name[..close].rfind('(') {
+            if let Ok(line) = name[open + 1..close].parse::<u32>() {
+                return (
+                    name[..open].to_owned(),
+                    line,
+                    name[close + 3..].to_owned(),
+                );
+            }
+        }
+    }
+    if let Some(rest) = name.strip_prefix('<') {
+        let rest = rest.strip_suffix('>').unwrap_or(rest);
+        let rest = match rest.find(" at 0x") {
+            Some(i) => &rest[..i],
+            None => rest,
+        };
+        return ("<built-in>".to_owned(), 0, rest.to_owned());
+    }
+    if name.starts_with("nn.Module: ") {
+        return ("<nn.Module>".to_owned(), 0, name.to_owned());
+    }
+    ("<python>".to_owned(), 0, name.to_owned())
+}
+
+/// An op as read from the file, before nesting is resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpRecord<'a> {
+    pub name: &'a str,
+    pub ts: f64,
+    pub dur: f64,
+    pub tid: Tid,
+    pub seq: Option<i64>,
+    pub fwd_tid: Option<i64>,
+    pub external_id: Option<i64>,
+}
+
+/// One end of a `fwdbwd` flow as read from the file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FlowEnd {
+    id: i64,
+    start: bool,
+    tid: Tid,
+    ts: f64,
+}
+
+/// Collects events in file order and resolves nesting, stacks and flows in [`TraceBuilder::build`].
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    trace: Trace,
+    flow_ends: Vec<FlowEnd>,
+    named_tids: HashMap<String, Tid>,
+    step_numbers: HashMap<u64, usize>,
+}
+
+impl TraceBuilder {
+    pub fn new() -> TraceBuilder {
+        TraceBuilder::default()
+    }
+
+    /// A stable id for a thread the trace names by a string.
+    pub fn named_tid(&mut self, name: &str) -> Tid {
+        if let Some(&t) = self.named_tids.get(name) {
+            return t;
+        }
+        let t = Tid(-1 - self.named_tids.len() as i64);
+        self.named_tids.insert(name.to_owned(), t);
+        t
+    }
+
+    pub fn counts_mut(&mut self) -> &mut TraceCounts {
+        &mut self.trace.counts
+    }
+
+    pub fn set_truncated(&mut self) {
+        self.trace.truncated = true;
+    }
+
+    pub fn note(&mut self, note: String) {
+        self.trace.load_notes.push(note);
+    }
+
+    pub fn add_op(&mut self, r: OpRecord<'_>) {
+        let name = self.trace.stacks.intern_str(r.name);
+        self.trace.ops.push(Op {
+            name,
+            ts: r.ts,
+            dur: r.dur.max(0.0),
+            tid: r.tid,
+            seq: r.seq,
+            fwd_tid: r.fwd_tid,
+            external_id: r.external_id,
+            parent: None,
+            stack: StackId::EMPTY,
+        });
+    }
+
+    pub fn add_python(
+        &mut self,
+        name: &str,
+        ts: f64,
+        dur: f64,
+        tid: Tid,
+        python_id: Option<i64>,
+        parent_id: Option<i64>,
+    ) {
+        let (file, line, func) = parse_python_name(name);
+        let frame = self.trace.stacks.intern_frame(&file, line, &func);
+        self.trace.python.push(PyCall {
+            frame,
+            ts,
+            dur: dur.max(0.0),
+            tid,
+            python_id,
+            parent_id,
+            preexisting: false,
+        });
+    }
+
+    pub fn add_memory(
+        &mut self,
+        ts: f64,
+        tid: Tid,
+        addr: u64,
+        bytes: i64,
+        total_allocated: Option<i64>,
+        total_reserved: Option<i64>,
+        device: DeviceKey,
+    ) {
+        self.trace.memory.push(MemEvent {
+            ts,
+            tid,
+            addr,
+            bytes,
+            total_allocated,
+            total_reserved,
+            device,
+            op: None,
+            stack: StackId::EMPTY,
+        });
+    }
+
+    /// Adds a `ProfilerStep#N`; a second span with the same number (the GPU copy) is dropped.
+    pub fn add_step(&mut self, number: u64, name: &str, ts: f64, dur: f64, tid: Tid) {
+        if self.step_numbers.contains_key(&number) {
+            self.trace.counts.gpu_step_duplicates += 1;
+            return;
+        }
+        self.step_numbers.insert(number, self.trace.steps.len());
+        self.trace.steps.push(Step {
+            number,
+            name: name.to_owned(),
+            ts,
+            dur: dur.max(0.0),
+            tid,
+        });
+    }
+
+    pub fn add_annotation(&mut self, name: &str, ts: f64, dur: f64, tid: Tid) {
+        self.trace.annotations.push(Annotation {
+            name: name.to_owned(),
+            ts,
+            dur: dur.max(0.0),
+            tid,
+        });
+    }
+
+    pub fn add_flow_end(&mut self, id: i64, start: bool, tid: Tid, ts: f64) {
+        self.flow_ends.push(FlowEnd { id, start, tid, ts });
+    }
+
+    /// Sorts, nests ops, gives ops and memory events their Python stacks, resolves flows.
+    pub fn build(self) -> Trace {
+        let mut t = self.trace;
+        let by_time_outer_first = |a: (f64, f64), b: (f64, f64)| {
+            a.0.total_cmp(&b.0).then_with(|| b.1.total_cmp(&a.1))
+        };
+        t.ops
+            .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
+        t.python
+            .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
+        t.memory.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        t.steps.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        t.annotations
+            .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
+
+        mark_preexisting(&mut t);
+        nest_ops(&mut t);
+        attach_stacks(&mut t);
+        t.flows = resolve_flows(&t, &self.flow_ends);
+        t
+    }
+}
+
+/// Calls on the stack when the tracer started are recorded first, outermost first, before any
+/// call has returned; of those, the ones still open when the first step starts are the frames
+/// that were running all along (the training loop and its callers).
+fn mark_preexisting(t: &mut Trace) {
+    let mut first_end: HashMap<Tid, f64> = HashMap::new();
+    for p in &t.python {
+        let e = first_end.entry(p.tid).or_insert(f64::INFINITY);
+        if p.end() < *e {
+            *e = p.end();
+        }
+    }
+    let first_step = t.steps.first().map(|s| s.ts);
+    for p in &mut t.python {
+        let before_any_return = first_end.get(&p.tid).is_some_and(|&e| p.ts < e);
+        let spans_first_step = first_step.is_none_or(|s| p.ts <= s && p.end() >= s);
+        p.preexisting = before_any_return && spans_first_step;
+    }
+}
+
+fn by_tid<T>(items: &[T], tid: impl Fn(&T) -> Tid) -> HashMap<Tid, Vec<u32>> {
+    let mut m: HashMap<Tid, Vec<u32>> = HashMap::new();
+    for (i, it) in items.iter().enumerate() {
+        m.entry(tid(it)).or_default().push(i as u32);
+    }
+    m
+}
+
+/// Slack for a child that ends a rounding error after its parent (timestamps have ns precision).
+const NEST_EPS: f64 = 0.002;
+
+fn nest_ops(t: &mut Trace) {
+    let groups = by_tid(&t.ops, |o| o.tid);
+    for idx in groups.values() {
+        let mut open: Vec<u32> = Vec::new();
+        for &i in idx {
+            let (ts, end) = (t.ops[i as usize].ts, t.ops[i as usize].end());
+            while let Some(&top) = open.last() {
+                if t.ops[top as usize].end() < ts || t.ops[top as usize].end() + NEST_EPS < end {
+                    open.pop();
+                } else {
+                    break;
+                }
+            }
+            t.ops[i as usize].parent = open.last().map(|&p| OpIdx(p));
+            open.push(i);
+        }
+    }
+    // Memory events: innermost op open on their thread.
+    let mem_groups = by_tid(&t.memory, |m| m.tid);
+    for (tid, mem_idx) in &mem_groups {
+        let Some(op_idx) = groups.get(tid) else {
+            continue;
+        };
+        let mut open: Vec<u32> = Vec::new();
+        let mut next = 0;
+        for &m in mem_idx {
+            let ts = t.memory[m as usize].ts;
+            while next < op_idx.len() && t.ops[op_idx[next] as usize].ts <= ts {
+                let o = op_idx[next];
+                while open
+                    .last()
+                    .is_some_and(|&top| t.ops[top as usize].end() < t.ops[o as usize].ts)
+                {
+                    open.pop();
+                }
+                open.push(o);
+                next += 1;
+            }
+            while open
+                .last()
+                .is_some_and(|&top| t.ops[top as usize].end() < ts)
+            {
+                open.pop();
+            }
+            t.memory[m as usize].op = open.last().map(|&o| OpIdx(o));
+        }
+    }
+}
+
+/// Gives every op and memory event the Python stack open on its thread at its time.
+fn attach_stacks(t: &mut Trace) {
+    let py_groups = by_tid(&t.python, |p| p.tid);
+    let op_groups = by_tid(&t.ops, |o| o.tid);
+    let mem_groups = by_tid(&t.memory, |m| m.tid);
+    let empty = Vec::new();
+    for (tid, py_idx) in &py_groups {
+        // Queries in time order: (ts, is_memory, index).
+        let ops = op_groups.get(tid).unwrap_or(&empty);
+        let mems = mem_groups.get(tid).unwrap_or(&empty);
+        let mut queries: Vec<(f64, bool, u32)> = ops
+            .iter()
+            .map(|&i| (t.ops[i as usize].ts, false, i))
+            .chain(mems.iter().map(|&i| (t.memory[i as usize].ts, true, i)))
+            .collect();
+        queries.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut open: Vec<u32> = Vec::new();
+        let mut next = 0;
+        let mut cached: Option<StackId> = None;
+        for (ts, is_mem, i) in queries {
+            while next < py_idx.len() && t.python[py_idx[next] as usize].ts <= ts {
+                let p = py_idx[next];
+                let start = t.python[p as usize].ts;
+                while open
+                    .last()
+                    .is_some_and(|&top| t.python[top as usize].end() < start)
+                {
+                    open.pop();
+                }
+                open.push(p);
+                cached = None;
+                next += 1;
+            }
+            while open
+                .last()
+                .is_some_and(|&top| t.python[top as usize].end() < ts)
+            {
+                open.pop();
+                cached = None;
+            }
+            let stack = match cached {
+                Some(s) => s,
+                None => {
+                    let frames: Vec<FrameId> = open
+                        .iter()
+                        .rev()
+                        .map(|&p| t.python[p as usize].frame)
+                        .collect();
+                    let s = t.stacks.intern_stack(&frames);
+                    cached = Some(s);
+                    s
+                }
+            };
+            if is_mem {
+                t.memory[i as usize].stack = stack;
+            } else {
+                t.ops[i as usize].stack = stack;
+            }
+        }
+    }
+}
+
+/// The op a flow end points at: one starting exactly there (preferring one with a sequence
+/// number, as the flow's op always has one), else the innermost op open at that time.
+fn op_at(t: &Trace, per_tid: &HashMap<Tid, Vec<u32>>, tid: Tid, ts: f64) -> Option<OpIdx> {
+    let idx = per_tid.get(&tid)?;
+    let after = idx.partition_point(|&i| t.ops[i as usize].ts <= ts);
+    let mut exact: Option<u32> = None;
+    for &i in idx[..after].iter().rev() {
+        if t.ops[i as usize].ts != ts {
+            break;
+        }
+        if exact.is_none() || t.ops[i as usize].seq.is_some() {
+            exact = Some(i);
+            if t.ops[i as usize].seq.is_some() {
+                break;
+            }
+        }
+    }
+    if let Some(i) = exact {
+        return Some(OpIdx(i));
+    }
+    let mut cur = idx[..after].last().map(|&i| OpIdx(i));
+    let mut guard = 0;
+    while let Some(c) = cur {
+        if t.op(c).end() >= ts {
+            return Some(c);
+        }
+        cur = t.op(c).parent;
+        guard += 1;
+        if guard > t.ops.len() {
+            break;
+        }
+    }
+    None
+}
+
+fn resolve_flows(t: &Trace, ends: &[FlowEnd]) -> Vec<FlowLink> {
+    let per_tid = by_tid(&t.ops, |o| o.tid);
+    let mut starts: HashMap<i64, OpIdx> = HashMap::new();
+    let mut finishes: Vec<(i64, OpIdx)> = Vec::new();
+    for e in ends {
+        if let Some(op) = op_at(t, &per_tid, e.tid, e.ts) {
+            if e.start {
+                starts.entry(e.id).or_insert(op);
+            } else {
+                finishes.push((e.id, op));
+            }
+        }
+    }
+    let mut links: Vec<FlowLink> = finishes
+        .into_iter()
+        .filter_map(|(id, to)| starts.get(&id).map(|&from| FlowLink { id, from, to }))
+        .collect();
+    links.sort_by_key(|l| (l.from, l.to));
+    links.dedup();
+    links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_names() {
+        assert_eq!(
+            parse_python_name("scenarios.py(227): profile_loop"),
+            ("scenarios.py".into(), 227, "profile_loop".into())
+        );
+        assert_eq!(
+            parse_python_name("<built-in method item of Tensor object at 0x7f80158b85a0>"),
+            ("<built-in>".into(), 0, "built-in method item of Tensor object".into())
+        );
+        assert_eq!(parse_python_name("nn.Module: Linear_0").0, "<nn.Module>");
+        assert_eq!(parse_python_name("weird").0, "<python>");
+        assert_eq!(
+            parse_python_name("a (b)(3): f(x): g").0,
+            "a (b)".to_string()
+        );
+    }
+
+    #[test]
+    fn trace_kinds() {
+        assert_eq!(trace_frame_kind("scenarios.py", 227), FrameKind::User);
+        assert_eq!(
+            trace_frame_kind("torch/nn/modules/module.py", 1783),
+            FrameKind::Torch
+        );
+        assert_eq!(trace_frame_kind("typing.py", 2154), FrameKind::Python);
+        assert_eq!(
+            trace_frame_kind("transformers/models/llama.py", 3),
+            FrameKind::Library
+        );
+        assert_eq!(trace_frame_kind("<built-in>", 0), FrameKind::Native);
+        assert_eq!(trace_frame_kind("myproj/train.py", 10), FrameKind::User);
+    }
+
+    #[test]
+    fn nesting_and_stacks() {
+        let mut b = TraceBuilder::new();
+        let main = Tid(1);
+        b.add_python("train.py(10): loop", 0.0, 100.0, main, Some(1), None);
+        b.add_python("train.py(20): inner", 10.0, 20.0, main, Some(2), Some(1));
+        b.add_op(OpRecord {
+            name: "aten::linear",
+            ts: 12.0,
+            dur: 10.0,
+            tid: main,
+            seq: Some(5),
+            fwd_tid: Some(0),
+            external_id: None,
+        });
+        b.add_op(OpRecord {
+            name: "aten::t",
+            ts: 13.0,
+            dur: 2.0,
+            tid: main,
+            seq: Some(5),
+            fwd_tid: Some(0),
+            external_id: None,
+        });
+        b.add_memory(14.0, main, 64, 512, Some(512), Some(2048), DeviceKey { device_type: 1, device_id: 0 });
+        b.add_step(3, "ProfilerStep#3", 5.0, 50.0, main);
+        b.add_step(3, "ProfilerStep#3", 6.0, 50.0, Tid(7));
+        let t = b.build();
+        assert_eq!(t.steps.len(), 1);
+        assert_eq!(t.counts.gpu_step_duplicates, 1);
+        assert_eq!(t.ops[1].parent, Some(OpIdx(0)));
+        assert_eq!(t.memory[0].op, Some(OpIdx(1)));
+        let site = t.user_site(t.memory[0].stack).unwrap();
+        assert_eq!(site.function, "inner");
+        assert_eq!(t.stacks.frames(t.ops[0].stack).len(), 2);
+        assert_eq!(t.step_at(30.0), Some(StepIdx(0)));
+        assert_eq!(t.step_at(60.0), None);
+        assert!(t.python[0].preexisting);
+        assert!(!t.python[1].preexisting);
+    }
+}

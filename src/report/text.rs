@@ -1,0 +1,180 @@
+//! The human report: verdict first, then the figures that back it, then where to look.
+//!
+//! Ordered for someone whose job just died: one line that says what happened, the memory
+//! summary, the OOM explained with its evidence and options, then the sites to blame.
+
+use std::io::{self, Write};
+
+use super::style::Style;
+use super::{Format, Options};
+use crate::analysis::sites::SiteTotal;
+use crate::analysis::{Analysis, DeviceReport, OomReport};
+use crate::units::bytes;
+
+pub struct Text;
+
+fn opt_bytes(v: Option<u64>, observed: u64) -> String {
+    match v {
+        Some(b) => bytes(b),
+        None => format!(">= {}", bytes(observed)),
+    }
+}
+
+fn site_label(s: &SiteTotal) -> String {
+    match &s.site {
+        Some(site) => {
+            let who = if s.user_code { "" } else { " (library)" };
+            format!("{}:{} in {}{who}", site.file, site.line, site.function)
+        }
+        None => "(no Python stack: allocated off the Python thread, e.g. gradients in autograd's backward)".into(),
+    }
+}
+
+fn write_sites(out: &mut dyn Write, st: &Style, sites: &[SiteTotal], opts: &Options, indent: &str) -> io::Result<()> {
+    writeln!(out, "{indent}{}", st.dim(&format!("{:>10}  {:>7}  site", "bytes", "blocks")))?;
+    for s in sites {
+        let label = site_label(s);
+        let label = if s.user_code { st.cyan(&label) } else { label };
+        writeln!(out, "{indent}{:>10}  {:>7}  {label}", bytes(s.bytes), s.blocks)?;
+        if opts.stacks {
+            for f in &s.stack {
+                writeln!(out, "{indent}{:>21}{}", "", st.dim(f))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
+    writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
+    writeln!(out, "  {:<12} {:>12} {:>14}", "", "current", if d.peak_exact { "peak" } else { "peak (seen)" })?;
+    let rows = [
+        ("allocated", d.allocated_bytes, d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
+        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes)),
+        ("reserved", d.reserved_bytes, d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
+        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes),
+    ];
+    for (name, cur, peak, seen) in rows {
+        let p = if !d.has_history { "unknown".to_string() } else { opt_bytes(peak, seen) };
+        writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
+    }
+    let exp = if d.expandable_segments > 0 {
+        format!(", {} expandable ({} free inside them)", d.expandable_segments, bytes(d.expandable_free_bytes))
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
+        bytes(d.free_reserved_bytes),
+        bytes(d.largest_free_block_bytes),
+        bytes(d.inactive_split_bytes),
+        d.segments
+    )?;
+    let c = &d.consistency;
+    if d.has_history {
+        if d.replay_consistent {
+            writeln!(
+                out,
+                "  replay: {} events replayed; end state matches the snapshot ({} segments, {} live blocks compared)",
+                d.events, c.segments_compared, c.blocks_compared
+            )?;
+        } else {
+            writeln!(
+                out,
+                "  replay: {} events replayed; {} {} differences from the snapshot, first: {}",
+                d.events,
+                st.yellow("WARNING"),
+                c.mismatches,
+                c.first_mismatch.as_deref().unwrap_or("?")
+            )?;
+            if let Some(a) = &c.first_anomaly {
+                writeln!(out, "          first unexplained event: #{}: {}", a.event.0, a.what)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport, opts: &Options) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        st.bold(&format!("OOM #{n} on cuda:{dev} (event {}): {}", o.event, bytes(o.rounded_bytes)))
+    )?;
+    writeln!(out, "  cause: {}", st.red(&o.summary))?;
+    for e in &o.evidence {
+        writeln!(out, "    - {e}")?;
+    }
+    if let Some(s) = &o.site {
+        writeln!(out, "  failing request from: {}", st.cyan(&s.to_string()))?;
+    }
+    if opts.stacks && !o.stack.is_empty() {
+        for f in &o.stack {
+            writeln!(out, "      {}", st.dim(f))?;
+        }
+    }
+    if !o.top_sites.is_empty() {
+        writeln!(out, "  held at the OOM:")?;
+        write_sites(out, st, &o.top_sites[..o.top_sites.len().min(5)], opts, "  ")?;
+    }
+    if !o.remedies.is_empty() {
+        writeln!(out, "  options (not promises):")?;
+        for r in &o.remedies {
+            writeln!(out, "    - {}", st.bold(&r.action))?;
+            writeln!(out, "      {}", r.assessment)?;
+        }
+    }
+    Ok(())
+}
+
+impl Format for Text {
+    fn render(&self, a: &Analysis, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let st = Style { on: opts.color };
+        let events: usize = a.devices.iter().map(|d| d.events).sum();
+        writeln!(
+            out,
+            "{} {} ({}, {}, {} events)",
+            st.bold("memscope"),
+            a.input.path,
+            a.input.kind,
+            bytes(a.input.bytes),
+            events
+        )?;
+        writeln!(out)?;
+        let v = if a.verdict.kind == "ok" { st.green(&a.verdict.summary) } else { st.red(&a.verdict.summary) };
+        writeln!(out, "{} {v}", st.bold("VERDICT"))?;
+        for d in &a.devices {
+            writeln!(out)?;
+            write_device(out, &st, d)?;
+        }
+        for d in &a.devices {
+            for (i, o) in d.ooms.iter().enumerate() {
+                writeln!(out)?;
+                write_oom(out, &st, d.device, i + 1, o, opts)?;
+            }
+        }
+        for d in &a.devices {
+            if d.top_sites.is_empty() && d.top_sites_at_peak.is_empty() {
+                continue;
+            }
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} (live at the end)", d.device)))?;
+            write_sites(out, &st, &d.top_sites, opts, "")?;
+            if !d.top_sites_at_peak.is_empty() {
+                let at = d.peak_event.map(|e| format!(" (event {e})")).unwrap_or_default();
+                writeln!(out)?;
+                writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} at the allocated peak{at}", d.device)))?;
+                write_sites(out, &st, &d.top_sites_at_peak, opts, "")?;
+            }
+        }
+        if !a.notes.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold("NOTES"))?;
+            for n in &a.notes {
+                writeln!(out, "  - {n}")?;
+            }
+        }
+        Ok(())
+    }
+}
