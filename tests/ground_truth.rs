@@ -102,6 +102,14 @@ fn replay_reproduces_memory_stats_to_the_byte() {
     }
     eprintln!("checked {checked} captures against memory_stats()");
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-    let own_count = std::fs::read_dir(own).unwrap().filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".stats.json")).count();
+    let own_count = std::fs::read_dir(&own)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            n.ends_with(".pickle") && own.join(n.replace(".pickle", ".stats.json")).exists()
+        })
+        .count();
+    assert!(own_count >= 14, "the project's own captures are missing");
     assert!(checked >= own_count, "some captures were not checked");
 }
