@@ -5,11 +5,13 @@
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
 pub mod categories;
+pub mod graph;
 pub mod leaks;
 pub mod oom;
 pub mod replay;
 pub mod sites;
 pub mod steps;
+pub mod trace_memory;
 
 use std::path::Path;
 

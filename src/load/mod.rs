@@ -148,13 +148,15 @@ pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadEr
             });
         }
     }
-    let p = pickle::parse(bytes).map_err(|err| LoadError::Pickle {
-        path: path.to_owned(),
-        err,
-    })?;
-    snapshot::from_pickle(&p).map_err(|err| LoadError::Snapshot {
-        path: path.to_owned(),
-        err,
+    snapshot::parse(bytes, None).map_err(|e| match e {
+        snapshot::ParseError::Pickle(err) => LoadError::Pickle {
+            path: path.to_owned(),
+            err,
+        },
+        snapshot::ParseError::Snapshot(err) => LoadError::Snapshot {
+            path: path.to_owned(),
+            err,
+        },
     })
 }
 

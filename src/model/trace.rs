@@ -106,6 +106,8 @@ pub struct Op {
     /// `Fwd thread id`: on backward ops, the (profiler-internal) id of the thread that ran the forward.
     pub fwd_tid: Option<i64>,
     pub external_id: Option<i64>,
+    /// Whether all tensor inputs are 0-dim (from `Input type`/`Input Dims`; `None` without shapes).
+    pub scalar_inputs: Option<bool>,
     /// Innermost op enclosing this one on the same thread.
     pub parent: Option<OpIdx>,
     /// Python stack on the same thread at the op's start.
@@ -227,6 +229,14 @@ impl Trace {
             .iter()
             .map(|&f| self.stacks.frame(f))
             .find(|f| self.frame_kind(f) == FrameKind::User)
+    }
+    /// The innermost user frame's id.
+    pub fn user_frame_id(&self, stack: StackId) -> Option<FrameId> {
+        self.stacks
+            .frames(stack)
+            .iter()
+            .copied()
+            .find(|&f| self.frame_kind(self.stacks.frame(f)) == FrameKind::User)
     }
     /// The innermost user frame as a [`Site`].
     pub fn user_site(&self, stack: StackId) -> Option<Site> {
@@ -362,6 +372,7 @@ pub struct OpRecord<'a> {
     pub seq: Option<i64>,
     pub fwd_tid: Option<i64>,
     pub external_id: Option<i64>,
+    pub scalar_inputs: Option<bool>,
 }
 
 /// One end of a `fwdbwd` flow as read from the file.
@@ -419,6 +430,7 @@ impl TraceBuilder {
             seq: r.seq,
             fwd_tid: r.fwd_tid,
             external_id: r.external_id,
+            scalar_inputs: r.scalar_inputs,
             parent: None,
             stack: StackId::EMPTY,
         });
@@ -771,6 +783,7 @@ mod tests {
             seq: Some(5),
             fwd_tid: Some(0),
             external_id: None,
+            scalar_inputs: None,
         });
         b.add_op(OpRecord {
             name: "aten::t",
@@ -780,6 +793,7 @@ mod tests {
             seq: Some(5),
             fwd_tid: Some(0),
             external_id: None,
+            scalar_inputs: None,
         });
         b.add_memory(14.0, main, 64, 512, Some(512), Some(2048), DeviceKey { device_type: 1, device_id: 0 });
         b.add_step(3, "ProfilerStep#3", 5.0, 50.0, main);
