@@ -664,9 +664,6 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec
         }
         let site = SiteId(k as u32);
         let (b, c) = surv.series(site, nb);
-        if std::env::var("MEMSCOPE_LEAK_DEBUG").is_ok() {
-            eprintln!("site {:?}: {:?}", sites.site(site).map(|s| s.line), b);
-        }
         let Some(w) = growth_window(&b) else {
             continue;
         };
@@ -677,8 +674,6 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec
         if r2 < MIN_R2 || slope_bytes <= 0.0 {
             continue;
         }
-        // The window must not start in warm-up: growth that begins at the first boundary
-        // is judged without its first two steps.
         cands.push(Candidate {
             site,
             window: w,

@@ -539,12 +539,14 @@ impl<'a> Vm<'a, '_> {
         Ok(())
     }
 
+    #[inline]
     fn memo_get(&mut self, index: u64) -> Result<(), PickleError> {
-        let v = match self.memo.get(index as usize) {
-            Some(Some(v)) => Some(*v),
-            _ => self.sparse_memo.get(&index).copied(),
-        };
-        match v {
+        // Fast path: dense memo (how Python writes it).
+        if let Some(Some(v)) = self.memo.get(index as usize) {
+            let v = *v;
+            return self.push(v);
+        }
+        match self.sparse_memo.get(&index).copied() {
             Some(v) => self.push(v),
             None => Err(PickleError::MissingMemo {
                 offset: self.at,

@@ -5,7 +5,7 @@
 //! become `None`, and only a shape that cannot be a snapshot at all is an error. Frame lists
 //! are decoded once per pickle object (the memo shares them), then interned by content.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
 use crate::model::{
