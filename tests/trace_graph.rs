@@ -47,7 +47,11 @@ fn total_loss_grows_one_add_per_step_in_profile_loop() {
     // What the trace recorded (the prof.step() line), never the real line 221.
     assert_eq!(site.line, 227);
     assert!(!f.line_known);
-    assert!(f.explanation.contains("already running"), "{}", f.explanation);
+    assert!(
+        f.explanation.contains("already running"),
+        "{}",
+        f.explanation
+    );
     assert!(f.fix.contains(".item()"), "{}", f.fix);
 
     // Memory hardly grows: no live-allocation growth.
@@ -89,8 +93,18 @@ fn fixture_memory_timeline() {
     assert!(peak.op.is_some());
     // Every step of the steady loop peaks and ends at the same level.
     for s in &cuda.steps {
-        assert_eq!(s.peak_allocated_bytes, Some(153_537_024), "step {}", s.number);
-        assert_eq!(s.end_allocated_bytes, Some(136_677_376), "step {}", s.number);
+        assert_eq!(
+            s.peak_allocated_bytes,
+            Some(153_537_024),
+            "step {}",
+            s.number
+        );
+        assert_eq!(
+            s.end_allocated_bytes,
+            Some(136_677_376),
+            "step {}",
+            s.number
+        );
     }
     // Only the last step's allocations outlive the trace.
     let live: Vec<u64> = cuda.steps.iter().map(|s| s.live_at_end_bytes).collect();
@@ -161,7 +175,10 @@ fn raw_control_characters_are_tolerated() {
     assert!(t.load_notes.iter().any(|n| n.contains("control")));
     let r = graph::growth(&t);
     assert_eq!(r.findings.len(), 1);
-    assert_eq!(r.findings[0].site.as_ref().unwrap().function, "profile_loop ");
+    assert_eq!(
+        r.findings[0].site.as_ref().unwrap().function,
+        "profile_loop "
+    );
 }
 
 #[test]

@@ -60,8 +60,12 @@ pub struct GraphReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Node {
     /// A forward node and the op that created it (the last op recorded with its number).
-    Forward { creator: OpIdx },
-    Backward { op: OpIdx },
+    Forward {
+        creator: OpIdx,
+    },
+    Backward {
+        op: OpIdx,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -459,7 +463,14 @@ mod tests {
             let t0 = 100.0 + 100.0 * k as f64;
             b.add_step(k, &format!("ProfilerStep#{k}"), t0, 90.0, Tid(1));
             op(&mut b, "aten::mm", t0 + 1.0, 1, Some(seq), 0);
-            op(&mut b, "autograd::engine::evaluate_function: MmBackward0", t0 + 50.0, 2, Some(seq), 1);
+            op(
+                &mut b,
+                "autograd::engine::evaluate_function: MmBackward0",
+                t0 + 50.0,
+                2,
+                Some(seq),
+                1,
+            );
             op(&mut b, "MmBackward0", t0 + 50.5, 2, Some(seq), 1);
             seq += 1;
             if leak {
@@ -481,7 +492,11 @@ mod tests {
         assert_eq!(f.per_step, vec![1; 6]);
         assert_eq!(f.site.as_ref().unwrap().function, "loop");
         assert!(!f.line_known);
-        assert!(f.explanation.contains("already running"), "{}", f.explanation);
+        assert!(
+            f.explanation.contains("already running"),
+            "{}",
+            f.explanation
+        );
     }
 
     #[test]
@@ -508,7 +523,11 @@ mod tests {
         }
         let r = growth(&b.build());
         assert!(r.findings.is_empty(), "{:?}", r.findings);
-        assert!(r.notes.iter().any(|n| n.contains("aten::sigmoid")), "{:?}", r.notes);
+        assert!(
+            r.notes.iter().any(|n| n.contains("aten::sigmoid")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

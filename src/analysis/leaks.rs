@@ -1009,7 +1009,7 @@ fn group(
             ));
         } else if retained {
             confidence = "medium";
-            explanation.push_str(" No small per-step survivor after it points to the tensor that holds the graph: look for losses or outputs kept across steps (a list, an accumulator) after this line.");
+            explanation.push_str(" No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.");
         }
         if !members.is_empty() {
             let names: Vec<String> = members

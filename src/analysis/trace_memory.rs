@@ -197,8 +197,7 @@ impl StackResolver {
 
 /// Names of backward-pass ops: `autograd::engine::evaluate_function: XBackward0`, `XBackward0`.
 pub fn is_backward_name(name: &str) -> bool {
-    if name.starts_with("autograd::engine::evaluate_function") || name.contains("AccumulateGrad")
-    {
+    if name.starts_with("autograd::engine::evaluate_function") || name.contains("AccumulateGrad") {
         return true;
     }
     let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -327,14 +326,19 @@ fn device_memory(
     for (si, s) in t.steps.iter().enumerate() {
         let before = events.partition_point(|m| m.ts < s.ts);
         let through = events.partition_point(|m| m.ts <= s.end());
-        let total_before = events[..before].iter().rev().find_map(|m| m.total_allocated);
+        let total_before = events[..before]
+            .iter()
+            .rev()
+            .find_map(|m| m.total_allocated);
         steps[si].start_allocated_bytes = total_before.or_else(|| {
             events[before..through]
                 .iter()
                 .find_map(|m| m.total_allocated.map(|a| a - m.bytes))
         });
-        steps[si].end_allocated_bytes =
-            events[..through].iter().rev().find_map(|m| m.total_allocated);
+        steps[si].end_allocated_bytes = events[..through]
+            .iter()
+            .rev()
+            .find_map(|m| m.total_allocated);
         steps[si].peak_allocated_bytes = events[before..through]
             .iter()
             .filter_map(|m| m.total_allocated)
@@ -402,7 +406,8 @@ fn device_memory(
                 Some(s) => format!("in `{}` ({})", s.function, s.file),
                 None => "with no user frame recorded".to_owned(),
             };
-            let explanation = format!(
+            let explanation =
+                format!(
                 "allocations made {place}{} in {steps_with_live} of {n_steps} profiled steps are \
                  still alive when the trace ends, about {} per step ({} in all): memory kept \
                  across iterations grows with every step",
@@ -470,7 +475,9 @@ mod tests {
 
     #[test]
     fn backward_names() {
-        assert!(is_backward_name("autograd::engine::evaluate_function: AddmmBackward0"));
+        assert!(is_backward_name(
+            "autograd::engine::evaluate_function: AddmmBackward0"
+        ));
         assert!(is_backward_name("MseLossBackward0"));
         assert!(is_backward_name("torch::autograd::AccumulateGrad"));
         assert!(!is_backward_name("aten::add_"));
@@ -498,11 +505,35 @@ mod tests {
                 scalar_inputs: None,
             });
             total += 1024;
-            b.add_memory(t0 + 7.0, tid, 0x1000 + k, 1024, Some(total), Some(1 << 21), CUDA0);
+            b.add_memory(
+                t0 + 7.0,
+                tid,
+                0x1000 + k,
+                1024,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
             total += 4096;
-            b.add_memory(t0 + 40.0, tid, 0x9000, 4096, Some(total), Some(1 << 21), CUDA0);
+            b.add_memory(
+                t0 + 40.0,
+                tid,
+                0x9000,
+                4096,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
             total -= 4096;
-            b.add_memory(t0 + 50.0, tid, 0x9000, -4096, Some(total), Some(1 << 21), CUDA0);
+            b.add_memory(
+                t0 + 50.0,
+                tid,
+                0x9000,
+                -4096,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
         }
         b.build()
     }

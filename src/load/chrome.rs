@@ -601,7 +601,10 @@ fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
                 });
             } else if cat == "user_annotation" {
                 let tid = tid_of(b, &e.tid);
-                match name.strip_prefix("ProfilerStep#").map(|n| n.trim().parse::<u64>()) {
+                match name
+                    .strip_prefix("ProfilerStep#")
+                    .map(|n| n.trim().parse::<u64>())
+                {
                     Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
                     _ => b.add_annotation(name, ts, dur, tid),
                 }
@@ -813,13 +816,16 @@ mod tests {
         assert!(serde_json::from_str::<serde_json::Value>(&s).is_err());
         let t = parse(s.as_bytes()).unwrap();
         assert_eq!(t.counts.repaired, 1);
-        assert_eq!(t.op_name(crate::model::trace::OpIdx(0)), "aten::add_ with tabs ");
+        assert_eq!(
+            t.op_name(crate::model::trace::OpIdx(0)),
+            "aten::add_ with tabs "
+        );
     }
 
     #[test]
     fn bare_array_and_wrong_kinds() {
-        let t = parse(br#"[{"ph":"X","cat":"cpu_op","name":"a","tid":"7","ts":"3","dur":1}]"#)
-            .unwrap();
+        let t =
+            parse(br#"[{"ph":"X","cat":"cpu_op","name":"a","tid":"7","ts":"3","dur":1}]"#).unwrap();
         assert_eq!(t.ops[0].tid, Tid(7));
         let e = parse(b"[[1, 2, 3], [4]]").unwrap_err().to_string();
         assert!(e.contains("memory-timeline"), "{e}");
@@ -829,9 +835,13 @@ mod tests {
         assert!(e.contains("execution trace"), "{e}");
         let e = parse(br#"{"a": 1}"#).unwrap_err().to_string();
         assert!(e.contains("without a traceEvents"), "{e}");
-        let e = parse(br#"{"traceEvents": [1, 2]}"#).unwrap_err().to_string();
+        let e = parse(br#"{"traceEvents": [1, 2]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at byte 17"), "{e}");
-        let e = parse(br#"{"traceEvents": [{"ph": "X"} x]}"#).unwrap_err().to_string();
+        let e = parse(br#"{"traceEvents": [{"ph": "X"} x]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("byte 29"), "{e}");
         assert!(matches!(
             parse(br#"{"deviceProperties": [1, 2"#),
