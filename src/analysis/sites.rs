@@ -9,13 +9,7 @@ use std::collections::HashMap;
 
 use crate::model::{Frame, StackId, Stacks};
 
-/// A source location, as the JSON schema names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, PartialOrd, Ord)]
-pub struct Site {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
-}
+pub use crate::model::Site;
 
 impl Site {
     pub fn from_frame(stacks: &Stacks, f: &Frame) -> Site {
@@ -37,11 +31,6 @@ impl Site {
     }
 }
 
-impl std::fmt::Display for Site {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} in {}", self.file, self.line, self.function)
-    }
-}
 
 /// Live bytes of one site.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
