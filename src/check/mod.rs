@@ -544,6 +544,8 @@ pub fn check(inputs: &[InputSummary], cfg: &CheckConfig, baseline: Option<(&str,
 pub enum Loaded {
     Analysis(Box<Analysis>),
     Baseline(Baseline),
+    /// A profiler trace, summarized from its memory timeline and autograd graph.
+    Trace(Box<InputSummary>),
 }
 
 /// An error loading an input, already phrased for the user (it names the file).
@@ -576,8 +578,10 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
 }
 
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], _file_len: u64) -> Result<Loaded, InputError> {
-    let _trace = crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
-    Err(InputError(format!("{}: profiler traces are not analysed by this build yet", path.display())))
+    let trace = crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
+    let mut s = summary::summarize_trace(&trace);
+    s.path = path.display().to_string();
+    Ok(Loaded::Trace(Box::new(s)))
 }
 
 /// Loads inputs and summarizes them; a baseline file given as input contributes its entries.
@@ -592,6 +596,7 @@ pub fn load_summaries(paths: &[impl AsRef<Path>], allow_baseline: bool) -> Resul
                 out.push(s);
             }
             Loaded::Baseline(b) => out.extend(b.inputs),
+            Loaded::Trace(s) => out.push(*s),
         }
     }
     Ok(out)

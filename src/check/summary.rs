@@ -403,3 +403,96 @@ pub fn summarize(analysis: &Analysis) -> InputSummary {
     let v = serde_json::to_value(analysis).expect("an Analysis always serializes");
     summarize_value(&v)
 }
+
+fn trace_site(s: &Option<crate::model::trace::Site>) -> Option<Site> {
+    s.as_ref().map(|s| Site {
+        file: s.file.clone(),
+        line: s.line,
+        function: s.function.clone(),
+    })
+}
+
+/// Summarizes a profiler trace: its CUDA memory timeline (every memory device when it has no
+/// CUDA one), live-allocation growth as leaks, and autograd graph growth.
+pub fn summarize_trace(t: &crate::model::trace::Trace) -> InputSummary {
+    let mem = crate::analysis::trace_memory::analyze(t);
+    let graph = crate::analysis::graph::growth(t);
+    let any_cuda = mem.devices.iter().any(|d| d.device.is_cuda());
+    let pos = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+    let mut devices = Vec::new();
+    let mut leaks = Vec::new();
+    let mut steps = Vec::new();
+    for d in mem.devices.iter().filter(|d| d.device.is_cuda() || !any_cuda) {
+        let peak_alloc = pos(d.peak.as_ref().map(|p| p.allocated_bytes));
+        let end_alloc = pos(d.end_allocated_bytes);
+        let end_res = d.timeline.last().map_or(0, |p| p.reserved_bytes.max(0) as u64);
+        let at_end: Vec<SiteBytes> = d
+            .growth
+            .iter()
+            .map(|g| SiteBytes {
+                site: trace_site(&g.site),
+                bytes: g.total_bytes,
+                blocks: g.per_step_count.iter().map(|&c| c as u64).sum(),
+            })
+            .collect();
+        devices.push(DeviceSummary {
+            device: d.label.clone(),
+            peak_allocated_bytes: peak_alloc.max(end_alloc),
+            peak_reserved_bytes: pos(d.peak_reserved_bytes).max(end_res),
+            peak_exact: false,
+            end_allocated_bytes: end_alloc,
+            end_reserved_bytes: end_res,
+            sites_at_peak: d
+                .peak
+                .as_ref()
+                .and_then(|p| trace_site(&p.site))
+                .map(|s| vec![SiteBytes { site: Some(s), bytes: peak_alloc, blocks: 0 }])
+                .unwrap_or_default(),
+            sites_at_end: at_end,
+        });
+        for g in &d.growth {
+            leaks.push(LeakSummary {
+                kind: "live_growth".into(),
+                site: trace_site(&g.site),
+                cause_site: None,
+                growth_bytes_per_step: g.bytes_per_step,
+                steps: g.steps_with_live as u64,
+                live_bytes: g.total_bytes,
+                explanation: g.explanation.clone(),
+                fix: String::new(),
+            });
+        }
+        if d.device.is_cuda() || steps.is_empty() {
+            steps = d
+                .steps
+                .iter()
+                .map(|s| StepSummary {
+                    name: format!("ProfilerStep#{}", s.number),
+                    peak_allocated_bytes: pos(s.peak_allocated_bytes),
+                    end_allocated_bytes: pos(s.end_allocated_bytes),
+                })
+                .collect();
+        }
+    }
+    let graph_growth = graph
+        .findings
+        .iter()
+        .map(|g| GraphGrowthSummary {
+            op: g.op.clone(),
+            site: trace_site(&g.site),
+            nodes_per_step: g.nodes_per_step,
+            steps: g.steps as u64,
+        })
+        .collect();
+    InputSummary {
+        path: String::new(),
+        kind: "trace".into(),
+        verdict: if leaks.is_empty() && graph.findings.is_empty() { "ok" } else { "leak" }.into(),
+        devices,
+        ooms: Vec::new(),
+        leaks: Some(leaks),
+        graph_growth: Some(graph_growth),
+        steps: Some(steps),
+        categories: None,
+    }
+}
