@@ -35,7 +35,12 @@ pub enum FailOn {
 }
 
 impl FailOn {
-    pub const ALL: [FailOn; 4] = [FailOn::Oom, FailOn::Leak, FailOn::Fragmentation, FailOn::GraphGrowth];
+    pub const ALL: [FailOn; 4] = [
+        FailOn::Oom,
+        FailOn::Leak,
+        FailOn::Fragmentation,
+        FailOn::GraphGrowth,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,12 +53,15 @@ impl FailOn {
 
     pub fn parse(s: &str) -> Result<FailOn, String> {
         let t = s.trim().to_ascii_lowercase().replace('_', "-");
-        FailOn::ALL.into_iter().find(|f| f.name() == t).ok_or_else(|| {
-            format!(
-                "unknown finding {s:?} (expected one of: {})",
-                FailOn::ALL.map(FailOn::name).join(", ")
-            )
-        })
+        FailOn::ALL
+            .into_iter()
+            .find(|f| f.name() == t)
+            .ok_or_else(|| {
+                format!(
+                    "unknown finding {s:?} (expected one of: {})",
+                    FailOn::ALL.map(FailOn::name).join(", ")
+                )
+            })
     }
 
     /// A comma-separated list (`leak,oom`); `none` or empty for no finding.
@@ -61,7 +69,10 @@ impl FailOn {
         if s.trim().is_empty() || s.trim().eq_ignore_ascii_case("none") {
             return Ok(Vec::new());
         }
-        let mut v = s.split(',').map(FailOn::parse).collect::<Result<Vec<_>, _>>()?;
+        let mut v = s
+            .split(',')
+            .map(FailOn::parse)
+            .collect::<Result<Vec<_>, _>>()?;
         v.sort();
         v.dedup();
         Ok(v)
@@ -104,7 +115,9 @@ impl CheckConfig {
     }
 
     pub fn fail_on(&self) -> Vec<FailOn> {
-        self.fail_on.clone().unwrap_or_else(|| DEFAULT_FAIL_ON.to_vec())
+        self.fail_on
+            .clone()
+            .unwrap_or_else(|| DEFAULT_FAIL_ON.to_vec())
     }
 
     pub fn tolerance(&self) -> f64 {
@@ -113,14 +126,20 @@ impl CheckConfig {
 
     /// Parses the `[check]` table of a `memscope.toml`. Relative paths are taken from `dir`.
     pub fn from_toml(text: &str, dir: &Path) -> Result<CheckConfig, String> {
-        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string().trim().to_owned())?;
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| e.to_string().trim().to_owned())?;
         let mut cfg = CheckConfig::default();
         for key in doc.keys() {
             if key != "check" {
-                return Err(format!("unknown table or key {key:?} (memscope reads [check])"));
+                return Err(format!(
+                    "unknown table or key {key:?} (memscope reads [check])"
+                ));
             }
         }
-        let Some(t) = doc.get("check") else { return Ok(cfg) };
+        let Some(t) = doc.get("check") else {
+            return Ok(cfg);
+        };
         let t = t.as_table().ok_or("`check` must be a table ([check])")?;
         for (k, v) in t {
             let key = k.replace('_', "-");
@@ -167,7 +186,8 @@ impl CheckConfig {
 
     /// Reads a `memscope.toml`.
     pub fn from_file(path: &Path) -> Result<CheckConfig, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         CheckConfig::from_toml(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -220,7 +240,10 @@ mod tests {
             Path::new("/repo"),
         )
         .unwrap();
-        assert_eq!(cfg.baseline.as_deref(), Some(Path::new("/repo/ci/base.json")));
+        assert_eq!(
+            cfg.baseline.as_deref(),
+            Some(Path::new("/repo/ci/base.json"))
+        );
         assert_eq!(cfg.max_peak, Some(8 << 30));
         assert_eq!(cfg.max_reserved, Some(1024));
         assert_eq!(cfg.max_growth_per_step, Some(1 << 20));
@@ -233,20 +256,42 @@ mod tests {
     #[test]
     fn refuses_typos_and_bad_values() {
         let dir = Path::new(".");
-        assert!(CheckConfig::from_toml("[check]\nmax-peek = \"8GiB\"\n", dir).unwrap_err().contains("max-peek"));
-        assert!(CheckConfig::from_toml("[check]\nmax-peak = \"8 parsecs\"\n", dir).unwrap_err().contains("max-peak"));
-        assert!(CheckConfig::from_toml("[check]\nfail-on = [\"oops\"]\n", dir).unwrap_err().contains("oops"));
+        assert!(
+            CheckConfig::from_toml("[check]\nmax-peek = \"8GiB\"\n", dir)
+                .unwrap_err()
+                .contains("max-peek")
+        );
+        assert!(
+            CheckConfig::from_toml("[check]\nmax-peak = \"8 parsecs\"\n", dir)
+                .unwrap_err()
+                .contains("max-peak")
+        );
+        assert!(
+            CheckConfig::from_toml("[check]\nfail-on = [\"oops\"]\n", dir)
+                .unwrap_err()
+                .contains("oops")
+        );
         assert!(CheckConfig::from_toml("[check\n", dir).is_err());
     }
 
     #[test]
     fn flags_win_field_by_field() {
-        let flags = CheckConfig { max_peak: Some(1), ..Default::default() };
-        let file = CheckConfig { max_peak: Some(2), tolerance: Some(0.1), ..Default::default() };
+        let flags = CheckConfig {
+            max_peak: Some(1),
+            ..Default::default()
+        };
+        let file = CheckConfig {
+            max_peak: Some(2),
+            tolerance: Some(0.1),
+            ..Default::default()
+        };
         let c = flags.or(file);
         assert_eq!((c.max_peak, c.tolerance), (Some(1), Some(0.1)));
         assert_eq!(parse_percent("5%"), Some(0.05));
         assert_eq!(parse_percent("x"), None);
-        assert_eq!(FailOn::parse_list("leak,oom,leak").unwrap(), vec![FailOn::Oom, FailOn::Leak]);
+        assert_eq!(
+            FailOn::parse_list("leak,oom,leak").unwrap(),
+            vec![FailOn::Oom, FailOn::Leak]
+        );
     }
 }

@@ -30,7 +30,10 @@ pub struct SiteChange {
 
 impl SiteChange {
     pub fn describe(&self) -> String {
-        let site = self.site.as_ref().map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+        let site = self
+            .site
+            .as_ref()
+            .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
         let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
         format!(
             "{} {} {} ({} -> {}){}",
@@ -39,7 +42,11 @@ impl SiteChange {
             site,
             b(self.before_bytes),
             b(self.after_bytes),
-            if self.below_top { ", absent side lists only its top sites" } else { "" }
+            if self.below_top {
+                ", absent side lists only its top sites"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -53,7 +60,12 @@ pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange
             keys.push(&s.site);
         }
     }
-    let find = |v: &[SiteBytes], k: &Option<Site>| v.iter().filter(|s| &s.site == k).map(|s| s.bytes).reduce(|a, b| a + b);
+    let find = |v: &[SiteBytes], k: &Option<Site>| {
+        v.iter()
+            .filter(|s| &s.site == k)
+            .map(|s| s.bytes)
+            .reduce(|a, b| a + b)
+    };
     let mut out: Vec<SiteChange> = keys
         .into_iter()
         .map(|k| {
@@ -188,7 +200,11 @@ fn empty_device(label: &str) -> DeviceSummary {
     }
 }
 
-fn named(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, order: &[String]) -> Vec<NamedDelta> {
+fn named(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    order: &[String],
+) -> Vec<NamedDelta> {
     let mut out: Vec<NamedDelta> = order
         .iter()
         .map(|n| {
@@ -202,7 +218,12 @@ fn named(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, order: &
         })
         .filter(|d| d.delta != 0)
         .collect();
-    out.sort_by(|x, y| y.delta.unsigned_abs().cmp(&x.delta.unsigned_abs()).then(y.delta.cmp(&x.delta)));
+    out.sort_by(|x, y| {
+        y.delta
+            .unsigned_abs()
+            .cmp(&x.delta.unsigned_abs())
+            .then(y.delta.cmp(&x.delta))
+    });
     out
 }
 
@@ -240,7 +261,11 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
         .iter()
         .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
         .filter(|c| c.delta_bytes > 0)
-        .max_by(|x, y| x.delta_bytes.cmp(&y.delta_bytes).then_with(|| y.site.cmp(&x.site)))
+        .max_by(|x, y| {
+            x.delta_bytes
+                .cmp(&y.delta_bytes)
+                .then_with(|| y.site.cmp(&x.site))
+        })
         .cloned();
     let categories = match (&before.categories, &after.categories) {
         (Some(b), Some(a)) => {
@@ -257,7 +282,11 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
                     order.push(s.name.clone());
                 }
             }
-            let m = |v: &Vec<super::summary::StepSummary>| v.iter().map(|s| (s.name.clone(), s.peak_allocated_bytes)).collect();
+            let m = |v: &Vec<super::summary::StepSummary>| {
+                v.iter()
+                    .map(|s| (s.name.clone(), s.peak_allocated_bytes))
+                    .collect()
+            };
             named(&m(b), &m(a), &order)
         }
         _ => Vec::new(),
@@ -265,20 +294,43 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
     let mut leaks = Vec::new();
     if let (Some(b), Some(a)) = (&before.leaks, &after.leaks) {
         for l in a.iter().filter(|l| !b.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange { status: "new", kind: l.kind.clone(), site: l.site.clone(), per_step: l.growth_bytes_per_step });
+            leaks.push(FindingChange {
+                status: "new",
+                kind: l.kind.clone(),
+                site: l.site.clone(),
+                per_step: l.growth_bytes_per_step,
+            });
         }
         for l in b.iter().filter(|l| !a.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange { status: "gone", kind: l.kind.clone(), site: l.site.clone(), per_step: l.growth_bytes_per_step });
+            leaks.push(FindingChange {
+                status: "gone",
+                kind: l.kind.clone(),
+                site: l.site.clone(),
+                per_step: l.growth_bytes_per_step,
+            });
         }
     }
     let mut graph_growth = Vec::new();
     if let (Some(b), Some(a)) = (&before.graph_growth, &after.graph_growth) {
-        let same = |x: &super::summary::GraphGrowthSummary, y: &super::summary::GraphGrowthSummary| x.op == y.op && x.site == y.site;
+        let same = |x: &super::summary::GraphGrowthSummary,
+                    y: &super::summary::GraphGrowthSummary| {
+            x.op == y.op && x.site == y.site
+        };
         for g in a.iter().filter(|g| !b.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange { status: "new", kind: g.op.clone(), site: g.site.clone(), per_step: g.nodes_per_step });
+            graph_growth.push(FindingChange {
+                status: "new",
+                kind: g.op.clone(),
+                site: g.site.clone(),
+                per_step: g.nodes_per_step,
+            });
         }
         for g in b.iter().filter(|g| !a.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange { status: "gone", kind: g.op.clone(), site: g.site.clone(), per_step: g.nodes_per_step });
+            graph_growth.push(FindingChange {
+                status: "gone",
+                kind: g.op.clone(),
+                site: g.site.clone(),
+                per_step: g.nodes_per_step,
+            });
         }
     }
     Diff {
@@ -301,7 +353,11 @@ mod tests {
 
     fn sb(line: u32, bytes: u64) -> SiteBytes {
         SiteBytes {
-            site: Some(Site { file: "train.py".into(), line, function: "step".into() }),
+            site: Some(Site {
+                file: "train.py".into(),
+                line,
+                function: "step".into(),
+            }),
             bytes,
             blocks: 1,
         }
@@ -312,8 +368,14 @@ mod tests {
         let before = [sb(1, 100), sb(2, 50), sb(3, 10)];
         let after = [sb(1, 100), sb(2, 20), sb(4, 500)];
         let c = site_changes(&before, &after);
-        let got: Vec<(u32, &str, i64)> = c.iter().map(|c| (c.site.as_ref().unwrap().line, c.status, c.delta_bytes)).collect();
-        assert_eq!(got, vec![(4, "new", 500), (2, "shrunk", -30), (3, "gone", -10)]);
+        let got: Vec<(u32, &str, i64)> = c
+            .iter()
+            .map(|c| (c.site.as_ref().unwrap().line, c.status, c.delta_bytes))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(4, "new", 500), (2, "shrunk", -30), (3, "gone", -10)]
+        );
         assert!(c[0].describe().starts_with("+500 B new train.py:4 in step"));
     }
 }

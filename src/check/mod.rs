@@ -118,7 +118,11 @@ impl RuleResult {
             measured: Some(measured),
             limit: Some(limit),
             unit,
-            message: format!("{what} {} {op} limit {}", unit.format(measured), unit.format(limit)),
+            message: format!(
+                "{what} {} {op} limit {}",
+                unit.format(measured),
+                unit.format(limit)
+            ),
             site: None,
             evidence: Vec::new(),
         }
@@ -130,11 +134,13 @@ impl RuleResult {
 
     /// The measured value, formatted (`-` when skipped).
     pub fn measured_text(&self) -> String {
-        self.measured.map_or_else(|| "-".into(), |v| self.unit.format(v))
+        self.measured
+            .map_or_else(|| "-".into(), |v| self.unit.format(v))
     }
 
     pub fn limit_text(&self) -> String {
-        self.limit.map_or_else(|| "-".into(), |v| self.unit.format(v))
+        self.limit
+            .map_or_else(|| "-".into(), |v| self.unit.format(v))
     }
 }
 
@@ -212,7 +218,8 @@ impl CheckReport {
 }
 
 fn site_text(s: &Option<Site>) -> String {
-    s.as_ref().map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+    s.as_ref()
+        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
 }
 
 fn site_lines(sites: &[summary::SiteBytes]) -> Vec<String> {
@@ -224,7 +231,10 @@ fn site_lines(sites: &[summary::SiteBytes]) -> Vec<String> {
 }
 
 /// The device with the largest value of `f`.
-fn worst<'a>(s: &'a InputSummary, f: impl Fn(&summary::DeviceSummary) -> u64) -> Option<&'a summary::DeviceSummary> {
+fn worst(
+    s: &InputSummary,
+    f: impl Fn(&summary::DeviceSummary) -> u64,
+) -> Option<&summary::DeviceSummary> {
     s.devices.iter().max_by_key(|d| f(d))
 }
 
@@ -248,11 +258,25 @@ fn rule_oom(s: &InputSummary) -> RuleResult {
 }
 
 fn rule_fragmentation(s: &InputSummary) -> RuleResult {
-    let frag: Vec<_> = s.ooms.iter().filter(|o| o.cause == "fragmentation").collect();
-    let mut r = RuleResult::limit("fragmentation", Unit::Count, frag.len() as f64, 0.0, "fragmentation OOMs:");
+    let frag: Vec<_> = s
+        .ooms
+        .iter()
+        .filter(|o| o.cause == "fragmentation")
+        .collect();
+    let mut r = RuleResult::limit(
+        "fragmentation",
+        Unit::Count,
+        frag.len() as f64,
+        0.0,
+        "fragmentation OOMs:",
+    );
     match frag.last() {
         Some(o) => {
-            r.message = format!("OOM caused by fragmentation on {}: {} request did not fit", o.device, units::bytes(o.requested_bytes));
+            r.message = format!(
+                "OOM caused by fragmentation on {}: {} request did not fit",
+                o.device,
+                units::bytes(o.requested_bytes)
+            );
             r.site = o.site.clone();
             r.evidence.push(o.summary.clone());
         }
@@ -273,7 +297,9 @@ fn rule_leak(s: &InputSummary) -> RuleResult {
         return RuleResult::skip("leak", Unit::Count, "this analysis has no leak findings");
     };
     let mut r = RuleResult::limit("leak", Unit::Count, leaks.len() as f64, 0.0, "leaks:");
-    let worst = leaks.iter().max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
+    let worst = leaks
+        .iter()
+        .max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
     match worst {
         Some(l) => {
             r.message = format!(
@@ -317,7 +343,14 @@ fn graph_evidence(g: &summary::GraphGrowthSummary) -> String {
 
 fn rule_graph(s: &InputSummary, rule: &'static str, limit: f64) -> RuleResult {
     let Some((max, g)) = s.max_graph_growth() else {
-        return RuleResult::skip(rule, Unit::NodesPerStep, format!("no autograd graph in a {} (profiler traces have one)", s.kind));
+        return RuleResult::skip(
+            rule,
+            Unit::NodesPerStep,
+            format!(
+                "no autograd graph in a {} (profiler traces have one)",
+                s.kind
+            ),
+        );
     };
     let mut r = RuleResult::limit(rule, Unit::NodesPerStep, max, limit, "graph growth");
     if let Some(g) = g {
@@ -333,14 +366,31 @@ fn rule_graph(s: &InputSummary, rule: &'static str, limit: f64) -> RuleResult {
 }
 
 fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -> RuleResult {
-    let what = if reserved { "peak reserved" } else { "peak allocated" };
-    let get = |d: &summary::DeviceSummary| if reserved { d.peak_reserved_bytes } else { d.peak_allocated_bytes };
+    let what = if reserved {
+        "peak reserved"
+    } else {
+        "peak allocated"
+    };
+    let get = |d: &summary::DeviceSummary| {
+        if reserved {
+            d.peak_reserved_bytes
+        } else {
+            d.peak_allocated_bytes
+        }
+    };
     let Some(d) = worst(s, get) else {
         return RuleResult::skip(rule, Unit::Bytes, "no device memory recorded");
     };
-    let mut r = RuleResult::limit(rule, Unit::Bytes, get(d) as f64, limit as f64, &format!("{what} on {}", d.device));
+    let mut r = RuleResult::limit(
+        rule,
+        Unit::Bytes,
+        get(d) as f64,
+        limit as f64,
+        &format!("{what} on {}", d.device),
+    );
     if !d.peak_exact && s.kind == "snapshot" {
-        r.message.push_str(" (a lower bound: history before the log is missing)");
+        r.message
+            .push_str(" (a lower bound: history before the log is missing)");
     }
     if r.failed() {
         r.site = d.sites_at_peak.first().and_then(|x| x.site.clone());
@@ -352,13 +402,29 @@ fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -
 fn rule_growth(s: &InputSummary, limit: u64) -> RuleResult {
     let rule = "max-growth-per-step";
     let Some((max, l)) = s.max_growth_per_step() else {
-        return RuleResult::skip(rule, Unit::BytesPerStep, "this analysis has no per-step growth findings");
+        return RuleResult::skip(
+            rule,
+            Unit::BytesPerStep,
+            "this analysis has no per-step growth findings",
+        );
     };
-    let mut r = RuleResult::limit(rule, Unit::BytesPerStep, max, limit as f64, "largest growth");
+    let mut r = RuleResult::limit(
+        rule,
+        Unit::BytesPerStep,
+        max,
+        limit as f64,
+        "largest growth",
+    );
     if let Some(l) = l {
         r.site = l.site.clone();
         if r.failed() {
-            r.evidence.push(format!("{} over {} steps, {} live ({})", site_text(&l.site), l.steps, units::bytes(l.live_bytes), l.kind));
+            r.evidence.push(format!(
+                "{} over {} steps, {} live ({})",
+                site_text(&l.site),
+                l.steps,
+                units::bytes(l.live_bytes),
+                l.kind
+            ));
             leak_evidence(l, &mut r.evidence);
         }
     }
@@ -370,21 +436,55 @@ fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<Ru
     let grown = |x: u64| x as f64 * (1.0 + tol);
     type Get = fn(&summary::DeviceSummary) -> u64;
     let specs: [(&'static str, &str, Get, bool); 3] = [
-        ("baseline-peak", "peak allocated", |d| d.peak_allocated_bytes, true),
-        ("baseline-reserved", "peak reserved", |d| d.peak_reserved_bytes, true),
-        ("baseline-live", "live at the end", |d| d.end_allocated_bytes, false),
+        (
+            "baseline-peak",
+            "peak allocated",
+            |d| d.peak_allocated_bytes,
+            true,
+        ),
+        (
+            "baseline-reserved",
+            "peak reserved",
+            |d| d.peak_reserved_bytes,
+            true,
+        ),
+        (
+            "baseline-live",
+            "live at the end",
+            |d| d.end_allocated_bytes,
+            false,
+        ),
     ];
     for (rule, what, get, at_peak) in specs {
         // The device that exceeds its baseline by the most.
         let mut best: Option<RuleResult> = None;
         for d in &s.devices {
-            let Some(bd) = b.device(&d.device) else { continue };
-            let mut r = RuleResult::limit(rule, Unit::Bytes, get(d) as f64, grown(get(bd)), &format!("{what} on {}", d.device));
-            r.message.push_str(&format!(" (baseline {} + {:.1}%)", units::bytes(get(bd)), tol * 100.0));
+            let Some(bd) = b.device(&d.device) else {
+                continue;
+            };
+            let mut r = RuleResult::limit(
+                rule,
+                Unit::Bytes,
+                get(d) as f64,
+                grown(get(bd)),
+                &format!("{what} on {}", d.device),
+            );
+            r.message.push_str(&format!(
+                " (baseline {} + {:.1}%)",
+                units::bytes(get(bd)),
+                tol * 100.0
+            ));
             if r.failed() {
-                let (now, then) = if at_peak { (&d.sites_at_peak, &bd.sites_at_peak) } else { (&d.sites_at_end, &bd.sites_at_end) };
+                let (now, then) = if at_peak {
+                    (&d.sites_at_peak, &bd.sites_at_peak)
+                } else {
+                    (&d.sites_at_end, &bd.sites_at_end)
+                };
                 let changes = diff::site_changes(then, now);
-                r.site = changes.iter().find(|c| c.delta_bytes > 0).and_then(|c| c.site.clone());
+                r.site = changes
+                    .iter()
+                    .find(|c| c.delta_bytes > 0)
+                    .and_then(|c| c.site.clone());
                 r.evidence = changes
                     .iter()
                     .filter(|c| c.delta_bytes > 0)
@@ -393,15 +493,26 @@ fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<Ru
                     .collect();
             }
             let excess = r.measured.unwrap_or(0.0) - r.limit.unwrap_or(0.0);
-            if best.as_ref().is_none_or(|b| excess > b.measured.unwrap_or(0.0) - b.limit.unwrap_or(0.0)) {
+            if best
+                .as_ref()
+                .is_none_or(|b| excess > b.measured.unwrap_or(0.0) - b.limit.unwrap_or(0.0))
+            {
                 best = Some(r);
             }
         }
-        out.push(best.unwrap_or_else(|| RuleResult::skip(rule, Unit::Bytes, "no device in common with the baseline")));
+        out.push(best.unwrap_or_else(|| {
+            RuleResult::skip(rule, Unit::Bytes, "no device in common with the baseline")
+        }));
     }
     match (s.max_growth_per_step(), b.max_growth_per_step()) {
         (Some((now, l)), Some((then, _))) => {
-            let mut r = RuleResult::limit("baseline-growth-per-step", Unit::BytesPerStep, now, then * (1.0 + tol), "largest growth");
+            let mut r = RuleResult::limit(
+                "baseline-growth-per-step",
+                Unit::BytesPerStep,
+                now,
+                then * (1.0 + tol),
+                "largest growth",
+            );
             if r.failed() {
                 if let Some(l) = l {
                     r.site = l.site.clone();
@@ -410,11 +521,21 @@ fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<Ru
             }
             out.push(r);
         }
-        _ => out.push(RuleResult::skip("baseline-growth-per-step", Unit::BytesPerStep, "per-step growth not analysed in the input or the baseline")),
+        _ => out.push(RuleResult::skip(
+            "baseline-growth-per-step",
+            Unit::BytesPerStep,
+            "per-step growth not analysed in the input or the baseline",
+        )),
     }
     match (s.max_graph_growth(), b.max_graph_growth()) {
         (Some((now, g)), Some((then, _))) => {
-            let mut r = RuleResult::limit("baseline-graph-growth", Unit::NodesPerStep, now, then * (1.0 + tol), "graph growth");
+            let mut r = RuleResult::limit(
+                "baseline-graph-growth",
+                Unit::NodesPerStep,
+                now,
+                then * (1.0 + tol),
+                "graph growth",
+            );
             if r.failed() {
                 if let Some(g) = g {
                     r.site = g.site.clone();
@@ -424,16 +545,28 @@ fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<Ru
             out.push(r);
         }
         (None, None) => {}
-        _ => out.push(RuleResult::skip("baseline-graph-growth", Unit::NodesPerStep, "graph growth analysed on one side only")),
+        _ => out.push(RuleResult::skip(
+            "baseline-graph-growth",
+            Unit::NodesPerStep,
+            "graph growth analysed on one side only",
+        )),
     }
 }
 
 fn peak_of(s: &InputSummary) -> u64 {
-    s.devices.iter().map(|d| d.peak_allocated_bytes).max().unwrap_or(0)
+    s.devices
+        .iter()
+        .map(|d| d.peak_allocated_bytes)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Runs every configured rule over `inputs` (one per rank when several).
-pub fn check(inputs: &[InputSummary], cfg: &CheckConfig, baseline: Option<(&str, &Baseline)>) -> CheckReport {
+pub fn check(
+    inputs: &[InputSummary],
+    cfg: &CheckConfig,
+    baseline: Option<(&str, &Baseline)>,
+) -> CheckReport {
     let fail_on = cfg.fail_on();
     let mut files = Vec::new();
     for (i, s) in inputs.iter().enumerate() {
@@ -467,7 +600,11 @@ pub fn check(inputs: &[InputSummary], cfg: &CheckConfig, baseline: Option<(&str,
                     measured: None,
                     limit: None,
                     unit: Unit::Count,
-                    message: format!("no entry for {} in the baseline ({} entries)", s.file_name(), b.inputs.len()),
+                    message: format!(
+                        "no entry for {} in the baseline ({} entries)",
+                        s.file_name(),
+                        b.inputs.len()
+                    ),
                     site: None,
                     evidence: Vec::new(),
                 }),
@@ -489,19 +626,36 @@ pub fn check(inputs: &[InputSummary], cfg: &CheckConfig, baseline: Option<(&str,
                 rank: i,
                 path: s.path.clone(),
                 peak_allocated_bytes: peak_of(s),
-                peak_reserved_bytes: s.devices.iter().map(|d| d.peak_reserved_bytes).max().unwrap_or(0),
-                end_allocated_bytes: s.devices.iter().map(|d| d.end_allocated_bytes).max().unwrap_or(0),
+                peak_reserved_bytes: s
+                    .devices
+                    .iter()
+                    .map(|d| d.peak_reserved_bytes)
+                    .max()
+                    .unwrap_or(0),
+                end_allocated_bytes: s
+                    .devices
+                    .iter()
+                    .map(|d| d.end_allocated_bytes)
+                    .max()
+                    .unwrap_or(0),
                 ooms: s.ooms.len(),
                 leaks: s.leaks.as_ref().map(Vec::len),
                 passed: f.passed,
             });
         }
-        let max = ranks.iter().max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank))).unwrap();
-        let min = ranks.iter().min_by_key(|r| (r.peak_allocated_bytes, r.rank)).unwrap();
+        let max = ranks
+            .iter()
+            .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
+            .unwrap();
+        let min = ranks
+            .iter()
+            .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
+            .unwrap();
         let fraction = if max.peak_allocated_bytes == 0 {
             0.0
         } else {
-            (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64 / max.peak_allocated_bytes as f64
+            (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
+                / max.peak_allocated_bytes as f64
         };
         let im = Imbalance {
             fraction,
@@ -511,7 +665,13 @@ pub fn check(inputs: &[InputSummary], cfg: &CheckConfig, baseline: Option<(&str,
             min_bytes: min.peak_allocated_bytes,
         };
         if let Some(l) = cfg.max_imbalance {
-            let mut r = RuleResult::limit("max-imbalance", Unit::Fraction, fraction, l, "peak imbalance between ranks");
+            let mut r = RuleResult::limit(
+                "max-imbalance",
+                Unit::Fraction,
+                fraction,
+                l,
+                "peak imbalance between ranks",
+            );
             r.evidence.push(format!(
                 "rank {} peaks at {}, rank {} at {}",
                 im.max_rank,
@@ -558,14 +718,20 @@ pub struct InputError(pub String);
 pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let err = |e: crate::load::LoadError| InputError(e.to_string());
     let bytes = crate::load::read_input(path).map_err(err)?;
-    let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(bytes.len() as u64);
+    let file_len = std::fs::metadata(path)
+        .map(|m| m.len())
+        .unwrap_or(bytes.len() as u64);
     if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
         if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") {
             if !allow_baseline {
-                return Err(InputError(format!("{}: this is a memscope JSON document, not a capture", path.display())));
+                return Err(InputError(format!(
+                    "{}: this is a memscope JSON document, not a capture",
+                    path.display()
+                )));
             }
-            let text = std::str::from_utf8(&bytes).map_err(|_| InputError(format!("{}: not UTF-8", path.display())))?;
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|_| InputError(format!("{}: not UTF-8", path.display())))?;
             return Baseline::from_json(text)
                 .map(Loaded::Baseline)
                 .map_err(|e| InputError(format!("{}: {e}", path.display())));
@@ -574,18 +740,24 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     }
     let snap = crate::load::snapshot_from_bytes(path, &bytes).map_err(err)?;
     drop(bytes);
-    Ok(Loaded::Analysis(Box::new(crate::analysis::analyze_snapshot(&snap, path, file_len))))
+    Ok(Loaded::Analysis(Box::new(
+        crate::analysis::analyze_snapshot(&snap, path, file_len),
+    )))
 }
 
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], _file_len: u64) -> Result<Loaded, InputError> {
-    let trace = crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
+    let trace =
+        crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
     let mut s = summary::summarize_trace(&trace);
     s.path = path.display().to_string();
     Ok(Loaded::Trace(Box::new(s)))
 }
 
 /// Loads inputs and summarizes them; a baseline file given as input contributes its entries.
-pub fn load_summaries(paths: &[impl AsRef<Path>], allow_baseline: bool) -> Result<Vec<InputSummary>, InputError> {
+pub fn load_summaries(
+    paths: &[impl AsRef<Path>],
+    allow_baseline: bool,
+) -> Result<Vec<InputSummary>, InputError> {
     let mut out = Vec::new();
     for p in paths {
         let p = p.as_ref();

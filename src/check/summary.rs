@@ -199,7 +199,8 @@ impl Baseline {
 }
 
 fn u64_of(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
+    v.get(key)
+        .and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
 }
 
 fn f64_of(v: &Value, key: &str) -> Option<f64> {
@@ -207,7 +208,10 @@ fn f64_of(v: &Value, key: &str) -> Option<f64> {
 }
 
 fn str_of(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn site_of(v: Option<&Value>) -> Option<Site> {
@@ -247,7 +251,12 @@ fn gathered<'a>(report: &'a Value, key: &str) -> Option<Vec<&'a Value>> {
     }
     let mut found = false;
     let mut out = Vec::new();
-    for d in report.get("devices").and_then(Value::as_array).into_iter().flatten() {
+    for d in report
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(a) = d.get(key).and_then(Value::as_array) {
             found = true;
             out.extend(a.iter());
@@ -256,7 +265,14 @@ fn gathered<'a>(report: &'a Value, key: &str) -> Option<Vec<&'a Value>> {
     found.then_some(out)
 }
 
-const CATEGORY_NAMES: [&str; 6] = ["parameter", "optimizer_state", "gradient", "activation", "temporary", "other"];
+const CATEGORY_NAMES: [&str; 6] = [
+    "parameter",
+    "optimizer_state",
+    "gradient",
+    "activation",
+    "temporary",
+    "other",
+];
 
 /// Bytes by category from a `categories` value: an object with the category names as numeric
 /// fields, or one holding such objects (`at_peak` preferred), or a list of `{category, bytes}`.
@@ -271,7 +287,11 @@ fn categories_of(v: &Value) -> Option<BTreeMap<String, u64>> {
                 return Some(direct);
             }
             if o.values().all(|x| x.is_u64()) && !o.is_empty() {
-                return Some(o.iter().filter_map(|(k, x)| x.as_u64().map(|b| (k.clone(), b))).collect());
+                return Some(
+                    o.iter()
+                        .filter_map(|(k, x)| x.as_u64().map(|b| (k.clone(), b)))
+                        .collect(),
+                );
             }
             for key in ["at_peak", "peak", "at_end", "end"] {
                 if let Some(c) = o.get(key).and_then(categories_of) {
@@ -299,7 +319,12 @@ pub fn summarize_value(report: &Value) -> InputSummary {
     let input = report.get("input").cloned().unwrap_or(Value::Null);
     let mut devices = Vec::new();
     let mut ooms = Vec::new();
-    for d in report.get("devices").and_then(Value::as_array).into_iter().flatten() {
+    for d in report
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let label = device_label(d.get("device"));
         let end_alloc = u64_of(d, "allocated_bytes").unwrap_or(0);
         let end_res = u64_of(d, "reserved_bytes").unwrap_or(0);
@@ -320,17 +345,27 @@ pub fn summarize_value(report: &Value) -> InputSummary {
             device: label.clone(),
             peak_allocated_bytes: peak_alloc,
             peak_reserved_bytes: peak_res,
-            peak_exact: d.get("peak_exact").and_then(Value::as_bool).unwrap_or(false),
+            peak_exact: d
+                .get("peak_exact")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             end_allocated_bytes: end_alloc,
             end_reserved_bytes: end_res,
             sites_at_peak: at_peak,
             sites_at_end: at_end,
         });
-        for o in d.get("ooms").and_then(Value::as_array).into_iter().flatten() {
+        for o in d
+            .get("ooms")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             ooms.push(OomSummary {
                 device: label.clone(),
                 cause: str_of(o, "cause"),
-                requested_bytes: u64_of(o, "rounded_bytes").or_else(|| u64_of(o, "requested_bytes")).unwrap_or(0),
+                requested_bytes: u64_of(o, "rounded_bytes")
+                    .or_else(|| u64_of(o, "requested_bytes"))
+                    .unwrap_or(0),
                 site: site_of(o.get("site")),
                 summary: str_of(o, "summary"),
             });
@@ -372,23 +407,38 @@ pub fn summarize_value(report: &Value) -> InputSummary {
             })
             .collect()
     });
-    let categories = report.get("categories").and_then(categories_of).or_else(|| {
-        // Per device: summed over devices.
-        let mut sum: Option<BTreeMap<String, u64>> = None;
-        for d in report.get("devices").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(c) = d.get("categories").and_then(categories_of) {
-                let s = sum.get_or_insert_with(BTreeMap::new);
-                for (k, v) in c {
-                    *s.entry(k).or_default() += v;
+    let categories = report
+        .get("categories")
+        .and_then(categories_of)
+        .or_else(|| {
+            // Per device: summed over devices.
+            let mut sum: Option<BTreeMap<String, u64>> = None;
+            for d in report
+                .get("devices")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(c) = d.get("categories").and_then(categories_of) {
+                    let s = sum.get_or_insert_with(BTreeMap::new);
+                    for (k, v) in c {
+                        *s.entry(k).or_default() += v;
+                    }
                 }
             }
-        }
-        sum
-    });
+            sum
+        });
     InputSummary {
         path: str_of(&input, "path"),
-        kind: input.get("kind").and_then(Value::as_str).unwrap_or("snapshot").to_owned(),
-        verdict: report.get("verdict").map(|v| str_of(v, "kind")).unwrap_or_default(),
+        kind: input
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("snapshot")
+            .to_owned(),
+        verdict: report
+            .get("verdict")
+            .map(|v| str_of(v, "kind"))
+            .unwrap_or_default(),
         devices,
         ooms,
         leaks,
@@ -422,10 +472,17 @@ pub fn summarize_trace(t: &crate::model::trace::Trace) -> InputSummary {
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut steps = Vec::new();
-    for d in mem.devices.iter().filter(|d| d.device.is_cuda() || !any_cuda) {
+    for d in mem
+        .devices
+        .iter()
+        .filter(|d| d.device.is_cuda() || !any_cuda)
+    {
         let peak_alloc = pos(d.peak.as_ref().map(|p| p.allocated_bytes));
         let end_alloc = pos(d.end_allocated_bytes);
-        let end_res = d.timeline.last().map_or(0, |p| p.reserved_bytes.max(0) as u64);
+        let end_res = d
+            .timeline
+            .last()
+            .map_or(0, |p| p.reserved_bytes.max(0) as u64);
         let at_end: Vec<SiteBytes> = d
             .growth
             .iter()
@@ -446,7 +503,13 @@ pub fn summarize_trace(t: &crate::model::trace::Trace) -> InputSummary {
                 .peak
                 .as_ref()
                 .and_then(|p| trace_site(&p.site))
-                .map(|s| vec![SiteBytes { site: Some(s), bytes: peak_alloc, blocks: 0 }])
+                .map(|s| {
+                    vec![SiteBytes {
+                        site: Some(s),
+                        bytes: peak_alloc,
+                        blocks: 0,
+                    }]
+                })
                 .unwrap_or_default(),
             sites_at_end: at_end,
         });
@@ -487,7 +550,12 @@ pub fn summarize_trace(t: &crate::model::trace::Trace) -> InputSummary {
     InputSummary {
         path: String::new(),
         kind: "trace".into(),
-        verdict: if leaks.is_empty() && graph.findings.is_empty() { "ok" } else { "leak" }.into(),
+        verdict: if leaks.is_empty() && graph.findings.is_empty() {
+            "ok"
+        } else {
+            "leak"
+        }
+        .into(),
         devices,
         ooms: Vec::new(),
         leaks: Some(leaks),

@@ -24,14 +24,16 @@ pub trait DiffFormat {
 /// Renders a check report into a `String`.
 pub fn check_to_string(f: &dyn CheckFormat, report: &CheckReport, opts: &Options) -> String {
     let mut v = Vec::new();
-    f.render(report, opts, &mut v).expect("writing to a Vec cannot fail");
+    f.render(report, opts, &mut v)
+        .expect("writing to a Vec cannot fail");
     String::from_utf8(v).expect("formats write UTF-8")
 }
 
 /// Renders a diff into a `String`.
 pub fn diff_to_string(f: &dyn DiffFormat, diff: &Diff, opts: &Options) -> String {
     let mut v = Vec::new();
-    f.render(diff, opts, &mut v).expect("writing to a Vec cannot fail");
+    f.render(diff, opts, &mut v)
+        .expect("writing to a Vec cannot fail");
     String::from_utf8(v).expect("formats write UTF-8")
 }
 

@@ -17,7 +17,9 @@ pub const MAX_ANNOTATIONS: usize = 10;
 
 /// Escapes a workflow command's message.
 pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// Escapes a workflow command's property value.
@@ -39,7 +41,10 @@ fn annotation_message(r: &RuleResult) -> String {
 
 impl CheckFormat for GithubAnnotations {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        let failed: Vec<(&str, &RuleResult)> = report.all_rules().filter(|(_, r)| r.status == Status::Fail).collect();
+        let failed: Vec<(&str, &RuleResult)> = report
+            .all_rules()
+            .filter(|(_, r)| r.status == Status::Fail)
+            .collect();
         for (file, r) in failed.iter().take(MAX_ANNOTATIONS) {
             let mut props = Vec::new();
             if let Some(s) = &r.site {
@@ -49,14 +54,25 @@ impl CheckFormat for GithubAnnotations {
                 }
             }
             let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
-            props.push(format!("title={}", escape_property(&format!("memscope {}: {name}", r.rule))));
-            writeln!(out, "::error {}::{}", props.join(","), escape_data(&annotation_message(r)))?;
+            props.push(format!(
+                "title={}",
+                escape_property(&format!("memscope {}: {name}", r.rule))
+            ));
+            writeln!(
+                out,
+                "::error {}::{}",
+                props.join(","),
+                escape_data(&annotation_message(r))
+            )?;
         }
         if failed.len() > MAX_ANNOTATIONS {
             writeln!(
                 out,
                 "::warning title=memscope::{}",
-                escape_data(&format!("{} more failed rules are not annotated; see the job summary", failed.len() - MAX_ANNOTATIONS))
+                escape_data(&format!(
+                    "{} more failed rules are not annotated; see the job summary",
+                    failed.len() - MAX_ANNOTATIONS
+                ))
             )?;
         }
         Ok(())
@@ -79,12 +95,19 @@ fn cell(s: &str) -> String {
 impl CheckFormat for GithubSummary {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let (pass, fail, skip) = report.counts();
-        let verdict = if report.passed { "✅ passed" } else { "❌ failed" };
+        let verdict = if report.passed {
+            "✅ passed"
+        } else {
+            "❌ failed"
+        };
         writeln!(out, "## memscope check {verdict}")?;
         writeln!(out)?;
         writeln!(out, "{fail} failed, {pass} passed, {skip} skipped.")?;
         writeln!(out)?;
-        writeln!(out, "| file | rule | result | measured | limit | site | details |")?;
+        writeln!(
+            out,
+            "| file | rule | result | measured | limit | site | details |"
+        )?;
         writeln!(out, "|---|---|---|---|---|---|---|")?;
         for (file, r) in report.all_rules() {
             let result = match r.status {
@@ -92,7 +115,10 @@ impl CheckFormat for GithubSummary {
                 Status::Fail => "❌ **fail**",
                 Status::Skip => "⏭️ skip",
             };
-            let site = r.site.as_ref().map_or_else(String::new, |s| format!("`{}:{}`", cell(&s.file), s.line));
+            let site = r
+                .site
+                .as_ref()
+                .map_or_else(String::new, |s| format!("`{}:{}`", cell(&s.file), s.line));
             let mut details = r.message.clone();
             if r.status == Status::Fail {
                 for e in &r.evidence {
@@ -112,7 +138,10 @@ impl CheckFormat for GithubSummary {
         }
         if !report.ranks.is_empty() {
             writeln!(out)?;
-            writeln!(out, "| rank | file | peak allocated | peak reserved | OOMs | result |")?;
+            writeln!(
+                out,
+                "| rank | file | peak allocated | peak reserved | OOMs | result |"
+            )?;
             writeln!(out, "|---|---|---|---|---|---|")?;
             for r in &report.ranks {
                 writeln!(

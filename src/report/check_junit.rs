@@ -38,7 +38,12 @@ fn counts(rules: &[&RuleResult]) -> (usize, usize) {
 }
 
 fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Result<()> {
-    write!(out, "    <testcase name=\"{}\" classname=\"{}\"", xml_escape(r.rule), xml_escape(classname))?;
+    write!(
+        out,
+        "    <testcase name=\"{}\" classname=\"{}\"",
+        xml_escape(r.rule),
+        xml_escape(classname)
+    )?;
     if let Some(s) = &r.site {
         write!(out, " file=\"{}\" line=\"{}\"", xml_escape(&s.file), s.line)?;
     }
@@ -46,12 +51,20 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
         Status::Pass => writeln!(out, "/>"),
         Status::Skip => {
             writeln!(out, ">")?;
-            writeln!(out, "      <skipped message=\"{}\"/>", xml_escape(&r.message))?;
+            writeln!(
+                out,
+                "      <skipped message=\"{}\"/>",
+                xml_escape(&r.message)
+            )?;
             writeln!(out, "    </testcase>")
         }
         Status::Fail => {
             writeln!(out, ">")?;
-            let mut body = format!("measured {} against limit {}", r.measured_text(), r.limit_text());
+            let mut body = format!(
+                "measured {} against limit {}",
+                r.measured_text(),
+                r.limit_text()
+            );
             if let Some(s) = &r.site {
                 body.push_str(&format!("\nat {s}"));
             }
@@ -80,8 +93,11 @@ impl CheckFormat for Junit {
             "<testsuites name=\"memscope check\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"{s}\">",
             all.len()
         )?;
-        let mut suites: Vec<(String, Vec<&RuleResult>)> =
-            report.files.iter().map(|file| (file.path.clone(), file.rules.iter().collect())).collect();
+        let mut suites: Vec<(String, Vec<&RuleResult>)> = report
+            .files
+            .iter()
+            .map(|file| (file.path.clone(), file.rules.iter().collect()))
+            .collect();
         if !report.ranks_rules.is_empty() {
             suites.push(("ranks".into(), report.ranks_rules.iter().collect()));
         }

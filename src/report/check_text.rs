@@ -21,7 +21,13 @@ fn status(st: &Style, s: Status) -> String {
 }
 
 fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()> {
-    writeln!(out, "  {} {:<26} {}", status(st, r.status), r.rule, r.message)?;
+    writeln!(
+        out,
+        "  {} {:<26} {}",
+        status(st, r.status),
+        r.rule,
+        r.message
+    )?;
     if r.status == Status::Fail {
         if let Some(s) = &r.site {
             writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
@@ -37,7 +43,11 @@ impl CheckFormat for CheckText {
     fn render(&self, report: &CheckReport, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let st = Style { on: opts.color };
         let (pass, fail, skip) = report.counts();
-        let head = if report.passed { st.green("PASS") } else { st.red("FAIL") };
+        let head = if report.passed {
+            st.green("PASS")
+        } else {
+            st.red("FAIL")
+        };
         writeln!(
             out,
             "memscope check: {head}: {fail} failed, {pass} passed, {skip} skipped ({} file{})",
@@ -45,7 +55,11 @@ impl CheckFormat for CheckText {
             if report.files.len() == 1 { "" } else { "s" }
         )?;
         if let Some(b) = &report.baseline {
-            writeln!(out, "baseline: {b} (tolerance {:.1}%)", report.config.tolerance.unwrap_or(0.0) * 100.0)?;
+            writeln!(
+                out,
+                "baseline: {b} (tolerance {:.1}%)",
+                report.config.tolerance.unwrap_or(0.0) * 100.0
+            )?;
         }
         for f in &report.files {
             writeln!(out)?;
@@ -126,7 +140,11 @@ impl DiffFormat for DiffText {
                 out,
                 "LARGEST GROWTH {} at {}",
                 st.bold(&crate::units::signed_bytes(c.delta_bytes)),
-                st.cyan(&c.site.as_ref().map_or_else(|| "(no Python stack)".into(), |s| s.to_string()))
+                st.cyan(
+                    &c.site
+                        .as_ref()
+                        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+                )
             )?,
             None => writeln!(out, "LARGEST GROWTH none: no site holds more memory")?,
         }
@@ -137,7 +155,11 @@ impl DiffFormat for DiffText {
                 "after_only" => " (only after)",
                 _ => "",
             };
-            writeln!(out, "{}", st.bold(&format!("DEVICE {}{presence}", dev.device)))?;
+            writeln!(
+                out,
+                "{}",
+                st.bold(&format!("DEVICE {}{presence}", dev.device))
+            )?;
             writeln!(out, "  peak allocated  {}", dev.peak_allocated.describe())?;
             writeln!(out, "  peak reserved   {}", dev.peak_reserved.describe())?;
             writeln!(out, "  live at end     {}", dev.end_allocated.describe())?;
@@ -148,7 +170,10 @@ impl DiffFormat for DiffText {
             writeln!(out)?;
             writeln!(out, "OOMS {} -> {}", d.ooms.before, d.ooms.after)?;
         }
-        let named = |out: &mut dyn Write, title: &str, v: &[crate::check::diff::NamedDelta]| -> io::Result<()> {
+        let named = |out: &mut dyn Write,
+                     title: &str,
+                     v: &[crate::check::diff::NamedDelta]|
+         -> io::Result<()> {
             if v.is_empty() {
                 return Ok(());
             }
@@ -156,21 +181,38 @@ impl DiffFormat for DiffText {
             writeln!(out, "{}", st.bold(title))?;
             for n in v.iter().take(SHOWN) {
                 let b = |x: Option<u64>| x.map_or_else(|| "-".into(), bytes);
-                writeln!(out, "  {:>12}  {:<20} ({} -> {})", crate::units::signed_bytes(n.delta), n.name, b(n.before), b(n.after))?;
+                writeln!(
+                    out,
+                    "  {:>12}  {:<20} ({} -> {})",
+                    crate::units::signed_bytes(n.delta),
+                    n.name,
+                    b(n.before),
+                    b(n.after)
+                )?;
             }
             Ok(())
         };
         named(out, "CATEGORIES", &d.categories)?;
         named(out, "STEPS (peak allocated)", &d.steps)?;
-        for (title, v, unit) in [("LEAKS", &d.leaks, "B/step"), ("GRAPH GROWTH", &d.graph_growth, "nodes/step")] {
+        for (title, v, unit) in [
+            ("LEAKS", &d.leaks, "B/step"),
+            ("GRAPH GROWTH", &d.graph_growth, "nodes/step"),
+        ] {
             if v.is_empty() {
                 continue;
             }
             writeln!(out)?;
             writeln!(out, "{}", st.bold(title))?;
             for f in v {
-                let site = f.site.as_ref().map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
-                writeln!(out, "  {:<4} {} at {site} ({:.0} {unit})", f.status, f.kind, f.per_step)?;
+                let site = f
+                    .site
+                    .as_ref()
+                    .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+                writeln!(
+                    out,
+                    "  {:<4} {} at {site} ({:.0} {unit})",
+                    f.status, f.kind, f.per_step
+                )?;
             }
         }
         Ok(())
