@@ -82,6 +82,31 @@ fn clean_capture_passes_and_ooms_fail() {
         // The failing request's line is named.
         assert!(out.contains("       at "), "{out}");
     }
+    // Now that snapshot leak findings are in the analysis, per-step growth fails both OOM captures.
+    for (name, line) in [
+        ("leak_oom.pickle", ":150 "),
+        ("val_no_grad_oom.pickle", ":60 "),
+    ] {
+        let Some(p) = cap(name) else { continue };
+        let (code, out, _) = run(bin()
+            .args([
+                "check",
+                "--no-config",
+                "--fail-on",
+                "none",
+                "--max-growth-per-step",
+                "1MiB",
+            ])
+            .arg(&p));
+        assert_eq!(code, 1, "{out}");
+        let fail = out
+            .lines()
+            .skip_while(|l| !l.contains("FAIL max-growth-per-step"))
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(fail.contains(line), "{out}");
+    }
     // val_no_grad_oom's OOM is a leak: the leak rule fails on it too, at the leaking line.
     if let Some(p) = cap("val_no_grad_oom.pickle") {
         let (code, out, _) = run(bin()
