@@ -180,7 +180,7 @@ impl DiffFormat for DiffText {
             writeln!(out)?;
             writeln!(out, "{}", st.bold(title))?;
             for n in v.iter().take(SHOWN) {
-                let b = |x: Option<u64>| x.map_or_else(|| "-".into(), bytes);
+                let b = |x: Option<u64>| x.map_or_else(|| "absent".into(), bytes);
                 writeln!(
                     out,
                     "  {:>12}  {:<20} ({} -> {})",
@@ -195,8 +195,12 @@ impl DiffFormat for DiffText {
         named(out, "CATEGORIES", &d.categories)?;
         named(out, "STEPS (peak allocated)", &d.steps)?;
         for (title, v, unit) in [
-            ("LEAKS", &d.leaks, "B/step"),
-            ("GRAPH GROWTH", &d.graph_growth, "nodes/step"),
+            ("LEAKS", &d.leaks, crate::check::Unit::BytesPerStep),
+            (
+                "GRAPH GROWTH",
+                &d.graph_growth,
+                crate::check::Unit::NodesPerStep,
+            ),
         ] {
             if v.is_empty() {
                 continue;
@@ -210,8 +214,10 @@ impl DiffFormat for DiffText {
                     .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
                 writeln!(
                     out,
-                    "  {:<4} {} at {site} ({:.0} {unit})",
-                    f.status, f.kind, f.per_step
+                    "  {:<4} {} at {site} ({})",
+                    f.status,
+                    f.kind,
+                    unit.format(f.per_step)
                 )?;
             }
         }
