@@ -22,6 +22,102 @@ pub enum Command {
     /// Explain a memory snapshot (`torch.cuda.memory._dump_snapshot`) or a profiler trace
     /// (`prof.export_chrome_trace`): figures, OOM cause, leaks, graph growth, sites.
     Analyze(AnalyzeArgs),
+    /// CI gate: check captures against limits and a baseline; exit 1 when a rule fails.
+    Check(CheckArgs),
+    /// Write a small, stable summary of captures to commit and compare against.
+    Baseline(BaselineArgs),
+    /// What changed between two captures, or a capture and a baseline: peaks, sites, steps.
+    Diff(DiffArgs),
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    memscope::units::parse_bytes(s).ok_or_else(|| format!("{s:?} is not a size (e.g. 8GiB, 512MiB, 1.5GB, 1024)"))
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    memscope::check::config::parse_percent(s).ok_or_else(|| format!("{s:?} is not a percentage (e.g. 5%)"))
+}
+
+/// An alias, so that clap takes the list as one value (`--fail-on leak,oom`) rather than many.
+type FailOnList = Vec<memscope::check::FailOn>;
+
+fn fail_on(s: &str) -> Result<FailOnList, String> {
+    memscope::check::FailOn::parse_list(s)
+}
+
+fn nodes(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a number of nodes per step"))
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Captures to check (snapshots or profiler traces); several are taken as ranks.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Compare against a baseline written by `memscope baseline`.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Largest allowed peak of allocated memory on any device (e.g. 8GiB).
+    #[arg(long, value_parser = size)]
+    pub max_peak: Option<u64>,
+    /// Largest allowed peak of reserved memory on any device.
+    #[arg(long, value_parser = size)]
+    pub max_reserved: Option<u64>,
+    /// Largest allowed growth per step of any leak finding (e.g. 1MiB).
+    #[arg(long, value_parser = size)]
+    pub max_growth_per_step: Option<u64>,
+    /// Largest allowed autograd graph growth, in nodes per step (profiler traces).
+    #[arg(long, value_parser = nodes)]
+    pub max_graph_growth: Option<f64>,
+    /// Largest allowed imbalance between the ranks' peaks (e.g. 10%).
+    #[arg(long, value_parser = percent)]
+    pub max_imbalance: Option<f64>,
+    /// Findings that fail the check: leak,oom,fragmentation,graph-growth, or none [default: oom,leak,graph-growth].
+    #[arg(long, value_parser = fail_on)]
+    pub fail_on: Option<FailOnList>,
+    /// Relative tolerance for baseline comparisons [default: 5%].
+    #[arg(long, value_parser = percent)]
+    pub tolerance: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormatArg::Text)]
+    pub format: CheckFormatArg,
+    /// Settings file [default: memscope.toml in the current directory or the repository root].
+    #[arg(long, conflicts_with = "no_config")]
+    pub config: Option<PathBuf>,
+    /// Ignore memscope.toml.
+    #[arg(long)]
+    pub no_config: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum CheckFormatArg {
+    Text,
+    Json,
+    Junit,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BaselineArgs {
+    /// Captures to summarize (one per rank).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Where to write the baseline (`-` for stdout).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// The capture or baseline before.
+    pub before: PathBuf,
+    /// The capture or baseline after.
+    pub after: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(clap::Args, Debug)]

@@ -6,6 +6,7 @@
 //! and the binary stays a thin shell around the library.
 
 pub mod analysis;
+pub mod check;
 pub mod load;
 pub mod model;
 pub mod report;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use cli::{AnalyzeArgs, Cli, Command, OutputFormat};
+use cli::{AnalyzeArgs, BaselineArgs, CheckArgs, CheckFormatArg, Cli, Command, DiffArgs, OutputFormat};
 use memscope::load::Capture;
 use memscope::report::{self, Format};
 
@@ -45,6 +45,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let color = cli.color.enabled();
     match cli.command {
         Some(Command::Analyze(args)) => analyze(&args, color),
+        Some(Command::Check(args)) => check(&args, color),
+        Some(Command::Baseline(args)) => baseline(&args),
+        Some(Command::Diff(args)) => diff(&args, color),
         None => match cli.file {
             Some(file) => analyze(
                 &AnalyzeArgs {
@@ -78,5 +81,103 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     fmt.render(&analysis, &opts, &mut out).context("writing the report")?;
     out.flush().context("writing the report")?;
+    Ok(0)
+}
+
+fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
+    use memscope::check::{self, config, CheckConfig};
+    use memscope::report::check::CheckFormat;
+    let flags = CheckConfig {
+        baseline: args.baseline.clone(),
+        max_peak: args.max_peak,
+        max_reserved: args.max_reserved,
+        max_growth_per_step: args.max_growth_per_step,
+        max_graph_growth: args.max_graph_growth,
+        max_imbalance: args.max_imbalance,
+        fail_on: args.fail_on.clone(),
+        tolerance: args.tolerance,
+    };
+    let file_cfg = match (&args.config, args.no_config) {
+        (_, true) => CheckConfig::default(),
+        (Some(p), false) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
+        (None, false) => match config::find_config(&std::env::current_dir()?) {
+            Some(p) => CheckConfig::from_file(&p).map_err(anyhow::Error::msg)?,
+            None => CheckConfig::default(),
+        },
+    };
+    let cfg = flags.or(file_cfg);
+    let base = match &cfg.baseline {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read the baseline", p.display()))?;
+            let b = check::Baseline::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            Some((p.display().to_string(), b))
+        }
+        None => None,
+    };
+    let summaries = check::load_summaries(&args.files, false)?;
+    let report = check::check(&summaries, &cfg, base.as_ref().map(|(p, b)| (p.as_str(), b)));
+    let opts = report::Options { color, stacks: false };
+    let fmt: &dyn CheckFormat = match args.format {
+        CheckFormatArg::Text => &report::check_text::CheckText,
+        CheckFormatArg::Json => &report::check::CheckJson,
+        CheckFormatArg::Junit => &report::check_junit::Junit,
+    };
+    {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        fmt.render(&report, &opts, &mut out).context("writing the check report")?;
+        out.flush().context("writing the check report")?;
+    }
+    if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
+        let plain = report::Options::default();
+        let mut err = std::io::stderr().lock();
+        report::check_github::GithubAnnotations.render(&report, &plain, &mut err).context("writing annotations")?;
+        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .with_context(|| format!("{}: cannot append the job summary", std::path::Path::new(&path).display()))?;
+            report::check_github::GithubSummary.render(&report, &plain, &mut f).context("writing the job summary")?;
+        }
+    }
+    Ok(if report.passed { 0 } else { 1 })
+}
+
+fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
+    let summaries = memscope::check::load_summaries(&args.files, false)?;
+    let b = memscope::check::Baseline::new(summaries);
+    let mut text = serde_json::to_string_pretty(&b)?;
+    text.push('\n');
+    if args.output.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).context("writing the baseline")?;
+        out.flush().context("writing the baseline")?;
+    } else {
+        std::fs::write(&args.output, text).with_context(|| format!("{}: cannot write the baseline", args.output.display()))?;
+    }
+    Ok(0)
+}
+
+fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
+    use memscope::report::check::DiffFormat;
+    let one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
+        let mut v = memscope::check::load_summaries(&[p], true)?;
+        match v.len() {
+            1 => Ok(v.remove(0)),
+            0 => anyhow::bail!("{}: the baseline holds no inputs", p.display()),
+            n => anyhow::bail!("{}: the baseline holds {n} inputs; diff compares one capture with one", p.display()),
+        }
+    };
+    let d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    let opts = report::Options { color, stacks: false };
+    let fmt: &dyn DiffFormat = match args.format {
+        OutputFormat::Text => &report::check_text::DiffText,
+        OutputFormat::Json => &report::check::DiffJson,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    fmt.render(&d, &opts, &mut out).context("writing the diff")?;
+    out.flush().context("writing the diff")?;
     Ok(0)
 }

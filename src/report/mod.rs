@@ -3,6 +3,10 @@
 //! Every output format implements [`Format`], so adding one (JUnit, GitHub annotations, HTML)
 //! never touches the analyses, and each format has its own snapshot test.
 
+pub mod check;
+pub mod check_github;
+pub mod check_junit;
+pub mod check_text;
 pub mod json;
 pub mod style;
 pub mod text;

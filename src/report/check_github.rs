@@ -1,0 +1,177 @@
+//! GitHub Actions output for `memscope check`: `::error` workflow commands (annotations on the
+//! responsible lines, at most [`MAX_ANNOTATIONS`]) and a Markdown job summary for
+//! `$GITHUB_STEP_SUMMARY`.
+//!
+//! Workflow commands are escaped per GitHub's rules (the runner's `toolkit/command.ts`): in the
+//! message `%`, `\r`, `\n` become `%25`, `%0D`, `%0A`; in properties (`file=`, `line=`,
+//! `title=`) `:` and `,` also become `%3A` and `%2C`.
+
+use std::io::{self, Write};
+
+use super::check::CheckFormat;
+use super::Options;
+use crate::check::{CheckReport, RuleResult, Status};
+
+/// GitHub shows at most 10 error annotations per step; more are dropped by the runner.
+pub const MAX_ANNOTATIONS: usize = 10;
+
+/// Escapes a workflow command's message.
+pub fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escapes a workflow command's property value.
+pub fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `::error` annotations for the failed rules (stderr in the binary).
+pub struct GithubAnnotations;
+
+fn annotation_message(r: &RuleResult) -> String {
+    let mut m = r.message.clone();
+    for e in &r.evidence {
+        m.push_str("\n- ");
+        m.push_str(e);
+    }
+    m
+}
+
+impl CheckFormat for GithubAnnotations {
+    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let failed: Vec<(&str, &RuleResult)> = report
+            .all_rules()
+            .filter(|(_, r)| r.status == Status::Fail)
+            .collect();
+        for (file, r) in failed.iter().take(MAX_ANNOTATIONS) {
+            let mut props = Vec::new();
+            if let Some(s) = &r.site {
+                props.push(format!("file={}", escape_property(&s.file)));
+                if s.line > 0 {
+                    props.push(format!("line={}", s.line));
+                }
+            }
+            let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            props.push(format!(
+                "title={}",
+                escape_property(&format!("memscope {}: {name}", r.rule))
+            ));
+            writeln!(
+                out,
+                "::error {}::{}",
+                props.join(","),
+                escape_data(&annotation_message(r))
+            )?;
+        }
+        if failed.len() > MAX_ANNOTATIONS {
+            writeln!(
+                out,
+                "::warning title=memscope::{}",
+                escape_data(&format!(
+                    "{} more failed rules are not annotated; see the job summary",
+                    failed.len() - MAX_ANNOTATIONS
+                ))
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The Markdown job summary (appended to `$GITHUB_STEP_SUMMARY` in the binary).
+pub struct GithubSummary;
+
+/// Escapes text for a Markdown table cell.
+fn cell(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('\r', "")
+        .replace('\n', "<br>")
+        .replace('<', "&lt;")
+        .replace("&lt;br>", "<br>")
+}
+
+impl CheckFormat for GithubSummary {
+    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let (pass, fail, skip) = report.counts();
+        let verdict = if report.passed {
+            "✅ passed"
+        } else {
+            "❌ failed"
+        };
+        writeln!(out, "## memscope check {verdict}")?;
+        writeln!(out)?;
+        writeln!(out, "{fail} failed, {pass} passed, {skip} skipped.")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "| file | rule | result | measured | limit | site | details |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|---|")?;
+        for (file, r) in report.all_rules() {
+            let result = match r.status {
+                Status::Pass => "✅ pass",
+                Status::Fail => "❌ **fail**",
+                Status::Skip => "⏭️ skip",
+            };
+            let site = r
+                .site
+                .as_ref()
+                .map_or_else(String::new, |s| format!("`{}:{}`", cell(&s.file), s.line));
+            let mut details = r.message.clone();
+            if r.status == Status::Fail {
+                for e in &r.evidence {
+                    details.push_str("\n• ");
+                    details.push_str(e);
+                }
+            }
+            writeln!(
+                out,
+                "| {} | {} | {result} | {} | {} | {site} | {} |",
+                cell(file),
+                r.rule,
+                cell(&r.measured_text()),
+                cell(&r.limit_text()),
+                cell(&details)
+            )?;
+        }
+        if !report.ranks.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "| rank | file | peak allocated | peak reserved | OOMs | result |"
+            )?;
+            writeln!(out, "|---|---|---|---|---|---|")?;
+            for r in &report.ranks {
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    r.rank,
+                    cell(&r.path),
+                    crate::units::bytes(r.peak_allocated_bytes),
+                    crate::units::bytes(r.peak_reserved_bytes),
+                    r.ooms,
+                    if r.passed { "pass" } else { "**fail**" }
+                )?;
+            }
+            if let Some(im) = &report.imbalance {
+                writeln!(out)?;
+                writeln!(out, "Imbalance between ranks: {:.1}%.", im.fraction * 100.0)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_per_workflow_command_rules() {
+        assert_eq!(escape_data("50% a\r\nb: c, d"), "50%25 a%0D%0Ab: c, d");
+        assert_eq!(escape_property("C:\\x,y%\n"), "C%3A\\x%2Cy%25%0A");
+        assert_eq!(cell("a|b\nc<d>"), "a\\|b<br>c&lt;d>");
+    }
+}

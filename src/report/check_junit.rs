@@ -1,0 +1,120 @@
+//! JUnit XML for `memscope check`: one `<testsuite>` per input, one `<testcase>` per rule, so
+//! CI systems (GitLab, Jenkins, Azure, GitHub test reporters) show each rule natively. A
+//! failed rule has a `<failure>`, a skipped one a `<skipped>`.
+
+use std::io::{self, Write};
+
+use super::check::CheckFormat;
+use super::Options;
+use crate::check::{CheckReport, RuleResult, Status};
+
+pub struct Junit;
+
+/// Escapes text for XML attributes and element content. Characters XML 1.0 cannot hold at
+/// all (control characters other than tab, newline, carriage return) are dropped.
+pub fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            '\n' => o.push_str("&#10;"),
+            '\r' => o.push_str("&#13;"),
+            '\t' => o.push_str("&#9;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn counts(rules: &[&RuleResult]) -> (usize, usize) {
+    let f = rules.iter().filter(|r| r.status == Status::Fail).count();
+    let s = rules.iter().filter(|r| r.status == Status::Skip).count();
+    (f, s)
+}
+
+fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Result<()> {
+    write!(
+        out,
+        "    <testcase name=\"{}\" classname=\"{}\"",
+        xml_escape(r.rule),
+        xml_escape(classname)
+    )?;
+    if let Some(s) = &r.site {
+        write!(out, " file=\"{}\" line=\"{}\"", xml_escape(&s.file), s.line)?;
+    }
+    match r.status {
+        Status::Pass => writeln!(out, "/>"),
+        Status::Skip => {
+            writeln!(out, ">")?;
+            writeln!(
+                out,
+                "      <skipped message=\"{}\"/>",
+                xml_escape(&r.message)
+            )?;
+            writeln!(out, "    </testcase>")
+        }
+        Status::Fail => {
+            writeln!(out, ">")?;
+            let mut body = format!(
+                "measured {} against limit {}",
+                r.measured_text(),
+                r.limit_text()
+            );
+            if let Some(s) = &r.site {
+                body.push_str(&format!("\nat {s}"));
+            }
+            for e in &r.evidence {
+                body.push_str(&format!("\n- {e}"));
+            }
+            writeln!(
+                out,
+                "      <failure message=\"{}\" type=\"{}\">{}</failure>",
+                xml_escape(&r.message),
+                xml_escape(r.rule),
+                xml_escape(&body)
+            )?;
+            writeln!(out, "    </testcase>")
+        }
+    }
+}
+
+impl CheckFormat for Junit {
+    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let all: Vec<&RuleResult> = report.all_rules().map(|(_, r)| r).collect();
+        let (f, s) = counts(&all);
+        writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>")?;
+        writeln!(
+            out,
+            "<testsuites name=\"memscope check\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"{s}\">",
+            all.len()
+        )?;
+        let mut suites: Vec<(String, Vec<&RuleResult>)> = report
+            .files
+            .iter()
+            .map(|file| (file.path.clone(), file.rules.iter().collect()))
+            .collect();
+        if !report.ranks_rules.is_empty() {
+            suites.push(("ranks".into(), report.ranks_rules.iter().collect()));
+        }
+        for (name, rules) in suites {
+            let (f, s) = counts(&rules);
+            writeln!(
+                out,
+                "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"{s}\">",
+                xml_escape(&name),
+                rules.len()
+            )?;
+            let classname = format!("memscope.check.{name}");
+            for r in rules {
+                write_case(out, &classname, r)?;
+            }
+            writeln!(out, "  </testsuite>")?;
+        }
+        writeln!(out, "</testsuites>")
+    }
+}

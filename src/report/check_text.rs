@@ -1,0 +1,226 @@
+//! Human output of `memscope check` and `memscope diff`: one line per rule, PASS/FAIL, the
+//! measured value against the limit, and for a failure the line responsible and the evidence.
+
+use std::io::{self, Write};
+
+use super::check::{CheckFormat, DiffFormat};
+use super::style::Style;
+use super::Options;
+use crate::check::diff::{Diff, SiteChange};
+use crate::check::{CheckReport, RuleResult, Status};
+use crate::units::bytes;
+
+pub struct CheckText;
+
+fn status(st: &Style, s: Status) -> String {
+    match s {
+        Status::Pass => st.green("PASS"),
+        Status::Fail => st.red("FAIL"),
+        Status::Skip => st.yellow("SKIP"),
+    }
+}
+
+fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {} {:<26} {}",
+        status(st, r.status),
+        r.rule,
+        r.message
+    )?;
+    if r.status == Status::Fail {
+        if let Some(s) = &r.site {
+            writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+        }
+        for e in &r.evidence {
+            writeln!(out, "       - {e}")?;
+        }
+    }
+    Ok(())
+}
+
+impl CheckFormat for CheckText {
+    fn render(&self, report: &CheckReport, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let st = Style { on: opts.color };
+        let (pass, fail, skip) = report.counts();
+        let head = if report.passed {
+            st.green("PASS")
+        } else {
+            st.red("FAIL")
+        };
+        writeln!(
+            out,
+            "memscope check: {head}: {fail} failed, {pass} passed, {skip} skipped ({} file{})",
+            report.files.len(),
+            if report.files.len() == 1 { "" } else { "s" }
+        )?;
+        if let Some(b) = &report.baseline {
+            writeln!(
+                out,
+                "baseline: {b} (tolerance {:.1}%)",
+                report.config.tolerance.unwrap_or(0.0) * 100.0
+            )?;
+        }
+        for f in &report.files {
+            writeln!(out)?;
+            writeln!(out, "{} ({})", st.bold(&f.path), f.kind)?;
+            for r in &f.rules {
+                write_rule(out, &st, r)?;
+            }
+        }
+        if !report.ranks.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold("RANKS"))?;
+            writeln!(
+                out,
+                "  {}",
+                st.dim(&format!(
+                    "{:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  file",
+                    "rank", "peak alloc", "peak reserved", "live at end", "OOMs", "leaks", "result"
+                ))
+            )?;
+            for r in &report.ranks {
+                writeln!(
+                    out,
+                    "  {:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  {}",
+                    r.rank,
+                    bytes(r.peak_allocated_bytes),
+                    bytes(r.peak_reserved_bytes),
+                    bytes(r.end_allocated_bytes),
+                    r.ooms,
+                    r.leaks.map_or_else(|| "-".into(), |n| n.to_string()),
+                    if r.passed { "pass" } else { "FAIL" },
+                    r.path
+                )?;
+            }
+            if let Some(im) = &report.imbalance {
+                writeln!(
+                    out,
+                    "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
+                    im.fraction * 100.0,
+                    im.max_rank,
+                    bytes(im.max_bytes),
+                    im.min_rank,
+                    bytes(im.min_bytes)
+                )?;
+            }
+            for r in &report.ranks_rules {
+                write_rule(out, &st, r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct DiffText;
+
+const SHOWN: usize = 8;
+
+fn write_changes(out: &mut dyn Write, title: &str, changes: &[SiteChange]) -> io::Result<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "  {title} (largest change first):")?;
+    for c in changes.iter().take(SHOWN) {
+        writeln!(out, "    {}", c.describe())?;
+    }
+    if changes.len() > SHOWN {
+        writeln!(out, "    ... {} more", changes.len() - SHOWN)?;
+    }
+    Ok(())
+}
+
+impl DiffFormat for DiffText {
+    fn render(&self, d: &Diff, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let st = Style { on: opts.color };
+        writeln!(out, "memscope diff {} -> {}", d.before, d.after)?;
+        writeln!(out)?;
+        match &d.largest_growth {
+            Some(c) => writeln!(
+                out,
+                "LARGEST GROWTH {} at {}",
+                st.bold(&crate::units::signed_bytes(c.delta_bytes)),
+                st.cyan(
+                    &c.site
+                        .as_ref()
+                        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+                )
+            )?,
+            None => writeln!(out, "LARGEST GROWTH none: no site holds more memory")?,
+        }
+        for dev in &d.devices {
+            writeln!(out)?;
+            let presence = match dev.presence {
+                "before_only" => " (only before)",
+                "after_only" => " (only after)",
+                _ => "",
+            };
+            writeln!(
+                out,
+                "{}",
+                st.bold(&format!("DEVICE {}{presence}", dev.device))
+            )?;
+            writeln!(out, "  peak allocated  {}", dev.peak_allocated.describe())?;
+            writeln!(out, "  peak reserved   {}", dev.peak_reserved.describe())?;
+            writeln!(out, "  live at end     {}", dev.end_allocated.describe())?;
+            write_changes(out, "sites at the peak", &dev.sites_at_peak)?;
+            write_changes(out, "sites live at the end", &dev.sites_at_end)?;
+        }
+        if d.ooms.delta != 0 {
+            writeln!(out)?;
+            writeln!(out, "OOMS {} -> {}", d.ooms.before, d.ooms.after)?;
+        }
+        let named = |out: &mut dyn Write,
+                     title: &str,
+                     v: &[crate::check::diff::NamedDelta]|
+         -> io::Result<()> {
+            if v.is_empty() {
+                return Ok(());
+            }
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold(title))?;
+            for n in v.iter().take(SHOWN) {
+                let b = |x: Option<u64>| x.map_or_else(|| "absent".into(), bytes);
+                writeln!(
+                    out,
+                    "  {:>12}  {:<20} ({} -> {})",
+                    crate::units::signed_bytes(n.delta),
+                    n.name,
+                    b(n.before),
+                    b(n.after)
+                )?;
+            }
+            Ok(())
+        };
+        named(out, "CATEGORIES", &d.categories)?;
+        named(out, "STEPS (peak allocated)", &d.steps)?;
+        for (title, v, unit) in [
+            ("LEAKS", &d.leaks, crate::check::Unit::BytesPerStep),
+            (
+                "GRAPH GROWTH",
+                &d.graph_growth,
+                crate::check::Unit::NodesPerStep,
+            ),
+        ] {
+            if v.is_empty() {
+                continue;
+            }
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold(title))?;
+            for f in v {
+                let site = f
+                    .site
+                    .as_ref()
+                    .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+                writeln!(
+                    out,
+                    "  {:<4} {} at {site} ({})",
+                    f.status,
+                    f.kind,
+                    unit.format(f.per_step)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,673 @@
+//! `memscope check`, `baseline` and `diff` on real captures: verdicts, exit codes, the lines
+//! named, and every output format (insta snapshots, a JUnit structural validator, GitHub
+//! workflow commands).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use memscope::check::{self, diff, CheckConfig, FailOn, InputSummary, Status};
+use memscope::report::check::{check_to_string, diff_to_string, CheckJson};
+use memscope::report::check_github::{GithubAnnotations, GithubSummary};
+use memscope::report::check_junit::Junit;
+use memscope::report::check_text::{CheckText, DiffText};
+use memscope::report::Options;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memscope"));
+    c.env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env("NO_COLOR", "1");
+    c
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A capture from `fixtures/` or `../shared/fixtures`, when present.
+fn cap(name: &str) -> Option<PathBuf> {
+    for dir in ["fixtures", "../shared/fixtures"] {
+        let p = root().join(dir).join(name);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    eprintln!("skipping: {name} is absent");
+    None
+}
+
+/// Summary with a stable path (the file name), for snapshots.
+fn summary(name: &str) -> Option<InputSummary> {
+    let p = cap(name)?;
+    let mut v = check::load_summaries(&[p], false).unwrap();
+    v[0].path = name.to_owned();
+    Some(v.remove(0))
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let o: Output = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memscope-check-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn clean_capture_passes_and_ooms_fail() {
+    let Some(clean) = cap("clean.pickle") else {
+        return;
+    };
+    let (code, out, err) = run(bin().arg("check").arg("--no-config").arg(&clean));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("memscope check: PASS"), "{out}");
+
+    for name in ["leak_oom.pickle", "val_no_grad_oom.pickle"] {
+        let Some(p) = cap(name) else { continue };
+        let (code, out, _) = run(bin()
+            .args(["check", "--no-config", "--fail-on", "oom"])
+            .arg(&p));
+        assert_eq!(code, 1, "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("FAIL oom"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(line.contains("1 OOM recorded"), "{line}");
+        // The failing request's line is named.
+        assert!(out.contains("       at "), "{out}");
+    }
+    // Now that snapshot leak findings are in the analysis, per-step growth fails both OOM captures.
+    for (name, line) in [
+        ("leak_oom.pickle", ":150 "),
+        ("val_no_grad_oom.pickle", ":60 "),
+    ] {
+        let Some(p) = cap(name) else { continue };
+        let (code, out, _) = run(bin()
+            .args([
+                "check",
+                "--no-config",
+                "--fail-on",
+                "none",
+                "--max-growth-per-step",
+                "1MiB",
+            ])
+            .arg(&p));
+        assert_eq!(code, 1, "{out}");
+        let fail = out
+            .lines()
+            .skip_while(|l| !l.contains("FAIL max-growth-per-step"))
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(fail.contains(line), "{out}");
+    }
+    // val_no_grad_oom's OOM is a leak: the leak rule fails on it too, at the leaking line.
+    if let Some(p) = cap("val_no_grad_oom.pickle") {
+        let (code, out, _) = run(bin()
+            .args(["check", "--no-config", "--fail-on", "leak"])
+            .arg(&p));
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains("FAIL leak") && out.contains("scenarios.py:60"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn baseline_from_clean_passes_itself_and_fails_a_leak() {
+    let (Some(clean), Some(leaky)) = (cap("clean.pickle"), cap("leak_val_no_grad.pickle")) else {
+        return;
+    };
+    let dir = tmpdir("baseline");
+    let base = dir.join("base.json");
+    let (code, _, err) = run(bin().arg("baseline").arg(&clean).arg("-o").arg(&base));
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&base).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["schema"], "memscope.baseline/1");
+    assert_eq!(
+        v["inputs"][0]["devices"][0]["peak_allocated_bytes"],
+        414_371_840u64
+    );
+    // Stable: the same capture gives the same bytes.
+    let (_, again, _) = run(bin().arg("baseline").arg(&clean).args(["-o", "-"]));
+    assert_eq!(again, text);
+
+    let (code, out, _) = run(bin()
+        .args(["check", "--no-config", "--baseline"])
+        .arg(&base)
+        .arg(&clean));
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = run(bin()
+        .args(["check", "--no-config", "--baseline"])
+        .arg(&base)
+        .arg(&leaky));
+    assert_eq!(code, 1, "{out}");
+    let live = out
+        .lines()
+        .skip_while(|l| !l.contains("FAIL baseline-live"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        live.contains("generate.py:414 in sc_leak_val_no_grad"),
+        "{out}"
+    );
+    // ~270 MB more live memory than the clean run.
+    let summary = check::load_summaries(&[&leaky], false).unwrap();
+    let extra = summary[0].devices[0].end_allocated_bytes - 347_226_112;
+    assert!((250_000_000..300_000_000).contains(&extra), "{extra}");
+}
+
+#[test]
+fn diff_names_the_leak_line_first() {
+    let (Some(clean), Some(leaky)) = (cap("clean.pickle"), cap("leak_val_no_grad.pickle")) else {
+        return;
+    };
+    let (code, out, err) = run(bin().arg("diff").arg(&clean).arg(&leaky));
+    assert_eq!(code, 0, "{err}");
+    let first = out
+        .lines()
+        .find(|l| l.starts_with("LARGEST GROWTH"))
+        .unwrap();
+    assert!(
+        first.contains("generate.py:414 in sc_leak_val_no_grad"),
+        "{out}"
+    );
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("fixtures/leak_val_no_grad.meta.json")).unwrap(),
+    )
+    .unwrap();
+    let leak_line = meta["markers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["kind"] == "LEAK")
+        .unwrap()["line"]
+        .as_u64()
+        .unwrap();
+    let (_, json, _) = run(bin()
+        .args(["diff", "--format", "json"])
+        .arg(&clean)
+        .arg(&leaky));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["schema"], "memscope.diff/1");
+    assert_eq!(
+        v["largest_growth"]["site"]["line"].as_u64(),
+        Some(leak_line)
+    );
+    assert_eq!(
+        v["devices"][0]["sites_at_end"][0]["site"]["line"].as_u64(),
+        Some(leak_line)
+    );
+
+    // A capture against a baseline works the same way.
+    let dir = tmpdir("diff");
+    let base = dir.join("base.json");
+    assert_eq!(
+        run(bin().arg("baseline").arg(&clean).arg("-o").arg(&base)).0,
+        0
+    );
+    let (code, out, _) = run(bin().arg("diff").arg(&base).arg(&leaky));
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .find(|l| l.starts_with("LARGEST GROWTH"))
+            .unwrap()
+            .contains(":414 "),
+        "{out}"
+    );
+}
+
+#[test]
+fn traces_graph_growth() {
+    let (Some(clean), Some(total)) = (
+        cap("trace_clean.trace.json"),
+        cap("trace_total_loss.trace.json"),
+    ) else {
+        return;
+    };
+    let (code, out, _) = run(bin()
+        .args(["check", "--no-config", "--max-graph-growth", "0"])
+        .arg(&clean));
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = run(bin()
+        .args(["check", "--no-config", "--max-graph-growth", "0"])
+        .arg(&total));
+    assert_eq!(code, 1, "{out}");
+    let fail = out
+        .lines()
+        .skip_while(|l| !l.contains("FAIL max-graph-growth"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        fail.contains("aten::add_") && fail.contains("in profile_loop"),
+        "{out}"
+    );
+    // Both as ranks: a per-rank table.
+    let (code, out, _) = run(bin().args(["check", "--no-config"]).arg(&clean).arg(&total));
+    assert_eq!(code, 1);
+    assert!(out.contains("RANKS") && out.contains("imbalance:"), "{out}");
+}
+
+#[test]
+fn errors_exit_2() {
+    let Some(clean) = cap("clean.pickle") else {
+        return;
+    };
+    let dir = tmpdir("errors");
+    let bad_base = dir.join("bad.json");
+    std::fs::write(&bad_base, "{\"schema\": \"memscope.report/1\"}").unwrap();
+    let cases: Vec<Vec<std::ffi::OsString>> = vec![
+        vec![
+            "check".into(),
+            "--max-peak".into(),
+            "8 parsecs".into(),
+            clean.clone().into(),
+        ],
+        vec![
+            "check".into(),
+            "--fail-on".into(),
+            "leak,typo".into(),
+            clean.clone().into(),
+        ],
+        vec![
+            "check".into(),
+            "--no-config".into(),
+            dir.join("missing.pickle").into(),
+        ],
+        vec![
+            "check".into(),
+            "--no-config".into(),
+            "--baseline".into(),
+            bad_base.into(),
+            clean.clone().into(),
+        ],
+        vec!["check".into()],
+        vec!["diff".into(), clean.clone().into()],
+    ];
+    for args in cases {
+        let (code, out, err) = run(bin().args(&args));
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn memscope_toml_is_read_and_flags_win() {
+    let Some(clean) = cap("clean.pickle") else {
+        return;
+    };
+    let dir = tmpdir("toml");
+    std::fs::write(
+        dir.join("memscope.toml"),
+        "[check]\nmax-peak = \"100MiB\"\nfail-on = [\"oom\"]\n",
+    )
+    .unwrap();
+    let (code, out, _) = run(bin().current_dir(&dir).arg("check").arg(&clean));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL max-peak") && out.contains("limit 100.0 MiB"),
+        "{out}"
+    );
+    let (code, out, _) = run(bin()
+        .current_dir(&dir)
+        .args(["check", "--max-peak", "1GiB"])
+        .arg(&clean));
+    assert_eq!(code, 0, "{out}");
+    let (code, _, _) = run(bin()
+        .current_dir(&dir)
+        .args(["check", "--no-config"])
+        .arg(&clean));
+    assert_eq!(code, 0);
+    std::fs::write(dir.join("memscope.toml"), "[check]\nmax-peek = 1\n").unwrap();
+    let (code, _, err) = run(bin().current_dir(&dir).arg("check").arg(&clean));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("max-peek") && err.contains("memscope.toml"),
+        "{err}"
+    );
+}
+
+// ---- JUnit ------------------------------------------------------------------------------
+
+/// A minimal XML reader: enough to check the structure CI tools read (elements, attributes,
+/// escaping), not a general parser.
+#[derive(Debug)]
+struct El {
+    name: String,
+    attrs: Vec<(String, String)>,
+    children: Vec<El>,
+    text: String,
+}
+
+impl El {
+    fn attr(&self, k: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn unescape(s: &str) -> String {
+    assert!(!s.contains('<'), "unescaped < in {s:?}");
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let end = rest[i..]
+            .find(';')
+            .unwrap_or_else(|| panic!("bare & in {s:?}"))
+            + i;
+        let ent = &rest[i + 1..end];
+        out.push(match ent {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            _ if ent.starts_with('#') => char::from_u32(ent[1..].parse().unwrap()).unwrap(),
+            _ => panic!("unknown entity {ent}"),
+        });
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn parse_el(s: &str, pos: &mut usize) -> El {
+    let b = s.as_bytes();
+    assert_eq!(b[*pos], b'<');
+    let close = s[*pos..].find('>').unwrap() + *pos;
+    let tag = &s[*pos + 1..close];
+    let self_closing = tag.ends_with('/');
+    let tag = tag.trim_end_matches('/');
+    let name = tag.split_whitespace().next().unwrap().to_owned();
+    let mut attrs = Vec::new();
+    let mut rest = tag[name.len()..].trim();
+    while !rest.is_empty() {
+        let eq = rest
+            .find("=\"")
+            .unwrap_or_else(|| panic!("bad attribute in <{tag}>"));
+        let key = rest[..eq].trim().to_owned();
+        let end = rest[eq + 2..].find('"').unwrap() + eq + 2;
+        let val = &rest[eq + 2..end];
+        assert!(!val.contains('\n'), "raw newline in attribute");
+        assert!(
+            !attrs.iter().any(|(k, _)| k == &key),
+            "duplicate attribute {key}"
+        );
+        attrs.push((key, unescape(val)));
+        rest = rest[end + 1..].trim_start();
+    }
+    *pos = close + 1;
+    let mut el = El {
+        name,
+        attrs,
+        children: Vec::new(),
+        text: String::new(),
+    };
+    if self_closing {
+        return el;
+    }
+    loop {
+        let next = s[*pos..].find('<').unwrap() + *pos;
+        el.text.push_str(&unescape(&s[*pos..next]));
+        *pos = next;
+        if s[*pos..].starts_with("</") {
+            let end = s[*pos..].find('>').unwrap() + *pos;
+            assert_eq!(&s[*pos + 2..end], el.name, "mismatched closing tag");
+            *pos = end + 1;
+            return el;
+        }
+        el.children.push(parse_el(s, pos));
+    }
+}
+
+fn validate_junit(xml: &str) -> El {
+    let body = xml
+        .strip_prefix("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
+        .expect("XML declaration");
+    let mut pos = 0;
+    let root = parse_el(body, &mut pos);
+    assert!(body[pos..].trim().is_empty(), "content after the root");
+    assert_eq!(root.name, "testsuites");
+    let num = |e: &El, k: &str| -> usize {
+        e.attr(k)
+            .unwrap_or_else(|| panic!("<{}> lacks {k}", e.name))
+            .parse()
+            .unwrap()
+    };
+    let (mut tests, mut failures, mut skipped) = (0, 0, 0);
+    for suite in &root.children {
+        assert_eq!(suite.name, "testsuite");
+        assert!(suite.attr("name").is_some_and(|n| !n.is_empty()));
+        let (t, f) = (num(suite, "tests"), num(suite, "failures"));
+        assert_eq!(num(suite, "errors"), 0);
+        assert_eq!(t, suite.children.len());
+        let mut fails = 0;
+        let mut skips = 0;
+        for case in &suite.children {
+            assert_eq!(case.name, "testcase");
+            assert!(case.attr("name").is_some_and(|n| !n.is_empty()));
+            assert!(case.attr("classname").is_some_and(|n| !n.is_empty()));
+            assert!(case.children.len() <= 1);
+            for c in &case.children {
+                match c.name.as_str() {
+                    "failure" => {
+                        fails += 1;
+                        assert!(c.attr("message").is_some() && c.attr("type").is_some());
+                        assert!(!c.text.is_empty());
+                    }
+                    "skipped" => skips += 1,
+                    other => panic!("unexpected <{other}> in a testcase"),
+                }
+            }
+        }
+        assert_eq!(f, fails);
+        assert_eq!(num(suite, "skipped"), skips);
+        tests += t;
+        failures += f;
+        skipped += skips;
+    }
+    assert_eq!(num(&root, "tests"), tests);
+    assert_eq!(num(&root, "failures"), failures);
+    assert_eq!(num(&root, "skipped"), skipped);
+    root
+}
+
+#[test]
+fn junit_is_valid_and_escaped() {
+    let Some(p) = cap("leak_oom.pickle") else {
+        return;
+    };
+    let (code, xml, _) = run(bin()
+        .args([
+            "check",
+            "--no-config",
+            "--format",
+            "junit",
+            "--fail-on",
+            "oom,leak,fragmentation,graph-growth",
+            "--max-peak",
+            "1GiB",
+        ])
+        .arg(&p));
+    assert_eq!(code, 1);
+    let root = validate_junit(&xml);
+    assert!(root.children[0]
+        .children
+        .iter()
+        .any(|c| c.attr("name") == Some("max-peak") && c.children[0].name == "failure"));
+
+    // Hostile text in a site and a message survives escaping.
+    let mut s = summary("leak_oom.pickle").unwrap();
+    s.path = "we<ird> & \"path\".pickle".into();
+    s.ooms[0].summary = "a <b> & 'c' \"d\"\nnext\u{1}".into();
+    let r = check::check(
+        &[s],
+        &CheckConfig {
+            fail_on: Some(vec![FailOn::Oom]),
+            ..Default::default()
+        },
+        None,
+    );
+    let xml = check_to_string(&Junit, &r, &Options::default());
+    let root = validate_junit(&xml);
+    assert_eq!(
+        root.children[0].attr("name"),
+        Some("we<ird> & \"path\".pickle")
+    );
+    assert!(root.children[0].children[0].children[0]
+        .text
+        .contains("a <b> & 'c' \"d\"\nnext"));
+}
+
+// ---- GitHub Actions ---------------------------------------------------------------------
+
+#[test]
+fn github_annotations_and_step_summary() {
+    let (Some(a), Some(b)) = (cap("leak_oom.pickle"), cap("val_no_grad_oom.pickle")) else {
+        return;
+    };
+    let dir = tmpdir("gha");
+    let summary_path = dir.join("summary.md");
+    std::fs::write(&summary_path, "previous step\n").unwrap();
+    let (code, out, err) = run(bin()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary_path)
+        .args([
+            "check",
+            "--no-config",
+            "--fail-on",
+            "oom",
+            "--max-peak",
+            "1GiB",
+            "--max-reserved",
+            "1GiB",
+        ])
+        .arg(&a)
+        .arg(&b));
+    assert_eq!(code, 1, "{out}{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 6, "{err}");
+    for l in &lines {
+        assert!(l.starts_with("::error file="), "{l}");
+        let (props, msg) = l["::error ".len()..].split_once("::").unwrap();
+        assert!(!msg.contains('\n') && !msg.contains('\r'));
+        for p in props.split(',') {
+            let (k, v) = p.split_once('=').unwrap();
+            assert!(["file", "line", "title"].contains(&k), "{p}");
+            assert!(!v.contains(':') && !v.contains(','), "{p}");
+        }
+    }
+    assert!(
+        lines[0].contains("file=fixtures/generate.py,line="),
+        "{}",
+        lines[0]
+    );
+    let md = std::fs::read_to_string(&summary_path).unwrap();
+    assert!(
+        md.starts_with("previous step\n## memscope check ❌ failed"),
+        "{md}"
+    );
+    assert!(md.contains("| rank | file |"), "{md}");
+
+    // More than ten failures: ten annotations and a warning.
+    let many: Vec<PathBuf> = std::iter::repeat_n(a.clone(), 6).collect();
+    let (_, _, err) = run(bin()
+        .env("GITHUB_ACTIONS", "true")
+        .args([
+            "check",
+            "--no-config",
+            "--fail-on",
+            "oom",
+            "--max-peak",
+            "1GiB",
+        ])
+        .args(&many));
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("::error")).count(),
+        10,
+        "{err}"
+    );
+    assert!(
+        err.lines().last().unwrap().starts_with("::warning"),
+        "{err}"
+    );
+}
+
+// ---- Snapshots of every format ----------------------------------------------------------
+
+fn sample_report() -> Option<check::CheckReport> {
+    let (clean, leaky, oom) = (
+        summary("clean.pickle")?,
+        summary("leak_val_no_grad.pickle")?,
+        summary("leak_oom.pickle")?,
+    );
+    let base = check::Baseline::new(vec![clean.clone()]);
+    let cfg = CheckConfig {
+        max_peak: Some(1 << 30),
+        max_imbalance: Some(0.5),
+        fail_on: Some(vec![FailOn::Oom, FailOn::Fragmentation]),
+        ..Default::default()
+    };
+    let r = check::check(&[clean, leaky, oom], &cfg, Some(("base.json", &base)));
+    assert!(!r.passed);
+    assert!(r.files[0].passed && !r.files[1].passed && !r.files[2].passed);
+    assert!(r.files[0].rules.iter().all(|x| x.status != Status::Fail));
+    Some(r)
+}
+
+#[test]
+fn snapshot_check_text() {
+    let Some(r) = sample_report() else { return };
+    insta::assert_snapshot!(check_to_string(&CheckText, &r, &Options::default()));
+}
+
+#[test]
+fn snapshot_check_json() {
+    let Some(r) = sample_report() else { return };
+    let s = check_to_string(&CheckJson, &r, &Options::default());
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(v["schema"], "memscope.check/1");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn snapshot_check_junit() {
+    let Some(r) = sample_report() else { return };
+    let s = check_to_string(&Junit, &r, &Options::default());
+    validate_junit(&s);
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn snapshot_check_github_annotations() {
+    let Some(r) = sample_report() else { return };
+    insta::assert_snapshot!(check_to_string(&GithubAnnotations, &r, &Options::default()));
+}
+
+#[test]
+fn snapshot_check_github_summary() {
+    let Some(r) = sample_report() else { return };
+    insta::assert_snapshot!(check_to_string(&GithubSummary, &r, &Options::default()));
+}
+
+#[test]
+fn snapshot_diff_text() {
+    let (Some(a), Some(b)) = (summary("clean.pickle"), summary("leak_val_no_grad.pickle")) else {
+        return;
+    };
+    let d = diff::diff(&a, &b);
+    insta::assert_snapshot!(diff_to_string(&DiffText, &d, &Options::default()));
+}
