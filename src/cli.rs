@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "memscope", version, about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line")]
+#[command(
+    name = "memscope",
+    version,
+    about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -31,11 +35,13 @@ pub enum Command {
 }
 
 fn size(s: &str) -> Result<u64, String> {
-    memscope::units::parse_bytes(s).ok_or_else(|| format!("{s:?} is not a size (e.g. 8GiB, 512MiB, 1.5GB, 1024)"))
+    memscope::units::parse_bytes(s)
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 8GiB, 512MiB, 1.5GB, 1024)"))
 }
 
 fn percent(s: &str) -> Result<f64, String> {
-    memscope::check::config::parse_percent(s).ok_or_else(|| format!("{s:?} is not a percentage (e.g. 5%)"))
+    memscope::check::config::parse_percent(s)
+        .ok_or_else(|| format!("{s:?} is not a percentage (e.g. 5%)"))
 }
 
 /// An alias, so that clap takes the list as one value (`--fail-on leak,oom`) rather than many.
@@ -150,7 +156,10 @@ impl ColorChoice {
         match self {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal(),
+            ColorChoice::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stdout().is_terminal()
+            }
         }
     }
 }

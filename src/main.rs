@@ -11,7 +11,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use cli::{AnalyzeArgs, BaselineArgs, CheckArgs, CheckFormatArg, Cli, Command, DiffArgs, OutputFormat};
+use cli::{
+    AnalyzeArgs, BaselineArgs, CheckArgs, CheckFormatArg, Cli, Command, DiffArgs, OutputFormat,
+};
 use memscope::load::Capture;
 use memscope::report::{self, Format};
 
@@ -37,8 +39,10 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -69,17 +73,23 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
     let analysis = match memscope::load::load(&args.file)? {
-        Capture::Snapshot(snap) => memscope::analysis::analyze_snapshot(&snap, &args.file, file_len),
+        Capture::Snapshot(snap) => {
+            memscope::analysis::analyze_snapshot(&snap, &args.file, file_len)
+        }
         Capture::Trace(trace) => memscope::analysis::analyze_trace(&trace, &args.file, file_len),
     };
-    let opts = report::Options { color, stacks: args.stacks };
+    let opts = report::Options {
+        color,
+        stacks: args.stacks,
+    };
     let fmt: &dyn Format = match args.format {
         OutputFormat::Text => &report::text::Text,
         OutputFormat::Json => &report::json::Json,
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    fmt.render(&analysis, &opts, &mut out).context("writing the report")?;
+    fmt.render(&analysis, &opts, &mut out)
+        .context("writing the report")?;
     out.flush().context("writing the report")?;
     Ok(0)
 }
@@ -108,15 +118,24 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     let cfg = flags.or(file_cfg);
     let base = match &cfg.baseline {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read the baseline", p.display()))?;
-            let b = check::Baseline::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read the baseline", p.display()))?;
+            let b = check::Baseline::from_json(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             Some((p.display().to_string(), b))
         }
         None => None,
     };
     let summaries = check::load_summaries(&args.files, false)?;
-    let report = check::check(&summaries, &cfg, base.as_ref().map(|(p, b)| (p.as_str(), b)));
-    let opts = report::Options { color, stacks: false };
+    let report = check::check(
+        &summaries,
+        &cfg,
+        base.as_ref().map(|(p, b)| (p.as_str(), b)),
+    );
+    let opts = report::Options {
+        color,
+        stacks: false,
+    };
     let fmt: &dyn CheckFormat = match args.format {
         CheckFormatArg::Text => &report::check_text::CheckText,
         CheckFormatArg::Json => &report::check::CheckJson,
@@ -125,20 +144,30 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        fmt.render(&report, &opts, &mut out).context("writing the check report")?;
+        fmt.render(&report, &opts, &mut out)
+            .context("writing the check report")?;
         out.flush().context("writing the check report")?;
     }
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();
         let mut err = std::io::stderr().lock();
-        report::check_github::GithubAnnotations.render(&report, &plain, &mut err).context("writing annotations")?;
+        report::check_github::GithubAnnotations
+            .render(&report, &plain, &mut err)
+            .context("writing annotations")?;
         if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
             let mut f = std::fs::OpenOptions::new()
                 .append(true)
                 .create(true)
                 .open(&path)
-                .with_context(|| format!("{}: cannot append the job summary", std::path::Path::new(&path).display()))?;
-            report::check_github::GithubSummary.render(&report, &plain, &mut f).context("writing the job summary")?;
+                .with_context(|| {
+                    format!(
+                        "{}: cannot append the job summary",
+                        std::path::Path::new(&path).display()
+                    )
+                })?;
+            report::check_github::GithubSummary
+                .render(&report, &plain, &mut f)
+                .context("writing the job summary")?;
         }
     }
     Ok(if report.passed { 0 } else { 1 })
@@ -151,10 +180,12 @@ fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
     text.push('\n');
     if args.output.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes()).context("writing the baseline")?;
+        out.write_all(text.as_bytes())
+            .context("writing the baseline")?;
         out.flush().context("writing the baseline")?;
     } else {
-        std::fs::write(&args.output, text).with_context(|| format!("{}: cannot write the baseline", args.output.display()))?;
+        std::fs::write(&args.output, text)
+            .with_context(|| format!("{}: cannot write the baseline", args.output.display()))?;
     }
     Ok(0)
 }
@@ -166,18 +197,25 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
         match v.len() {
             1 => Ok(v.remove(0)),
             0 => anyhow::bail!("{}: the baseline holds no inputs", p.display()),
-            n => anyhow::bail!("{}: the baseline holds {n} inputs; diff compares one capture with one", p.display()),
+            n => anyhow::bail!(
+                "{}: the baseline holds {n} inputs; diff compares one capture with one",
+                p.display()
+            ),
         }
     };
     let d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
-    let opts = report::Options { color, stacks: false };
+    let opts = report::Options {
+        color,
+        stacks: false,
+    };
     let fmt: &dyn DiffFormat = match args.format {
         OutputFormat::Text => &report::check_text::DiffText,
         OutputFormat::Json => &report::check::DiffJson,
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    fmt.render(&d, &opts, &mut out).context("writing the diff")?;
+    fmt.render(&d, &opts, &mut out)
+        .context("writing the diff")?;
     out.flush().context("writing the diff")?;
     Ok(0)
 }

@@ -55,7 +55,12 @@ pub struct Diagnosis {
 
 /// Decides the cause of one OOM from the replayed allocator state and, when the leak analysis
 /// found steady growth up to the OOM, its signal.
-pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagnosis {
+pub fn diagnose(
+    dev: &Device,
+    settings: &AllocatorSettings,
+    o: &OomFacts,
+    leak: Option<&LeakSignal>,
+) -> Diagnosis {
     let c = &o.counters;
     let free_reserved = c.reserved.saturating_sub(c.active);
     let mut evidence = vec![
@@ -88,7 +93,8 @@ pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: 
         }
         evidence.push(line);
     }
-    let fragmented = o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
+    let fragmented =
+        o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     // A leak that grew up to the OOM is the cause even when the last request also met a
     // fragmented cache: without the growth there would have been room.
     let cause = if leak.is_some() {
@@ -113,7 +119,11 @@ pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: 
     let mut remedies = Vec::new();
     let summary = match cause {
         Cause::Fragmentation => {
-            let unit = if o.pool == crate::model::Pool::Small { "2 MiB" } else { "20 MiB" };
+            let unit = if o.pool == crate::model::Pool::Small {
+                "2 MiB"
+            } else {
+                "20 MiB"
+            };
             let exp_helps = o.free_whole_pages_bytes >= o.rounded_bytes;
             if settings.expandable_segments == Some(true) {
                 remedies.push(Remedy {
@@ -161,7 +171,11 @@ pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: 
         }
         Cause::Leak => {
             let l = leak.expect("leak implies a signal");
-            let at = l.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
+            let at = l
+                .site
+                .as_ref()
+                .map(|s| format!(" at {}:{}", s.file, s.line))
+                .unwrap_or_default();
             remedies.push(Remedy {
                 action: "fix what keeps tensors alive across steps (see the leak finding): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing".into(),
                 assessment: format!(
@@ -190,7 +204,11 @@ pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: 
             if o.rounded_bytes > c.allocated / 2 {
                 remedies.push(Remedy {
                     action: "split the large request (chunk the operation)".into(),
-                    assessment: format!("one request of {} is large next to the {} in use", bytes(o.rounded_bytes), bytes(c.allocated)),
+                    assessment: format!(
+                        "one request of {} is large next to the {} in use",
+                        bytes(o.rounded_bytes),
+                        bytes(c.allocated)
+                    ),
                 });
             }
             let _ = left;
@@ -202,7 +220,9 @@ pub fn diagnose(dev: &Device, settings: &AllocatorSettings, o: &OomFacts, leak: 
                 bytes(o.largest_free_block_bytes)
             )
         }
-        Cause::Unknown => "unknown: the capture holds no allocation history before the OOM".to_string(),
+        Cause::Unknown => {
+            "unknown: the capture holds no allocation history before the OOM".to_string()
+        }
     };
     Diagnosis {
         cause,

@@ -601,7 +601,11 @@ impl<'a> Replayer<'a> {
         let mut whole_pages = 0u64;
         // Expandable segments map memory in units of the pool's segment size (kSmallBuffer,
         // kLargeBuffer): only whole units of free memory could be unmapped and reused.
-        let page: u64 = if pool == Pool::Small { 2 << 20 } else { 20 << 20 };
+        let page: u64 = if pool == Pool::Small {
+            2 << 20
+        } else {
+            20 << 20
+        };
         for s in self.state.segments.values() {
             let split = !s.blocks.is_empty();
             for (a, b) in s.free_ranges() {
@@ -1016,7 +1020,10 @@ mod tests {
         assert_eq!(round_size(512, &s), 512);
         assert_eq!(round_size(513, &s), 1024);
         assert_eq!(round_size(4_194_304, &s), 4_194_304);
-        let s4 = AllocatorSettings { roundup_power2_divisions: vec![4; 16], ..Default::default() };
+        let s4 = AllocatorSettings {
+            roundup_power2_divisions: vec![4; 16],
+            ..Default::default()
+        };
         // 1.1 MiB with 4 divisions between 1 and 2 MiB rounds to 1.25 MiB.
         assert_eq!(round_size(1_153_434, &s4), 1_310_720);
         assert_eq!(round_size(1 << 21, &s4), 1 << 21);

@@ -31,7 +31,6 @@ impl Site {
     }
 }
 
-
 /// Live bytes of one site.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SiteTotal {
@@ -81,7 +80,11 @@ where
             bytes,
             blocks,
             user_code: user,
-            stack: stacks.frames(s).iter().map(|&f| stacks.frame_label(stacks.frame(f))).collect(),
+            stack: stacks
+                .frames(s)
+                .iter()
+                .map(|&f| stacks.frame_label(stacks.frame(f)))
+                .collect(),
             stack_id: s,
         })
         .collect();

@@ -120,7 +120,11 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
 fn device_report(d: &DeviceMemory) -> DeviceReport {
     let peak = d.peak.as_ref();
     let end_alloc = d.end_allocated_bytes.unwrap_or(0).max(0) as u64;
-    let end_res = d.timeline.last().map(|p| p.reserved_bytes.max(0) as u64).unwrap_or(0);
+    let end_res = d
+        .timeline
+        .last()
+        .map(|p| p.reserved_bytes.max(0) as u64)
+        .unwrap_or(0);
     let peak_alloc = peak.map(|p| p.allocated_bytes.max(0) as u64);
     let peak_res = d.peak_reserved_bytes.map(|v| v.max(0) as u64);
     DeviceReport {
@@ -181,7 +185,10 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
             ));
         }
         for leak in leaks_from_growth(&d.growth, &step_names) {
-            leaks.push(LeakReport { device: rep.device, leak });
+            leaks.push(LeakReport {
+                device: rep.device,
+                leak,
+            });
         }
         for s in &d.steps {
             let name = mem
@@ -202,15 +209,30 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
         }
         devices.push(rep);
     }
-    let non_cuda: Vec<String> = mem.devices.iter().filter(|d| !d.device.is_cuda()).map(|d| d.label.clone()).collect();
+    let non_cuda: Vec<String> = mem
+        .devices
+        .iter()
+        .filter(|d| !d.device.is_cuda())
+        .map(|d| d.label.clone())
+        .collect();
     if !non_cuda.is_empty() {
-        notes.push(format!("memory events of {} are not analysed (CUDA devices only)", non_cuda.join(", ")));
+        notes.push(format!(
+            "memory events of {} are not analysed (CUDA devices only)",
+            non_cuda.join(", ")
+        ));
     }
     if mem.devices.is_empty() {
-        notes.push("the trace has no [memory] events: record it with profile_memory=True to see memory".into());
+        notes.push(
+            "the trace has no [memory] events: record it with profile_memory=True to see memory"
+                .into(),
+        );
     }
     let verdict = if let Some(f) = g.findings.first() {
-        let at = f.site.as_ref().map(|s| format!(" in {}", s.function)).unwrap_or_default();
+        let at = f
+            .site
+            .as_ref()
+            .map(|s| format!(" in {}", s.function))
+            .unwrap_or_default();
         Verdict {
             kind: "graph_growth".into(),
             summary: format!(
@@ -219,7 +241,12 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
             ),
         }
     } else if let Some(l) = leaks.first() {
-        let at = l.leak.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
+        let at = l
+            .leak
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .unwrap_or_default();
         Verdict {
             kind: "leak".into(),
             summary: format!(
@@ -230,7 +257,11 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
             ),
         }
     } else {
-        let peak: u64 = devices.iter().filter_map(|d| d.peak_allocated_bytes).max().unwrap_or(0);
+        let peak: u64 = devices
+            .iter()
+            .filter_map(|d| d.peak_allocated_bytes)
+            .max()
+            .unwrap_or(0);
         Verdict {
             kind: "ok".into(),
             summary: format!(

@@ -748,7 +748,9 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loaded, InputError> {
     let trace =
         crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
-    Ok(Loaded::Analysis(Box::new(crate::analysis::analyze_trace(&trace, path, file_len))))
+    Ok(Loaded::Analysis(Box::new(crate::analysis::analyze_trace(
+        &trace, path, file_len,
+    ))))
 }
 
 /// Loads inputs and summarizes them; a baseline file given as input contributes its entries.

@@ -453,4 +453,3 @@ pub fn summarize(analysis: &Analysis) -> InputSummary {
     let v = serde_json::to_value(analysis).expect("an Analysis always serializes");
     summarize_value(&v)
 }
-

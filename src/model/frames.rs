@@ -7,7 +7,9 @@
 use rustc_hash::FxHashMap as HashMap;
 
 /// A source location: the unit of blame, and a public JSON shape (`{file, line, function}`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Site {
     pub file: String,
     pub line: u32,
