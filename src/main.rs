@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod pictures;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -44,6 +45,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let color = cli.color.enabled();
     match cli.command {
         Some(Command::Analyze(args)) => analyze(&args, color),
+        Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
+        Some(Command::Report(a)) => pictures::report(&a),
+        Some(Command::Export(a)) => pictures::export(&a),
         None => match cli.file {
             Some(file) => analyze(
                 &AnalyzeArgs {

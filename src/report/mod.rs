@@ -3,7 +3,10 @@
 //! Every output format implements [`Format`], so adding one (JUnit, GitHub annotations, HTML)
 //! never touches the analyses, and each format has its own snapshot test.
 
+pub mod flamegraph;
+pub mod html;
 pub mod json;
+pub mod perfetto;
 pub mod style;
 pub mod text;
 
