@@ -25,7 +25,7 @@ use crate::units::bytes;
 /// Points per counter in the memory chart (each bucket keeps its min and max).
 pub const CHART_BUCKETS: usize = 2000;
 /// Segments drawn in the allocator map (largest first); the rest are summarised.
-pub const MAP_SEGMENTS: usize = 48;
+pub const MAP_SEGMENTS: usize = 32;
 
 /// The HTML view needs the replayed timelines and the snapshot besides the analysis.
 pub struct Html<'a> {
@@ -67,7 +67,7 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px;border-radius:2px}
 #ms-readout{font:12px ui-monospace,monospace;color:#3b4252;min-height:1.4em}
-.segrow{display:flex;align-items:center;gap:8px;margin:2px 0}
+.segrow{display:flex;align-items:center;gap:8px;margin:1px 0;height:14px}
 .segrow .lbl{width:250px;flex:none;font:11px ui-monospace,monospace;color:#3b4252;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .user{color:#b4480f;font-weight:600}.lib{color:#6b7280}
 ul.notes li{color:#4b5563;font-size:13px}
@@ -177,10 +177,11 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snap
         let x = xe(p.0 as usize);
         let _ = write!(
             out,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#7c3aed" stroke-width="1.4"/><text x="{:.1}" y="{:.1}" style="fill:#7c3aed;font-weight:600">peak {} (event {})</text>"##,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#7c3aed" stroke-width="1.4"/><text x="{:.1}" y="{:.1}" text-anchor="{}" style="fill:#7c3aed;font-weight:600">peak {} (event {})</text>"##,
             y0 + ph,
-            x + 4.0,
+            if x > x0 + pw / 2.0 { x - 4.0 } else { x + 4.0 },
             yp(tl.peaks.allocated.bytes) + 14.0,
+            if x > x0 + pw / 2.0 { "end" } else { "start" },
             bytes(tl.peaks.allocated.bytes),
             p.0
         );
@@ -247,7 +248,7 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
         let free: u64 = s.free_ranges().map(|(a, b)| b - a).sum();
         let _ = write!(
             out,
-            r##"<div class="segrow"><div class="lbl" title="0x{:x}">{} {} {}{} · {} free</div><svg width="{:.0}" height="16"><rect width="{:.1}" height="16" fill="#e4e7eb" stroke="#c5cad3"/>"##,
+            r##"<div class="segrow"><div class="lbl" title="0x{:x}">{} {} {}{} · {} free</div><svg width="{:.0}" height="12"><rect width="{:.1}" height="12" fill="#e4e7eb" stroke="#c5cad3"/>"##,
             s.address,
             bytes(s.size),
             s.pool.name(),
@@ -260,7 +261,7 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
         // Blocks narrower than a pixel are merged into runs so huge segments stay light.
         let mut run: Option<(f64, f64, &str)> = None;
         let flush = |out: &mut String, r: (f64, f64, &str)| {
-            let _ = write!(out, r#"<rect x="{:.1}" width="{:.1}" height="16" fill="{}"/>"#, r.0, (r.1 - r.0).max(0.5), r.2);
+            let _ = write!(out, r#"<rect x="{:.1}" width="{:.1}" height="12" fill="{}"/>"#, r.0, (r.1 - r.0).max(0.5), r.2);
         };
         for b in s.blocks.values() {
             let x1 = (b.address - s.address) as f64 * sc;
@@ -281,7 +282,7 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
                     .unwrap_or_else(|| "no stack".into());
                 let _ = write!(
                     out,
-                    r##"<rect x="{x1:.1}" width="{:.1}" height="16" fill="{col}" stroke="#fff" stroke-width="0.6"><title>{} at 0x{:x}: {}</title></rect>"##,
+                    r##"<rect x="{x1:.1}" width="{:.1}" height="12" fill="{col}" stroke="#fff" stroke-width="0.6"><title>{} at 0x{:x}: {}</title></rect>"##,
                     x2 - x1,
                     bytes(b.size),
                     b.address,
