@@ -381,6 +381,7 @@ const JS: &str = r#"
 "#;
 
 fn device_figures(out: &mut String, d: &DeviceReport) {
+    let ob = |v: Option<u64>| v.map(bytes).unwrap_or_else(|| "—".into());
     let pk = |v: Option<u64>, obs: u64| v.map(bytes).unwrap_or_else(|| format!("≥ {}", bytes(obs)));
     let _ = write!(
         out,
@@ -392,15 +393,15 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
 <p class=sub>{} reserved but free; largest free block {}; {} segments; {} events</p>",
         bytes(d.allocated_bytes),
         pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        bytes(d.active_bytes),
+        ob(d.active_bytes),
         pk(d.peak_active_bytes, d.observed_peak_allocated_bytes),
         bytes(d.reserved_bytes),
         pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        bytes(d.requested_bytes),
+        ob(d.requested_bytes),
         d.peak_requested_bytes.map(bytes).unwrap_or_else(|| "—".into()),
         bytes(d.free_reserved_bytes),
-        bytes(d.largest_free_block_bytes),
-        d.segments + d.expandable_segments,
+        ob(d.largest_free_block_bytes),
+        d.segments.unwrap_or(0) + d.expandable_segments.unwrap_or(0),
         d.events
     );
 }
