@@ -17,13 +17,18 @@ use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
     let raw = memscope::load::read_input(file)?;
-    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(raw.len() as u64);
+    let len = std::fs::metadata(file)
+        .map(|m| m.len())
+        .unwrap_or(raw.len() as u64);
     let snap = memscope::load::snapshot_from_bytes(file, &raw)?;
     Ok((snap, len))
 }
 
 fn timelines(snap: &Snapshot) -> Vec<Timeline> {
-    snap.devices.iter().map(|d| replay::replay(d, &snap.settings)).collect()
+    snap.devices
+        .iter()
+        .map(|d| replay::replay(d, &snap.settings))
+        .collect()
 }
 
 /// Opens `-o` for writing, refusing the input file (also through links or `./` spellings).
@@ -32,18 +37,26 @@ fn create(output: &Path, input: &Path) -> anyhow::Result<std::io::BufWriter<std:
         if let Ok(c) = p.canonicalize() {
             return Some(c);
         }
-        let parent = p.parent().filter(|x| !x.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = p
+            .parent()
+            .filter(|x| !x.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         Some(parent.canonicalize().ok()?.join(p.file_name()?))
     };
     if canon(output).is_some() && canon(output) == canon(input) {
-        bail!("refusing to overwrite the input file {} (give another -o)", input.display());
+        bail!(
+            "refusing to overwrite the input file {} (give another -o)",
+            input.display()
+        );
     }
-    let f = std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
+    let f =
+        std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
     Ok(std::io::BufWriter::new(f))
 }
 
 fn finish(mut w: std::io::BufWriter<std::fs::File>, output: &Path) -> anyhow::Result<u64> {
-    w.flush().with_context(|| format!("writing {}", output.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", output.display()))?;
     Ok(std::fs::metadata(output).map(|m| m.len()).unwrap_or(0))
 }
 
@@ -54,7 +67,10 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let (snap, _) = load(&a.file)?;
     let tls = timelines(&snap);
     let pick = match a.device {
-        Some(d) => tls.iter().position(|t| t.device == d).with_context(|| format!("the snapshot has no device {d}"))?,
+        Some(d) => tls
+            .iter()
+            .position(|t| t.device == d)
+            .with_context(|| format!("the snapshot has no device {d}"))?,
         None => tls.iter().position(|t| !t.ooms.is_empty()).unwrap_or(0),
     };
     let (Some(tl), Some(dev)) = (tls.get(pick), snap.devices.get(pick)) else {
@@ -73,15 +89,29 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         fg::write_folded(&folded, &mut w)?;
     } else {
         let opts = fg::SvgOptions {
-            title: format!("Live memory on cuda:{} at {}: {}", dev.index, m.label, bytes(folded.total_bytes)),
-            subtitle: Some(format!("{} · width = bytes held · orange = your code, grey = PyTorch and libraries", a.file.display())),
+            title: format!(
+                "Live memory on cuda:{} at {}: {}",
+                dev.index,
+                m.label,
+                bytes(folded.total_bytes)
+            ),
+            subtitle: Some(format!(
+                "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
+                a.file.display()
+            )),
             no_javascript: false,
             width: None,
         };
         fg::write_svg(&folded, &opts, &mut w)?;
     }
     let n = finish(w, &a.output)?;
-    eprintln!("memscope: wrote {} ({}; {} live at {})", a.output.display(), bytes(n), bytes(folded.total_bytes), m.label);
+    eprintln!(
+        "memscope: wrote {} ({}; {} live at {})",
+        a.output.display(),
+        bytes(n),
+        bytes(folded.total_bytes),
+        m.label
+    );
     Ok(0)
 }
 
@@ -90,7 +120,10 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let tls = timelines(&snap);
     let analysis = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let mut w = create(&a.output, &a.file)?;
-    let html = report::html::Html { snap: &snap, timelines: &tls };
+    let html = report::html::Html {
+        snap: &snap,
+        timelines: &tls,
+    };
     html.render(&analysis, &report::Options::default(), &mut w)?;
     let n = finish(w, &a.output)?;
     eprintln!("memscope: wrote {} ({})", a.output.display(), bytes(n));
@@ -101,7 +134,13 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
     let (snap, _) = load(&a.file)?;
     let tls = timelines(&snap);
     let mut w = create(&a.output, &a.file)?;
-    let sum = report::perfetto::write(&snap, &tls, &a.file.display().to_string(), &report::perfetto::Options::default(), &mut w)?;
+    let sum = report::perfetto::write(
+        &snap,
+        &tls,
+        &a.file.display().to_string(),
+        &report::perfetto::Options::default(),
+        &mut w,
+    )?;
     let n = finish(w, &a.output)?;
     eprintln!(
         "memscope: wrote {} ({}; {} counter points, {} block slices, {} instants{})",
@@ -110,7 +149,11 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         sum.counter_points,
         sum.slices,
         sum.instants,
-        if sum.index_time_devices.is_empty() { "" } else { "; no time_us in the log: event indices used as times" }
+        if sum.index_time_devices.is_empty() {
+            ""
+        } else {
+            "; no time_us in the log: event indices used as times"
+        }
     );
     Ok(0)
 }

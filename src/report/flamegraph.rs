@@ -134,7 +134,12 @@ fn clean(s: &str) -> String {
 
 const NO_PYTHON: &str = "[no Python frames]";
 
-fn push_stack(stacks: &Stacks, id: StackId, out: &mut String, kinds: &mut HashMap<String, FrameKind>) {
+fn push_stack(
+    stacks: &Stacks,
+    id: StackId,
+    out: &mut String,
+    kinds: &mut HashMap<String, FrameKind>,
+) {
     let mut any = false;
     for &fid in stacks.frames(id).iter().rev() {
         let f = stacks.frame(fid);
@@ -163,7 +168,10 @@ pub fn fold(snap: &Snapshot, dev: &Device, tl: &Timeline, state: &State, by: By)
     let stacks = &snap.stacks;
     let mut by_stack: HashMap<StackId, u64> = HashMap::new();
     let mut total = 0;
-    for b in state.live_blocks().filter(|b| b.state == BlockState::ActiveAllocated) {
+    for b in state
+        .live_blocks()
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+    {
         *by_stack.entry(b.stack).or_default() += b.size;
         total += b.size;
     }
@@ -221,14 +229,36 @@ pub fn write_folded(f: &Folded, out: &mut dyn Write) -> io::Result<()> {
 /// Colour of a frame by its owner: the user's code stands out, everything else recedes.
 pub fn color_for(kind: FrameKind, label: &str) -> Color {
     // A small per-label variation keeps neighbouring frames of one owner distinguishable.
-    let h = label.bytes().fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
+    let h = label
+        .bytes()
+        .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
     let v = (h % 24) as u8;
     match kind {
-        FrameKind::User => Color { r: 230, g: 90 + v * 2, b: 30 + v },
-        FrameKind::Torch => Color { r: 190 + v, g: 195 + v, b: 205 + v },
-        FrameKind::Library => Color { r: 200 + v, g: 200 + v, b: 185 + v },
-        FrameKind::Python => Color { r: 215 + v, g: 215 + v, b: 215 + v },
-        FrameKind::Native => Color { r: 170 + v, g: 180 + v, b: 200 + v },
+        FrameKind::User => Color {
+            r: 230,
+            g: 90 + v * 2,
+            b: 30 + v,
+        },
+        FrameKind::Torch => Color {
+            r: 190 + v,
+            g: 195 + v,
+            b: 205 + v,
+        },
+        FrameKind::Library => Color {
+            r: 200 + v,
+            g: 200 + v,
+            b: 185 + v,
+        },
+        FrameKind::Python => Color {
+            r: 215 + v,
+            g: 215 + v,
+            b: 215 + v,
+        },
+        FrameKind::Native => Color {
+            r: 170 + v,
+            g: 180 + v,
+            b: 200 + v,
+        },
     }
 }
 

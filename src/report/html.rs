@@ -161,7 +161,9 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snap
     let xe = |i: usize| xpos(i * b / n.max(1), b, x0, pw);
     // Steps: faint ticks along the top, labelled when few.
     let iters: Vec<&Step> = st.iter().filter(|s| s.is_iteration()).collect();
-    for (k, s) in iters.iter().enumerate() {
+    // Hundreds of steps would hatch the chart: draw every k-th, about 60 in all.
+    let every = (iters.len() / 60).max(1);
+    for (k, s) in iters.iter().enumerate().filter(|(k, _)| k % every == 0) {
         let x = xe(s.start_event.0 as usize);
         let _ = write!(
             out,
@@ -169,8 +171,14 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snap
             y0 + ph,
             esc(&s.name)
         );
-        if iters.len() <= 24 || k % (iters.len() / 12).max(1) == 0 {
-            let _ = write!(out, r#"<text x="{:.1}" y="{}" font-size="9">{}</text>"#, x + 2.0, y0 - 4.0, esc(&s.name));
+        if iters.len() <= 24 || k % (iters.len() / 12).max(1) < every {
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{}" font-size="9">{}</text>"#,
+                x + 2.0,
+                y0 - 4.0,
+                esc(&s.name)
+            );
         }
     }
     if let Some(p) = tl.peaks.allocated.event {
@@ -252,7 +260,11 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
             s.address,
             bytes(s.size),
             s.pool.name(),
-            if s.stream != 0 { format!("stream {} ", s.stream) } else { String::new() },
+            if s.stream != 0 {
+                format!("stream {} ", s.stream)
+            } else {
+                String::new()
+            },
             if s.expandable { "expandable" } else { "" },
             bytes(free),
             width + 1.0,
@@ -261,7 +273,13 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
         // Blocks narrower than a pixel are merged into runs so huge segments stay light.
         let mut run: Option<(f64, f64, &str)> = None;
         let flush = |out: &mut String, r: (f64, f64, &str)| {
-            let _ = write!(out, r#"<rect x="{:.1}" width="{:.1}" height="12" fill="{}"/>"#, r.0, (r.1 - r.0).max(0.5), r.2);
+            let _ = write!(
+                out,
+                r#"<rect x="{:.1}" width="{:.1}" height="12" fill="{}"/>"#,
+                r.0,
+                (r.1 - r.0).max(0.5),
+                r.2
+            );
         };
         for b in s.blocks.values() {
             let x1 = (b.address - s.address) as f64 * sc;
@@ -306,7 +324,12 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
     }
     if total > MAP_SEGMENTS {
         let rest: u64 = segs.iter().skip(MAP_SEGMENTS).map(|s| s.size).sum();
-        let _ = write!(out, "<p class=sub>and {} smaller segments holding {}</p>", total - MAP_SEGMENTS, bytes(rest));
+        let _ = write!(
+            out,
+            "<p class=sub>and {} smaller segments holding {}</p>",
+            total - MAP_SEGMENTS,
+            bytes(rest)
+        );
     }
 }
 
@@ -314,10 +337,23 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
     if sites.is_empty() {
         return;
     }
-    let _ = write!(out, "<h3>{}</h3><table><tr><th class=n>bytes</th><th class=n>blocks</th><th>site</th></tr>", esc(title));
+    let _ = write!(
+        out,
+        "<h3>{}</h3><table><tr><th class=n>bytes</th><th class=n>blocks</th><th>site</th></tr>",
+        esc(title)
+    );
     for s in sites {
-        let site = s.site.as_ref().map(|x| x.to_string()).unwrap_or_else(|| "(no stack recorded)".into());
-        let stack = s.stack.iter().map(|f| esc(f)).collect::<Vec<_>>().join("<br>");
+        let site = s
+            .site
+            .as_ref()
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "(no stack recorded)".into());
+        let stack = s
+            .stack
+            .iter()
+            .map(|f| esc(f))
+            .collect::<Vec<_>>()
+            .join("<br>");
         let _ = write!(
             out,
             r#"<tr><td class=n>{}</td><td class=n>{}</td><td><details><summary class="{}">{}</summary><code>{stack}</code></details></td></tr>"#,
@@ -337,10 +373,24 @@ fn leak_chart(out: &mut String, st: &[Step], l: &Leak) {
         return;
     }
     let (w, h) = (900.0, 140.0);
-    let max = it.iter().map(|s| s.end_allocated_bytes).max().unwrap_or(1).max(1) as f64;
+    let max = it
+        .iter()
+        .map(|s| s.end_allocated_bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let bw = (w - 80.0) / it.len() as f64;
-    let _ = write!(out, r#"<svg class="ms-chart" viewBox="0 0 {w} {}" width="{w}" height="{}">"#, h + 20.0, h + 20.0);
-    let _ = write!(out, r#"<text x="4" y="12">{}</text><text x="4" y="{h}">0 B</text>"#, bytes(max as u64));
+    let _ = write!(
+        out,
+        r#"<svg class="ms-chart" viewBox="0 0 {w} {}" width="{w}" height="{}">"#,
+        h + 20.0,
+        h + 20.0
+    );
+    let _ = write!(
+        out,
+        r#"<text x="4" y="12">{}</text><text x="4" y="{h}">0 B</text>"#,
+        bytes(max as u64)
+    );
     for (k, s) in it.iter().enumerate() {
         let in_window = s.end_event >= l.window_start_event && s.start_event <= l.window_end_event;
         let bh = (h - 10.0) * s.end_allocated_bytes as f64 / max;
@@ -355,7 +405,13 @@ fn leak_chart(out: &mut String, st: &[Step], l: &Leak) {
             bytes(s.end_allocated_bytes)
         );
     }
-    let _ = write!(out, r#"<text x="70" y="{}">memory allocated at the end of each step (orange: the leak's growth window, {} → {})</text></svg>"#, h + 16.0, esc(&l.first_step), esc(&l.last_step));
+    let _ = write!(
+        out,
+        r#"<text x="70" y="{}">memory allocated at the end of each step (orange: the leak's growth window, {} → {})</text></svg>"#,
+        h + 16.0,
+        esc(&l.first_step),
+        esc(&l.last_step)
+    );
 }
 
 const JS: &str = r#"
@@ -398,7 +454,9 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
         bytes(d.reserved_bytes),
         pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
         ob(d.requested_bytes),
-        d.peak_requested_bytes.map(bytes).unwrap_or_else(|| "—".into()),
+        d.peak_requested_bytes
+            .map(bytes)
+            .unwrap_or_else(|| "—".into()),
         bytes(d.free_reserved_bytes),
         ob(d.largest_free_block_bytes),
         d.segments.unwrap_or(0) + d.expandable_segments.unwrap_or(0),
@@ -409,11 +467,22 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
 impl Html<'_> {
     fn device_section(&self, out: &mut String, d: &DeviceReport) {
         let snap = self.snap;
-        let (Some(dev), Some(tl)) = (snap.device(d.device), self.timelines.iter().find(|t| t.device == d.device)) else {
+        let (Some(dev), Some(tl)) = (
+            snap.device(d.device),
+            self.timelines.iter().find(|t| t.device == d.device),
+        ) else {
             return;
         };
-        let st = if tl.is_empty() { Vec::new() } else { steps::split(snap, dev, tl) };
-        let _ = write!(out, r#"<section id="memory-{0}" class="memory"><h2>Memory over time — cuda:{0}</h2>"#, d.device);
+        let st = if tl.is_empty() {
+            Vec::new()
+        } else {
+            steps::split(snap, dev, tl)
+        };
+        let _ = write!(
+            out,
+            r#"<section id="memory-{0}" class="memory"><h2>Memory over time — cuda:{0}</h2>"#,
+            d.device
+        );
         device_figures(out, d);
         out.push_str(r#"<div class="card">"#);
         chart(out, dev, tl, &st, snap);
@@ -431,18 +500,39 @@ impl Html<'_> {
                 let _ = write!(out, "<li>{}</li>", esc(e));
             }
             for r in &o.remedies {
-                let _ = write!(out, "<li><b>option:</b> {} — <span class=sub>{}</span></li>", esc(&r.action), esc(&r.assessment));
+                let _ = write!(
+                    out,
+                    "<li><b>option:</b> {} — <span class=sub>{}</span></li>",
+                    esc(&r.action),
+                    esc(&r.assessment)
+                );
             }
             out.push_str("</ul></section>");
         }
         // The moment that matters: the last OOM, else the allocated peak, else the end.
-        let at = if tl.ooms.is_empty() { At::Peak } else { At::Oom };
-        let m = flamegraph::moment(dev, tl, at).unwrap_or(flamegraph::Moment { event: None, label: "the end of the capture".into() });
+        let at = if tl.ooms.is_empty() {
+            At::Peak
+        } else {
+            At::Oom
+        };
+        let m = flamegraph::moment(dev, tl, at).unwrap_or(flamegraph::Moment {
+            event: None,
+            label: "the end of the capture".into(),
+        });
         let state = flamegraph::state_at(snap, dev, tl, &m);
-        let _ = write!(out, r#"<section id="allocator-map-{0}" class="allocator-map"><h2>Allocator map at {1} — cuda:{0}</h2><div class="card">"#, d.device, esc(&m.label));
+        let _ = write!(
+            out,
+            r#"<section id="allocator-map-{0}" class="allocator-map"><h2>Allocator map at {1} — cuda:{0}</h2><div class="card">"#,
+            d.device,
+            esc(&m.label)
+        );
         allocator_map(out, snap, &state);
         out.push_str("</div></section>");
-        let _ = write!(out, r#"<section id="sites-{}" class="sites"><h2>Top sites</h2>"#, d.device);
+        let _ = write!(
+            out,
+            r#"<section id="sites-{}" class="sites"><h2>Top sites</h2>"#,
+            d.device
+        );
         if let Some(o) = d.ooms.last() {
             sites_table(out, "held at the OOM", &o.top_sites);
         } else {
@@ -450,11 +540,23 @@ impl Html<'_> {
         }
         sites_table(out, "live at the end of the capture", &d.top_sites);
         out.push_str("</section>");
-        let found: Vec<Leak> = if st.is_empty() { Vec::new() } else { leaks::find(snap, dev, tl, &st) };
+        let found: Vec<Leak> = if st.is_empty() {
+            Vec::new()
+        } else {
+            leaks::find(snap, dev, tl, &st)
+        };
         if !found.is_empty() {
-            let _ = write!(out, r#"<section id="leaks-{}" class="leaks"><h2>Leak findings</h2>"#, d.device);
+            let _ = write!(
+                out,
+                r#"<section id="leaks-{}" class="leaks"><h2>Leak findings</h2>"#,
+                d.device
+            );
             for l in &found {
-                let site = l.site.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(no stack recorded)".into());
+                let site = l
+                    .site
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "(no stack recorded)".into());
                 let _ = write!(
                     out,
                     r#"<div class="card"><h3>{} at <span class="user">{}</span> <span class=sub>({} confidence)</span></h3><p>{} live in {} blocks, growing {} per step over {} steps.</p><p>{}</p><p><b>fix:</b> {}</p>"#,
@@ -475,14 +577,26 @@ impl Html<'_> {
         }
         let folded = flamegraph::fold(snap, dev, tl, &state, By::Stack);
         let mut svg = Vec::new();
-        let title = format!("Live memory on cuda:{} at {} ({})", d.device, m.label, bytes(folded.total_bytes));
+        let title = format!(
+            "Live memory on cuda:{} at {} ({})",
+            d.device,
+            m.label,
+            bytes(folded.total_bytes)
+        );
         let opts = SvgOptions {
             title,
-            subtitle: Some("width = bytes held; orange = your code, grey = PyTorch and libraries".into()),
+            subtitle: Some(
+                "width = bytes held; orange = your code, grey = PyTorch and libraries".into(),
+            ),
             no_javascript: true,
             width: Some(1240),
         };
-        let _ = write!(out, r#"<section id="flamegraph-{}" class="flamegraph"><h2>Flamegraph of live memory at {}</h2><div class="card">"#, d.device, esc(&m.label));
+        let _ = write!(
+            out,
+            r#"<section id="flamegraph-{}" class="flamegraph"><h2>Flamegraph of live memory at {}</h2><div class="card">"#,
+            d.device,
+            esc(&m.label)
+        );
         if flamegraph::write_svg(&folded, &opts, &mut svg).is_ok() {
             let s = String::from_utf8_lossy(&svg);
             // Inline it: drop the XML prolog and DOCTYPE, which are not allowed inside HTML.

@@ -55,11 +55,7 @@ fn timestamps(dev: &Device) -> (Vec<f64>, bool) {
     if !has_time {
         return ((0..dev.events.len()).map(|i| i as f64).collect(), false);
     }
-    let mut last = dev
-        .events
-        .iter()
-        .find_map(|e| e.time_us)
-        .unwrap_or(0) as f64;
+    let mut last = dev.events.iter().find_map(|e| e.time_us).unwrap_or(0) as f64;
     let ts = dev
         .events
         .iter()
@@ -152,7 +148,12 @@ fn lifetimes(dev: &Device) -> Vec<Life> {
 }
 
 /// Builds the trace document.
-pub fn document(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Options) -> (Value, Summary) {
+pub fn document(
+    snap: &Snapshot,
+    timelines: &[Timeline],
+    source: &str,
+    o: &Options,
+) -> (Value, Summary) {
     let mut ev: Vec<Value> = Vec::new();
     let mut sum = Summary::default();
     for tl in timelines {
@@ -164,10 +165,14 @@ pub fn document(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Optio
         if !timed && !dev.events.is_empty() {
             sum.index_time_devices.push(pid);
         }
-        ev.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-            "args": {"name": format!("cuda:{pid} memory (memscope)")}}));
-        ev.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": 0,
-            "args": {"name": "allocator events"}}));
+        ev.push(
+            json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+            "args": {"name": format!("cuda:{pid} memory (memscope)")}}),
+        );
+        ev.push(
+            json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": 0,
+            "args": {"name": "allocator events"}}),
+        );
         let track = format!("cuda:{pid}");
         let s = &tl.series;
         for i in downsample(tl, o.buckets) {
@@ -211,17 +216,27 @@ pub fn document(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Optio
                 Some(k) => k,
                 None => {
                     lane_end.push(0.0);
-                    ev.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_end.len(),
-                        "args": {"name": format!("largest blocks, lane {}", lane_end.len())}}));
+                    ev.push(
+                        json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_end.len(),
+                        "args": {"name": format!("largest blocks, lane {}", lane_end.len())}}),
+                    );
                     lane_end.len() - 1
                 }
             };
             lane_end[lane] = t1;
             let e = &dev.events[l.alloc];
             let site = Site::of_stack(&snap.stacks, e.stack);
-            let label = site.as_ref().map(|s| format!("{}:{} {}", s.short_file(), s.line, s.function)).unwrap_or_else(|| "(no stack)".into());
-            let stack: Vec<String> = snap.stacks.frames(e.stack).iter().take(12)
-                .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f))).collect();
+            let label = site
+                .as_ref()
+                .map(|s| format!("{}:{} {}", s.short_file(), s.line, s.function))
+                .unwrap_or_else(|| "(no stack)".into());
+            let stack: Vec<String> = snap
+                .stacks
+                .frames(e.stack)
+                .iter()
+                .take(12)
+                .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
+                .collect();
             ev.push(json!({"ph": "X", "name": format!("{} {}", units::bytes(l.size), label),
                 "cat": "block", "pid": pid, "tid": lane + 1, "ts": t0, "dur": t1 - t0,
                 "args": {"size": units::bytes(l.size), "size_bytes": l.size, "address": format!("0x{:x}", e.addr),
@@ -253,7 +268,13 @@ pub fn document(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Optio
 }
 
 /// Writes the trace JSON.
-pub fn write(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Options, out: &mut dyn Write) -> io::Result<Summary> {
+pub fn write(
+    snap: &Snapshot,
+    timelines: &[Timeline],
+    source: &str,
+    o: &Options,
+    out: &mut dyn Write,
+) -> io::Result<Summary> {
     let (doc, sum) = document(snap, timelines, source, o);
     serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
     writeln!(out)?;
