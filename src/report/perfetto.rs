@@ -280,3 +280,70 @@ pub fn write(
     writeln!(out)?;
     Ok(sum)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocatorSettings, Event, Layout, StackId, Stacks};
+
+    fn ev(action: Action, addr: u64, size: u64) -> Event {
+        Event {
+            action,
+            addr,
+            size,
+            stream: 0,
+            time_us: None,
+            stack: StackId::EMPTY,
+            device_free: None,
+        }
+    }
+
+    #[test]
+    fn untimed_logs_use_the_event_index_and_say_so() {
+        let events = vec![
+            ev(Action::SegmentAlloc, 0x1000, 2 << 20),
+            ev(Action::Alloc, 0x1000, 4096),
+            ev(Action::Alloc, 0x2000, 512),
+            ev(Action::FreeRequested, 0x1000, 4096),
+            ev(Action::FreeCompleted, 0x1000, 4096),
+        ];
+        let snap = Snapshot {
+            layout: Layout::Torch21,
+            devices: vec![Device {
+                index: 0,
+                segments: Vec::new(),
+                events,
+            }],
+            stacks: Stacks::new(),
+            annotations: Vec::new(),
+            settings: AllocatorSettings::default(),
+            load_notes: Vec::new(),
+        };
+        let tls: Vec<Timeline> = snap
+            .devices
+            .iter()
+            .map(|d| crate::analysis::replay::replay(d, &snap.settings))
+            .collect();
+        let (doc, sum) = document(&snap, &tls, "t", &Options::default());
+        assert_eq!(sum.index_time_devices, vec![0]);
+        assert!(doc["metadata"]["time_base"]
+            .as_str()
+            .unwrap()
+            .starts_with("event index"));
+        let evs = doc["traceEvents"].as_array().unwrap();
+        let x: Vec<&Value> = evs.iter().filter(|e| e["ph"] == "X").collect();
+        assert_eq!(x.len(), 2);
+        // The 4 KiB block lives from event 1 to its free_requested at event 3.
+        let big = x.iter().find(|e| e["args"]["size_bytes"] == 4096).unwrap();
+        assert_eq!(
+            (big["ts"].as_f64(), big["dur"].as_f64()),
+            (Some(1.0), Some(2.0))
+        );
+        let peak = evs
+            .iter()
+            .filter(|e| e["ph"] == "C")
+            .filter_map(|e| e["args"]["allocated"].as_u64())
+            .max();
+        assert_eq!(peak, Some(tls[0].peaks.allocated.bytes));
+    }
+}
