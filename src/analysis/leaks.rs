@@ -881,8 +881,7 @@ fn backward_site(
 }
 
 fn stacks_backward(file: &str, name: &str) -> bool {
-    (file.ends_with("torch/_tensor.py") && name == "backward")
-        || (file.contains("torch/autograd/") && name == "backward")
+    name == "backward" && (file.ends_with("torch/_tensor.py") || file.contains("torch/autograd/"))
 }
 
 fn samples(dev: &Device, d: &Details) -> Vec<Sample> {

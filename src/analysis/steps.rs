@@ -470,8 +470,7 @@ mod tests {
         let s_in = st.intern_stack(&[user]);
         let s_lin = st.intern_stack(&[lin, user2]);
         let mut events = vec![ev(Action::SegmentAlloc, 0, 20 << 20, StackId::EMPTY, 0)];
-        let mut t = 1;
-        for _ in 0..iters {
+        for t in 1..=iters as i64 {
             events.push(ev(Action::Alloc, 0, 4096, s_in, t));
             for k in 1..4u64 {
                 events.push(ev(Action::Alloc, k << 20, 1 << 20, s_lin, t));
@@ -480,7 +479,6 @@ mod tests {
                 events.push(ev(Action::FreeRequested, k << 20, 0, s_in, t));
                 events.push(ev(Action::FreeCompleted, k << 20, 0, s_in, t));
             }
-            t += 1;
         }
         let dev = Device {
             index: 0,
