@@ -14,11 +14,11 @@ use std::io::{self, Write};
 
 use super::flamegraph::{self, At, By, SvgOptions};
 use super::{Format, Options};
-use crate::analysis::leaks::{self, Leak};
+use crate::analysis::leaks::Leak;
 use crate::analysis::replay::{State, Timeline};
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::steps::{self, Step};
-use crate::analysis::{Analysis, DeviceReport};
+use crate::analysis::{Analysis, DeviceReport, StepReport};
 use crate::model::{BlockState, Device, Snapshot};
 use crate::units::bytes;
 
@@ -367,8 +367,7 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
 }
 
 /// Per-step survivors with the leak's growth window highlighted.
-fn leak_chart(out: &mut String, st: &[Step], l: &Leak) {
-    let it: Vec<&Step> = st.iter().filter(|s| s.complete).collect();
+fn leak_chart(out: &mut String, it: &[&StepReport], l: &Leak) {
     if it.is_empty() {
         return;
     }
@@ -392,7 +391,8 @@ fn leak_chart(out: &mut String, st: &[Step], l: &Leak) {
         bytes(max as u64)
     );
     for (k, s) in it.iter().enumerate() {
-        let in_window = s.end_event >= l.window_start_event && s.start_event <= l.window_end_event;
+        let in_window =
+            s.end_event >= l.window_start_event.0 && s.start_event <= l.window_end_event.0;
         let bh = (h - 10.0) * s.end_allocated_bytes as f64 / max;
         let _ = write!(
             out,
@@ -465,7 +465,7 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
 }
 
 impl Html<'_> {
-    fn device_section(&self, out: &mut String, d: &DeviceReport) {
+    fn device_section(&self, out: &mut String, a: &Analysis, d: &DeviceReport) {
         let snap = self.snap;
         let (Some(dev), Some(tl)) = (
             snap.device(d.device),
@@ -540,18 +540,21 @@ impl Html<'_> {
         }
         sites_table(out, "live at the end of the capture", &d.top_sites);
         out.push_str("</section>");
-        let found: Vec<Leak> = if st.is_empty() {
-            Vec::new()
-        } else {
-            leaks::find(snap, dev, tl, &st)
-        };
+        let found: Vec<&Leak> = a
+            .leaks
+            .iter()
+            .filter(|l| l.device == d.device)
+            .map(|l| &l.leak)
+            .collect();
         if !found.is_empty() {
+            let dev_steps: Vec<&StepReport> =
+                a.steps.iter().filter(|s| s.device == d.device).collect();
             let _ = write!(
                 out,
                 r#"<section id="leaks-{}" class="leaks"><h2>Leak findings</h2>"#,
                 d.device
             );
-            for l in &found {
+            for l in found {
                 let site = l
                     .site
                     .as_ref()
@@ -570,10 +573,27 @@ impl Html<'_> {
                     esc(&l.explanation),
                     esc(&l.fix)
                 );
-                leak_chart(out, &st, l);
+                leak_chart(out, &dev_steps, l);
                 out.push_str("</div>");
             }
             out.push_str("</section>");
+        }
+        if let Some(c) = a.categories.as_ref().filter(|c| c.device == d.device) {
+            let _ = write!(
+                out,
+                r#"<section id="categories-{}" class="categories"><h2>What the memory was for, at the {}</h2><table><tr><th>category</th><th class=n>bytes</th><th>rule</th></tr>"#,
+                d.device, c.at
+            );
+            for b in &c.categories.basis {
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td class=n>{}</td><td class=sub>{}</td></tr>",
+                    b.category.name(),
+                    bytes(b.bytes),
+                    esc(b.rule)
+                );
+            }
+            out.push_str("</table><p class=sub>inferred from stacks and lifetimes: heuristics, each with the rule that filled it</p></section>");
         }
         let folded = flamegraph::fold(snap, dev, tl, &state, By::Stack);
         let mut svg = Vec::new();
@@ -633,7 +653,7 @@ impl Format for Html<'_> {
             esc(&a.verdict.summary)
         );
         for d in &a.devices {
-            self.device_section(&mut o, d);
+            self.device_section(&mut o, a, d);
         }
         if !a.notes.is_empty() {
             o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
