@@ -32,6 +32,12 @@ pub enum Command {
     Baseline(BaselineArgs),
     /// What changed between two captures, or a capture and a baseline: peaks, sites, steps.
     Diff(DiffArgs),
+    /// Draw live memory as a flamegraph (bytes, not samples): SVG, or folded stacks.
+    Flamegraph(FlamegraphArgs),
+    /// Write one self-contained HTML report (verdict, chart, allocator map, sites, leaks, flamegraph).
+    Report(ReportArgs),
+    /// Export the snapshot's timeline for another viewer (Perfetto / Chrome trace JSON).
+    Export(ExportArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -124,6 +130,60 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FlamegraphArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
+    /// Moment to draw: `end`, `peak`, `oom` or an event index.
+    #[arg(long, default_value = "end")]
+    pub at: String,
+    /// How to group frames.
+    #[arg(long, value_enum, default_value_t = FlameBy::Stack)]
+    pub by: FlameBy,
+    /// Device index (default: the device with an OOM, else the first).
+    #[arg(long)]
+    pub device: Option<u32>,
+    /// Write folded stacks (`frame;frame;frame bytes`, outermost first) instead of SVG.
+    #[arg(long)]
+    pub folded: bool,
+    /// Output file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum FlameBy {
+    Stack,
+    Site,
+    Category,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
+    /// Output HTML file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
+    pub format: ExportFormat,
+    /// Output file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Chrome trace event JSON, as Perfetto's UI and chrome://tracing read it.
+    Perfetto,
 }
 
 #[derive(clap::Args, Debug)]

@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod pictures;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -52,6 +53,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Check(args)) => check(&args, color),
         Some(Command::Baseline(args)) => baseline(&args),
         Some(Command::Diff(args)) => diff(&args, color),
+        Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
+        Some(Command::Report(a)) => pictures::report(&a),
+        Some(Command::Export(a)) => pictures::export(&a),
         None => match cli.file {
             Some(file) => analyze(
                 &AnalyzeArgs {

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::replay::State;
+use crate::analysis::replay::{LiveBlock, State};
 use crate::analysis::steps::Step;
 use crate::model::{Action, BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
 
@@ -185,6 +185,42 @@ pub fn at_state(
     state: &State,
     at: Option<EventIdx>,
 ) -> Categories {
+    let mut out = Categories {
+        at_event: at,
+        ..Categories::default()
+    };
+    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::new();
+    for_each_block(snap, dev, steps, state, |b, cat, rule| {
+        if b.state == BlockState::ActiveAllocated {
+            out.add(cat, b.size);
+            let e = basis.entry((cat, rule)).or_default();
+            e.0 += b.size;
+            e.1 += 1;
+        }
+    });
+    out.basis = basis
+        .into_iter()
+        .map(|((category, rule), (bytes, blocks))| Basis {
+            category,
+            bytes,
+            blocks,
+            rule,
+        })
+        .collect();
+    out.basis
+        .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
+    out
+}
+
+/// Calls `f(block, category, rule)` for every live block of `state`, so views can split by
+/// category at block level (a flamegraph under each category) with the same rules.
+pub fn for_each_block<'s>(
+    snap: &Snapshot,
+    dev: &Device,
+    steps: &[Step],
+    state: &'s State,
+    mut f: impl FnMut(&'s LiveBlock, Category, &'static str),
+) {
     let stacks = &snap.stacks;
     let mut memo: HashMap<StackId, Facts> = HashMap::new();
     let mut fact = |s: StackId| *memo.entry(s).or_insert_with(|| facts(stacks, s));
@@ -202,11 +238,6 @@ pub fn at_state(
             .map(|s| s.end_event.0 as usize)
             .unwrap_or(usize::MAX)
     };
-    let mut out = Categories {
-        at_event: at,
-        ..Categories::default()
-    };
-    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::new();
     for b in state.live_blocks() {
         let (cat, rule) = if b.state == BlockState::ActivePendingFree {
             (Category::Other, R_PENDING)
@@ -262,25 +293,8 @@ pub fn at_state(
                 }
             }
         };
-        if b.state == BlockState::ActiveAllocated {
-            out.add(cat, b.size);
-            let e = basis.entry((cat, rule)).or_default();
-            e.0 += b.size;
-            e.1 += 1;
-        }
+        f(b, cat, rule);
     }
-    out.basis = basis
-        .into_iter()
-        .map(|((category, rule), (bytes, blocks))| Basis {
-            category,
-            bytes,
-            blocks,
-            rule,
-        })
-        .collect();
-    out.basis
-        .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
-    out
 }
 
 /// Categories at an event of the log (the peak, an OOM), replaying from the nearest checkpoint.

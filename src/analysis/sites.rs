@@ -58,6 +58,7 @@ where
         e.0 += b;
         e.1 += 1;
     }
+    // Per site frame: (bytes, blocks, heaviest stack, its bytes, user code).
     type SiteKey = Option<(crate::model::Sym, u32, crate::model::Sym)>;
     let mut by_site: HashMap<SiteKey, (u64, u64, StackId, u64, bool)> = HashMap::new();
     for (s, (bytes, n)) in by_stack {

@@ -7,7 +7,10 @@ pub mod check;
 pub mod check_github;
 pub mod check_junit;
 pub mod check_text;
+pub mod flamegraph;
+pub mod html;
 pub mod json;
+pub mod perfetto;
 pub mod style;
 pub mod text;
 

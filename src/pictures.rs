@@ -1,0 +1,159 @@
+//! The picture commands (`flamegraph`, `report`, `export`): load, replay, write to `-o` only.
+//!
+//! Kept apart from `main.rs` so the dispatcher stays a list of one-liners. Each command
+//! writes only the file named by `-o`, and refuses when that is the input itself: a typo must
+//! not destroy the only copy of an OOM capture.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, ReportArgs};
+use memscope::analysis::replay::{self, Timeline};
+use memscope::model::Snapshot;
+use memscope::report::{self, flamegraph as fg, Format};
+use memscope::units::bytes;
+
+fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
+    let raw = memscope::load::read_input(file)?;
+    let len = std::fs::metadata(file)
+        .map(|m| m.len())
+        .unwrap_or(raw.len() as u64);
+    let snap = memscope::load::snapshot_from_bytes(file, &raw)?;
+    Ok((snap, len))
+}
+
+fn timelines(snap: &Snapshot) -> Vec<Timeline> {
+    snap.devices
+        .iter()
+        .map(|d| replay::replay(d, &snap.settings))
+        .collect()
+}
+
+/// Opens `-o` for writing, refusing the input file (also through links or `./` spellings).
+fn create(output: &Path, input: &Path) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
+    let canon = |p: &Path| -> Option<std::path::PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let parent = p
+            .parent()
+            .filter(|x| !x.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Some(parent.canonicalize().ok()?.join(p.file_name()?))
+    };
+    if canon(output).is_some() && canon(output) == canon(input) {
+        bail!(
+            "refusing to overwrite the input file {} (give another -o)",
+            input.display()
+        );
+    }
+    let f =
+        std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
+    Ok(std::io::BufWriter::new(f))
+}
+
+fn finish(mut w: std::io::BufWriter<std::fs::File>, output: &Path) -> anyhow::Result<u64> {
+    w.flush()
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(std::fs::metadata(output).map(|m| m.len()).unwrap_or(0))
+}
+
+pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
+    let Some(at) = fg::At::parse(&a.at) else {
+        bail!("--at {}: expected end, peak, oom or an event index", a.at);
+    };
+    let (snap, _) = load(&a.file)?;
+    let tls = timelines(&snap);
+    let pick = match a.device {
+        Some(d) => tls
+            .iter()
+            .position(|t| t.device == d)
+            .with_context(|| format!("the snapshot has no device {d}"))?,
+        None => tls.iter().position(|t| !t.ooms.is_empty()).unwrap_or(0),
+    };
+    let (Some(tl), Some(dev)) = (tls.get(pick), snap.devices.get(pick)) else {
+        bail!("{}: the snapshot holds no device", a.file.display());
+    };
+    let m = fg::moment(dev, tl, at).map_err(anyhow::Error::msg)?;
+    let state = fg::state_at(&snap, dev, tl, &m);
+    let by = match a.by {
+        FlameBy::Stack => fg::By::Stack,
+        FlameBy::Site => fg::By::Site,
+        FlameBy::Category => fg::By::Category,
+    };
+    let folded = fg::fold(&snap, dev, tl, &state, by);
+    let mut w = create(&a.output, &a.file)?;
+    if a.folded {
+        fg::write_folded(&folded, &mut w)?;
+    } else {
+        let opts = fg::SvgOptions {
+            title: format!(
+                "Live memory on cuda:{} at {}: {}",
+                dev.index,
+                m.label,
+                bytes(folded.total_bytes)
+            ),
+            subtitle: Some(format!(
+                "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
+                a.file.display()
+            )),
+            no_javascript: false,
+            width: None,
+        };
+        fg::write_svg(&folded, &opts, &mut w)?;
+    }
+    let n = finish(w, &a.output)?;
+    eprintln!(
+        "memscope: wrote {} ({}; {} live at {})",
+        a.output.display(),
+        bytes(n),
+        bytes(folded.total_bytes),
+        m.label
+    );
+    Ok(0)
+}
+
+pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
+    let (snap, len) = load(&a.file)?;
+    let tls = timelines(&snap);
+    let analysis = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let mut w = create(&a.output, &a.file)?;
+    let html = report::html::Html {
+        snap: &snap,
+        timelines: &tls,
+    };
+    html.render(&analysis, &report::Options::default(), &mut w)?;
+    let n = finish(w, &a.output)?;
+    eprintln!("memscope: wrote {} ({})", a.output.display(), bytes(n));
+    Ok(0)
+}
+
+pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
+    let (snap, _) = load(&a.file)?;
+    let tls = timelines(&snap);
+    let mut w = create(&a.output, &a.file)?;
+    let sum = report::perfetto::write(
+        &snap,
+        &tls,
+        &a.file.display().to_string(),
+        &report::perfetto::Options::default(),
+        &mut w,
+    )?;
+    let n = finish(w, &a.output)?;
+    eprintln!(
+        "memscope: wrote {} ({}; {} counter points, {} block slices, {} instants{})",
+        a.output.display(),
+        bytes(n),
+        sum.counter_points,
+        sum.slices,
+        sum.instants,
+        if sum.index_time_devices.is_empty() {
+            ""
+        } else {
+            "; no time_us in the log: event indices used as times"
+        }
+    );
+    Ok(0)
+}

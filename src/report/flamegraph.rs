@@ -1,0 +1,302 @@
+//! Live memory as a flamegraph: width is bytes held, not samples taken.
+//!
+//! A table of sites says which line holds memory; a flamegraph shows how the calls above it
+//! share it out, which is what a reader needs to see that 2 GiB of "activations" all hang off
+//! one `model(x)` in a validation loop. The picture is drawn by `inferno` (the maintained Rust
+//! port of flamegraph.pl) from the folded-stack text that every other flamegraph tool reads as
+//! well, so `--folded` output and the SVG always agree. Colours carry the frame's owner: the
+//! user's frames are warm and saturated because that is where a fix lands, PyTorch and other
+//! libraries are dimmed greys, native frames are left out (they repeat the same allocator
+//! internals under every stack and would only add height).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+use inferno::flamegraph::{self as fg, color::Color, Palette};
+
+use crate::analysis::categories;
+use crate::analysis::replay::{State, Timeline};
+use crate::analysis::steps;
+use crate::model::{BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+
+/// Which moment of the log to draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// The end of the capture (what the snapshot itself lists).
+    End,
+    /// The allocated peak.
+    Peak,
+    /// The last OOM of the device (the peak when there is none).
+    Oom,
+    /// After a given event index.
+    Event(u32),
+}
+
+impl At {
+    /// Parses `end`, `peak`, `oom` or an event index.
+    pub fn parse(s: &str) -> Option<At> {
+        match s {
+            "end" => Some(At::End),
+            "peak" => Some(At::Peak),
+            "oom" => Some(At::Oom),
+            n => n.parse().ok().map(At::Event),
+        }
+    }
+}
+
+/// How frames are grouped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// The full Python stack of each block, outermost first.
+    Stack,
+    /// One frame per site (the first user frame): a flat picture of the top-sites table.
+    Site,
+    /// The inferred role (parameter, optimizer state, activation, ...) above the full stack.
+    Category,
+}
+
+/// A resolved moment: the event it is taken after (`None`: the end of the log) and a label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moment {
+    pub event: Option<EventIdx>,
+    pub label: String,
+}
+
+/// Resolves `at` against a replayed device.
+pub fn moment(dev: &Device, tl: &Timeline, at: At) -> Result<Moment, String> {
+    let n = dev.events.len();
+    let m = match at {
+        At::End => Moment {
+            event: None,
+            label: "the end of the capture".into(),
+        },
+        At::Peak => match tl.peaks.allocated.event {
+            Some(e) => Moment {
+                event: Some(e),
+                label: format!("the allocated peak (event {})", e.0),
+            },
+            None => Moment {
+                event: None,
+                label: "the end of the capture (no peak in the log)".into(),
+            },
+        },
+        At::Oom => match tl.ooms.last() {
+            Some(o) => Moment {
+                event: Some(o.event),
+                label: format!("the OOM (event {})", o.event.0),
+            },
+            None => return Err(format!("cuda:{} recorded no OOM", dev.index)),
+        },
+        At::Event(i) if (i as usize) < n => Moment {
+            event: Some(EventIdx(i)),
+            label: format!("event {i}"),
+        },
+        At::Event(i) => {
+            return Err(format!(
+                "event {i} is past the end of cuda:{}'s log ({n} events)",
+                dev.index
+            ))
+        }
+    };
+    Ok(m)
+}
+
+/// The allocator state at a moment.
+pub fn state_at(snap: &Snapshot, dev: &Device, tl: &Timeline, m: &Moment) -> State {
+    match m.event {
+        Some(e) => tl.state_after(dev, &snap.settings, Some(e.0 as usize)),
+        None => tl.end.clone(),
+    }
+}
+
+/// Folded stacks of the live memory of one state.
+#[derive(Clone, Debug, Default)]
+pub struct Folded {
+    /// `(frames outermost first joined by ';', bytes)`, sorted by stack text.
+    pub lines: Vec<(String, u64)>,
+    /// The owner of every frame label that appears, for colouring.
+    pub kinds: HashMap<String, FrameKind>,
+    pub total_bytes: u64,
+}
+
+/// Label of a frame as it appears in the graph: `function file.py:line` (short file name; the
+/// full path would be truncated away in all but the widest frames).
+fn frame_label(stacks: &Stacks, f: &crate::model::Frame) -> String {
+    let file = stacks.str(f.file);
+    let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    clean(&format!("{} {}:{}", stacks.str(f.name), short, f.line))
+}
+
+/// Folded format reserves `;` and the line's last space-separated field; keep labels one line.
+fn clean(s: &str) -> String {
+    s.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+const NO_PYTHON: &str = "[no Python frames]";
+
+fn push_stack(
+    stacks: &Stacks,
+    id: StackId,
+    out: &mut String,
+    kinds: &mut HashMap<String, FrameKind>,
+) {
+    let mut any = false;
+    for &fid in stacks.frames(id).iter().rev() {
+        let f = stacks.frame(fid);
+        if f.kind == FrameKind::Native {
+            continue;
+        }
+        let l = frame_label(stacks, f);
+        if !out.is_empty() {
+            out.push(';');
+        }
+        out.push_str(&l);
+        kinds.entry(l).or_insert(f.kind);
+        any = true;
+    }
+    if !any {
+        if !out.is_empty() {
+            out.push(';');
+        }
+        out.push_str(NO_PYTHON);
+        kinds.entry(NO_PYTHON.into()).or_insert(FrameKind::Native);
+    }
+}
+
+/// Folds the allocated blocks of `state`.
+pub fn fold(snap: &Snapshot, dev: &Device, tl: &Timeline, state: &State, by: By) -> Folded {
+    let stacks = &snap.stacks;
+    let mut by_stack: HashMap<StackId, u64> = HashMap::new();
+    let mut total = 0;
+    for b in state
+        .live_blocks()
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+    {
+        *by_stack.entry(b.stack).or_default() += b.size;
+        total += b.size;
+    }
+    let mut kinds = HashMap::new();
+    let mut acc: BTreeMap<String, u64> = BTreeMap::new();
+    match by {
+        By::Stack => {
+            for (s, bytes) in by_stack {
+                let mut line = String::new();
+                push_stack(stacks, s, &mut line, &mut kinds);
+                *acc.entry(line).or_default() += bytes;
+            }
+        }
+        By::Site => {
+            for (s, bytes) in by_stack {
+                let (label, kind) = match stacks.site_frame(s) {
+                    Some(f) if f.kind != FrameKind::Native => (frame_label(stacks, f), f.kind),
+                    _ => (NO_PYTHON.to_string(), FrameKind::Native),
+                };
+                kinds.entry(label.clone()).or_insert(kind);
+                *acc.entry(label).or_default() += bytes;
+            }
+        }
+        By::Category => {
+            let st = steps::split(snap, dev, tl);
+            let mut per: HashMap<(&'static str, StackId), u64> = HashMap::new();
+            categories::for_each_block(snap, dev, &st, state, |b, cat, _| {
+                if b.state == BlockState::ActiveAllocated {
+                    *per.entry((cat.name(), b.stack)).or_default() += b.size;
+                }
+            });
+            for ((cat, s), bytes) in per {
+                let mut line = String::from(cat);
+                kinds.entry(cat.to_string()).or_insert(FrameKind::Python);
+                push_stack(stacks, s, &mut line, &mut kinds);
+                *acc.entry(line).or_default() += bytes;
+            }
+        }
+    }
+    Folded {
+        lines: acc.into_iter().filter(|(_, b)| *b > 0).collect(),
+        kinds,
+        total_bytes: total,
+    }
+}
+
+/// Writes the folded-stack text (`frame;frame;frame bytes`, outermost first).
+pub fn write_folded(f: &Folded, out: &mut dyn Write) -> io::Result<()> {
+    for (stack, bytes) in &f.lines {
+        writeln!(out, "{stack} {bytes}")?;
+    }
+    Ok(())
+}
+
+/// Colour of a frame by its owner: the user's code stands out, everything else recedes.
+pub fn color_for(kind: FrameKind, label: &str) -> Color {
+    // A small per-label variation keeps neighbouring frames of one owner distinguishable.
+    let h = label
+        .bytes()
+        .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
+    let v = (h % 24) as u8;
+    match kind {
+        FrameKind::User => Color {
+            r: 230,
+            g: 90 + v * 2,
+            b: 30 + v,
+        },
+        FrameKind::Torch => Color {
+            r: 190 + v,
+            g: 195 + v,
+            b: 205 + v,
+        },
+        FrameKind::Library => Color {
+            r: 200 + v,
+            g: 200 + v,
+            b: 185 + v,
+        },
+        FrameKind::Python => Color {
+            r: 215 + v,
+            g: 215 + v,
+            b: 215 + v,
+        },
+        FrameKind::Native => Color {
+            r: 170 + v,
+            g: 180 + v,
+            b: 200 + v,
+        },
+    }
+}
+
+/// Options for the SVG.
+#[derive(Clone, Debug)]
+pub struct SvgOptions {
+    pub title: String,
+    pub subtitle: Option<String>,
+    /// Leave out inferno's script (for embedding in a page: tooltips still work).
+    pub no_javascript: bool,
+    pub width: Option<usize>,
+}
+
+/// Draws the folded stacks with inferno. Counts are shown in KiB (binary units).
+pub fn write_svg(f: &Folded, o: &SvgOptions, out: &mut dyn Write) -> io::Result<()> {
+    let mut palette = fg::color::PaletteMap::default();
+    for (label, &kind) in &f.kinds {
+        palette.insert(label, color_for(kind, label));
+    }
+    let mut opt = fg::Options::default();
+    opt.title = o.title.clone();
+    opt.subtitle = o.subtitle.clone();
+    opt.count_name = "KiB".into();
+    opt.name_type = "Frame:".into();
+    opt.factor = 1.0 / 1024.0;
+    opt.colors = Palette::Basic(fg::color::BasicPalette::Aqua);
+    opt.palette_map = Some(&mut palette);
+    opt.no_javascript = o.no_javascript;
+    opt.image_width = o.width;
+    opt.min_width = 0.5;
+    opt.deterministic = true;
+    if f.lines.is_empty() {
+        // inferno refuses an empty profile; draw a note instead of failing.
+        return writeln!(
+            out,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">no allocated memory at this moment</text></svg>"#
+        );
+    }
+    let lines: Vec<String> = f.lines.iter().map(|(s, b)| format!("{s} {b}")).collect();
+    fg::from_lines(&mut opt, lines.iter().map(|s| s.as_str()), out)
+}

@@ -1,0 +1,672 @@
+//! One self-contained HTML page to attach to a bug report or a chat thread.
+//!
+//! The person who has to act on an OOM is often not the one who ran memscope, and may not
+//! have it installed; a single file that opens in any browser, offline, carries the whole
+//! case: the verdict, the memory curve with the peak and OOM marked, the allocator's layout at
+//! the moment that mattered, the sites, the leaks and the flamegraph. Everything is inline
+//! (CSS, SVG drawn here, a few lines of script for the chart's hover readout) so it works from
+//! an email attachment or an air-gapped cluster. The page summarises: a million-event log is
+//! drawn as ~2000 buckets of min/max, and the allocator map shows the largest segments, so the
+//! page stays small and quick however large the capture.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::flamegraph::{self, At, By, SvgOptions};
+use super::{Format, Options};
+use crate::analysis::leaks::Leak;
+use crate::analysis::replay::{State, Timeline};
+use crate::analysis::sites::SiteTotal;
+use crate::analysis::steps::{self, Step};
+use crate::analysis::{Analysis, DeviceReport, StepReport};
+use crate::model::{BlockState, Device, Snapshot};
+use crate::units::bytes;
+
+/// Points per counter in the memory chart (each bucket keeps its min and max).
+pub const CHART_BUCKETS: usize = 2000;
+/// Segments drawn in the allocator map (largest first); the rest are summarised.
+pub const MAP_SEGMENTS: usize = 32;
+
+/// The HTML view needs the replayed timelines and the snapshot besides the analysis.
+pub struct Html<'a> {
+    pub snap: &'a Snapshot,
+    /// One per device, in the snapshot's device order.
+    pub timelines: &'a [Timeline],
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d5d9e0;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px}
+.sub{color:#5b6475;font-size:13px}
+.verdict{padding:12px 16px;border-radius:6px;font-size:16px;margin:12px 0;border-left:6px solid}
+.verdict.ok{background:#e9f7ee;border-color:#2e9d57}.verdict.bad{background:#fdecea;border-color:#d93025}
+table{border-collapse:collapse;font-size:13px;background:#fff}
+td,th{padding:3px 10px;border-bottom:1px solid #e6e8ec;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:10px 12px;margin:8px 0;overflow-x:auto}
+.ms-chart text{font:11px system-ui,sans-serif;fill:#3b4252}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px;border-radius:2px}
+#ms-readout{font:12px ui-monospace,monospace;color:#3b4252;min-height:1.4em}
+.segrow{display:flex;align-items:center;gap:8px;margin:1px 0;height:14px}
+.segrow .lbl{width:250px;flex:none;font:11px ui-monospace,monospace;color:#3b4252;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.user{color:#b4480f;font-weight:600}.lib{color:#6b7280}
+ul.notes li{color:#4b5563;font-size:13px}
+details summary{cursor:pointer;color:#374151}
+"#;
+
+/// Colours of the three counters.
+const C_ALLOC: &str = "#e8743b";
+const C_ACTIVE: &str = "#2e9d57";
+const C_RES: &str = "#4a78c2";
+
+/// A chart's x coordinate for event `i`.
+fn xpos(i: usize, n: usize, x0: f64, w: f64) -> f64 {
+    if n <= 1 {
+        x0
+    } else {
+        x0 + w * i as f64 / (n - 1) as f64
+    }
+}
+
+/// Memory-over-time chart: min/max envelopes of allocated, active and reserved per bucket.
+fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snapshot) {
+    let n = tl.len();
+    if n == 0 {
+        out.push_str("<p class=sub>No allocation history in this capture: no chart.</p>");
+        return;
+    }
+    let (w, h, x0, y0, pw, ph) = (1240.0, 320.0, 78.0, 24.0, 1140.0, 250.0);
+    let b = CHART_BUCKETS.min(n);
+    let s = &tl.series;
+    let ymax = (tl.peaks.reserved.bytes.max(tl.peaks.allocated.bytes).max(1) as f64) * 1.08;
+    let yp = |v: u64| y0 + ph - ph * v as f64 / ymax;
+    let _ = write!(
+        out,
+        r#"<svg class="ms-chart" id="ms-chart-{}" viewBox="0 0 {w} {h}" width="100%" preserveAspectRatio="xMidYMid meet" role="img">"#,
+        dev.index
+    );
+    // Grid and y labels.
+    for k in 0..=4 {
+        let v = (ymax / 1.08) * k as f64 / 4.0;
+        let y = yp(v as u64);
+        let _ = write!(
+            out,
+            r##"<line x1="{x0}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e3e6ea"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            x0 + pw,
+            x0 - 6.0,
+            y + 4.0,
+            bytes(v as u64)
+        );
+    }
+    let mut data = String::from("[");
+    for (name, v, col) in [
+        ("reserved", &s.reserved, C_RES),
+        ("active", &s.active, C_ACTIVE),
+        ("allocated", &s.allocated, C_ALLOC),
+    ] {
+        let mut hi = Vec::with_capacity(b);
+        let mut lo = Vec::with_capacity(b);
+        for k in 0..b {
+            let (a, e) = (k * n / b, ((k + 1) * n / b).max(k * n / b + 1).min(n));
+            let sl = &v[a..e];
+            let mx = sl.iter().copied().max().unwrap_or(0);
+            let mn = sl.iter().copied().min().unwrap_or(0);
+            let x = xpos(k, b, x0, pw);
+            hi.push(format!("{x:.1},{:.1}", yp(mx)));
+            lo.push(format!("{x:.1},{:.1}", yp(mn)));
+        }
+        lo.reverse();
+        let _ = write!(
+            out,
+            r#"<polygon points="{} {}" fill="{col}" fill-opacity="0.28" stroke="none"><title>{name}</title></polygon><polyline points="{}" fill="none" stroke="{col}" stroke-width="1.2"/>"#,
+            hi.join(" "),
+            lo.join(" "),
+            hi.join(" ")
+        );
+    }
+    // Hover data: per bucket [first event, allocated max, active max, reserved max].
+    for k in 0..b {
+        let (a, e) = (k * n / b, ((k + 1) * n / b).max(k * n / b + 1).min(n));
+        let m = |v: &Vec<u64>| v[a..e].iter().copied().max().unwrap_or(0);
+        let _ = write!(
+            data,
+            "{}[{a},{},{},{}]",
+            if k > 0 { "," } else { "" },
+            m(&s.allocated),
+            m(&s.active),
+            m(&s.reserved)
+        );
+    }
+    data.push(']');
+    let xe = |i: usize| xpos(i * b / n.max(1), b, x0, pw);
+    // Steps: faint ticks along the top, labelled when few.
+    let iters: Vec<&Step> = st.iter().filter(|s| s.is_iteration()).collect();
+    // Hundreds of steps would hatch the chart: draw every k-th, about 60 in all.
+    let every = (iters.len() / 60).max(1);
+    for (k, s) in iters.iter().enumerate().filter(|(k, _)| k % every == 0) {
+        let x = xe(s.start_event.0 as usize);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#9aa3b2" stroke-dasharray="2,3" stroke-width="0.7"><title>{}</title></line>"##,
+            y0 + ph,
+            esc(&s.name)
+        );
+        if iters.len() <= 24 || k % (iters.len() / 12).max(1) < every {
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{}" font-size="9">{}</text>"#,
+                x + 2.0,
+                y0 - 4.0,
+                esc(&s.name)
+            );
+        }
+    }
+    if let Some(p) = tl.peaks.allocated.event {
+        let x = xe(p.0 as usize);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#7c3aed" stroke-width="1.4"/><text x="{:.1}" y="{:.1}" text-anchor="{}" style="fill:#7c3aed;font-weight:600">peak {} (event {})</text>"##,
+            y0 + ph,
+            if x > x0 + pw / 2.0 { x - 4.0 } else { x + 4.0 },
+            yp(tl.peaks.allocated.bytes) + 14.0,
+            if x > x0 + pw / 2.0 { "end" } else { "start" },
+            bytes(tl.peaks.allocated.bytes),
+            p.0
+        );
+    }
+    for o in &tl.ooms {
+        let x = xe(o.event.0 as usize);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#d93025" stroke-width="2"/><text x="{:.1}" y="{}" text-anchor="end" style="fill:#d93025;font-weight:700">OOM {}</text>"##,
+            y0 + ph,
+            x - 4.0,
+            y0 + 12.0,
+            bytes(o.rounded_bytes)
+        );
+    }
+    // X axis: event index, and seconds since the first event where the log has times.
+    let t0 = dev.events.iter().find_map(|e| e.time_us);
+    for k in 0..=5 {
+        let i = (n - 1) * k / 5;
+        let x = xpos(i, n, x0, pw);
+        let t = match (t0, dev.events.get(i).and_then(|e| e.time_us)) {
+            (Some(a), Some(t)) => format!(" · {:.1} s", (t - a) as f64 / 1e6),
+            _ => String::new(),
+        };
+        let _ = write!(
+            out,
+            r#"<text x="{x:.1}" y="{}" text-anchor="middle">event {i}{t}</text>"#,
+            y0 + ph + 18.0
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#c5cad3"/><line class="ms-cursor" x1="0" x2="0" y1="{y0}" y2="{}" stroke="#111" stroke-width="0.6" visibility="hidden"/></svg>"##,
+        y0 + ph
+    );
+    let _ = write!(
+        out,
+        r#"<div class="legend"><span><i style="background:{C_RES}"></i>reserved</span><span><i style="background:{C_ACTIVE}"></i>active</span><span><i style="background:{C_ALLOC}"></i>allocated</span><span class=sub>bands show each bucket's min–max ({b} buckets over {n} events); dashed lines are steps</span></div><div id="ms-readout-{}" class="ms-readout sub">&nbsp;</div>"#,
+        dev.index
+    );
+    let _ = write!(
+        out,
+        r#"<script type="application/json" class="ms-data" data-dev="{}" data-n="{n}" data-x0="{x0}" data-pw="{pw}" data-w="{w}">{data}</script>"#,
+        dev.index
+    );
+    let _ = snap;
+}
+
+/// Allocator map: each segment a bar, its blocks coloured by state, free space left pale.
+fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
+    let mut segs: Vec<_> = state.segments.values().collect();
+    segs.sort_by(|a, b| b.size.cmp(&a.size).then(a.address.cmp(&b.address)));
+    let total = segs.len();
+    let maxsize = segs.first().map(|s| s.size).unwrap_or(1).max(1);
+    let bw = 1000.0;
+    let _ = write!(
+        out,
+        r##"<div class="legend"><span><i style="background:{C_ALLOC}"></i>allocated (user site)</span><span><i style="background:#c08a6c"></i>allocated (library site)</span><span><i style="background:#9b59b6"></i>freed, pending on a stream</span><span><i style="background:#e4e7eb;border:1px solid #c5cad3"></i>free (cached)</span><span class=sub>bar length ∝ segment size (largest {} of {total} segments)</span></div>"##,
+        MAP_SEGMENTS.min(total)
+    );
+    for s in segs.iter().take(MAP_SEGMENTS) {
+        let width = (bw * s.size as f64 / maxsize as f64).max(4.0);
+        let sc = width / s.size.max(1) as f64;
+        let free: u64 = s.free_ranges().map(|(a, b)| b - a).sum();
+        let _ = write!(
+            out,
+            r##"<div class="segrow"><div class="lbl" title="0x{:x}">{} {} {}{} · {} free</div><svg width="{:.0}" height="12"><rect width="{:.1}" height="12" fill="#e4e7eb" stroke="#c5cad3"/>"##,
+            s.address,
+            bytes(s.size),
+            s.pool.name(),
+            if s.stream != 0 {
+                format!("stream {} ", s.stream)
+            } else {
+                String::new()
+            },
+            if s.expandable { "expandable" } else { "" },
+            bytes(free),
+            width + 1.0,
+            width
+        );
+        // Blocks narrower than a pixel are merged into runs so huge segments stay light.
+        let mut run: Option<(f64, f64, &str)> = None;
+        let flush = |out: &mut String, r: (f64, f64, &str)| {
+            let _ = write!(
+                out,
+                r#"<rect x="{:.1}" width="{:.1}" height="12" fill="{}"/>"#,
+                r.0,
+                (r.1 - r.0).max(0.5),
+                r.2
+            );
+        };
+        for b in s.blocks.values() {
+            let x1 = (b.address - s.address) as f64 * sc;
+            let x2 = x1 + b.size as f64 * sc;
+            let col = if b.state == BlockState::ActivePendingFree {
+                "#9b59b6"
+            } else if snap.stacks.user_frame(b.stack).is_some() {
+                C_ALLOC
+            } else {
+                "#c08a6c"
+            };
+            if x2 - x1 >= 3.0 {
+                if let Some(r) = run.take() {
+                    flush(out, r);
+                }
+                let site = crate::analysis::sites::Site::of_stack(&snap.stacks, b.stack)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "no stack".into());
+                let _ = write!(
+                    out,
+                    r##"<rect x="{x1:.1}" width="{:.1}" height="12" fill="{col}" stroke="#fff" stroke-width="0.6"><title>{} at 0x{:x}: {}</title></rect>"##,
+                    x2 - x1,
+                    bytes(b.size),
+                    b.address,
+                    esc(&site)
+                );
+                continue;
+            }
+            run = match run {
+                Some((a, e, c)) if c == col && x1 - e < 1.0 => Some((a, x2, c)),
+                Some(r) => {
+                    flush(out, r);
+                    Some((x1, x2, col))
+                }
+                None => Some((x1, x2, col)),
+            };
+        }
+        if let Some(r) = run.take() {
+            flush(out, r);
+        }
+        out.push_str("</svg></div>");
+    }
+    if total > MAP_SEGMENTS {
+        let rest: u64 = segs.iter().skip(MAP_SEGMENTS).map(|s| s.size).sum();
+        let _ = write!(
+            out,
+            "<p class=sub>and {} smaller segments holding {}</p>",
+            total - MAP_SEGMENTS,
+            bytes(rest)
+        );
+    }
+}
+
+fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
+    if sites.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h3>{}</h3><table><tr><th class=n>bytes</th><th class=n>blocks</th><th>site</th></tr>",
+        esc(title)
+    );
+    for s in sites {
+        let site = s
+            .site
+            .as_ref()
+            .map(|x| x.to_string())
+            .unwrap_or_else(|| "(no stack recorded)".into());
+        let stack = s
+            .stack
+            .iter()
+            .map(|f| esc(f))
+            .collect::<Vec<_>>()
+            .join("<br>");
+        let _ = write!(
+            out,
+            r#"<tr><td class=n>{}</td><td class=n>{}</td><td><details><summary class="{}">{}</summary><code>{stack}</code></details></td></tr>"#,
+            bytes(s.bytes),
+            s.blocks,
+            if s.user_code { "user" } else { "lib" },
+            esc(&site)
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// Per-step survivors with the leak's growth window highlighted.
+fn leak_chart(out: &mut String, it: &[&StepReport], l: &Leak) {
+    if it.is_empty() {
+        return;
+    }
+    let (w, h) = (900.0, 140.0);
+    let max = it
+        .iter()
+        .map(|s| s.end_allocated_bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let bw = (w - 80.0) / it.len() as f64;
+    let _ = write!(
+        out,
+        r#"<svg class="ms-chart" viewBox="0 0 {w} {}" width="{w}" height="{}">"#,
+        h + 20.0,
+        h + 20.0
+    );
+    let _ = write!(
+        out,
+        r#"<text x="4" y="12">{}</text><text x="4" y="{h}">0 B</text>"#,
+        bytes(max as u64)
+    );
+    for (k, s) in it.iter().enumerate() {
+        // Trace steps carry no event indices: every step is in the window there.
+        let in_window = match (s.start_event, s.end_event) {
+            (Some(a), Some(b)) => b >= l.window_start_event.0 && a <= l.window_end_event.0,
+            _ => true,
+        };
+        let bh = (h - 10.0) * s.end_allocated_bytes as f64 / max;
+        let _ = write!(
+            out,
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"><title>{}: {} allocated at its end</title></rect>"#,
+            70.0 + k as f64 * bw,
+            h - bh,
+            (bw - 1.0).max(0.5),
+            if in_window { C_ALLOC } else { "#b8c0cc" },
+            esc(&s.name),
+            bytes(s.end_allocated_bytes)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="70" y="{}">memory allocated at the end of each step (orange: the leak's growth window, {} → {})</text></svg>"#,
+        h + 16.0,
+        esc(&l.first_step),
+        esc(&l.last_step)
+    );
+}
+
+const JS: &str = r#"
+(function(){
+  function fmt(n){ var u=['B','KiB','MiB','GiB','TiB']; var i=0; while(n>=1024&&i<u.length-1){n/=1024;i++;} return (i?n.toFixed(1):n)+' '+u[i]; }
+  document.querySelectorAll('script.ms-data').forEach(function(el){
+    var d = JSON.parse(el.textContent), dev = el.getAttribute('data-dev');
+    var x0 = +el.getAttribute('data-x0'), pw = +el.getAttribute('data-pw'), w = +el.getAttribute('data-w');
+    var svg = document.getElementById('ms-chart-' + dev), out = document.getElementById('ms-readout-' + dev);
+    if (!svg || !out || !d.length) return;
+    var cur = svg.querySelector('.ms-cursor');
+    svg.addEventListener('mousemove', function(ev){
+      var r = svg.getBoundingClientRect(), x = (ev.clientX - r.left) * w / r.width;
+      var k = Math.round((x - x0) / pw * (d.length - 1));
+      if (k < 0 || k >= d.length) { cur.setAttribute('visibility','hidden'); return; }
+      var p = d[k], cx = x0 + pw * k / Math.max(1, d.length - 1);
+      cur.setAttribute('x1', cx); cur.setAttribute('x2', cx); cur.setAttribute('visibility','visible');
+      out.textContent = 'from event ' + p[0] + ': allocated ' + fmt(p[1]) + ' · active ' + fmt(p[2]) + ' · reserved ' + fmt(p[3]) + ' (bucket max)';
+    });
+  });
+  document.body.setAttribute('data-ms-js', 'ok');
+})();
+"#;
+
+fn device_figures(out: &mut String, d: &DeviceReport) {
+    let ob = |v: Option<u64>| v.map(bytes).unwrap_or_else(|| "—".into());
+    let pk = |v: Option<u64>, obs: u64| v.map(bytes).unwrap_or_else(|| format!("≥ {}", bytes(obs)));
+    let _ = write!(
+        out,
+        "<table><tr><th></th><th class=n>current</th><th class=n>peak</th></tr>\
+<tr><td>allocated</td><td class=n>{}</td><td class=n>{}</td></tr>\
+<tr><td>active</td><td class=n>{}</td><td class=n>{}</td></tr>\
+<tr><td>reserved</td><td class=n>{}</td><td class=n>{}</td></tr>\
+<tr><td>requested</td><td class=n>{}</td><td class=n>{}</td></tr></table>\
+<p class=sub>{} reserved but free; largest free block {}; {} segments; {} events</p>",
+        bytes(d.allocated_bytes),
+        pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
+        ob(d.active_bytes),
+        pk(d.peak_active_bytes, d.observed_peak_allocated_bytes),
+        bytes(d.reserved_bytes),
+        pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
+        ob(d.requested_bytes),
+        d.peak_requested_bytes
+            .map(bytes)
+            .unwrap_or_else(|| "—".into()),
+        bytes(d.free_reserved_bytes),
+        ob(d.largest_free_block_bytes),
+        d.segments.unwrap_or(0) + d.expandable_segments.unwrap_or(0),
+        d.events
+    );
+}
+
+impl Html<'_> {
+    fn device_section(&self, out: &mut String, a: &Analysis, d: &DeviceReport) {
+        let snap = self.snap;
+        let (Some(dev), Some(tl)) = (
+            snap.device(d.device),
+            self.timelines.iter().find(|t| t.device == d.device),
+        ) else {
+            return;
+        };
+        let st = if tl.is_empty() {
+            Vec::new()
+        } else {
+            steps::split(snap, dev, tl)
+        };
+        let _ = write!(
+            out,
+            r#"<section id="memory-{0}" class="memory"><h2>Memory over time — cuda:{0}</h2>"#,
+            d.device
+        );
+        device_figures(out, d);
+        out.push_str(r#"<div class="card">"#);
+        chart(out, dev, tl, &st, snap);
+        out.push_str("</div></section>");
+        for o in &d.ooms {
+            let _ = write!(
+                out,
+                r#"<section class="oom"><h3>OOM at event {}: {} requested — cause: {}</h3><p>{}</p><ul>"#,
+                o.event,
+                bytes(o.rounded_bytes),
+                o.cause.name(),
+                esc(&o.summary)
+            );
+            for e in &o.evidence {
+                let _ = write!(out, "<li>{}</li>", esc(e));
+            }
+            for r in &o.remedies {
+                let _ = write!(
+                    out,
+                    "<li><b>option:</b> {} — <span class=sub>{}</span></li>",
+                    esc(&r.action),
+                    esc(&r.assessment)
+                );
+            }
+            out.push_str("</ul></section>");
+        }
+        // The moment that matters: the last OOM, else the allocated peak, else the end.
+        let at = if tl.ooms.is_empty() {
+            At::Peak
+        } else {
+            At::Oom
+        };
+        let m = flamegraph::moment(dev, tl, at).unwrap_or(flamegraph::Moment {
+            event: None,
+            label: "the end of the capture".into(),
+        });
+        let state = flamegraph::state_at(snap, dev, tl, &m);
+        let _ = write!(
+            out,
+            r#"<section id="allocator-map-{0}" class="allocator-map"><h2>Allocator map at {1} — cuda:{0}</h2><div class="card">"#,
+            d.device,
+            esc(&m.label)
+        );
+        allocator_map(out, snap, &state);
+        out.push_str("</div></section>");
+        let _ = write!(
+            out,
+            r#"<section id="sites-{}" class="sites"><h2>Top sites</h2>"#,
+            d.device
+        );
+        if let Some(o) = d.ooms.last() {
+            sites_table(out, "held at the OOM", &o.top_sites);
+        } else {
+            sites_table(out, "live at the allocated peak", &d.top_sites_at_peak);
+        }
+        sites_table(out, "live at the end of the capture", &d.top_sites);
+        out.push_str("</section>");
+        let found: Vec<&Leak> = a
+            .leaks
+            .iter()
+            .filter(|l| l.device == d.device)
+            .map(|l| &l.leak)
+            .collect();
+        if !found.is_empty() {
+            let dev_steps: Vec<&StepReport> =
+                a.steps.iter().filter(|s| s.device == d.device).collect();
+            let _ = write!(
+                out,
+                r#"<section id="leaks-{}" class="leaks"><h2>Leak findings</h2>"#,
+                d.device
+            );
+            for l in found {
+                let site = l
+                    .site
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "(no stack recorded)".into());
+                let _ = write!(
+                    out,
+                    r#"<div class="card"><h3>{} at <span class="user">{}</span> <span class=sub>({} confidence)</span></h3><p>{} live in {} blocks, growing {} per step over {} steps.</p><p>{}</p><p><b>fix:</b> {}</p>"#,
+                    esc(l.kind),
+                    esc(&site),
+                    esc(l.confidence),
+                    bytes(l.live_bytes),
+                    l.count,
+                    bytes(l.growth_bytes_per_step.max(0.0) as u64),
+                    l.steps,
+                    esc(&l.explanation),
+                    esc(&l.fix)
+                );
+                leak_chart(out, &dev_steps, l);
+                out.push_str("</div>");
+            }
+            out.push_str("</section>");
+        }
+        if let Some(c) = a.categories.as_ref().filter(|c| c.device == d.device) {
+            let _ = write!(
+                out,
+                r#"<section id="categories-{}" class="categories"><h2>What the memory was for, at the {}</h2><table><tr><th>category</th><th class=n>bytes</th><th>rule</th></tr>"#,
+                d.device, c.at
+            );
+            for b in &c.categories.basis {
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td class=n>{}</td><td class=sub>{}</td></tr>",
+                    b.category.name(),
+                    bytes(b.bytes),
+                    esc(b.rule)
+                );
+            }
+            out.push_str("</table><p class=sub>inferred from stacks and lifetimes: heuristics, each with the rule that filled it</p></section>");
+        }
+        let folded = flamegraph::fold(snap, dev, tl, &state, By::Stack);
+        let mut svg = Vec::new();
+        let title = format!(
+            "Live memory on cuda:{} at {} ({})",
+            d.device,
+            m.label,
+            bytes(folded.total_bytes)
+        );
+        let opts = SvgOptions {
+            title,
+            subtitle: Some(
+                "width = bytes held; orange = your code, grey = PyTorch and libraries".into(),
+            ),
+            no_javascript: true,
+            width: Some(1240),
+        };
+        let _ = write!(
+            out,
+            r#"<section id="flamegraph-{}" class="flamegraph"><h2>Flamegraph of live memory at {}</h2><div class="card">"#,
+            d.device,
+            esc(&m.label)
+        );
+        if flamegraph::write_svg(&folded, &opts, &mut svg).is_ok() {
+            let s = String::from_utf8_lossy(&svg);
+            // Inline it: drop the XML prolog and DOCTYPE, which are not allowed inside HTML.
+            // The script is left out, so its `onload` hook must go too.
+            let body = s.find("<svg").map(|i| &s[i..]).unwrap_or("");
+            out.push_str(&body.replacen(r#" onload="init(evt)""#, "", 1));
+        }
+        out.push_str("</div></section>");
+    }
+}
+
+impl Format for Html<'_> {
+    fn render(&self, a: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let mut o = String::new();
+        let _ = write!(
+            o,
+            "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name=viewport content=\"width=device-width\"><title>memscope — {}</title><style>{CSS}</style><script>window.addEventListener('error',function(e){{document.documentElement.setAttribute('data-ms-js-error',String(e.message))}});</script></head><body><main>",
+            esc(&a.input.path)
+        );
+        let _ = write!(
+            o,
+            r#"<h1>memscope report</h1><div class=sub>{} · {} · {} · {} device(s)</div>"#,
+            esc(&a.input.path),
+            a.input.kind,
+            bytes(a.input.bytes),
+            a.devices.len()
+        );
+        let bad = a.verdict.kind != "ok";
+        let _ = write!(
+            o,
+            r#"<section id="verdict"><div class="verdict {}"><b>{}</b> {}</div></section>"#,
+            if bad { "bad" } else { "ok" },
+            if bad { "VERDICT" } else { "OK" },
+            esc(&a.verdict.summary)
+        );
+        for d in &a.devices {
+            self.device_section(&mut o, a, d);
+        }
+        if !a.notes.is_empty() {
+            o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
+            for n in &a.notes {
+                let _ = write!(o, "<li>{}</li>", esc(n));
+            }
+            o.push_str("</ul></section>");
+        }
+        let _ = write!(o, "<p class=sub>memscope {} · sizes in binary units (KiB, MiB, GiB)</p></main><script>{JS}</script></body></html>", env!("CARGO_PKG_VERSION"));
+        out.write_all(o.as_bytes())?;
+        writeln!(out)
+    }
+}
