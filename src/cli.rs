@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// A capture to analyse (same as `memscope analyze FILE`).
+    /// A capture to open: in the TUI when stdout is a terminal, else as `memscope analyze FILE`.
     pub file: Option<PathBuf>,
     /// When to colour the output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -21,6 +21,14 @@ pub struct Cli {
 pub enum Command {
     /// Explain a memory snapshot (`torch.cuda.memory._dump_snapshot`): figures, OOM cause, sites.
     Analyze(AnalyzeArgs),
+    /// Browse a snapshot interactively: overview, timeline, allocator map, sites, leaks.
+    Tui(TuiArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TuiArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]

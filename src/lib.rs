@@ -9,4 +9,5 @@ pub mod analysis;
 pub mod load;
 pub mod model;
 pub mod report;
+pub mod tui;
 pub mod units;

@@ -5,7 +5,7 @@
 
 mod cli;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -44,7 +44,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let color = cli.color.enabled();
     match cli.command {
         Some(Command::Analyze(args)) => analyze(&args, color),
+        Some(Command::Tui(args)) => tui(&args.file),
         None => match cli.file {
+            Some(file) if std::io::stdout().is_terminal() => tui(&file),
             Some(file) => analyze(
                 &AnalyzeArgs {
                     file,
@@ -60,6 +62,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         },
     }
+}
+
+fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
+    memscope::tui::run(file)?;
+    Ok(0)
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {

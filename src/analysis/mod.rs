@@ -296,14 +296,19 @@ fn verdict(devices: &[DeviceReport]) -> Verdict {
 
 /// Runs every snapshot analysis.
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analysis {
+    analyze_snapshot_with_timelines(snap, path, file_bytes).0
+}
+
+/// [`analyze_snapshot`], also handing back each device's replayed [`Timeline`] (in
+/// `snap.devices` order), for views that browse the log (the TUI) without replaying it twice.
+pub fn analyze_snapshot_with_timelines(snap: &Snapshot, path: &Path, file_bytes: u64) -> (Analysis, Vec<Timeline>) {
     let mut notes = snap.load_notes.clone();
+    let timelines: Vec<Timeline> = snap.devices.iter().map(|d| replay::replay(d, &snap.settings)).collect();
     let devices: Vec<DeviceReport> = snap
         .devices
         .iter()
-        .map(|d| {
-            let tl = replay::replay(d, &snap.settings);
-            device_report(snap, d, &tl, &mut notes)
-        })
+        .zip(&timelines)
+        .map(|(d, tl)| device_report(snap, d, tl, &mut notes))
         .collect();
     if snap.layout == Layout::Torch20 {
         notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
@@ -311,7 +316,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
     if snap.devices.is_empty() {
         notes.push("the snapshot holds no segments and no events: nothing was allocated while recording".into());
     }
-    Analysis {
+    let analysis = Analysis {
         schema: SCHEMA,
         input: Input {
             path: path.display().to_string(),
@@ -322,5 +327,6 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
         verdict: verdict(&devices),
         devices,
         notes,
-    }
+    };
+    (analysis, timelines)
 }
