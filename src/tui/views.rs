@@ -245,7 +245,9 @@ impl Widget for OverviewView<'_> {
             }
         }
         let (ly, lh) = overview_list(area, app);
-        put(buf, area, ly - area.y - 1, "FINDINGS (Enter: jump to the evidence)", bold());
+        if ly > area.y {
+            put(buf, area, ly - area.y - 1, "FINDINGS (Enter: jump to the evidence)", bold());
+        }
         let off = list_offset(app.overview_sel, lh as usize);
         for (k, f) in data.findings.iter().enumerate().skip(off).take(lh as usize) {
             let on = k == app.overview_sel;
