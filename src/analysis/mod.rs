@@ -5,11 +5,13 @@
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
 pub mod categories;
+pub mod graph;
 pub mod leaks;
 pub mod oom;
 pub mod replay;
 pub mod sites;
 pub mod steps;
+pub mod trace_memory;
 
 use std::path::Path;
 
@@ -61,9 +63,10 @@ pub struct OomReport {
 pub struct DeviceReport {
     pub device: u32,
     pub allocated_bytes: u64,
-    pub active_bytes: u64,
+    /// Snapshot-only figures are `null` for traces, which do not record them.
+    pub active_bytes: Option<u64>,
     pub reserved_bytes: u64,
-    pub requested_bytes: u64,
+    pub requested_bytes: Option<u64>,
     /// Peaks are `null` where history before the log is missing: see `observed_peak_*`.
     pub peak_allocated_bytes: Option<u64>,
     pub peak_active_bytes: Option<u64>,
@@ -76,16 +79,16 @@ pub struct DeviceReport {
     pub peak_exact: bool,
     /// Event index of the allocated peak, when it lies in the log.
     pub peak_event: Option<u32>,
-    pub inactive_split_bytes: u64,
+    pub inactive_split_bytes: Option<u64>,
     /// Non-expandable segments (torch's `segment.all.current`).
-    pub segments: u64,
+    pub segments: Option<u64>,
     /// Expandable segments, which torch leaves out of `segment.all` and `inactive_split_bytes`.
-    pub expandable_segments: u64,
+    pub expandable_segments: Option<u64>,
     /// Free bytes inside expandable segments that also hold live blocks.
-    pub expandable_free_bytes: u64,
+    pub expandable_free_bytes: Option<u64>,
     /// Reserved minus active: cached by the allocator, usable by new requests that fit.
     pub free_reserved_bytes: u64,
-    pub largest_free_block_bytes: u64,
+    pub largest_free_block_bytes: Option<u64>,
     pub events: usize,
     /// Whether the log holds allocation events (not just a `snapshot` marker).
     pub has_history: bool,
@@ -233,9 +236,9 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
     DeviceReport {
         device: dev.index,
         allocated_bytes: allocated,
-        active_bytes: active,
+        active_bytes: Some(active),
         reserved_bytes: reserved,
-        requested_bytes: requested,
+        requested_bytes: Some(requested),
         peak_allocated_bytes: peak(p.allocated.bytes),
         peak_active_bytes: peak(p.active.bytes),
         peak_reserved_bytes: peak(p.reserved.bytes),
@@ -245,12 +248,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         observed_peak_reserved_bytes: p.reserved.bytes.max(reserved),
         peak_exact: exact,
         peak_event: p.allocated.event.map(|e| e.0),
-        inactive_split_bytes: inactive_split,
-        segments,
-        expandable_segments: exp_segments,
-        expandable_free_bytes: exp_free,
+        inactive_split_bytes: Some(inactive_split),
+        segments: Some(segments),
+        expandable_segments: Some(exp_segments),
+        expandable_free_bytes: Some(exp_free),
         free_reserved_bytes: reserved.saturating_sub(active),
-        largest_free_block_bytes: largest_free,
+        largest_free_block_bytes: Some(largest_free),
         events: dev.events.len(),
         has_history,
         replay_consistent: tl.consistency.consistent,

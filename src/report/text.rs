@@ -49,28 +49,30 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
     writeln!(out, "  {:<12} {:>12} {:>14}", "", "current", if d.peak_exact { "peak" } else { "peak (seen)" })?;
     let rows = [
-        ("allocated", d.allocated_bytes, d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes)),
-        ("reserved", d.reserved_bytes, d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes),
+        ("allocated", Some(d.allocated_bytes), d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
+        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes.unwrap_or(0))),
+        ("reserved", Some(d.reserved_bytes), d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
+        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes.unwrap_or(0)),
     ];
     for (name, cur, peak, seen) in rows {
+        let Some(cur) = cur else { continue };
         let p = if !d.has_history { "unknown".to_string() } else { opt_bytes(peak, seen) };
         writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
     }
-    let exp = if d.expandable_segments > 0 {
-        format!(", {} expandable ({} free inside them)", d.expandable_segments, bytes(d.expandable_free_bytes))
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
-        bytes(d.free_reserved_bytes),
-        bytes(d.largest_free_block_bytes),
-        bytes(d.inactive_split_bytes),
-        d.segments
-    )?;
+    if let (Some(largest), Some(split), Some(segments)) = (d.largest_free_block_bytes, d.inactive_split_bytes, d.segments) {
+        let exp = match (d.expandable_segments, d.expandable_free_bytes) {
+            (Some(n), Some(free)) if n > 0 => format!(", {n} expandable ({} free inside them)", bytes(free)),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
+            bytes(d.free_reserved_bytes),
+            bytes(largest),
+            bytes(split),
+            segments
+        )?;
+    }
     let c = &d.consistency;
     if d.has_history {
         if d.replay_consistent {
