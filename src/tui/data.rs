@@ -154,7 +154,7 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
                     "fragmentation on cuda:{} at the end: {} reserved but free, largest free block {}",
                     d.device,
                     bytes(d.free_reserved_bytes),
-                    bytes(d.largest_free_block_bytes)
+                    d.largest_free_block_bytes.map(bytes).unwrap_or_else(|| "unknown".into())
                 ),
                 jump: if last > 0 { Jump::Event { dev: di, event: last - 1 } } else { Jump::None },
             });

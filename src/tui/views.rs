@@ -197,7 +197,7 @@ impl Widget for OverviewView<'_> {
                 format!("cuda:{}", d.device),
                 format!("{} / {}", bytes(d.allocated_bytes), pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)),
                 format!("{} / {}", bytes(d.reserved_bytes), pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)),
-                format!("{} / {}", bytes(d.free_reserved_bytes), bytes(d.largest_free_block_bytes)),
+                format!("{} / {}", bytes(d.free_reserved_bytes), d.largest_free_block_bytes.map(bytes).unwrap_or_else(|| "?".into())),
                 d.events
             );
             put(buf, area, y, &line, Style::default());
