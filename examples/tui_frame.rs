@@ -19,7 +19,11 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let path = PathBuf::from(args.get(1).cloned().unwrap_or_else(|| "/work/bigcaps/big_allstacks.pickle".into()));
+    let path = PathBuf::from(
+        args.get(1)
+            .cloned()
+            .unwrap_or_else(|| "/work/bigcaps/big_allstacks.pickle".into()),
+    );
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50);
     let (w, h) = args
         .get(3)
@@ -40,13 +44,15 @@ fn main() {
     app.apply(Action::Resize(w, h));
     let mut term = Terminal::new(TestBackend::new(w, h)).expect("test backend");
     let t = Instant::now();
-    term.draw(|f| f.render_widget(&app, f.area())).expect("draw");
+    term.draw(|f| f.render_widget(&app, f.area()))
+        .expect("draw");
     let first = t.elapsed();
     println!("{}: {events} events, load+analyse+replay {load:.2?}, first frame {first:.2?}, {w}x{h}, {rounds} rounds", path.display());
     let k = |c: KeyCode| map_key(KeyEvent::new(c, KeyModifiers::NONE));
     let ch = |c: char| k(KeyCode::Char(c));
-    // (name, setup actions, the timed action)
-    let cases: Vec<(&str, Vec<Option<Action>>, Option<Action>)> = vec![
+    // (name, setup actions, the timed action; `None`: a click on a random chart column)
+    type Case = (&'static str, Vec<Option<Action>>, Option<Action>);
+    let cases: Vec<Case> = vec![
         ("overview j", vec![ch('1')], ch('j')),
         ("timeline l (one column)", vec![ch('2')], ch('l')),
         ("timeline h (one column)", vec![ch('2')], ch('h')),
@@ -63,7 +69,10 @@ fn main() {
         ("sites after cursor move", vec![ch('4')], ch('L')),
         ("view switch (Tab)", vec![], k(KeyCode::Tab)),
     ];
-    println!("{:<32} {:>9} {:>9} {:>9} {:>9}", "key", "p50", "p95", "p99", "max");
+    println!(
+        "{:<32} {:>9} {:>9} {:>9} {:>9}",
+        "key", "p50", "p95", "p99", "max"
+    );
     let mut all = Vec::new();
     let mut seed = 0x9e3779b97f4a7c15u64;
     for (name, setup, act) in cases {
@@ -84,7 +93,8 @@ fn main() {
             };
             let t = Instant::now();
             app.apply(a);
-            term.draw(|f| f.render_widget(&app, f.area())).expect("draw");
+            term.draw(|f| f.render_widget(&app, f.area()))
+                .expect("draw");
             v.push(t.elapsed());
         }
         all.extend_from_slice(&v);

@@ -36,8 +36,10 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -73,14 +75,18 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
     let snap = memscope::load::load_snapshot(&args.file)?;
     let analysis = memscope::analysis::analyze_snapshot(&snap, &args.file, file_len);
-    let opts = report::Options { color, stacks: args.stacks };
+    let opts = report::Options {
+        color,
+        stacks: args.stacks,
+    };
     let fmt: &dyn Format = match args.format {
         OutputFormat::Text => &report::text::Text,
         OutputFormat::Json => &report::json::Json,
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    fmt.render(&analysis, &opts, &mut out).context("writing the report")?;
+    fmt.render(&analysis, &opts, &mut out)
+        .context("writing the report")?;
     out.flush().context("writing the report")?;
     Ok(0)
 }

@@ -8,7 +8,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 
 fn load(name: &str) -> App {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name);
     let data = Data::load(&p).expect("fixture loads");
     let mut app = App::new(data);
     // Paths differ between checkouts: show the file name only.
@@ -125,7 +127,10 @@ fn peak_key_moves_to_the_peak_and_the_map_follows() {
     key(&mut app, 'o');
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("OOM here: needs 512.0 MiB"), "{s}");
-    assert!(s.contains("largest hole there 10.0 MiB: does not fit"), "{s}");
+    assert!(
+        s.contains("largest hole there 10.0 MiB: does not fit"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -137,7 +142,16 @@ fn tab_cycles_views_and_numbers_select_them() {
             app.view
         })
         .collect();
-    assert_eq!(order, vec![View::Timeline, View::Map, View::Sites, View::Leaks, View::Overview]);
+    assert_eq!(
+        order,
+        vec![
+            View::Timeline,
+            View::Map,
+            View::Sites,
+            View::Leaks,
+            View::Overview
+        ]
+    );
     key(&mut app, '4');
     assert_eq!(app.view, View::Sites);
 }
@@ -173,7 +187,10 @@ fn search_jumps_to_matching_allocations_and_sites() {
     assert!(screen(&mut app, 100, 30).contains("/generate.py:178"));
     app.apply(Action::SearchSubmit);
     let s = screen(&mut app, 100, 30);
-    assert!(s.contains("event 696/696"), "the only allocation from line 178 is the OOM: {s}");
+    assert!(
+        s.contains("event 696/696"),
+        "the only allocation from line 178 is the OOM: {s}"
+    );
     // In the sites view the same query selects the site.
     let mut app = load("leak_oom.pickle");
     key(&mut app, '4');
@@ -183,7 +200,9 @@ fn search_jumps_to_matching_allocations_and_sites() {
     }
     app.apply(Action::SearchSubmit);
     let s = screen(&mut app, 100, 30);
-    let sel = s.lines().find(|l| l.contains("▾ fixtures/generate.py:120 data"));
+    let sel = s
+        .lines()
+        .find(|l| l.contains("▾ fixtures/generate.py:120 data"));
     assert!(sel.is_some(), "{s}");
 }
 
@@ -223,7 +242,12 @@ fn mouse_clicks_select_tabs_and_move_the_cursor() {
 
 #[test]
 fn every_view_renders_at_80x24_and_survives_tiny_terminals() {
-    for f in ["fragmentation_oom.pickle", "leak_oom.pickle", "two_streams.pickle", "expandable.pickle"] {
+    for f in [
+        "fragmentation_oom.pickle",
+        "leak_oom.pickle",
+        "two_streams.pickle",
+        "expandable.pickle",
+    ] {
         let mut app = load(f);
         for v in ['1', '2', '3', '4', '5'] {
             key(&mut app, v);

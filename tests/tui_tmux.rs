@@ -19,7 +19,12 @@ impl Tmux {
             .expect("tmux runs")
     }
     fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", &self.session]).stdout).into_owned()
+        String::from_utf8_lossy(
+            &self
+                .cmd(&["capture-pane", "-p", "-t", &self.session])
+                .stdout,
+        )
+        .into_owned()
     }
     fn wait_for(&self, what: &str) -> String {
         let t = Instant::now();
@@ -41,7 +46,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).output();
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
     }
 }
 
@@ -52,7 +59,10 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_memscope");
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fragmentation_oom.pickle");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/fragmentation_oom.pickle"
+    );
     let id = std::process::id();
     let t = Tmux {
         socket: format!("memscope-test-{id}"),
@@ -61,11 +71,30 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
     // `memscope FILE` on a terminal opens the TUI; afterwards the shell reports the exit status
     // and whether the terminal is back in canonical (cooked) mode.
     let script = format!("'{bin}' '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
-    let out = t.cmd(&["new-session", "-d", "-x", "100", "-y", "30", "-s", &t.session, "sh", "-c", &script]);
-    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    let out = t.cmd(&[
+        "new-session",
+        "-d",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "-s",
+        &t.session,
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = t.wait_for("VERDICT");
     assert!(s.contains("OOM on cuda:0 requesting 512.0 MiB"), "{s}");
-    assert!(s.contains("fragmentation_oom.pickle │ cuda:0 │ event 696/696"), "{s}");
+    assert!(
+        s.contains("fragmentation_oom.pickle │ cuda:0 │ event 696/696"),
+        "{s}"
+    );
     t.keys("2");
     let s = t.wait_for("markers");
     assert!(s.contains("event 696/696"), "{s}");
@@ -84,6 +113,12 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
     let s = t.wait_for("icanon");
     assert!(s.contains("memscope exited 0"), "{s}");
     // Raw mode is off again and the alternate screen is gone.
-    assert!(s.lines().any(|l| l.trim() == "icanon"), "terminal left in raw mode:\n{s}");
-    assert!(!s.contains("VERDICT"), "the TUI's screen is still shown:\n{s}");
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode:\n{s}"
+    );
+    assert!(
+        !s.contains("VERDICT"),
+        "the TUI's screen is still shown:\n{s}"
+    );
 }

@@ -126,7 +126,12 @@ fn top(mut v: Vec<SiteTotal>) -> Vec<SiteTotal> {
     v
 }
 
-fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<String>) -> DeviceReport {
+fn device_report(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    notes: &mut Vec<String>,
+) -> DeviceReport {
     // Current figures come from the snapshot's own segments: they are what torch recorded.
     let mut allocated = 0;
     let mut active = 0;
@@ -142,8 +147,17 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         let seg_active = s.active_bytes();
         allocated += s.allocated_bytes();
         active += seg_active;
-        requested += s.blocks.iter().filter(|b| b.state.is_active()).map(|b| b.requested_size).sum::<u64>();
-        let split_free = if s.blocks.iter().any(|b| b.state.is_active()) { s.total_size.saturating_sub(seg_active) } else { 0 };
+        requested += s
+            .blocks
+            .iter()
+            .filter(|b| b.state.is_active())
+            .map(|b| b.requested_size)
+            .sum::<u64>();
+        let split_free = if s.blocks.iter().any(|b| b.state.is_active()) {
+            s.total_size.saturating_sub(seg_active)
+        } else {
+            0
+        };
         if s.is_expandable {
             exp_segments += 1;
             exp_free += split_free;
@@ -160,7 +174,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
             largest_free = largest_free.max(s.total_size);
         }
     }
-    let has_history = dev.events.iter().any(|e| !matches!(e.action, crate::model::Action::Snapshot | crate::model::Action::Other));
+    let has_history = dev.events.iter().any(|e| {
+        !matches!(
+            e.action,
+            crate::model::Action::Snapshot | crate::model::Action::Other
+        )
+    });
     let exact = !tl.starts_mid_run && has_history;
     let p = &tl.peaks;
     let peak = |v: u64| exact.then_some(v);
@@ -175,7 +194,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
     let peak_sites = match p.allocated.event {
         Some(ev) if exact || tl.starts_mid_run => {
             let st = tl.state_after(dev, &snap.settings, Some(ev.0 as usize));
-            sites::group(&snap.stacks, st.live_blocks().filter(|b| b.state == crate::model::BlockState::ActiveAllocated).map(|b| (b.stack, b.size)))
+            sites::group(
+                &snap.stacks,
+                st.live_blocks()
+                    .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
+                    .map(|b| (b.stack, b.size)),
+            )
         }
         _ => Vec::new(),
     };
@@ -185,7 +209,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         .map(|o| {
             let d: Diagnosis = oom::diagnose(dev, tl, o);
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
-            let held = sites::group(&snap.stacks, st.live_blocks().filter(|b| b.state == crate::model::BlockState::ActiveAllocated).map(|b| (b.stack, b.size)));
+            let held = sites::group(
+                &snap.stacks,
+                st.live_blocks()
+                    .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
+                    .map(|b| (b.stack, b.size)),
+            );
             OomReport {
                 event: o.event.0,
                 time_us: o.time_us,
@@ -201,7 +230,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
                 evidence: d.evidence,
                 remedies: d.remedies,
                 site: Site::of_stack(&snap.stacks, o.stack),
-                stack: snap.stacks.frames(o.stack).iter().map(|&f| snap.stacks.frame_label(snap.stacks.frame(f))).collect(),
+                stack: snap
+                    .stacks
+                    .frames(o.stack)
+                    .iter()
+                    .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
+                    .collect(),
                 top_sites: top(held),
             }
         })
@@ -273,8 +307,16 @@ fn verdict(devices: &[DeviceReport]) -> Verdict {
         .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
     if let Some((dev, o)) = last_oom {
         let n: usize = devices.iter().map(|d| d.ooms.len()).sum();
-        let at = o.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
-        let more = if n > 1 { format!(" ({n} OOMs in the capture; the last is explained)") } else { String::new() };
+        let at = o
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .unwrap_or_default();
+        let more = if n > 1 {
+            format!(" ({n} OOMs in the capture; the last is explained)")
+        } else {
+            String::new()
+        };
         return Verdict {
             kind: format!("oom_{}", o.cause.name()),
             summary: format!(
@@ -304,9 +346,17 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
 
 /// [`analyze_snapshot`], also handing back each device's replayed [`Timeline`] (in
 /// `snap.devices` order), for views that browse the log (the TUI) without replaying it twice.
-pub fn analyze_snapshot_with_timelines(snap: &Snapshot, path: &Path, file_bytes: u64) -> (Analysis, Vec<Timeline>) {
+pub fn analyze_snapshot_with_timelines(
+    snap: &Snapshot,
+    path: &Path,
+    file_bytes: u64,
+) -> (Analysis, Vec<Timeline>) {
     let mut notes = snap.load_notes.clone();
-    let timelines: Vec<Timeline> = snap.devices.iter().map(|d| replay::replay(d, &snap.settings)).collect();
+    let timelines: Vec<Timeline> = snap
+        .devices
+        .iter()
+        .map(|d| replay::replay(d, &snap.settings))
+        .collect();
     let devices: Vec<DeviceReport> = snap
         .devices
         .iter()
@@ -317,7 +367,10 @@ pub fn analyze_snapshot_with_timelines(snap: &Snapshot, path: &Path, file_bytes:
         notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
     }
     if snap.devices.is_empty() {
-        notes.push("the snapshot holds no segments and no events: nothing was allocated while recording".into());
+        notes.push(
+            "the snapshot holds no segments and no events: nothing was allocated while recording"
+                .into(),
+        );
     }
     let analysis = Analysis {
         schema: SCHEMA,

@@ -60,7 +60,13 @@ pub fn growth_before(tl: &Timeline, end: usize) -> Option<Growth> {
     }
     let w = end / WINDOWS;
     let floors: Vec<u64> = (0..WINDOWS)
-        .map(|k| series[k * w..((k + 1) * w).min(end)].iter().copied().min().unwrap_or(0))
+        .map(|k| {
+            series[k * w..((k + 1) * w).min(end)]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(0)
+        })
         .collect();
     // Skip the first window (model set-up is growth too).
     let rising = floors.windows(2).skip(1).filter(|p| p[1] > p[0]).count();
@@ -131,7 +137,8 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
         evidence.push(line);
     }
     let growth = growth_before(tl, o.event.0 as usize);
-    let fragmented = o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
+    let fragmented =
+        o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     let cause = if fragmented {
         Cause::Fragmentation
     } else if growth.is_some() {
@@ -153,7 +160,9 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
     let mut remedies = Vec::new();
     let summary = match cause {
         Cause::Fragmentation => {
-            let exp_helps = o.free_whole_pages_bytes + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes) >= o.rounded_bytes
+            let exp_helps = o.free_whole_pages_bytes
+                + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes)
+                >= o.rounded_bytes
                 || o.free_whole_pages_bytes >= o.rounded_bytes;
             remedies.push(Remedy {
                 action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -218,7 +227,11 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
             if o.rounded_bytes > c.allocated / 2 {
                 remedies.push(Remedy {
                     action: "split the large request (chunk the operation)".into(),
-                    assessment: format!("one request of {} is large next to the {} in use", bytes(o.rounded_bytes), bytes(c.allocated)),
+                    assessment: format!(
+                        "one request of {} is large next to the {} in use",
+                        bytes(o.rounded_bytes),
+                        bytes(c.allocated)
+                    ),
                 });
             }
             let _ = left;
@@ -230,7 +243,9 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
                 bytes(o.largest_free_block_bytes)
             )
         }
-        Cause::Unknown => "unknown: the capture holds no allocation history before the OOM".to_string(),
+        Cause::Unknown => {
+            "unknown: the capture holds no allocation history before the OOM".to_string()
+        }
     };
     Diagnosis {
         cause,

@@ -613,7 +613,9 @@ impl<'a> Vm<'a, '_> {
         if let Ok(i) = t.parse::<i64>() {
             return Ok(Value::Int(i));
         }
-        let le = decimal_to_le(t).ok_or_else(|| self.malformed("a decimal integer", t.chars().take(40).collect::<String>()))?;
+        let le = decimal_to_le(t).ok_or_else(|| {
+            self.malformed("a decimal integer", t.chars().take(40).collect::<String>())
+        })?;
         self.arena.owned_ints.push(le);
         Ok(Value::OwnedBigInt((self.arena.owned_ints.len() - 1) as u32))
     }
@@ -833,7 +835,12 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::List(id))?
                 }
                 b'a' => {
-                    self.finalize_from(self.stack.len().saturating_sub(1).max(self.marks.last().copied().unwrap_or(0)));
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(1)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let list = self.top()?;
                     self.seq_mut(list)?.push(v);
@@ -843,12 +850,17 @@ impl<'a> Vm<'a, '_> {
                     let list = self.below(m)?;
                     let id = match list {
                         Value::List(id) | Value::Set(id) => id,
-                        other => return Err(self.malformed("a list or set to add to", other.kind())),
+                        other => {
+                            return Err(self.malformed("a list or set to add to", other.kind()))
+                        }
                     };
                     match &mut self.arena.objects[id.0 as usize] {
                         Container::Seq(v) => v.extend_from_slice(&self.stack[m..]),
                         _ => {
-                            return Err(self.malformed("a list still being built", "a list that was already complete"));
+                            return Err(self.malformed(
+                                "a list still being built",
+                                "a list that was already complete",
+                            ));
                         }
                     }
                     self.stack.truncate(m);
@@ -890,7 +902,12 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::Dict(id))?
                 }
                 b's' => {
-                    self.finalize_from(self.stack.len().saturating_sub(2).max(self.marks.last().copied().unwrap_or(0)));
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(2)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let k = self.pop()?;
                     let d = self.top()?;
@@ -898,7 +915,7 @@ impl<'a> Vm<'a, '_> {
                 }
                 b'u' => {
                     let m = self.take_mark()?;
-                    if (self.stack.len() - m) % 2 != 0 {
+                    if !(self.stack.len() - m).is_multiple_of(2) {
                         return Err(self.malformed("key/value pairs", "an odd number of items"));
                     }
                     let d = self.below(m)?;
@@ -907,8 +924,15 @@ impl<'a> Vm<'a, '_> {
                         other => return Err(self.malformed("a dict to set items in", other.kind())),
                     };
                     match &mut self.arena.objects[id.0 as usize] {
-                        Container::Dict(v) => v.extend(self.stack[m..].chunks_exact(2).map(|c| (c[0], c[1]))),
-                        _ => return Err(self.malformed("a dict still being built", "a dict that was already complete")),
+                        Container::Dict(v) => {
+                            v.extend(self.stack[m..].chunks_exact(2).map(|c| (c[0], c[1])))
+                        }
+                        _ => {
+                            return Err(self.malformed(
+                                "a dict still being built",
+                                "a dict that was already complete",
+                            ))
+                        }
                     }
                     self.stack.truncate(m);
                 }
@@ -1069,10 +1093,12 @@ impl<'a> Arena<'a> {
     /// The tag a [`Finalizer`] gave this container, if it took it.
     pub fn final_tag(&self, v: Value) -> Option<u32> {
         match v {
-            Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => match self.objects[id.0 as usize] {
-                Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),
-                _ => None,
-            },
+            Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => {
+                match self.objects[id.0 as usize] {
+                    Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),
+                    _ => None,
+                }
+            }
             _ => None,
         }
     }

@@ -664,6 +664,7 @@ impl TraceBuilder {
         });
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub fn add_memory(
         &mut self,
         ts: f64,

@@ -30,12 +30,27 @@ fn site_label(s: &SiteTotal) -> String {
     }
 }
 
-fn write_sites(out: &mut dyn Write, st: &Style, sites: &[SiteTotal], opts: &Options, indent: &str) -> io::Result<()> {
-    writeln!(out, "{indent}{}", st.dim(&format!("{:>10}  {:>7}  site", "bytes", "blocks")))?;
+fn write_sites(
+    out: &mut dyn Write,
+    st: &Style,
+    sites: &[SiteTotal],
+    opts: &Options,
+    indent: &str,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{indent}{}",
+        st.dim(&format!("{:>10}  {:>7}  site", "bytes", "blocks"))
+    )?;
     for s in sites {
         let label = site_label(s);
         let label = if s.user_code { st.cyan(&label) } else { label };
-        writeln!(out, "{indent}{:>10}  {:>7}  {label}", bytes(s.bytes), s.blocks)?;
+        writeln!(
+            out,
+            "{indent}{:>10}  {:>7}  {label}",
+            bytes(s.bytes),
+            s.blocks
+        )?;
         if opts.stacks {
             for f in &s.stack {
                 writeln!(out, "{indent}{:>21}{}", "", st.dim(f))?;
@@ -47,21 +62,58 @@ fn write_sites(out: &mut dyn Write, st: &Style, sites: &[SiteTotal], opts: &Opti
 
 fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
-    writeln!(out, "  {:<12} {:>12} {:>14}", "", "current", if d.peak_exact { "peak" } else { "peak (seen)" })?;
+    writeln!(
+        out,
+        "  {:<12} {:>12} {:>14}",
+        "",
+        "current",
+        if d.peak_exact { "peak" } else { "peak (seen)" }
+    )?;
     let rows = [
-        ("allocated", Some(d.allocated_bytes), d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes.unwrap_or(0))),
-        ("reserved", Some(d.reserved_bytes), d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes.unwrap_or(0)),
+        (
+            "allocated",
+            Some(d.allocated_bytes),
+            d.peak_allocated_bytes,
+            d.observed_peak_allocated_bytes,
+        ),
+        (
+            "active",
+            d.active_bytes,
+            d.peak_active_bytes,
+            d.observed_peak_allocated_bytes
+                .max(d.active_bytes.unwrap_or(0)),
+        ),
+        (
+            "reserved",
+            Some(d.reserved_bytes),
+            d.peak_reserved_bytes,
+            d.observed_peak_reserved_bytes,
+        ),
+        (
+            "requested",
+            d.requested_bytes,
+            d.peak_requested_bytes,
+            d.requested_bytes.unwrap_or(0),
+        ),
     ];
     for (name, cur, peak, seen) in rows {
         let Some(cur) = cur else { continue };
-        let p = if !d.has_history { "unknown".to_string() } else { opt_bytes(peak, seen) };
+        let p = if !d.has_history {
+            "unknown".to_string()
+        } else {
+            opt_bytes(peak, seen)
+        };
         writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
     }
-    if let (Some(largest), Some(split), Some(segments)) = (d.largest_free_block_bytes, d.inactive_split_bytes, d.segments) {
+    if let (Some(largest), Some(split), Some(segments)) = (
+        d.largest_free_block_bytes,
+        d.inactive_split_bytes,
+        d.segments,
+    ) {
         let exp = match (d.expandable_segments, d.expandable_free_bytes) {
-            (Some(n), Some(free)) if n > 0 => format!(", {n} expandable ({} free inside them)", bytes(free)),
+            (Some(n), Some(free)) if n > 0 => {
+                format!(", {n} expandable ({} free inside them)", bytes(free))
+            }
             _ => String::new(),
         };
         writeln!(
@@ -91,18 +143,33 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
                 c.first_mismatch.as_deref().unwrap_or("?")
             )?;
             if let Some(a) = &c.first_anomaly {
-                writeln!(out, "          first unexplained event: #{}: {}", a.event.0, a.what)?;
+                writeln!(
+                    out,
+                    "          first unexplained event: #{}: {}",
+                    a.event.0, a.what
+                )?;
             }
         }
     }
     Ok(())
 }
 
-fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport, opts: &Options) -> io::Result<()> {
+fn write_oom(
+    out: &mut dyn Write,
+    st: &Style,
+    dev: u32,
+    n: usize,
+    o: &OomReport,
+    opts: &Options,
+) -> io::Result<()> {
     writeln!(
         out,
         "{}",
-        st.bold(&format!("OOM #{n} on cuda:{dev} (event {}): {}", o.event, bytes(o.rounded_bytes)))
+        st.bold(&format!(
+            "OOM #{n} on cuda:{dev} (event {}): {}",
+            o.event,
+            bytes(o.rounded_bytes)
+        ))
     )?;
     writeln!(out, "  cause: {}", st.red(&o.summary))?;
     for e in &o.evidence {
@@ -118,7 +185,13 @@ fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport,
     }
     if !o.top_sites.is_empty() {
         writeln!(out, "  held at the OOM:")?;
-        write_sites(out, st, &o.top_sites[..o.top_sites.len().min(5)], opts, "  ")?;
+        write_sites(
+            out,
+            st,
+            &o.top_sites[..o.top_sites.len().min(5)],
+            opts,
+            "  ",
+        )?;
     }
     if !o.remedies.is_empty() {
         writeln!(out, "  options (not promises):")?;
@@ -144,7 +217,11 @@ impl Format for Text {
             events
         )?;
         writeln!(out)?;
-        let v = if a.verdict.kind == "ok" { st.green(&a.verdict.summary) } else { st.red(&a.verdict.summary) };
+        let v = if a.verdict.kind == "ok" {
+            st.green(&a.verdict.summary)
+        } else {
+            st.red(&a.verdict.summary)
+        };
         writeln!(out, "{} {v}", st.bold("VERDICT"))?;
         for d in &a.devices {
             writeln!(out)?;
@@ -161,12 +238,29 @@ impl Format for Text {
                 continue;
             }
             writeln!(out)?;
-            writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} (live at the end)", d.device)))?;
+            writeln!(
+                out,
+                "{}",
+                st.bold(&format!(
+                    "TOP ALLOCATION SITES cuda:{} (live at the end)",
+                    d.device
+                ))
+            )?;
             write_sites(out, &st, &d.top_sites, opts, "")?;
             if !d.top_sites_at_peak.is_empty() {
-                let at = d.peak_event.map(|e| format!(" (event {e})")).unwrap_or_default();
+                let at = d
+                    .peak_event
+                    .map(|e| format!(" (event {e})"))
+                    .unwrap_or_default();
                 writeln!(out)?;
-                writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} at the allocated peak{at}", d.device)))?;
+                writeln!(
+                    out,
+                    "{}",
+                    st.bold(&format!(
+                        "TOP ALLOCATION SITES cuda:{} at the allocated peak{at}",
+                        d.device
+                    ))
+                )?;
                 write_sites(out, &st, &d.top_sites_at_peak, opts, "")?;
             }
         }

@@ -25,7 +25,13 @@ pub enum View {
 }
 
 impl View {
-    pub const ALL: [View; 5] = [View::Overview, View::Timeline, View::Map, View::Sites, View::Leaks];
+    pub const ALL: [View; 5] = [
+        View::Overview,
+        View::Timeline,
+        View::Map,
+        View::Sites,
+        View::Leaks,
+    ];
     pub fn title(self) -> &'static str {
         match self {
             View::Overview => "Overview",
@@ -183,7 +189,12 @@ pub fn chart_area(body: Rect) -> Rect {
 /// Segment rows of the map view inside the body (the rest is the summary and block details).
 pub fn map_list_area(body: Rect) -> Rect {
     let details = (body.height / 3).max(6).min(body.height.saturating_sub(4));
-    Rect::new(body.x, body.y + 2, body.width, body.height.saturating_sub(2 + details))
+    Rect::new(
+        body.x,
+        body.y + 2,
+        body.width,
+        body.height.saturating_sub(2 + details),
+    )
 }
 
 impl App {
@@ -227,7 +238,12 @@ impl App {
     }
 
     pub fn set_data(&mut self, data: Data) {
-        self.cursors = data.snap.devices.iter().map(|d| d.events.len().checked_sub(1)).collect();
+        self.cursors = data
+            .snap
+            .devices
+            .iter()
+            .map(|d| d.events.len().checked_sub(1))
+            .collect();
         self.windows = data
             .snap
             .devices
@@ -250,7 +266,10 @@ impl App {
     }
 
     pub fn window(&self) -> Window {
-        self.windows.get(self.dev).copied().unwrap_or(Window { lo: 0, hi: 0 })
+        self.windows
+            .get(self.dev)
+            .copied()
+            .unwrap_or(Window { lo: 0, hi: 0 })
     }
 
     fn events_len(&self) -> usize {
@@ -276,7 +295,13 @@ impl App {
 
     pub fn rows(&self) -> Vec<Row> {
         match &self.data {
-            Some(d) => sites::rows(self.tree(), &d.snap.stacks, &self.expanded_sites, &self.expanded_stacks, self.unfold),
+            Some(d) => sites::rows(
+                self.tree(),
+                &d.snap.stacks,
+                &self.expanded_sites,
+                &self.expanded_stacks,
+                self.unfold,
+            ),
             None => Vec::new(),
         }
     }
@@ -285,7 +310,10 @@ impl App {
     fn sync(&mut self) {
         let Some(data) = &self.data else { return };
         let (dev, event) = (self.dev, self.cursor());
-        let stale = self.cache.as_ref().is_none_or(|c| c.dev != dev || c.event != event);
+        let stale = self
+            .cache
+            .as_ref()
+            .is_none_or(|c| c.dev != dev || c.event != event);
         if stale {
             let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) else {
                 return;
@@ -301,10 +329,17 @@ impl App {
         let want_tree = self.view == View::Sites;
         if let Some(c) = &mut self.cache {
             if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sort) {
-                c.tree = Some((self.sort, sites::build(&data.snap.stacks, &c.state, self.sort)));
+                c.tree = Some((
+                    self.sort,
+                    sites::build(&data.snap.stacks, &c.state, self.sort),
+                ));
             }
         }
-        let nseg = self.cache.as_ref().map(|c| c.state.segments.len()).unwrap_or(0);
+        let nseg = self
+            .cache
+            .as_ref()
+            .map(|c| c.state.segments.len())
+            .unwrap_or(0);
         self.map_seg = self.map_seg.min(nseg.saturating_sub(1));
         let nrows = self.rows().len();
         self.sites_sel = self.sites_sel.min(nrows.saturating_sub(1));
@@ -338,7 +373,8 @@ impl App {
     }
 
     fn push_history(&mut self) {
-        self.history.push((self.view, self.dev, self.cursors.clone()));
+        self.history
+            .push((self.view, self.dev, self.cursors.clone()));
         if self.history.len() > 64 {
             self.history.remove(0);
         }
@@ -364,7 +400,11 @@ impl App {
                 if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
                     let lab = self.tree()[i].label.clone();
                     self.expanded_sites.insert(lab);
-                    self.sites_sel = self.rows().iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Site(i))
+                        .unwrap_or(0);
                 }
             }
             Jump::None => {}
@@ -400,7 +440,9 @@ impl App {
             Action::Help => self.help = true,
             Action::View(v) => self.view = v,
             Action::NextView => self.view = View::ALL[(self.view.index() + 1) % View::ALL.len()],
-            Action::PrevView => self.view = View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()],
+            Action::PrevView => {
+                self.view = View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]
+            }
             Action::Back => {
                 if let Some((v, d, c)) = self.history.pop() {
                     self.view = v;
@@ -413,7 +455,11 @@ impl App {
                 }
             }
             Action::NextDevice => {
-                let n = self.data.as_ref().map(|d| d.snap.devices.len()).unwrap_or(0);
+                let n = self
+                    .data
+                    .as_ref()
+                    .map(|d| d.snap.devices.len())
+                    .unwrap_or(0);
                 if n > 0 {
                     self.dev = (self.dev + 1) % n;
                 }
@@ -445,7 +491,9 @@ impl App {
             Action::Scroll(d, _, _) => {
                 let act = if d < 0 { Action::Up } else { Action::Down };
                 match self.view {
-                    View::Timeline => self.apply_view(if d < 0 { Action::Left } else { Action::Right }),
+                    View::Timeline => {
+                        self.apply_view(if d < 0 { Action::Left } else { Action::Right })
+                    }
                     _ => self.apply_view(act),
                 }
             }
@@ -501,7 +549,9 @@ impl App {
             View::Overview => {
                 let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
                 let found = cycle(self.overview_sel, n, forward, |i| {
-                    self.data.as_ref().is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
+                    self.data
+                        .as_ref()
+                        .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
                 });
                 self.found(found, |s, i| s.overview_sel = i);
             }
@@ -509,28 +559,41 @@ impl App {
                 self.sync();
                 let tree_len = self.tree().len();
                 let cur_site = match self.rows().get(self.sites_sel) {
-                    Some(Row::Site(i) | Row::Stack(i, _) | Row::Frame(i, _, _) | Row::Folded(i, _, _, _)) => *i,
+                    Some(
+                        Row::Site(i)
+                        | Row::Stack(i, _)
+                        | Row::Frame(i, _, _)
+                        | Row::Folded(i, _, _, _),
+                    ) => *i,
                     None => 0,
                 };
                 let found = cycle(cur_site, tree_len, forward, |i| {
                     let s = &self.tree()[i];
-                    s.label.to_lowercase().contains(&q) || s.stacks.iter().any(|k| self.stack_matches(k.stack))
+                    s.label.to_lowercase().contains(&q)
+                        || s.stacks.iter().any(|k| self.stack_matches(k.stack))
                 });
                 if let Some(i) = found {
                     let lab = self.tree()[i].label.clone();
                     self.expanded_sites.insert(lab);
-                    self.sites_sel = self.rows().iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Site(i))
+                        .unwrap_or(0);
                 }
                 self.found(found, |_, _| {});
             }
             View::Timeline | View::Map | View::Leaks => {
                 let Some(d) = &self.data else { return };
-                let Some(dev) = d.snap.devices.get(self.dev) else { return };
+                let Some(dev) = d.snap.devices.get(self.dev) else {
+                    return;
+                };
                 let n = dev.events.len();
                 let cur = self.cursor().unwrap_or(0);
                 let hit = |i: usize| {
                     let e = &dev.events[i];
-                    matches!(e.action, EvAction::Alloc | EvAction::Oom) && self.stack_matches(e.stack)
+                    matches!(e.action, EvAction::Alloc | EvAction::Oom)
+                        && self.stack_matches(e.stack)
                 };
                 let found = if forward {
                     (cur + 1..n).find(|&i| hit(i))
@@ -567,9 +630,18 @@ impl App {
 
     fn jump_marker(&mut self, kind: MarkerKind) {
         let cur = self.cursor().unwrap_or(0);
-        let ms: Vec<usize> = self.markers().iter().filter(|m| m.kind == kind).map(|m| m.event).collect();
+        let ms: Vec<usize> = self
+            .markers()
+            .iter()
+            .filter(|m| m.kind == kind)
+            .map(|m| m.event)
+            .collect();
         // The next one after the cursor, wrapping: pressing `o` again visits every OOM.
-        let target = ms.iter().copied().find(|&e| e > cur).or_else(|| ms.first().copied());
+        let target = ms
+            .iter()
+            .copied()
+            .find(|&e| e > cur)
+            .or_else(|| ms.first().copied());
         match target {
             Some(e) => {
                 self.push_history();
@@ -611,7 +683,12 @@ impl App {
             View::Overview => {
                 let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
                 if a == Action::Enter {
-                    if let Some(f) = self.data.as_ref().and_then(|d| d.findings.get(self.overview_sel)).map(|f| f.jump.clone()) {
+                    if let Some(f) = self
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.findings.get(self.overview_sel))
+                        .map(|f| f.jump.clone())
+                    {
                         self.jump(&f);
                     }
                 } else {
@@ -637,7 +714,9 @@ impl App {
     /// Findings that explain growth: OOMs the diagnosis blames on a leak. (Leak findings of
     /// their own appear here when the analysis produces them.)
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let Some(d) = &self.data else { return Vec::new() };
+        let Some(d) = &self.data else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         for (di, dr) in d.analysis.devices.iter().enumerate() {
             for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
@@ -683,7 +762,10 @@ impl App {
                 let rel = (cur.saturating_sub(w.lo)) as u128 * new_span as u128 / span as u128;
                 let lo = cur.saturating_sub(rel as usize).min(n - new_span);
                 if let Some(win) = self.windows.get_mut(self.dev) {
-                    *win = Window { lo, hi: lo + new_span };
+                    *win = Window {
+                        lo,
+                        hi: lo + new_span,
+                    };
                 }
             }
             Action::Enter => {
@@ -696,7 +778,12 @@ impl App {
 
     /// The segment selected in the map, and its parts.
     pub fn selected_segment(&self) -> Option<&SegState> {
-        self.cache.as_ref()?.state.segments.values().nth(self.map_seg)
+        self.cache
+            .as_ref()?
+            .state
+            .segments
+            .values()
+            .nth(self.map_seg)
     }
 
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
@@ -705,7 +792,11 @@ impl App {
     }
 
     fn apply_map(&mut self, a: Action) {
-        let nseg = self.cache.as_ref().map(|c| c.state.segments.len()).unwrap_or(0);
+        let nseg = self
+            .cache
+            .as_ref()
+            .map(|c| c.state.segments.len())
+            .unwrap_or(0);
         let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
         match a {
             Action::Left => self.map_part = self.map_part.saturating_sub(1),
@@ -720,11 +811,23 @@ impl App {
                 self.push_history();
                 self.view = View::Sites;
                 self.sync();
-                if let Some(i) = self.tree().iter().position(|s| s.stacks.iter().any(|k| k.stack == stack)) {
+                if let Some(i) = self
+                    .tree()
+                    .iter()
+                    .position(|s| s.stacks.iter().any(|k| k.stack == stack))
+                {
                     let lab = self.tree()[i].label.clone();
                     self.expanded_sites.insert(lab);
-                    let ki = self.tree()[i].stacks.iter().position(|k| k.stack == stack).unwrap_or(0);
-                    self.sites_sel = self.rows().iter().position(|r| *r == Row::Stack(i, ki)).unwrap_or(0);
+                    let ki = self.tree()[i]
+                        .stacks
+                        .iter()
+                        .position(|k| k.stack == stack)
+                        .unwrap_or(0);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Stack(i, ki))
+                        .unwrap_or(0);
                 }
             }
             other => {
@@ -739,7 +842,9 @@ impl App {
 
     fn apply_sites(&mut self, a: Action) {
         let rows = self.rows();
-        let Some(row) = rows.get(self.sites_sel).cloned() else { return };
+        let Some(row) = rows.get(self.sites_sel).cloned() else {
+            return;
+        };
         let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
         match a {
             Action::Enter | Action::Right => match row {
@@ -753,7 +858,12 @@ impl App {
                     }
                 }
                 Row::Stack(i, k) => {
-                    if let Some(s) = self.tree().get(i).and_then(|x| x.stacks.get(k)).map(|x| x.stack) {
+                    if let Some(s) = self
+                        .tree()
+                        .get(i)
+                        .and_then(|x| x.stacks.get(k))
+                        .map(|x| x.stack)
+                    {
                         if a == Action::Enter && self.expanded_stacks.contains(&s) {
                             self.expanded_stacks.remove(&s);
                         } else {
@@ -771,7 +881,11 @@ impl App {
                     }
                 }
                 Row::Stack(i, k) => {
-                    let s = self.tree().get(i).and_then(|x| x.stacks.get(k)).map(|x| x.stack);
+                    let s = self
+                        .tree()
+                        .get(i)
+                        .and_then(|x| x.stacks.get(k))
+                        .map(|x| x.stack);
                     if let Some(s) = s.filter(|s| self.expanded_stacks.contains(s)) {
                         self.expanded_stacks.remove(&s);
                     } else {
@@ -779,7 +893,10 @@ impl App {
                     }
                 }
                 Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites_sel = rows.iter().position(|r| *r == Row::Stack(i, k)).unwrap_or(0);
+                    self.sites_sel = rows
+                        .iter()
+                        .position(|r| *r == Row::Stack(i, k))
+                        .unwrap_or(0);
                 }
             },
             other => self.sites_sel = move_sel(self.sites_sel, rows.len(), other, self.page()),
@@ -815,7 +932,11 @@ impl App {
                 let l = map_list_area(b);
                 if y >= l.y && y < l.y + l.height {
                     let off = list_offset(self.map_seg, l.height as usize);
-                    let nseg = self.cache.as_ref().map(|c| c.state.segments.len()).unwrap_or(0);
+                    let nseg = self
+                        .cache
+                        .as_ref()
+                        .map(|c| c.state.segments.len())
+                        .unwrap_or(0);
                     let i = off + (y - l.y) as usize;
                     if i < nseg {
                         self.map_seg = i;
@@ -827,7 +948,10 @@ impl App {
                             if let Some(seg) = self.selected_segment() {
                                 let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
                                 let ps = parts(seg);
-                                self.map_part = ps.iter().position(|p| at >= p.addr && at < p.addr + p.size).unwrap_or(0);
+                                self.map_part = ps
+                                    .iter()
+                                    .position(|p| at >= p.addr && at < p.addr + p.size)
+                                    .unwrap_or(0);
                             }
                         }
                     }
@@ -864,7 +988,11 @@ pub const MAP_LABEL_W: u16 = 30;
 
 /// The overview's findings list: first row and height.
 pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
-    let ndev = app.data.as_ref().map(|d| d.analysis.devices.len()).unwrap_or(0) as u16;
+    let ndev = app
+        .data
+        .as_ref()
+        .map(|d| d.analysis.devices.len())
+        .unwrap_or(0) as u16;
     // Verdict (3 lines) + device table (header + one per device) + blank + OOM block (up to 5) + title.
     let top = 3 + 1 + ndev + 1 + app_oom_lines(app) + 1;
     let top = top.min(b.height.saturating_sub(3));
@@ -873,7 +1001,10 @@ pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
 
 /// Lines the overview gives to the OOM explanation.
 pub fn app_oom_lines(app: &App) -> u16 {
-    let has_oom = app.data.as_ref().is_some_and(|d| d.analysis.devices.iter().any(|x| !x.ooms.is_empty()));
+    let has_oom = app
+        .data
+        .as_ref()
+        .is_some_and(|d| d.analysis.devices.iter().any(|x| !x.ooms.is_empty()));
     if has_oom {
         6
     } else {
@@ -911,6 +1042,12 @@ fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
 /// The next index after (or before) `from`, wrapping, for which `hit` holds.
 fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> Option<usize> {
     (1..=n)
-        .map(|k| if forward { (from + k) % n } else { (from + n * 2 - k) % n })
+        .map(|k| {
+            if forward {
+                (from + k) % n
+            } else {
+                (from + n * 2 - k) % n
+            }
+        })
         .find(|&i| hit(i))
 }

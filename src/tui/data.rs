@@ -33,9 +33,15 @@ pub struct Marker {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Jump {
     /// An event of a device (index into `snap.devices`): the timeline cursor goes there.
-    Event { dev: usize, event: usize },
+    Event {
+        dev: usize,
+        event: usize,
+    },
     /// A site in the sites view, at the end of the log.
-    Site { dev: usize, label: String },
+    Site {
+        dev: usize,
+        label: String,
+    },
     None,
 }
 
@@ -62,14 +68,17 @@ impl Data {
     /// Reads, parses, analyses and replays a snapshot.
     pub fn load(path: &Path) -> Result<Data, LoadError> {
         let raw = load::read_input(path)?;
-        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(raw.len() as u64);
+        let file_len = std::fs::metadata(path)
+            .map(|m| m.len())
+            .unwrap_or(raw.len() as u64);
         let snap = load::snapshot_from_bytes(path, &raw)?;
         drop(raw);
         Ok(Data::from_snapshot(path, snap, file_len))
     }
 
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
-        let (analysis, timelines) = analysis::analyze_snapshot_with_timelines(&snap, path, file_len);
+        let (analysis, timelines) =
+            analysis::analyze_snapshot_with_timelines(&snap, path, file_len);
         let markers = snap
             .devices
             .iter()
@@ -113,9 +122,17 @@ fn markers(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Marker> {
     }
     // Annotations carry times; events are in time order, so each maps to the first event at or
     // after it.
-    let times: Vec<i64> = dev.events.iter().map(|e| e.time_us.unwrap_or(i64::MIN)).collect();
+    let times: Vec<i64> = dev
+        .events
+        .iter()
+        .map(|e| e.time_us.unwrap_or(i64::MIN))
+        .collect();
     if !times.is_empty() && times.iter().any(|&t| t != i64::MIN) {
-        for a in snap.annotations.iter().filter(|a| a.device == dev.index && a.start) {
+        for a in snap
+            .annotations
+            .iter()
+            .filter(|a| a.device == dev.index && a.start)
+        {
             let i = times.partition_point(|&t| t < a.time_us);
             if i < times.len() {
                 out.push(Marker {
@@ -137,14 +154,31 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
         let di = dev_pos(d.device);
         for o in &d.ooms {
             out.push(Finding {
-                label: format!("OOM on cuda:{} at event {}: {} ({})", d.device, o.event, bytes(o.rounded_bytes), o.cause.name()),
-                jump: Jump::Event { dev: di, event: o.event as usize },
+                label: format!(
+                    "OOM on cuda:{} at event {}: {} ({})",
+                    d.device,
+                    o.event,
+                    bytes(o.rounded_bytes),
+                    o.cause.name()
+                ),
+                jump: Jump::Event {
+                    dev: di,
+                    event: o.event as usize,
+                },
             });
         }
         if let Some(p) = d.peak_event {
             out.push(Finding {
-                label: format!("peak on cuda:{} at event {}: {} allocated", d.device, p, bytes(d.observed_peak_allocated_bytes)),
-                jump: Jump::Event { dev: di, event: p as usize },
+                label: format!(
+                    "peak on cuda:{} at event {}: {} allocated",
+                    d.device,
+                    p,
+                    bytes(d.observed_peak_allocated_bytes)
+                ),
+                jump: Jump::Event {
+                    dev: di,
+                    event: p as usize,
+                },
             });
         }
         if d.free_reserved_bytes > 0 {
@@ -167,7 +201,13 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
                 .map(|x| format!("{}:{} {}", x.file, x.line, x.function))
                 .unwrap_or_else(|| "(no stack)".into());
             out.push(Finding {
-                label: format!("held at the end on cuda:{}: {} in {} blocks from {}", d.device, bytes(s.bytes), s.blocks, label),
+                label: format!(
+                    "held at the end on cuda:{}: {} in {} blocks from {}",
+                    d.device,
+                    bytes(s.bytes),
+                    s.blocks,
+                    label
+                ),
                 jump: Jump::Site { dev: di, label },
             });
         }

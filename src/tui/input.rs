@@ -1,7 +1,9 @@
 //! Terminal input to [`Action`]s, and nothing else: the app never sees a key code, so it can be
 //! driven from tests with actions alone, and the key map is one table a user can read.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 
 use super::app::{Action, View};
 

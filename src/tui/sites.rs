@@ -39,7 +39,10 @@ pub struct SiteNode {
 /// Groups the allocated blocks of a state by site, then by stack.
 pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
     let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
-    for b in st.live_blocks().filter(|b| b.state == BlockState::ActiveAllocated) {
+    for b in st
+        .live_blocks()
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+    {
         let e = by_stack.entry(b.stack).or_default();
         e.0 += b.size;
         e.1 += 1;
@@ -84,10 +87,17 @@ pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
         SortBy::Count => (count, bytes),
     };
     for n in &mut out {
-        n.stacks
-            .sort_by(|a, b| key(b.bytes, b.count).cmp(&key(a.bytes, a.count)).then(a.stack.cmp(&b.stack)));
+        n.stacks.sort_by(|a, b| {
+            key(b.bytes, b.count)
+                .cmp(&key(a.bytes, a.count))
+                .then(a.stack.cmp(&b.stack))
+        });
     }
-    out.sort_by(|a, b| key(b.bytes, b.count).cmp(&key(a.bytes, a.count)).then_with(|| a.label.cmp(&b.label)));
+    out.sort_by(|a, b| {
+        key(b.bytes, b.count)
+            .cmp(&key(a.bytes, a.count))
+            .then_with(|| a.label.cmp(&b.label))
+    });
     out
 }
 

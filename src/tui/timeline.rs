@@ -53,8 +53,14 @@ impl Widget for TimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
         let Some(data) = &app.data else { return };
-        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev)) else {
-            buf.set_string(area.x, area.y, "no devices in this capture", Style::default());
+        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
+        else {
+            buf.set_string(
+                area.x,
+                area.y,
+                "no devices in this capture",
+                Style::default(),
+            );
             return;
         };
         let n = dev.events.len();
@@ -80,7 +86,13 @@ impl Widget for TimelineView<'_> {
             .snap
             .stacks
             .site_frame(e.stack)
-            .map(|f| format!(" at {}:{}", super::sites::short(data.snap.stacks.str(f.file)), f.line))
+            .map(|f| {
+                format!(
+                    " at {}:{}",
+                    super::sites::short(data.snap.stacks.str(f.file)),
+                    f.line
+                )
+            })
             .unwrap_or_default();
         let header = format!(
             "event {cur}/{}{t}  {} {}{site}  │ alloc {} active {} reserved {}",
@@ -91,7 +103,13 @@ impl Widget for TimelineView<'_> {
             bytes(s.active.get(cur).copied().unwrap_or(0)),
             bytes(s.reserved.get(cur).copied().unwrap_or(0)),
         );
-        buf.set_stringn(area.x, area.y, header, area.width as usize, Style::default().add_modifier(Modifier::BOLD));
+        buf.set_stringn(
+            area.x,
+            area.y,
+            header,
+            area.width as usize,
+            Style::default().add_modifier(Modifier::BOLD),
+        );
         let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
         let legend_items: [(&str, Style); 6] = [
             ("█ allocated ", Style::default().fg(Color::Green)),
@@ -106,12 +124,19 @@ impl Widget for TimelineView<'_> {
             if x >= area.x + area.width {
                 break;
             }
-            let (nx, _) = buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
+            let (nx, _) =
+                buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
             x = nx;
         }
         let win = format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi);
         if x < area.x + area.width {
-            buf.set_stringn(x, area.y + 1, win, (area.x + area.width - x) as usize, Style::default().fg(Color::DarkGray));
+            buf.set_stringn(
+                x,
+                area.y + 1,
+                win,
+                (area.x + area.width - x) as usize,
+                Style::default().fg(Color::DarkGray),
+            );
         }
 
         let chart = chart_area(area);
@@ -143,10 +168,17 @@ impl Widget for TimelineView<'_> {
                 let x = chart.x + c as u16;
                 let base = r * 8;
                 let (ch, mut st) = if la >= base + 8 {
-                    let col = if lmin >= base + 8 { Color::Green } else { Color::LightGreen };
+                    let col = if lmin >= base + 8 {
+                        Color::Green
+                    } else {
+                        Color::LightGreen
+                    };
                     ('█', Style::default().fg(col))
                 } else if la > base {
-                    (EIGHTHS[(la - base) as usize], Style::default().fg(Color::LightGreen))
+                    (
+                        EIGHTHS[(la - base) as usize],
+                        Style::default().fg(Color::LightGreen),
+                    )
                 } else if lact > base {
                     ('▒', Style::default().fg(Color::Yellow))
                 } else if lres > base {
@@ -170,22 +202,59 @@ impl Widget for TimelineView<'_> {
         }
         // Y axis.
         let ax = |v: u64| format!("{:>9}", bytes(v));
-        buf.set_stringn(area.x, chart.y, ax(top), AXIS_W as usize - 1, Style::default().fg(Color::DarkGray));
+        buf.set_stringn(
+            area.x,
+            chart.y,
+            ax(top),
+            AXIS_W as usize - 1,
+            Style::default().fg(Color::DarkGray),
+        );
         if chart.height > 4 {
-            buf.set_stringn(area.x, chart.y + chart.height / 2, ax(top / 2), AXIS_W as usize - 1, Style::default().fg(Color::DarkGray));
+            buf.set_stringn(
+                area.x,
+                chart.y + chart.height / 2,
+                ax(top / 2),
+                AXIS_W as usize - 1,
+                Style::default().fg(Color::DarkGray),
+            );
         }
-        buf.set_stringn(area.x, chart.y + chart.height - 1, ax(0), AXIS_W as usize - 1, Style::default().fg(Color::DarkGray));
+        buf.set_stringn(
+            area.x,
+            chart.y + chart.height - 1,
+            ax(0),
+            AXIS_W as usize - 1,
+            Style::default().fg(Color::DarkGray),
+        );
         // Markers, one row under the chart; OOM and peak win over annotations.
         let my = chart.y + chart.height;
         if my < area.y + area.height {
-            buf.set_string(area.x, my, "  markers ", Style::default().fg(Color::DarkGray));
-            let ms = data.markers.get(app.dev).map(|v| v.as_slice()).unwrap_or(&[]);
+            buf.set_string(
+                area.x,
+                my,
+                "  markers ",
+                Style::default().fg(Color::DarkGray),
+            );
+            let ms = data
+                .markers
+                .get(app.dev)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]);
             let lo_i = ms.partition_point(|m| m.event < w.lo);
             for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
-                let Some(c) = column_of(m.event, w.lo, w.hi, cols) else { continue };
+                let Some(c) = column_of(m.event, w.lo, w.hi, cols) else {
+                    continue;
+                };
                 let (ch, st) = match m.kind {
-                    MarkerKind::Oom => ('X', Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)),
-                    MarkerKind::Peak => ('P', Style::default().fg(Color::Magenta).add_modifier(Modifier::BOLD)),
+                    MarkerKind::Oom => (
+                        'X',
+                        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                    ),
+                    MarkerKind::Peak => (
+                        'P',
+                        Style::default()
+                            .fg(Color::Magenta)
+                            .add_modifier(Modifier::BOLD),
+                    ),
                     MarkerKind::Annotation => ('│', Style::default().fg(Color::Cyan)),
                 };
                 if let Some(cell) = buf.cell_mut((chart.x + c as u16, my)) {
@@ -217,9 +286,20 @@ impl Widget for TimelineView<'_> {
         // What the cursor is on: the nearest marker at or before it.
         let iy = ay + 1;
         if iy < area.y + area.height {
-            let ms = data.markers.get(app.dev).map(|v| v.as_slice()).unwrap_or(&[]);
-            let here: Vec<&str> = ms.iter().filter(|m| m.event == cur).map(|m| m.label.as_str()).collect();
-            let prev = ms.iter().rev().find(|m| m.event <= cur && m.kind == MarkerKind::Annotation);
+            let ms = data
+                .markers
+                .get(app.dev)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]);
+            let here: Vec<&str> = ms
+                .iter()
+                .filter(|m| m.event == cur)
+                .map(|m| m.label.as_str())
+                .collect();
+            let prev = ms
+                .iter()
+                .rev()
+                .find(|m| m.event <= cur && m.kind == MarkerKind::Annotation);
             let mut info = String::new();
             if !here.is_empty() {
                 info.push_str(&format!("here: {}", here.join(", ")));

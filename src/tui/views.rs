@@ -9,7 +9,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
-use super::app::{body, list_offset, map_list_area, overview_list, parts, tab_label, App, View, MAP_LABEL_W};
+use super::app::{
+    body, list_offset, map_list_area, overview_list, parts, tab_label, App, View, MAP_LABEL_W,
+};
 use super::sites::{short, Row, SortBy};
 use super::timeline::TimelineView;
 use crate::model::{BlockState, FrameKind, Pool};
@@ -41,7 +43,13 @@ impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self;
         if area.width < 20 || area.height < 5 {
-            buf.set_stringn(area.x, area.y, "terminal too small", area.width as usize, Style::default());
+            buf.set_stringn(
+                area.x,
+                area.y,
+                "terminal too small",
+                area.width as usize,
+                Style::default(),
+            );
             return;
         }
         let Some(_) = &app.data else {
@@ -81,7 +89,10 @@ impl Widget for &App {
             View::Sites => SitesView(app).render(b, buf),
             View::Leaks => LeaksView(app).render(b, buf),
         }
-        StatusLine(app).render(Rect::new(area.x, area.y + area.height - 1, area.width, 1), buf);
+        StatusLine(app).render(
+            Rect::new(area.x, area.y + area.height - 1, area.width, 1),
+            buf,
+        );
         if app.help {
             HelpView.render(area, buf);
         }
@@ -97,11 +108,21 @@ impl Widget for StatusLine<'_> {
         let st = Style::default().bg(Color::DarkGray).fg(Color::White);
         buf.set_style(area, st);
         if let Some(q) = &app.typing {
-            buf.set_stringn(area.x, area.y, format!("/{q}▏  (Enter: search, Esc: cancel)"), area.width as usize, st);
+            buf.set_stringn(
+                area.x,
+                area.y,
+                format!("/{q}▏  (Enter: search, Esc: cancel)"),
+                area.width as usize,
+                st,
+            );
             return;
         }
         let Some(data) = &app.data else { return };
-        let file = data.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let file = data
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let dev = data.snap.devices.get(app.dev);
         let cur = match (app.cursor(), dev) {
             (Some(c), Some(d)) => {
@@ -150,11 +171,20 @@ impl Widget for HelpView {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let w = 72.min(area.width);
         let h = (HELP.len() as u16 + 2).min(area.height);
-        let r = Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h);
+        let r = Rect::new(
+            area.x + (area.width - w) / 2,
+            area.y + (area.height - h) / 2,
+            w,
+            h,
+        );
         Clear.render(r, buf);
         let lines: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
         Paragraph::new(lines)
-            .block(Block::default().borders(Borders::ALL).title(" help (any key closes) "))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" help (any key closes) "),
+            )
             .render(r, buf);
     }
 }
@@ -177,7 +207,10 @@ impl Widget for OverviewView<'_> {
             Span::raw(a.verdict.summary.clone()),
         ]))
         .wrap(Wrap { trim: true })
-        .render(Rect::new(area.x, area.y, area.width, 3.min(area.height)), buf);
+        .render(
+            Rect::new(area.x, area.y, area.width, 3.min(area.height)),
+            buf,
+        );
         let mut y = 3u16;
         put(
             buf,
@@ -191,13 +224,29 @@ impl Widget for OverviewView<'_> {
         );
         y += 1;
         for d in &a.devices {
-            let pk = |p: Option<u64>, obs: u64| p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)));
+            let pk = |p: Option<u64>, obs: u64| {
+                p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)))
+            };
             let line = format!(
                 "{:<8}{:>21}{:>21}{:>21}{:>11}",
                 format!("cuda:{}", d.device),
-                format!("{} / {}", bytes(d.allocated_bytes), pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)),
-                format!("{} / {}", bytes(d.reserved_bytes), pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)),
-                format!("{} / {}", bytes(d.free_reserved_bytes), d.largest_free_block_bytes.map(bytes).unwrap_or_else(|| "?".into())),
+                format!(
+                    "{} / {}",
+                    bytes(d.allocated_bytes),
+                    pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)
+                ),
+                format!(
+                    "{} / {}",
+                    bytes(d.reserved_bytes),
+                    pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)
+                ),
+                format!(
+                    "{} / {}",
+                    bytes(d.free_reserved_bytes),
+                    d.largest_free_block_bytes
+                        .map(bytes)
+                        .unwrap_or_else(|| "?".into())
+                ),
                 d.events
             );
             put(buf, area, y, &line, Style::default());
@@ -212,7 +261,10 @@ impl Widget for OverviewView<'_> {
             .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
         if let Some((dev, o)) = oom {
             let mut lines = vec![Line::from(vec![
-                Span::styled(format!("OOM on cuda:{dev} at event {}: ", o.event), bold().fg(Color::Red)),
+                Span::styled(
+                    format!("OOM on cuda:{dev} at event {}: ", o.event),
+                    bold().fg(Color::Red),
+                ),
                 Span::raw(format!(
                     "{} requested ({} rounded), cause: {}",
                     bytes(o.requested_bytes),
@@ -246,7 +298,13 @@ impl Widget for OverviewView<'_> {
         }
         let (ly, lh) = overview_list(area, app);
         if ly > area.y {
-            put(buf, area, ly - area.y - 1, "FINDINGS (Enter: jump to the evidence)", bold());
+            put(
+                buf,
+                area,
+                ly - area.y - 1,
+                "FINDINGS (Enter: jump to the evidence)",
+                bold(),
+            );
         }
         let off = list_offset(app.overview_sel, lh as usize);
         for (k, f) in data.findings.iter().enumerate().skip(off).take(lh as usize) {
@@ -257,7 +315,13 @@ impl Widget for OverviewView<'_> {
                 Style::default()
             };
             let text = format!("{} {}", if on { "›" } else { " " }, f.label);
-            put(buf, area, ly - area.y + (k - off) as u16, &text, st.patch(sel_style(on)));
+            put(
+                buf,
+                area,
+                ly - area.y + (k - off) as u16,
+                &text,
+                st.patch(sel_style(on)),
+            );
         }
         if data.findings.is_empty() {
             put(buf, area, ly - area.y, "  no findings", dim());
@@ -271,12 +335,22 @@ pub struct MapView<'a>(pub &'a App);
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else { return };
+        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+            return;
+        };
         let st = &cache.state;
         let c = &st.counters;
         let free_reserved = c.reserved.saturating_sub(c.active);
-        let largest = st.segments.values().map(|s| s.largest_free()).max().unwrap_or(0);
-        let at = cache.event.map(|e| format!("after event {e}")).unwrap_or_else(|| "before the log".into());
+        let largest = st
+            .segments
+            .values()
+            .map(|s| s.largest_free())
+            .max()
+            .unwrap_or(0);
+        let at = cache
+            .event
+            .map(|e| format!("after event {e}"))
+            .unwrap_or_else(|| "before the log".into());
         put(
             buf,
             area,
@@ -292,10 +366,11 @@ impl Widget for MapView<'_> {
             bold(),
         );
         // At an OOM: the failed request against the holes it could have used.
-        let oom = data
-            .timelines
-            .get(app.dev)
-            .and_then(|tl| tl.ooms.iter().find(|o| Some(o.event.0 as usize) == cache.event));
+        let oom = data.timelines.get(app.dev).and_then(|tl| {
+            tl.ooms
+                .iter()
+                .find(|o| Some(o.event.0 as usize) == cache.event)
+        });
         match oom {
             Some(o) => {
                 let fits = o.largest_free_block_bytes >= o.rounded_bytes;
@@ -309,7 +384,11 @@ impl Widget for MapView<'_> {
                         o.pool.name(),
                         o.stream,
                         bytes(o.largest_free_block_bytes),
-                        if fits { "it fit (see diagnosis)" } else { "does not fit" }
+                        if fits {
+                            "it fit (see diagnosis)"
+                        } else {
+                            "does not fit"
+                        }
                     ),
                     Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
                 );
@@ -323,7 +402,13 @@ impl Widget for MapView<'_> {
                     ("←→ block ↑↓ segment Enter: site a: alloc event", dim()),
                 ] {
                     if x < area.x + area.width {
-                        let (nx, _) = buf.set_stringn(x, area.y + 1, t, (area.x + area.width - x) as usize, s);
+                        let (nx, _) = buf.set_stringn(
+                            x,
+                            area.y + 1,
+                            t,
+                            (area.x + area.width - x) as usize,
+                            s,
+                        );
                         x = nx;
                     }
                 }
@@ -332,7 +417,14 @@ impl Widget for MapView<'_> {
         let list = map_list_area(area);
         let off = list_offset(app.map_seg, list.height as usize);
         let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
-        for (row, (i, seg)) in st.segments.values().enumerate().skip(off).take(list.height as usize).enumerate() {
+        for (row, (i, seg)) in st
+            .segments
+            .values()
+            .enumerate()
+            .skip(off)
+            .take(list.height as usize)
+            .enumerate()
+        {
             let y = list.y + row as u16;
             let on = i == app.map_seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
@@ -356,7 +448,9 @@ impl Widget for MapView<'_> {
             let mut pi = 0;
             for cx in 0..bar_w {
                 let a0 = seg.address + (cx as u128 * seg.size as u128 / bar_w as u128) as u64;
-                let a1 = (seg.address + ((cx + 1) as u128 * seg.size as u128 / bar_w as u128) as u64).max(a0 + 1);
+                let a1 = (seg.address
+                    + ((cx + 1) as u128 * seg.size as u128 / bar_w as u128) as u64)
+                    .max(a0 + 1);
                 while pi + 1 < ps.len() && ps[pi].addr + ps[pi].size <= a0 {
                     pi += 1;
                 }
@@ -365,7 +459,9 @@ impl Widget for MapView<'_> {
                 let mut selected_here = false;
                 let mut k = pi;
                 while k < ps.len() && ps[k].addr < a1 {
-                    let ov = (ps[k].addr + ps[k].size).min(a1).saturating_sub(ps[k].addr.max(a0));
+                    let ov = (ps[k].addr + ps[k].size)
+                        .min(a1)
+                        .saturating_sub(ps[k].addr.max(a0));
                     if ov > best.0 {
                         best = (ov, k);
                     }
@@ -376,9 +472,14 @@ impl Widget for MapView<'_> {
                 }
                 let p = ps.get(best.1);
                 let (ch, mut s) = match p.and_then(|p| p.block) {
-                    Some(b) if b.state == BlockState::ActiveAllocated => {
-                        ('█', Style::default().fg(if best.1 % 2 == 0 { Color::Green } else { Color::LightGreen }))
-                    }
+                    Some(b) if b.state == BlockState::ActiveAllocated => (
+                        '█',
+                        Style::default().fg(if best.1 % 2 == 0 {
+                            Color::Green
+                        } else {
+                            Color::LightGreen
+                        }),
+                    ),
                     Some(_) => ('▓', Style::default().fg(Color::Yellow)),
                     None => ('·', dim()),
                 };
@@ -392,7 +493,12 @@ impl Widget for MapView<'_> {
         }
         // Details of the selection.
         let dy = list.y + list.height;
-        let det = Rect::new(area.x, dy, area.width, (area.y + area.height).saturating_sub(dy));
+        let det = Rect::new(
+            area.x,
+            dy,
+            area.width,
+            (area.y + area.height).saturating_sub(dy),
+        );
         if det.height == 0 {
             return;
         }
@@ -444,12 +550,22 @@ impl Widget for MapView<'_> {
                     }
                     for &f in frames {
                         let fr = stacks.frame(f);
-                        let s = if fr.kind == FrameKind::User { bold().fg(Color::Cyan) } else { dim() };
+                        let s = if fr.kind == FrameKind::User {
+                            bold().fg(Color::Cyan)
+                        } else {
+                            dim()
+                        };
                         lines.push(Line::styled(format!("  {}", stacks.frame_label(fr)), s));
                     }
                 }
                 None => lines.push(Line::styled(
-                    format!("part {}/{} 0x{:x}: free range of {}", app.map_part + 1, ps.len(), p.addr, bytes(p.size)),
+                    format!(
+                        "part {}/{} 0x{:x}: free range of {}",
+                        app.map_part + 1,
+                        ps.len(),
+                        p.addr,
+                        bytes(p.size)
+                    ),
                     bold(),
                 )),
             },
@@ -467,11 +583,16 @@ pub struct SitesView<'a>(pub &'a App);
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else { return };
+        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+            return;
+        };
         let tree = app.tree();
         let total: u64 = tree.iter().map(|s| s.bytes).sum();
         let blocks: u64 = tree.iter().map(|s| s.count).sum();
-        let at = cache.event.map(|e| format!("after event {e}")).unwrap_or_else(|| "before the log".into());
+        let at = cache
+            .event
+            .map(|e| format!("after event {e}"))
+            .unwrap_or_else(|| "before the log".into());
         put(
             buf,
             area,
@@ -497,19 +618,42 @@ impl Widget for SitesView<'_> {
             let (text, st) = match *r {
                 Row::Site(i) => {
                     let s = &tree[i];
-                    let open = if app.expanded_sites.contains(&s.label) { '▾' } else { '▸' };
+                    let open = if app.expanded_sites.contains(&s.label) {
+                        '▾'
+                    } else {
+                        '▸'
+                    };
                     let st = if s.user { bold() } else { Style::default() };
-                    (format!("{:>10} {:>7}  {open} {}", bytes(s.bytes), s.count, s.label), st)
+                    (
+                        format!("{:>10} {:>7}  {open} {}", bytes(s.bytes), s.count, s.label),
+                        st,
+                    )
                 }
                 Row::Stack(i, j) => {
                     let n = &tree[i].stacks[j];
-                    let open = if app.expanded_stacks.contains(&n.stack) { '▾' } else { '▸' };
-                    (format!("{:>10} {:>7}    {open} {}", bytes(n.bytes), n.count, n.label), Style::default())
+                    let open = if app.expanded_stacks.contains(&n.stack) {
+                        '▾'
+                    } else {
+                        '▸'
+                    };
+                    (
+                        format!(
+                            "{:>10} {:>7}    {open} {}",
+                            bytes(n.bytes),
+                            n.count,
+                            n.label
+                        ),
+                        Style::default(),
+                    )
                 }
                 Row::Frame(i, j, f) => {
                     let fid = stacks.frames(tree[i].stacks[j].stack)[f];
                     let fr = stacks.frame(fid);
-                    let st = if fr.kind == FrameKind::User { Style::default().fg(Color::Cyan) } else { dim() };
+                    let st = if fr.kind == FrameKind::User {
+                        Style::default().fg(Color::Cyan)
+                    } else {
+                        dim()
+                    };
                     (
                         format!(
                             "{:>18}      {}:{} {}",
@@ -521,12 +665,30 @@ impl Widget for SitesView<'_> {
                         st,
                     )
                 }
-                Row::Folded(_, _, _, n) => (format!("{:>18}      … {n} library frames (f or Enter shows them)", ""), dim()),
+                Row::Folded(_, _, _, n) => (
+                    format!(
+                        "{:>18}      … {n} library frames (f or Enter shows them)",
+                        ""
+                    ),
+                    dim(),
+                ),
             };
-            put(buf, area, 1 + (k - off) as u16, &text, st.patch(sel_style(on)));
+            put(
+                buf,
+                area,
+                1 + (k - off) as u16,
+                &text,
+                st.patch(sel_style(on)),
+            );
         }
         if rows.is_empty() {
-            put(buf, area, 1, "  nothing allocated at this point of the log", dim());
+            put(
+                buf,
+                area,
+                1,
+                "  nothing allocated at this point of the log",
+                dim(),
+            );
         }
     }
 }
@@ -543,7 +705,13 @@ impl Widget for LeaksView<'_> {
         if items.is_empty() {
             return;
         }
-        put(buf, area, 3, "OOMs the diagnosis blames on growth (Enter: jump to the OOM)", bold());
+        put(
+            buf,
+            area,
+            3,
+            "OOMs the diagnosis blames on growth (Enter: jump to the OOM)",
+            bold(),
+        );
         let h = area.height.saturating_sub(4);
         for (k, (label, _)) in items.iter().enumerate().take(h as usize) {
             let on = k == app.leaks_sel;
