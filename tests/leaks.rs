@@ -103,7 +103,7 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
         (cause.line, cause.function.as_str()),
         (61, "sc_val_no_grad_oom")
     );
-    // Six 4 MiB activations (five ReLU outputs and the last Linear's input... as saved) per batch.
+    // Six 4 MiB blocks survive per batch (the ReLU outputs autograd saved).
     assert_eq!(l.growth_bytes_per_step, 25_165_824.0);
     assert_eq!(l.growth_tensors_per_step, 6.0);
     assert_eq!(l.steps, 92);

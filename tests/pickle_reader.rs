@@ -45,6 +45,7 @@ fn to_oracle(p: &Pickle<'_>, v: Value) -> serde_pickle::Value {
                 .map(|&(k, x)| (hashable(p, k), to_oracle(p, x)))
                 .collect(),
         ),
+        Value::FinalSeq(_) | Value::FinalDict(_) => unreachable!("parsed without a finalizer"),
     }
 }
 

@@ -262,3 +262,40 @@ fn every_hta_file_loads_or_says_what_it_is() {
     }
     assert_eq!(loaded, files.len() - 2);
 }
+
+/// Load and analysis times; run with `cargo test --release --test trace_graph timings -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn timings() {
+    let files = [
+        format!("{FIXTURES}/trace_total_loss.trace.json"),
+        format!("{FIXTURES}/trace_clean.trace.json"),
+        format!("{HTA}/mtia_trace_single_rank/mtia_rank_0.json.gz"),
+        format!("{HTA}/df_index_resolver/df_index_resolver.json.gz"),
+    ];
+    for f in files {
+        let p = Path::new(&f);
+        if !p.exists() {
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        let bytes = load::read_input(p).unwrap();
+        let t1 = t0.elapsed();
+        let t = chrome::parse(&bytes).unwrap();
+        let t2 = t0.elapsed();
+        let m = trace_memory::analyze(&t);
+        let t3 = t0.elapsed();
+        let g = graph::growth(&t);
+        let t4 = t0.elapsed();
+        eprintln!(
+            "{f}: {} bytes, {} events; read+gunzip {t1:?}, parse+build {:?}, memory {:?}, graph {:?}; {} devices, {} findings",
+            bytes.len(),
+            t.counts.events,
+            t2 - t1,
+            t3 - t2,
+            t4 - t3,
+            m.devices.len(),
+            g.findings.len()
+        );
+    }
+}

@@ -279,3 +279,18 @@ fn loading_screen_comes_before_the_data() {
     key(&mut app, 'q');
     assert!(app.quit);
 }
+
+#[test]
+fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    key(&mut app, '5');
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Timeline);
+    assert!(screen(&mut app, 100, 30).contains("event 3666/3666"));
+    // A capture without leaks says so rather than showing an empty list.
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '5');
+    assert!(screen(&mut app, 100, 30).contains("no leak findings"));
+}

@@ -16,9 +16,12 @@ pub mod trace_memory;
 use std::path::Path;
 
 use crate::model::{Device, Layout, Snapshot};
+use categories::Categories;
+use leaks::Leak;
 use oom::{Cause, Diagnosis};
 use replay::{Consistency, Timeline};
 use sites::{Site, SiteTotal};
+use steps::{Step, StepSource};
 
 pub const SCHEMA: &str = "memscope.report/1";
 
@@ -54,8 +57,12 @@ pub struct OomReport {
     /// The user's line that made the failing request.
     pub site: Option<Site>,
     pub stack: Vec<String>,
+    /// Index into the report's `leaks` of the finding behind a `leak` cause.
+    pub leak: Option<usize>,
     /// What held memory at the OOM, by site.
     pub top_sites: Vec<SiteTotal>,
+    /// What held memory at the OOM, by category.
+    pub categories: Option<Categories>,
 }
 
 /// Per-device figures. Byte counts follow `torch.cuda.memory_stats()` names.
@@ -98,6 +105,39 @@ pub struct DeviceReport {
     pub ooms: Vec<OomReport>,
     pub top_sites: Vec<SiteTotal>,
     pub top_sites_at_peak: Vec<SiteTotal>,
+    /// Allocated memory at the allocated peak, by category.
+    pub categories_at_peak: Option<Categories>,
+}
+
+/// A leak finding, with the device it was found on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LeakReport {
+    pub device: u32,
+    #[serde(flatten)]
+    pub leak: Leak,
+}
+
+/// One step of the workload (a training iteration, a validation batch), as found in the log.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepReport {
+    pub device: u32,
+    pub name: String,
+    pub start_event: u32,
+    pub end_event: u32,
+    pub peak_allocated_bytes: u64,
+    pub end_allocated_bytes: u64,
+    /// How the step was found: `annotation`, `pattern`, `setup` or `tail`.
+    pub source: StepSource,
+}
+
+/// Memory by category, where it was taken.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CategoriesReport {
+    pub device: u32,
+    /// `oom` or `peak`.
+    pub at: &'static str,
+    #[serde(flatten)]
+    pub categories: Categories,
 }
 
 /// The verdict: one line a user reads first.
@@ -115,6 +155,10 @@ pub struct Analysis {
     pub input: Input,
     pub verdict: Verdict,
     pub devices: Vec<DeviceReport>,
+    pub leaks: Vec<LeakReport>,
+    pub steps: Vec<StepReport>,
+    /// Allocated memory by category at the last OOM, else at the allocated peak.
+    pub categories: Option<CategoriesReport>,
     pub notes: Vec<String>,
 }
 
@@ -126,12 +170,20 @@ fn top(mut v: Vec<SiteTotal>) -> Vec<SiteTotal> {
     v
 }
 
+/// Per-device results that feed the report's top-level lists.
+struct DeviceFindings {
+    report: DeviceReport,
+    steps: Vec<Step>,
+    leaks: Vec<Leak>,
+}
+
 fn device_report(
     snap: &Snapshot,
     dev: &Device,
     tl: &Timeline,
+    leak_base: usize,
     notes: &mut Vec<String>,
-) -> DeviceReport {
+) -> DeviceFindings {
     // Current figures come from the snapshot's own segments: they are what torch recorded.
     let mut allocated = 0;
     let mut active = 0;
@@ -203,12 +255,20 @@ fn device_report(
         }
         _ => Vec::new(),
     };
+    let steps = steps::split(snap, dev, tl);
+    let leaks = leaks::find(snap, dev, tl, &steps);
+    let categories_at_peak = match p.allocated.event {
+        Some(ev) if has_history => Some(categories::at_event(snap, dev, tl, &steps, ev)),
+        _ => None,
+    };
     let ooms = tl
         .ooms
         .iter()
         .map(|o| {
-            let d: Diagnosis = oom::diagnose(dev, tl, o);
+            let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
+            let d: Diagnosis = oom::diagnose(dev, o, signal.as_ref());
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
+            let cats = categories::at_state(snap, dev, &steps, &st, Some(o.event));
             let held = sites::group(
                 &snap.stacks,
                 st.live_blocks()
@@ -236,7 +296,11 @@ fn device_report(
                     .iter()
                     .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
                     .collect(),
+                leak: signal
+                    .filter(|_| d.cause == Cause::Leak)
+                    .map(|s| leak_base + s.leak),
                 top_sites: top(held),
+                categories: Some(cats),
             }
         })
         .collect();
@@ -267,7 +331,7 @@ fn device_report(
             tl.consistency.first_mismatch.as_deref().unwrap_or("?")
         ));
     }
-    DeviceReport {
+    let report = DeviceReport {
         device: dev.index,
         allocated_bytes: allocated,
         active_bytes: Some(active),
@@ -296,10 +360,16 @@ fn device_report(
         ooms,
         top_sites: top(end_sites),
         top_sites_at_peak: top(peak_sites),
+        categories_at_peak,
+    };
+    DeviceFindings {
+        report,
+        steps,
+        leaks,
     }
 }
 
-fn verdict(devices: &[DeviceReport]) -> Verdict {
+fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
     // The last OOM is the one that ended the run; earlier ones were caught by the program.
     let last_oom = devices
         .iter()
@@ -326,12 +396,35 @@ fn verdict(devices: &[DeviceReport]) -> Verdict {
             ),
         };
     }
+    if let Some(l) = leaks.first() {
+        let at = l
+            .leak
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .unwrap_or_default();
+        let more = if leaks.len() > 1 {
+            format!(" ({} leak findings)", leaks.len())
+        } else {
+            String::new()
+        };
+        return Verdict {
+            kind: "leak".into(),
+            summary: format!(
+                "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{more}",
+                l.device,
+                l.leak.kind.replace('_', " "),
+                crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
+                l.leak.steps
+            ),
+        };
+    }
     let total_alloc: u64 = devices.iter().map(|d| d.allocated_bytes).sum();
     let total_res: u64 = devices.iter().map(|d| d.reserved_bytes).sum();
     Verdict {
         kind: "ok".into(),
         summary: format!(
-            "no OOM recorded; {} allocated and {} reserved at the end across {} device(s)",
+            "no OOM and no leak found; {} allocated and {} reserved at the end across {} device(s)",
             crate::units::bytes(total_alloc),
             crate::units::bytes(total_res),
             devices.len()
@@ -352,17 +445,54 @@ pub fn analyze_snapshot_with_timelines(
     file_bytes: u64,
 ) -> (Analysis, Vec<Timeline>) {
     let mut notes = snap.load_notes.clone();
-    let timelines: Vec<Timeline> = snap
-        .devices
+    let mut devices = Vec::new();
+    let mut leaks = Vec::new();
+    let mut steps = Vec::new();
+    let mut timelines = Vec::new();
+    for d in &snap.devices {
+        let tl = replay::replay(d, &snap.settings);
+        let f = device_report(snap, d, &tl, leaks.len(), &mut notes);
+        timelines.push(tl);
+        leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
+            device: d.index,
+            leak,
+        }));
+        steps.extend(
+            f.steps
+                .iter()
+                .filter(|s| s.is_iteration())
+                .map(|s| StepReport {
+                    device: d.index,
+                    name: s.name.clone(),
+                    start_event: s.start_event.0,
+                    end_event: s.end_event.0,
+                    peak_allocated_bytes: s.peak_allocated_bytes,
+                    end_allocated_bytes: s.end_allocated_bytes,
+                    source: s.source,
+                }),
+        );
+        devices.push(f.report);
+    }
+    let categories = devices
         .iter()
-        .map(|d| replay::replay(d, &snap.settings))
-        .collect();
-    let devices: Vec<DeviceReport> = snap
-        .devices
-        .iter()
-        .zip(&timelines)
-        .map(|(d, tl)| device_report(snap, d, tl, &mut notes))
-        .collect();
+        .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
+        .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
+        .and_then(|(dev, o)| {
+            o.categories.clone().map(|c| CategoriesReport {
+                device: dev,
+                at: "oom",
+                categories: c,
+            })
+        })
+        .or_else(|| {
+            devices.iter().find_map(|d| {
+                d.categories_at_peak.clone().map(|c| CategoriesReport {
+                    device: d.device,
+                    at: "peak",
+                    categories: c,
+                })
+            })
+        });
     if snap.layout == Layout::Torch20 {
         notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
     }
@@ -380,8 +510,11 @@ pub fn analyze_snapshot_with_timelines(
             bytes: file_bytes,
             layout: Some(snap.layout),
         },
-        verdict: verdict(&devices),
+        verdict: verdict(&devices, &leaks),
         devices,
+        leaks,
+        steps,
+        categories,
         notes,
     };
     (analysis, timelines)

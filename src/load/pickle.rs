@@ -50,6 +50,10 @@ pub enum Value {
     Tuple(ObjId),
     Dict(ObjId),
     Set(ObjId),
+    /// A list or tuple a [`Finalizer`] took, by its tag (memo references to it become this).
+    FinalSeq(u32),
+    /// A dict a [`Finalizer`] took, by its tag.
+    FinalDict(u32),
 }
 
 impl Value {
@@ -61,9 +65,9 @@ impl Value {
             Value::Float(_) => "float",
             Value::Str(_) | Value::OwnedStr(_) => "str",
             Value::Bytes(_) => "bytes",
-            Value::List(_) => "list",
+            Value::List(_) | Value::FinalSeq(_) => "list",
             Value::Tuple(_) => "tuple",
-            Value::Dict(_) => "dict",
+            Value::Dict(_) | Value::FinalDict(_) => "dict",
             Value::Set(_) => "set",
         }
     }
@@ -284,6 +288,9 @@ fn is_forbidden(op: u8) -> bool {
 
 struct Vm<'a, 'f> {
     data: &'a [u8],
+    /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
+    /// finalized container's memo entry can become its compact tag.
+    memo_slot: Vec<u32>,
     arena: Arena<'a>,
     finalizer: Option<&'f mut dyn Finalizer<'a>>,
     next_progress: usize,
@@ -324,6 +331,7 @@ pub fn parse_streaming<'a>(
     }
     let mut vm = Vm {
         data,
+        memo_slot: Vec::new(),
         arena: Arena {
             data,
             objects: Vec::new(),
@@ -485,26 +493,39 @@ impl<'a> Vm<'a, '_> {
             finalizer: Some(f),
             arena,
             stack,
+            memo,
+            memo_slot,
             ..
         } = self
         else {
             return;
         };
-        for &v in &stack[start..] {
-            let (id, tag) = match v {
+        for v in &mut stack[start..] {
+            let (id, compact) = match *v {
                 Value::Dict(id) => match &arena.objects[id.0 as usize] {
-                    Container::Dict(pairs) => (id, f.dict(arena, pairs).map(Container::FinalDict)),
+                    Container::Dict(pairs) => match f.dict(arena, pairs) {
+                        Some(t) => (id, (Container::FinalDict(t), Value::FinalDict(t))),
+                        None => continue,
+                    },
                     _ => continue,
                 },
                 Value::List(id) | Value::Tuple(id) => match &arena.objects[id.0 as usize] {
-                    Container::Seq(items) => (id, f.seq(arena, items).map(Container::FinalSeq)),
+                    Container::Seq(items) => match f.seq(arena, items) {
+                        Some(t) => (id, (Container::FinalSeq(t), Value::FinalSeq(t))),
+                        None => continue,
+                    },
                     _ => continue,
                 },
                 _ => continue,
             };
-            if let Some(c) = tag {
-                arena.objects[id.0 as usize] = c;
+            arena.objects[id.0 as usize] = compact.0;
+            // Later memo references and the parent get the tag itself: no arena lookups.
+            if let Some(&slot) = memo_slot.get(id.0 as usize) {
+                if let Some(m) = memo.get_mut(slot as usize) {
+                    *m = Some(compact.1);
+                }
             }
+            *v = compact.1;
         }
     }
 
@@ -517,6 +538,9 @@ impl<'a> Vm<'a, '_> {
             });
         }
         self.arena.objects.push(c);
+        if self.finalizer.is_some() {
+            self.memo_slot.push(u32::MAX);
+        }
         Ok(ObjId((self.arena.objects.len() - 1) as u32))
     }
 
@@ -529,6 +553,14 @@ impl<'a> Vm<'a, '_> {
             });
         }
         let i = index as usize;
+        if self.finalizer.is_some() && index < u32::MAX as u64 {
+            if let Value::List(id) | Value::Tuple(id) | Value::Dict(id) = v {
+                let slot = &mut self.memo_slot[id.0 as usize];
+                if *slot == u32::MAX {
+                    *slot = index as u32;
+                }
+            }
+        }
         if i < self.memo.len() {
             self.memo[i] = Some(v);
         } else if i == self.memo.len() {
@@ -1093,6 +1125,7 @@ impl<'a> Arena<'a> {
     /// The tag a [`Finalizer`] gave this container, if it took it.
     pub fn final_tag(&self, v: Value) -> Option<u32> {
         match v {
+            Value::FinalSeq(t) | Value::FinalDict(t) => Some(t),
             Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => {
                 match self.objects[id.0 as usize] {
                     Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),

@@ -78,7 +78,9 @@ impl<'a> Finalizer<'a> for Collected<'_> {
         scratch.clear();
         for &v in items {
             match (v, arena.final_tag(v)) {
-                (Value::Dict(_), Some(t)) if t < EVENT_TAG => scratch.push(FrameId(t)),
+                (Value::FinalDict(t), _) | (Value::Dict(_), Some(t)) if t < EVENT_TAG => {
+                    scratch.push(FrameId(t))
+                }
                 _ => {
                     self.scratch = scratch;
                     return None;
@@ -147,13 +149,13 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     }
 
     fn frame(&mut self, v: Value) -> Option<FrameId> {
+        if let Some(t) = self.p.final_tag(v) {
+            return (t < EVENT_TAG).then_some(FrameId(t));
+        }
         let id = match v {
             Value::Dict(id) => id,
             _ => return None,
         };
-        if let Some(t) = self.p.final_tag(v) {
-            return (t < EVENT_TAG).then_some(FrameId(t));
-        }
         if let Some(&f) = self.st.frame_cache.get(&id) {
             return Some(f);
         }
@@ -168,13 +170,13 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         let Some(v) = frames else {
             return StackId::EMPTY;
         };
+        if let Some(t) = self.p.final_tag(v) {
+            return StackId(t);
+        }
         let id = match v {
             Value::List(id) | Value::Tuple(id) => id,
             _ => return StackId::EMPTY,
         };
-        if let Some(t) = self.p.final_tag(v) {
-            return StackId(t);
-        }
         if let Some(&s) = self.st.stack_cache.get(&id) {
             return s;
         }

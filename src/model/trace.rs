@@ -664,6 +664,7 @@ impl TraceBuilder {
         });
     }
 
+    // The arguments are the `[memory]` event's own fields, one for one.
     #[allow(clippy::too_many_arguments)]
     pub fn add_memory(
         &mut self,

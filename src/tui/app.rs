@@ -711,13 +711,28 @@ impl App {
         }
     }
 
-    /// Findings that explain growth: OOMs the diagnosis blames on a leak. (Leak findings of
-    /// their own appear here when the analysis produces them.)
+    /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
+    /// OOMs the diagnosis blames on a leak.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
         let Some(d) = &self.data else {
             return Vec::new();
         };
         let mut out = Vec::new();
+        for l in &d.analysis.leaks {
+            let dev = d
+                .snap
+                .devices
+                .iter()
+                .position(|x| x.index == l.device)
+                .unwrap_or(0);
+            out.push((
+                leak_label(l),
+                Jump::Event {
+                    dev,
+                    event: l.leak.window_end_event.0 as usize,
+                },
+            ));
+        }
         for (di, dr) in d.analysis.devices.iter().enumerate() {
             for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
                 out.push((
@@ -1050,4 +1065,24 @@ fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> O
             }
         })
         .find(|&i| hit(i))
+}
+
+/// One line for a leak finding.
+pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
+    let site = l
+        .leak
+        .site
+        .as_ref()
+        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
+        .unwrap_or_else(|| "(no stack)".into());
+    format!(
+        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
+        l.leak.kind,
+        l.leak.confidence,
+        l.device,
+        crate::units::bytes(l.leak.live_bytes),
+        l.leak.count,
+        crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
+        l.leak.steps
+    )
 }

@@ -150,6 +150,15 @@ fn markers(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Marker> {
 fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
     let mut out = Vec::new();
     let dev_pos = |d: u32| snap.devices.iter().position(|x| x.index == d).unwrap_or(0);
+    for l in &a.leaks {
+        out.push(Finding {
+            label: super::app::leak_label(l),
+            jump: Jump::Event {
+                dev: dev_pos(l.device),
+                event: l.leak.window_end_event.0 as usize,
+            },
+        });
+    }
     for d in &a.devices {
         let di = dev_pos(d.device);
         for o in &d.ooms {

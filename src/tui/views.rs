@@ -699,26 +699,68 @@ pub struct LeaksView<'a>(pub &'a App);
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        put(buf, area, 0, "LEAKS AND GROWTH", bold());
-        put(buf, area, 1, "no leak findings", Style::default());
-        let items = app.leak_items();
-        if items.is_empty() {
-            return;
-        }
+        let Some(data) = &app.data else { return };
         put(
             buf,
             area,
-            3,
-            "OOMs the diagnosis blames on growth (Enter: jump to the OOM)",
+            0,
+            "LEAKS AND GROWTH (Enter: jump to the evidence on the timeline)",
             bold(),
         );
-        let h = area.height.saturating_sub(4);
-        for (k, (label, _)) in items.iter().enumerate().take(h as usize) {
-            let on = k == app.leaks_sel;
-            let r = Rect::new(area.x, area.y + 4 + k as u16, area.width, 1);
-            Paragraph::new(format!("{} {label}", if on { "›" } else { " " }))
-                .style(sel_style(on))
-                .render(r, buf);
+        if data.analysis.leaks.is_empty() {
+            put(buf, area, 1, "no leak findings", Style::default());
         }
+        let items = app.leak_items();
+        let list_h = (items.len() as u16)
+            .min(area.height.saturating_sub(2) / 2)
+            .max(1);
+        let off = list_offset(app.leaks_sel, list_h as usize);
+        let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
+        for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
+            let on = k == app.leaks_sel;
+            put(
+                buf,
+                area,
+                y0 + (k - off) as u16,
+                &format!("{} {label}", if on { "›" } else { " " }),
+                sel_style(on),
+            );
+        }
+        // The selected leak in full: why it is one, how to fix it, where it is allocated.
+        let Some(l) = data.analysis.leaks.get(app.leaks_sel) else {
+            return;
+        };
+        let dy = y0 + list_h + 1;
+        if dy >= area.height {
+            return;
+        }
+        let mut lines = vec![
+            Line::styled(
+                format!(
+                    "growth from {} to {} (events {}..{}), r² {:.2}",
+                    l.leak.first_step,
+                    l.leak.last_step,
+                    l.leak.window_start_event.0,
+                    l.leak.window_end_event.0,
+                    l.leak.r2
+                ),
+                dim(),
+            ),
+            Line::from(l.leak.explanation.clone()),
+            Line::styled(
+                format!("fix: {}", l.leak.fix),
+                Style::default().fg(Color::Green),
+            ),
+        ];
+        if let Some(c) = &l.leak.cause_site {
+            lines.push(Line::from(format!("kept alive by {c}")));
+        }
+        for f in &l.leak.stack {
+            lines.push(Line::styled(format!("  {f}"), dim()));
+        }
+        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
+            Rect::new(area.x, area.y + dy, area.width, area.height - dy),
+            buf,
+        );
     }
 }
