@@ -38,6 +38,14 @@ pub enum Command {
     Report(ReportArgs),
     /// Export the snapshot's timeline for another viewer (Perfetto / Chrome trace JSON).
     Export(ExportArgs),
+    /// Explore a snapshot interactively in the terminal.
+    Tui(TuiArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TuiArgs {
+    /// Snapshot pickle (optionally .gz).
+    pub file: PathBuf,
 }
 
 fn size(s: &str) -> Result<u64, String> {

@@ -10,4 +10,5 @@ pub mod check;
 pub mod load;
 pub mod model;
 pub mod report;
+pub mod tui;
 pub mod units;

@@ -6,7 +6,7 @@
 mod cli;
 mod pictures;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -56,7 +56,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
+        Some(Command::Tui(args)) => tui(&args.file),
         None => match cli.file {
+            Some(file) if std::io::stdout().is_terminal() => tui(&file),
             Some(file) => analyze(
                 &AnalyzeArgs {
                     file,
@@ -72,6 +74,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         },
     }
+}
+
+fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
+    memscope::tui::run(file)?;
+    Ok(0)
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {

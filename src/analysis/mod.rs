@@ -441,13 +441,25 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
 
 /// Runs every snapshot analysis.
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analysis {
+    analyze_snapshot_with_timelines(snap, path, file_bytes).0
+}
+
+/// [`analyze_snapshot`], also handing back each device's replayed [`Timeline`] (in
+/// `snap.devices` order), for views that browse the log (the TUI) without replaying it twice.
+pub fn analyze_snapshot_with_timelines(
+    snap: &Snapshot,
+    path: &Path,
+    file_bytes: u64,
+) -> (Analysis, Vec<Timeline>) {
     let mut notes = snap.load_notes.clone();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut steps = Vec::new();
+    let mut timelines = Vec::new();
     for d in &snap.devices {
         let tl = replay::replay(d, &snap.settings);
         let f = device_report(snap, d, &tl, leaks.len(), &mut notes);
+        timelines.push(tl);
         leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
             device: d.index,
             leak,
@@ -497,7 +509,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
                 .into(),
         );
     }
-    Analysis {
+    let analysis = Analysis {
         schema: SCHEMA,
         input: Input {
             path: path.display().to_string(),
@@ -512,5 +524,6 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
         categories,
         graph: None,
         notes,
-    }
+    };
+    (analysis, timelines)
 }

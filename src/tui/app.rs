@@ -1,0 +1,1088 @@
+//! The TUI's state and the one function that changes it, [`App::apply`].
+//!
+//! Everything a view draws is either in [`Data`] (computed once) or in the cursor cache here
+//! (the allocator state at the cursor, rebuilt from the nearest replay checkpoint only when the
+//! cursor moves). Rendering therefore never replays, and a keypress costs at most one
+//! checkpoint-to-cursor replay, whatever the size of the log.
+
+use std::collections::HashSet;
+
+use ratatui::layout::Rect;
+
+use super::data::{Data, Jump, MarkerKind};
+use super::sites::{self, Row, SiteNode, SortBy};
+use crate::analysis::replay::{LiveBlock, SegState, State};
+use crate::model::{Action as EvAction, StackId};
+
+/// The views, in tab order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Timeline,
+    Map,
+    Sites,
+    Leaks,
+}
+
+impl View {
+    pub const ALL: [View; 5] = [
+        View::Overview,
+        View::Timeline,
+        View::Map,
+        View::Sites,
+        View::Leaks,
+    ];
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "Overview",
+            View::Timeline => "Timeline",
+            View::Map => "Allocator map",
+            View::Sites => "Sites",
+            View::Leaks => "Leaks",
+        }
+    }
+    fn index(self) -> usize {
+        View::ALL.iter().position(|&v| v == self).unwrap_or(0)
+    }
+}
+
+/// Everything the user can ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Help,
+    View(View),
+    NextView,
+    PrevView,
+    Up,
+    Down,
+    Left,
+    Right,
+    /// One event left/right on the timeline.
+    FineLeft,
+    FineRight,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    Enter,
+    Back,
+    ZoomIn,
+    ZoomOut,
+    Peak,
+    Oom,
+    NextMarker,
+    PrevMarker,
+    /// Jump to the event that allocated the selected block.
+    AllocEvent,
+    SortToggle,
+    FoldToggle,
+    NextDevice,
+    Search,
+    SearchChar(char),
+    SearchBackspace,
+    SearchSubmit,
+    SearchCancel,
+    SearchNext,
+    SearchPrev,
+    Click(u16, u16),
+    Scroll(i8, u16, u16),
+    Resize(u16, u16),
+}
+
+/// The allocator state at the cursor and what is derived from it.
+pub struct Cursor {
+    pub dev: usize,
+    pub event: Option<usize>,
+    pub state: State,
+    /// Built on demand (sites view, searches): `None` until then.
+    pub tree: Option<(SortBy, Vec<SiteNode>)>,
+}
+
+/// One part of a segment in address order: a live block or a free range.
+#[derive(Clone, Copy, Debug)]
+pub struct Part<'a> {
+    pub addr: u64,
+    pub size: u64,
+    pub block: Option<&'a LiveBlock>,
+}
+
+/// A segment's parts, blocks and holes interleaved in address order.
+pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
+    let mut out: Vec<Part<'_>> = seg
+        .blocks
+        .values()
+        .map(|b| Part {
+            addr: b.address,
+            size: b.size,
+            block: Some(b),
+        })
+        .chain(seg.free_ranges().map(|(a, e)| Part {
+            addr: a,
+            size: e - a,
+            block: None,
+        }))
+        .collect();
+    out.sort_by_key(|p| p.addr);
+    out
+}
+
+/// Where the timeline looks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub lo: usize,
+    /// Exclusive.
+    pub hi: usize,
+}
+
+/// The whole TUI state.
+pub struct App {
+    pub path: String,
+    pub data: Option<Data>,
+    pub error: Option<String>,
+    pub view: View,
+    pub help: bool,
+    pub quit: bool,
+    pub width: u16,
+    pub height: u16,
+    pub dev: usize,
+    /// Timeline cursor per device (`None`: the device has no events).
+    pub cursors: Vec<Option<usize>>,
+    pub windows: Vec<Window>,
+    pub cache: Option<Cursor>,
+    pub overview_sel: usize,
+    pub map_seg: usize,
+    pub map_part: usize,
+    pub sites_sel: usize,
+    pub sort: SortBy,
+    pub unfold: bool,
+    pub expanded_sites: HashSet<String>,
+    pub expanded_stacks: HashSet<StackId>,
+    pub leaks_sel: usize,
+    /// The query being typed, while typing.
+    pub typing: Option<String>,
+    pub query: String,
+    /// Per stack id: whether one of its frames matches the query.
+    matches: Vec<bool>,
+    pub message: String,
+    history: Vec<(View, usize, Vec<Option<usize>>)>,
+}
+
+/// Rows of the screen: tabs on top, status at the bottom, the view between.
+pub fn body(width: u16, height: u16) -> Rect {
+    Rect::new(0, 1, width, height.saturating_sub(2))
+}
+
+/// Left margin of the timeline chart (the y-axis labels).
+pub const AXIS_W: u16 = 10;
+
+/// The timeline's chart area inside the body.
+pub fn chart_area(body: Rect) -> Rect {
+    Rect::new(
+        body.x + AXIS_W,
+        body.y + 2,
+        body.width.saturating_sub(AXIS_W),
+        body.height.saturating_sub(5),
+    )
+}
+
+/// Segment rows of the map view inside the body (the rest is the summary and block details).
+pub fn map_list_area(body: Rect) -> Rect {
+    let details = (body.height / 3).max(6).min(body.height.saturating_sub(4));
+    Rect::new(
+        body.x,
+        body.y + 2,
+        body.width,
+        body.height.saturating_sub(2 + details),
+    )
+}
+
+impl App {
+    /// An app still loading `path`.
+    pub fn loading(path: &str) -> App {
+        App {
+            path: path.to_owned(),
+            data: None,
+            error: None,
+            view: View::Overview,
+            help: false,
+            quit: false,
+            width: 80,
+            height: 24,
+            dev: 0,
+            cursors: Vec::new(),
+            windows: Vec::new(),
+            cache: None,
+            overview_sel: 0,
+            map_seg: 0,
+            map_part: 0,
+            sites_sel: 0,
+            sort: SortBy::Bytes,
+            unfold: false,
+            expanded_sites: HashSet::new(),
+            expanded_stacks: HashSet::new(),
+            leaks_sel: 0,
+            typing: None,
+            query: String::new(),
+            matches: Vec::new(),
+            message: String::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// An app showing `data`, with the cursor at the end of each log (what the snapshot shows).
+    pub fn new(data: Data) -> App {
+        let mut app = App::loading(&data.path.display().to_string());
+        app.set_data(data);
+        app
+    }
+
+    pub fn set_data(&mut self, data: Data) {
+        self.cursors = data
+            .snap
+            .devices
+            .iter()
+            .map(|d| d.events.len().checked_sub(1))
+            .collect();
+        self.windows = data
+            .snap
+            .devices
+            .iter()
+            .map(|d| Window {
+                lo: 0,
+                hi: d.events.len(),
+            })
+            .collect();
+        self.data = Some(data);
+        self.sync();
+    }
+
+    pub fn set_error(&mut self, e: String) {
+        self.error = Some(e);
+    }
+
+    pub fn cursor(&self) -> Option<usize> {
+        self.cursors.get(self.dev).copied().flatten()
+    }
+
+    pub fn window(&self) -> Window {
+        self.windows
+            .get(self.dev)
+            .copied()
+            .unwrap_or(Window { lo: 0, hi: 0 })
+    }
+
+    fn events_len(&self) -> usize {
+        self.data
+            .as_ref()
+            .and_then(|d| d.snap.devices.get(self.dev))
+            .map(|d| d.events.len())
+            .unwrap_or(0)
+    }
+
+    fn chart_width(&self) -> usize {
+        chart_area(body(self.width, self.height)).width.max(1) as usize
+    }
+
+    /// The tree at the cursor, built if needed.
+    pub fn tree(&self) -> &[SiteNode] {
+        self.cache
+            .as_ref()
+            .and_then(|c| c.tree.as_ref())
+            .map(|t| t.1.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn rows(&self) -> Vec<Row> {
+        match &self.data {
+            Some(d) => sites::rows(
+                self.tree(),
+                &d.snap.stacks,
+                &self.expanded_sites,
+                &self.expanded_stacks,
+                self.unfold,
+            ),
+            None => Vec::new(),
+        }
+    }
+
+    /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
+    fn sync(&mut self) {
+        let Some(data) = &self.data else { return };
+        let (dev, event) = (self.dev, self.cursor());
+        let stale = self
+            .cache
+            .as_ref()
+            .is_none_or(|c| c.dev != dev || c.event != event);
+        if stale {
+            let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) else {
+                return;
+            };
+            let state = tl.state_after(d, &data.snap.settings, event);
+            self.cache = Some(Cursor {
+                dev,
+                event,
+                state,
+                tree: None,
+            });
+        }
+        let want_tree = self.view == View::Sites;
+        if let Some(c) = &mut self.cache {
+            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sort) {
+                c.tree = Some((
+                    self.sort,
+                    sites::build(&data.snap.stacks, &c.state, self.sort),
+                ));
+            }
+        }
+        let nseg = self
+            .cache
+            .as_ref()
+            .map(|c| c.state.segments.len())
+            .unwrap_or(0);
+        self.map_seg = self.map_seg.min(nseg.saturating_sub(1));
+        let nrows = self.rows().len();
+        self.sites_sel = self.sites_sel.min(nrows.saturating_sub(1));
+    }
+
+    fn set_cursor(&mut self, ev: usize) {
+        let n = self.events_len();
+        if n == 0 {
+            return;
+        }
+        let ev = ev.min(n - 1);
+        if let Some(c) = self.cursors.get_mut(self.dev) {
+            *c = Some(ev);
+        }
+        // Keep the cursor inside the window, panning (not zooming).
+        let w = self.window();
+        let span = (w.hi - w.lo).max(1);
+        let lo = if ev < w.lo {
+            ev
+        } else if ev >= w.hi {
+            (ev + 1).saturating_sub(span)
+        } else {
+            w.lo
+        };
+        if let Some(win) = self.windows.get_mut(self.dev) {
+            *win = Window {
+                lo,
+                hi: (lo + span).min(n),
+            };
+        }
+    }
+
+    fn push_history(&mut self) {
+        self.history
+            .push((self.view, self.dev, self.cursors.clone()));
+        if self.history.len() > 64 {
+            self.history.remove(0);
+        }
+    }
+
+    fn jump(&mut self, j: &Jump) {
+        match j {
+            Jump::Event { dev, event } => {
+                self.push_history();
+                self.dev = *dev;
+                self.set_cursor(*event);
+                self.view = View::Timeline;
+            }
+            Jump::Site { dev, label } => {
+                self.push_history();
+                self.dev = *dev;
+                let n = self.events_len();
+                if n > 0 {
+                    self.set_cursor(n - 1);
+                }
+                self.view = View::Sites;
+                self.sync();
+                if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
+                    let lab = self.tree()[i].label.clone();
+                    self.expanded_sites.insert(lab);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Site(i))
+                        .unwrap_or(0);
+                }
+            }
+            Jump::None => {}
+        }
+    }
+
+    /// Applies one action.
+    pub fn apply(&mut self, a: Action) {
+        self.message.clear();
+        if let Action::Resize(w, h) = a {
+            self.width = w;
+            self.height = h;
+            return;
+        }
+        if a == Action::Quit {
+            self.quit = true;
+            return;
+        }
+        if self.help {
+            // Any key closes the help.
+            self.help = false;
+            return;
+        }
+        if self.typing.is_some() {
+            self.apply_typing(a);
+            self.sync();
+            return;
+        }
+        if self.data.is_none() {
+            return;
+        }
+        match a {
+            Action::Help => self.help = true,
+            Action::View(v) => self.view = v,
+            Action::NextView => self.view = View::ALL[(self.view.index() + 1) % View::ALL.len()],
+            Action::PrevView => {
+                self.view = View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]
+            }
+            Action::Back => {
+                if let Some((v, d, c)) = self.history.pop() {
+                    self.view = v;
+                    self.dev = d;
+                    self.cursors = c;
+                    let cur = self.cursor();
+                    if let Some(e) = cur {
+                        self.set_cursor(e);
+                    }
+                }
+            }
+            Action::NextDevice => {
+                let n = self
+                    .data
+                    .as_ref()
+                    .map(|d| d.snap.devices.len())
+                    .unwrap_or(0);
+                if n > 0 {
+                    self.dev = (self.dev + 1) % n;
+                }
+            }
+            Action::Peak => self.jump_marker(MarkerKind::Peak),
+            Action::Oom => self.jump_marker(MarkerKind::Oom),
+            Action::NextMarker => self.step_marker(true),
+            Action::PrevMarker => self.step_marker(false),
+            Action::Search => self.typing = Some(String::new()),
+            Action::SearchNext => self.search_step(true),
+            Action::SearchPrev => self.search_step(false),
+            Action::SortToggle => {
+                self.sort = match self.sort {
+                    SortBy::Bytes => SortBy::Count,
+                    SortBy::Count => SortBy::Bytes,
+                }
+            }
+            Action::FoldToggle => self.unfold = !self.unfold,
+            Action::AllocEvent => {
+                if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
+                    self.push_history();
+                    self.set_cursor(ev.0 as usize);
+                    self.view = View::Timeline;
+                } else {
+                    self.message = "no allocating event in the log for this selection".into();
+                }
+            }
+            Action::Click(x, y) => self.click(x, y),
+            Action::Scroll(d, _, _) => {
+                let act = if d < 0 { Action::Up } else { Action::Down };
+                match self.view {
+                    View::Timeline => {
+                        self.apply_view(if d < 0 { Action::Left } else { Action::Right })
+                    }
+                    _ => self.apply_view(act),
+                }
+            }
+            other => self.apply_view(other),
+        }
+        self.sync();
+    }
+
+    fn apply_typing(&mut self, a: Action) {
+        let Some(q) = &mut self.typing else { return };
+        match a {
+            Action::SearchChar(c) => q.push(c),
+            Action::SearchBackspace => {
+                q.pop();
+            }
+            Action::SearchCancel => self.typing = None,
+            Action::SearchSubmit => {
+                self.query = std::mem::take(q);
+                self.typing = None;
+                self.compute_matches();
+                self.search_step(true);
+            }
+            _ => {}
+        }
+    }
+
+    fn compute_matches(&mut self) {
+        let Some(d) = &self.data else { return };
+        let q = self.query.to_lowercase();
+        let st = &d.snap.stacks;
+        self.matches = (0..st.stack_count())
+            .map(|i| {
+                !q.is_empty()
+                    && st.frames(StackId(i as u32)).iter().any(|&f| {
+                        let f = st.frame(f);
+                        st.frame_label(f).to_lowercase().contains(&q)
+                    })
+            })
+            .collect();
+    }
+
+    fn stack_matches(&self, s: StackId) -> bool {
+        self.matches.get(s.0 as usize).copied().unwrap_or(false)
+    }
+
+    fn search_step(&mut self, forward: bool) {
+        if self.query.is_empty() {
+            self.message = "no search: press / to search".into();
+            return;
+        }
+        let q = self.query.to_lowercase();
+        match self.view {
+            View::Overview => {
+                let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
+                let found = cycle(self.overview_sel, n, forward, |i| {
+                    self.data
+                        .as_ref()
+                        .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
+                });
+                self.found(found, |s, i| s.overview_sel = i);
+            }
+            View::Sites => {
+                self.sync();
+                let tree_len = self.tree().len();
+                let cur_site = match self.rows().get(self.sites_sel) {
+                    Some(
+                        Row::Site(i)
+                        | Row::Stack(i, _)
+                        | Row::Frame(i, _, _)
+                        | Row::Folded(i, _, _, _),
+                    ) => *i,
+                    None => 0,
+                };
+                let found = cycle(cur_site, tree_len, forward, |i| {
+                    let s = &self.tree()[i];
+                    s.label.to_lowercase().contains(&q)
+                        || s.stacks.iter().any(|k| self.stack_matches(k.stack))
+                });
+                if let Some(i) = found {
+                    let lab = self.tree()[i].label.clone();
+                    self.expanded_sites.insert(lab);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Site(i))
+                        .unwrap_or(0);
+                }
+                self.found(found, |_, _| {});
+            }
+            View::Timeline | View::Map | View::Leaks => {
+                let Some(d) = &self.data else { return };
+                let Some(dev) = d.snap.devices.get(self.dev) else {
+                    return;
+                };
+                let n = dev.events.len();
+                let cur = self.cursor().unwrap_or(0);
+                let hit = |i: usize| {
+                    let e = &dev.events[i];
+                    matches!(e.action, EvAction::Alloc | EvAction::Oom)
+                        && self.stack_matches(e.stack)
+                };
+                let found = if forward {
+                    (cur + 1..n).find(|&i| hit(i))
+                } else {
+                    (0..cur.min(n)).rev().find(|&i| hit(i))
+                };
+                if let Some(i) = found {
+                    self.set_cursor(i);
+                    self.message = format!("/{}: event {i}", self.query);
+                } else {
+                    self.message = format!("/{}: no further allocation matches", self.query);
+                }
+            }
+        }
+    }
+
+    fn found(&mut self, found: Option<usize>, set: impl FnOnce(&mut App, usize)) {
+        match found {
+            Some(i) => {
+                set(self, i);
+                self.message = format!("/{}", self.query);
+            }
+            None => self.message = format!("/{}: no match", self.query),
+        }
+    }
+
+    fn markers(&self) -> &[super::data::Marker] {
+        self.data
+            .as_ref()
+            .and_then(|d| d.markers.get(self.dev))
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn jump_marker(&mut self, kind: MarkerKind) {
+        let cur = self.cursor().unwrap_or(0);
+        let ms: Vec<usize> = self
+            .markers()
+            .iter()
+            .filter(|m| m.kind == kind)
+            .map(|m| m.event)
+            .collect();
+        // The next one after the cursor, wrapping: pressing `o` again visits every OOM.
+        let target = ms
+            .iter()
+            .copied()
+            .find(|&e| e > cur)
+            .or_else(|| ms.first().copied());
+        match target {
+            Some(e) => {
+                self.push_history();
+                self.set_cursor(e);
+                if matches!(self.view, View::Overview | View::Leaks) {
+                    self.view = View::Timeline;
+                }
+            }
+            None => {
+                self.message = match kind {
+                    MarkerKind::Peak => "no peak in the log".into(),
+                    MarkerKind::Oom => "no OOM in the log".into(),
+                    MarkerKind::Annotation => "no annotation".into(),
+                }
+            }
+        }
+    }
+
+    fn step_marker(&mut self, forward: bool) {
+        let cur = self.cursor().unwrap_or(0);
+        let ms = self.markers();
+        let t = if forward {
+            ms.iter().find(|m| m.event > cur)
+        } else {
+            ms.iter().rev().find(|m| m.event < cur)
+        };
+        match t.map(|m| m.event) {
+            Some(e) => self.set_cursor(e),
+            None => self.message = "no further marker".into(),
+        }
+    }
+
+    fn page(&self) -> usize {
+        (self.height as usize).saturating_sub(8).max(1)
+    }
+
+    fn apply_view(&mut self, a: Action) {
+        match self.view {
+            View::Overview => {
+                let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
+                if a == Action::Enter {
+                    if let Some(f) = self
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.findings.get(self.overview_sel))
+                        .map(|f| f.jump.clone())
+                    {
+                        self.jump(&f);
+                    }
+                } else {
+                    self.overview_sel = move_sel(self.overview_sel, n, a, self.page());
+                }
+            }
+            View::Timeline => self.apply_timeline(a),
+            View::Map => self.apply_map(a),
+            View::Sites => self.apply_sites(a),
+            View::Leaks => {
+                let n = self.leak_items().len();
+                if a == Action::Enter {
+                    if let Some(j) = self.leak_items().get(self.leaks_sel).map(|x| x.1.clone()) {
+                        self.jump(&j);
+                    }
+                } else {
+                    self.leaks_sel = move_sel(self.leaks_sel, n, a, self.page());
+                }
+            }
+        }
+    }
+
+    /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
+    /// OOMs the diagnosis blames on a leak.
+    pub fn leak_items(&self) -> Vec<(String, Jump)> {
+        let Some(d) = &self.data else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for l in &d.analysis.leaks {
+            let dev = d
+                .snap
+                .devices
+                .iter()
+                .position(|x| x.index == l.device)
+                .unwrap_or(0);
+            out.push((
+                leak_label(l),
+                Jump::Event {
+                    dev,
+                    event: l.leak.window_end_event.0 as usize,
+                },
+            ));
+        }
+        for (di, dr) in d.analysis.devices.iter().enumerate() {
+            for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
+                out.push((
+                    format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
+                    Jump::Event {
+                        dev: di,
+                        event: o.event as usize,
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    fn apply_timeline(&mut self, a: Action) {
+        let n = self.events_len();
+        if n == 0 {
+            return;
+        }
+        let cur = self.cursor().unwrap_or(0);
+        let w = self.window();
+        let span = (w.hi - w.lo).max(1);
+        let col = span.div_ceil(self.chart_width()).max(1);
+        match a {
+            Action::Left => self.set_cursor(cur.saturating_sub(col)),
+            Action::Right => self.set_cursor(cur + col),
+            Action::FineLeft => self.set_cursor(cur.saturating_sub(1)),
+            Action::FineRight => self.set_cursor(cur + 1),
+            Action::PageUp => self.set_cursor(cur.saturating_sub(span / 4 + 1)),
+            Action::PageDown => self.set_cursor(cur + span / 4 + 1),
+            Action::Top => self.set_cursor(0),
+            Action::Bottom => self.set_cursor(n - 1),
+            Action::Down => self.step_marker(true),
+            Action::Up => self.step_marker(false),
+            Action::ZoomIn | Action::ZoomOut => {
+                let new_span = if a == Action::ZoomIn {
+                    (span / 2).max(16.min(n))
+                } else {
+                    (span * 2).min(n)
+                };
+                // Keep the cursor at the same relative position on screen.
+                let rel = (cur.saturating_sub(w.lo)) as u128 * new_span as u128 / span as u128;
+                let lo = cur.saturating_sub(rel as usize).min(n - new_span);
+                if let Some(win) = self.windows.get_mut(self.dev) {
+                    *win = Window {
+                        lo,
+                        hi: lo + new_span,
+                    };
+                }
+            }
+            Action::Enter => {
+                self.push_history();
+                self.view = View::Map;
+            }
+            _ => {}
+        }
+    }
+
+    /// The segment selected in the map, and its parts.
+    pub fn selected_segment(&self) -> Option<&SegState> {
+        self.cache
+            .as_ref()?
+            .state
+            .segments
+            .values()
+            .nth(self.map_seg)
+    }
+
+    pub fn selected_part_block(&self) -> Option<&LiveBlock> {
+        let seg = self.selected_segment()?;
+        parts(seg).get(self.map_part).and_then(|p| p.block)
+    }
+
+    fn apply_map(&mut self, a: Action) {
+        let nseg = self
+            .cache
+            .as_ref()
+            .map(|c| c.state.segments.len())
+            .unwrap_or(0);
+        let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
+        match a {
+            Action::Left => self.map_part = self.map_part.saturating_sub(1),
+            Action::Right => self.map_part = (self.map_part + 1).min(nparts.saturating_sub(1)),
+            Action::Enter => {
+                // Drill into who allocated the selected block: its site in the sites view.
+                let Some(b) = self.selected_part_block() else {
+                    self.message = "a free range: nothing allocated it".into();
+                    return;
+                };
+                let stack = b.stack;
+                self.push_history();
+                self.view = View::Sites;
+                self.sync();
+                if let Some(i) = self
+                    .tree()
+                    .iter()
+                    .position(|s| s.stacks.iter().any(|k| k.stack == stack))
+                {
+                    let lab = self.tree()[i].label.clone();
+                    self.expanded_sites.insert(lab);
+                    let ki = self.tree()[i]
+                        .stacks
+                        .iter()
+                        .position(|k| k.stack == stack)
+                        .unwrap_or(0);
+                    self.sites_sel = self
+                        .rows()
+                        .iter()
+                        .position(|r| *r == Row::Stack(i, ki))
+                        .unwrap_or(0);
+                }
+            }
+            other => {
+                let before = self.map_seg;
+                self.map_seg = move_sel(self.map_seg, nseg, other, self.page());
+                if before != self.map_seg {
+                    self.map_part = 0;
+                }
+            }
+        }
+    }
+
+    fn apply_sites(&mut self, a: Action) {
+        let rows = self.rows();
+        let Some(row) = rows.get(self.sites_sel).cloned() else {
+            return;
+        };
+        let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
+        match a {
+            Action::Enter | Action::Right => match row {
+                Row::Site(i) => {
+                    if let Some(l) = tree_label(self, i) {
+                        if a == Action::Enter && self.expanded_sites.contains(&l) {
+                            self.expanded_sites.remove(&l);
+                        } else {
+                            self.expanded_sites.insert(l);
+                        }
+                    }
+                }
+                Row::Stack(i, k) => {
+                    if let Some(s) = self
+                        .tree()
+                        .get(i)
+                        .and_then(|x| x.stacks.get(k))
+                        .map(|x| x.stack)
+                    {
+                        if a == Action::Enter && self.expanded_stacks.contains(&s) {
+                            self.expanded_stacks.remove(&s);
+                        } else {
+                            self.expanded_stacks.insert(s);
+                        }
+                    }
+                }
+                Row::Folded(..) => self.unfold = true,
+                Row::Frame(..) => {}
+            },
+            Action::Left => match row {
+                Row::Site(i) => {
+                    if let Some(l) = tree_label(self, i) {
+                        self.expanded_sites.remove(&l);
+                    }
+                }
+                Row::Stack(i, k) => {
+                    let s = self
+                        .tree()
+                        .get(i)
+                        .and_then(|x| x.stacks.get(k))
+                        .map(|x| x.stack);
+                    if let Some(s) = s.filter(|s| self.expanded_stacks.contains(s)) {
+                        self.expanded_stacks.remove(&s);
+                    } else {
+                        self.sites_sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                    }
+                }
+                Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
+                    self.sites_sel = rows
+                        .iter()
+                        .position(|r| *r == Row::Stack(i, k))
+                        .unwrap_or(0);
+                }
+            },
+            other => self.sites_sel = move_sel(self.sites_sel, rows.len(), other, self.page()),
+        }
+    }
+
+    fn click(&mut self, x: u16, y: u16) {
+        if y == 0 {
+            // The tab bar: ` 1 Overview  2 Timeline ...`.
+            let mut cx = 0u16;
+            for (i, v) in View::ALL.iter().enumerate() {
+                let w = tab_label(i, *v).chars().count() as u16;
+                if x >= cx && x < cx + w {
+                    self.view = *v;
+                    return;
+                }
+                cx += w;
+            }
+            return;
+        }
+        let b = body(self.width, self.height);
+        match self.view {
+            View::Timeline => {
+                let c = chart_area(b);
+                if x >= c.x && x < c.x + c.width && y >= c.y && y < b.y + b.height {
+                    let w = self.window();
+                    let span = w.hi - w.lo;
+                    let ev = w.lo + (x - c.x) as usize * span / c.width.max(1) as usize;
+                    self.set_cursor(ev);
+                }
+            }
+            View::Map => {
+                let l = map_list_area(b);
+                if y >= l.y && y < l.y + l.height {
+                    let off = list_offset(self.map_seg, l.height as usize);
+                    let nseg = self
+                        .cache
+                        .as_ref()
+                        .map(|c| c.state.segments.len())
+                        .unwrap_or(0);
+                    let i = off + (y - l.y) as usize;
+                    if i < nseg {
+                        self.map_seg = i;
+                        self.map_part = 0;
+                        // Select the part under the click within the bar.
+                        let bar_x = l.x + MAP_LABEL_W;
+                        let bar_w = l.width.saturating_sub(MAP_LABEL_W).max(1);
+                        if x >= bar_x {
+                            if let Some(seg) = self.selected_segment() {
+                                let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
+                                let ps = parts(seg);
+                                self.map_part = ps
+                                    .iter()
+                                    .position(|p| at >= p.addr && at < p.addr + p.size)
+                                    .unwrap_or(0);
+                            }
+                        }
+                    }
+                }
+            }
+            View::Sites => {
+                let list_y = b.y + 1;
+                let h = b.height.saturating_sub(1) as usize;
+                if y >= list_y {
+                    let off = list_offset(self.sites_sel, h);
+                    let i = off + (y - list_y) as usize;
+                    if i < self.rows().len() {
+                        self.sites_sel = i;
+                    }
+                }
+            }
+            View::Overview => {
+                let (list_y, h) = overview_list(b, self);
+                if y >= list_y && y < list_y + h {
+                    let off = list_offset(self.overview_sel, h as usize);
+                    let i = off + (y - list_y) as usize;
+                    if self.data.as_ref().is_some_and(|d| i < d.findings.len()) {
+                        self.overview_sel = i;
+                    }
+                }
+            }
+            View::Leaks => {}
+        }
+    }
+}
+
+/// Width of the map's per-segment label column.
+pub const MAP_LABEL_W: u16 = 30;
+
+/// The overview's findings list: first row and height.
+pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
+    let ndev = app
+        .data
+        .as_ref()
+        .map(|d| d.analysis.devices.len())
+        .unwrap_or(0) as u16;
+    // Verdict (3 lines) + device table (header + one per device) + blank + OOM block (up to 5) + title.
+    let top = 3 + 1 + ndev + 1 + app_oom_lines(app) + 1;
+    let top = top.min(b.height.saturating_sub(3));
+    (b.y + top, b.height.saturating_sub(top))
+}
+
+/// Lines the overview gives to the OOM explanation.
+pub fn app_oom_lines(app: &App) -> u16 {
+    let has_oom = app
+        .data
+        .as_ref()
+        .is_some_and(|d| d.analysis.devices.iter().any(|x| !x.ooms.is_empty()));
+    if has_oom {
+        6
+    } else {
+        0
+    }
+}
+
+pub fn tab_label(i: usize, v: View) -> String {
+    format!(" {} {} ", i + 1, v.title())
+}
+
+/// The first visible row of a list of `height` rows that keeps `sel` in view (centred paging).
+pub fn list_offset(sel: usize, height: usize) -> usize {
+    if height == 0 {
+        return sel;
+    }
+    (sel / height) * height
+}
+
+fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    match a {
+        Action::Up => sel.saturating_sub(1),
+        Action::Down => (sel + 1).min(n - 1),
+        Action::PageUp => sel.saturating_sub(page),
+        Action::PageDown => (sel + page).min(n - 1),
+        Action::Top => 0,
+        Action::Bottom => n - 1,
+        _ => sel.min(n - 1),
+    }
+}
+
+/// The next index after (or before) `from`, wrapping, for which `hit` holds.
+fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> Option<usize> {
+    (1..=n)
+        .map(|k| {
+            if forward {
+                (from + k) % n
+            } else {
+                (from + n * 2 - k) % n
+            }
+        })
+        .find(|&i| hit(i))
+}
+
+/// One line for a leak finding.
+pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
+    let site = l
+        .leak
+        .site
+        .as_ref()
+        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
+        .unwrap_or_else(|| "(no stack)".into());
+    format!(
+        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
+        l.leak.kind,
+        l.leak.confidence,
+        l.device,
+        crate::units::bytes(l.leak.live_bytes),
+        l.leak.count,
+        crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
+        l.leak.steps
+    )
+}

@@ -1,0 +1,129 @@
+//! `memscope tui FILE`: browse a capture interactively.
+//!
+//! The split is the usual one for testable TUIs: [`input`] turns terminal events into
+//! [`Action`]s, [`App::apply`] is the only thing that changes state, and the views are widgets
+//! over `&App`. Only [`run`] touches a real terminal, so the whole app can be driven and
+//! rendered in tests on a `TestBackend`.
+//!
+//! Loading a large capture takes seconds, so it happens on a thread while the terminal already
+//! shows a loading screen and still answers `q`. The terminal is restored however the loop
+//! ends: on quit, on error (a drop guard), and on a panic (a hook that restores it before the
+//! panic message is printed, so the message is readable).
+
+pub mod app;
+pub mod data;
+pub mod input;
+pub mod sites;
+pub mod timeline;
+pub mod views;
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use crossterm::execute;
+
+pub use app::{Action, App, View};
+pub use data::Data;
+pub use input::{map_key, map_mouse, map_search_key};
+
+use crate::load::LoadError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    #[error("terminal: {0}")]
+    Terminal(#[from] io::Error),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("the loading thread died")]
+    Loader,
+}
+
+/// Feeds one terminal event to the app.
+pub fn handle_event(app: &mut App, ev: Event) {
+    let action = match ev {
+        Event::Key(k) => {
+            if app.typing.is_some() {
+                map_search_key(k)
+            } else {
+                map_key(k)
+            }
+        }
+        Event::Mouse(m) => map_mouse(m),
+        Event::Resize(w, h) => Some(Action::Resize(w, h)),
+        _ => None,
+    };
+    if let Some(a) = action {
+        app.apply(a);
+    }
+}
+
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = execute!(io::stdout(), DisableMouseCapture);
+        ratatui::restore();
+    }
+}
+
+/// Runs the TUI on the terminal until the user quits.
+pub fn run(path: &Path) -> Result<(), TuiError> {
+    let (tx, rx) = mpsc::channel();
+    let p = path.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(Data::load(&p));
+    });
+    let mut terminal = ratatui::try_init()?;
+    let _restore = Restore;
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // ratatui's own hook (in `prev`) leaves raw mode and the alternate screen.
+        let _ = execute!(io::stdout(), DisableMouseCapture);
+        prev(info);
+    }));
+    execute!(io::stdout(), EnableMouseCapture)?;
+    let mut app = App::loading(&path.display().to_string());
+    let size = terminal.size()?;
+    app.apply(Action::Resize(size.width, size.height));
+    let mut load_error = None;
+    let mut waiting = true;
+    loop {
+        terminal.draw(|f| f.render_widget(&app, f.area()))?;
+        if waiting {
+            match rx.try_recv() {
+                Ok(Ok(data)) => {
+                    app.set_data(data);
+                    waiting = false;
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    app.set_error(e.to_string());
+                    load_error = Some(e);
+                    waiting = false;
+                    continue;
+                }
+                Err(mpsc::TryRecvError::Empty) => {}
+                Err(mpsc::TryRecvError::Disconnected) => return Err(TuiError::Loader),
+            }
+        }
+        if event::poll(Duration::from_millis(if waiting { 50 } else { 250 }))? {
+            handle_event(&mut app, event::read()?);
+            // Drain what queued up meanwhile (key repeat, wheel), then draw once.
+            while event::poll(Duration::ZERO)? {
+                handle_event(&mut app, event::read()?);
+            }
+        }
+        if app.quit {
+            break;
+        }
+    }
+    drop(_restore);
+    let _ = io::stdout().flush();
+    match load_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,157 @@
+//! Live memory at the cursor as a tree: the user's line first, then the distinct stacks that
+//! reach it, then their frames.
+//!
+//! A user asks "which of my lines holds this", then "through which call path"; library frames
+//! (torch, site-packages, the interpreter) answer neither, so they are folded into one line
+//! until asked for.
+
+use std::collections::HashMap;
+
+use crate::analysis::replay::State;
+use crate::model::{BlockState, FrameKind, StackId, Stacks};
+
+/// How the tree is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    Bytes,
+    Count,
+}
+
+#[derive(Clone, Debug)]
+pub struct StackNode {
+    pub stack: StackId,
+    pub bytes: u64,
+    pub count: u64,
+    /// The stack's user frames, innermost first, joined: the call path in the user's terms.
+    pub label: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct SiteNode {
+    /// `file:line function` of the site frame (or `(no stack)`).
+    pub label: String,
+    pub user: bool,
+    pub bytes: u64,
+    pub count: u64,
+    pub stacks: Vec<StackNode>,
+}
+
+/// Groups the allocated blocks of a state by site, then by stack.
+pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
+    let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
+    for b in st
+        .live_blocks()
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+    {
+        let e = by_stack.entry(b.stack).or_default();
+        e.0 += b.size;
+        e.1 += 1;
+    }
+    let mut sites: HashMap<String, SiteNode> = HashMap::new();
+    for (s, (bytes, count)) in by_stack {
+        let label = stacks
+            .site_frame(s)
+            .map(|f| stacks.frame_label(f))
+            .unwrap_or_else(|| "(no stack)".to_owned());
+        let user = stacks.user_frame(s).is_some();
+        let path: Vec<String> = stacks
+            .frames(s)
+            .iter()
+            .map(|&f| stacks.frame(f))
+            .filter(|f| f.kind == FrameKind::User)
+            .map(|f| format!("{}:{}", short(stacks.str(f.file)), f.line))
+            .collect();
+        let node = sites.entry(label.clone()).or_insert_with(|| SiteNode {
+            label,
+            user,
+            bytes: 0,
+            count: 0,
+            stacks: Vec::new(),
+        });
+        node.bytes += bytes;
+        node.count += count;
+        node.stacks.push(StackNode {
+            stack: s,
+            bytes,
+            count,
+            label: if path.is_empty() {
+                format!("stack #{} (no user frames)", s.0)
+            } else {
+                path.join(" < ")
+            },
+        });
+    }
+    let mut out: Vec<SiteNode> = sites.into_values().collect();
+    let key = |bytes: u64, count: u64| match sort {
+        SortBy::Bytes => (bytes, count),
+        SortBy::Count => (count, bytes),
+    };
+    for n in &mut out {
+        n.stacks.sort_by(|a, b| {
+            key(b.bytes, b.count)
+                .cmp(&key(a.bytes, a.count))
+                .then(a.stack.cmp(&b.stack))
+        });
+    }
+    out.sort_by(|a, b| {
+        key(b.bytes, b.count)
+            .cmp(&key(a.bytes, a.count))
+            .then_with(|| a.label.cmp(&b.label))
+    });
+    out
+}
+
+/// The file name without its directories.
+pub fn short(file: &str) -> &str {
+    file.rsplit(['/', '\\']).next().unwrap_or(file)
+}
+
+/// One visible line of the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Row {
+    Site(usize),
+    Stack(usize, usize),
+    /// A frame of a stack (site, stack, frame index in the stack).
+    Frame(usize, usize, usize),
+    /// `n` library frames folded (site, stack, first frame index, n).
+    Folded(usize, usize, usize, usize),
+}
+
+/// Flattens the tree as expanded, folding runs of non-user frames unless `unfold`.
+pub fn rows(
+    tree: &[SiteNode],
+    stacks: &Stacks,
+    expanded_sites: &std::collections::HashSet<String>,
+    expanded_stacks: &std::collections::HashSet<StackId>,
+    unfold: bool,
+) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (si, s) in tree.iter().enumerate() {
+        out.push(Row::Site(si));
+        if !expanded_sites.contains(&s.label) {
+            continue;
+        }
+        for (ki, k) in s.stacks.iter().enumerate() {
+            out.push(Row::Stack(si, ki));
+            if !expanded_stacks.contains(&k.stack) {
+                continue;
+            }
+            let frames = stacks.frames(k.stack);
+            let mut i = 0;
+            while i < frames.len() {
+                let user = stacks.frame(frames[i]).kind == FrameKind::User;
+                if user || unfold {
+                    out.push(Row::Frame(si, ki, i));
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < frames.len() && stacks.frame(frames[i]).kind != FrameKind::User {
+                    i += 1;
+                }
+                out.push(Row::Folded(si, ki, start, i - start));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,313 @@
+//! Memory over the event log, downsampled to the screen.
+//!
+//! A capture can hold a million events and a terminal has a hundred columns, so each column
+//! shows the minimum and maximum of its bucket of events: one pass over the visible window per
+//! frame, and a one-event spike (the peak, an OOM's transient) is never averaged away.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::widgets::Widget;
+
+use super::app::{chart_area, App, AXIS_W};
+use super::data::MarkerKind;
+use crate::units::bytes;
+
+/// Min and max of `series[lo..hi]` per column, `cols` columns.
+pub fn downsample(series: &[u64], lo: usize, hi: usize, cols: usize) -> Vec<(u64, u64)> {
+    let hi = hi.min(series.len());
+    if cols == 0 || lo >= hi {
+        return Vec::new();
+    }
+    let span = hi - lo;
+    (0..cols)
+        .map(|c| {
+            let a = lo + c * span / cols;
+            let b = (lo + (c + 1) * span / cols).max(a + 1).min(hi);
+            let s = &series[a.min(hi - 1)..b.max(a.min(hi - 1) + 1)];
+            let mut mn = u64::MAX;
+            let mut mx = 0;
+            for &v in s {
+                mn = mn.min(v);
+                mx = mx.max(v);
+            }
+            (mn, mx)
+        })
+        .collect()
+}
+
+/// Column of event `ev` in a window of `cols` columns.
+pub fn column_of(ev: usize, lo: usize, hi: usize, cols: usize) -> Option<usize> {
+    if ev < lo || ev >= hi || hi <= lo {
+        return None;
+    }
+    Some(((ev - lo) as u128 * cols as u128 / (hi - lo) as u128) as usize)
+}
+
+const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// The timeline view.
+pub struct TimelineView<'a>(pub &'a App);
+
+impl Widget for TimelineView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let Some(data) = &app.data else { return };
+        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
+        else {
+            buf.set_string(
+                area.x,
+                area.y,
+                "no devices in this capture",
+                Style::default(),
+            );
+            return;
+        };
+        let n = dev.events.len();
+        if n == 0 {
+            buf.set_string(
+                area.x,
+                area.y,
+                "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot",
+                Style::default(),
+            );
+            return;
+        }
+        let cur = app.cursor().unwrap_or(0);
+        let w = app.window();
+        let s = &tl.series;
+        // Header: the figures at the cursor.
+        let e = &dev.events[cur];
+        let t = data
+            .rel_time_us(app.dev, cur)
+            .map(|t| format!(" +{:.3} s", t as f64 / 1e6))
+            .unwrap_or_default();
+        let site = data
+            .snap
+            .stacks
+            .site_frame(e.stack)
+            .map(|f| {
+                format!(
+                    " at {}:{}",
+                    super::sites::short(data.snap.stacks.str(f.file)),
+                    f.line
+                )
+            })
+            .unwrap_or_default();
+        let header = format!(
+            "event {cur}/{}{t}  {} {}{site}  │ alloc {} active {} reserved {}",
+            n - 1,
+            e.action.name(),
+            bytes(e.size),
+            bytes(s.allocated.get(cur).copied().unwrap_or(0)),
+            bytes(s.active.get(cur).copied().unwrap_or(0)),
+            bytes(s.reserved.get(cur).copied().unwrap_or(0)),
+        );
+        buf.set_stringn(
+            area.x,
+            area.y,
+            header,
+            area.width as usize,
+            Style::default().add_modifier(Modifier::BOLD),
+        );
+        let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
+        let legend_items: [(&str, Style); 6] = [
+            ("█ allocated ", Style::default().fg(Color::Green)),
+            ("▒ active ", Style::default().fg(Color::Yellow)),
+            ("░ reserved  ", Style::default().fg(Color::Blue)),
+            ("P peak ", Style::default().fg(Color::Magenta)),
+            ("X OOM ", Style::default().fg(Color::Red)),
+            ("│ step/annotation", Style::default().fg(Color::Cyan)),
+        ];
+        let mut x = area.x;
+        for (txt, st) in legend_items {
+            if x >= area.x + area.width {
+                break;
+            }
+            let (nx, _) =
+                buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
+            x = nx;
+        }
+        let win = format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi);
+        if x < area.x + area.width {
+            buf.set_stringn(
+                x,
+                area.y + 1,
+                win,
+                (area.x + area.width - x) as usize,
+                Style::default().fg(Color::DarkGray),
+            );
+        }
+
+        let chart = chart_area(area);
+        if chart.width == 0 || chart.height == 0 {
+            return;
+        }
+        let cols = chart.width as usize;
+        let alloc = downsample(&s.allocated, w.lo, w.hi, cols);
+        let active = downsample(&s.active, w.lo, w.hi, cols);
+        let reserved = downsample(&s.reserved, w.lo, w.hi, cols);
+        let top = reserved
+            .iter()
+            .chain(active.iter())
+            .map(|x| x.1)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let h = chart.height as u64;
+        let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
+        let cur_col = column_of(cur, w.lo, w.hi, cols);
+        for c in 0..cols.min(alloc.len()) {
+            let (amin, amax) = alloc[c];
+            let la = level(amax);
+            let lmin = level(amin);
+            let lact = level(active[c].1);
+            let lres = level(reserved[c].1);
+            for r in 0..h {
+                let y = chart.y + chart.height - 1 - r as u16;
+                let x = chart.x + c as u16;
+                let base = r * 8;
+                let (ch, mut st) = if la >= base + 8 {
+                    let col = if lmin >= base + 8 {
+                        Color::Green
+                    } else {
+                        Color::LightGreen
+                    };
+                    ('█', Style::default().fg(col))
+                } else if la > base {
+                    (
+                        EIGHTHS[(la - base) as usize],
+                        Style::default().fg(Color::LightGreen),
+                    )
+                } else if lact > base {
+                    ('▒', Style::default().fg(Color::Yellow))
+                } else if lres > base {
+                    ('░', Style::default().fg(Color::Blue))
+                } else {
+                    (' ', Style::default())
+                };
+                let mut ch = ch;
+                if cur_col == Some(c) {
+                    if ch == ' ' {
+                        ch = '│';
+                        st = Style::default().fg(Color::White);
+                    } else {
+                        st = st.add_modifier(Modifier::REVERSED);
+                    }
+                }
+                if let Some(cell) = buf.cell_mut((x, y)) {
+                    cell.set_char(ch).set_style(st);
+                }
+            }
+        }
+        // Y axis.
+        let ax = |v: u64| format!("{:>9}", bytes(v));
+        buf.set_stringn(
+            area.x,
+            chart.y,
+            ax(top),
+            AXIS_W as usize - 1,
+            Style::default().fg(Color::DarkGray),
+        );
+        if chart.height > 4 {
+            buf.set_stringn(
+                area.x,
+                chart.y + chart.height / 2,
+                ax(top / 2),
+                AXIS_W as usize - 1,
+                Style::default().fg(Color::DarkGray),
+            );
+        }
+        buf.set_stringn(
+            area.x,
+            chart.y + chart.height - 1,
+            ax(0),
+            AXIS_W as usize - 1,
+            Style::default().fg(Color::DarkGray),
+        );
+        // Markers, one row under the chart; OOM and peak win over annotations.
+        let my = chart.y + chart.height;
+        if my < area.y + area.height {
+            buf.set_string(
+                area.x,
+                my,
+                "  markers ",
+                Style::default().fg(Color::DarkGray),
+            );
+            let ms = data
+                .markers
+                .get(app.dev)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]);
+            let lo_i = ms.partition_point(|m| m.event < w.lo);
+            for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
+                let Some(c) = column_of(m.event, w.lo, w.hi, cols) else {
+                    continue;
+                };
+                let (ch, st) = match m.kind {
+                    MarkerKind::Oom => (
+                        'X',
+                        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                    ),
+                    MarkerKind::Peak => (
+                        'P',
+                        Style::default()
+                            .fg(Color::Magenta)
+                            .add_modifier(Modifier::BOLD),
+                    ),
+                    MarkerKind::Annotation => ('│', Style::default().fg(Color::Cyan)),
+                };
+                if let Some(cell) = buf.cell_mut((chart.x + c as u16, my)) {
+                    if m.kind == MarkerKind::Annotation && matches!(cell.symbol(), "X" | "P") {
+                        continue;
+                    }
+                    cell.set_char(ch).set_style(st);
+                }
+            }
+        }
+        // Event axis.
+        let ay = my + 1;
+        if ay < area.y + area.height {
+            let l = format!("{}", w.lo);
+            let r = format!("{}", w.hi.saturating_sub(1));
+            let rx = (chart.x + chart.width).saturating_sub(r.len() as u16);
+            let cx = cur_col.map(|c| chart.x + c as u16);
+            // Edge labels give way to the cursor's caret.
+            if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
+                buf.set_string(chart.x, ay, &l, Style::default().fg(Color::DarkGray));
+            }
+            if cx.is_none_or(|cx| cx < rx) {
+                buf.set_string(rx, ay, &r, Style::default().fg(Color::DarkGray));
+            }
+            if let Some(cx) = cx {
+                buf.set_string(cx, ay, "^", Style::default().fg(Color::White));
+            }
+        }
+        // What the cursor is on: the nearest marker at or before it.
+        let iy = ay + 1;
+        if iy < area.y + area.height {
+            let ms = data
+                .markers
+                .get(app.dev)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]);
+            let here: Vec<&str> = ms
+                .iter()
+                .filter(|m| m.event == cur)
+                .map(|m| m.label.as_str())
+                .collect();
+            let prev = ms
+                .iter()
+                .rev()
+                .find(|m| m.event <= cur && m.kind == MarkerKind::Annotation);
+            let mut info = String::new();
+            if !here.is_empty() {
+                info.push_str(&format!("here: {}", here.join(", ")));
+            } else if let Some(p) = prev {
+                info.push_str(&format!("in: {} (from event {})", p.label, p.event));
+            }
+            let info = format!("{info}   p: peak  o: OOM  [ ]: markers +/- zoom Enter: map");
+            buf.set_stringn(area.x, iy, info, area.width as usize, Style::default());
+        }
+    }
+}

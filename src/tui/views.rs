@@ -1,0 +1,766 @@
+//! The screen: tab bar, the current view, the status line, and the help overlay.
+//!
+//! Each view is a [`Widget`] over a borrowed [`App`], so it renders into any buffer (a
+//! terminal's, or a test's) and owns no state of its own: what it shows is a function of the app.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+
+use super::app::{
+    body, list_offset, map_list_area, overview_list, parts, tab_label, App, View, MAP_LABEL_W,
+};
+use super::sites::{short, Row, SortBy};
+use super::timeline::TimelineView;
+use crate::model::{BlockState, FrameKind, Pool};
+use crate::units::bytes;
+
+fn dim() -> Style {
+    Style::default().fg(Color::DarkGray)
+}
+
+fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
+fn sel_style(on: bool) -> Style {
+    if on {
+        Style::default().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::default()
+    }
+}
+
+fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
+    if dy < area.height {
+        buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
+    }
+}
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self;
+        if area.width < 20 || area.height < 5 {
+            buf.set_stringn(
+                area.x,
+                area.y,
+                "terminal too small",
+                area.width as usize,
+                Style::default(),
+            );
+            return;
+        }
+        let Some(_) = &app.data else {
+            let msg = match &app.error {
+                Some(e) => format!("memscope: cannot open {}: {e}", app.path),
+                None => format!("memscope: loading {} …", app.path),
+            };
+            let y = area.y + area.height / 2;
+            let x = area.x + area.width.saturating_sub(msg.chars().count() as u16) / 2;
+            buf.set_stringn(x.max(area.x), y, &msg, area.width as usize, bold());
+            if app.error.is_some() {
+                buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
+            }
+            return;
+        };
+        // Tabs.
+        let mut x = area.x;
+        for (i, v) in View::ALL.iter().enumerate() {
+            let t = tab_label(i, *v);
+            let st = if *v == app.view {
+                Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+            } else {
+                dim()
+            };
+            if x >= area.x + area.width {
+                break;
+            }
+            let (nx, _) = buf.set_stringn(x, area.y, &t, (area.x + area.width - x) as usize, st);
+            x = nx;
+        }
+        let b = body(area.width, area.height);
+        let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
+        match app.view {
+            View::Overview => OverviewView(app).render(b, buf),
+            View::Timeline => TimelineView(app).render(b, buf),
+            View::Map => MapView(app).render(b, buf),
+            View::Sites => SitesView(app).render(b, buf),
+            View::Leaks => LeaksView(app).render(b, buf),
+        }
+        StatusLine(app).render(
+            Rect::new(area.x, area.y + area.height - 1, area.width, 1),
+            buf,
+        );
+        if app.help {
+            HelpView.render(area, buf);
+        }
+    }
+}
+
+/// The bottom line: file, cursor, hints (or the search being typed).
+pub struct StatusLine<'a>(pub &'a App);
+
+impl Widget for StatusLine<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let st = Style::default().bg(Color::DarkGray).fg(Color::White);
+        buf.set_style(area, st);
+        if let Some(q) = &app.typing {
+            buf.set_stringn(
+                area.x,
+                area.y,
+                format!("/{q}▏  (Enter: search, Esc: cancel)"),
+                area.width as usize,
+                st,
+            );
+            return;
+        }
+        let Some(data) = &app.data else { return };
+        let file = data
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dev = data.snap.devices.get(app.dev);
+        let cur = match (app.cursor(), dev) {
+            (Some(c), Some(d)) => {
+                let t = data
+                    .rel_time_us(app.dev, c)
+                    .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
+                    .unwrap_or_default();
+                format!("event {c}/{}{t}", d.events.len().saturating_sub(1))
+            }
+            _ => "no events".to_owned(),
+        };
+        let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
+        let hint = if app.message.is_empty() {
+            "?:help q:quit Tab:views /:search".to_owned()
+        } else {
+            app.message.clone()
+        };
+        let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
+        buf.set_stringn(area.x, area.y, s, area.width as usize, st);
+    }
+}
+
+/// Keys, as a popup.
+pub struct HelpView;
+
+pub const HELP: &[&str] = &[
+    "memscope TUI: keys",
+    "",
+    "q, Ctrl-C    quit                 ?          this help",
+    "Tab, 1-5     switch view          Esc        back (after a jump)",
+    "↑↓ / jk      move selection       ←→ / hl    move / collapse-expand",
+    "g / G        first / last         PgUp PgDn  page",
+    "Enter        drill in: finding → evidence, timeline → map,",
+    "             map block → its site, site → its stacks → frames",
+    "+ / -        zoom the timeline    H / L      one event left / right",
+    "p / o        jump to peak / OOM   ] / [      next / previous marker",
+    "a            map: jump to the selected block's allocation",
+    "/ n N        search sites, files, functions; next / previous match",
+    "s            sort sites by bytes / count",
+    "f            show / fold library frames",
+    "d            next device",
+    "mouse        click tabs, timeline, rows; wheel scrolls",
+];
+
+impl Widget for HelpView {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let w = 72.min(area.width);
+        let h = (HELP.len() as u16 + 2).min(area.height);
+        let r = Rect::new(
+            area.x + (area.width - w) / 2,
+            area.y + (area.height - h) / 2,
+            w,
+            h,
+        );
+        Clear.render(r, buf);
+        let lines: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" help (any key closes) "),
+            )
+            .render(r, buf);
+    }
+}
+
+/// Verdict, figures, the OOM explained, findings.
+pub struct OverviewView<'a>(pub &'a App);
+
+impl Widget for OverviewView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let Some(data) = &app.data else { return };
+        let a = &data.analysis;
+        let verdict_style = if a.verdict.kind == "ok" {
+            bold().fg(Color::Green)
+        } else {
+            bold().fg(Color::Red)
+        };
+        Paragraph::new(Line::from(vec![
+            Span::styled("VERDICT ", verdict_style),
+            Span::raw(a.verdict.summary.clone()),
+        ]))
+        .wrap(Wrap { trim: true })
+        .render(
+            Rect::new(area.x, area.y, area.width, 3.min(area.height)),
+            buf,
+        );
+        let mut y = 3u16;
+        put(
+            buf,
+            area,
+            y,
+            &format!(
+                "{:<8}{:>21}{:>21}{:>21}{:>11}",
+                "device", "allocated cur/peak", "reserved cur/peak", "free reserved/hole", "events"
+            ),
+            dim(),
+        );
+        y += 1;
+        for d in &a.devices {
+            let pk = |p: Option<u64>, obs: u64| {
+                p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)))
+            };
+            let line = format!(
+                "{:<8}{:>21}{:>21}{:>21}{:>11}",
+                format!("cuda:{}", d.device),
+                format!(
+                    "{} / {}",
+                    bytes(d.allocated_bytes),
+                    pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)
+                ),
+                format!(
+                    "{} / {}",
+                    bytes(d.reserved_bytes),
+                    pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)
+                ),
+                format!(
+                    "{} / {}",
+                    bytes(d.free_reserved_bytes),
+                    d.largest_free_block_bytes
+                        .map(bytes)
+                        .unwrap_or_else(|| "?".into())
+                ),
+                d.events
+            );
+            put(buf, area, y, &line, Style::default());
+            y += 1;
+        }
+        y += 1;
+        // The OOM that ended the run, explained.
+        let oom = a
+            .devices
+            .iter()
+            .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
+            .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
+        if let Some((dev, o)) = oom {
+            let mut lines = vec![Line::from(vec![
+                Span::styled(
+                    format!("OOM on cuda:{dev} at event {}: ", o.event),
+                    bold().fg(Color::Red),
+                ),
+                Span::raw(format!(
+                    "{} requested ({} rounded), cause: {}",
+                    bytes(o.requested_bytes),
+                    bytes(o.rounded_bytes),
+                    o.cause.name()
+                )),
+            ])];
+            lines.push(Line::from(format!(
+                "  {} allocated, {} reserved, {} reserved but free, largest free block {}",
+                bytes(o.allocated_bytes),
+                bytes(o.reserved_bytes),
+                bytes(o.free_reserved_bytes),
+                bytes(o.largest_free_block_bytes)
+            )));
+            if let Some(s) = &o.site {
+                lines.push(Line::from(format!("  failing request from {s}")));
+            }
+            for e in o.evidence.iter().take(2) {
+                lines.push(Line::from(format!("  - {e}")));
+            }
+            if let Some(r) = o.remedies.first() {
+                lines.push(Line::from(format!("  fix: {}", r.action)));
+            }
+            lines.truncate(super::app::app_oom_lines(app) as usize);
+            for l in lines {
+                if y < area.height {
+                    buf.set_line(area.x, area.y + y, &l, area.width);
+                }
+                y += 1;
+            }
+        }
+        let (ly, lh) = overview_list(area, app);
+        if ly > area.y {
+            put(
+                buf,
+                area,
+                ly - area.y - 1,
+                "FINDINGS (Enter: jump to the evidence)",
+                bold(),
+            );
+        }
+        let off = list_offset(app.overview_sel, lh as usize);
+        for (k, f) in data.findings.iter().enumerate().skip(off).take(lh as usize) {
+            let on = k == app.overview_sel;
+            let st = if f.label.starts_with("OOM") {
+                Style::default().fg(Color::Red)
+            } else {
+                Style::default()
+            };
+            let text = format!("{} {}", if on { "›" } else { " " }, f.label);
+            put(
+                buf,
+                area,
+                ly - area.y + (k - off) as u16,
+                &text,
+                st.patch(sel_style(on)),
+            );
+        }
+        if data.findings.is_empty() {
+            put(buf, area, ly - area.y, "  no findings", dim());
+        }
+    }
+}
+
+/// Every segment at the cursor as a bar of its blocks, and the selected block in full.
+pub struct MapView<'a>(pub &'a App);
+
+impl Widget for MapView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+            return;
+        };
+        let st = &cache.state;
+        let c = &st.counters;
+        let free_reserved = c.reserved.saturating_sub(c.active);
+        let largest = st
+            .segments
+            .values()
+            .map(|s| s.largest_free())
+            .max()
+            .unwrap_or(0);
+        let at = cache
+            .event
+            .map(|e| format!("after event {e}"))
+            .unwrap_or_else(|| "before the log".into());
+        put(
+            buf,
+            area,
+            0,
+            &format!(
+                "{at}: {} segments, reserved {}, allocated {}, free {}, largest hole {}",
+                st.segments.len(),
+                bytes(c.reserved),
+                bytes(c.allocated),
+                bytes(free_reserved),
+                bytes(largest)
+            ),
+            bold(),
+        );
+        // At an OOM: the failed request against the holes it could have used.
+        let oom = data.timelines.get(app.dev).and_then(|tl| {
+            tl.ooms
+                .iter()
+                .find(|o| Some(o.event.0 as usize) == cache.event)
+        });
+        match oom {
+            Some(o) => {
+                let fits = o.largest_free_block_bytes >= o.rounded_bytes;
+                put(
+                    buf,
+                    area,
+                    1,
+                    &format!(
+                        "OOM here: needs {} ({} pool, stream {}), largest hole there {}: {}",
+                        bytes(o.rounded_bytes),
+                        o.pool.name(),
+                        o.stream,
+                        bytes(o.largest_free_block_bytes),
+                        if fits {
+                            "it fit (see diagnosis)"
+                        } else {
+                            "does not fit"
+                        }
+                    ),
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                );
+            }
+            None => {
+                let mut x = area.x;
+                for (t, s) in [
+                    ("█ allocated  ", Style::default().fg(Color::Green)),
+                    ("▓ pending free  ", Style::default().fg(Color::Yellow)),
+                    ("· free  ", dim()),
+                    ("←→ block ↑↓ segment Enter: site a: alloc event", dim()),
+                ] {
+                    if x < area.x + area.width {
+                        let (nx, _) = buf.set_stringn(
+                            x,
+                            area.y + 1,
+                            t,
+                            (area.x + area.width - x) as usize,
+                            s,
+                        );
+                        x = nx;
+                    }
+                }
+            }
+        }
+        let list = map_list_area(area);
+        let off = list_offset(app.map_seg, list.height as usize);
+        let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
+        for (row, (i, seg)) in st
+            .segments
+            .values()
+            .enumerate()
+            .skip(off)
+            .take(list.height as usize)
+            .enumerate()
+        {
+            let y = list.y + row as u16;
+            let on = i == app.map_seg;
+            let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
+            let label = format!(
+                "{}{:>10} {}{} s{:<2}{:>4}% ",
+                if on { "›" } else { " " },
+                bytes(seg.size),
+                match seg.pool {
+                    Pool::Small => 'S',
+                    Pool::Large => 'L',
+                },
+                if seg.expandable { 'e' } else { ' ' },
+                seg.stream,
+                used
+            );
+            buf.set_stringn(list.x, y, &label, MAP_LABEL_W as usize, sel_style(on));
+            if bar_w == 0 || seg.size == 0 {
+                continue;
+            }
+            let ps = parts(seg);
+            let mut pi = 0;
+            for cx in 0..bar_w {
+                let a0 = seg.address + (cx as u128 * seg.size as u128 / bar_w as u128) as u64;
+                let a1 = (seg.address
+                    + ((cx + 1) as u128 * seg.size as u128 / bar_w as u128) as u64)
+                    .max(a0 + 1);
+                while pi + 1 < ps.len() && ps[pi].addr + ps[pi].size <= a0 {
+                    pi += 1;
+                }
+                // The part covering most of this cell.
+                let mut best = (0u64, pi);
+                let mut selected_here = false;
+                let mut k = pi;
+                while k < ps.len() && ps[k].addr < a1 {
+                    let ov = (ps[k].addr + ps[k].size)
+                        .min(a1)
+                        .saturating_sub(ps[k].addr.max(a0));
+                    if ov > best.0 {
+                        best = (ov, k);
+                    }
+                    if on && k == app.map_part {
+                        selected_here = true;
+                    }
+                    k += 1;
+                }
+                let p = ps.get(best.1);
+                let (ch, mut s) = match p.and_then(|p| p.block) {
+                    Some(b) if b.state == BlockState::ActiveAllocated => (
+                        '█',
+                        Style::default().fg(if best.1 % 2 == 0 {
+                            Color::Green
+                        } else {
+                            Color::LightGreen
+                        }),
+                    ),
+                    Some(_) => ('▓', Style::default().fg(Color::Yellow)),
+                    None => ('·', dim()),
+                };
+                if selected_here {
+                    s = s.add_modifier(Modifier::REVERSED);
+                }
+                if let Some(cell) = buf.cell_mut((list.x + MAP_LABEL_W + cx as u16, y)) {
+                    cell.set_char(ch).set_style(s);
+                }
+            }
+        }
+        // Details of the selection.
+        let dy = list.y + list.height;
+        let det = Rect::new(
+            area.x,
+            dy,
+            area.width,
+            (area.y + area.height).saturating_sub(dy),
+        );
+        if det.height == 0 {
+            return;
+        }
+        let Some(seg) = app.selected_segment() else {
+            put(buf, det, 0, "no segments at this point of the log", dim());
+            return;
+        };
+        let ps = parts(seg);
+        let stacks = &data.snap.stacks;
+        let mut lines: Vec<Line> = Vec::new();
+        lines.push(Line::styled(
+            format!(
+                "segment 0x{:x}: {} {} pool, stream {}{}, {} blocks, largest hole {}",
+                seg.address,
+                bytes(seg.size),
+                seg.pool.name(),
+                seg.stream,
+                if seg.expandable { ", expandable" } else { "" },
+                seg.blocks.len(),
+                bytes(seg.largest_free())
+            ),
+            dim(),
+        ));
+        match ps.get(app.map_part) {
+            Some(p) => match p.block {
+                Some(b) => {
+                    let state = match b.state {
+                        BlockState::ActiveAllocated => "allocated",
+                        BlockState::ActivePendingFree => "pending free",
+                        BlockState::Inactive => "free",
+                    };
+                    lines.push(Line::styled(
+                        format!(
+                            "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
+                            app.map_part + 1,
+                            ps.len(),
+                            b.address,
+                            bytes(b.size),
+                            bytes(b.requested),
+                            b.stream,
+                            seg.pool.name(),
+                            b.alloc_event.map(|e| format!("event {}", e.0)).unwrap_or_else(|| "(before the log)".into())
+                        ),
+                        bold(),
+                    ));
+                    let frames = stacks.frames(b.stack);
+                    if frames.is_empty() {
+                        lines.push(Line::styled("  (no stack recorded)", dim()));
+                    }
+                    for &f in frames {
+                        let fr = stacks.frame(f);
+                        let s = if fr.kind == FrameKind::User {
+                            bold().fg(Color::Cyan)
+                        } else {
+                            dim()
+                        };
+                        lines.push(Line::styled(format!("  {}", stacks.frame_label(fr)), s));
+                    }
+                }
+                None => lines.push(Line::styled(
+                    format!(
+                        "part {}/{} 0x{:x}: free range of {}",
+                        app.map_part + 1,
+                        ps.len(),
+                        p.addr,
+                        bytes(p.size)
+                    ),
+                    bold(),
+                )),
+            },
+            None => lines.push(Line::from("empty segment")),
+        }
+        for (k, l) in lines.iter().enumerate().take(det.height as usize) {
+            buf.set_line(det.x, det.y + k as u16, l, det.width);
+        }
+    }
+}
+
+/// Live bytes by site and stack at the cursor.
+pub struct SitesView<'a>(pub &'a App);
+
+impl Widget for SitesView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+            return;
+        };
+        let tree = app.tree();
+        let total: u64 = tree.iter().map(|s| s.bytes).sum();
+        let blocks: u64 = tree.iter().map(|s| s.count).sum();
+        let at = cache
+            .event
+            .map(|e| format!("after event {e}"))
+            .unwrap_or_else(|| "before the log".into());
+        put(
+            buf,
+            area,
+            0,
+            &format!(
+                "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
+                bytes(total),
+                tree.len(),
+                match app.sort {
+                    SortBy::Bytes => "bytes",
+                    SortBy::Count => "count",
+                },
+                if app.unfold { "shown" } else { "folded" }
+            ),
+            bold(),
+        );
+        let rows = app.rows();
+        let h = area.height.saturating_sub(1) as usize;
+        let off = list_offset(app.sites_sel, h);
+        let stacks = &data.snap.stacks;
+        for (k, r) in rows.iter().enumerate().skip(off).take(h) {
+            let on = k == app.sites_sel;
+            let (text, st) = match *r {
+                Row::Site(i) => {
+                    let s = &tree[i];
+                    let open = if app.expanded_sites.contains(&s.label) {
+                        '▾'
+                    } else {
+                        '▸'
+                    };
+                    let st = if s.user { bold() } else { Style::default() };
+                    (
+                        format!("{:>10} {:>7}  {open} {}", bytes(s.bytes), s.count, s.label),
+                        st,
+                    )
+                }
+                Row::Stack(i, j) => {
+                    let n = &tree[i].stacks[j];
+                    let open = if app.expanded_stacks.contains(&n.stack) {
+                        '▾'
+                    } else {
+                        '▸'
+                    };
+                    (
+                        format!(
+                            "{:>10} {:>7}    {open} {}",
+                            bytes(n.bytes),
+                            n.count,
+                            n.label
+                        ),
+                        Style::default(),
+                    )
+                }
+                Row::Frame(i, j, f) => {
+                    let fid = stacks.frames(tree[i].stacks[j].stack)[f];
+                    let fr = stacks.frame(fid);
+                    let st = if fr.kind == FrameKind::User {
+                        Style::default().fg(Color::Cyan)
+                    } else {
+                        dim()
+                    };
+                    (
+                        format!(
+                            "{:>18}      {}:{} {}",
+                            "",
+                            short(stacks.str(fr.file)),
+                            fr.line,
+                            stacks.str(fr.name)
+                        ),
+                        st,
+                    )
+                }
+                Row::Folded(_, _, _, n) => (
+                    format!(
+                        "{:>18}      … {n} library frames (f or Enter shows them)",
+                        ""
+                    ),
+                    dim(),
+                ),
+            };
+            put(
+                buf,
+                area,
+                1 + (k - off) as u16,
+                &text,
+                st.patch(sel_style(on)),
+            );
+        }
+        if rows.is_empty() {
+            put(
+                buf,
+                area,
+                1,
+                "  nothing allocated at this point of the log",
+                dim(),
+            );
+        }
+    }
+}
+
+/// Leak findings and growth.
+pub struct LeaksView<'a>(pub &'a App);
+
+impl Widget for LeaksView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let Some(data) = &app.data else { return };
+        put(
+            buf,
+            area,
+            0,
+            "LEAKS AND GROWTH (Enter: jump to the evidence on the timeline)",
+            bold(),
+        );
+        if data.analysis.leaks.is_empty() {
+            put(buf, area, 1, "no leak findings", Style::default());
+        }
+        let items = app.leak_items();
+        let list_h = (items.len() as u16)
+            .min(area.height.saturating_sub(2) / 2)
+            .max(1);
+        let off = list_offset(app.leaks_sel, list_h as usize);
+        let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
+        for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
+            let on = k == app.leaks_sel;
+            put(
+                buf,
+                area,
+                y0 + (k - off) as u16,
+                &format!("{} {label}", if on { "›" } else { " " }),
+                sel_style(on),
+            );
+        }
+        // The selected leak in full: why it is one, how to fix it, where it is allocated.
+        let Some(l) = data.analysis.leaks.get(app.leaks_sel) else {
+            return;
+        };
+        let dy = y0 + list_h + 1;
+        if dy >= area.height {
+            return;
+        }
+        let mut lines = vec![
+            Line::styled(
+                format!(
+                    "growth from {} to {} (events {}..{}), r² {:.2}",
+                    l.leak.first_step,
+                    l.leak.last_step,
+                    l.leak.window_start_event.0,
+                    l.leak.window_end_event.0,
+                    l.leak.r2
+                ),
+                dim(),
+            ),
+            Line::from(l.leak.explanation.clone()),
+            Line::styled(
+                format!("fix: {}", l.leak.fix),
+                Style::default().fg(Color::Green),
+            ),
+        ];
+        if let Some(c) = &l.leak.cause_site {
+            lines.push(Line::from(format!("kept alive by {c}")));
+        }
+        for f in &l.leak.stack {
+            lines.push(Line::styled(format!("  {f}"), dim()));
+        }
+        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
+            Rect::new(area.x, area.y + dy, area.width, area.height - dy),
+            buf,
+        );
+    }
+}

@@ -1,0 +1,296 @@
+//! The TUI driven without a terminal: actions in, `TestBackend` screens out.
+
+use std::path::Path;
+
+use memscope::tui::{map_key, Action, App, Data, View};
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+
+fn load(name: &str) -> App {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name);
+    let data = Data::load(&p).expect("fixture loads");
+    let mut app = App::new(data);
+    // Paths differ between checkouts: show the file name only.
+    app.path = name.to_owned();
+    app
+}
+
+fn screen(app: &mut App, w: u16, h: u16) -> String {
+    app.apply(Action::Resize(w, h));
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| f.render_widget(&*app, f.area())).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn key(app: &mut App, c: char) {
+    let k = KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+    if let Some(a) = map_key(k) {
+        app.apply(a);
+    }
+}
+
+fn code(app: &mut App, c: KeyCode) {
+    if let Some(a) = map_key(KeyEvent::new(c, KeyModifiers::NONE)) {
+        app.apply(a);
+    }
+}
+
+#[test]
+fn overview_fragmentation_oom() {
+    let mut app = load("fragmentation_oom.pickle");
+    insta::assert_snapshot!(screen(&mut app, 100, 30));
+}
+
+#[test]
+fn timeline_leak_oom() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '2');
+    insta::assert_snapshot!(screen(&mut app, 100, 30));
+}
+
+#[test]
+fn map_fragmentation_oom() {
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '3');
+    insta::assert_snapshot!(screen(&mut app, 100, 30));
+}
+
+#[test]
+fn sites_leak_oom() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '4');
+    code(&mut app, KeyCode::Enter);
+    code(&mut app, KeyCode::Down);
+    code(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&mut app, 100, 30));
+}
+
+#[test]
+fn leaks_view_leak_oom() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '5');
+    insta::assert_snapshot!(screen(&mut app, 100, 30));
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = load("clean.pickle");
+    key(&mut app, '?');
+    insta::assert_snapshot!(screen(&mut app, 80, 24));
+}
+
+#[test]
+fn enter_on_the_oom_finding_jumps_the_cursor_to_the_oom() {
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    assert!(screen(&mut app, 100, 30).contains("event 0/696"));
+    key(&mut app, '1');
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Timeline);
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("event 696/696"), "{s}");
+    assert!(s.contains("here: OOM requesting 512.0 MiB"), "{s}");
+    // Esc goes back to where the jump came from.
+    code(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Overview);
+}
+
+#[test]
+fn peak_key_moves_to_the_peak_and_the_map_follows() {
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    key(&mut app, 'p');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("event 347/696"), "{s}");
+    assert!(s.contains("here: peak 1.5 GiB allocated"), "{s}");
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Map);
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("after event 347:"), "{s}");
+    assert!(!s.contains("OOM here"), "{s}");
+    // At the OOM the map sets the failed request against the largest hole.
+    key(&mut app, 'o');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("OOM here: needs 512.0 MiB"), "{s}");
+    assert!(
+        s.contains("largest hole there 10.0 MiB: does not fit"),
+        "{s}"
+    );
+}
+
+#[test]
+fn tab_cycles_views_and_numbers_select_them() {
+    let mut app = load("clean.pickle");
+    let order: Vec<View> = (0..5)
+        .map(|_| {
+            code(&mut app, KeyCode::Tab);
+            app.view
+        })
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            View::Timeline,
+            View::Map,
+            View::Sites,
+            View::Leaks,
+            View::Overview
+        ]
+    );
+    key(&mut app, '4');
+    assert_eq!(app.view, View::Sites);
+}
+
+#[test]
+fn zoom_and_pan_the_timeline() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, '+');
+    key(&mut app, '+');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("×4.0"), "{s}");
+    key(&mut app, 'g');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("event 0/3666"), "{s}");
+    assert!(s.contains("events 0..916"), "{s}");
+    key(&mut app, '-');
+    key(&mut app, '-');
+    key(&mut app, '-');
+    assert!(screen(&mut app, 100, 30).contains("×1.0"));
+}
+
+#[test]
+fn search_jumps_to_matching_allocations_and_sites() {
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    key(&mut app, '/');
+    assert!(app.typing.is_some());
+    for c in "generate.py:178".chars() {
+        app.apply(Action::SearchChar(c));
+    }
+    assert!(screen(&mut app, 100, 30).contains("/generate.py:178"));
+    app.apply(Action::SearchSubmit);
+    let s = screen(&mut app, 100, 30);
+    assert!(
+        s.contains("event 696/696"),
+        "the only allocation from line 178 is the OOM: {s}"
+    );
+    // In the sites view the same query selects the site.
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '4');
+    key(&mut app, '/');
+    for c in "data".chars() {
+        app.apply(Action::SearchChar(c));
+    }
+    app.apply(Action::SearchSubmit);
+    let s = screen(&mut app, 100, 30);
+    let sel = s
+        .lines()
+        .find(|l| l.contains("▾ fixtures/generate.py:120 data"));
+    assert!(sel.is_some(), "{s}");
+}
+
+#[test]
+fn map_enter_drills_into_the_blocks_site() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '3');
+    // Move to the first allocated block of the first segment.
+    for _ in 0..4 {
+        if app.selected_part_block().is_some() {
+            break;
+        }
+        code(&mut app, KeyCode::Right);
+    }
+    assert!(app.selected_part_block().is_some());
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("allocated, size"), "{s}");
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Sites);
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains(" ▾ "), "{s}");
+}
+
+#[test]
+fn mouse_clicks_select_tabs_and_move_the_cursor() {
+    let mut app = load("leak_oom.pickle");
+    screen(&mut app, 100, 30);
+    // " 1 Overview  2 Timeline ": the second tab starts at column 11.
+    app.apply(Action::Click(14, 0));
+    assert_eq!(app.view, View::Timeline);
+    // Click on the chart's first column: the cursor goes to the first event.
+    app.apply(Action::Click(10, 10));
+    assert_eq!(app.cursor(), Some(0));
+    app.apply(Action::Scroll(1, 10, 10));
+    assert!(app.cursor().unwrap() > 0);
+}
+
+#[test]
+fn every_view_renders_at_80x24_and_survives_tiny_terminals() {
+    for f in [
+        "fragmentation_oom.pickle",
+        "leak_oom.pickle",
+        "two_streams.pickle",
+        "expandable.pickle",
+    ] {
+        let mut app = load(f);
+        for v in ['1', '2', '3', '4', '5'] {
+            key(&mut app, v);
+            let s = screen(&mut app, 80, 24);
+            assert_eq!(s.lines().count(), 24);
+            assert!(s.lines().last().unwrap().contains(f), "{s}");
+            for (w, h) in [(20, 5), (1, 1), (40, 10)] {
+                screen(&mut app, w, h);
+            }
+        }
+    }
+}
+
+#[test]
+fn quit_and_ctrl_c() {
+    let mut app = load("clean.pickle");
+    key(&mut app, 'q');
+    assert!(app.quit);
+    let mut app = load("clean.pickle");
+    app.apply(map_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)).unwrap());
+    assert!(app.quit);
+}
+
+#[test]
+fn loading_screen_comes_before_the_data() {
+    let mut app = App::loading("big.pickle");
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("loading big.pickle"), "{s}");
+    key(&mut app, 'q');
+    assert!(app.quit);
+}
+
+#[test]
+fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    key(&mut app, '5');
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Timeline);
+    assert!(screen(&mut app, 100, 30).contains("event 3666/3666"));
+    // A capture without leaks says so rather than showing an empty list.
+    let mut app = load("fragmentation_oom.pickle");
+    key(&mut app, '5');
+    assert!(screen(&mut app, 100, 30).contains("no leak findings"));
+}

@@ -1,0 +1,124 @@
+//! The TUI in a real terminal: the built binary under tmux, driven with keys, read back with
+//! `capture-pane`. Skips (passes with a message) where tmux is not installed.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+    fn capture(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .cmd(&["capture-pane", "-p", "-t", &self.session])
+                .stdout,
+        )
+        .into_owned()
+    }
+    fn wait_for(&self, what: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.capture();
+            if s.contains(what) {
+                return s;
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                panic!("waited 30 s for {what:?}; the pane shows:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    fn keys(&self, k: &str) {
+        self.cmd(&["send-keys", "-t", &self.session, k]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+#[test]
+fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("SKIP: tmux is not installed (apt-get install -y tmux to run this test)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_memscope");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/fragmentation_oom.pickle"
+    );
+    let id = std::process::id();
+    let t = Tmux {
+        socket: format!("memscope-test-{id}"),
+        session: format!("tui{id}"),
+    };
+    // `memscope FILE` on a terminal opens the TUI; afterwards the shell reports the exit status
+    // and whether the terminal is back in canonical (cooked) mode.
+    let script = format!("'{bin}' '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
+    let out = t.cmd(&[
+        "new-session",
+        "-d",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "-s",
+        &t.session,
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = t.wait_for("VERDICT");
+    assert!(s.contains("OOM on cuda:0 requesting 512.0 MiB"), "{s}");
+    assert!(
+        s.contains("fragmentation_oom.pickle │ cuda:0 │ event 696/696"),
+        "{s}"
+    );
+    t.keys("2");
+    let s = t.wait_for("markers");
+    assert!(s.contains("event 696/696"), "{s}");
+    t.keys("g");
+    t.wait_for("event 0/696");
+    t.keys("p");
+    t.wait_for("here: peak 1.5 GiB allocated");
+    t.keys("3");
+    t.wait_for("after event 347:");
+    t.keys("?");
+    t.wait_for("help (any key closes)");
+    t.keys("Escape");
+    t.keys("q");
+    t.wait_for("memscope exited");
+    // `stty` prints `icanon` (cooked) or `-icanon` (still raw) on the next line.
+    let s = t.wait_for("icanon");
+    assert!(s.contains("memscope exited 0"), "{s}");
+    // Raw mode is off again and the alternate screen is gone.
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode:\n{s}"
+    );
+    assert!(
+        !s.contains("VERDICT"),
+        "the TUI's screen is still shown:\n{s}"
+    );
+}
