@@ -10,6 +10,7 @@ pub mod oom;
 pub mod replay;
 pub mod sites;
 pub mod steps;
+pub mod whatif;
 
 use std::path::Path;
 

@@ -163,7 +163,8 @@ pub struct State {
 }
 
 impl State {
-    fn segment_of(&self, addr: u64) -> Option<u64> {
+    /// The start of the segment holding `addr`, if any.
+    pub fn segment_of(&self, addr: u64) -> Option<u64> {
         let (&a, s) = self.segments.range(..=addr).next_back()?;
         (addr < s.end()).then_some(a)
     }
@@ -321,7 +322,7 @@ pub struct Replayer<'a> {
 }
 
 impl<'a> Replayer<'a> {
-    fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
+    pub fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
         Replayer {
             rules,
             events,
@@ -633,6 +634,11 @@ impl<'a> Replayer<'a> {
             stack: e.stack,
             time_us: e.time_us,
         });
+    }
+
+    /// The layout after the events applied so far.
+    pub fn state(&self) -> &State {
+        &self.state
     }
 
     /// Ends the replay, handing over the final state.
