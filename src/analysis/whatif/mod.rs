@@ -594,6 +594,29 @@ pub struct WhatIf {
     pub notes: Vec<String>,
 }
 
+/// Whether the log starts from an empty allocator: every freed block and segment was allocated
+/// in it. (The replay's own test also counts expandable segments whose first pages were
+/// unmapped as pre-existing; requests do not care.)
+pub fn log_starts_empty(dev: &Device) -> bool {
+    let mut blocks = std::collections::HashSet::new();
+    let mut segs = std::collections::HashSet::new();
+    for e in &dev.events {
+        match e.action {
+            Action::Alloc => {
+                blocks.insert(e.addr);
+            }
+            Action::FreeRequested if !blocks.contains(&e.addr) => return false,
+            Action::FreeCompleted if !blocks.remove(&e.addr) => return false,
+            Action::SegmentAlloc => {
+                segs.insert(e.addr);
+            }
+            Action::SegmentFree if !segs.remove(&e.addr) => return false,
+            _ => {}
+        }
+    }
+    !dev.segments.iter().any(|s| !s.is_expandable && s.blocks.iter().any(|b| b.state.is_active() && !blocks.contains(&b.address)))
+}
+
 /// Error when a log cannot be replayed as requests.
 #[derive(Debug, thiserror::Error)]
 pub enum WhatIfError {
@@ -616,7 +639,7 @@ pub fn what_if(
             return Err(WhatIfError::NoHistory(dev.index));
         }
         let tl = replay::replay(dev, &snap.settings);
-        if tl.starts_mid_run {
+        if !log_starts_empty(dev) {
             return Err(WhatIfError::MidRun(dev.index));
         }
         let cap = cap.clone().unwrap_or_else(|| derive_cap(&tl));
