@@ -23,8 +23,10 @@ pub const LARGE_BUFFER: u64 = 20 << 20;
 const MIN_LARGE_ALLOC: u64 = 10 << 20;
 /// `kRoundLarge`.
 const ROUND_LARGE: u64 = 2 << 20;
-/// Where synthetic segment addresses start (above any real CUDA virtual address).
+/// Where synthetic expandable ranges start (above any real CUDA virtual address).
 const SYNTH_BASE: u64 = 1 << 52;
+/// Where ordinary segments start when no recorded address is known.
+const ORDINARY_BASE: u64 = 1 << 40;
 
 /// The allocator configuration a model runs under.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -37,6 +39,9 @@ pub struct Config {
     pub cap: Option<u64>,
     /// Virtual size of an expandable segment (torch reserves 1 1/8 of the device's memory).
     pub expandable_va_bytes: u64,
+    /// Give a new segment the recorded address of a segment of the same size made for the same
+    /// request (best fit breaks ties by address); otherwise addresses increase.
+    pub address_hints: bool,
 }
 
 impl Config {
@@ -341,14 +346,22 @@ impl Allocator {
         // Reuse the recorded address of a segment of the same size made for the same request,
         // when the model has nothing there: ties in best fit are broken by address.
         if let Some(i) = hints.iter().position(|&(s, a)| {
-            s == size
+            self.cfg.address_hints
+                && s == size
                 && self.segs.range(..a.saturating_add(size)).next_back().is_none_or(|(_, g)| g.base + g.size <= a)
         }) {
             return hints.remove(i).1;
         }
-        let a = self.next_synth;
-        self.next_synth += size.div_ceil(LARGE_BUFFER) * LARGE_BUFFER + LARGE_BUFFER;
-        a
+        // Otherwise the driver is taken to hand out increasing addresses: just above the highest
+        // ordinary segment.
+        let top = self
+            .segs
+            .values()
+            .filter(|g| !g.expandable)
+            .map(|g| g.base + g.size)
+            .max()
+            .unwrap_or(ORDINARY_BASE);
+        top.div_ceil(ROUND_LARGE) * ROUND_LARGE
     }
 
     fn alloc_block(

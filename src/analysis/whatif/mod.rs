@@ -312,6 +312,7 @@ pub fn config(settings: &AllocatorSettings, cap: Option<u64>, gpu_total: Option<
         garbage_collection_threshold: settings.garbage_collection_threshold.unwrap_or(0.0),
         cap,
         expandable_va_bytes: total + total / 8,
+        address_hints: true,
     }
 }
 
