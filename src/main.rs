@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use cli::{AnalyzeArgs, Cli, Command, OutputFormat};
+use cli::{AnalyzeArgs, Cli, Command, OutputFormat, WhatifArgs};
 use memscope::report::{self, Format};
 
 fn main() -> ExitCode {
@@ -44,6 +44,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let color = cli.color.enabled();
     match cli.command {
         Some(Command::Analyze(args)) => analyze(&args, color),
+        Some(Command::Whatif(args)) => whatif(&args),
         None => match cli.file {
             Some(file) => analyze(
                 &AnalyzeArgs {
@@ -60,6 +61,32 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         },
     }
+}
+
+fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
+    use memscope::analysis::whatif;
+    let conf = whatif::parse_alloc_conf(&args.alloc_conf).map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
+    let snap = memscope::load::load_snapshot(&args.file)?;
+    // A capture made by fixtures/generate.py records its cap and GPU beside it.
+    let name = args.file.to_string_lossy();
+    let stem = name.strip_suffix(".gz").unwrap_or(&name);
+    let meta: Option<serde_json::Value> = std::fs::read_to_string(format!("{}.meta.json", stem.strip_suffix(".pickle").unwrap_or(stem)))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let field = |k: &str| meta.as_ref().and_then(|m| m.get(k)).and_then(|v| v.as_u64());
+    let cap = match (args.cap, field("cap_bytes")) {
+        (Some(c), _) => Some(whatif::CapInfo { bytes: Some(c), source: "given (--cap)".into(), range: None }),
+        (None, Some(c)) => Some(whatif::CapInfo { bytes: Some(c), source: "meta.json".into(), range: None }),
+        _ => None,
+    };
+    let w = whatif::what_if(&snap, &conf, cap, field("gpu_total_memory")).with_context(|| format!("{}", args.file.display()))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.format {
+        OutputFormat::Text => write!(out, "{}", whatif::render_text(&w))?,
+        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?,
+    }
+    out.flush().context("writing the report")?;
+    Ok(0)
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
