@@ -275,9 +275,8 @@ pub struct Timeline {
     /// Some blocks predating the log were freed in it; their sizes are rounded requests, not layout sizes.
     pub approximate_initial_blocks: usize,
     pub consistency: Consistency,
-    /// Replay states every `checkpoint_every` events, for fast random access.
+    /// Replay states every few thousand events, for fast random access.
     checkpoints: Vec<(usize, State)>,
-    checkpoint_every: usize,
 }
 
 /// Replay configuration derived from the recorded allocator settings.
@@ -968,7 +967,6 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         approximate_initial_blocks: approx,
         consistency,
         checkpoints,
-        checkpoint_every,
     }
 }
 

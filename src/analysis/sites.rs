@@ -78,7 +78,8 @@ where
         let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
         e.0 += bytes;
         e.1 += n;
-        if bytes > e.3 {
+        // Ties go to the lower stack id, so the output never depends on hash order.
+        if bytes > e.3 || (bytes == e.3 && s < e.2) {
             e.2 = s;
             e.3 = bytes;
         }

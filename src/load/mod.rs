@@ -129,6 +129,10 @@ fn gunzip_if_needed(path: &Path, bytes: Bytes) -> Result<Bytes, LoadError> {
 
 /// Parses bytes already in memory as a snapshot pickle.
 pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadError> {
+    snapshot_with_progress(path, bytes, None)
+}
+
+fn sniff_snapshot(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
     match sniff(bytes) {
         Sniffed::Pickle => {}
         Sniffed::Json => {
@@ -148,20 +152,48 @@ pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadEr
             });
         }
     }
-    let p = pickle::parse(bytes).map_err(|err| LoadError::Pickle {
-        path: path.to_owned(),
-        err,
-    })?;
-    snapshot::from_pickle(&p).map_err(|err| LoadError::Snapshot {
-        path: path.to_owned(),
-        err,
+    Ok(())
+}
+
+fn snapshot_with_progress(path: &Path, bytes: &[u8], progress: Option<&mut dyn FnMut(usize)>) -> Result<Snapshot, LoadError> {
+    sniff_snapshot(path, bytes)?;
+    snapshot::parse(bytes, progress).map_err(|e| match e {
+        snapshot::ParseError::Pickle(err) => LoadError::Pickle {
+            path: path.to_owned(),
+            err,
+        },
+        snapshot::ParseError::Snapshot(err) => LoadError::Snapshot {
+            path: path.to_owned(),
+            err,
+        },
     })
 }
 
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
+///
+/// A mapped file is decoded front to back once; the pages behind the decoder are handed back
+/// to the kernel as it goes (`MADV_DONTNEED`), so a large capture does not stay resident on top
+/// of the model built from it. Strings still referenced are faulted back in from the file.
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
     let bytes = read_input(path)?;
-    snapshot_from_bytes(path, &bytes)
+    match &bytes {
+        Bytes::Mapped(map) => {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            let mut released = 0usize;
+            let mut release = |offset: usize| {
+                // Keep the last 8 MiB: the decoder may still be inside it.
+                let upto = offset.saturating_sub(8 << 20) & !0xfff;
+                if upto > released {
+                    // SAFETY: a read-only, private file mapping: dropping its pages only means
+                    // they are read from the file again if touched; nothing is written or lost.
+                    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+                    released = upto;
+                }
+            };
+            snapshot_with_progress(path, map, Some(&mut release))
+        }
+        Bytes::Owned(v) => snapshot_with_progress(path, v, None),
+    }
 }
 
 /// Parses bytes already in memory as a profiler Chrome trace.
