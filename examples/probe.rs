@@ -21,7 +21,13 @@ fn main() {
         let t_an = t.elapsed();
         println!(
             "{a_} read {:?} parse {:?} model {:?} replay {:?} analyze(all again) {:?}; {} devices",
-            t_read, t_parse - t_read, t_model - t_parse, t_replay - t_model, t_an - t_replay, a.devices.len(), a_ = a.input.path
+            t_read,
+            t_parse - t_read,
+            t_model - t_parse,
+            t_replay - t_model,
+            t_an - t_replay,
+            a.devices.len(),
+            a_ = a.input.path
         );
     }
 }

@@ -136,11 +136,33 @@ fn main() {
     let snap = memscope::load::load_snapshot(std::path::Path::new(&args[1])).expect("input loads");
     let k: u64 = args[3].parse().expect("K is a number");
     let dev = &snap.devices[0];
-    let lo = dev.segments.iter().map(|s| s.address).chain(dev.events.iter().filter(|e| e.addr > 0).map(|e| e.addr)).min().unwrap_or(0);
-    let hi = dev.segments.iter().map(|s| s.end()).chain(dev.events.iter().map(|e| e.addr + e.size)).max().unwrap_or(0);
+    let lo = dev
+        .segments
+        .iter()
+        .map(|s| s.address)
+        .chain(dev.events.iter().filter(|e| e.addr > 0).map(|e| e.addr))
+        .min()
+        .unwrap_or(0);
+    let hi = dev
+        .segments
+        .iter()
+        .map(|s| s.end())
+        .chain(dev.events.iter().map(|e| e.addr + e.size))
+        .max()
+        .unwrap_or(0);
     let span = (hi - lo).next_multiple_of(1 << 30) + (1 << 30);
-    let t0 = dev.events.iter().filter_map(|e| e.time_us).min().unwrap_or(0);
-    let t1 = dev.events.iter().filter_map(|e| e.time_us).max().unwrap_or(0);
+    let t0 = dev
+        .events
+        .iter()
+        .filter_map(|e| e.time_us)
+        .min()
+        .unwrap_or(0);
+    let t1 = dev
+        .events
+        .iter()
+        .filter_map(|e| e.time_us)
+        .max()
+        .unwrap_or(0);
     let tspan = t1 - t0 + 1;
     let mut w = W {
         out: Vec::with_capacity(1 << 20),
@@ -209,7 +231,8 @@ fn main() {
     w.memoize();
     w.out.push(b']');
     w.memoize();
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&args[2]).expect("output is writable"));
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(&args[2]).expect("output is writable"));
     let mut n = 0usize;
     for r in 0..k {
         for chunk in dev.events.chunks(1000) {

@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "memscope", version, about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line")]
+#[command(
+    name = "memscope",
+    version,
+    about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -71,7 +75,10 @@ impl ColorChoice {
         match self {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal(),
+            ColorChoice::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stdout().is_terminal()
+            }
         }
     }
 }

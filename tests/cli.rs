@@ -8,24 +8,42 @@ fn bin() -> Command {
 }
 
 fn shared(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(name);
     p.exists().then_some(p)
 }
 
 fn unit(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/unit").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/unit")
+        .join(name)
 }
 
 #[test]
 fn analyze_text_and_json() {
-    let out = bin().args(["analyze"]).arg(unit("tiny_p4.pickle")).env("NO_COLOR", "1").output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args(["analyze"])
+        .arg(unit("tiny_p4.pickle"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("VERDICT no OOM and no leak found"), "{text}");
     assert!(text.contains("train.py:12 in step"), "{text}");
     assert!(!text.contains('\x1b'), "no colour when piped");
 
-    let out = bin().args(["analyze", "--format", "json"]).arg(unit("tiny_p4.pickle")).output().unwrap();
+    let out = bin()
+        .args(["analyze", "--format", "json"])
+        .arg(unit("tiny_p4.pickle"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "memscope.report/1");
@@ -69,27 +87,52 @@ fn errors_are_one_line_with_exit_code_2() {
         assert_eq!(out.status.code(), Some(2), "{}", path.display());
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(expect) && err.contains(&*path.file_name().unwrap().to_string_lossy()), "{err}");
+        assert!(
+            err.contains(expect) && err.contains(&*path.file_name().unwrap().to_string_lossy()),
+            "{err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
-    let out = bin().args(["analyze", "--format", "yaml", "x"]).output().unwrap();
+    let out = bin()
+        .args(["analyze", "--format", "yaml", "x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn broken_pipe_is_not_an_error() {
-    let Some(p) = shared("val_no_grad_oom.pickle") else { return };
-    let mut child = bin().args(["analyze", "--stacks"]).arg(p).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let Some(p) = shared("val_no_grad_oom.pickle") else {
+        return;
+    };
+    let mut child = bin()
+        .args(["analyze", "--stacks"])
+        .arg(p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Close the read end at once.
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn inputs_are_never_written() {
-    let Some(p) = shared("fragmentation_oom.pickle") else { return };
+    let Some(p) = shared("fragmentation_oom.pickle") else {
+        return;
+    };
     let before = std::fs::metadata(&p).unwrap().modified().unwrap();
     let bytes = std::fs::read(&p).unwrap();
     let out = bin().arg("analyze").arg(&p).output().unwrap();

@@ -27,13 +27,24 @@ fn run(path: &Path) -> Option<Run> {
     let tl = replay::replay(&dev, &snap.settings);
     let steps = steps::split(&snap, &dev, &tl);
     let leaks = leaks::find(&snap, &dev, &tl, &steps);
-    Some(Run { snap, dev, tl, steps, leaks })
+    Some(Run {
+        snap,
+        dev,
+        tl,
+        steps,
+        leaks,
+    })
 }
 
 fn show(name: &str, r: &Run) {
     let n_iter = r.steps.iter().filter(|s| s.is_iteration()).count();
     eprintln!("== {name}: {} steps ({n_iter} iterations)", r.steps.len());
-    for s in r.steps.iter().take(3).chain(r.steps.iter().rev().take(3).rev()) {
+    for s in r
+        .steps
+        .iter()
+        .take(3)
+        .chain(r.steps.iter().rev().take(3).rev())
+    {
         eprintln!("   {:?}", s);
     }
     for l in &r.leaks {
@@ -42,14 +53,19 @@ fn show(name: &str, r: &Run) {
             l.kind, l.site, l.cause_site, l.growth_bytes_per_step, l.growth_tensors_per_step, l.steps, l.live_bytes, l.count, l.r2, l.confidence
         );
         for rs in &l.related_sites {
-            eprintln!("     related {:?} {:.0} B/step {:.2} t/step", rs.site, rs.growth_bytes_per_step, rs.growth_tensors_per_step);
+            eprintln!(
+                "     related {:?} {:.0} B/step {:.2} t/step",
+                rs.site, rs.growth_bytes_per_step, rs.growth_tensors_per_step
+            );
         }
         eprintln!("     {}", l.explanation);
     }
 }
 
 fn local(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 fn line_of(l: &leaks::Leak) -> Option<u32> {
@@ -58,28 +74,56 @@ fn line_of(l: &leaks::Leak) -> Option<u32> {
 
 #[test]
 fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
-    let Some(r) = run(&shared("val_no_grad_oom.pickle")) else { return };
+    let Some(r) = run(&shared("val_no_grad_oom.pickle")) else {
+        return;
+    };
     // 5 annotated training steps, then the validation batches found by their pattern.
-    let annotated = r.steps.iter().filter(|s| s.source == steps::StepSource::Annotation).count();
-    let pattern: Vec<_> = r.steps.iter().filter(|s| s.source == steps::StepSource::Pattern).collect();
+    let annotated = r
+        .steps
+        .iter()
+        .filter(|s| s.source == steps::StepSource::Annotation)
+        .count();
+    let pattern: Vec<_> = r
+        .steps
+        .iter()
+        .filter(|s| s.source == steps::StepSource::Pattern)
+        .collect();
     assert_eq!(annotated, 5);
     assert_eq!(pattern.len(), 92, "one step per complete validation batch");
     assert_eq!(r.leaks.len(), 1, "{:#?}", r.leaks);
     let l = &r.leaks[0];
     assert_eq!(l.kind, "retained_graph");
     let site = l.site.as_ref().expect("site");
-    assert_eq!((site.file.as_str(), site.line, site.function.as_str()), ("scenarios.py", 60, "sc_val_no_grad_oom"));
+    assert_eq!(
+        (site.file.as_str(), site.line, site.function.as_str()),
+        ("scenarios.py", 60, "sc_val_no_grad_oom")
+    );
     let cause = l.cause_site.as_ref().expect("cause");
-    assert_eq!((cause.line, cause.function.as_str()), (61, "sc_val_no_grad_oom"));
+    assert_eq!(
+        (cause.line, cause.function.as_str()),
+        (61, "sc_val_no_grad_oom")
+    );
     // Six 4 MiB blocks survive per batch (the ReLU outputs autograd saved).
     assert_eq!(l.growth_bytes_per_step, 25_165_824.0);
     assert_eq!(l.growth_tensors_per_step, 6.0);
     assert_eq!(l.steps, 92);
     assert_eq!(l.live_bytes, 2_315_288_576);
     assert!(l.r2 > 0.999);
-    assert!(!l.samples.is_empty() && l.samples.iter().all(|s| s.size == 4 << 20 || s.size == 32768));
-    let related: Vec<u32> = l.related_sites.iter().filter_map(|s| s.site.as_ref().map(|s| s.line)).collect();
-    assert!(related.contains(&59) && related.contains(&61), "{related:?}");
+    assert!(
+        !l.samples.is_empty()
+            && l.samples
+                .iter()
+                .all(|s| s.size == 4 << 20 || s.size == 32768)
+    );
+    let related: Vec<u32> = l
+        .related_sites
+        .iter()
+        .filter_map(|s| s.site.as_ref().map(|s| s.line))
+        .collect();
+    assert!(
+        related.contains(&59) && related.contains(&61),
+        "{related:?}"
+    );
     // The OOM diagnosis' question.
     let oom = r.tl.ooms.last().expect("an OOM").event;
     let sig = leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, oom).expect("leak signal");
@@ -87,7 +131,10 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
     assert!(sig.share_of_allocated > 0.8, "{sig:?}");
     // Categories at the OOM: the activations dominate, parameters and AdamW state are exact.
     let c = categories::at_event(&r.snap, &r.dev, &r.tl, &r.steps, oom);
-    assert_eq!(c.total(), r.tl.ooms.last().map(|o| o.counters.allocated).unwrap_or(0));
+    assert_eq!(
+        c.total(),
+        r.tl.ooms.last().map(|o| o.counters.allocated).unwrap_or(0)
+    );
     assert_eq!(c.parameter, 100_844_032);
     assert_eq!(c.optimizer_state, 2 * c.parameter);
     assert!(c.activation > 2_300_000_000, "{c:?}");
@@ -95,14 +142,18 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
 
 #[test]
 fn clean_training_has_no_findings() {
-    let Some(r) = run(&shared("clean_training.pickle")) else { return };
+    let Some(r) = run(&shared("clean_training.pickle")) else {
+        return;
+    };
     assert!(r.steps.iter().filter(|s| s.is_iteration()).count() >= 300);
     assert!(r.leaks.is_empty(), "{:#?}", r.leaks);
 }
 
 #[test]
 fn fragmentation_is_not_a_leak() {
-    let Some(r) = run(&shared("fragmentation_oom.pickle")) else { return };
+    let Some(r) = run(&shared("fragmentation_oom.pickle")) else {
+        return;
+    };
     // A loop that only creates tensors is no model loop: no steps, no findings.
     assert_eq!(r.steps.iter().filter(|s| s.is_iteration()).count(), 0);
     assert!(r.leaks.is_empty());
@@ -114,7 +165,9 @@ fn fragmentation_is_not_a_leak() {
 /// The marker lines of a capture's meta.json: `(kind, line)`.
 fn markers(name: &str) -> Vec<(String, u32)> {
     let p = local(&format!("{name}.meta.json"));
-    let Ok(text) = std::fs::read_to_string(p) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(p) else {
+        return Vec::new();
+    };
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     v["markers"]
         .as_array()
@@ -128,11 +181,25 @@ fn markers(name: &str) -> Vec<(String, u32)> {
 
 #[test]
 fn local_captures_without_leaks_have_no_findings() {
-    for name in ["clean", "expandable", "ring_overflow", "two_streams", "huge_request_oom", "leak_total_loss", "fragmentation_oom", "expandable_frag_oom"] {
-        let Some(r) = run(&local(&format!("{name}.pickle"))) else { continue };
+    for name in [
+        "clean",
+        "expandable",
+        "ring_overflow",
+        "two_streams",
+        "huge_request_oom",
+        "leak_total_loss",
+        "fragmentation_oom",
+        "expandable_frag_oom",
+    ] {
+        let Some(r) = run(&local(&format!("{name}.pickle"))) else {
+            continue;
+        };
         assert!(r.leaks.is_empty(), "{name}: {:#?}", r.leaks);
         for o in &r.tl.ooms {
-            assert!(leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event).is_none(), "{name}");
+            assert!(
+                leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event).is_none(),
+                "{name}"
+            );
         }
     }
 }
@@ -149,23 +216,47 @@ fn local_leak_captures_find_the_alloc_line() {
         ("leak_val_no_grad", "retained_graph", 18 << 20),
     ];
     for (name, kind, growth) in cases {
-        let Some(r) = run(&local(&format!("{name}.pickle"))) else { continue };
+        let Some(r) = run(&local(&format!("{name}.pickle"))) else {
+            continue;
+        };
         let m = markers(name);
-        let alloc: Vec<u32> = m.iter().filter(|(k, _)| k == "ALLOC").map(|(_, l)| *l).collect();
-        let leak_lines: Vec<u32> = m.iter().filter(|(k, _)| k == "LEAK").map(|(_, l)| *l).collect();
+        let alloc: Vec<u32> = m
+            .iter()
+            .filter(|(k, _)| k == "ALLOC")
+            .map(|(_, l)| *l)
+            .collect();
+        let leak_lines: Vec<u32> = m
+            .iter()
+            .filter(|(k, _)| k == "LEAK")
+            .map(|(_, l)| *l)
+            .collect();
         assert_eq!(r.leaks.len(), 1, "{name}: {:#?}", r.leaks);
         let l = &r.leaks[0];
         assert_eq!(l.kind, kind, "{name}");
-        assert!(alloc.contains(&line_of(l).unwrap_or(0)), "{name}: site {:?}, ALLOC lines {alloc:?}", l.site);
+        assert!(
+            alloc.contains(&line_of(l).unwrap_or(0)),
+            "{name}: site {:?}, ALLOC lines {alloc:?}",
+            l.site
+        );
         if let Some(c) = &l.cause_site {
-            assert!(leak_lines.contains(&c.line), "{name}: cause {c:?}, LEAK lines {leak_lines:?}");
+            assert!(
+                leak_lines.contains(&c.line),
+                "{name}: cause {c:?}, LEAK lines {leak_lines:?}"
+            );
         }
         assert_eq!(l.growth_bytes_per_step, growth as f64, "{name}");
         assert!(l.steps >= 10, "{name}: {} steps", l.steps);
         if name == "leak_oom" {
-            assert_eq!(l.cause_site.as_ref().map(|c| c.line), Some(153), "the retain_graph=True backward");
+            assert_eq!(
+                l.cause_site.as_ref().map(|c| c.line),
+                Some(153),
+                "the retain_graph=True backward"
+            );
             let oom = r.tl.ooms.last().expect("an OOM").event;
-            assert!(leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, oom).is_some(), "{name}");
+            assert!(
+                leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, oom).is_some(),
+                "{name}"
+            );
         }
     }
 }
@@ -173,17 +264,22 @@ fn local_leak_captures_find_the_alloc_line() {
 #[test]
 #[ignore = "prints every capture's findings: cargo test --test leaks -- --ignored --nocapture"]
 fn print_all() {
-    let mut paths: Vec<PathBuf> = ["val_no_grad_oom.pickle", "clean_training.pickle", "fragmentation_oom.pickle"]
-        .iter()
-        .map(|n| shared(n))
-        .collect();
-    let mut local: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
-        .collect();
+    let mut paths: Vec<PathBuf> = [
+        "val_no_grad_oom.pickle",
+        "clean_training.pickle",
+        "fragmentation_oom.pickle",
+    ]
+    .iter()
+    .map(|n| shared(n))
+    .collect();
+    let mut local: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+            .collect();
     local.sort();
     paths.extend(local);
     for p in paths {
@@ -192,9 +288,15 @@ fn print_all() {
             show(&n, &r);
             let at = r.tl.peaks.allocated.event.unwrap();
             let c = categories::at_event(&r.snap, &r.dev, &r.tl, &r.steps, at);
-            eprintln!("  categories at peak: {}", serde_json::to_string(&c).unwrap());
+            eprintln!(
+                "  categories at peak: {}",
+                serde_json::to_string(&c).unwrap()
+            );
             for o in &r.tl.ooms {
-                eprintln!("  oom signal: {:?}", leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event));
+                eprintln!(
+                    "  oom signal: {:?}",
+                    leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event)
+                );
             }
         }
     }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use memscope::load::pickle::{self, Limits, Pickle, PickleError, Value};
 
 fn unit(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/unit").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/unit")
+        .join(name)
 }
 
 /// Converts our value tree into serde-pickle's, for comparison (no cycles in these inputs).
@@ -36,7 +38,13 @@ fn to_oracle(p: &Pickle<'_>, v: Value) -> serde_pickle::Value {
         Value::List(_) => O::List(p.seq(v).unwrap().iter().map(|&x| to_oracle(p, x)).collect()),
         Value::Tuple(_) => O::Tuple(p.seq(v).unwrap().iter().map(|&x| to_oracle(p, x)).collect()),
         Value::Set(_) => O::Set(p.seq(v).unwrap().iter().map(|&x| hashable(p, x)).collect()),
-        Value::Dict(_) => O::Dict(p.dict(v).unwrap().iter().map(|&(k, x)| (hashable(p, k), to_oracle(p, x))).collect()),
+        Value::Dict(_) => O::Dict(
+            p.dict(v)
+                .unwrap()
+                .iter()
+                .map(|&(k, x)| (hashable(p, k), to_oracle(p, x)))
+                .collect(),
+        ),
         Value::FinalSeq(_) | Value::FinalDict(_) => unreachable!("parsed without a finalizer"),
     }
 }
@@ -51,7 +59,8 @@ fn matches_serde_pickle_on_every_protocol() {
         let path = unit(&format!("plain_p{proto}.pickle"));
         let data = std::fs::read(&path).unwrap();
         let ours = pickle::parse(&data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let oracle: serde_pickle::Value = serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new()).unwrap();
+        let oracle: serde_pickle::Value =
+            serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new()).unwrap();
         let mine = to_oracle(&ours, ours.root());
         assert_eq!(mine, oracle, "protocol {proto}");
     }
@@ -66,7 +75,8 @@ fn snapshot_pickles_match_oracle_where_it_can_read_them() {
     for proto in [2, 3, 4, 5] {
         let data = std::fs::read(unit(&format!("tiny_noshare_p{proto}.pickle"))).unwrap();
         let ours = pickle::parse(&data).unwrap();
-        let oracle: serde_pickle::Value = serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new()).unwrap();
+        let oracle: serde_pickle::Value =
+            serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new()).unwrap();
         assert_eq!(to_oracle(&ours, ours.root()), oracle, "protocol {proto}");
     }
 }
@@ -91,7 +101,8 @@ fn memo_bomb_is_linear() {
     let p = pickle::parse(&data).unwrap();
     // 64 levels plus the leaf list: 65 containers, although a copy would have 2^64 leaves.
     assert_eq!(p.container_count(), 65);
-    let err = memscope::load::snapshot_from_bytes(Path::new("memo_bomb.pickle"), &data).unwrap_err();
+    let err =
+        memscope::load::snapshot_from_bytes(Path::new("memo_bomb.pickle"), &data).unwrap_err();
     assert!(err.to_string().contains("not a memory snapshot"), "{err}");
 }
 
@@ -111,7 +122,9 @@ fn code_running_opcodes_are_refused_with_name_and_offset() {
     for (file, name, offset) in cases {
         let data = std::fs::read(unit(&format!("hostile/{file}"))).unwrap();
         match pickle::parse(&data) {
-            Err(PickleError::Forbidden { name: n, offset: o, .. }) => {
+            Err(PickleError::Forbidden {
+                name: n, offset: o, ..
+            }) => {
                 assert_eq!((n, o), (name, offset), "{file}");
             }
             other => panic!("{file}: expected a refusal, got {other:?}"),
@@ -119,9 +132,16 @@ fn code_running_opcodes_are_refused_with_name_and_offset() {
     }
     // The payload hidden inside a real-looking snapshot is refused too, through the full loader.
     let data = std::fs::read(unit("hostile/snapshot_with_payload.pickle")).unwrap();
-    let err = memscope::load::snapshot_from_bytes(Path::new("x.pickle"), &data).unwrap_err().to_string();
-    assert!(err.contains("STACK_GLOBAL") && err.contains("never executes"), "{err}");
-    for f in ["reduce-0", "reduce-1", "reduce-2", "reduce-4", "inst", "obj"] {
+    let err = memscope::load::snapshot_from_bytes(Path::new("x.pickle"), &data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("STACK_GLOBAL") && err.contains("never executes"),
+        "{err}"
+    );
+    for f in [
+        "reduce-0", "reduce-1", "reduce-2", "reduce-4", "inst", "obj",
+    ] {
         assert!(!Path::new(&format!("/tmp/memscope-pwned-{f}")).exists());
     }
 }
@@ -144,7 +164,10 @@ fn adversarial_lengths_and_depth_are_bounded() {
     // BINUNICODE8 declaring 2^63 bytes.
     let mut d = vec![0x80, 4, 0x8d];
     d.extend_from_slice(&(1u64 << 63).to_le_bytes());
-    assert!(matches!(pickle::parse(&d), Err(PickleError::Truncated { .. })));
+    assert!(matches!(
+        pickle::parse(&d),
+        Err(PickleError::Truncated { .. })
+    ));
     // A million nested lists: no recursion, no stack overflow.
     let depth = 1_000_000;
     let mut d = vec![0x80, 4];
@@ -163,27 +186,47 @@ fn adversarial_lengths_and_depth_are_bounded() {
     let mut d = vec![0x80, 4];
     d.extend(std::iter::repeat_n(b']', 11));
     d.push(b'.');
-    assert!(matches!(pickle::parse_with_limits(&d, lim), Err(PickleError::Limit { what: "number of containers", .. })));
+    assert!(matches!(
+        pickle::parse_with_limits(&d, lim),
+        Err(PickleError::Limit {
+            what: "number of containers",
+            ..
+        })
+    ));
     let d = [0x80, 4, b'N', b'r', 0xff, 0xff, 0xff, 0xff, b'.'];
     let lim = Limits {
         max_memo_index: 1000,
         ..Limits::default()
     };
-    assert!(matches!(pickle::parse_with_limits(&d, lim), Err(PickleError::Limit { what: "memo index", .. })));
+    assert!(matches!(
+        pickle::parse_with_limits(&d, lim),
+        Err(PickleError::Limit {
+            what: "memo index",
+            ..
+        })
+    ));
     // A GET of a memo slot never stored.
     let d = [0x80, 4, b'h', 7, b'.'];
-    assert!(matches!(pickle::parse(&d), Err(PickleError::MissingMemo { index: 7, .. })));
+    assert!(matches!(
+        pickle::parse(&d),
+        Err(PickleError::MissingMemo { index: 7, .. })
+    ));
 }
 
 #[test]
 fn not_a_pickle_and_wrong_pickles() {
-    let err = memscope::load::snapshot_from_bytes(Path::new("a.txt"), b"hello world\n").unwrap_err();
+    let err =
+        memscope::load::snapshot_from_bytes(Path::new("a.txt"), b"hello world\n").unwrap_err();
     assert!(err.to_string().contains("not a pickle"), "{err}");
-    let err = memscope::load::snapshot_from_bytes(Path::new("t.json"), b"{\"traceEvents\": []}").unwrap_err();
+    let err = memscope::load::snapshot_from_bytes(Path::new("t.json"), b"{\"traceEvents\": []}")
+        .unwrap_err();
     assert!(err.to_string().contains("JSON"), "{err}");
     let data = std::fs::read(unit("not_snapshot.pickle")).unwrap();
     let err = memscope::load::snapshot_from_bytes(Path::new("n.pickle"), &data).unwrap_err();
-    assert!(err.to_string().contains("dict with keys [model, epoch]"), "{err}");
+    assert!(
+        err.to_string().contains("dict with keys [model, epoch]"),
+        "{err}"
+    );
 }
 
 #[test]

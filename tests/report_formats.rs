@@ -20,40 +20,62 @@ fn analysis(dir: &str, name: &str) -> Option<memscope::analysis::Analysis> {
 
 #[test]
 fn text_val_no_grad_oom() {
-    let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else { return };
+    let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
+        return;
+    };
     insta::assert_snapshot!(report::to_string(&Text, &a, &Options::default()));
 }
 
 #[test]
 fn text_fragmentation_oom_with_stacks() {
-    let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else { return };
-    let opts = Options { color: false, stacks: true };
+    let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {
+        return;
+    };
+    let opts = Options {
+        color: false,
+        stacks: true,
+    };
     insta::assert_snapshot!(report::to_string(&Text, &a, &opts));
 }
 
 #[test]
 fn text_clean_training() {
-    let Some(a) = analysis("../shared/fixtures", "clean_training.pickle") else { return };
+    let Some(a) = analysis("../shared/fixtures", "clean_training.pickle") else {
+        return;
+    };
     insta::assert_snapshot!(report::to_string(&Text, &a, &Options::default()));
 }
 
 #[test]
 fn text_torch20_layout() {
-    let Some(a) = analysis("../shared/corpus/snapshots", "llm_inference_oom.pickle") else { return };
+    let Some(a) = analysis("../shared/corpus/snapshots", "llm_inference_oom.pickle") else {
+        return;
+    };
     insta::assert_snapshot!(report::to_string(&Text, &a, &Options::default()));
 }
 
 #[test]
 fn json_val_no_grad_oom() {
-    let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else { return };
+    let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
+        return;
+    };
     insta::assert_snapshot!(report::to_string(&Json, &a, &Options::default()));
 }
 
 #[test]
 fn color_only_when_asked() {
-    let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else { return };
+    let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {
+        return;
+    };
     let plain = report::to_string(&Text, &a, &Options::default());
-    let colored = report::to_string(&Text, &a, &Options { color: true, stacks: false });
+    let colored = report::to_string(
+        &Text,
+        &a,
+        &Options {
+            color: true,
+            stacks: false,
+        },
+    );
     assert!(!plain.contains('\x1b'));
     assert!(colored.contains("\x1b[1;31m"));
 }

@@ -19,7 +19,9 @@ fn json(p: &Path) -> Option<serde_json::Value> {
 }
 
 fn stat(s: &serde_json::Value, k: &str) -> u64 {
-    s.get(k).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("stats lack {k}"))
+    s.get(k)
+        .and_then(|v| v.as_u64())
+        .unwrap_or_else(|| panic!("stats lack {k}"))
 }
 
 fn cap_of(meta: &Option<serde_json::Value>) -> Option<u64> {
@@ -58,7 +60,9 @@ fn model_reproduces_recorded_runs() {
     let mut rows = Vec::new();
     for p in &names {
         let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-        let Some(stats) = json(&own().join(format!("{stem}.stats.json"))) else { continue };
+        let Some(stats) = json(&own().join(format!("{stem}.stats.json"))) else {
+            continue;
+        };
         let meta = json(&own().join(format!("{stem}.meta.json")));
         let snap = memscope::load::load_snapshot(p).unwrap();
         let dev = &snap.devices[0];
@@ -96,7 +100,17 @@ fn model_reproduces_recorded_runs() {
     }
     eprintln!(
         "\n{:<22} {:>7} {:>9} {:>9} {:>7} {:>14} {:>14} {:>6} {:>8} {:>6} {:>8}",
-        "capture", "allocs", "offset%", "segsize%", "segev", "peak model", "peak real", "segs", "retries", "ooms", "oom-ev"
+        "capture",
+        "allocs",
+        "offset%",
+        "segsize%",
+        "segev",
+        "peak model",
+        "peak real",
+        "segs",
+        "retries",
+        "ooms",
+        "oom-ev"
     );
     for r in &rows {
         eprintln!(
@@ -116,9 +130,21 @@ fn model_reproduces_recorded_runs() {
     }
     assert!(rows.len() >= 13, "captures missing: {}", rows.len());
     for r in &rows {
-        assert_eq!(r.same_offset, r.allocs, "{}: every block at its recorded offset", r.name);
-        assert_eq!(r.same_seg, r.allocs, "{}: every block in a segment of the recorded size", r.name);
-        assert!(r.seg_events_same, "{}: segment allocations/frees as recorded", r.name);
+        assert_eq!(
+            r.same_offset, r.allocs,
+            "{}: every block at its recorded offset",
+            r.name
+        );
+        assert_eq!(
+            r.same_seg, r.allocs,
+            "{}: every block in a segment of the recorded size",
+            r.name
+        );
+        assert!(
+            r.seg_events_same,
+            "{}: segment allocations/frees as recorded",
+            r.name
+        );
         assert_eq!(r.peak_model, r.peak_real, "{}: reserved peak", r.name);
         assert_eq!(r.cur_model, r.cur_real, "{}: reserved current", r.name);
         assert!(r.segs_ok, "{}: segment counts", r.name);
@@ -130,7 +156,10 @@ fn model_reproduces_recorded_runs() {
 
 #[test]
 fn alloc_conf_parsing() {
-    let c = whatif::parse_alloc_conf("expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6").unwrap();
+    let c = whatif::parse_alloc_conf(
+        "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6",
+    )
+    .unwrap();
     assert_eq!(c.expandable_segments, Some(true));
     assert_eq!(c.max_split_size, Some(Some(128 << 20)));
     assert_eq!(c.garbage_collection_threshold, Some(0.6));
@@ -140,10 +169,19 @@ fn alloc_conf_parsing() {
     assert_eq!(d[9], 2);
     assert_eq!(d[10], 8);
     assert_eq!(d[0], 1);
-    assert_eq!(whatif::parse_alloc_conf("roundup_power2_divisions:4").unwrap().roundup_power2_divisions.unwrap(), vec![4; 16]);
+    assert_eq!(
+        whatif::parse_alloc_conf("roundup_power2_divisions:4")
+            .unwrap()
+            .roundup_power2_divisions
+            .unwrap(),
+        vec![4; 16]
+    );
     assert!(whatif::parse_alloc_conf("max_split_size_mb:10").is_err());
     assert!(whatif::parse_alloc_conf("expandable_segments").is_err());
-    assert_eq!(AllocConf::default().apply(&Default::default()), Default::default());
+    assert_eq!(
+        AllocConf::default().apply(&Default::default()),
+        Default::default()
+    );
 }
 
 /// Reached: 32 of 36 (the misses are predictions into roundup_power2_divisions:4, whose segment sizes
@@ -163,7 +201,12 @@ fn load(stem: &str) -> Cap {
     let snap = memscope::load::load_snapshot(&own().join(format!("{stem}.pickle"))).unwrap();
     let stats = json(&own().join(format!("{stem}.stats.json"))).unwrap();
     let meta = json(&own().join(format!("{stem}.meta.json")));
-    Cap { snap, stats, cap: cap_of(&meta), total: gpu_total(&meta) }
+    Cap {
+        snap,
+        stats,
+        cap: cap_of(&meta),
+        total: gpu_total(&meta),
+    }
 }
 
 /// First OOM as a request ordinal, from the recorded log.
@@ -186,15 +229,30 @@ fn cross_setting_predictions_match_real_runs() {
         ("frag", &["default", "expandable"]),
         ("leak", &["default", "expandable"]),
         ("spikes", &["default", "expandable", "msplit200", "gc05"]),
-        ("mixed", &["default", "expandable", "msplit64", "rp2d4", "gc05"]),
+        (
+            "mixed",
+            &["default", "expandable", "msplit64", "rp2d4", "gc05"],
+        ),
     ];
     eprintln!(
         "\n{:<8} {:<11} {:<11} {:>12} {:>12} {:>8} {:>10} {:>10} {:>8}",
-        "workload", "from", "to", "peak pred", "peak real", "error", "OOM pred", "OOM real", "retries"
+        "workload",
+        "from",
+        "to",
+        "peak pred",
+        "peak real",
+        "error",
+        "OOM pred",
+        "OOM real",
+        "retries"
     );
-    let (mut pairs, mut oom_agree, mut peak_exact, mut retries_agree, mut worst) = (0, 0, 0, 0, 0.0f64);
+    let (mut pairs, mut oom_agree, mut peak_exact, mut retries_agree, mut worst) =
+        (0, 0, 0, 0, 0.0f64);
     for (wl, sets) in groups {
-        let caps: Vec<(&str, Cap)> = sets.iter().map(|s| (*s, load(&format!("wi_{wl}_{s}")))).collect();
+        let caps: Vec<(&str, Cap)> = sets
+            .iter()
+            .map(|s| (*s, load(&format!("wi_{wl}_{s}"))))
+            .collect();
         for (from, src) in &caps {
             for (to, dst) in &caps {
                 if from == to {
@@ -232,8 +290,15 @@ fn cross_setting_predictions_match_real_runs() {
     // The figures reached (see WHATIF.md); a regression in the model shows up here.
     assert_eq!(pairs, 36);
     assert_eq!(oom_agree, pairs, "OOM yes/no and where");
-    assert!(peak_exact >= PEAK_EXACT_AT_LEAST, "peak reserved exact in {peak_exact}/{pairs}");
-    assert!(worst <= WORST_PEAK_ERROR, "worst peak error {:.2}%", 100.0 * worst);
+    assert!(
+        peak_exact >= PEAK_EXACT_AT_LEAST,
+        "peak reserved exact in {peak_exact}/{pairs}"
+    );
+    assert!(
+        worst <= WORST_PEAK_ERROR,
+        "worst peak error {:.2}%",
+        100.0 * worst
+    );
 }
 
 /// The committed fixture pair: the same function under default settings and under
@@ -241,11 +306,23 @@ fn cross_setting_predictions_match_real_runs() {
 /// different numbers of requests (87 and 96 trios): only OOM yes/no is comparable.
 #[test]
 fn fixture_pair_oom_agreement() {
-    for (from, to, expandable) in [("fragmentation_oom", "expandable_frag_oom", true), ("expandable_frag_oom", "fragmentation_oom", false)] {
+    for (from, to, expandable) in [
+        ("fragmentation_oom", "expandable_frag_oom", true),
+        ("expandable_frag_oom", "fragmentation_oom", false),
+    ] {
         let src = load(from);
         let dst = load(to);
-        let conf = whatif::parse_alloc_conf(if expandable { "expandable_segments:True" } else { "expandable_segments:False" }).unwrap();
-        let cap = whatif::CapInfo { bytes: src.cap, source: "meta.json".into(), range: None };
+        let conf = whatif::parse_alloc_conf(if expandable {
+            "expandable_segments:True"
+        } else {
+            "expandable_segments:False"
+        })
+        .unwrap();
+        let cap = whatif::CapInfo {
+            bytes: src.cap,
+            source: "meta.json".into(),
+            range: None,
+        };
         let w = whatif::what_if(&src.snap, &conf, Some(cap), src.total).unwrap();
         let p = &w[0].predicted;
         let real_oom = stat(&dst.stats, "num_ooms") > 0;
@@ -256,11 +333,21 @@ fn fixture_pair_oom_agreement() {
             stat(&dst.stats, "reserved_bytes.all.peak")
         );
         assert_eq!(!p.ooms.is_empty(), real_oom, "{from} -> {to}");
-        assert_eq!(p.ooms[0].event, src.snap.devices[0].events.len() as u32 - 1, "the 512 MiB request fails");
+        assert_eq!(
+            p.ooms[0].event,
+            src.snap.devices[0].events.len() as u32 - 1,
+            "the 512 MiB request fails"
+        );
     }
     // Without meta.json the cap is derived from the OOM; the prediction is the same.
     let src = load("fragmentation_oom");
-    let w = whatif::what_if(&src.snap, &whatif::parse_alloc_conf("expandable_segments:True").unwrap(), None, None).unwrap();
+    let w = whatif::what_if(
+        &src.snap,
+        &whatif::parse_alloc_conf("expandable_segments:True").unwrap(),
+        None,
+        None,
+    )
+    .unwrap();
     assert!(w[0].cap.range.is_some());
     assert_eq!(w[0].predicted.ooms.len(), 1);
     let text = whatif::render_text(&w);

@@ -99,11 +99,14 @@ impl Categories {
 }
 
 const R_OPTIM: &str = "allocated under torch/optim and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)";
-const R_OPTIM_TMP: &str = "allocated under torch/optim and freed within its step: optimizer temporaries";
-const R_APPLY: &str = "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
+const R_OPTIM_TMP: &str =
+    "allocated under torch/optim and freed within its step: optimizer temporaries";
+const R_APPLY: &str =
+    "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
 const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame: taken as parameters (weights loaded or created natively)";
 const R_GRAD: &str = "allocated in the backward pass (autograd frames, or no Python frame after the first forward: autograd's engine threads record none) and alive past its step: gradients";
-const R_GRAD_TMP: &str = "allocated in the backward pass and freed within its step: gradient temporaries";
+const R_GRAD_TMP: &str =
+    "allocated in the backward pass and freed within its step: gradient temporaries";
 const R_ACT: &str = "allocated inside a torch.nn module call and freed by the backward pass or alive past its step: activations (saved for backward, or kept)";
 const R_FWD_TMP: &str = "allocated inside a torch.nn module call and freed before the backward pass within its step: forward temporaries";
 const R_USER_TMP: &str = "allocated by other code and freed within its step: temporaries";
@@ -136,10 +139,13 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
         if file.contains("torch/optim/") {
             f.optim = true;
         }
-        if file.contains("torch/autograd/") || (file.ends_with("torch/_tensor.py") && name == "backward") {
+        if file.contains("torch/autograd/")
+            || (file.ends_with("torch/_tensor.py") && name == "backward")
+        {
             f.autograd = true;
         }
-        if file.ends_with("torch/nn/modules/module.py") && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert")
+        if file.ends_with("torch/nn/modules/module.py")
+            && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert")
             || file.ends_with("torch/nn/parameter.py")
         {
             f.apply = true;

@@ -88,7 +88,11 @@ impl<'a> SiteTable<'a> {
 
     /// `(file, function)` of the site frame: sites in one function are grouped into one finding.
     fn function(&self, id: SiteId) -> Option<(Sym, Sym)> {
-        self.keys.get(id.0 as usize).copied().flatten().map(|(f, _, n)| (f, n))
+        self.keys
+            .get(id.0 as usize)
+            .copied()
+            .flatten()
+            .map(|(f, _, n)| (f, n))
     }
 }
 
@@ -460,7 +464,14 @@ pub fn growth_window(v: &[u64]) -> Option<Window> {
             if rising >= MIN_RISING_STEPS && share >= MIN_RISING_SHARE {
                 let rise = v[e] - v[s];
                 if best.is_none_or(|(r, _)| rise >= r) {
-                    best = Some((rise, Window { start: s, end: e, rising }));
+                    best = Some((
+                        rise,
+                        Window {
+                            start: s,
+                            end: e,
+                            rising,
+                        },
+                    ));
                 }
             }
         }
@@ -581,9 +592,10 @@ fn apply(
                 .map(|o| (o.site, -(o.size as i64), -1));
             [Some((r.site, r.size as i64, 1)), old]
         }
-        Action::FreeRequested | Action::FreeCompleted => {
-            [live.remove(&e.addr).map(|r| (r.site, -(r.size as i64), -1)), None]
-        }
+        Action::FreeRequested | Action::FreeCompleted => [
+            live.remove(&e.addr).map(|r| (r.site, -(r.size as i64), -1)),
+            None,
+        ],
         _ => [None, None],
     }
 }
@@ -694,7 +706,9 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec
         .zip(&details)
         .map(|(c, d)| evidence_of(dev, snap, &mut sites, &model, c, d))
         .collect();
-    group(snap, dev, steps, &bounds, &sites, &cands, &details, &evidence)
+    group(
+        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence,
+    )
 }
 
 fn second_pass(
@@ -722,7 +736,9 @@ fn second_pass(
             for (&addr, r) in &live {
                 if r.site == c.site && r.alloc > from {
                     d.survivors.push((addr, *r));
-                    *d.stack_bytes.entry(dev.events[r.alloc as usize].stack).or_default() += r.size;
+                    *d.stack_bytes
+                        .entry(dev.events[r.alloc as usize].stack)
+                        .or_default() += r.size;
                 }
             }
             d.survivors.sort_by_key(|(_, r)| r.alloc);
@@ -822,7 +838,8 @@ fn evidence_of(
 fn user_functions(stacks: &Stacks, s: StackId) -> impl Iterator<Item = (Sym, Sym)> + '_ {
     stacks.frames(s).iter().filter_map(move |&f| {
         let fr = stacks.frame(f);
-        (fr.kind == FrameKind::User && stacks.str(fr.name) != "<module>").then_some((fr.file, fr.name))
+        (fr.kind == FrameKind::User && stacks.str(fr.name) != "<module>")
+            .then_some((fr.file, fr.name))
     })
 }
 
@@ -849,8 +866,7 @@ fn backward_site(
                 let frames = st.frames(e.stack);
                 let in_backward = frames.iter().any(|&f| {
                     let fr = st.frame(f);
-                    fr.kind == FrameKind::Torch
-                        && stacks_backward(st.str(fr.file), st.str(fr.name))
+                    fr.kind == FrameKind::Torch && stacks_backward(st.str(fr.file), st.str(fr.name))
                 });
                 if !in_backward {
                     return None;
@@ -866,7 +882,9 @@ fn backward_site(
             }
         }
     }
-    let (line, ks) = by_line.into_iter().max_by_key(|(l, ks)| (ks.len(), std::cmp::Reverse(*l)))?;
+    let (line, ks) = by_line
+        .into_iter()
+        .max_by_key(|(l, ks)| (ks.len(), std::cmp::Reverse(*l)))?;
     let steps = c.window.end - c.window.start;
     (ks.len() * 2 >= steps).then(|| {
         (
@@ -930,9 +948,8 @@ fn group(
         taken[m] = true;
         let main = &cands[m];
         let func = sites.function(main.site);
-        let overlaps = |o: &Candidate| {
-            o.window.start <= main.window.end && main.window.start <= o.window.end
-        };
+        let overlaps =
+            |o: &Candidate| o.window.start <= main.window.end && main.window.start <= o.window.end;
         // Same function: the other site's own frame, or any user frame of its stack (a
         // helper such as `data()` called from the leaking function).
         let members: Vec<usize> = order
@@ -943,9 +960,10 @@ fn group(
                     && func.is_some()
                     && overlaps(&cands[o])
                     && (sites.function(cands[o].site) == func
-                        || details[o].stack_bytes.keys().any(|&st| {
-                            user_functions(&snap.stacks, st).any(|f| Some(f) == func)
-                        }))
+                        || details[o]
+                            .stack_bytes
+                            .keys()
+                            .any(|&st| user_functions(&snap.stacks, st).any(|f| Some(f) == func)))
             })
             .collect();
         for &o in &members {
@@ -967,9 +985,16 @@ fn group(
                     sites.function(cands[o].site) == func
                         && line > main_line
                         && e.growth_tensors_per_step <= 3.5
-                        && e.growth_bytes_per_step <= (64.0 * 1024.0f64).max(ev.growth_bytes_per_step / 64.0)
+                        && e.growth_bytes_per_step
+                            <= (64.0 * 1024.0f64).max(ev.growth_bytes_per_step / 64.0)
                 })
-                .min_by_key(|&o| evidence[o].site.as_ref().map(|s| s.line).unwrap_or(u32::MAX))
+                .min_by_key(|&o| {
+                    evidence[o]
+                        .site
+                        .as_ref()
+                        .map(|s| s.line)
+                        .unwrap_or(u32::MAX)
+                })
         } else {
             None
         };
@@ -1013,7 +1038,12 @@ fn group(
         if !members.is_empty() {
             let names: Vec<String> = members
                 .iter()
-                .filter_map(|&o| evidence[o].site.as_ref().map(|s| format!("{}:{}", s.file, s.line)))
+                .filter_map(|&o| {
+                    evidence[o]
+                        .site
+                        .as_ref()
+                        .map(|s| format!("{}:{}", s.file, s.line))
+                })
                 .collect();
             explanation.push_str(&format!(
                 " Other lines of the same function grow over the same steps: {}.",
@@ -1120,7 +1150,11 @@ pub fn leak_signal_from(
 ) -> Option<LeakSignal> {
     let o = oom.0 as usize;
     let allocated = tl.series.allocated.get(o).copied().unwrap_or(0).max(1);
-    let bounds: Vec<usize> = steps::boundaries(steps).iter().map(|b| b.0).filter(|&b| b < o).collect();
+    let bounds: Vec<usize> = steps::boundaries(steps)
+        .iter()
+        .map(|b| b.0)
+        .filter(|&b| b < o)
+        .collect();
     let recent = bounds.len().saturating_sub(3);
     let recent_from = bounds.get(recent).copied().unwrap_or(0);
     leaks
@@ -1196,7 +1230,10 @@ mod tests {
         let w = growth_window(&[0, 1, 2, 3, 4, 5, 6, 0, 1, 2]).unwrap();
         assert_eq!((w.start, w.end), (0, 6));
         // Rising only every other step: share 0.5 is not steady enough.
-        assert_eq!(growth_window(&[0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]), None);
+        assert_eq!(
+            growth_window(&[0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]),
+            None
+        );
         // Flat memory (parameters, optimizer state): nothing.
         assert_eq!(growth_window(&[7; 20]), None);
     }
@@ -1217,29 +1254,47 @@ mod tests {
     fn rule_accumulated_loss() {
         let m = classify(&ev(512.0, 1.0, 4, 1.0, 0.0));
         assert_eq!(m.kind, "accumulated_loss");
-        assert!(AccumulatedLoss.matches(&ev(512.0, 5.0, 4, 1.0, 0.0)).is_none());
-        assert!(AccumulatedLoss.matches(&ev(4096.0, 1.0, 4096, 1.0, 0.0)).is_none());
+        assert!(AccumulatedLoss
+            .matches(&ev(512.0, 5.0, 4, 1.0, 0.0))
+            .is_none());
+        assert!(AccumulatedLoss
+            .matches(&ev(4096.0, 1.0, 4096, 1.0, 0.0))
+            .is_none());
     }
 
     #[test]
     fn rule_retained_graph() {
-        assert_eq!(classify(&ev(25e6, 7.0, 4 << 20, 1.0, 0.8)).kind, "retained_graph");
-        assert!(RetainedGraph.matches(&ev(25e6, 7.0, 4 << 20, 0.0, 0.0)).is_none());
+        assert_eq!(
+            classify(&ev(25e6, 7.0, 4 << 20, 1.0, 0.8)).kind,
+            "retained_graph"
+        );
+        assert!(RetainedGraph
+            .matches(&ev(25e6, 7.0, 4 << 20, 0.0, 0.0))
+            .is_none());
     }
 
     #[test]
     fn rule_hook_cache() {
-        assert_eq!(classify(&ev(4e6, 1.0, 4 << 20, 1.0, 1.0)).kind, "hook_cache");
+        assert_eq!(
+            classify(&ev(4e6, 1.0, 4 << 20, 1.0, 1.0)).kind,
+            "hook_cache"
+        );
     }
 
     #[test]
     fn rule_kept_outputs() {
-        assert_eq!(classify(&ev(2e6, 1.0, 2 << 20, 1.0, 0.0)).kind, "kept_outputs");
+        assert_eq!(
+            classify(&ev(2e6, 1.0, 2 << 20, 1.0, 0.0)).kind,
+            "kept_outputs"
+        );
     }
 
     #[test]
     fn rule_tensor_cache() {
-        assert_eq!(classify(&ev(2e6, 1.0, 2 << 20, 0.0, 0.0)).kind, "tensor_cache");
+        assert_eq!(
+            classify(&ev(2e6, 1.0, 2 << 20, 0.0, 0.0)).kind,
+            "tensor_cache"
+        );
     }
 
     #[test]

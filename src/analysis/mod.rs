@@ -21,8 +21,8 @@ use categories::Categories;
 use leaks::Leak;
 use oom::{Cause, Diagnosis};
 use replay::{Consistency, Timeline};
-use steps::{Step, StepSource};
 use sites::{Site, SiteTotal};
+use steps::{Step, StepSource};
 
 pub const SCHEMA: &str = "memscope.report/1";
 
@@ -178,7 +178,13 @@ struct DeviceFindings {
     leaks: Vec<Leak>,
 }
 
-fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize, notes: &mut Vec<String>) -> DeviceFindings {
+fn device_report(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    leak_base: usize,
+    notes: &mut Vec<String>,
+) -> DeviceFindings {
     // Current figures come from the snapshot's own segments: they are what torch recorded.
     let mut allocated = 0;
     let mut active = 0;
@@ -194,8 +200,17 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
         let seg_active = s.active_bytes();
         allocated += s.allocated_bytes();
         active += seg_active;
-        requested += s.blocks.iter().filter(|b| b.state.is_active()).map(|b| b.requested_size).sum::<u64>();
-        let split_free = if s.blocks.iter().any(|b| b.state.is_active()) { s.total_size.saturating_sub(seg_active) } else { 0 };
+        requested += s
+            .blocks
+            .iter()
+            .filter(|b| b.state.is_active())
+            .map(|b| b.requested_size)
+            .sum::<u64>();
+        let split_free = if s.blocks.iter().any(|b| b.state.is_active()) {
+            s.total_size.saturating_sub(seg_active)
+        } else {
+            0
+        };
         if s.is_expandable {
             exp_segments += 1;
             exp_free += split_free;
@@ -212,7 +227,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
             largest_free = largest_free.max(s.total_size);
         }
     }
-    let has_history = dev.events.iter().any(|e| !matches!(e.action, crate::model::Action::Snapshot | crate::model::Action::Other));
+    let has_history = dev.events.iter().any(|e| {
+        !matches!(
+            e.action,
+            crate::model::Action::Snapshot | crate::model::Action::Other
+        )
+    });
     let exact = !tl.starts_mid_run && has_history;
     let p = &tl.peaks;
     let peak = |v: u64| exact.then_some(v);
@@ -227,7 +247,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
     let peak_sites = match p.allocated.event {
         Some(ev) if exact || tl.starts_mid_run => {
             let st = tl.state_after(dev, &snap.settings, Some(ev.0 as usize));
-            sites::group(&snap.stacks, st.live_blocks().filter(|b| b.state == crate::model::BlockState::ActiveAllocated).map(|b| (b.stack, b.size)))
+            sites::group(
+                &snap.stacks,
+                st.live_blocks()
+                    .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
+                    .map(|b| (b.stack, b.size)),
+            )
         }
         _ => Vec::new(),
     };
@@ -242,10 +267,27 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
         .iter()
         .map(|o| {
             let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
-            let d: Diagnosis = oom::diagnose(dev, o, signal.as_ref());
+            let mut d: Diagnosis = oom::diagnose(dev, o, signal.as_ref());
+            if d.cause == Cause::Fragmentation {
+                // Replace the page-count judgement with the allocator model's prediction.
+                if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
+                    for r in d
+                        .remedies
+                        .iter_mut()
+                        .filter(|r| r.action.contains("expandable_segments:True"))
+                    {
+                        r.assessment = a.clone();
+                    }
+                }
+            }
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
             let cats = categories::at_state(snap, dev, &steps, &st, Some(o.event));
-            let held = sites::group(&snap.stacks, st.live_blocks().filter(|b| b.state == crate::model::BlockState::ActiveAllocated).map(|b| (b.stack, b.size)));
+            let held = sites::group(
+                &snap.stacks,
+                st.live_blocks()
+                    .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
+                    .map(|b| (b.stack, b.size)),
+            );
             OomReport {
                 event: o.event.0,
                 time_us: o.time_us,
@@ -261,8 +303,15 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
                 evidence: d.evidence,
                 remedies: d.remedies,
                 site: Site::of_stack(&snap.stacks, o.stack),
-                stack: snap.stacks.frames(o.stack).iter().map(|&f| snap.stacks.frame_label(snap.stacks.frame(f))).collect(),
-                leak: signal.filter(|_| d.cause == Cause::Leak).map(|s| leak_base + s.leak),
+                stack: snap
+                    .stacks
+                    .frames(o.stack)
+                    .iter()
+                    .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
+                    .collect(),
+                leak: signal
+                    .filter(|_| d.cause == Cause::Leak)
+                    .map(|s| leak_base + s.leak),
                 top_sites: top(held),
                 categories: Some(cats),
             }
@@ -326,7 +375,11 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize,
         top_sites_at_peak: top(peak_sites),
         categories_at_peak,
     };
-    DeviceFindings { report, steps, leaks }
+    DeviceFindings {
+        report,
+        steps,
+        leaks,
+    }
 }
 
 fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
@@ -337,8 +390,16 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
         .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
     if let Some((dev, o)) = last_oom {
         let n: usize = devices.iter().map(|d| d.ooms.len()).sum();
-        let at = o.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
-        let more = if n > 1 { format!(" ({n} OOMs in the capture; the last is explained)") } else { String::new() };
+        let at = o
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .unwrap_or_default();
+        let more = if n > 1 {
+            format!(" ({n} OOMs in the capture; the last is explained)")
+        } else {
+            String::new()
+        };
         return Verdict {
             kind: format!("oom_{}", o.cause.name()),
             summary: format!(
@@ -349,8 +410,17 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
         };
     }
     if let Some(l) = leaks.first() {
-        let at = l.leak.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
-        let more = if leaks.len() > 1 { format!(" ({} leak findings)", leaks.len()) } else { String::new() };
+        let at = l
+            .leak
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .unwrap_or_default();
+        let more = if leaks.len() > 1 {
+            format!(" ({} leak findings)", leaks.len())
+        } else {
+            String::new()
+        };
         return Verdict {
             kind: "leak".into(),
             summary: format!(
@@ -384,33 +454,54 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
     for d in &snap.devices {
         let tl = replay::replay(d, &snap.settings);
         let f = device_report(snap, d, &tl, leaks.len(), &mut notes);
-        leaks.extend(f.leaks.into_iter().map(|leak| LeakReport { device: d.index, leak }));
-        steps.extend(f.steps.iter().filter(|s| s.is_iteration()).map(|s| StepReport {
+        leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
             device: d.index,
-            name: s.name.clone(),
-            start_event: s.start_event.0,
-            end_event: s.end_event.0,
-            peak_allocated_bytes: s.peak_allocated_bytes,
-            end_allocated_bytes: s.end_allocated_bytes,
-            source: s.source,
+            leak,
         }));
+        steps.extend(
+            f.steps
+                .iter()
+                .filter(|s| s.is_iteration())
+                .map(|s| StepReport {
+                    device: d.index,
+                    name: s.name.clone(),
+                    start_event: s.start_event.0,
+                    end_event: s.end_event.0,
+                    peak_allocated_bytes: s.peak_allocated_bytes,
+                    end_allocated_bytes: s.end_allocated_bytes,
+                    source: s.source,
+                }),
+        );
         devices.push(f.report);
     }
     let categories = devices
         .iter()
         .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
         .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
-        .and_then(|(dev, o)| o.categories.clone().map(|c| CategoriesReport { device: dev, at: "oom", categories: c }))
+        .and_then(|(dev, o)| {
+            o.categories.clone().map(|c| CategoriesReport {
+                device: dev,
+                at: "oom",
+                categories: c,
+            })
+        })
         .or_else(|| {
-            devices
-                .iter()
-                .find_map(|d| d.categories_at_peak.clone().map(|c| CategoriesReport { device: d.device, at: "peak", categories: c }))
+            devices.iter().find_map(|d| {
+                d.categories_at_peak.clone().map(|c| CategoriesReport {
+                    device: d.device,
+                    at: "peak",
+                    categories: c,
+                })
+            })
         });
     if snap.layout == Layout::Torch20 {
         notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
     }
     if snap.devices.is_empty() {
-        notes.push("the snapshot holds no segments and no events: nothing was allocated while recording".into());
+        notes.push(
+            "the snapshot holds no segments and no events: nothing was allocated while recording"
+                .into(),
+        );
     }
     Analysis {
         schema: SCHEMA,

@@ -88,7 +88,8 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
         }
         evidence.push(line);
     }
-    let fragmented = o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
+    let fragmented =
+        o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     let cause = if fragmented {
         Cause::Fragmentation
     } else if leak.is_some() {
@@ -104,7 +105,9 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
     let mut remedies = Vec::new();
     let summary = match cause {
         Cause::Fragmentation => {
-            let exp_helps = o.free_whole_pages_bytes + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes) >= o.rounded_bytes
+            let exp_helps = o.free_whole_pages_bytes
+                + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes)
+                >= o.rounded_bytes
                 || o.free_whole_pages_bytes >= o.rounded_bytes;
             remedies.push(Remedy {
                 action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -142,7 +145,11 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
         }
         Cause::Leak => {
             let l = leak.expect("leak implies a signal");
-            let at = l.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
+            let at = l
+                .site
+                .as_ref()
+                .map(|s| format!(" at {}:{}", s.file, s.line))
+                .unwrap_or_default();
             remedies.push(Remedy {
                 action: "fix what keeps tensors alive across steps (see the leak finding): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing".into(),
                 assessment: format!(
@@ -171,7 +178,11 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
             if o.rounded_bytes > c.allocated / 2 {
                 remedies.push(Remedy {
                     action: "split the large request (chunk the operation)".into(),
-                    assessment: format!("one request of {} is large next to the {} in use", bytes(o.rounded_bytes), bytes(c.allocated)),
+                    assessment: format!(
+                        "one request of {} is large next to the {} in use",
+                        bytes(o.rounded_bytes),
+                        bytes(c.allocated)
+                    ),
                 });
             }
             let _ = left;
@@ -183,7 +194,9 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
                 bytes(o.largest_free_block_bytes)
             )
         }
-        Cause::Unknown => "unknown: the capture holds no allocation history before the OOM".to_string(),
+        Cause::Unknown => {
+            "unknown: the capture holds no allocation history before the OOM".to_string()
+        }
     };
     Diagnosis {
         cause,

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use crate::model::{Frame, StackId, Stacks};
 
 /// A source location, as the JSON schema names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, PartialOrd, Ord,
+)]
 pub struct Site {
     pub file: String,
     pub line: u32,
@@ -70,7 +72,10 @@ where
         e.0 += b;
         e.1 += 1;
     }
-    let mut by_site: HashMap<Option<(crate::model::Sym, u32, crate::model::Sym)>, (u64, u64, StackId, u64, bool)> = HashMap::new();
+    let mut by_site: HashMap<
+        Option<(crate::model::Sym, u32, crate::model::Sym)>,
+        (u64, u64, StackId, u64, bool),
+    > = HashMap::new();
     for (s, (bytes, n)) in by_stack {
         let f = stacks.site_frame(s);
         let key = f.map(|f| (f.file, f.line, f.name));
@@ -91,7 +96,11 @@ where
             bytes,
             blocks,
             user_code: user,
-            stack: stacks.frames(s).iter().map(|&f| stacks.frame_label(stacks.frame(f))).collect(),
+            stack: stacks
+                .frames(s)
+                .iter()
+                .map(|&f| stacks.frame_label(stacks.frame(f)))
+                .collect(),
             stack_id: s,
         })
         .collect();

@@ -111,7 +111,11 @@ pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
                     format!("step {counter}")
                 }
             };
-            let peak = tl.series.allocated.get(a..=b).and_then(|v| v.iter().max().copied());
+            let peak = tl
+                .series
+                .allocated
+                .get(a..=b)
+                .and_then(|v| v.iter().max().copied());
             Step {
                 name,
                 start_event: EventIdx(a as u32),
@@ -155,7 +159,10 @@ enum Marks {
 /// The family of an annotation name: `ProfilerStep#12` -> `ProfilerStep`,
 /// `Optimizer.step#AdamW.step` -> `Optimizer.step`.
 pub fn annotation_family(name: &str) -> &str {
-    name.split('#').next().unwrap_or(name).trim_end_matches(|c: char| c.is_ascii_digit())
+    name.split('#')
+        .next()
+        .unwrap_or(name)
+        .trim_end_matches(|c: char| c.is_ascii_digit())
 }
 
 fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
@@ -243,10 +250,7 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
             });
         }
         Marks::End => {
-            let mut e: Vec<usize> = ends[pick.0]
-                .iter()
-                .map(|&t| (to_event(t)).min(n))
-                .collect();
+            let mut e: Vec<usize> = ends[pick.0].iter().map(|&t| (to_event(t)).min(n)).collect();
             e.sort_unstable();
             e.dedup();
             let mut prev = 0;
@@ -280,7 +284,9 @@ fn push_pattern_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
     let head = s.range.start..anchors[0];
     if !head.is_empty() {
         match out.last_mut() {
-            Some(prev) if prev.range.end == head.start && prev.complete => prev.range.end = head.end,
+            Some(prev) if prev.range.end == head.start && prev.complete => {
+                prev.range.end = head.end
+            }
             _ => out.push(Seg {
                 range: head,
                 source: StepSource::Setup,
@@ -340,7 +346,12 @@ impl<'a> ModelCode<'a> {
 
 /// The anchors of the loops in `range`, sorted: each starts one iteration. Searches the
 /// stretch for the best anchor, then the stretches before and after its run.
-fn pattern_anchors(dev: &Device, snap: &Snapshot, model: &ModelCode, range: Range<usize>) -> Vec<usize> {
+fn pattern_anchors(
+    dev: &Device,
+    snap: &Snapshot,
+    model: &ModelCode,
+    range: Range<usize>,
+) -> Vec<usize> {
     let mut out = Vec::new();
     let mut todo = vec![range];
     while let Some(r) = todo.pop() {
@@ -508,7 +519,10 @@ mod tests {
     #[test]
     fn families() {
         assert_eq!(annotation_family("ProfilerStep#12"), "ProfilerStep");
-        assert_eq!(annotation_family("Optimizer.step#AdamW.step"), "Optimizer.step");
+        assert_eq!(
+            annotation_family("Optimizer.step#AdamW.step"),
+            "Optimizer.step"
+        );
         assert_eq!(annotation_family("epoch3"), "epoch");
     }
 
@@ -517,10 +531,15 @@ mod tests {
         let (snap, dev) = loop_snapshot(10);
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = split(&snap, &dev, &tl);
-        let iters: Vec<_> = steps.iter().filter(|s| s.source == StepSource::Pattern).collect();
+        let iters: Vec<_> = steps
+            .iter()
+            .filter(|s| s.source == StepSource::Pattern)
+            .collect();
         // 10 anchors: 9 complete iterations and a trailing one.
         assert_eq!(iters.len(), 9);
-        assert!(iters.iter().all(|s| s.end_event.0 - s.start_event.0 + 1 == 12));
+        assert!(iters
+            .iter()
+            .all(|s| s.end_event.0 - s.start_event.0 + 1 == 12));
         assert_eq!(steps.last().map(|s| s.source), Some(StepSource::Tail));
         // Every event is covered once, in order.
         let mut next = 0;
@@ -559,7 +578,10 @@ mod tests {
         }
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = split(&snap, &dev, &tl);
-        let ann: Vec<_> = steps.iter().filter(|s| s.source == StepSource::Annotation).collect();
+        let ann: Vec<_> = steps
+            .iter()
+            .filter(|s| s.source == StepSource::Annotation)
+            .collect();
         assert_eq!(ann.len(), 3);
         // The first annotated step includes the setup event and the first iteration.
         assert_eq!(ann[0].start_event.0, 0);

@@ -29,7 +29,8 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
         [0x1f, 0x8b, ..] => Sniffed::Gzip,
         [0x80, p, ..] if *p <= 5 => Sniffed::Pickle,
         // Protocol 0/1 pickles start with a printable opcode and end with STOP ('.').
-        [b'(' | b'}' | b']' | b')' | b'c' | b'N' | b'I' | b'S' | b'V' | b'P' | b'L' | b'F' | b'i', ..]
+        [b'(' | b'}' | b']' | b')' | b'c' | b'N' | b'I' | b'S' | b'V' | b'P' | b'L' | b'F'
+        | b'i', ..]
             if bytes.last() == Some(&b'.') =>
         {
             Sniffed::Pickle
@@ -56,14 +57,20 @@ pub enum LoadError {
         err: std::io::Error,
     },
     #[error("{path}: {err}")]
-    Pickle { path: PathBuf, err: pickle::PickleError },
+    Pickle {
+        path: PathBuf,
+        err: pickle::PickleError,
+    },
     #[error("{path}: {err}")]
     Snapshot {
         path: PathBuf,
         err: snapshot::SnapshotError,
     },
     #[error("{path}: {err}")]
-    Trace { path: PathBuf, err: chrome::TraceError },
+    Trace {
+        path: PathBuf,
+        err: chrome::TraceError,
+    },
     #[error("{path}: {what}")]
     WrongKind { path: PathBuf, what: String },
     #[error("{path}: the file is empty")]
@@ -155,7 +162,11 @@ fn sniff_snapshot(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn snapshot_with_progress(path: &Path, bytes: &[u8], progress: Option<&mut dyn FnMut(usize)>) -> Result<Snapshot, LoadError> {
+fn snapshot_with_progress(
+    path: &Path,
+    bytes: &[u8],
+    progress: Option<&mut dyn FnMut(usize)>,
+) -> Result<Snapshot, LoadError> {
     sniff_snapshot(path, bytes)?;
     snapshot::parse(bytes, progress).map_err(|e| match e {
         snapshot::ParseError::Pickle(err) => LoadError::Pickle {
@@ -186,7 +197,13 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
                 if upto > released {
                     // SAFETY: a read-only, private file mapping: dropping its pages only means
                     // they are read from the file again if touched; nothing is written or lost.
-                    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+                    let _ = unsafe {
+                        map.unchecked_advise_range(
+                            memmap2::UncheckedAdvice::DontNeed,
+                            released,
+                            upto - released,
+                        )
+                    };
                     released = upto;
                 }
             };

@@ -645,7 +645,9 @@ impl<'a> Vm<'a, '_> {
         if let Ok(i) = t.parse::<i64>() {
             return Ok(Value::Int(i));
         }
-        let le = decimal_to_le(t).ok_or_else(|| self.malformed("a decimal integer", t.chars().take(40).collect::<String>()))?;
+        let le = decimal_to_le(t).ok_or_else(|| {
+            self.malformed("a decimal integer", t.chars().take(40).collect::<String>())
+        })?;
         self.arena.owned_ints.push(le);
         Ok(Value::OwnedBigInt((self.arena.owned_ints.len() - 1) as u32))
     }
@@ -865,7 +867,12 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::List(id))?
                 }
                 b'a' => {
-                    self.finalize_from(self.stack.len().saturating_sub(1).max(self.marks.last().copied().unwrap_or(0)));
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(1)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let list = self.top()?;
                     self.seq_mut(list)?.push(v);
@@ -875,12 +882,17 @@ impl<'a> Vm<'a, '_> {
                     let list = self.below(m)?;
                     let id = match list {
                         Value::List(id) | Value::Set(id) => id,
-                        other => return Err(self.malformed("a list or set to add to", other.kind())),
+                        other => {
+                            return Err(self.malformed("a list or set to add to", other.kind()))
+                        }
                     };
                     match &mut self.arena.objects[id.0 as usize] {
                         Container::Seq(v) => v.extend_from_slice(&self.stack[m..]),
                         _ => {
-                            return Err(self.malformed("a list still being built", "a list that was already complete"));
+                            return Err(self.malformed(
+                                "a list still being built",
+                                "a list that was already complete",
+                            ));
                         }
                     }
                     self.stack.truncate(m);
@@ -922,7 +934,12 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::Dict(id))?
                 }
                 b's' => {
-                    self.finalize_from(self.stack.len().saturating_sub(2).max(self.marks.last().copied().unwrap_or(0)));
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(2)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let k = self.pop()?;
                     let d = self.top()?;
@@ -939,8 +956,15 @@ impl<'a> Vm<'a, '_> {
                         other => return Err(self.malformed("a dict to set items in", other.kind())),
                     };
                     match &mut self.arena.objects[id.0 as usize] {
-                        Container::Dict(v) => v.extend(self.stack[m..].chunks_exact(2).map(|c| (c[0], c[1]))),
-                        _ => return Err(self.malformed("a dict still being built", "a dict that was already complete")),
+                        Container::Dict(v) => {
+                            v.extend(self.stack[m..].chunks_exact(2).map(|c| (c[0], c[1])))
+                        }
+                        _ => {
+                            return Err(self.malformed(
+                                "a dict still being built",
+                                "a dict that was already complete",
+                            ))
+                        }
                     }
                     self.stack.truncate(m);
                 }
@@ -1102,10 +1126,12 @@ impl<'a> Arena<'a> {
     pub fn final_tag(&self, v: Value) -> Option<u32> {
         match v {
             Value::FinalSeq(t) | Value::FinalDict(t) => Some(t),
-            Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => match self.objects[id.0 as usize] {
-                Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),
-                _ => None,
-            },
+            Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => {
+                match self.objects[id.0 as usize] {
+                    Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),
+                    _ => None,
+                }
+            }
             _ => None,
         }
     }

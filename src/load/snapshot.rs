@@ -51,7 +51,10 @@ struct Builder<'p, 'a, 's, 'x> {
 }
 
 fn get_in(p: &Arena<'_>, pairs: &[(Value, Value)], key: &str) -> Option<Value> {
-    pairs.iter().find(|(k, _)| p.str_eq(*k, key)).map(|(_, v)| *v)
+    pairs
+        .iter()
+        .find(|(k, _)| p.str_eq(*k, key))
+        .map(|(_, v)| *v)
 }
 
 fn as_u64(p: &Arena<'_>, v: Value) -> Option<u64> {
@@ -75,7 +78,9 @@ impl<'a> Finalizer<'a> for Collected<'_> {
         scratch.clear();
         for &v in items {
             match (v, arena.final_tag(v)) {
-                (Value::FinalDict(t), _) | (Value::Dict(_), Some(t)) if t < EVENT_TAG => scratch.push(FrameId(t)),
+                (Value::FinalDict(t), _) | (Value::Dict(_), Some(t)) if t < EVENT_TAG => {
+                    scratch.push(FrameId(t))
+                }
                 _ => {
                     self.scratch = scratch;
                     return None;
@@ -130,9 +135,16 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
 
     fn frame_from_pairs(&mut self, pairs: &[(Value, Value)]) -> FrameId {
         let p = self.p;
-        let file = get_in(p, pairs, "filename").and_then(|x| p.str(x)).unwrap_or_default();
-        let name = get_in(p, pairs, "name").and_then(|x| p.str(x)).unwrap_or_default();
-        let line = get_in(p, pairs, "line").and_then(|x| p.int(x)).unwrap_or(0).clamp(0, u32::MAX as i64) as u32;
+        let file = get_in(p, pairs, "filename")
+            .and_then(|x| p.str(x))
+            .unwrap_or_default();
+        let name = get_in(p, pairs, "name")
+            .and_then(|x| p.str(x))
+            .unwrap_or_default();
+        let line = get_in(p, pairs, "line")
+            .and_then(|x| p.int(x))
+            .unwrap_or(0)
+            .clamp(0, u32::MAX as i64) as u32;
         self.st.stacks.intern_frame(&file, line, &name)
     }
 
@@ -282,7 +294,9 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
 
     fn event(&mut self, v: Value) -> Option<Event> {
         if let Some(t) = self.p.final_tag(v) {
-            return (t & EVENT_TAG != 0).then(|| self.st.events.get((t & !EVENT_TAG) as usize).copied()).flatten();
+            return (t & EVENT_TAG != 0)
+                .then(|| self.st.events.get((t & !EVENT_TAG) as usize).copied())
+                .flatten();
         }
         let pairs = self.p.dict(v)?;
         self.event_from_pairs(pairs)
@@ -382,7 +396,10 @@ pub enum ParseError {
 /// Decodes a snapshot pickle in one pass: trace entries and frame lists are converted as soon
 /// as they are complete, so memory stays proportional to the model, not to the object tree.
 /// `on_progress` is called with the byte offset every few MB.
-pub fn parse(data: &[u8], on_progress: Option<&mut dyn FnMut(usize)>) -> Result<Snapshot, ParseError> {
+pub fn parse(
+    data: &[u8],
+    on_progress: Option<&mut dyn FnMut(usize)>,
+) -> Result<Snapshot, ParseError> {
     let mut st = Collected {
         stacks: Stacks::new(),
         on_progress,
@@ -475,7 +492,10 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
             })?;
             // Streaming usually converted this device's entries in order: take them as they are.
             let streamed_in_order = !items.is_empty()
-                && items.iter().enumerate().all(|(i, &e)| p.final_tag(e) == Some(EVENT_TAG | (i as u32)))
+                && items
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &e)| p.final_tag(e) == Some(EVENT_TAG | (i as u32)))
                 && b.st.events.len() == items.len();
             let mut skipped = 0usize;
             let events = if streamed_in_order {

@@ -28,6 +28,7 @@ pub trait Format {
 /// Renders into a `String` (tests and callers that need the text).
 pub fn to_string(f: &dyn Format, analysis: &Analysis, opts: &Options) -> String {
     let mut v = Vec::new();
-    f.render(analysis, opts, &mut v).expect("writing to a Vec cannot fail");
+    f.render(analysis, opts, &mut v)
+        .expect("writing to a Vec cannot fail");
     String::from_utf8(v).expect("formats write UTF-8")
 }

@@ -7,8 +7,8 @@ use std::io::{self, Write};
 
 use super::style::Style;
 use super::{Format, Options};
-use crate::analysis::sites::{Site, SiteTotal};
 use crate::analysis::categories::Categories;
+use crate::analysis::sites::{Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::units::bytes;
 
@@ -31,12 +31,27 @@ fn site_label(s: &SiteTotal) -> String {
     }
 }
 
-fn write_sites(out: &mut dyn Write, st: &Style, sites: &[SiteTotal], opts: &Options, indent: &str) -> io::Result<()> {
-    writeln!(out, "{indent}{}", st.dim(&format!("{:>10}  {:>7}  site", "bytes", "blocks")))?;
+fn write_sites(
+    out: &mut dyn Write,
+    st: &Style,
+    sites: &[SiteTotal],
+    opts: &Options,
+    indent: &str,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{indent}{}",
+        st.dim(&format!("{:>10}  {:>7}  site", "bytes", "blocks"))
+    )?;
     for s in sites {
         let label = site_label(s);
         let label = if s.user_code { st.cyan(&label) } else { label };
-        writeln!(out, "{indent}{:>10}  {:>7}  {label}", bytes(s.bytes), s.blocks)?;
+        writeln!(
+            out,
+            "{indent}{:>10}  {:>7}  {label}",
+            bytes(s.bytes),
+            s.blocks
+        )?;
         if opts.stacks {
             for f in &s.stack {
                 writeln!(out, "{indent}{:>21}{}", "", st.dim(f))?;
@@ -48,21 +63,58 @@ fn write_sites(out: &mut dyn Write, st: &Style, sites: &[SiteTotal], opts: &Opti
 
 fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
-    writeln!(out, "  {:<12} {:>12} {:>14}", "", "current", if d.peak_exact { "peak" } else { "peak (seen)" })?;
+    writeln!(
+        out,
+        "  {:<12} {:>12} {:>14}",
+        "",
+        "current",
+        if d.peak_exact { "peak" } else { "peak (seen)" }
+    )?;
     let rows = [
-        ("allocated", Some(d.allocated_bytes), d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes.unwrap_or(0))),
-        ("reserved", Some(d.reserved_bytes), d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes.unwrap_or(0)),
+        (
+            "allocated",
+            Some(d.allocated_bytes),
+            d.peak_allocated_bytes,
+            d.observed_peak_allocated_bytes,
+        ),
+        (
+            "active",
+            d.active_bytes,
+            d.peak_active_bytes,
+            d.observed_peak_allocated_bytes
+                .max(d.active_bytes.unwrap_or(0)),
+        ),
+        (
+            "reserved",
+            Some(d.reserved_bytes),
+            d.peak_reserved_bytes,
+            d.observed_peak_reserved_bytes,
+        ),
+        (
+            "requested",
+            d.requested_bytes,
+            d.peak_requested_bytes,
+            d.requested_bytes.unwrap_or(0),
+        ),
     ];
     for (name, cur, peak, seen) in rows {
         let Some(cur) = cur else { continue };
-        let p = if !d.has_history { "unknown".to_string() } else { opt_bytes(peak, seen) };
+        let p = if !d.has_history {
+            "unknown".to_string()
+        } else {
+            opt_bytes(peak, seen)
+        };
         writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
     }
-    if let (Some(largest), Some(split), Some(segments)) = (d.largest_free_block_bytes, d.inactive_split_bytes, d.segments) {
+    if let (Some(largest), Some(split), Some(segments)) = (
+        d.largest_free_block_bytes,
+        d.inactive_split_bytes,
+        d.segments,
+    ) {
         let exp = match (d.expandable_segments, d.expandable_free_bytes) {
-            (Some(n), Some(free)) if n > 0 => format!(", {n} expandable ({} free inside them)", bytes(free)),
+            (Some(n), Some(free)) if n > 0 => {
+                format!(", {n} expandable ({} free inside them)", bytes(free))
+            }
             _ => String::new(),
         };
         writeln!(
@@ -92,18 +144,33 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
                 c.first_mismatch.as_deref().unwrap_or("?")
             )?;
             if let Some(a) = &c.first_anomaly {
-                writeln!(out, "          first unexplained event: #{}: {}", a.event.0, a.what)?;
+                writeln!(
+                    out,
+                    "          first unexplained event: #{}: {}",
+                    a.event.0, a.what
+                )?;
             }
         }
     }
     Ok(())
 }
 
-fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport, opts: &Options) -> io::Result<()> {
+fn write_oom(
+    out: &mut dyn Write,
+    st: &Style,
+    dev: u32,
+    n: usize,
+    o: &OomReport,
+    opts: &Options,
+) -> io::Result<()> {
     writeln!(
         out,
         "{}",
-        st.bold(&format!("OOM #{n} on cuda:{dev} (event {}): {}", o.event, bytes(o.rounded_bytes)))
+        st.bold(&format!(
+            "OOM #{n} on cuda:{dev} (event {}): {}",
+            o.event,
+            bytes(o.rounded_bytes)
+        ))
     )?;
     writeln!(out, "  cause: {}", st.red(&o.summary))?;
     for e in &o.evidence {
@@ -119,7 +186,13 @@ fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport,
     }
     if !o.top_sites.is_empty() {
         writeln!(out, "  held at the OOM:")?;
-        write_sites(out, st, &o.top_sites[..o.top_sites.len().min(5)], opts, "  ")?;
+        write_sites(
+            out,
+            st,
+            &o.top_sites[..o.top_sites.len().min(5)],
+            opts,
+            "  ",
+        )?;
     }
     if let Some(l) = o.leak {
         writeln!(out, "  see leak #{} below", l + 1)?;
@@ -156,14 +229,29 @@ fn write_categories(out: &mut dyn Write, c: &Categories, lead: &str) -> io::Resu
     Ok(())
 }
 
-fn write_leak(out: &mut dyn Write, st: &Style, n: usize, r: &LeakReport, opts: &Options) -> io::Result<()> {
+fn write_leak(
+    out: &mut dyn Write,
+    st: &Style,
+    n: usize,
+    r: &LeakReport,
+    opts: &Options,
+) -> io::Result<()> {
     let l = &r.leak;
     writeln!(
         out,
         "{}",
-        st.bold(&format!("LEAK #{n} on cuda:{}: {} ({} confidence)", r.device, l.kind.replace('_', " "), l.confidence))
+        st.bold(&format!(
+            "LEAK #{n} on cuda:{}: {} ({} confidence)",
+            r.device,
+            l.kind.replace('_', " "),
+            l.confidence
+        ))
     )?;
-    let site = |s: &Option<Site>| s.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(no Python stack)".into());
+    let site = |s: &Option<Site>| {
+        s.as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "(no Python stack)".into())
+    };
     writeln!(out, "  allocated at: {}", st.cyan(&site(&l.site)))?;
     if l.cause_site.is_some() {
         writeln!(out, "  kept alive by: {}", st.cyan(&site(&l.cause_site)))?;
@@ -195,7 +283,14 @@ fn write_leak(out: &mut dyn Write, st: &Style, n: usize, r: &LeakReport, opts: &
             .samples
             .iter()
             .take(3)
-            .map(|s| format!("0x{:x} {} (event {})", s.address, bytes(s.size), s.alloc_event.0))
+            .map(|s| {
+                format!(
+                    "0x{:x} {} (event {})",
+                    s.address,
+                    bytes(s.size),
+                    s.alloc_event.0
+                )
+            })
             .collect();
         writeln!(out, "  surviving blocks, e.g.: {}", shown.join(", "))?;
     }
@@ -212,7 +307,10 @@ fn write_steps(out: &mut dyn Write, st: &Style, steps: &[StepReport]) -> io::Res
     devices.dedup();
     for d in devices {
         let ds: Vec<&StepReport> = steps.iter().filter(|s| s.device == d).collect();
-        let ann = ds.iter().filter(|s| matches!(s.source, crate::analysis::steps::StepSource::Annotation)).count();
+        let ann = ds
+            .iter()
+            .filter(|s| matches!(s.source, crate::analysis::steps::StepSource::Annotation))
+            .count();
         let (first, last) = (ds[0], ds[ds.len() - 1]);
         let max_peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
         writeln!(
@@ -246,7 +344,11 @@ impl Format for Text {
             events
         )?;
         writeln!(out)?;
-        let v = if a.verdict.kind == "ok" { st.green(&a.verdict.summary) } else { st.red(&a.verdict.summary) };
+        let v = if a.verdict.kind == "ok" {
+            st.green(&a.verdict.summary)
+        } else {
+            st.red(&a.verdict.summary)
+        };
         writeln!(out, "{} {v}", st.bold("VERDICT"))?;
         for d in &a.devices {
             writeln!(out)?;
@@ -268,7 +370,17 @@ impl Format for Text {
         }
         if let Some(c) = &a.categories {
             if c.at == "peak" {
-                write_categories(out, &c.categories, &format!("{} ", st.bold(&format!("BY CATEGORY cuda:{} at the allocated peak:", c.device))))?;
+                write_categories(
+                    out,
+                    &c.categories,
+                    &format!(
+                        "{} ",
+                        st.bold(&format!(
+                            "BY CATEGORY cuda:{} at the allocated peak:",
+                            c.device
+                        ))
+                    ),
+                )?;
             }
         }
         for d in &a.devices {
@@ -276,12 +388,29 @@ impl Format for Text {
                 continue;
             }
             writeln!(out)?;
-            writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} (live at the end)", d.device)))?;
+            writeln!(
+                out,
+                "{}",
+                st.bold(&format!(
+                    "TOP ALLOCATION SITES cuda:{} (live at the end)",
+                    d.device
+                ))
+            )?;
             write_sites(out, &st, &d.top_sites, opts, "")?;
             if !d.top_sites_at_peak.is_empty() {
-                let at = d.peak_event.map(|e| format!(" (event {e})")).unwrap_or_default();
+                let at = d
+                    .peak_event
+                    .map(|e| format!(" (event {e})"))
+                    .unwrap_or_default();
                 writeln!(out)?;
-                writeln!(out, "{}", st.bold(&format!("TOP ALLOCATION SITES cuda:{} at the allocated peak{at}", d.device)))?;
+                writeln!(
+                    out,
+                    "{}",
+                    st.bold(&format!(
+                        "TOP ALLOCATION SITES cuda:{} at the allocated peak{at}",
+                        d.device
+                    ))
+                )?;
                 write_sites(out, &st, &d.top_sites_at_peak, opts, "")?;
             }
         }

@@ -229,7 +229,12 @@ impl Allocator {
     }
 
     /// `malloc`: the block's address, or the OOM.
-    pub fn malloc(&mut self, orig: u64, stream: u64, hints: &mut Vec<(u64, u64)>) -> Result<u64, Oom> {
+    pub fn malloc(
+        &mut self,
+        orig: u64,
+        stream: u64,
+        hints: &mut Vec<(u64, u64)>,
+    ) -> Result<u64, Oom> {
         let size = round_size(orig, &self.cfg.settings);
         let pool = Pool::for_rounded_size(size);
         let alloc_size = allocation_size(size);
@@ -257,7 +262,9 @@ impl Allocator {
             });
         };
         let bsize = self.blocks[&addr].size;
-        let split = self.rules.should_split(pool, self.cfg.expandable_segments, bsize, size);
+        let split = self
+            .rules
+            .should_split(pool, self.cfg.expandable_segments, bsize, size);
         Ok(self.alloc_found_block(addr, size, orig, stream, split))
     }
 
@@ -348,7 +355,11 @@ impl Allocator {
         if let Some(i) = hints.iter().position(|&(s, a)| {
             self.cfg.address_hints
                 && s == size
-                && self.segs.range(..a.saturating_add(size)).next_back().is_none_or(|(_, g)| g.base + g.size <= a)
+                && self
+                    .segs
+                    .range(..a.saturating_add(size))
+                    .next_back()
+                    .is_none_or(|(_, g)| g.base + g.size <= a)
         }) {
             return hints.remove(i).1;
         }
@@ -426,7 +437,12 @@ impl Allocator {
         }
         let key = size.max(max_split);
         let p = self.pool_ref(pool);
-        let found = p.free.range((stream, key, 0)..).next().copied().filter(|k| k.0 == stream);
+        let found = p
+            .free
+            .range((stream, key, 0)..)
+            .next()
+            .copied()
+            .filter(|k| k.0 == stream);
         if let Some(k) = found {
             if self.segs[&self.blocks[&k.2].seg].expandable {
                 return false;
@@ -454,7 +470,12 @@ impl Allocator {
     pub fn release_cached_blocks(&mut self) {
         // synchronize_and_free_events: pending frees complete now.
         self.stats.num_sync_all_streams += 1;
-        let pending: Vec<u64> = self.blocks.values().filter(|b| b.pending).map(|b| b.addr).collect();
+        let pending: Vec<u64> = self
+            .blocks
+            .values()
+            .filter(|b| b.pending)
+            .map(|b| b.addr)
+            .collect();
         for a in pending {
             self.free_block(a);
         }
@@ -513,13 +534,26 @@ impl Allocator {
         self.blocks.remove(&addr);
         let before = u_start - b.addr;
         if before > 0 {
-            self.blocks.insert(b.addr, Block { size: before, ..b.clone() });
+            self.blocks.insert(
+                b.addr,
+                Block {
+                    size: before,
+                    ..b.clone()
+                },
+            );
             self.insert_free(b.addr);
         }
         let after = b.addr + b.size - (u_start + u_len);
         if after > 0 {
             let a = u_start + u_len;
-            self.blocks.insert(a, Block { addr: a, size: after, ..b.clone() });
+            self.blocks.insert(
+                a,
+                Block {
+                    addr: a,
+                    size: after,
+                    ..b.clone()
+                },
+            );
             self.insert_free(a);
         }
         self.blocks.insert(
@@ -571,7 +605,9 @@ impl Allocator {
     }
 
     fn find_expandable_block(&mut self, stream: u64, pool: Pool, size: u64) -> u64 {
-        let allocatable = |s: &Self, a: Option<u64>| a.is_some_and(|a| !s.blocks[&a].allocated && !s.blocks[&a].pending);
+        let allocatable = |s: &Self, a: Option<u64>| {
+            a.is_some_and(|a| !s.blocks[&a].allocated && !s.blocks[&a].pending)
+        };
         let unmapped: Vec<u64> = self
             .pool_ref(pool)
             .unmapped
@@ -643,7 +679,15 @@ impl Allocator {
         blk.mapped = true;
         if len < b.size {
             let r = addr + len;
-            self.blocks.insert(r, Block { addr: r, size: b.size - len, mapped: false, ..b.clone() });
+            self.blocks.insert(
+                r,
+                Block {
+                    addr: r,
+                    size: b.size - len,
+                    mapped: false,
+                    ..b.clone()
+                },
+            );
             self.pool(b.pool).unmapped.insert((b.stream, r));
             blk.size = len;
         }
@@ -681,7 +725,14 @@ impl Allocator {
         Some(c)
     }
 
-    fn alloc_found_block(&mut self, addr: u64, size: u64, orig: u64, stream: u64, split: bool) -> u64 {
+    fn alloc_found_block(
+        &mut self,
+        addr: u64,
+        size: u64,
+        orig: u64,
+        stream: u64,
+        split: bool,
+    ) -> u64 {
         let b = self.blocks.get_mut(&addr).expect("block");
         if split {
             let rest = Block {
@@ -717,7 +768,11 @@ impl Allocator {
 
     /// `free_block`: the block returns to its pool, merged with free neighbours.
     pub fn free_block(&mut self, addr: u64) {
-        let Some(b) = self.blocks.get_mut(&addr).filter(|b| b.pending || b.allocated) else {
+        let Some(b) = self
+            .blocks
+            .get_mut(&addr)
+            .filter(|b| b.pending || b.allocated)
+        else {
             return;
         };
         if b.allocated {
@@ -755,14 +810,23 @@ impl Allocator {
             .map(|k| k.1)
             .max()
             .unwrap_or(0);
-        (self.stats.reserved.saturating_sub(self.stats.active), largest)
+        (
+            self.stats.reserved.saturating_sub(self.stats.active),
+            largest,
+        )
     }
 
     /// Free bytes in ordinary segments that also hold active blocks (`inactive_split_bytes`).
     pub fn inactive_split_bytes(&self) -> u64 {
         self.blocks
             .values()
-            .filter(|b| b.mapped && !b.allocated && !b.pending && !self.segs[&b.seg].expandable && self.is_split(b.addr))
+            .filter(|b| {
+                b.mapped
+                    && !b.allocated
+                    && !b.pending
+                    && !self.segs[&b.seg].expandable
+                    && self.is_split(b.addr)
+            })
             .map(|b| b.size)
             .sum()
     }

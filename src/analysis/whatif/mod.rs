@@ -73,12 +73,16 @@ pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
                 })
             }
             "max_split_size_mb" => {
-                let n: i64 = v.parse().map_err(|_| format!("max_split_size_mb: `{v}` is not an integer"))?;
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| format!("max_split_size_mb: `{v}` is not an integer"))?;
                 out.max_split_size = Some(if n < 0 {
                     None
                 } else {
                     if n <= 20 {
-                        return Err(format!("max_split_size_mb: {n} too small, must be > 20 (torch refuses it)"));
+                        return Err(format!(
+                            "max_split_size_mb: {n} too small, must be > 20 (torch refuses it)"
+                        ));
                     }
                     Some((n as u64) << 20)
                 });
@@ -111,17 +115,28 @@ fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
     if let Some(list) = v.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
         let mut last: Option<usize> = None;
         for kv in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, d) = kv.split_once(':').ok_or_else(|| format!("roundup_power2_divisions: `{kv}`"))?;
-            let d = check(d.trim().parse().map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?)?;
+            let (k, d) = kv
+                .split_once(':')
+                .ok_or_else(|| format!("roundup_power2_divisions: `{kv}`"))?;
+            let d = check(
+                d.trim()
+                    .parse()
+                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?,
+            )?;
             if k.trim() == ">" {
                 let from = last.map_or(0, |l| l + 1);
                 for t in table.iter_mut().skip(from) {
                     *t = d;
                 }
             } else {
-                let mb: u64 = k.trim().parse().map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?;
+                let mb: u64 = k
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?;
                 if !mb.is_power_of_two() {
-                    return Err(format!("roundup_power2_divisions: {mb} is not a power of 2"));
+                    return Err(format!(
+                        "roundup_power2_divisions: {mb} is not a power of 2"
+                    ));
                 }
                 let idx = (63 - mb.leading_zeros()) as usize;
                 if last.is_none() {
@@ -136,7 +151,10 @@ fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
             }
         }
     } else {
-        let d = check(v.parse().map_err(|_| format!("roundup_power2_divisions: `{v}` is not an integer"))?)?;
+        let d = check(
+            v.parse()
+                .map_err(|_| format!("roundup_power2_divisions: `{v}` is not an integer"))?,
+        )?;
         table.fill(d);
     }
     Ok(table)
@@ -164,7 +182,14 @@ impl AllocConf {
 
 /// The settings in `PYTORCH_CUDA_ALLOC_CONF` words.
 pub fn describe_settings(s: &AllocatorSettings) -> String {
-    let mut parts = vec![format!("expandable_segments:{}", if s.expandable_segments.unwrap_or(false) { "True" } else { "False" })];
+    let mut parts = vec![format!(
+        "expandable_segments:{}",
+        if s.expandable_segments.unwrap_or(false) {
+            "True"
+        } else {
+            "False"
+        }
+    )];
     if let Some(m) = s.max_split_size {
         parts.push(format!("max_split_size_mb:{}", m >> 20));
     }
@@ -186,7 +211,12 @@ pub fn describe_settings(s: &AllocatorSettings) -> String {
 #[derive(Clone, Debug)]
 enum Op {
     /// A request (an `alloc`, or the `oom` entry's failed request).
-    Malloc { size: u64, stream: u64, recorded_oom: bool, hints: Vec<(u64, u64)> },
+    Malloc {
+        size: u64,
+        stream: u64,
+        recorded_oom: bool,
+        hints: Vec<(u64, u64)>,
+    },
     FreeRequested,
     FreeCompleted,
     EmptyCache,
@@ -221,12 +251,26 @@ fn ops(dev: &Device) -> Vec<Op> {
                     .iter()
                     .rev()
                     .find(|x| x.action != Action::FreeCompleted)
-                    .is_some_and(|x| matches!(x.action, Action::SegmentFree | Action::SegmentUnmap));
+                    .is_some_and(|x| {
+                        matches!(x.action, Action::SegmentFree | Action::SegmentUnmap)
+                    });
                 let next = ev[i + 1..]
                     .iter()
-                    .find(|x| !matches!(x.action, Action::SegmentFree | Action::SegmentUnmap | Action::FreeCompleted | Action::Snapshot | Action::Other))
+                    .find(|x| {
+                        !matches!(
+                            x.action,
+                            Action::SegmentFree
+                                | Action::SegmentUnmap
+                                | Action::FreeCompleted
+                                | Action::Snapshot
+                                | Action::Other
+                        )
+                    })
                     .map(|x| x.action);
-                let internal = matches!(next, Some(Action::SegmentAlloc | Action::SegmentMap | Action::Oom));
+                let internal = matches!(
+                    next,
+                    Some(Action::SegmentAlloc | Action::SegmentMap | Action::Oom)
+                );
                 if starts_run && !internal {
                     Op::EmptyCache
                 } else {
@@ -323,7 +367,11 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
     let cap = cfg.cap;
     let mut m = Allocator::new(cfg);
     let ops = ops(dev);
-    let mut recorded = replay::Replayer::new(Rules::from_settings(&snap.settings), &dev.events, replay::State::default());
+    let mut recorded = replay::Replayer::new(
+        Rules::from_settings(&snap.settings),
+        &dev.events,
+        replay::State::default(),
+    );
     let mut addr_map: HashMap<u64, u64> = HashMap::new();
     let mut placement = Placement::default();
     let mut ooms = Vec::new();
@@ -351,7 +399,12 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
             _ => {}
         }
         match op {
-            Op::Malloc { size, stream, recorded_oom, mut hints } => {
+            Op::Malloc {
+                size,
+                stream,
+                recorded_oom,
+                mut hints,
+            } => {
                 let idx = requests;
                 requests += 1;
                 match m.malloc(size, stream, &mut hints) {
@@ -360,7 +413,15 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
                             avoided.push(i as u32);
                         } else {
                             addr_map.insert(e.addr, a);
-                            compare_placement(&mut placement, &m, a, recorded.state(), &rec_exp, e.addr, i);
+                            compare_placement(
+                                &mut placement,
+                                &m,
+                                a,
+                                recorded.state(),
+                                &rec_exp,
+                                e.addr,
+                                i,
+                            );
                         }
                     }
                     Err(o) => {
@@ -440,7 +501,11 @@ struct ExpandableLog {
 
 impl ExpandableLog {
     fn find(&self, addr: u64) -> Option<u64> {
-        self.segs.range(..=addr).next_back().filter(|(_, (hw, _))| addr <= *hw).map(|(b, _)| *b)
+        self.segs
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, (hw, _))| addr <= *hw)
+            .map(|(b, _)| *b)
     }
     fn map(&mut self, addr: u64, size: u64) {
         let b = self.find(addr).unwrap_or(addr);
@@ -456,12 +521,24 @@ impl ExpandableLog {
     }
     /// (offset in its segment, mapped bytes of the segment).
     fn place(&self, addr: u64) -> Option<(u64, u64)> {
-        let b = self.segs.range(..=addr).next_back().filter(|(_, (hw, _))| addr < *hw)?;
+        let b = self
+            .segs
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, (hw, _))| addr < *hw)?;
         Some((addr - b.0, b.1 .1))
     }
 }
 
-fn compare_placement(p: &mut Placement, m: &Allocator, model_addr: u64, rec: &replay::State, exp: &ExpandableLog, rec_addr: u64, i: usize) {
+fn compare_placement(
+    p: &mut Placement,
+    m: &Allocator,
+    model_addr: u64,
+    rec: &replay::State,
+    exp: &ExpandableLog,
+    rec_addr: u64,
+    i: usize,
+) {
     let Some((off, seg_size, _)) = m.placement(model_addr) else {
         return;
     };
@@ -469,7 +546,8 @@ fn compare_placement(p: &mut Placement, m: &Allocator, model_addr: u64, rec: &re
         return;
     };
     let (rec_off, rec_size) = if seg.expandable {
-        exp.place(rec_addr).unwrap_or((rec_addr - seg.address, seg.size))
+        exp.place(rec_addr)
+            .unwrap_or((rec_addr - seg.address, seg.size))
     } else {
         (rec_addr - seg.address, seg.size)
     };
@@ -515,7 +593,9 @@ pub fn derive_cap(tl: &Timeline) -> CapInfo {
     if let Some(df) = o.device_free_bytes.filter(|df| *df < alloc) {
         return CapInfo {
             bytes: Some(reserved + df),
-            source: "derived from the OOM: the device was full (reserved + the driver's free memory)".into(),
+            source:
+                "derived from the OOM: the device was full (reserved + the driver's free memory)"
+                    .into(),
             range: None,
         };
     }
@@ -546,7 +626,12 @@ fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
     let mut free_reserved = 0;
     if let Some(ev) = tl.peaks.reserved.event {
         let st = tl.state_after(dev, &snap.settings, Some(ev.0 as usize));
-        largest = st.segments.values().map(|s| s.largest_free()).max().unwrap_or(0);
+        largest = st
+            .segments
+            .values()
+            .map(|s| s.largest_free())
+            .max()
+            .unwrap_or(0);
         free_reserved = st.counters.reserved.saturating_sub(st.counters.active);
     }
     let mut req = 0usize;
@@ -615,7 +700,12 @@ pub fn log_starts_empty(dev: &Device) -> bool {
             _ => {}
         }
     }
-    !dev.segments.iter().any(|s| !s.is_expandable && s.blocks.iter().any(|b| b.state.is_active() && !blocks.contains(&b.address)))
+    !dev.segments.iter().any(|s| {
+        !s.is_expandable
+            && s.blocks
+                .iter()
+                .any(|b| b.state.is_active() && !blocks.contains(&b.address))
+    })
 }
 
 /// Error when a log cannot be replayed as requests.
@@ -650,7 +740,10 @@ pub fn what_if(
         let predicted = simulate(snap, dev, asked);
         let mut notes = Vec::new();
         if !conf.ignored.is_empty() {
-            notes.push(format!("not modelled, ignored: {}", conf.ignored.join(", ")));
+            notes.push(format!(
+                "not modelled, ignored: {}",
+                conf.ignored.join(", ")
+            ));
         }
         if cap.bytes.is_none() {
             notes.push("no cap: pass --cap BYTES to predict OOMs".into());
@@ -678,9 +771,22 @@ fn oom_text(o: &[PredictedOom], stopped: Option<u32>) -> String {
     let Some(f) = o.first() else {
         return "none".into();
     };
-    let site = f.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
-    let end = if stopped.is_some() { " (the run ends there)" } else { "" };
-    format!("event {} (request #{}), {}{site}{end}", f.event, f.request_index, bytes(f.rounded_bytes))
+    let site = f
+        .site
+        .as_ref()
+        .map(|s| format!(" at {}:{}", s.file, s.line))
+        .unwrap_or_default();
+    let end = if stopped.is_some() {
+        " (the run ends there)"
+    } else {
+        ""
+    };
+    format!(
+        "event {} (request #{}), {}{site}{end}",
+        f.event,
+        f.request_index,
+        bytes(f.rounded_bytes)
+    )
 }
 
 /// The side-by-side text table.
@@ -694,19 +800,66 @@ pub fn render_text(w: &[WhatIf]) -> String {
             "  cap: {} ({}{})",
             w.cap.bytes.map_or("none".into(), bytes),
             w.cap.source,
-            w.cap.range.map(|(a, b)| format!("; range {} .. {}", bytes(a), bytes(b))).unwrap_or_default()
+            w.cap
+                .range
+                .map(|(a, b)| format!("; range {} .. {}", bytes(a), bytes(b)))
+                .unwrap_or_default()
         );
         let rows: [(&str, String, String, String); 8] = [
-            ("settings", r.settings.clone(), m.settings.clone(), p.settings.clone()),
-            ("peak reserved", bytes(r.peak_reserved_bytes), bytes(m.stats.peak_reserved), bytes(p.stats.peak_reserved)),
-            ("peak allocated", bytes(r.peak_allocated_bytes), bytes(m.stats.peak_allocated), bytes(p.stats.peak_allocated)),
-            ("segments (peak)", r.peak_segments.to_string(), m.stats.peak_segments.to_string(), p.stats.peak_segments.to_string()),
-            ("free at peak", bytes(r.free_reserved_at_peak_bytes), bytes(m.free_reserved_at_peak_bytes), bytes(p.free_reserved_at_peak_bytes)),
-            ("largest hole at peak", bytes(r.largest_hole_at_peak_bytes), bytes(m.largest_hole_at_peak_bytes), bytes(p.largest_hole_at_peak_bytes)),
-            ("alloc retries", "-".into(), m.stats.num_alloc_retries.to_string(), p.stats.num_alloc_retries.to_string()),
-            ("first OOM", oom_text(&r.ooms, None), oom_text(&m.ooms, m.stopped_at), oom_text(&p.ooms, p.stopped_at)),
+            (
+                "settings",
+                r.settings.clone(),
+                m.settings.clone(),
+                p.settings.clone(),
+            ),
+            (
+                "peak reserved",
+                bytes(r.peak_reserved_bytes),
+                bytes(m.stats.peak_reserved),
+                bytes(p.stats.peak_reserved),
+            ),
+            (
+                "peak allocated",
+                bytes(r.peak_allocated_bytes),
+                bytes(m.stats.peak_allocated),
+                bytes(p.stats.peak_allocated),
+            ),
+            (
+                "segments (peak)",
+                r.peak_segments.to_string(),
+                m.stats.peak_segments.to_string(),
+                p.stats.peak_segments.to_string(),
+            ),
+            (
+                "free at peak",
+                bytes(r.free_reserved_at_peak_bytes),
+                bytes(m.free_reserved_at_peak_bytes),
+                bytes(p.free_reserved_at_peak_bytes),
+            ),
+            (
+                "largest hole at peak",
+                bytes(r.largest_hole_at_peak_bytes),
+                bytes(m.largest_hole_at_peak_bytes),
+                bytes(p.largest_hole_at_peak_bytes),
+            ),
+            (
+                "alloc retries",
+                "-".into(),
+                m.stats.num_alloc_retries.to_string(),
+                p.stats.num_alloc_retries.to_string(),
+            ),
+            (
+                "first OOM",
+                oom_text(&r.ooms, None),
+                oom_text(&m.ooms, m.stopped_at),
+                oom_text(&p.ooms, p.stopped_at),
+            ),
         ];
-        let _ = writeln!(s, "  {:<22} {:<34} {:<34} {}", "", "recorded", "model, recorded settings", "model, what-if");
+        let _ = writeln!(
+            s,
+            "  {:<22} {:<34} {:<34} {}",
+            "", "recorded", "model, recorded settings", "model, what-if"
+        );
         for (k, a, b, c) in rows {
             let _ = writeln!(s, "  {k:<22} {a:<34} {b:<34} {c}");
         }
@@ -721,10 +874,17 @@ pub fn render_text(w: &[WhatIf]) -> String {
             pl.segment_events_recorded
         );
         let verdict = match (r.ooms.is_empty(), p.ooms.is_empty()) {
-            (false, true) => format!("the recorded OOM would have been avoided; peak reserved {}", bytes(p.stats.peak_reserved)),
+            (false, true) => format!(
+                "the recorded OOM would have been avoided; peak reserved {}",
+                bytes(p.stats.peak_reserved)
+            ),
             (false, false) => format!("still OOMs: {}", oom_text(&p.ooms, p.stopped_at)),
             (true, false) => format!("would OOM: {}", oom_text(&p.ooms, p.stopped_at)),
-            (true, true) => format!("no OOM either way; peak reserved {} instead of {}", bytes(p.stats.peak_reserved), bytes(r.peak_reserved_bytes)),
+            (true, true) => format!(
+                "no OOM either way; peak reserved {} instead of {}",
+                bytes(p.stats.peak_reserved),
+                bytes(r.peak_reserved_bytes)
+            ),
         };
         let _ = writeln!(s, "  VERDICT {verdict}");
         for n in &w.notes {
@@ -732,4 +892,68 @@ pub fn render_text(w: &[WhatIf]) -> String {
         }
     }
     s
+}
+
+/// The prediction that replaces a guess in the OOM diagnosis: would `expandable_segments:True`
+/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed from the
+/// start, or the capture already ran with expandable segments.
+pub fn expandable_assessment(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    event: u32,
+) -> Option<String> {
+    if snap.settings.expandable_segments == Some(true) || !log_starts_empty(dev) {
+        return None;
+    }
+    let cap = derive_cap(tl);
+    let mut s = snap.settings.clone();
+    s.expandable_segments = Some(true);
+    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None));
+    let p = run(cap.bytes);
+    if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
+        // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
+        if run(Some(hi)).ooms.is_empty() {
+            let (mut a, mut b) = (lo, hi);
+            while b - a > 1 << 20 {
+                let mid = a + (b - a) / 2;
+                if run(Some(mid)).ooms.is_empty() {
+                    b = mid;
+                } else {
+                    a = mid;
+                }
+            }
+            return Some(format!(
+                "depends on the cap, which the recorded run only places between {} and {}: the recorded requests replayed through the allocator model with expandable segments all succeed if the cap was at least {}, and still fail below (`memscope whatif --cap` tells for a given cap)",
+                bytes(lo),
+                bytes(hi),
+                bytes(b)
+            ));
+        }
+    }
+    let cap_words = match (cap.bytes, cap.range) {
+        (Some(_), Some((lo, hi))) => format!(
+            "any cap the recorded run allows ({} .. {})",
+            bytes(lo),
+            bytes(hi)
+        ),
+        (Some(c), None) => format!("a cap of {}", bytes(c)),
+        (None, _) => "no cap".into(),
+    };
+    Some(match p.ooms.first() {
+        None => format!(
+            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} all succeed, the failed one included (peak reserved {})",
+            bytes(p.stats.peak_reserved)
+        ),
+        Some(o) if o.event == event => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
+            bytes(o.rounded_bytes),
+            bytes(o.reserved_bytes)
+        ),
+        Some(o) => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail earlier, at event {} ({})",
+            o.event,
+            bytes(o.rounded_bytes)
+        ),
+    })
 }
