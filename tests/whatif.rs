@@ -51,8 +51,12 @@ struct Row {
 /// Every capture of the project with a history from the start, under its own settings.
 #[test]
 fn model_reproduces_recorded_runs() {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(own())
-        .unwrap()
+    // The project's captures, and the shared ones when present (their cap is derived from the OOM).
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let mut names: Vec<PathBuf> = [own(), shared]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
         .collect();
@@ -60,10 +64,11 @@ fn model_reproduces_recorded_runs() {
     let mut rows = Vec::new();
     for p in &names {
         let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-        let Some(stats) = json(&own().join(format!("{stem}.stats.json"))) else {
+        let dir = p.parent().unwrap();
+        let Some(stats) = json(&dir.join(format!("{stem}.stats.json"))) else {
             continue;
         };
-        let meta = json(&own().join(format!("{stem}.meta.json")));
+        let meta = json(&dir.join(format!("{stem}.meta.json")));
         let snap = memscope::load::load_snapshot(p).unwrap();
         let dev = &snap.devices[0];
         let tl = memscope::analysis::replay::replay(dev, &snap.settings);
@@ -72,7 +77,8 @@ fn model_reproduces_recorded_runs() {
             assert_eq!(stem, "ring_overflow");
             continue;
         }
-        let cfg = whatif::config(&snap.settings, cap_of(&meta), gpu_total(&meta));
+        let cap = cap_of(&meta).or_else(|| whatif::derive_cap(&tl).bytes);
+        let cfg = whatif::config(&snap.settings, cap, gpu_total(&meta));
         let r = whatif::simulate(&snap, dev, cfg);
         let rec_ooms: Vec<u32> = tl.ooms.iter().map(|o| o.event.0).collect();
         let model_ooms: Vec<u32> = r.ooms.iter().map(|o| o.event).collect();

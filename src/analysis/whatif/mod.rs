@@ -950,6 +950,11 @@ pub fn expandable_assessment(
             bytes(o.rounded_bytes),
             bytes(o.reserved_bytes)
         ),
+        Some(o) if o.event > event => format!(
+            "predicted to get past this request, but not to avoid an OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail later, at event {} ({})",
+            o.event,
+            bytes(o.rounded_bytes)
+        ),
         Some(o) => format!(
             "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail earlier, at event {} ({})",
             o.event,
