@@ -1059,8 +1059,10 @@ mod tests {
         assert_eq!(round_size(512, &s), 512);
         assert_eq!(round_size(513, &s), 1024);
         assert_eq!(round_size(4_194_304, &s), 4_194_304);
-        let mut s4 = AllocatorSettings::default();
-        s4.roundup_power2_divisions = vec![4; 16];
+        let s4 = AllocatorSettings {
+            roundup_power2_divisions: vec![4; 16],
+            ..AllocatorSettings::default()
+        };
         // 1.1 MiB with 4 divisions between 1 and 2 MiB rounds to 1.25 MiB.
         assert_eq!(round_size(1_153_434, &s4), 1_310_720);
         assert_eq!(round_size(1 << 21, &s4), 1 << 21);

@@ -72,10 +72,8 @@ where
         e.0 += b;
         e.1 += 1;
     }
-    let mut by_site: HashMap<
-        Option<(crate::model::Sym, u32, crate::model::Sym)>,
-        (u64, u64, StackId, u64, bool),
-    > = HashMap::new();
+    type SiteKey = Option<(crate::model::Sym, u32, crate::model::Sym)>;
+    let mut by_site: HashMap<SiteKey, (u64, u64, StackId, u64, bool)> = HashMap::new();
     for (s, (bytes, n)) in by_stack {
         let f = stacks.site_frame(s);
         let key = f.map(|f| (f.file, f.line, f.name));

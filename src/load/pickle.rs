@@ -947,7 +947,7 @@ impl<'a> Vm<'a, '_> {
                 }
                 b'u' => {
                     let m = self.take_mark()?;
-                    if (self.stack.len() - m) % 2 != 0 {
+                    if !(self.stack.len() - m).is_multiple_of(2) {
                         return Err(self.malformed("key/value pairs", "an odd number of items"));
                     }
                     let d = self.below(m)?;

@@ -625,7 +625,20 @@ fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
     let mut largest = 0;
     let mut free_reserved = 0;
     if let Some(ev) = tl.peaks.reserved.event {
-        let st = tl.state_after(dev, &snap.settings, Some(ev.0 as usize));
+        // The peak is reached by a new segment; sample once the request it was made for is placed.
+        let mut at = ev.0 as usize;
+        while at + 1 < dev.events.len()
+            && matches!(
+                dev.events[at + 1].action,
+                Action::SegmentAlloc | Action::SegmentMap | Action::Alloc
+            )
+        {
+            at += 1;
+            if dev.events[at].action == Action::Alloc {
+                break;
+            }
+        }
+        let st = tl.state_after(dev, &snap.settings, Some(at));
         largest = st
             .segments
             .values()
@@ -767,6 +780,17 @@ pub fn what_if(
     Ok(out)
 }
 
+fn oom_short(o: &[PredictedOom]) -> String {
+    o.first().map_or("none".into(), |f| {
+        format!(
+            "event {} (request #{}), {}",
+            f.event,
+            f.request_index,
+            bytes(f.rounded_bytes)
+        )
+    })
+}
+
 fn oom_text(o: &[PredictedOom], stopped: Option<u32>) -> String {
     let Some(f) = o.first() else {
         return "none".into();
@@ -787,6 +811,10 @@ fn oom_text(o: &[PredictedOom], stopped: Option<u32>) -> String {
         f.request_index,
         bytes(f.rounded_bytes)
     )
+}
+
+fn exact(b: u64) -> String {
+    format!("{} ({b})", bytes(b))
 }
 
 /// The side-by-side text table.
@@ -814,9 +842,9 @@ pub fn render_text(w: &[WhatIf]) -> String {
             ),
             (
                 "peak reserved",
-                bytes(r.peak_reserved_bytes),
-                bytes(m.stats.peak_reserved),
-                bytes(p.stats.peak_reserved),
+                exact(r.peak_reserved_bytes),
+                exact(m.stats.peak_reserved),
+                exact(p.stats.peak_reserved),
             ),
             (
                 "peak allocated",
@@ -850,15 +878,15 @@ pub fn render_text(w: &[WhatIf]) -> String {
             ),
             (
                 "first OOM",
-                oom_text(&r.ooms, None),
-                oom_text(&m.ooms, m.stopped_at),
-                oom_text(&p.ooms, p.stopped_at),
+                oom_short(&r.ooms),
+                oom_short(&m.ooms),
+                oom_short(&p.ooms),
             ),
         ];
         let _ = writeln!(
             s,
-            "  {:<22} {:<34} {:<34} {}",
-            "", "recorded", "model, recorded settings", "model, what-if"
+            "  {:<22} {:<34} {:<34} model, what-if",
+            "", "recorded", "model, recorded settings"
         );
         for (k, a, b, c) in rows {
             let _ = writeln!(s, "  {k:<22} {a:<34} {b:<34} {c}");
