@@ -23,7 +23,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Explain a memory snapshot (`torch.cuda.memory._dump_snapshot`): figures, OOM cause, sites.
+    /// Explain a memory snapshot (`torch.cuda.memory._dump_snapshot`) or a profiler trace
+    /// (`prof.export_chrome_trace`): figures, OOM cause, leaks, graph growth, sites.
     Analyze(AnalyzeArgs),
     /// Replay a snapshot's requests through a model of the caching allocator under other settings.
     Whatif(WhatifArgs),
@@ -47,7 +48,7 @@ pub struct WhatifArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct AnalyzeArgs {
-    /// Snapshot pickle (optionally .gz).
+    /// Snapshot pickle or Chrome trace JSON (either optionally .gz).
     pub file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]

@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use cli::{AnalyzeArgs, Cli, Command, OutputFormat, WhatifArgs};
+use memscope::load::Capture;
 use memscope::report::{self, Format};
 
 fn main() -> ExitCode {
@@ -110,8 +111,12 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
-    let snap = memscope::load::load_snapshot(&args.file)?;
-    let analysis = memscope::analysis::analyze_snapshot(&snap, &args.file, file_len);
+    let analysis = match memscope::load::load(&args.file)? {
+        Capture::Snapshot(snap) => {
+            memscope::analysis::analyze_snapshot(&snap, &args.file, file_len)
+        }
+        Capture::Trace(trace) => memscope::analysis::analyze_trace(&trace, &args.file, file_len),
+    };
     let opts = report::Options {
         color,
         stacks: args.stacks,

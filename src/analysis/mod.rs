@@ -10,6 +10,9 @@ pub mod leaks;
 pub mod oom;
 pub mod replay;
 pub mod sites;
+pub mod trace_report;
+
+pub use trace_report::analyze_trace;
 pub mod steps;
 pub mod trace_memory;
 pub mod whatif;
@@ -123,8 +126,9 @@ pub struct LeakReport {
 pub struct StepReport {
     pub device: u32,
     pub name: String,
-    pub start_event: u32,
-    pub end_event: u32,
+    /// Event indices in the snapshot's log (`null` for traces).
+    pub start_event: Option<u32>,
+    pub end_event: Option<u32>,
     pub peak_allocated_bytes: u64,
     pub end_allocated_bytes: u64,
     /// How the step was found: `annotation`, `pattern`, `setup` or `tail`.
@@ -160,6 +164,9 @@ pub struct Analysis {
     pub steps: Vec<StepReport>,
     /// Allocated memory by category at the last OOM, else at the allocated peak.
     pub categories: Option<CategoriesReport>,
+    /// Autograd graph growth (traces only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<trace_report::GraphSection>,
     pub notes: Vec<String>,
 }
 
@@ -267,7 +274,7 @@ fn device_report(
         .iter()
         .map(|o| {
             let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
-            let mut d: Diagnosis = oom::diagnose(dev, o, signal.as_ref());
+            let mut d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
             if d.cause == Cause::Fragmentation {
                 // Replace the page-count judgement with the allocator model's prediction.
                 if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
@@ -465,8 +472,8 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
                 .map(|s| StepReport {
                     device: d.index,
                     name: s.name.clone(),
-                    start_event: s.start_event.0,
-                    end_event: s.end_event.0,
+                    start_event: Some(s.start_event.0),
+                    end_event: Some(s.end_event.0),
                     peak_allocated_bytes: s.peak_allocated_bytes,
                     end_allocated_bytes: s.end_allocated_bytes,
                     source: s.source,
@@ -516,6 +523,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
         leaks,
         steps,
         categories,
+        graph: None,
         notes,
     }
 }

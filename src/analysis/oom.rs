@@ -9,7 +9,7 @@
 
 use super::leaks::LeakSignal;
 use super::replay::OomFacts;
-use crate::model::Device;
+use crate::model::{AllocatorSettings, Device};
 use crate::units::bytes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -55,7 +55,12 @@ pub struct Diagnosis {
 
 /// Decides the cause of one OOM from the replayed allocator state and, when the leak analysis
 /// found steady growth up to the OOM, its signal.
-pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagnosis {
+pub fn diagnose(
+    dev: &Device,
+    settings: &AllocatorSettings,
+    o: &OomFacts,
+    leak: Option<&LeakSignal>,
+) -> Diagnosis {
     let c = &o.counters;
     let free_reserved = c.reserved.saturating_sub(c.active);
     let mut evidence = vec![
@@ -90,39 +95,60 @@ pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagno
     }
     let fragmented =
         o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
-    let cause = if fragmented {
-        Cause::Fragmentation
-    } else if leak.is_some() {
+    // A leak that grew up to the OOM is the cause even when the last request also met a
+    // fragmented cache: without the growth there would have been room.
+    let cause = if leak.is_some() {
         Cause::Leak
+    } else if fragmented {
+        Cause::Fragmentation
     } else if dev.events.len() <= 1 {
         Cause::Unknown
     } else {
         Cause::Capacity
     };
+    if leak.is_some() && fragmented {
+        evidence.push(format!(
+            "the cache was fragmented too: {} reserved but free, no block of {} in it",
+            bytes(free_reserved),
+            bytes(o.rounded_bytes)
+        ));
+    }
     if let Some(l) = leak {
         evidence.push(format!("leak finding #{}: {}", l.leak + 1, l.summary));
     }
     let mut remedies = Vec::new();
     let summary = match cause {
         Cause::Fragmentation => {
-            let exp_helps = o.free_whole_pages_bytes
-                + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes)
-                >= o.rounded_bytes
-                || o.free_whole_pages_bytes >= o.rounded_bytes;
-            remedies.push(Remedy {
-                action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
-                assessment: if exp_helps {
-                    format!(
-                        "likely to help: {} of the free memory lies in whole 2 MiB pages, which expandable segments can unmap and map again behind one contiguous range",
+            let unit = if o.pool == crate::model::Pool::Small {
+                "2 MiB"
+            } else {
+                "20 MiB"
+            };
+            let exp_helps = o.free_whole_pages_bytes >= o.rounded_bytes;
+            if settings.expandable_segments == Some(true) {
+                remedies.push(Remedy {
+                    action: "expandable_segments is already on".into(),
+                    assessment: format!(
+                        "it could not help here: only {} of the free memory lies in whole {unit} mapping units that could be unmapped and reused; reorder or pad allocations so short- and long-lived tensors do not interleave",
                         bytes(o.free_whole_pages_bytes)
-                    )
-                } else {
-                    format!(
-                        "unlikely to be enough alone: only {} of the free memory lies in whole 2 MiB pages that could be remapped",
-                        bytes(o.free_whole_pages_bytes)
-                    )
-                },
-            });
+                    ),
+                });
+            } else {
+                remedies.push(Remedy {
+                    action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
+                    assessment: if exp_helps {
+                        format!(
+                            "may help: {} of the free memory lies in whole {unit} mapping units, which expandable segments can unmap and map again behind one contiguous range",
+                            bytes(o.free_whole_pages_bytes)
+                        )
+                    } else {
+                        format!(
+                            "unlikely to help: only {} of the free memory lies in whole {unit} mapping units (expandable segments map and unmap in those units; smaller holes stay unusable)",
+                            bytes(o.free_whole_pages_bytes)
+                        )
+                    },
+                });
+            }
             let split_note = if o.rounded_bytes >= 20 << 20 {
                 "the failed request is larger than a normal segment, so it needs a fresh cudaMalloc or a merged hole; max_split_size_mb only keeps big cached blocks whole for big requests and would not merge the scattered holes"
             } else {

@@ -214,7 +214,8 @@ pub struct OomFacts {
     pub free_in_pool_bytes: u64,
     /// Free bytes in segments that also hold live blocks (cannot be returned to the driver).
     pub free_in_split_segments_bytes: u64,
-    /// Free bytes that lie in whole 2 MiB pages of free ranges (what expandable segments could unmap and reuse).
+    /// Free bytes of the request's pool that lie in whole mapping units (2 MiB small, 20 MiB
+    /// large): what expandable segments could unmap and map again.
     pub free_whole_pages_bytes: u64,
     pub stack: StackId,
     pub time_us: Option<i64>,
@@ -634,7 +635,13 @@ impl<'a> Replayer<'a> {
         let mut free_pool = 0u64;
         let mut free_split = 0u64;
         let mut whole_pages = 0u64;
-        const PAGE: u64 = 2 << 20;
+        // Expandable segments map memory in units of the pool's segment size (kSmallBuffer,
+        // kLargeBuffer): only whole units of free memory could be unmapped and reused.
+        let page: u64 = if pool == Pool::Small {
+            2 << 20
+        } else {
+            20 << 20
+        };
         for s in self.state.segments.values() {
             let split = !s.blocks.is_empty();
             for (a, b) in s.free_ranges() {
@@ -646,10 +653,12 @@ impl<'a> Replayer<'a> {
                 if split {
                     free_split += len;
                 }
-                let first = a.div_ceil(PAGE) * PAGE;
-                let last = b / PAGE * PAGE;
-                if last > first {
-                    whole_pages += last - first;
+                if s.pool == pool {
+                    let first = a.div_ceil(page) * page;
+                    let last = b / page * page;
+                    if last > first {
+                        whole_pages += last - first;
+                    }
                 }
             }
         }

@@ -9,15 +9,7 @@ use std::collections::HashMap;
 
 use crate::model::{Frame, StackId, Stacks};
 
-/// A source location, as the JSON schema names it.
-#[derive(
-    Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, PartialOrd, Ord,
-)]
-pub struct Site {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
-}
+pub use crate::model::Site;
 
 impl Site {
     pub fn from_frame(stacks: &Stacks, f: &Frame) -> Site {
@@ -36,12 +28,6 @@ impl Site {
     /// The file name without its directories, for narrow displays.
     pub fn short_file(&self) -> &str {
         self.file.rsplit(['/', '\\']).next().unwrap_or(&self.file)
-    }
-}
-
-impl std::fmt::Display for Site {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} in {}", self.file, self.line, self.function)
     }
 }
 

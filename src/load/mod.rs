@@ -180,14 +180,37 @@ fn snapshot_with_progress(
     })
 }
 
+/// A loaded capture of either kind.
+pub enum Capture {
+    Snapshot(Snapshot),
+    Trace(Trace),
+}
+
+/// Loads a snapshot or a trace, deciding by content (gzipped or not), never by file name.
+pub fn load(path: &Path) -> Result<Capture, LoadError> {
+    let bytes = match read_input(path) {
+        Ok(b) => b,
+        // A damaged gzip may still hold most of a trace.
+        Err(LoadError::Gzip { .. }) => return load_trace(path).map(Capture::Trace),
+        Err(e) => return Err(e),
+    };
+    match sniff(&bytes) {
+        Sniffed::Json => trace_from_bytes(path, &bytes).map(Capture::Trace),
+        _ => snapshot_from_input(path, &bytes).map(Capture::Snapshot),
+    }
+}
+
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
-///
+pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
+    let bytes = read_input(path)?;
+    snapshot_from_input(path, &bytes)
+}
+
 /// A mapped file is decoded front to back once; the pages behind the decoder are handed back
 /// to the kernel as it goes (`MADV_DONTNEED`), so a large capture does not stay resident on top
 /// of the model built from it. Strings still referenced are faulted back in from the file.
-pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
-    let bytes = read_input(path)?;
-    match &bytes {
+fn snapshot_from_input(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError> {
+    match bytes {
         Bytes::Mapped(map) => {
             let _ = map.advise(memmap2::Advice::Sequential);
             let mut released = 0usize;

@@ -6,6 +6,22 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+/// A source location: the unit of blame, and a public JSON shape (`{file, line, function}`).
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct Site {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} in {}", self.file, self.line, self.function)
+    }
+}
+
 /// An interned string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sym(pub u32);

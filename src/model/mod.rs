@@ -9,7 +9,7 @@
 pub mod frames;
 pub mod trace;
 
-pub use frames::{Frame, FrameId, FrameKind, StackId, Stacks, Sym};
+pub use frames::{Frame, FrameId, FrameKind, Site, StackId, Stacks, Sym};
 
 /// Which of the allocator's two pools a block or segment belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

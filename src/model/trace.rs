@@ -157,13 +157,7 @@ pub struct Annotation {
     pub tid: Tid,
 }
 
-/// Where in the user's source something happened, as far as the trace can say.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct Site {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
-}
+pub use super::frames::Site;
 
 /// Counts of what the loader read, for the report's notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -127,6 +127,10 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         )?;
     }
     let c = &d.consistency;
+    if d.segments.is_none() {
+        // A trace: the profiler's own running totals, nothing replayed.
+        return Ok(());
+    }
     if d.has_history {
         if d.replay_consistent {
             writeln!(
@@ -358,6 +362,36 @@ impl Format for Text {
             for (i, o) in d.ooms.iter().enumerate() {
                 writeln!(out)?;
                 write_oom(out, &st, d.device, i + 1, o, opts)?;
+            }
+        }
+        if let Some(g) = &a.graph {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{} {} forward nodes, {} backward nodes, {} never consumed by a backward",
+                st.bold("AUTOGRAD GRAPH"),
+                g.forward_nodes,
+                g.backward_nodes,
+                g.unconsumed_nodes
+            )?;
+            for f in &g.growth {
+                let at = f.site.as_ref().map(|s| {
+                    if f.line_known {
+                        s.to_string()
+                    } else {
+                        format!("in {} ({}; the line is not known: {}:{} is where that frame was when profiling began)", s.function, s.file, s.file, s.line)
+                    }
+                });
+                writeln!(
+                    out,
+                    "  {} `{}` node(s) per step never backpropagated, over {} steps {}",
+                    st.red(&format!("{}", f.nodes_per_step)),
+                    f.op,
+                    f.steps,
+                    at.unwrap_or_default()
+                )?;
+                writeln!(out, "    why: {}", f.explanation)?;
+                writeln!(out, "    fix: {}", st.bold(&f.fix))?;
             }
         }
         for (i, l) in a.leaks.iter().enumerate() {
