@@ -40,6 +40,24 @@ pub enum Command {
     Export(ExportArgs),
     /// Explore a snapshot interactively in the terminal.
     Tui(TuiArgs),
+    /// Replay a snapshot's requests through a model of the caching allocator under other settings.
+    Whatif(WhatifArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WhatifArgs {
+    /// Snapshot pickle (optionally .gz) with an allocation history.
+    pub file: PathBuf,
+    /// Settings to try, as in PYTORCH_CUDA_ALLOC_CONF (overrides the recorded ones), e.g.
+    /// `expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:4`.
+    #[arg(long, default_value = "")]
+    pub alloc_conf: String,
+    /// Memory cap in bytes (default: `cap_bytes` of FILE's .meta.json, else derived from the recorded OOM).
+    #[arg(long)]
+    pub cap: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(clap::Args, Debug)]

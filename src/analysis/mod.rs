@@ -15,6 +15,7 @@ pub mod trace_report;
 pub use trace_report::analyze_trace;
 pub mod steps;
 pub mod trace_memory;
+pub mod whatif;
 
 use std::path::Path;
 
@@ -273,7 +274,19 @@ fn device_report(
         .iter()
         .map(|o| {
             let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
-            let d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
+            let mut d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
+            if d.cause == Cause::Fragmentation {
+                // Replace the page-count judgement with the allocator model's prediction.
+                if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
+                    for r in d
+                        .remedies
+                        .iter_mut()
+                        .filter(|r| r.action.contains("expandable_segments:True"))
+                    {
+                        r.assessment = a.clone();
+                    }
+                }
+            }
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
             let cats = categories::at_state(snap, dev, &steps, &st, Some(o.event));
             let held = sites::group(

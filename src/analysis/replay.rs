@@ -163,7 +163,8 @@ pub struct State {
 }
 
 impl State {
-    fn segment_of(&self, addr: u64) -> Option<u64> {
+    /// The start of the segment holding `addr`, if any.
+    pub fn segment_of(&self, addr: u64) -> Option<u64> {
         let (&a, s) = self.segments.range(..=addr).next_back()?;
         (addr < s.end()).then_some(a)
     }
@@ -321,7 +322,7 @@ pub struct Replayer<'a> {
 }
 
 impl<'a> Replayer<'a> {
-    fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
+    pub fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
         Replayer {
             rules,
             events,
@@ -539,7 +540,11 @@ impl<'a> Replayer<'a> {
 
     /// Expandable segments grow by mapping pages at their end; a map that continues no known
     /// segment starts a new one.
+    /// Expandable segments grow by mapping pages next to mapped ones. The snapshot lists each
+    /// contiguous mapped range as a segment, so a map that continues a range extends it, one that
+    /// fills the hole between two ranges joins them, and any other starts a new one.
     fn handle_segment_map(&mut self, i: usize, e: &Event) {
+        let end = e.addr.saturating_add(e.size);
         let prev = self
             .state
             .segments
@@ -547,16 +552,42 @@ impl<'a> Replayer<'a> {
             .next_back()
             .filter(|(_, s)| s.expandable && s.end() == e.addr)
             .map(|(&a, _)| a);
-        match prev {
-            Some(a) => {
-                let st = &mut self.state;
+        let next = self
+            .state
+            .segments
+            .get(&end)
+            .filter(|s| s.expandable)
+            .map(|s| s.address);
+        let st = &mut self.state;
+        match (prev, next) {
+            (Some(a), n) => {
                 let seg = st.segments.get_mut(&a).expect("found above");
                 State::seg_counters(&mut st.counters, seg, -1);
                 seg.size += e.size;
+                if let Some(n) = n {
+                    let right = st.segments.remove(&n).expect("found above");
+                    State::seg_counters(&mut st.counters, &right, -1);
+                    let seg = st.segments.get_mut(&a).expect("found above");
+                    seg.size += right.size;
+                    seg.active_bytes += right.active_bytes;
+                    seg.blocks.extend(right.blocks);
+                    st.counters.expandable_segments =
+                        st.counters.expandable_segments.saturating_sub(1);
+                }
+                let seg = st.segments.get_mut(&a).expect("found above");
                 State::seg_counters(&mut st.counters, seg, 1);
                 st.counters.reserved += e.size;
             }
-            None => self.handle_segment_alloc(i, e, true),
+            (None, Some(n)) => {
+                let mut seg = st.segments.remove(&n).expect("found above");
+                State::seg_counters(&mut st.counters, &seg, -1);
+                seg.address = e.addr;
+                seg.size += e.size;
+                State::seg_counters(&mut st.counters, &seg, 1);
+                st.segments.insert(e.addr, seg);
+                st.counters.reserved += e.size;
+            }
+            (None, None) => self.handle_segment_alloc(i, e, true),
         }
     }
 
@@ -569,26 +600,31 @@ impl<'a> Replayer<'a> {
             return;
         };
         let st = &mut self.state;
-        let seg = st.segments.get_mut(&a).expect("found above");
-        let unmap_end = e.addr.saturating_add(e.size);
-        if e.addr == seg.address && unmap_end >= seg.end() {
-            let seg = st.segments.remove(&a).expect("found above");
-            State::seg_counters(&mut st.counters, &seg, -1);
-            st.counters.reserved = st.counters.reserved.saturating_sub(seg.size);
-            st.counters.expandable_segments = st.counters.expandable_segments.saturating_sub(1);
-        } else if unmap_end >= seg.end() {
-            State::seg_counters(&mut st.counters, seg, -1);
-            let cut = seg.end() - e.addr;
-            seg.size -= cut;
-            State::seg_counters(&mut st.counters, seg, 1);
-            st.counters.reserved = st.counters.reserved.saturating_sub(cut);
-        } else {
-            // A hole in the middle: the segment's range stays, its mapped bytes shrink.
-            State::seg_counters(&mut st.counters, seg, -1);
-            seg.size = seg.size.saturating_sub(e.size);
-            State::seg_counters(&mut st.counters, seg, 1);
-            st.counters.reserved = st.counters.reserved.saturating_sub(e.size);
-            self.anomaly(i, format!("segment_unmap of a range inside the segment at 0x{a:x}: modelled as shrinking it"));
+        let mut seg = st.segments.remove(&a).expect("found above");
+        let unmap_end = e.addr.saturating_add(e.size).min(seg.end());
+        State::seg_counters(&mut st.counters, &seg, -1);
+        st.counters.reserved = st.counters.reserved.saturating_sub(unmap_end - e.addr);
+        st.counters.expandable_segments = st.counters.expandable_segments.saturating_sub(1);
+        // What stays mapped on either side becomes (up to) two segments, as the snapshot lists them.
+        let right_blocks = seg.blocks.split_off(&unmap_end);
+        if unmap_end < seg.end() {
+            let right = SegState {
+                address: unmap_end,
+                size: seg.end() - unmap_end,
+                active_bytes: right_blocks.values().map(|b| b.size).sum(),
+                blocks: right_blocks,
+                ..seg.clone()
+            };
+            seg.active_bytes -= right.active_bytes;
+            State::seg_counters(&mut st.counters, &right, 1);
+            st.counters.expandable_segments += 1;
+            st.segments.insert(unmap_end, right);
+        }
+        if e.addr > seg.address {
+            seg.size = e.addr - seg.address;
+            State::seg_counters(&mut st.counters, &seg, 1);
+            st.counters.expandable_segments += 1;
+            st.segments.insert(a, seg);
         }
     }
 
@@ -643,6 +679,11 @@ impl<'a> Replayer<'a> {
         });
     }
 
+    /// The layout after the events applied so far.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
     /// Ends the replay, handing over the final state.
     pub fn finish(self) -> (State, Vec<Anomaly>, Vec<OomFacts>) {
         (self.state, self.anomalies, self.ooms)
@@ -689,10 +730,17 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
     let mut st = State::default();
     // Segments from the end state that the log never allocated.
     for s in &dev.segments {
+        // An expandable segment's listed start moves when its first pages are unmapped: it was
+        // made in the log when the log mapped any part of it.
         let created_in_log = matches!(
             first_seg_action.get(&s.address),
             Some(Action::SegmentAlloc | Action::SegmentMap)
-        );
+        ) || (s.is_expandable
+            && dev.events.iter().any(|e| {
+                e.action == Action::SegmentMap
+                    && e.addr < s.end()
+                    && e.addr.saturating_add(e.size) > s.address
+            }));
         if created_in_log {
             continue;
         }

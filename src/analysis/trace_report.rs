@@ -113,7 +113,7 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
             }
         })
         .collect();
-    out.sort_by(|a, b| b.live_bytes.cmp(&a.live_bytes));
+    out.sort_by_key(|b| std::cmp::Reverse(b.live_bytes));
     out
 }
 

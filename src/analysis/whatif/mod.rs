@@ -1,0 +1,992 @@
+//! What if the allocator had been configured differently?
+//!
+//! A snapshot's event log holds the program's exact requests: sizes, streams, when each block
+//! was freed (`free_requested`) and when it became reusable (`free_completed`, later when other
+//! streams still used it), and the request that failed. [`simulate`] replays those requests,
+//! not the recorded addresses, through [`alloc::Allocator`], a model of the caching allocator,
+//! under any `PYTORCH_CUDA_ALLOC_CONF` and memory cap. Under the capture's own settings the
+//! model must reproduce the recorded layout (the offset of every block in its segment), the
+//! recorded OOMs and `memory_stats()`: [`Placement`] measures that, and `tests/whatif.rs` states
+//! the figures reached on every capture.
+//!
+//! `torch.cuda.empty_cache()` is a request too: a run of `segment_free`/`segment_unmap` that is
+//! followed neither by a new segment nor by an `oom` was not the allocator's own retry.
+
+pub mod alloc;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::analysis::replay::{self, Rules, Timeline};
+use crate::analysis::sites::Site;
+use crate::model::{Action, AllocatorSettings, Device, Snapshot};
+use crate::units::bytes;
+use alloc::{Allocator, Config, SegEvent};
+
+/// Settings named in a `PYTORCH_CUDA_ALLOC_CONF` string; `None` leaves the recorded value.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct AllocConf {
+    pub expandable_segments: Option<bool>,
+    /// `Some(None)`: unlimited.
+    pub max_split_size: Option<Option<u64>>,
+    pub garbage_collection_threshold: Option<f64>,
+    pub roundup_power2_divisions: Option<Vec<u64>>,
+    /// Keys the model does not use (`backend`, `pinned_*`, ...).
+    pub ignored: Vec<String>,
+}
+
+/// Number of `roundup_power2_divisions` intervals (1 MiB .. 32 GiB), as in `CUDAAllocatorConfig`.
+const DIVISION_INTERVALS: usize = 16;
+
+/// Parses `key:value[,key:value]` as `CUDAAllocatorConfig` does (the list form
+/// `roundup_power2_divisions:[256:1,512:2,>:4]` included).
+pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
+    let mut out = AllocConf::default();
+    // Split at commas outside brackets.
+    let mut items = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    items.push(cur);
+    for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
+        let (k, v) = item
+            .split_once(':')
+            .ok_or_else(|| format!("`{item}`: expected key:value"))?;
+        let (k, v) = (k.trim(), v.trim());
+        match k {
+            "expandable_segments" => {
+                out.expandable_segments = Some(match v {
+                    "True" | "true" | "1" => true,
+                    "False" | "false" | "0" => false,
+                    _ => return Err(format!("expandable_segments: `{v}` is not True or False")),
+                })
+            }
+            "max_split_size_mb" => {
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| format!("max_split_size_mb: `{v}` is not an integer"))?;
+                out.max_split_size = Some(if n < 0 {
+                    None
+                } else {
+                    if n <= 20 {
+                        return Err(format!(
+                            "max_split_size_mb: {n} too small, must be > 20 (torch refuses it)"
+                        ));
+                    }
+                    Some((n as u64) << 20)
+                });
+            }
+            "garbage_collection_threshold" => {
+                let f: f64 = v
+                    .parse()
+                    .map_err(|_| format!("garbage_collection_threshold: `{v}` is not a number"))?;
+                if !(f > 0.0 && f < 1.0) {
+                    return Err("garbage_collection_threshold must be in (0.0, 1.0)".into());
+                }
+                out.garbage_collection_threshold = Some(f);
+            }
+            "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
+            _ => out.ignored.push(k.to_string()),
+        }
+    }
+    Ok(out)
+}
+
+fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
+    let check = |d: u64| {
+        if d == 0 || d.is_power_of_two() {
+            Ok(d)
+        } else {
+            Err(format!("roundup_power2_divisions: {d} is not a power of 2"))
+        }
+    };
+    let mut table = vec![0u64; DIVISION_INTERVALS];
+    if let Some(list) = v.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+        let mut last: Option<usize> = None;
+        for kv in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, d) = kv
+                .split_once(':')
+                .ok_or_else(|| format!("roundup_power2_divisions: `{kv}`"))?;
+            let d = check(
+                d.trim()
+                    .parse()
+                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?,
+            )?;
+            if k.trim() == ">" {
+                let from = last.map_or(0, |l| l + 1);
+                for t in table.iter_mut().skip(from) {
+                    *t = d;
+                }
+            } else {
+                let mb: u64 = k
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?;
+                if !mb.is_power_of_two() {
+                    return Err(format!(
+                        "roundup_power2_divisions: {mb} is not a power of 2"
+                    ));
+                }
+                let idx = (63 - mb.leading_zeros()) as usize;
+                if last.is_none() {
+                    for t in table.iter_mut().take(idx) {
+                        *t = d;
+                    }
+                }
+                if idx < DIVISION_INTERVALS {
+                    table[idx] = d;
+                }
+                last = Some(idx);
+            }
+        }
+    } else {
+        let d = check(
+            v.parse()
+                .map_err(|_| format!("roundup_power2_divisions: `{v}` is not an integer"))?,
+        )?;
+        table.fill(d);
+    }
+    Ok(table)
+}
+
+impl AllocConf {
+    /// The recorded settings with these overrides.
+    pub fn apply(&self, base: &AllocatorSettings) -> AllocatorSettings {
+        let mut s = base.clone();
+        if let Some(e) = self.expandable_segments {
+            s.expandable_segments = Some(e);
+        }
+        if let Some(m) = self.max_split_size {
+            s.max_split_size = m;
+        }
+        if let Some(g) = self.garbage_collection_threshold {
+            s.garbage_collection_threshold = Some(g);
+        }
+        if let Some(d) = &self.roundup_power2_divisions {
+            s.roundup_power2_divisions = d.clone();
+        }
+        s
+    }
+}
+
+/// The settings in `PYTORCH_CUDA_ALLOC_CONF` words.
+pub fn describe_settings(s: &AllocatorSettings) -> String {
+    let mut parts = vec![format!(
+        "expandable_segments:{}",
+        if s.expandable_segments.unwrap_or(false) {
+            "True"
+        } else {
+            "False"
+        }
+    )];
+    if let Some(m) = s.max_split_size {
+        parts.push(format!("max_split_size_mb:{}", m >> 20));
+    }
+    if let Some(g) = s.garbage_collection_threshold.filter(|g| *g > 0.0) {
+        parts.push(format!("garbage_collection_threshold:{g}"));
+    }
+    if s.roundup_power2_divisions.iter().any(|d| *d > 1) {
+        let d = &s.roundup_power2_divisions;
+        if d.iter().all(|x| *x == d[0]) {
+            parts.push(format!("roundup_power2_divisions:{}", d[0]));
+        } else {
+            parts.push(format!("roundup_power2_divisions:{d:?}"));
+        }
+    }
+    parts.join(",")
+}
+
+/// One step of the program, as the model sees it.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A request (an `alloc`, or the `oom` entry's failed request).
+    Malloc {
+        size: u64,
+        stream: u64,
+        recorded_oom: bool,
+        hints: Vec<(u64, u64)>,
+    },
+    FreeRequested,
+    FreeCompleted,
+    EmptyCache,
+    /// Allocator output or bookkeeping: nothing to do.
+    Skip,
+}
+
+/// Turns the log into requests (see the module docs for `empty_cache`).
+fn ops(dev: &Device) -> Vec<Op> {
+    let ev = &dev.events;
+    let mut out = Vec::with_capacity(ev.len());
+    let mut hints: Vec<(u64, u64)> = Vec::new();
+    for (i, e) in ev.iter().enumerate() {
+        let op = match e.action {
+            Action::Alloc | Action::Oom => Op::Malloc {
+                size: e.size,
+                stream: e.stream,
+                recorded_oom: e.action == Action::Oom,
+                hints: std::mem::take(&mut hints),
+            },
+            Action::FreeRequested => {
+                hints.clear();
+                Op::FreeRequested
+            }
+            Action::FreeCompleted => Op::FreeCompleted,
+            Action::SegmentAlloc => {
+                hints.push((e.size, e.addr));
+                Op::Skip
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                let starts_run = !ev[..i]
+                    .iter()
+                    .rev()
+                    .find(|x| x.action != Action::FreeCompleted)
+                    .is_some_and(|x| {
+                        matches!(x.action, Action::SegmentFree | Action::SegmentUnmap)
+                    });
+                let next = ev[i + 1..]
+                    .iter()
+                    .find(|x| {
+                        !matches!(
+                            x.action,
+                            Action::SegmentFree
+                                | Action::SegmentUnmap
+                                | Action::FreeCompleted
+                                | Action::Snapshot
+                                | Action::Other
+                        )
+                    })
+                    .map(|x| x.action);
+                let internal = matches!(
+                    next,
+                    Some(Action::SegmentAlloc | Action::SegmentMap | Action::Oom)
+                );
+                if starts_run && !internal {
+                    Op::EmptyCache
+                } else {
+                    Op::Skip
+                }
+            }
+            _ => Op::Skip,
+        };
+        out.push(op);
+    }
+    out
+}
+
+/// An OOM of the model.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PredictedOom {
+    /// Index of the log entry whose request failed.
+    pub event: u32,
+    /// How many requests came before it (comparable across captures of one workload).
+    pub request_index: usize,
+    pub requested_bytes: u64,
+    pub rounded_bytes: u64,
+    /// Reserved and allocated when it failed (after freeing cached blocks).
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    /// The recorded run failed on this request too.
+    pub recorded: bool,
+    pub site: Option<Site>,
+}
+
+/// How the model's layout compares with the recorded one, request by request.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Placement {
+    pub allocs_compared: usize,
+    /// Allocations the model put at the recorded offset in their segment.
+    pub same_offset: usize,
+    /// ... in a segment of the recorded (mapped) size.
+    pub same_segment_size: usize,
+    pub first_difference: Option<String>,
+    /// Segment allocations/maps and frees/unmaps: (size) sequences of model and log.
+    pub segment_events_model: usize,
+    pub segment_events_recorded: usize,
+    pub segment_events_same: bool,
+}
+
+impl Placement {
+    pub fn offset_rate(&self) -> f64 {
+        if self.allocs_compared == 0 {
+            1.0
+        } else {
+            self.same_offset as f64 / self.allocs_compared as f64
+        }
+    }
+}
+
+/// What one run of the model gave.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunResult {
+    pub settings: String,
+    pub cap_bytes: Option<u64>,
+    pub stats: alloc::Stats,
+    /// Log entry after which reserved memory first reached its peak.
+    pub peak_reserved_event: Option<u32>,
+    /// At that peak: reserved but not active, and the largest free block.
+    pub free_reserved_at_peak_bytes: u64,
+    pub largest_hole_at_peak_bytes: u64,
+    pub inactive_split_bytes: u64,
+    pub requests: usize,
+    pub ooms: Vec<PredictedOom>,
+    /// Recorded OOMs whose request the model satisfied.
+    pub recorded_ooms_avoided: Vec<u32>,
+    /// The run stopped at a new OOM (the program would have raised there).
+    pub stopped_at: Option<u32>,
+    pub placement: Placement,
+}
+
+/// The model configuration for `settings` and `cap`.
+pub fn config(settings: &AllocatorSettings, cap: Option<u64>, gpu_total: Option<u64>) -> Config {
+    let total = gpu_total.unwrap_or(1 << 40);
+    Config {
+        settings: settings.clone(),
+        expandable_segments: settings.expandable_segments.unwrap_or(false),
+        garbage_collection_threshold: settings.garbage_collection_threshold.unwrap_or(0.0),
+        cap,
+        expandable_va_bytes: total + total / 8,
+        address_hints: true,
+    }
+}
+
+/// Replays the device's requests through the model. `snap` gives stacks for OOM sites and the
+/// recorded settings (to place recorded blocks in their segments for [`Placement`]).
+pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
+    let settings = describe_settings(&cfg.settings_with_expandable());
+    let cap = cfg.cap;
+    let mut m = Allocator::new(cfg);
+    let ops = ops(dev);
+    let mut recorded = replay::Replayer::new(
+        Rules::from_settings(&snap.settings),
+        &dev.events,
+        replay::State::default(),
+    );
+    let mut addr_map: HashMap<u64, u64> = HashMap::new();
+    let mut placement = Placement::default();
+    let mut ooms = Vec::new();
+    let mut avoided = Vec::new();
+    let mut stopped_at = None;
+    let mut peak_event = None;
+    let mut frag_at_peak = (0, 0);
+    let mut requests = 0usize;
+    let mut rec_seg_events = Vec::new();
+    let mut rec_exp = ExpandableLog::default();
+    for (i, op) in ops.into_iter().enumerate() {
+        let e = dev.events[i];
+        recorded.step(i);
+        match e.action {
+            Action::SegmentAlloc => rec_seg_events.push(SegEvent::Alloc(e.size)),
+            Action::SegmentFree => rec_seg_events.push(SegEvent::Free(e.size)),
+            Action::SegmentMap => {
+                rec_seg_events.push(SegEvent::Map(e.size));
+                rec_exp.map(e.addr, e.size);
+            }
+            Action::SegmentUnmap => {
+                rec_seg_events.push(SegEvent::Unmap(e.size));
+                rec_exp.unmap(e.addr, e.size);
+            }
+            _ => {}
+        }
+        match op {
+            Op::Malloc {
+                size,
+                stream,
+                recorded_oom,
+                mut hints,
+            } => {
+                let idx = requests;
+                requests += 1;
+                match m.malloc(size, stream, &mut hints) {
+                    Ok(a) => {
+                        if recorded_oom {
+                            avoided.push(i as u32);
+                        } else {
+                            addr_map.insert(e.addr, a);
+                            compare_placement(
+                                &mut placement,
+                                &m,
+                                a,
+                                recorded.state(),
+                                &rec_exp,
+                                e.addr,
+                                i,
+                            );
+                        }
+                    }
+                    Err(o) => {
+                        ooms.push(PredictedOom {
+                            event: i as u32,
+                            request_index: idx,
+                            requested_bytes: size,
+                            rounded_bytes: o.rounded,
+                            reserved_bytes: o.reserved,
+                            allocated_bytes: o.allocated,
+                            recorded: recorded_oom,
+                            site: Site::of_stack(&snap.stacks, e.stack),
+                        });
+                        if !recorded_oom {
+                            stopped_at = Some(i as u32);
+                        }
+                    }
+                }
+            }
+            Op::FreeRequested => {
+                if let Some(&a) = addr_map.get(&e.addr) {
+                    m.free_requested(a);
+                }
+            }
+            Op::FreeCompleted => {
+                if let Some(a) = addr_map.remove(&e.addr) {
+                    m.free_block(a);
+                }
+            }
+            Op::EmptyCache => m.release_cached_blocks(),
+            Op::Skip => {}
+        }
+        if m.new_reserved_peak {
+            m.new_reserved_peak = false;
+            peak_event = Some(i as u32);
+            frag_at_peak = m.fragmentation();
+        }
+        if stopped_at.is_some() {
+            break;
+        }
+    }
+    placement.segment_events_model = m.seg_events.len();
+    placement.segment_events_recorded = rec_seg_events.len();
+    placement.segment_events_same = m.seg_events == rec_seg_events;
+    RunResult {
+        settings,
+        cap_bytes: cap,
+        stats: m.stats,
+        peak_reserved_event: peak_event,
+        free_reserved_at_peak_bytes: frag_at_peak.0,
+        largest_hole_at_peak_bytes: frag_at_peak.1,
+        inactive_split_bytes: m.inactive_split_bytes(),
+        requests,
+        ooms,
+        recorded_ooms_avoided: avoided,
+        stopped_at,
+        placement,
+    }
+}
+
+impl Config {
+    fn settings_with_expandable(&self) -> AllocatorSettings {
+        let mut s = self.settings.clone();
+        s.expandable_segments = Some(self.expandable_segments);
+        s.garbage_collection_threshold = Some(self.garbage_collection_threshold);
+        s
+    }
+}
+
+/// The recorded expandable segments: one virtual range each, known by its first mapped
+/// address; a map that lies in no known range's mapped extent starts a new one.
+#[derive(Default)]
+struct ExpandableLog {
+    /// base -> (end of the highest mapping, mapped bytes)
+    segs: std::collections::BTreeMap<u64, (u64, u64)>,
+}
+
+impl ExpandableLog {
+    fn find(&self, addr: u64) -> Option<u64> {
+        self.segs
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, (hw, _))| addr <= *hw)
+            .map(|(b, _)| *b)
+    }
+    fn map(&mut self, addr: u64, size: u64) {
+        let b = self.find(addr).unwrap_or(addr);
+        let s = self.segs.entry(b).or_insert((addr, 0));
+        s.0 = s.0.max(addr + size);
+        s.1 += size;
+    }
+    fn unmap(&mut self, addr: u64, size: u64) {
+        if let Some(b) = self.find(addr) {
+            let s = self.segs.get_mut(&b).expect("found");
+            s.1 = s.1.saturating_sub(size);
+        }
+    }
+    /// (offset in its segment, mapped bytes of the segment).
+    fn place(&self, addr: u64) -> Option<(u64, u64)> {
+        let b = self
+            .segs
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, (hw, _))| addr < *hw)?;
+        Some((addr - b.0, b.1 .1))
+    }
+}
+
+fn compare_placement(
+    p: &mut Placement,
+    m: &Allocator,
+    model_addr: u64,
+    rec: &replay::State,
+    exp: &ExpandableLog,
+    rec_addr: u64,
+    i: usize,
+) {
+    let Some((off, seg_size, _)) = m.placement(model_addr) else {
+        return;
+    };
+    let Some(seg) = rec.segment_of(rec_addr).and_then(|a| rec.segments.get(&a)) else {
+        return;
+    };
+    let (rec_off, rec_size) = if seg.expandable {
+        exp.place(rec_addr)
+            .unwrap_or((rec_addr - seg.address, seg.size))
+    } else {
+        (rec_addr - seg.address, seg.size)
+    };
+    p.allocs_compared += 1;
+    if rec_off == off {
+        p.same_offset += 1;
+    }
+    if rec_size == seg_size {
+        p.same_segment_size += 1;
+    }
+    if (rec_off != off || rec_size != seg_size) && p.first_difference.is_none() {
+        p.first_difference = Some(format!(
+            "event {i}: the model put the block at offset {off} of a {seg_size}-byte segment, the log at offset {rec_off} of a {rec_size}-byte segment"
+        ));
+    }
+}
+
+/// Where the cap came from.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CapInfo {
+    pub bytes: Option<u64>,
+    /// `given`, `meta.json`, `derived from the OOM`, `none`.
+    pub source: String,
+    /// When derived: the range the recorded run allows.
+    pub range: Option<(u64, u64)>,
+}
+
+/// The cap the recorded run implies. An OOM under a per-process fraction means
+/// `reserved + allocation size > cap` at the failed request while every earlier segment fit:
+/// the cap lies between the recorded reserved peak and that sum; the lower end is used (the
+/// prediction errs towards an OOM). When the driver itself had less free memory than the
+/// request, the device was full: the cap is reserved + the driver's free memory.
+pub fn derive_cap(tl: &Timeline) -> CapInfo {
+    let Some(o) = tl.ooms.first() else {
+        return CapInfo {
+            bytes: None,
+            source: "none: no OOM recorded and no cap given, so no OOM can be predicted".into(),
+            range: None,
+        };
+    };
+    let reserved = o.counters.reserved;
+    let alloc = alloc::allocation_size(o.rounded_bytes);
+    if let Some(df) = o.device_free_bytes.filter(|df| *df < alloc) {
+        return CapInfo {
+            bytes: Some(reserved + df),
+            source:
+                "derived from the OOM: the device was full (reserved + the driver's free memory)"
+                    .into(),
+            range: None,
+        };
+    }
+    let low = tl.peaks.reserved.bytes.max(reserved);
+    let high = reserved + alloc - 1;
+    CapInfo {
+        bytes: Some(low),
+        source: "derived from the OOM (per-process fraction): the lower end of the range the recorded run allows".into(),
+        range: Some((low, high)),
+    }
+}
+
+/// The recorded run, in the same terms as a [`RunResult`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Recorded {
+    pub settings: String,
+    pub peak_reserved_bytes: u64,
+    pub peak_allocated_bytes: u64,
+    pub peak_segments: u64,
+    pub free_reserved_at_peak_bytes: u64,
+    pub largest_hole_at_peak_bytes: u64,
+    pub ooms: Vec<PredictedOom>,
+    pub requests: usize,
+}
+
+fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
+    let mut largest = 0;
+    let mut free_reserved = 0;
+    if let Some(ev) = tl.peaks.reserved.event {
+        // The peak is reached by a new segment; sample once the request it was made for is placed.
+        let mut at = ev.0 as usize;
+        while at + 1 < dev.events.len()
+            && matches!(
+                dev.events[at + 1].action,
+                Action::SegmentAlloc | Action::SegmentMap | Action::Alloc
+            )
+        {
+            at += 1;
+            if dev.events[at].action == Action::Alloc {
+                break;
+            }
+        }
+        let st = tl.state_after(dev, &snap.settings, Some(at));
+        largest = st
+            .segments
+            .values()
+            .map(|s| s.largest_free())
+            .max()
+            .unwrap_or(0);
+        free_reserved = st.counters.reserved.saturating_sub(st.counters.active);
+    }
+    let mut req = 0usize;
+    let mut ooms = Vec::new();
+    for (i, e) in dev.events.iter().enumerate() {
+        match e.action {
+            Action::Alloc => req += 1,
+            Action::Oom => {
+                let f = tl.ooms.iter().find(|o| o.event.0 as usize == i);
+                ooms.push(PredictedOom {
+                    event: i as u32,
+                    request_index: req,
+                    requested_bytes: e.size,
+                    rounded_bytes: f.map_or(e.size, |f| f.rounded_bytes),
+                    reserved_bytes: f.map_or(0, |f| f.counters.reserved),
+                    allocated_bytes: f.map_or(0, |f| f.counters.allocated),
+                    recorded: true,
+                    site: Site::of_stack(&snap.stacks, e.stack),
+                });
+                req += 1;
+            }
+            _ => {}
+        }
+    }
+    Recorded {
+        settings: describe_settings(&snap.settings),
+        peak_reserved_bytes: tl.peaks.reserved.bytes,
+        peak_allocated_bytes: tl.peaks.allocated.bytes,
+        peak_segments: tl.peaks.segments.bytes,
+        free_reserved_at_peak_bytes: free_reserved,
+        largest_hole_at_peak_bytes: largest,
+        ooms,
+        requests: req,
+    }
+}
+
+/// The what-if answer for one device: the recorded run, the model under the recorded settings
+/// (its error bar), and the model under the asked settings.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WhatIf {
+    pub device: u32,
+    pub cap: CapInfo,
+    pub recorded: Recorded,
+    pub model_recorded_settings: RunResult,
+    pub predicted: RunResult,
+    pub notes: Vec<String>,
+}
+
+/// Whether the log starts from an empty allocator: every freed block and segment was allocated
+/// in it. (The replay's own test also counts expandable segments whose first pages were
+/// unmapped as pre-existing; requests do not care.)
+pub fn log_starts_empty(dev: &Device) -> bool {
+    let mut blocks = std::collections::HashSet::new();
+    let mut segs = std::collections::HashSet::new();
+    for e in &dev.events {
+        match e.action {
+            Action::Alloc => {
+                blocks.insert(e.addr);
+            }
+            Action::FreeRequested if !blocks.contains(&e.addr) => return false,
+            Action::FreeCompleted if !blocks.remove(&e.addr) => return false,
+            Action::SegmentAlloc => {
+                segs.insert(e.addr);
+            }
+            Action::SegmentFree if !segs.remove(&e.addr) => return false,
+            _ => {}
+        }
+    }
+    !dev.segments.iter().any(|s| {
+        !s.is_expandable
+            && s.blocks
+                .iter()
+                .any(|b| b.state.is_active() && !blocks.contains(&b.address))
+    })
+}
+
+/// Error when a log cannot be replayed as requests.
+#[derive(Debug, thiserror::Error)]
+pub enum WhatIfError {
+    #[error("device {0}: the event log does not start from an empty allocator (recording began late or the ring buffer dropped entries): its requests cannot be replayed from the start")]
+    MidRun(u32),
+    #[error("device {0}: the snapshot holds no allocation history")]
+    NoHistory(u32),
+}
+
+/// Answers "what if these settings (and this cap) had been used?" for every device.
+pub fn what_if(
+    snap: &Snapshot,
+    conf: &AllocConf,
+    cap: Option<CapInfo>,
+    gpu_total: Option<u64>,
+) -> Result<Vec<WhatIf>, WhatIfError> {
+    let mut out = Vec::new();
+    for dev in &snap.devices {
+        if !dev.events.iter().any(|e| e.action == Action::Alloc) {
+            return Err(WhatIfError::NoHistory(dev.index));
+        }
+        let tl = replay::replay(dev, &snap.settings);
+        if !log_starts_empty(dev) {
+            return Err(WhatIfError::MidRun(dev.index));
+        }
+        let cap = cap.clone().unwrap_or_else(|| derive_cap(&tl));
+        let base = config(&snap.settings, cap.bytes, gpu_total);
+        let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
+        let model_rec = simulate(snap, dev, base);
+        let predicted = simulate(snap, dev, asked);
+        let mut notes = Vec::new();
+        if !conf.ignored.is_empty() {
+            notes.push(format!(
+                "not modelled, ignored: {}",
+                conf.ignored.join(", ")
+            ));
+        }
+        if cap.bytes.is_none() {
+            notes.push("no cap: pass --cap BYTES to predict OOMs".into());
+        }
+        if model_rec.placement.offset_rate() < 0.99 {
+            notes.push(format!(
+                "under the recorded settings the model placed only {:.1}% of the blocks where the log has them; treat the prediction with care",
+                100.0 * model_rec.placement.offset_rate()
+            ));
+        }
+        notes.push("the prediction replays the recorded requests: a program that sizes its work from free memory (or catches the OOM) would have asked for different things".into());
+        out.push(WhatIf {
+            device: dev.index,
+            cap,
+            recorded: recorded(snap, dev, &tl),
+            model_recorded_settings: model_rec,
+            predicted,
+            notes,
+        });
+    }
+    Ok(out)
+}
+
+fn oom_short(o: &[PredictedOom]) -> String {
+    o.first().map_or("none".into(), |f| {
+        format!(
+            "event {} (request #{}), {}",
+            f.event,
+            f.request_index,
+            bytes(f.rounded_bytes)
+        )
+    })
+}
+
+fn oom_text(o: &[PredictedOom], stopped: Option<u32>) -> String {
+    let Some(f) = o.first() else {
+        return "none".into();
+    };
+    let site = f
+        .site
+        .as_ref()
+        .map(|s| format!(" at {}:{}", s.file, s.line))
+        .unwrap_or_default();
+    let end = if stopped.is_some() {
+        " (the run ends there)"
+    } else {
+        ""
+    };
+    format!(
+        "event {} (request #{}), {}{site}{end}",
+        f.event,
+        f.request_index,
+        bytes(f.rounded_bytes)
+    )
+}
+
+fn exact(b: u64) -> String {
+    format!("{} ({b})", bytes(b))
+}
+
+/// The side-by-side text table.
+pub fn render_text(w: &[WhatIf]) -> String {
+    let mut s = String::new();
+    for w in w {
+        let (r, m, p) = (&w.recorded, &w.model_recorded_settings, &w.predicted);
+        let _ = writeln!(s, "WHAT-IF cuda:{}", w.device);
+        let _ = writeln!(
+            s,
+            "  cap: {} ({}{})",
+            w.cap.bytes.map_or("none".into(), bytes),
+            w.cap.source,
+            w.cap
+                .range
+                .map(|(a, b)| format!("; range {} .. {}", bytes(a), bytes(b)))
+                .unwrap_or_default()
+        );
+        let rows: [(&str, String, String, String); 8] = [
+            (
+                "settings",
+                r.settings.clone(),
+                m.settings.clone(),
+                p.settings.clone(),
+            ),
+            (
+                "peak reserved",
+                exact(r.peak_reserved_bytes),
+                exact(m.stats.peak_reserved),
+                exact(p.stats.peak_reserved),
+            ),
+            (
+                "peak allocated",
+                bytes(r.peak_allocated_bytes),
+                bytes(m.stats.peak_allocated),
+                bytes(p.stats.peak_allocated),
+            ),
+            (
+                "segments (peak)",
+                r.peak_segments.to_string(),
+                m.stats.peak_segments.to_string(),
+                p.stats.peak_segments.to_string(),
+            ),
+            (
+                "free at peak",
+                bytes(r.free_reserved_at_peak_bytes),
+                bytes(m.free_reserved_at_peak_bytes),
+                bytes(p.free_reserved_at_peak_bytes),
+            ),
+            (
+                "largest hole at peak",
+                bytes(r.largest_hole_at_peak_bytes),
+                bytes(m.largest_hole_at_peak_bytes),
+                bytes(p.largest_hole_at_peak_bytes),
+            ),
+            (
+                "alloc retries",
+                "-".into(),
+                m.stats.num_alloc_retries.to_string(),
+                p.stats.num_alloc_retries.to_string(),
+            ),
+            (
+                "first OOM",
+                oom_short(&r.ooms),
+                oom_short(&m.ooms),
+                oom_short(&p.ooms),
+            ),
+        ];
+        let _ = writeln!(
+            s,
+            "  {:<22} {:<34} {:<34} model, what-if",
+            "", "recorded", "model, recorded settings"
+        );
+        for (k, a, b, c) in rows {
+            let _ = writeln!(s, "  {k:<22} {a:<34} {b:<34} {c}");
+        }
+        let pl = &m.placement;
+        let _ = writeln!(
+            s,
+            "  model check: {:.1}% of {} allocations at the recorded offset; segment events {} ({} model, {} log)",
+            100.0 * pl.offset_rate(),
+            pl.allocs_compared,
+            if pl.segment_events_same { "identical" } else { "differ" },
+            pl.segment_events_model,
+            pl.segment_events_recorded
+        );
+        let verdict = match (r.ooms.is_empty(), p.ooms.is_empty()) {
+            (false, true) => format!(
+                "the recorded OOM would have been avoided; peak reserved {}",
+                bytes(p.stats.peak_reserved)
+            ),
+            (false, false) => format!("still OOMs: {}", oom_text(&p.ooms, p.stopped_at)),
+            (true, false) => format!("would OOM: {}", oom_text(&p.ooms, p.stopped_at)),
+            (true, true) => format!(
+                "no OOM either way; peak reserved {} instead of {}",
+                bytes(p.stats.peak_reserved),
+                bytes(r.peak_reserved_bytes)
+            ),
+        };
+        let _ = writeln!(s, "  VERDICT {verdict}");
+        for n in &w.notes {
+            let _ = writeln!(s, "  note: {n}");
+        }
+    }
+    s
+}
+
+/// The prediction that replaces a guess in the OOM diagnosis: would `expandable_segments:True`
+/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed from the
+/// start, or the capture already ran with expandable segments.
+pub fn expandable_assessment(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    event: u32,
+) -> Option<String> {
+    if snap.settings.expandable_segments == Some(true) || !log_starts_empty(dev) {
+        return None;
+    }
+    let cap = derive_cap(tl);
+    let mut s = snap.settings.clone();
+    s.expandable_segments = Some(true);
+    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None));
+    let p = run(cap.bytes);
+    if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
+        // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
+        if run(Some(hi)).ooms.is_empty() {
+            let (mut a, mut b) = (lo, hi);
+            while b - a > 1 << 20 {
+                let mid = a + (b - a) / 2;
+                if run(Some(mid)).ooms.is_empty() {
+                    b = mid;
+                } else {
+                    a = mid;
+                }
+            }
+            return Some(format!(
+                "depends on the cap, which the recorded run only places between {} and {}: the recorded requests replayed through the allocator model with expandable segments all succeed if the cap was at least {}, and still fail below (`memscope whatif --cap` tells for a given cap)",
+                bytes(lo),
+                bytes(hi),
+                bytes(b)
+            ));
+        }
+    }
+    let cap_words = match (cap.bytes, cap.range) {
+        (Some(_), Some((lo, hi))) => format!(
+            "any cap the recorded run allows ({} .. {})",
+            bytes(lo),
+            bytes(hi)
+        ),
+        (Some(c), None) => format!("a cap of {}", bytes(c)),
+        (None, _) => "no cap".into(),
+    };
+    Some(match p.ooms.first() {
+        None => format!(
+            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} all succeed, the failed one included (peak reserved {})",
+            bytes(p.stats.peak_reserved)
+        ),
+        Some(o) if o.event == event => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
+            bytes(o.rounded_bytes),
+            bytes(o.reserved_bytes)
+        ),
+        Some(o) if o.event > event => format!(
+            "predicted to get past this request, but not to avoid an OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail later, at event {} ({})",
+            o.event,
+            bytes(o.rounded_bytes)
+        ),
+        Some(o) => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail earlier, at event {} ({})",
+            o.event,
+            bytes(o.rounded_bytes)
+        ),
+    })
+}
