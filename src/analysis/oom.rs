@@ -153,7 +153,7 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
     let mut remedies = Vec::new();
     let summary = match cause {
         Cause::Fragmentation => {
-            let exp_helps = o.free_whole_pages_bytes + o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes) >= o.rounded_bytes
+            let exp_helps = o.free_whole_pages_bytes.saturating_add(o.device_free_bytes.unwrap_or(0).min(o.rounded_bytes)) >= o.rounded_bytes
                 || o.free_whole_pages_bytes >= o.rounded_bytes;
             remedies.push(Remedy {
                 action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -206,7 +206,7 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
             )
         }
         Cause::Capacity => {
-            let left = free_reserved + o.device_free_bytes.unwrap_or(0);
+            let left = free_reserved.saturating_add(o.device_free_bytes.unwrap_or(0));
             remedies.push(Remedy {
                 action: "reduce the batch size or sequence length, use activation checkpointing or mixed precision".into(),
                 assessment: format!(

@@ -67,7 +67,7 @@ where
     let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
     for (s, b) in items {
         let e = by_stack.entry(s).or_default();
-        e.0 += b;
+        e.0 = e.0.saturating_add(b);
         e.1 += 1;
     }
     let mut by_site: HashMap<Option<(crate::model::Sym, u32, crate::model::Sym)>, (u64, u64, StackId, u64, bool)> = HashMap::new();
@@ -76,7 +76,7 @@ where
         let key = f.map(|f| (f.file, f.line, f.name));
         let user = stacks.user_frame(s).is_some();
         let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
-        e.0 += bytes;
+        e.0 = e.0.saturating_add(bytes);
         e.1 += n;
         if bytes > e.3 {
             e.2 = s;
