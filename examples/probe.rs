@@ -1,42 +1,27 @@
+//! Times each phase of `analyze` on one snapshot (for profiling; see BENCHMARKS.md).
 use std::path::Path;
+use std::time::Instant;
 fn main() {
     for a in std::env::args().skip(1) {
-        let t = std::time::Instant::now();
-        let s = memscope::load::load_snapshot(Path::new(&a)).unwrap();
-        let lt = t.elapsed();
-        for d in &s.devices {
-            let tl = memscope::analysis::replay::replay(d, &s.settings);
-            println!(
-                "{a} dev{} layout={:?} events={} segs={} load={:?} total={:?}",
-                d.index,
-                s.layout,
-                d.events.len(),
-                d.segments.len(),
-                lt,
-                t.elapsed()
-            );
-            println!("  end {:?}", tl.end.counters);
-            println!(
-                "  peaks alloc={} active={} reserved={} req={} isplit={} segs={}",
-                tl.peaks.allocated.bytes,
-                tl.peaks.active.bytes,
-                tl.peaks.reserved.bytes,
-                tl.peaks.requested.bytes,
-                tl.peaks.inactive_split.bytes,
-                tl.peaks.segments.bytes
-            );
-            println!(
-                "  mid_run={} approx={} consistency={:?}",
-                tl.starts_mid_run, tl.approximate_initial_blocks, tl.consistency
-            );
-            println!(
-                "  anomalies={} first={:?}",
-                tl.anomalies.len(),
-                tl.anomalies.first()
-            );
-            for o in &tl.ooms {
-                println!("  oom {:?}", o);
-            }
+        let p = Path::new(&a);
+        let t = Instant::now();
+        let bytes = memscope::load::read_input(p).unwrap();
+        let t_read = t.elapsed();
+        let pk = memscope::load::pickle::parse(&bytes).unwrap();
+        let t_parse = t.elapsed();
+        let snap = memscope::load::snapshot::from_pickle(&pk).unwrap();
+        let t_model = t.elapsed();
+        drop(pk);
+        let mut t_replay = t.elapsed();
+        for d in &snap.devices {
+            let _tl = memscope::analysis::replay::replay(d, &snap.settings);
+            t_replay = t.elapsed();
         }
+        let a = memscope::analysis::analyze_snapshot(&snap, p, 0);
+        let t_an = t.elapsed();
+        println!(
+            "{a_} read {:?} parse {:?} model {:?} replay {:?} analyze(all again) {:?}; {} devices",
+            t_read, t_parse - t_read, t_model - t_parse, t_replay - t_model, t_an - t_replay, a.devices.len(), a_ = a.input.path
+        );
     }
 }

@@ -63,10 +63,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
-    let bytes = memscope::load::read_input(&args.file)?;
-    let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(bytes.len() as u64);
-    let snap = memscope::load::snapshot_from_bytes(&args.file, &bytes)?;
-    drop(bytes);
+    let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
+    let snap = memscope::load::load_snapshot(&args.file)?;
     let analysis = memscope::analysis::analyze_snapshot(&snap, &args.file, file_len);
     let opts = report::Options { color, stacks: args.stacks };
     let fmt: &dyn Format = match args.format {

@@ -21,7 +21,7 @@ fn analyze_text_and_json() {
     let out = bin().args(["analyze"]).arg(unit("tiny_p4.pickle")).env("NO_COLOR", "1").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("VERDICT no OOM recorded"), "{text}");
+    assert!(text.contains("VERDICT no OOM and no leak found"), "{text}");
     assert!(text.contains("train.py:12 in step"), "{text}");
     assert!(!text.contains('\x1b'), "no colour when piped");
 

@@ -99,7 +99,11 @@ fn pickle(v: &P) -> Vec<u8> {
 }
 
 fn frames() -> P {
-    P::List(vec![d(vec![("filename", s("train.py")), ("line", P::Int(12)), ("name", s("step"))])])
+    P::List(vec![d(vec![
+        ("filename", s("train.py")),
+        ("line", P::Int(12)),
+        ("name", s("step")),
+    ])])
 }
 
 fn seg(addr: P, total: P, blocks: Vec<P>) -> P {
@@ -136,7 +140,10 @@ fn ev(action: &str, addr: P, size: P) -> P {
 }
 
 fn snap(segments: Vec<P>, trace: Vec<P>) -> P {
-    d(vec![("segments", P::List(segments)), ("device_traces", P::List(vec![P::List(trace)]))])
+    d(vec![
+        ("segments", P::List(segments)),
+        ("device_traces", P::List(vec![P::List(trace)])),
+    ])
 }
 
 /// Loads and analyses; renders both formats. Returns the error text when refused.
@@ -144,9 +151,17 @@ fn run(name: &str, bytes: &[u8]) -> Result<String, String> {
     let path = Path::new(name);
     let snap = memscope::load::snapshot_from_bytes(path, bytes).map_err(|e| e.to_string())?;
     let a = memscope::analysis::analyze_snapshot(&snap, path, bytes.len() as u64);
-    let text = report::to_string(&report::text::Text, &a, &report::Options { color: true, stacks: true });
+    let text = report::to_string(
+        &report::text::Text,
+        &a,
+        &report::Options {
+            color: true,
+            stacks: true,
+        },
+    );
     let json = report::to_string(&report::json::Json, &a, &report::Options::default());
-    serde_json::from_str::<serde_json::Value>(&json).unwrap_or_else(|e| panic!("{name}: JSON report does not parse: {e}"));
+    serde_json::from_str::<serde_json::Value>(&json)
+        .unwrap_or_else(|e| panic!("{name}: JSON report does not parse: {e}"));
     Ok(text)
 }
 
@@ -164,7 +179,11 @@ fn named_cases() -> Vec<(&'static str, P)> {
         (
             "segment_at_top_of_address_space",
             snap(
-                vec![seg(u(MAX - 10), u(1 << 63), vec![blk(u(MAX - 10), u(1 << 63), "active_allocated")])],
+                vec![seg(
+                    u(MAX - 10),
+                    u(1 << 63),
+                    vec![blk(u(MAX - 10), u(1 << 63), "active_allocated")],
+                )],
                 vec![
                     ev("segment_alloc", u(MAX - 10), u(1 << 63)),
                     ev("alloc", u(MAX - 10), u(1 << 63)),
@@ -175,23 +194,52 @@ fn named_cases() -> Vec<(&'static str, P)> {
         (
             "zero_size_blocks",
             snap(
-                vec![seg(u(base), u(0), vec![blk(u(base), u(0), "active_allocated"), blk(u(base), u(0), "inactive")])],
-                vec![ev("segment_alloc", u(base), u(0)), ev("alloc", u(base), u(0)), ev("free_completed", u(base), u(0))],
+                vec![seg(
+                    u(base),
+                    u(0),
+                    vec![
+                        blk(u(base), u(0), "active_allocated"),
+                        blk(u(base), u(0), "inactive"),
+                    ],
+                )],
+                vec![
+                    ev("segment_alloc", u(base), u(0)),
+                    ev("alloc", u(base), u(0)),
+                    ev("free_completed", u(base), u(0)),
+                ],
             ),
         ),
         (
             "negative_sizes",
             snap(
-                vec![seg(P::Int(-1), P::Int(-5), vec![blk(big_neg.clone(), big_neg.clone(), "active_allocated")])],
-                vec![ev("alloc", P::Int(-4096), big_neg.clone()), ev("segment_alloc", big_neg.clone(), P::Int(i64::MIN))],
+                vec![seg(
+                    P::Int(-1),
+                    P::Int(-5),
+                    vec![blk(big_neg.clone(), big_neg.clone(), "active_allocated")],
+                )],
+                vec![
+                    ev("alloc", P::Int(-4096), big_neg.clone()),
+                    ev("segment_alloc", big_neg.clone(), P::Int(i64::MIN)),
+                ],
             ),
         ),
         (
             "overlapping_segments_and_blocks",
             snap(
                 vec![
-                    seg(u(base), u(4 << 20), vec![blk(u(base), u(3 << 20), "active_allocated"), blk(u(base + 512), u(3 << 20), "active_allocated")]),
-                    seg(u(base + (1 << 20)), u(4 << 20), vec![blk(u(base + (1 << 20)), u(1 << 20), "active_allocated")]),
+                    seg(
+                        u(base),
+                        u(4 << 20),
+                        vec![
+                            blk(u(base), u(3 << 20), "active_allocated"),
+                            blk(u(base + 512), u(3 << 20), "active_allocated"),
+                        ],
+                    ),
+                    seg(
+                        u(base + (1 << 20)),
+                        u(4 << 20),
+                        vec![blk(u(base + (1 << 20)), u(1 << 20), "active_allocated")],
+                    ),
                     seg(u(base), u(4 << 20), vec![]),
                 ],
                 vec![
@@ -228,8 +276,19 @@ fn named_cases() -> Vec<(&'static str, P)> {
                     ev("explode", u(1), u(1)),
                     ev("", u(1), u(1)),
                     d(vec![("action", P::Int(3))]),
-                    d(vec![("action", s("alloc")), ("addr", s("x")), ("size", P::Float(f64::NAN)), ("time_us", P::Int(i64::MIN)), ("frames", d(vec![]))]),
-                    d(vec![("action", s("oom")), ("size", u(MAX)), ("device_free", u(MAX)), ("time_us", P::Int(i64::MAX))]),
+                    d(vec![
+                        ("action", s("alloc")),
+                        ("addr", s("x")),
+                        ("size", P::Float(f64::NAN)),
+                        ("time_us", P::Int(i64::MIN)),
+                        ("frames", d(vec![])),
+                    ]),
+                    d(vec![
+                        ("action", s("oom")),
+                        ("size", u(MAX)),
+                        ("device_free", u(MAX)),
+                        ("time_us", P::Int(i64::MAX)),
+                    ]),
                     P::None,
                     P::List(vec![]),
                 ],
@@ -238,20 +297,53 @@ fn named_cases() -> Vec<(&'static str, P)> {
         (
             "frames_are_dicts_and_frame_fields_wrong",
             snap(
-                vec![d(vec![("address", u(base)), ("total_size", u(2 << 20)), ("frames", d(vec![("filename", s("x"))])), ("blocks", d(vec![]))])],
+                vec![d(vec![
+                    ("address", u(base)),
+                    ("total_size", u(2 << 20)),
+                    ("frames", d(vec![("filename", s("x"))])),
+                    ("blocks", d(vec![])),
+                ])],
                 vec![
-                    d(vec![("action", s("alloc")), ("addr", u(base)), ("size", u(512)), ("frames", d(vec![("a", P::None)]))]),
+                    d(vec![
+                        ("action", s("alloc")),
+                        ("addr", u(base)),
+                        ("size", u(512)),
+                        ("frames", d(vec![("a", P::None)])),
+                    ]),
                     d(vec![
                         ("action", s("alloc")),
                         ("addr", u(base + 512)),
                         ("size", u(512)),
-                        ("frames", P::List(vec![P::Int(1), d(vec![("filename", P::Int(3)), ("line", u(MAX)), ("name", P::None)]), P::List(vec![])])),
+                        (
+                            "frames",
+                            P::List(vec![
+                                P::Int(1),
+                                d(vec![
+                                    ("filename", P::Int(3)),
+                                    ("line", u(MAX)),
+                                    ("name", P::None),
+                                ]),
+                                P::List(vec![]),
+                            ]),
+                        ),
                     ]),
                 ],
             ),
         ),
-        ("device_traces_is_a_dict", d(vec![("segments", P::List(vec![])), ("device_traces", d(vec![("0", P::List(vec![]))]))])),
-        ("segments_is_a_str", d(vec![("segments", s("nope")), ("device_traces", P::List(vec![]))])),
+        (
+            "device_traces_is_a_dict",
+            d(vec![
+                ("segments", P::List(vec![])),
+                ("device_traces", d(vec![("0", P::List(vec![]))])),
+            ]),
+        ),
+        (
+            "segments_is_a_str",
+            d(vec![
+                ("segments", s("nope")),
+                ("device_traces", P::List(vec![])),
+            ]),
+        ),
         (
             "huge_and_many_devices",
             d(vec![
@@ -265,32 +357,77 @@ fn named_cases() -> Vec<(&'static str, P)> {
                                     ("device", P::Int(dev)),
                                     ("address", u(base)),
                                     ("total_size", u(MAX)),
-                                    ("blocks", P::List(vec![blk(u(base), u(MAX), "active_allocated")])),
+                                    (
+                                        "blocks",
+                                        P::List(vec![blk(u(base), u(MAX), "active_allocated")]),
+                                    ),
                                 ])
                             })
                             .collect(),
                     ),
                 ),
-                ("device_traces", P::List(vec![P::List(vec![]), P::List(vec![ev("segment_alloc", u(0), u(MAX)), ev("segment_alloc", u(1), u(MAX))])])),
+                (
+                    "device_traces",
+                    P::List(vec![
+                        P::List(vec![]),
+                        P::List(vec![
+                            ev("segment_alloc", u(0), u(MAX)),
+                            ev("segment_alloc", u(1), u(MAX)),
+                        ]),
+                    ]),
+                ),
             ]),
         ),
         (
             "huge_reserved_sums",
             snap(
-                (0..4).map(|i| seg(u(i << 62), u(MAX / 2), vec![blk(u(i << 62), u(MAX / 2), "active_allocated")])).collect(),
-                (0..4).flat_map(|i| [ev("segment_alloc", u(i << 62), u(MAX / 2)), ev("alloc", u(i << 62), u(MAX / 2))]).collect(),
+                (0..4)
+                    .map(|i| {
+                        seg(
+                            u(i << 62),
+                            u(MAX / 2),
+                            vec![blk(u(i << 62), u(MAX / 2), "active_allocated")],
+                        )
+                    })
+                    .collect(),
+                (0..4)
+                    .flat_map(|i| {
+                        [
+                            ev("segment_alloc", u(i << 62), u(MAX / 2)),
+                            ev("alloc", u(i << 62), u(MAX / 2)),
+                        ]
+                    })
+                    .collect(),
             ),
         ),
         (
             "allocator_settings_extremes",
             d(vec![
                 ("segments", P::List(vec![seg(u(base), u(64 << 20), vec![])])),
-                ("device_traces", P::List(vec![P::List(vec![ev("alloc", u(base), u((1 << 20) + 3)), ev("alloc", u(base + (8 << 20)), u(MAX - 3))])])),
+                (
+                    "device_traces",
+                    P::List(vec![P::List(vec![
+                        ev("alloc", u(base), u((1 << 20) + 3)),
+                        ev("alloc", u(base + (8 << 20)), u(MAX - 3)),
+                    ])]),
+                ),
                 (
                     "allocator_settings",
                     d(vec![
                         ("max_split_size", P::Int(i64::MAX)),
-                        ("roundup_power2_divisions", P::Dict((0..70).map(|i| (s(&(1u128 << i.min(100)).to_string()), P::Int(i64::MAX - i))).collect())),
+                        (
+                            "roundup_power2_divisions",
+                            P::Dict(
+                                (0..70)
+                                    .map(|i| {
+                                        (
+                                            s(&(1u128 << i.min(100)).to_string()),
+                                            P::Int(i64::MAX - i),
+                                        )
+                                    })
+                                    .collect(),
+                            ),
+                        ),
                         ("garbage_collection_threshold", P::Float(f64::INFINITY)),
                         ("expandable_segments", P::Bool(true)),
                     ]),
@@ -301,19 +438,44 @@ fn named_cases() -> Vec<(&'static str, P)> {
             "annotations_extremes",
             d(vec![
                 ("segments", P::List(vec![])),
-                ("device_traces", P::List(vec![P::List(vec![ev("alloc", u(1), u(512)), ev("alloc", u(1 << 20), u(512))])])),
+                (
+                    "device_traces",
+                    P::List(vec![P::List(vec![
+                        ev("alloc", u(1), u(512)),
+                        ev("alloc", u(1 << 20), u(512)),
+                    ])]),
+                ),
                 (
                     "external_annotations",
                     P::List(vec![
-                        d(vec![("name", s("ProfilerStep#1")), ("stage", s("START")), ("time_us", P::Int(i64::MAX)), ("device", P::Int(-1))]),
-                        d(vec![("name", s("ProfilerStep#1")), ("stage", s("END")), ("time_us", P::Int(i64::MIN))]),
-                        d(vec![("name", s("ProfilerStep#2")), ("stage", s("END")), ("time_us", P::Int(0))]),
+                        d(vec![
+                            ("name", s("ProfilerStep#1")),
+                            ("stage", s("START")),
+                            ("time_us", P::Int(i64::MAX)),
+                            ("device", P::Int(-1)),
+                        ]),
+                        d(vec![
+                            ("name", s("ProfilerStep#1")),
+                            ("stage", s("END")),
+                            ("time_us", P::Int(i64::MIN)),
+                        ]),
+                        d(vec![
+                            ("name", s("ProfilerStep#2")),
+                            ("stage", s("END")),
+                            ("time_us", P::Int(0)),
+                        ]),
                         P::Tuple(vec![]),
                     ]),
                 ),
             ]),
         ),
-        ("bare_list_of_garbage_segments", P::List(vec![d(vec![("total_size", u(MAX)), ("address", u(MAX))]), d(vec![("total_size", P::None)])])),
+        (
+            "bare_list_of_garbage_segments",
+            P::List(vec![
+                d(vec![("total_size", u(MAX)), ("address", u(MAX))]),
+                d(vec![("total_size", P::None)]),
+            ]),
+        ),
     ]
 }
 
@@ -324,7 +486,11 @@ fn named_hostile_snapshots_never_panic() {
             Ok(_) => {}
             Err(e) => {
                 // A refusal must say where and what.
-                assert!(e.contains(name) && (e.contains("expected") || e.contains("not a memory snapshot")), "{name}: {e}");
+                assert!(
+                    e.contains(name)
+                        && (e.contains("expected") || e.contains("not a memory snapshot")),
+                    "{name}: {e}"
+                );
             }
         }
     }
@@ -367,15 +533,51 @@ fn interesting_u64(r: &mut Rng, base: u64) -> P {
 }
 
 fn random_snapshot(r: &mut Rng) -> P {
-    let actions = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot", "oom", "bogus"];
-    let states = ["active_allocated", "active_pending_free", "inactive", "weird"];
+    let actions = [
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "segment_map",
+        "segment_unmap",
+        "snapshot",
+        "oom",
+        "bogus",
+    ];
+    let states = [
+        "active_allocated",
+        "active_pending_free",
+        "inactive",
+        "weird",
+    ];
     let base = r.pick(&[0u64, 0x7f00_0000_0000, MAX - (64 << 20), 1 << 63]);
-    let addr = |r: &mut Rng| if r.below(5) == 0 { interesting_u64(r, base) } else { u(base.wrapping_add(r.below(64) * (1 << 20))) };
-    let size = |r: &mut Rng| if r.below(5) == 0 { interesting_u64(r, 0) } else { u(512 * (1 + r.below(8192))) };
+    let addr = |r: &mut Rng| {
+        if r.below(5) == 0 {
+            interesting_u64(r, base)
+        } else {
+            u(base.wrapping_add(r.below(64) * (1 << 20)))
+        }
+    };
+    let size = |r: &mut Rng| {
+        if r.below(5) == 0 {
+            interesting_u64(r, 0)
+        } else {
+            u(512 * (1 + r.below(8192)))
+        }
+    };
     let segments: Vec<P> = (0..r.below(6))
         .map(|_| {
             let a = addr(r);
-            let blocks = (0..r.below(5)).map(|_| blk(if r.below(3) == 0 { P::None } else { addr(r) }, size(r), r.pick(&states))).collect();
+            let blocks = (0..r.below(5))
+                .map(|_| {
+                    blk(
+                        if r.below(3) == 0 { P::None } else { addr(r) },
+                        size(r),
+                        r.pick(&states),
+                    )
+                })
+                .collect();
             let mut fields = vec![
                 ("device", P::Int(r.pick(&[0i64, 0, 1, 3, -1, i64::MAX]))),
                 ("address", a),
@@ -416,13 +618,26 @@ fn random_snapshot(r: &mut Rng) -> P {
             )
         })
         .collect();
-    let mut root = vec![("segments", P::List(segments)), ("device_traces", P::List(traces))];
+    let mut root = vec![
+        ("segments", P::List(segments)),
+        ("device_traces", P::List(traces)),
+    ];
     if r.below(3) == 0 {
         root.push((
             "allocator_settings",
             d(vec![
-                ("max_split_size", P::Int(r.pick(&[-1i64, 0, 1 << 20, i64::MAX]))),
-                ("roundup_power2_divisions", P::List((0..r.below(20)).map(|_| P::Int(r.pick(&[0i64, 1, 2, 4, 3, 1 << 40, -1, i64::MAX]))).collect())),
+                (
+                    "max_split_size",
+                    P::Int(r.pick(&[-1i64, 0, 1 << 20, i64::MAX])),
+                ),
+                (
+                    "roundup_power2_divisions",
+                    P::List(
+                        (0..r.below(20))
+                            .map(|_| P::Int(r.pick(&[0i64, 1, 2, 4, 3, 1 << 40, -1, i64::MAX])))
+                            .collect(),
+                    ),
+                ),
                 ("expandable_segments", P::Bool(r.below(2) == 0)),
             ]),
         ));
@@ -432,7 +647,13 @@ fn random_snapshot(r: &mut Rng) -> P {
             "external_annotations",
             P::List(
                 (0..r.below(8))
-                    .map(|i| d(vec![("name", s(&format!("ProfilerStep#{}", i / 2))), ("stage", s(if i % 2 == 0 { "START" } else { "END" })), ("time_us", P::Int(r.next() as i64 >> r.below(64)))]))
+                    .map(|i| {
+                        d(vec![
+                            ("name", s(&format!("ProfilerStep#{}", i / 2))),
+                            ("stage", s(if i % 2 == 0 { "START" } else { "END" })),
+                            ("time_us", P::Int(r.next() as i64 >> r.below(64))),
+                        ])
+                    })
                     .collect(),
             ),
         ));
@@ -460,5 +681,8 @@ fn thousands_of_random_hostile_snapshots_never_panic() {
             }
         }
     }
-    assert!(analysed > n / 2, "only {analysed} of {n} random snapshots were analysed");
+    assert!(
+        analysed > n / 2,
+        "only {analysed} of {n} random snapshots were analysed"
+    );
 }

@@ -48,11 +48,148 @@ fn show(name: &str, r: &Run) {
     }
 }
 
+fn local(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+fn line_of(l: &leaks::Leak) -> Option<u32> {
+    l.site.as_ref().map(|s| s.line)
+}
+
 #[test]
+fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
+    let Some(r) = run(&shared("val_no_grad_oom.pickle")) else { return };
+    // 5 annotated training steps, then the validation batches found by their pattern.
+    let annotated = r.steps.iter().filter(|s| s.source == steps::StepSource::Annotation).count();
+    let pattern: Vec<_> = r.steps.iter().filter(|s| s.source == steps::StepSource::Pattern).collect();
+    assert_eq!(annotated, 5);
+    assert_eq!(pattern.len(), 92, "one step per complete validation batch");
+    assert_eq!(r.leaks.len(), 1, "{:#?}", r.leaks);
+    let l = &r.leaks[0];
+    assert_eq!(l.kind, "retained_graph");
+    let site = l.site.as_ref().expect("site");
+    assert_eq!((site.file.as_str(), site.line, site.function.as_str()), ("scenarios.py", 60, "sc_val_no_grad_oom"));
+    let cause = l.cause_site.as_ref().expect("cause");
+    assert_eq!((cause.line, cause.function.as_str()), (61, "sc_val_no_grad_oom"));
+    // Six 4 MiB blocks survive per batch (the ReLU outputs autograd saved).
+    assert_eq!(l.growth_bytes_per_step, 25_165_824.0);
+    assert_eq!(l.growth_tensors_per_step, 6.0);
+    assert_eq!(l.steps, 92);
+    assert_eq!(l.live_bytes, 2_315_288_576);
+    assert!(l.r2 > 0.999);
+    assert!(!l.samples.is_empty() && l.samples.iter().all(|s| s.size == 4 << 20 || s.size == 32768));
+    let related: Vec<u32> = l.related_sites.iter().filter_map(|s| s.site.as_ref().map(|s| s.line)).collect();
+    assert!(related.contains(&59) && related.contains(&61), "{related:?}");
+    // The OOM diagnosis' question.
+    let oom = r.tl.ooms.last().expect("an OOM").event;
+    let sig = leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, oom).expect("leak signal");
+    assert_eq!(sig.leak, 0);
+    assert!(sig.share_of_allocated > 0.8, "{sig:?}");
+    // Categories at the OOM: the activations dominate, parameters and AdamW state are exact.
+    let c = categories::at_event(&r.snap, &r.dev, &r.tl, &r.steps, oom);
+    assert_eq!(c.total(), r.tl.ooms.last().map(|o| o.counters.allocated).unwrap_or(0));
+    assert_eq!(c.parameter, 100_844_032);
+    assert_eq!(c.optimizer_state, 2 * c.parameter);
+    assert!(c.activation > 2_300_000_000, "{c:?}");
+}
+
+#[test]
+fn clean_training_has_no_findings() {
+    let Some(r) = run(&shared("clean_training.pickle")) else { return };
+    assert!(r.steps.iter().filter(|s| s.is_iteration()).count() >= 300);
+    assert!(r.leaks.is_empty(), "{:#?}", r.leaks);
+}
+
+#[test]
+fn fragmentation_is_not_a_leak() {
+    let Some(r) = run(&shared("fragmentation_oom.pickle")) else { return };
+    // A loop that only creates tensors is no model loop: no steps, no findings.
+    assert_eq!(r.steps.iter().filter(|s| s.is_iteration()).count(), 0);
+    assert!(r.leaks.is_empty());
+    for o in &r.tl.ooms {
+        assert!(leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event).is_none());
+    }
+}
+
+/// The marker lines of a capture's meta.json: `(kind, line)`.
+fn markers(name: &str) -> Vec<(String, u32)> {
+    let p = local(&format!("{name}.meta.json"));
+    let Ok(text) = std::fs::read_to_string(p) else { return Vec::new() };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    v["markers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| Some((m["kind"].as_str()?.to_owned(), m["line"].as_u64()? as u32)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn local_captures_without_leaks_have_no_findings() {
+    for name in ["clean", "expandable", "ring_overflow", "two_streams", "huge_request_oom", "leak_total_loss", "fragmentation_oom", "expandable_frag_oom"] {
+        let Some(r) = run(&local(&format!("{name}.pickle"))) else { continue };
+        assert!(r.leaks.is_empty(), "{name}: {:#?}", r.leaks);
+        for o in &r.tl.ooms {
+            assert!(leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, o.event).is_none(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn local_leak_captures_find_the_alloc_line() {
+    // (capture, kind, growth per step, whether an OOM ends it)
+    let cases = [
+        ("leak_cache_dict", "tensor_cache", 2u64 << 20),
+        ("leak_history", "kept_outputs", 2 << 20),
+        ("leak_hook", "hook_cache", 4 << 20),
+        ("leak_preds", "kept_outputs", 2 << 20),
+        ("leak_oom", "retained_graph", 36 << 20),
+        ("leak_val_no_grad", "retained_graph", 18 << 20),
+    ];
+    for (name, kind, growth) in cases {
+        let Some(r) = run(&local(&format!("{name}.pickle"))) else { continue };
+        let m = markers(name);
+        let alloc: Vec<u32> = m.iter().filter(|(k, _)| k == "ALLOC").map(|(_, l)| *l).collect();
+        let leak_lines: Vec<u32> = m.iter().filter(|(k, _)| k == "LEAK").map(|(_, l)| *l).collect();
+        assert_eq!(r.leaks.len(), 1, "{name}: {:#?}", r.leaks);
+        let l = &r.leaks[0];
+        assert_eq!(l.kind, kind, "{name}");
+        assert!(alloc.contains(&line_of(l).unwrap_or(0)), "{name}: site {:?}, ALLOC lines {alloc:?}", l.site);
+        if let Some(c) = &l.cause_site {
+            assert!(leak_lines.contains(&c.line), "{name}: cause {c:?}, LEAK lines {leak_lines:?}");
+        }
+        assert_eq!(l.growth_bytes_per_step, growth as f64, "{name}");
+        assert!(l.steps >= 10, "{name}: {} steps", l.steps);
+        if name == "leak_oom" {
+            assert_eq!(l.cause_site.as_ref().map(|c| c.line), Some(153), "the retain_graph=True backward");
+            let oom = r.tl.ooms.last().expect("an OOM").event;
+            assert!(leaks::leak_signal_before(&r.snap, &r.dev, &r.tl, oom).is_some(), "{name}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "prints every capture's findings: cargo test --test leaks -- --ignored --nocapture"]
 fn print_all() {
-    for n in ["val_no_grad_oom.pickle", "clean_training.pickle", "fragmentation_oom.pickle"] {
-        if let Some(r) = run(&shared(n)) {
-            show(n, &r);
+    let mut paths: Vec<PathBuf> = ["val_no_grad_oom.pickle", "clean_training.pickle", "fragmentation_oom.pickle"]
+        .iter()
+        .map(|n| shared(n))
+        .collect();
+    let mut local: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .collect();
+    local.sort();
+    paths.extend(local);
+    for p in paths {
+        let n = p.display().to_string();
+        if let Some(r) = run(&p) {
+            show(&n, &r);
             let at = r.tl.peaks.allocated.event.unwrap();
             let c = categories::at_event(&r.snap, &r.dev, &r.tl, &r.steps, at);
             eprintln!("  categories at peak: {}", serde_json::to_string(&c).unwrap());

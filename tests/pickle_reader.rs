@@ -37,6 +37,7 @@ fn to_oracle(p: &Pickle<'_>, v: Value) -> serde_pickle::Value {
         Value::Tuple(_) => O::Tuple(p.seq(v).unwrap().iter().map(|&x| to_oracle(p, x)).collect()),
         Value::Set(_) => O::Set(p.seq(v).unwrap().iter().map(|&x| hashable(p, x)).collect()),
         Value::Dict(_) => O::Dict(p.dict(v).unwrap().iter().map(|&(k, x)| (hashable(p, k), to_oracle(p, x))).collect()),
+        Value::FinalSeq(_) | Value::FinalDict(_) => unreachable!("parsed without a finalizer"),
     }
 }
 

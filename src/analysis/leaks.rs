@@ -181,6 +181,11 @@ pub struct SiteEvidence {
     pub intermediate_share: f64,
     /// Share of survivors allocated by the user's line itself (no torch frame inside it).
     pub direct_share: f64,
+    /// Share of survivors allocated by a module called from inside another module's forward
+    /// (a layer of a model, not the model or loss the user's line called).
+    pub nested_share: f64,
+    /// Survivors per step that are scalars (at most 16 bytes requested).
+    pub scalars_per_step: f64,
 }
 
 /// What a rule says about a site.
@@ -299,7 +304,8 @@ impl LeakRule for HookCache {
         "an intermediate activation kept every step by a forward hook or a module-level cache"
     }
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
-        (ev.in_module_share >= 0.5 && ev.intermediate_share >= 0.5).then(|| Match {
+        let inner = ev.intermediate_share >= 0.5 && ev.nested_share >= 0.5;
+        (ev.in_module_share >= 0.5 && inner).then(|| Match {
             kind: self.id(),
             confidence: "medium",
             explanation: format!(
@@ -437,8 +443,18 @@ pub fn growth_window(v: &[u64]) -> Option<Window> {
         }
         let first_rise = (a..b).find(|&i| v[i + 1] > v[i]);
         let last_rise = (a..b).rev().find(|&i| v[i + 1] > v[i]);
-        if let (Some(s), Some(l)) = (first_rise, last_rise) {
+        if let (Some(mut s), Some(l)) = (first_rise, last_rise) {
             let e = l + 1;
+            // Warm-up: up to two first rises far above the typical one (workspaces, the
+            // optimizer's first state) are not the leak's.
+            let mut rises: Vec<u64> = (s..e).map(|i| v[i + 1] - v[i]).filter(|&d| d > 0).collect();
+            rises.sort_unstable();
+            let typical = rises.get(rises.len() / 2).copied().unwrap_or(0);
+            let mut trimmed = 0;
+            while trimmed < 2 && s + 1 < e && v[s + 1] - v[s] > 3 * typical {
+                s += 1;
+                trimmed += 1;
+            }
             let rising = (s..e).filter(|&i| v[i + 1] > v[i]).count();
             let share = rising as f64 / (e - s) as f64;
             if rising >= MIN_RISING_STEPS && share >= MIN_RISING_SHARE {
@@ -658,8 +674,6 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec
         if r2 < MIN_R2 || slope_bytes <= 0.0 {
             continue;
         }
-        // The window must not start in warm-up: growth that begins at the first boundary
-        // is judged without its first two steps.
         cands.push(Candidate {
             site,
             window: w,
@@ -717,6 +731,20 @@ fn second_pass(
     out
 }
 
+/// Number of module `forward` frames in a stack (2 or more: a layer inside a model).
+fn forward_depth(stacks: &Stacks, s: StackId) -> usize {
+    stacks
+        .frames(s)
+        .iter()
+        .filter(|&&f| {
+            let fr = stacks.frame(f);
+            fr.kind == FrameKind::Torch
+                && stacks.str(fr.file).contains("torch/nn/modules/")
+                && stacks.str(fr.name) == "forward"
+        })
+        .count()
+}
+
 fn in_module(stacks: &Stacks, s: StackId) -> bool {
     stacks.frames(s).iter().any(|&f| {
         let fr = stacks.frame(f);
@@ -745,9 +773,17 @@ fn evidence_of(
     let mut inter = 0usize;
     let mut direct = 0usize;
     let mut max_req = 0u64;
+    let mut nested = 0usize;
+    let mut scalars = 0usize;
     for (_, r) in &d.survivors {
         let e = &dev.events[r.alloc as usize];
         max_req = max_req.max(r.requested);
+        if forward_depth(st, e.stack) >= 2 {
+            nested += 1;
+        }
+        if r.requested <= 16 {
+            scalars += 1;
+        }
         if in_module(st, e.stack) {
             in_mod += 1;
         }
@@ -777,7 +813,75 @@ fn evidence_of(
         in_module_share: in_mod as f64 / n,
         intermediate_share: inter as f64 / n,
         direct_share: direct as f64 / n,
+        nested_share: nested as f64 / n,
+        scalars_per_step: scalars as f64 / (c.window.end - c.window.start).max(1) as f64,
     }
+}
+
+/// `(file, function)` of the user frames of a stack, the module level excepted.
+fn user_functions(stacks: &Stacks, s: StackId) -> impl Iterator<Item = (Sym, Sym)> + '_ {
+    stacks.frames(s).iter().filter_map(move |&f| {
+        let fr = stacks.frame(f);
+        (fr.kind == FrameKind::User && stacks.str(fr.name) != "<module>").then_some((fr.file, fr.name))
+    })
+}
+
+/// The user line (in `func`) that ran backward during the candidate's window, and in how many
+/// of the window's steps it did.
+fn backward_site(
+    snap: &Snapshot,
+    dev: &Device,
+    bounds: &[(usize, usize)],
+    c: &Candidate,
+    func: Option<(Sym, Sym)>,
+) -> Option<(Site, usize)> {
+    let func = func?;
+    let st = &snap.stacks;
+    let mut by_line: HashMap<u32, std::collections::BTreeSet<usize>> = HashMap::new();
+    let mut memo: HashMap<StackId, Option<u32>> = HashMap::new();
+    for k in c.window.start..c.window.end {
+        let (from, to) = (bounds[k].0 + 1, bounds[k + 1].0);
+        for e in dev.events.get(from..=to).unwrap_or(&[]) {
+            if e.action != Action::Alloc {
+                continue;
+            }
+            let line = *memo.entry(e.stack).or_insert_with(|| {
+                let frames = st.frames(e.stack);
+                let in_backward = frames.iter().any(|&f| {
+                    let fr = st.frame(f);
+                    fr.kind == FrameKind::Torch
+                        && stacks_backward(st.str(fr.file), st.str(fr.name))
+                });
+                if !in_backward {
+                    return None;
+                }
+                frames
+                    .iter()
+                    .map(|&f| st.frame(f))
+                    .find(|fr| fr.kind == FrameKind::User && (fr.file, fr.name) == func)
+                    .map(|fr| fr.line)
+            });
+            if let Some(l) = line {
+                by_line.entry(l).or_default().insert(k);
+            }
+        }
+    }
+    let (line, ks) = by_line.into_iter().max_by_key(|(l, ks)| (ks.len(), std::cmp::Reverse(*l)))?;
+    let steps = c.window.end - c.window.start;
+    (ks.len() * 2 >= steps).then(|| {
+        (
+            Site {
+                file: st.str(func.0).to_owned(),
+                line,
+                function: st.str(func.1).to_owned(),
+            },
+            ks.len(),
+        )
+    })
+}
+
+fn stacks_backward(file: &str, name: &str) -> bool {
+    name == "backward" && (file.ends_with("torch/_tensor.py") || file.contains("torch/autograd/"))
 }
 
 fn samples(dev: &Device, d: &Details) -> Vec<Sample> {
@@ -829,11 +933,19 @@ fn group(
         let overlaps = |o: &Candidate| {
             o.window.start <= main.window.end && main.window.start <= o.window.end
         };
+        // Same function: the other site's own frame, or any user frame of its stack (a
+        // helper such as `data()` called from the leaking function).
         let members: Vec<usize> = order
             .iter()
             .copied()
             .filter(|&o| {
-                !taken[o] && func.is_some() && sites.function(cands[o].site) == func && overlaps(&cands[o])
+                !taken[o]
+                    && func.is_some()
+                    && overlaps(&cands[o])
+                    && (sites.function(cands[o].site) == func
+                        || details[o].stack_bytes.keys().any(|&st| {
+                            user_functions(&snap.stacks, st).any(|f| Some(f) == func)
+                        }))
             })
             .collect();
         for &o in &members {
@@ -844,14 +956,16 @@ fn group(
         let main_line = ev.site.as_ref().map(|s| s.line).unwrap_or(0);
         // The graph's root: small (at most a few KiB per step, or 1/64 of the main site),
         // one or two tensors per step, on a later line of the same function.
-        let cause = if mat.kind == RetainedGraph.id() {
+        let retained = mat.kind == RetainedGraph.id();
+        let cause = if retained {
             members
                 .iter()
                 .copied()
                 .filter(|&o| {
                     let e = &evidence[o];
                     let line = e.site.as_ref().map(|s| s.line).unwrap_or(0);
-                    line > main_line
+                    sites.function(cands[o].site) == func
+                        && line > main_line
                         && e.growth_tensors_per_step <= 3.5
                         && e.growth_bytes_per_step <= (64.0 * 1024.0f64).max(ev.growth_bytes_per_step / 64.0)
                 })
@@ -859,20 +973,42 @@ fn group(
         } else {
             None
         };
+        // A backward pass run from the same function inside the window: the graph survived it.
+        let backward = if retained {
+            backward_site(snap, dev, bounds, main, func)
+        } else {
+            None
+        };
         let mut explanation = mat.explanation.clone();
         let mut confidence = mat.confidence;
-        let cause_site = cause.and_then(|o| evidence[o].site.clone());
-        if let Some(cs) = &cause_site {
+        let mut cause_site = None;
+        if let Some((bsite, bsteps)) = backward {
             explanation.push_str(&format!(
-                " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} per step, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. This is inferred from allocation order, not from references (a snapshot records none): confidence medium.",
-                cs.file,
-                cs.line,
-                cause.map(|o| evidence[o].growth_tensors_per_step).unwrap_or(0.0),
-                bytes(cause.map(|o| evidence[o].growth_bytes_per_step.max(0.0) as u64).unwrap_or(0)),
+                " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references: confidence medium.",
+                bsite.file, bsite.line, bsteps, ev.steps
             ));
-        } else if mat.kind == RetainedGraph.id() {
             confidence = "medium";
-            explanation.push_str(" No small per-step survivor after it points to the tensor that holds the graph: look for losses or outputs kept across steps (a list, an accumulator) after this line.");
+            cause_site = Some(bsite);
+        } else if let Some(o) = cause {
+            let cs = evidence[o].site.clone();
+            if let Some(cs) = &cs {
+                explanation.push_str(&format!(
+                    " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none): confidence medium.",
+                    cs.file,
+                    cs.line,
+                    evidence[o].growth_tensors_per_step,
+                    bytes(evidence[o].growth_bytes_per_step.max(0.0) as u64),
+                ));
+            }
+            cause_site = cs;
+        } else if retained && ev.scalars_per_step >= 0.5 {
+            explanation.push_str(&format!(
+                " The same line also leaves {:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references: confidence medium.",
+                ev.scalars_per_step
+            ));
+        } else if retained {
+            confidence = "medium";
+            explanation.push_str(" No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.");
         }
         if !members.is_empty() {
             let names: Vec<String> = members
@@ -990,7 +1126,9 @@ pub fn leak_signal_from(
     leaks
         .iter()
         .enumerate()
-        .filter(|(_, l)| (l.window_end_event.0 as usize) < o && l.window_end_event.0 as usize >= recent_from)
+        // Growth that began before the OOM and was still going in its last steps (the step
+        // the OOM interrupted may be the window's last).
+        .filter(|(_, l)| (l.window_start_event.0 as usize) < o && l.window_end_event.0 as usize >= recent_from)
         .map(|(i, l)| (i, l, l.grown_bytes().max(0.0)))
         .filter(|(_, _, g)| *g >= MIN_OOM_SHARE * allocated as f64)
         .max_by(|a, b| a.2.total_cmp(&b.2))
@@ -1042,6 +1180,8 @@ mod tests {
             in_module_share: in_module,
             intermediate_share: inter,
             direct_share: 1.0 - in_module,
+            nested_share: in_module,
+            scalars_per_step: 0.0,
         }
     }
 

@@ -5,17 +5,22 @@
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
 pub mod categories;
+pub mod graph;
 pub mod leaks;
 pub mod oom;
 pub mod replay;
 pub mod sites;
 pub mod steps;
+pub mod trace_memory;
 
 use std::path::Path;
 
 use crate::model::{Device, Layout, Snapshot};
+use categories::Categories;
+use leaks::Leak;
 use oom::{Cause, Diagnosis};
 use replay::{Consistency, Timeline};
+use steps::{Step, StepSource};
 use sites::{Site, SiteTotal};
 
 pub const SCHEMA: &str = "memscope.report/1";
@@ -52,8 +57,12 @@ pub struct OomReport {
     /// The user's line that made the failing request.
     pub site: Option<Site>,
     pub stack: Vec<String>,
+    /// Index into the report's `leaks` of the finding behind a `leak` cause.
+    pub leak: Option<usize>,
     /// What held memory at the OOM, by site.
     pub top_sites: Vec<SiteTotal>,
+    /// What held memory at the OOM, by category.
+    pub categories: Option<Categories>,
 }
 
 /// Per-device figures. Byte counts follow `torch.cuda.memory_stats()` names.
@@ -61,9 +70,10 @@ pub struct OomReport {
 pub struct DeviceReport {
     pub device: u32,
     pub allocated_bytes: u64,
-    pub active_bytes: u64,
+    /// Snapshot-only figures are `null` for traces, which do not record them.
+    pub active_bytes: Option<u64>,
     pub reserved_bytes: u64,
-    pub requested_bytes: u64,
+    pub requested_bytes: Option<u64>,
     /// Peaks are `null` where history before the log is missing: see `observed_peak_*`.
     pub peak_allocated_bytes: Option<u64>,
     pub peak_active_bytes: Option<u64>,
@@ -76,16 +86,16 @@ pub struct DeviceReport {
     pub peak_exact: bool,
     /// Event index of the allocated peak, when it lies in the log.
     pub peak_event: Option<u32>,
-    pub inactive_split_bytes: u64,
+    pub inactive_split_bytes: Option<u64>,
     /// Non-expandable segments (torch's `segment.all.current`).
-    pub segments: u64,
+    pub segments: Option<u64>,
     /// Expandable segments, which torch leaves out of `segment.all` and `inactive_split_bytes`.
-    pub expandable_segments: u64,
+    pub expandable_segments: Option<u64>,
     /// Free bytes inside expandable segments that also hold live blocks.
-    pub expandable_free_bytes: u64,
+    pub expandable_free_bytes: Option<u64>,
     /// Reserved minus active: cached by the allocator, usable by new requests that fit.
     pub free_reserved_bytes: u64,
-    pub largest_free_block_bytes: u64,
+    pub largest_free_block_bytes: Option<u64>,
     pub events: usize,
     /// Whether the log holds allocation events (not just a `snapshot` marker).
     pub has_history: bool,
@@ -95,6 +105,39 @@ pub struct DeviceReport {
     pub ooms: Vec<OomReport>,
     pub top_sites: Vec<SiteTotal>,
     pub top_sites_at_peak: Vec<SiteTotal>,
+    /// Allocated memory at the allocated peak, by category.
+    pub categories_at_peak: Option<Categories>,
+}
+
+/// A leak finding, with the device it was found on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LeakReport {
+    pub device: u32,
+    #[serde(flatten)]
+    pub leak: Leak,
+}
+
+/// One step of the workload (a training iteration, a validation batch), as found in the log.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepReport {
+    pub device: u32,
+    pub name: String,
+    pub start_event: u32,
+    pub end_event: u32,
+    pub peak_allocated_bytes: u64,
+    pub end_allocated_bytes: u64,
+    /// How the step was found: `annotation`, `pattern`, `setup` or `tail`.
+    pub source: StepSource,
+}
+
+/// Memory by category, where it was taken.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CategoriesReport {
+    pub device: u32,
+    /// `oom` or `peak`.
+    pub at: &'static str,
+    #[serde(flatten)]
+    pub categories: Categories,
 }
 
 /// The verdict: one line a user reads first.
@@ -112,6 +155,10 @@ pub struct Analysis {
     pub input: Input,
     pub verdict: Verdict,
     pub devices: Vec<DeviceReport>,
+    pub leaks: Vec<LeakReport>,
+    pub steps: Vec<StepReport>,
+    /// Allocated memory by category at the last OOM, else at the allocated peak.
+    pub categories: Option<CategoriesReport>,
     pub notes: Vec<String>,
 }
 
@@ -123,7 +170,14 @@ fn top(mut v: Vec<SiteTotal>) -> Vec<SiteTotal> {
     v
 }
 
-fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<String>) -> DeviceReport {
+/// Per-device results that feed the report's top-level lists.
+struct DeviceFindings {
+    report: DeviceReport,
+    steps: Vec<Step>,
+    leaks: Vec<Leak>,
+}
+
+fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, leak_base: usize, notes: &mut Vec<String>) -> DeviceFindings {
     // Current figures come from the snapshot's own segments: they are what torch recorded.
     // Sums saturate: a hostile file can declare sizes near 2^64.
     let mut allocated = 0u64;
@@ -177,12 +231,20 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         }
         _ => Vec::new(),
     };
+    let steps = steps::split(snap, dev, tl);
+    let leaks = leaks::find(snap, dev, tl, &steps);
+    let categories_at_peak = match p.allocated.event {
+        Some(ev) if has_history => Some(categories::at_event(snap, dev, tl, &steps, ev)),
+        _ => None,
+    };
     let ooms = tl
         .ooms
         .iter()
         .map(|o| {
-            let d: Diagnosis = oom::diagnose(dev, tl, o);
+            let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
+            let d: Diagnosis = oom::diagnose(dev, o, signal.as_ref());
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
+            let cats = categories::at_state(snap, dev, &steps, &st, Some(o.event));
             let held = sites::group(&snap.stacks, st.live_blocks().filter(|b| b.state == crate::model::BlockState::ActiveAllocated).map(|b| (b.stack, b.size)));
             OomReport {
                 event: o.event.0,
@@ -200,7 +262,9 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
                 remedies: d.remedies,
                 site: Site::of_stack(&snap.stacks, o.stack),
                 stack: snap.stacks.frames(o.stack).iter().map(|&f| snap.stacks.frame_label(snap.stacks.frame(f))).collect(),
+                leak: signal.filter(|_| d.cause == Cause::Leak).map(|s| leak_base + s.leak),
                 top_sites: top(held),
+                categories: Some(cats),
             }
         })
         .collect();
@@ -231,12 +295,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
             tl.consistency.first_mismatch.as_deref().unwrap_or("?")
         ));
     }
-    DeviceReport {
+    let report = DeviceReport {
         device: dev.index,
         allocated_bytes: allocated,
-        active_bytes: active,
+        active_bytes: Some(active),
         reserved_bytes: reserved,
-        requested_bytes: requested,
+        requested_bytes: Some(requested),
         peak_allocated_bytes: peak(p.allocated.bytes),
         peak_active_bytes: peak(p.active.bytes),
         peak_reserved_bytes: peak(p.reserved.bytes),
@@ -246,12 +310,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         observed_peak_reserved_bytes: p.reserved.bytes.max(reserved),
         peak_exact: exact,
         peak_event: p.allocated.event.map(|e| e.0),
-        inactive_split_bytes: inactive_split,
-        segments,
-        expandable_segments: exp_segments,
-        expandable_free_bytes: exp_free,
+        inactive_split_bytes: Some(inactive_split),
+        segments: Some(segments),
+        expandable_segments: Some(exp_segments),
+        expandable_free_bytes: Some(exp_free),
         free_reserved_bytes: reserved.saturating_sub(active),
-        largest_free_block_bytes: largest_free,
+        largest_free_block_bytes: Some(largest_free),
         events: dev.events.len(),
         has_history,
         replay_consistent: tl.consistency.consistent,
@@ -260,10 +324,12 @@ fn device_report(snap: &Snapshot, dev: &Device, tl: &Timeline, notes: &mut Vec<S
         ooms,
         top_sites: top(end_sites),
         top_sites_at_peak: top(peak_sites),
-    }
+        categories_at_peak,
+    };
+    DeviceFindings { report, steps, leaks }
 }
 
-fn verdict(devices: &[DeviceReport]) -> Verdict {
+fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
     // The last OOM is the one that ended the run; earlier ones were caught by the program.
     let last_oom = devices
         .iter()
@@ -282,13 +348,27 @@ fn verdict(devices: &[DeviceReport]) -> Verdict {
             ),
         };
     }
+    if let Some(l) = leaks.first() {
+        let at = l.leak.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
+        let more = if leaks.len() > 1 { format!(" ({} leak findings)", leaks.len()) } else { String::new() };
+        return Verdict {
+            kind: "leak".into(),
+            summary: format!(
+                "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{more}",
+                l.device,
+                l.leak.kind.replace('_', " "),
+                crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
+                l.leak.steps
+            ),
+        };
+    }
     // Saturating: hostile files can declare sizes near 2^64 on several devices.
     let total_alloc = devices.iter().fold(0u64, |a, d| a.saturating_add(d.allocated_bytes));
     let total_res = devices.iter().fold(0u64, |a, d| a.saturating_add(d.reserved_bytes));
     Verdict {
         kind: "ok".into(),
         summary: format!(
-            "no OOM recorded; {} allocated and {} reserved at the end across {} device(s)",
+            "no OOM and no leak found; {} allocated and {} reserved at the end across {} device(s)",
             crate::units::bytes(total_alloc),
             crate::units::bytes(total_res),
             devices.len()
@@ -299,14 +379,34 @@ fn verdict(devices: &[DeviceReport]) -> Verdict {
 /// Runs every snapshot analysis.
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analysis {
     let mut notes = snap.load_notes.clone();
-    let devices: Vec<DeviceReport> = snap
-        .devices
+    let mut devices = Vec::new();
+    let mut leaks = Vec::new();
+    let mut steps = Vec::new();
+    for d in &snap.devices {
+        let tl = replay::replay(d, &snap.settings);
+        let f = device_report(snap, d, &tl, leaks.len(), &mut notes);
+        leaks.extend(f.leaks.into_iter().map(|leak| LeakReport { device: d.index, leak }));
+        steps.extend(f.steps.iter().filter(|s| s.is_iteration()).map(|s| StepReport {
+            device: d.index,
+            name: s.name.clone(),
+            start_event: s.start_event.0,
+            end_event: s.end_event.0,
+            peak_allocated_bytes: s.peak_allocated_bytes,
+            end_allocated_bytes: s.end_allocated_bytes,
+            source: s.source,
+        }));
+        devices.push(f.report);
+    }
+    let categories = devices
         .iter()
-        .map(|d| {
-            let tl = replay::replay(d, &snap.settings);
-            device_report(snap, d, &tl, &mut notes)
-        })
-        .collect();
+        .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
+        .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
+        .and_then(|(dev, o)| o.categories.clone().map(|c| CategoriesReport { device: dev, at: "oom", categories: c }))
+        .or_else(|| {
+            devices
+                .iter()
+                .find_map(|d| d.categories_at_peak.clone().map(|c| CategoriesReport { device: d.device, at: "peak", categories: c }))
+        });
     if snap.layout == Layout::Torch20 {
         notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
     }
@@ -321,8 +421,11 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analys
             bytes: file_bytes,
             layout: Some(snap.layout),
         },
-        verdict: verdict(&devices),
+        verdict: verdict(&devices, &leaks),
         devices,
+        leaks,
+        steps,
+        categories,
         notes,
     }
 }

@@ -7,7 +7,8 @@
 //! Each cause comes with the figures that decide it, and remedies are options with the
 //! reasoning for whether they would help here, never promises.
 
-use super::replay::{OomFacts, Timeline};
+use super::leaks::LeakSignal;
+use super::replay::OomFacts;
 use crate::model::Device;
 use crate::units::bytes;
 
@@ -35,49 +36,6 @@ impl Cause {
     }
 }
 
-/// Steady growth of allocated memory before an event: the leak signal for an OOM.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Growth {
-    /// Allocated bytes at the lowest point of the first window.
-    pub floor_start_bytes: u64,
-    /// Allocated bytes at the lowest point of the last window before the OOM.
-    pub floor_end_bytes: u64,
-    /// Number of windows looked at, and how many of them had a higher floor than the one before.
-    pub windows: usize,
-    pub rising_windows: usize,
-}
-
-/// Looks for steady growth before `end`: splits the log into windows and checks that the
-/// lowest allocated figure of each window (the memory that survives between steps) keeps
-/// rising, and that the rise is a large share of memory at the end. The per-site leak analysis
-/// says which allocations grew; this only says that the OOM was preceded by growth.
-pub fn growth_before(tl: &Timeline, end: usize) -> Option<Growth> {
-    let series = &tl.series.allocated;
-    let end = end.min(series.len());
-    const WINDOWS: usize = 10;
-    if end < WINDOWS * 8 {
-        return None;
-    }
-    let w = end / WINDOWS;
-    let floors: Vec<u64> = (0..WINDOWS)
-        .map(|k| series[k * w..((k + 1) * w).min(end)].iter().copied().min().unwrap_or(0))
-        .collect();
-    // Skip the first window (model set-up is growth too).
-    let rising = floors.windows(2).skip(1).filter(|p| p[1] > p[0]).count();
-    let start = floors[1];
-    let last = *floors.last()?;
-    let at_end = series[end - 1].max(1);
-    let rise = last.saturating_sub(start);
-    let steady = rising + 1 >= WINDOWS - 2; // at most one flat or falling window
-    let large = rise as f64 >= 0.3 * at_end as f64;
-    (steady && large).then_some(Growth {
-        floor_start_bytes: start,
-        floor_end_bytes: last,
-        windows: WINDOWS - 1,
-        rising_windows: rising,
-    })
-}
-
 /// One remedy and the judgement of whether it would help here.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Remedy {
@@ -93,11 +51,11 @@ pub struct Diagnosis {
     /// The figures, one fact per line.
     pub evidence: Vec<String>,
     pub remedies: Vec<Remedy>,
-    pub growth: Option<Growth>,
 }
 
-/// Decides the cause of one OOM from the replayed allocator state.
-pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
+/// Decides the cause of one OOM from the replayed allocator state and, when the leak analysis
+/// found steady growth up to the OOM, its signal.
+pub fn diagnose(dev: &Device, o: &OomFacts, leak: Option<&LeakSignal>) -> Diagnosis {
     let c = &o.counters;
     let free_reserved = c.reserved.saturating_sub(c.active);
     let mut evidence = vec![
@@ -130,25 +88,18 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
         }
         evidence.push(line);
     }
-    let growth = growth_before(tl, o.event.0 as usize);
     let fragmented = o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     let cause = if fragmented {
         Cause::Fragmentation
-    } else if growth.is_some() {
+    } else if leak.is_some() {
         Cause::Leak
     } else if dev.events.len() <= 1 {
         Cause::Unknown
     } else {
         Cause::Capacity
     };
-    if let Some(g) = &growth {
-        evidence.push(format!(
-            "memory surviving between steps rose from {} to {} over the {} windows before the OOM ({} of them rising)",
-            bytes(g.floor_start_bytes),
-            bytes(g.floor_end_bytes),
-            g.windows,
-            g.rising_windows
-        ));
+    if let Some(l) = leak {
+        evidence.push(format!("leak finding #{}: {}", l.leak + 1, l.summary));
     }
     let mut remedies = Vec::new();
     let summary = match cause {
@@ -190,18 +141,20 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
             )
         }
         Cause::Leak => {
-            let g = growth.as_ref().expect("leak implies growth");
+            let l = leak.expect("leak implies a signal");
+            let at = l.site.as_ref().map(|s| format!(" at {}:{}", s.file, s.line)).unwrap_or_default();
             remedies.push(Remedy {
-                action: "find what keeps tensors alive across steps (see the leak findings): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing".into(),
+                action: "fix what keeps tensors alive across steps (see the leak finding): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing".into(),
                 assessment: format!(
-                    "memory that survives between steps grew by {} before the OOM; a bigger GPU or smaller batch only delays it",
-                    bytes(g.floor_end_bytes.saturating_sub(g.floor_start_bytes))
+                    "{} per step accumulated{at} until the OOM; a bigger GPU or a smaller batch only delays it",
+                    bytes(l.growth_bytes_per_step.max(0.0) as u64)
                 ),
             });
             format!(
-                "leak: memory that survives between steps grew steadily from {} to {} until the {} request no longer fit",
-                bytes(g.floor_start_bytes),
-                bytes(g.floor_end_bytes),
+                "leak: {} grew by {} per step for {} steps{at} until the {} request no longer fit",
+                l.kind.replace('_', " "),
+                bytes(l.growth_bytes_per_step.max(0.0) as u64),
+                l.steps,
                 bytes(o.rounded_bytes)
             )
         }
@@ -237,6 +190,5 @@ pub fn diagnose(dev: &Device, tl: &Timeline, o: &OomFacts) -> Diagnosis {
         summary,
         evidence,
         remedies,
-        growth,
     }
 }

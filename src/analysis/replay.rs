@@ -275,9 +275,8 @@ pub struct Timeline {
     /// Some blocks predating the log were freed in it; their sizes are rounded requests, not layout sizes.
     pub approximate_initial_blocks: usize,
     pub consistency: Consistency,
-    /// Replay states every `checkpoint_every` events, for fast random access.
+    /// Replay states every few thousand events, for fast random access.
     checkpoints: Vec<(usize, State)>,
-    checkpoint_every: usize,
 }
 
 /// Replay configuration derived from the recorded allocator settings.
@@ -963,7 +962,6 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         approximate_initial_blocks: approx,
         consistency,
         checkpoints,
-        checkpoint_every,
     }
 }
 
@@ -1014,8 +1012,10 @@ mod tests {
         assert_eq!(round_size(512, &s), 512);
         assert_eq!(round_size(513, &s), 1024);
         assert_eq!(round_size(4_194_304, &s), 4_194_304);
-        let mut s4 = AllocatorSettings::default();
-        s4.roundup_power2_divisions = vec![4; 16];
+        let s4 = AllocatorSettings {
+            roundup_power2_divisions: vec![4; 16],
+            ..Default::default()
+        };
         // 1.1 MiB with 4 divisions between 1 and 2 MiB rounds to 1.25 MiB.
         assert_eq!(round_size(1_153_434, &s4), 1_310_720);
         assert_eq!(round_size(1 << 21, &s4), 1 << 21);

@@ -70,6 +70,7 @@ where
         e.0 = e.0.saturating_add(b);
         e.1 += 1;
     }
+    #[allow(clippy::type_complexity)]
     let mut by_site: HashMap<Option<(crate::model::Sym, u32, crate::model::Sym)>, (u64, u64, StackId, u64, bool)> = HashMap::new();
     for (s, (bytes, n)) in by_stack {
         let f = stacks.site_frame(s);
@@ -78,7 +79,8 @@ where
         let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
         e.0 = e.0.saturating_add(bytes);
         e.1 += n;
-        if bytes > e.3 {
+        // Ties go to the lower stack id, so the output never depends on hash order.
+        if bytes > e.3 || (bytes == e.3 && s < e.2) {
             e.2 = s;
             e.3 = bytes;
         }

@@ -83,18 +83,14 @@ pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
             complete: false,
         }],
     };
-    // Long stretches the annotations do not cut (before the first and after the last marked
+    // Stretches the annotations do not cut (before the first and after the last marked
     // step) are searched for a repeating pattern.
-    let median_len = median(
-        segs.iter()
-            .filter(|s| s.source == StepSource::Annotation)
-            .map(|s| s.range.len()),
-    )
-    .unwrap_or(0);
     let mut out: Vec<Seg> = Vec::with_capacity(segs.len());
     for s in segs.drain(..) {
+        // Any unmarked stretch may hold a loop (validation after training); the anchor
+        // search itself requires MIN_ITERATIONS regular repetitions of model code.
         let searchable = matches!(s.source, StepSource::Setup | StepSource::Tail)
-            && (median_len == 0 || s.range.len() > 3 * median_len);
+            && s.range.len() >= MIN_ITERATIONS;
         if !searchable {
             out.push(s);
             continue;
@@ -147,15 +143,6 @@ struct Seg {
     complete: bool,
 }
 
-fn median(it: impl Iterator<Item = usize>) -> Option<usize> {
-    let mut v: Vec<usize> = it.collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    Some(v[v.len() / 2])
-}
-
 /// How an annotation family marks steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Marks {
@@ -181,7 +168,7 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
     if times.windows(2).any(|w| w[1] < w[0]) {
         return None;
     }
-    let (first, last) = (*times.first()?, *times.last()?);
+    let first = *times.first()?;
     let mine: Vec<_> = snap
         .annotations
         .iter()
@@ -195,7 +182,8 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
     let mut starts: HashMap<&str, Vec<i64>> = HashMap::new();
     let mut ends: HashMap<&str, Vec<i64>> = HashMap::new();
     for a in anns {
-        if a.time_us < first || a.time_us > last {
+        // Ranges that closed after the last event (the dump came later) still bound a step.
+        if a.time_us < first {
             continue;
         }
         let fam = annotation_family(&a.name);
@@ -225,7 +213,7 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
             let end = ends
                 .get(pick.0)
                 .and_then(|v| v.iter().max())
-                .map(|&t| (to_event(t) + 1).min(n))
+                .map(|&t| to_event(t).min(n))
                 .filter(|&e| e > *s.last().unwrap_or(&0))
                 .unwrap_or(n);
             segs.push(Seg {
@@ -332,14 +320,17 @@ impl<'a> ModelCode<'a> {
         if let Some(&v) = self.memo.borrow().get(&s) {
             return v;
         }
+        // A module call (not `Module._apply`, which moves parameters once), autograd, or the
+        // optimizer.
         let v = self.stacks.frames(s).iter().any(|&f| {
             let fr = self.stacks.frame(f);
             fr.kind == FrameKind::Torch && {
                 let file = self.stacks.str(fr.file);
-                file.contains("torch/nn/")
+                let name = self.stacks.str(fr.name);
+                (file.contains("torch/nn/modules/") && matches!(name, "forward" | "_call_impl"))
                     || file.contains("torch/autograd/")
                     || file.contains("torch/optim/")
-                    || file.ends_with("torch/_tensor.py")
+                    || (file.ends_with("torch/_tensor.py") && name == "backward")
             }
         });
         self.memo.borrow_mut().insert(s, v);
@@ -404,14 +395,24 @@ pub(crate) fn best_anchor(
         if !better {
             continue;
         }
-        // A model loop: most iterations allocate under model code.
+        // A model loop: most iterations allocate under model code, from two or more lines of
+        // the user's code (data and forward, forward and loss). A key repeated once per layer
+        // inside one forward pass is regular too, but all of it comes from the one line that
+        // called the model.
         let iters = pos.len() - 1;
         let model_iters = pos
             .windows(2)
             .filter(|w| {
-                allocs[w[0] as usize..w[1] as usize]
-                    .iter()
-                    .any(|&i| model.is_model(dev.events[i].stack))
+                let span = &allocs[w[0] as usize..w[1] as usize];
+                let model_code = span.iter().any(|&i| model.is_model(dev.events[i].stack));
+                let mut lines = span.iter().filter_map(|&i| {
+                    snap.stacks
+                        .user_frame(dev.events[i].stack)
+                        .map(|f| (f.file, f.line))
+                });
+                let first = lines.next();
+                let two_lines = first.is_some() && lines.any(|l| Some(l) != first);
+                model_code && two_lines
             })
             .count();
         if model_iters * 2 < iters {
@@ -469,8 +470,7 @@ mod tests {
         let s_in = st.intern_stack(&[user]);
         let s_lin = st.intern_stack(&[lin, user2]);
         let mut events = vec![ev(Action::SegmentAlloc, 0, 20 << 20, StackId::EMPTY, 0)];
-        let mut t = 1;
-        for _ in 0..iters {
+        for t in 1..=iters as i64 {
             events.push(ev(Action::Alloc, 0, 4096, s_in, t));
             for k in 1..4u64 {
                 events.push(ev(Action::Alloc, k << 20, 1 << 20, s_lin, t));
@@ -479,7 +479,6 @@ mod tests {
                 events.push(ev(Action::FreeRequested, k << 20, 0, s_in, t));
                 events.push(ev(Action::FreeCompleted, k << 20, 0, s_in, t));
             }
-            t += 1;
         }
         let dev = Device {
             index: 0,

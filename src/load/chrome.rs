@@ -349,6 +349,169 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
     }
 }
 
+/// A JSON list read leniently: anything but a list reads as empty, elements as [`Scalar`]s.
+#[derive(Debug, Default)]
+struct List<'a>(Vec<Scalar<'a>>);
+
+/// `Input Dims`, kept as the rank of each input (`None` where an entry is not a list).
+#[derive(Debug, Default)]
+struct Ranks(Vec<Option<usize>>);
+
+struct ListVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ListVisitor<'a> {
+    type Value = List<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(x) = seq.next_element::<Scalar<'a>>()? {
+            v.push(x);
+        }
+        Ok(List(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(List(Vec::new()))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(List(Vec::new()))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for List<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListVisitor(std::marker::PhantomData))
+    }
+}
+
+/// One entry of `Input Dims`: its length if it is a list.
+struct Rank(Option<usize>);
+
+impl<'de> Deserialize<'de> for Rank {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Rank;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of sizes")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Rank, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Rank(Some(n)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Rank, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Rank(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Rank, E> {
+                Ok(Rank(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ranks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Ranks;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of shapes")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Ranks, A::Error> {
+                let mut v = Vec::new();
+                while let Some(Rank(r)) = seq.next_element::<Rank>()? {
+                    v.push(r);
+                }
+                Ok(Ranks(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ranks, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Ranks, E> {
+                Ok(Ranks(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Whether every tensor input of an op is 0-dim (`Some(true)`), some is not or is a tensor
+/// list (`Some(false)`), or the trace has no shapes (`None`, `record_shapes=False`).
+fn scalar_inputs(types: &List<'_>, ranks: &Ranks) -> Option<bool> {
+    if types.0.is_empty() || types.0.len() != ranks.0.len() {
+        return None;
+    }
+    let mut tensors = 0;
+    for (ty, rank) in types.0.iter().zip(&ranks.0) {
+        let ty = ty.as_str().unwrap_or("");
+        match ty {
+            "" | "Scalar" | "ScalarList" | "GenericList" | "None" => continue,
+            "TensorList" => return Some(false),
+            _ => {}
+        }
+        tensors += 1;
+        match rank {
+            Some(0) => {}
+            Some(_) => return Some(false),
+            None => return None,
+        }
+    }
+    (tensors > 0).then_some(true)
+}
+
 /// The `args` keys memscope uses; everything else (input shapes, kernel launch figures) is skipped.
 #[derive(Debug, Default, Deserialize)]
 struct RawArgs<'a> {
@@ -374,6 +537,10 @@ struct RawArgs<'a> {
     python_id: Scalar<'a>,
     #[serde(borrow, default, rename = "Python parent id")]
     python_parent_id: Scalar<'a>,
+    #[serde(borrow, default, rename = "Input type")]
+    input_type: List<'a>,
+    #[serde(default, rename = "Input Dims")]
+    input_dims: Ranks,
 }
 
 /// One element of `traceEvents`, borrowed from the input where it has no escapes.
@@ -430,10 +597,14 @@ fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
                     seq: args.sequence_number.as_i64(),
                     fwd_tid: args.fwd_thread_id.as_i64(),
                     external_id: args.external_id.as_i64(),
+                    scalar_inputs: scalar_inputs(&args.input_type, &args.input_dims),
                 });
             } else if cat == "user_annotation" {
                 let tid = tid_of(b, &e.tid);
-                match name.strip_prefix("ProfilerStep#").map(|n| n.trim().parse::<u64>()) {
+                match name
+                    .strip_prefix("ProfilerStep#")
+                    .map(|n| n.trim().parse::<u64>())
+                {
                     Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
                     _ => b.add_annotation(name, ts, dur, tid),
                 }
@@ -613,6 +784,7 @@ mod tests {
         assert_eq!(t.counts.events, 4);
         assert_eq!(t.ops.len(), 1);
         assert_eq!(t.ops[0].seq, Some(4));
+        assert_eq!(t.ops[0].scalar_inputs, None);
         assert_eq!(t.memory.len(), 1);
         assert_eq!(t.memory[0].addr, 140187865859072);
         assert!(t.memory[0].device.is_cuda());
@@ -644,13 +816,16 @@ mod tests {
         assert!(serde_json::from_str::<serde_json::Value>(&s).is_err());
         let t = parse(s.as_bytes()).unwrap();
         assert_eq!(t.counts.repaired, 1);
-        assert_eq!(t.op_name(crate::model::trace::OpIdx(0)), "aten::add_ with tabs ");
+        assert_eq!(
+            t.op_name(crate::model::trace::OpIdx(0)),
+            "aten::add_ with tabs "
+        );
     }
 
     #[test]
     fn bare_array_and_wrong_kinds() {
-        let t = parse(br#"[{"ph":"X","cat":"cpu_op","name":"a","tid":"7","ts":"3","dur":1}]"#)
-            .unwrap();
+        let t =
+            parse(br#"[{"ph":"X","cat":"cpu_op","name":"a","tid":"7","ts":"3","dur":1}]"#).unwrap();
         assert_eq!(t.ops[0].tid, Tid(7));
         let e = parse(b"[[1, 2, 3], [4]]").unwrap_err().to_string();
         assert!(e.contains("memory-timeline"), "{e}");
@@ -660,9 +835,13 @@ mod tests {
         assert!(e.contains("execution trace"), "{e}");
         let e = parse(br#"{"a": 1}"#).unwrap_err().to_string();
         assert!(e.contains("without a traceEvents"), "{e}");
-        let e = parse(br#"{"traceEvents": [1, 2]}"#).unwrap_err().to_string();
+        let e = parse(br#"{"traceEvents": [1, 2]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at byte 17"), "{e}");
-        let e = parse(br#"{"traceEvents": [{"ph": "X"} x]}"#).unwrap_err().to_string();
+        let e = parse(br#"{"traceEvents": [{"ph": "X"} x]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("byte 29"), "{e}");
         assert!(matches!(
             parse(br#"{"deviceProperties": [1, 2"#),

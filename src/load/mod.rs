@@ -29,7 +29,8 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
         [0x1f, 0x8b, ..] => Sniffed::Gzip,
         [0x80, p, ..] if *p <= 5 => Sniffed::Pickle,
         // Protocol 0/1 pickles start with a printable opcode and end with STOP ('.').
-        [b'(' | b'}' | b']' | b')' | b'c' | b'N' | b'I' | b'S' | b'V' | b'P' | b'L' | b'F' | b'i', ..]
+        [b'(' | b'}' | b']' | b')' | b'c' | b'N' | b'I' | b'S' | b'V' | b'P' | b'L' | b'F'
+        | b'i', ..]
             if bytes.last() == Some(&b'.') =>
         {
             Sniffed::Pickle
@@ -56,12 +57,9 @@ pub enum LoadError {
         err: std::io::Error,
     },
     #[error("{path}: {err}")]
-    Pickle { path: PathBuf, err: pickle::PickleError },
-    #[error("{path}: {err} (decoded so far: {decoded})")]
-    Truncated {
+    Pickle {
         path: PathBuf,
         err: pickle::PickleError,
-        decoded: String,
     },
     #[error("{path}: {err}")]
     Snapshot {
@@ -69,7 +67,10 @@ pub enum LoadError {
         err: snapshot::SnapshotError,
     },
     #[error("{path}: {err}")]
-    Trace { path: PathBuf, err: chrome::TraceError },
+    Trace {
+        path: PathBuf,
+        err: chrome::TraceError,
+    },
     #[error("{path}: {what}")]
     WrongKind { path: PathBuf, what: String },
     #[error("{path}: the file is empty")]
@@ -137,7 +138,9 @@ fn gunzip_if_needed(path: &Path, bytes: Bytes) -> Result<Bytes, LoadError> {
 /// says "this is a PNG image" rather than "unknown opcode at byte 0".
 pub fn looks_like(bytes: &[u8]) -> Option<&'static str> {
     // torch.save before 1.6 wrote a pickled magic number (LONG1 0x1950a86a20f9469cfc6c) first.
-    const LEGACY_TORCH: &[u8] = &[0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+    const LEGACY_TORCH: &[u8] = &[
+        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+    ];
     Some(match bytes {
         [] => "an empty file",
         [b'P', b'K', 3, 4, ..] | [b'P', b'K', 5, 6, ..] => {
@@ -160,18 +163,27 @@ pub fn looks_like(bytes: &[u8]) -> Option<&'static str> {
 
 fn wrong_kind(path: &Path, bytes: &[u8], wanted: &str) -> LoadError {
     if bytes.is_empty() {
-        return LoadError::Empty { path: path.to_owned() };
+        return LoadError::Empty {
+            path: path.to_owned(),
+        };
     }
     let shown: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let kind = looks_like(bytes).unwrap_or("an unknown kind of file");
     LoadError::WrongKind {
         path: path.to_owned(),
-        what: format!("this is {kind}, not {wanted} (it starts with bytes {})", shown.join(" ")),
+        what: format!(
+            "this is {kind}, not {wanted} (it starts with bytes {})",
+            shown.join(" ")
+        ),
     }
 }
 
 /// Parses bytes already in memory as a snapshot pickle.
 pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadError> {
+    snapshot_with_progress(path, bytes, None)
+}
+
+fn sniff_snapshot(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
     if looks_like(bytes).is_some() {
         return Err(wrong_kind(path, bytes, "a memory snapshot"));
     }
@@ -194,29 +206,58 @@ pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadEr
             });
         }
     }
-    let p = pickle::parse_partial(bytes).map_err(|(err, partial)| match err {
-        pickle::PickleError::Truncated { .. } | pickle::PickleError::NoStop { .. } => {
-            LoadError::Truncated {
-                path: path.to_owned(),
-                err,
-                decoded: snapshot::progress(&partial),
-            }
-        }
-        err => LoadError::Pickle {
+    Ok(())
+}
+
+fn snapshot_with_progress(
+    path: &Path,
+    bytes: &[u8],
+    progress: Option<&mut dyn FnMut(usize)>,
+) -> Result<Snapshot, LoadError> {
+    sniff_snapshot(path, bytes)?;
+    snapshot::parse(bytes, progress).map_err(|e| match e {
+        snapshot::ParseError::Pickle(err) => LoadError::Pickle {
             path: path.to_owned(),
             err,
         },
-    })?;
-    snapshot::from_pickle(&p).map_err(|err| LoadError::Snapshot {
-        path: path.to_owned(),
-        err,
+        snapshot::ParseError::Snapshot(err) => LoadError::Snapshot {
+            path: path.to_owned(),
+            err,
+        },
     })
 }
 
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
+///
+/// A mapped file is decoded front to back once; the pages behind the decoder are handed back
+/// to the kernel as it goes (`MADV_DONTNEED`), so a large capture does not stay resident on top
+/// of the model built from it. Strings still referenced are faulted back in from the file.
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
     let bytes = read_input(path)?;
-    snapshot_from_bytes(path, &bytes)
+    match &bytes {
+        Bytes::Mapped(map) => {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            let mut released = 0usize;
+            let mut release = |offset: usize| {
+                // Keep the last 8 MiB: the decoder may still be inside it.
+                let upto = offset.saturating_sub(8 << 20) & !0xfff;
+                if upto > released {
+                    // SAFETY: a read-only, private file mapping: dropping its pages only means
+                    // they are read from the file again if touched; nothing is written or lost.
+                    let _ = unsafe {
+                        map.unchecked_advise_range(
+                            memmap2::UncheckedAdvice::DontNeed,
+                            released,
+                            upto - released,
+                        )
+                    };
+                    released = upto;
+                }
+            };
+            snapshot_with_progress(path, map, Some(&mut release))
+        }
+        Bytes::Owned(v) => snapshot_with_progress(path, v, None),
+    }
 }
 
 /// Parses bytes already in memory as a profiler Chrome trace.

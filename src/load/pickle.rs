@@ -50,6 +50,10 @@ pub enum Value {
     Tuple(ObjId),
     Dict(ObjId),
     Set(ObjId),
+    /// A list or tuple a [`Finalizer`] took, by its tag (memo references to it become this).
+    FinalSeq(u32),
+    /// A dict a [`Finalizer`] took, by its tag.
+    FinalDict(u32),
 }
 
 impl Value {
@@ -61,9 +65,9 @@ impl Value {
             Value::Float(_) => "float",
             Value::Str(_) | Value::OwnedStr(_) => "str",
             Value::Bytes(_) => "bytes",
-            Value::List(_) => "list",
+            Value::List(_) | Value::FinalSeq(_) => "list",
             Value::Tuple(_) => "tuple",
-            Value::Dict(_) => "dict",
+            Value::Dict(_) | Value::FinalDict(_) => "dict",
             Value::Set(_) => "set",
         }
     }
@@ -74,7 +78,31 @@ enum Container {
     /// Lists, tuples and sets.
     Seq(Vec<Value>),
     Dict(Vec<(Value, Value)>),
+    /// A sequence a [`Finalizer`] turned into its own record (the tag is the finalizer's).
+    FinalSeq(u32),
+    /// A dict a [`Finalizer`] turned into its own record.
+    FinalDict(u32),
 }
+
+/// Consumes containers as soon as they are complete, so a reader of a large pickle does not
+/// have to hold its whole object tree.
+///
+/// A pickle writer emits a container's items before the container is stored into its parent,
+/// so when a container is moved into another one (`APPENDS`, `SETITEMS`, `TUPLE`...), it is
+/// complete. At that moment the finalizer may turn it into a record of its own and return a
+/// tag; the reader then drops the items and keeps the tag (`Arena::final_tag`). The memo
+/// still refers to the container, so a shared frame list is finalized once and every later
+/// reference sees the same tag. A finalized container that the pickle then tries to modify is
+/// an error (no pickle written by `pickle.dump` does that for a dict or a non-empty list).
+pub trait Finalizer<'a> {
+    fn seq(&mut self, arena: &Arena<'a>, items: &[Value]) -> Option<u32>;
+    fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32>;
+    /// Called every few MB of input with the offset reached.
+    fn progress(&mut self, _offset: usize) {}
+}
+
+/// How often (in bytes of input) [`Finalizer::progress`] is called.
+pub const PROGRESS_EVERY: usize = 8 << 20;
 
 /// Hard bounds on what one pickle may make the reader do. Exceeding one is an error, not a crash.
 #[derive(Clone, Copy, Debug)]
@@ -138,16 +166,29 @@ pub enum PickleError {
     NotPickle { found: String },
 }
 
-/// A decoded pickle: the root value plus the arena its containers live in. Borrows the input.
+/// The containers and decoded strings of a pickle; borrows the input for everything else.
 #[derive(Debug)]
-pub struct Pickle<'a> {
+pub struct Arena<'a> {
     data: &'a [u8],
     objects: Vec<Container>,
     owned: Vec<String>,
     owned_ints: Vec<Vec<u8>>,
+}
+
+/// A decoded pickle: the root value plus the arena its containers live in. Borrows the input.
+#[derive(Debug)]
+pub struct Pickle<'a> {
+    arena: Arena<'a>,
     root: Value,
     /// Protocol announced by `PROTO`, 0 when absent.
     pub protocol: u8,
+}
+
+impl<'a> std::ops::Deref for Pickle<'a> {
+    type Target = Arena<'a>;
+    fn deref(&self) -> &Arena<'a> {
+        &self.arena
+    }
 }
 
 fn opname(op: u8) -> &'static str {
@@ -245,8 +286,14 @@ fn is_forbidden(op: u8) -> bool {
     )
 }
 
-struct Vm<'a> {
+struct Vm<'a, 'f> {
     data: &'a [u8],
+    /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
+    /// finalized container's memo entry can become its compact tag.
+    memo_slot: Vec<u32>,
+    arena: Arena<'a>,
+    finalizer: Option<&'f mut dyn Finalizer<'a>>,
+    next_progress: usize,
     pos: usize,
     /// Offset of the opcode being executed, for errors.
     at: usize,
@@ -255,9 +302,6 @@ struct Vm<'a> {
     marks: Vec<usize>,
     memo: Vec<Option<Value>>,
     sparse_memo: HashMap<u64, Value>,
-    objects: Vec<Container>,
-    owned: Vec<String>,
-    owned_ints: Vec<Vec<u8>>,
     limits: Limits,
     protocol: u8,
 }
@@ -269,6 +313,15 @@ pub fn parse(data: &[u8]) -> Result<Pickle<'_>, PickleError> {
 
 /// Decode `data` as a pickle, failing when a bound in `limits` is exceeded.
 pub fn parse_with_limits(data: &[u8], limits: Limits) -> Result<Pickle<'_>, PickleError> {
+    parse_streaming(data, limits, None)
+}
+
+/// Decode `data`, handing each completed container to `finalizer` (see [`Finalizer`]).
+pub fn parse_streaming<'a>(
+    data: &'a [u8],
+    limits: Limits,
+    finalizer: Option<&mut dyn Finalizer<'a>>,
+) -> Result<Pickle<'a>, PickleError> {
     if data.len() > limits.max_input {
         return Err(PickleError::Limit {
             offset: 0,
@@ -276,60 +329,36 @@ pub fn parse_with_limits(data: &[u8], limits: Limits) -> Result<Pickle<'_>, Pick
             limit: limits.max_input as u64,
         });
     }
-    let mut vm = Vm::new(data, limits);
-    let root = vm.run()?;
-    Ok(vm.into_pickle(root))
-}
-
-/// Like [`parse`], but on an error also hands back what had been decoded up to it (root
-/// `None`), so a caller can say how far a truncated file got. Costs nothing on success.
-#[allow(clippy::result_large_err)]
-pub fn parse_partial(data: &[u8]) -> Result<Pickle<'_>, (PickleError, Pickle<'_>)> {
-    let mut vm = Vm::new(data, Limits::default());
-    if data.len() > vm.limits.max_input {
-        let err = PickleError::Limit {
-            offset: 0,
-            what: "input size in bytes",
-            limit: vm.limits.max_input as u64,
-        };
-        return Err((err, vm.into_pickle(Value::None)));
-    }
-    match vm.run() {
-        Ok(root) => Ok(vm.into_pickle(root)),
-        Err(e) => Err((e, vm.into_pickle(Value::None))),
-    }
-}
-
-impl<'a> Vm<'a> {
-    fn new(data: &'a [u8], limits: Limits) -> Vm<'a> {
-        Vm {
+    let mut vm = Vm {
+        data,
+        memo_slot: Vec::new(),
+        arena: Arena {
             data,
-            pos: 0,
-            at: 0,
-            op: 0,
-            stack: Vec::with_capacity(64),
-            marks: Vec::with_capacity(64),
-            memo: Vec::new(),
-            sparse_memo: HashMap::new(),
             objects: Vec::new(),
             owned: Vec::new(),
             owned_ints: Vec::new(),
-            limits,
-            protocol: 0,
-        }
-    }
+        },
+        finalizer,
+        next_progress: PROGRESS_EVERY,
+        pos: 0,
+        at: 0,
+        op: 0,
+        stack: Vec::with_capacity(64),
+        marks: Vec::with_capacity(64),
+        memo: Vec::new(),
+        sparse_memo: HashMap::new(),
+        limits,
+        protocol: 0,
+    };
+    let root = vm.run()?;
+    Ok(Pickle {
+        arena: vm.arena,
+        root,
+        protocol: vm.protocol,
+    })
+}
 
-    fn into_pickle(self, root: Value) -> Pickle<'a> {
-        Pickle {
-            data: self.data,
-            objects: self.objects,
-            owned: self.owned,
-            owned_ints: self.owned_ints,
-            root,
-            protocol: self.protocol,
-        }
-    }
-
+impl<'a> Vm<'a, '_> {
     fn truncated(&self, wanted: u64) -> PickleError {
         PickleError::Truncated {
             name: opname(self.op),
@@ -433,25 +462,86 @@ impl<'a> Vm<'a> {
         Ok(*self.stack.last().expect("checked non-empty"))
     }
 
-    /// Pops everything above the topmost mark, and the mark.
+    /// Pops everything above the topmost mark, and the mark; the popped containers are complete.
     fn pop_mark(&mut self) -> Result<Vec<Value>, PickleError> {
+        let m = self.take_mark()?;
+        Ok(self.stack.split_off(m))
+    }
+
+    /// Pops the topmost mark, finalizing the containers above it; returns its stack position.
+    fn take_mark(&mut self) -> Result<usize, PickleError> {
         let m = self
             .marks
             .pop()
             .ok_or_else(|| self.malformed("a MARK before it", "no MARK"))?;
-        Ok(self.stack.split_off(m))
+        self.finalize_from(m);
+        Ok(m)
+    }
+
+    /// The value under position `m` (the container an `APPENDS`/`SETITEMS` adds to).
+    fn below(&self, m: usize) -> Result<Value, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if m == 0 || m <= floor {
+            return Err(self.malformed("a container under the MARK", "nothing"));
+        }
+        Ok(self.stack[m - 1])
+    }
+
+    /// Offers the containers at `stack[start..]`, which are about to be stored into a parent, to the finalizer.
+    fn finalize_from(&mut self, start: usize) {
+        let Vm {
+            finalizer: Some(f),
+            arena,
+            stack,
+            memo,
+            memo_slot,
+            ..
+        } = self
+        else {
+            return;
+        };
+        for v in &mut stack[start..] {
+            let (id, compact) = match *v {
+                Value::Dict(id) => match &arena.objects[id.0 as usize] {
+                    Container::Dict(pairs) => match f.dict(arena, pairs) {
+                        Some(t) => (id, (Container::FinalDict(t), Value::FinalDict(t))),
+                        None => continue,
+                    },
+                    _ => continue,
+                },
+                Value::List(id) | Value::Tuple(id) => match &arena.objects[id.0 as usize] {
+                    Container::Seq(items) => match f.seq(arena, items) {
+                        Some(t) => (id, (Container::FinalSeq(t), Value::FinalSeq(t))),
+                        None => continue,
+                    },
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            arena.objects[id.0 as usize] = compact.0;
+            // Later memo references and the parent get the tag itself: no arena lookups.
+            if let Some(&slot) = memo_slot.get(id.0 as usize) {
+                if let Some(m) = memo.get_mut(slot as usize) {
+                    *m = Some(compact.1);
+                }
+            }
+            *v = compact.1;
+        }
     }
 
     fn new_obj(&mut self, c: Container) -> Result<ObjId, PickleError> {
-        if self.objects.len() as u64 >= self.limits.max_containers as u64 {
+        if self.arena.objects.len() as u64 >= self.limits.max_containers as u64 {
             return Err(PickleError::Limit {
                 offset: self.at,
                 what: "number of containers",
                 limit: self.limits.max_containers as u64,
             });
         }
-        self.objects.push(c);
-        Ok(ObjId((self.objects.len() - 1) as u32))
+        self.arena.objects.push(c);
+        if self.finalizer.is_some() {
+            self.memo_slot.push(u32::MAX);
+        }
+        Ok(ObjId((self.arena.objects.len() - 1) as u32))
     }
 
     fn memo_put(&mut self, index: u64, v: Value) -> Result<(), PickleError> {
@@ -463,6 +553,14 @@ impl<'a> Vm<'a> {
             });
         }
         let i = index as usize;
+        if self.finalizer.is_some() && index < u32::MAX as u64 {
+            if let Value::List(id) | Value::Tuple(id) | Value::Dict(id) = v {
+                let slot = &mut self.memo_slot[id.0 as usize];
+                if *slot == u32::MAX {
+                    *slot = index as u32;
+                }
+            }
+        }
         if i < self.memo.len() {
             self.memo[i] = Some(v);
         } else if i == self.memo.len() {
@@ -473,12 +571,14 @@ impl<'a> Vm<'a> {
         Ok(())
     }
 
+    #[inline]
     fn memo_get(&mut self, index: u64) -> Result<(), PickleError> {
-        let v = match self.memo.get(index as usize) {
-            Some(Some(v)) => Some(*v),
-            _ => self.sparse_memo.get(&index).copied(),
-        };
-        match v {
+        // Fast path: dense memo (how Python writes it).
+        if let Some(Some(v)) = self.memo.get(index as usize) {
+            let v = *v;
+            return self.push(v);
+        }
+        match self.sparse_memo.get(&index).copied() {
             Some(v) => self.push(v),
             None => Err(PickleError::MissingMemo {
                 offset: self.at,
@@ -492,9 +592,14 @@ impl<'a> Vm<'a> {
             Value::List(id) | Value::Set(id) => id,
             other => return Err(self.malformed("a list or set to add to", other.kind())),
         };
-        match &mut self.objects[id.0 as usize] {
+        match &mut self.arena.objects[id.0 as usize] {
             Container::Seq(items) => Ok(items),
-            Container::Dict(_) => unreachable!("list ids always name sequences"),
+            _ => Err(PickleError::Malformed {
+                name: opname(self.op),
+                offset: self.at,
+                expected: "a list still being built",
+                found: "a list that was already complete".into(),
+            }),
         }
     }
 
@@ -503,9 +608,14 @@ impl<'a> Vm<'a> {
             Value::Dict(id) => id,
             other => return Err(self.malformed("a dict to set items in", other.kind())),
         };
-        match &mut self.objects[id.0 as usize] {
+        match &mut self.arena.objects[id.0 as usize] {
             Container::Dict(items) => Ok(items),
-            Container::Seq(_) => unreachable!("dict ids always name dicts"),
+            _ => Err(PickleError::Malformed {
+                name: opname(self.op),
+                offset: self.at,
+                expected: "a dict still being built",
+                found: "a dict that was already complete".into(),
+            }),
         }
     }
 
@@ -535,9 +645,11 @@ impl<'a> Vm<'a> {
         if let Ok(i) = t.parse::<i64>() {
             return Ok(Value::Int(i));
         }
-        let le = decimal_to_le(t).ok_or_else(|| self.malformed("a decimal integer", t.chars().take(40).collect::<String>()))?;
-        self.owned_ints.push(le);
-        Ok(Value::OwnedBigInt((self.owned_ints.len() - 1) as u32))
+        let le = decimal_to_le(t).ok_or_else(|| {
+            self.malformed("a decimal integer", t.chars().take(40).collect::<String>())
+        })?;
+        self.arena.owned_ints.push(le);
+        Ok(Value::OwnedBigInt((self.arena.owned_ints.len() - 1) as u32))
     }
 
     fn run(&mut self) -> Result<Value, PickleError> {
@@ -558,6 +670,12 @@ impl<'a> Vm<'a> {
         loop {
             if self.pos >= self.data.len() {
                 return Err(PickleError::NoStop { offset: self.pos });
+            }
+            if self.pos >= self.next_progress {
+                self.next_progress = self.pos + PROGRESS_EVERY;
+                if let Some(f) = self.finalizer.as_mut() {
+                    f.progress(self.pos);
+                }
             }
             self.at = self.pos;
             let op = self.data[self.pos];
@@ -679,8 +797,8 @@ impl<'a> Vm<'a> {
                         let decoded = decode_raw_unicode_escape(s).ok_or_else(|| {
                             self.malformed("raw-unicode-escape text", "a bad escape")
                         })?;
-                        self.owned.push(decoded);
-                        self.push(Value::OwnedStr((self.owned.len() - 1) as u32))?
+                        self.arena.owned.push(decoded);
+                        self.push(Value::OwnedStr((self.arena.owned.len() - 1) as u32))?
                     } else {
                         let sp = self.span(s);
                         self.push(Value::Str(sp))?
@@ -749,14 +867,35 @@ impl<'a> Vm<'a> {
                     self.push(Value::List(id))?
                 }
                 b'a' => {
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(1)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let list = self.top()?;
                     self.seq_mut(list)?.push(v);
                 }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    let list = self.top()?;
-                    self.seq_mut(list)?.extend(items);
+                b'e' | 0x90 => {
+                    let m = self.take_mark()?;
+                    let list = self.below(m)?;
+                    let id = match list {
+                        Value::List(id) | Value::Set(id) => id,
+                        other => {
+                            return Err(self.malformed("a list or set to add to", other.kind()))
+                        }
+                    };
+                    match &mut self.arena.objects[id.0 as usize] {
+                        Container::Seq(v) => v.extend_from_slice(&self.stack[m..]),
+                        _ => {
+                            return Err(self.malformed(
+                                "a list still being built",
+                                "a list that was already complete",
+                            ));
+                        }
+                    }
+                    self.stack.truncate(m);
                 }
                 b')' => {
                     let id = self.new_obj(Container::Seq(Vec::new()))?;
@@ -776,6 +915,7 @@ impl<'a> Vm<'a> {
                             format!("{}", self.stack.len() - floor),
                         ));
                     }
+                    self.finalize_from(self.stack.len() - n);
                     let items = self.stack.split_off(self.stack.len() - n);
                     let id = self.new_obj(Container::Seq(items))?;
                     self.push(Value::Tuple(id))?
@@ -794,28 +934,43 @@ impl<'a> Vm<'a> {
                     self.push(Value::Dict(id))?
                 }
                 b's' => {
+                    self.finalize_from(
+                        self.stack
+                            .len()
+                            .saturating_sub(2)
+                            .max(self.marks.last().copied().unwrap_or(0)),
+                    );
                     let v = self.pop()?;
                     let k = self.pop()?;
                     let d = self.top()?;
                     self.dict_mut(d)?.push((k, v));
                 }
                 b'u' => {
-                    let items = self.pop_mark()?;
-                    if items.len() % 2 != 0 {
+                    let m = self.take_mark()?;
+                    if !(self.stack.len() - m).is_multiple_of(2) {
                         return Err(self.malformed("key/value pairs", "an odd number of items"));
                     }
-                    let d = self.top()?;
-                    let dict = self.dict_mut(d)?;
-                    dict.extend(items.chunks_exact(2).map(|c| (c[0], c[1])));
+                    let d = self.below(m)?;
+                    let id = match d {
+                        Value::Dict(id) => id,
+                        other => return Err(self.malformed("a dict to set items in", other.kind())),
+                    };
+                    match &mut self.arena.objects[id.0 as usize] {
+                        Container::Dict(v) => {
+                            v.extend(self.stack[m..].chunks_exact(2).map(|c| (c[0], c[1])))
+                        }
+                        _ => {
+                            return Err(self.malformed(
+                                "a dict still being built",
+                                "a dict that was already complete",
+                            ))
+                        }
+                    }
+                    self.stack.truncate(m);
                 }
                 0x8f => {
                     let id = self.new_obj(Container::Seq(Vec::new()))?;
                     self.push(Value::Set(id))?
-                }
-                0x90 => {
-                    let items = self.pop_mark()?;
-                    let s = self.top()?;
-                    self.seq_mut(s)?.extend(items);
                 }
                 0x91 => {
                     let items = self.pop_mark()?;
@@ -899,7 +1054,10 @@ fn decimal_to_le(t: &str) -> Option<Vec<u8>> {
         Some(d) => (true, d),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    if digits.is_empty() || digits.len() > MAX_INT_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if digits.is_empty()
+        || digits.len() > MAX_INT_DIGITS
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     // Magnitude, little-endian base 256, fed nine digits at a time (9x fewer passes).
@@ -964,18 +1122,26 @@ impl<'a> Pickle<'a> {
     pub fn root(&self) -> Value {
         self.root
     }
+}
 
-    /// Every dict decoded, in the order they were created (for progress reports on damaged input).
-    pub fn dicts(&self) -> impl Iterator<Item = Value> + '_ {
-        self.objects.iter().enumerate().filter_map(|(i, c)| match c {
-            Container::Dict(_) => Some(Value::Dict(ObjId(i as u32))),
-            Container::Seq(_) => None,
-        })
-    }
-
+impl<'a> Arena<'a> {
     /// Number of containers decoded (lists, tuples, dicts, sets).
     pub fn container_count(&self) -> usize {
         self.objects.len()
+    }
+
+    /// The tag a [`Finalizer`] gave this container, if it took it.
+    pub fn final_tag(&self, v: Value) -> Option<u32> {
+        match v {
+            Value::FinalSeq(t) | Value::FinalDict(t) => Some(t),
+            Value::List(id) | Value::Tuple(id) | Value::Set(id) | Value::Dict(id) => {
+                match self.objects[id.0 as usize] {
+                    Container::FinalSeq(t) | Container::FinalDict(t) => Some(t),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     /// The items of a list, tuple or set; `None` for anything else.
@@ -984,7 +1150,7 @@ impl<'a> Pickle<'a> {
             Value::List(id) | Value::Tuple(id) | Value::Set(id) => {
                 match &self.objects[id.0 as usize] {
                     Container::Seq(items) => Some(items),
-                    Container::Dict(_) => None,
+                    _ => None,
                 }
             }
             _ => None,
@@ -996,7 +1162,7 @@ impl<'a> Pickle<'a> {
         match v {
             Value::Dict(id) => match &self.objects[id.0 as usize] {
                 Container::Dict(items) => Some(items),
-                Container::Seq(_) => None,
+                _ => None,
             },
             _ => None,
         }

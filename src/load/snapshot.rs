@@ -5,9 +5,9 @@
 //! become `None`, and only a shape that cannot be a snapshot at all is an error. Frame lists
 //! are decoded once per pickle object (the memo shares them), then interned by content.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
-use super::pickle::{ObjId, Pickle, Value};
+use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
 use crate::model::{
     Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, FrameId, Layout, Pool,
     Segment, Snapshot, StackId, Stacks,
@@ -26,15 +26,95 @@ pub enum SnapshotError {
     },
 }
 
-struct Builder<'p, 'a> {
-    p: &'p Pickle<'a>,
+/// What the loader has built so far: interned stacks and, when streaming, the trace entries
+/// already converted while the pickle was being decoded.
+#[derive(Default)]
+struct Collected<'x> {
     stacks: Stacks,
     frame_cache: HashMap<ObjId, FrameId>,
     stack_cache: HashMap<ObjId, StackId>,
     scratch: Vec<FrameId>,
     notes: Vec<String>,
-    /// Blocks whose `state` was missing or unknown.
-    odd_states: u64,
+    /// Trace entries converted as soon as they were complete (tag `EVENT_TAG | index`).
+    events: Vec<Event>,
+    on_progress: Option<&'x mut dyn FnMut(usize)>,
+}
+
+/// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
+/// dicts are frames (their `FrameId`). Finalized lists are stacks (their `StackId`).
+const EVENT_TAG: u32 = 1 << 31;
+
+/// Reads snapshot structures out of a pickle arena into a [`Collected`].
+struct Builder<'p, 'a, 's, 'x> {
+    p: &'p Arena<'a>,
+    st: &'s mut Collected<'x>,
+}
+
+fn get_in(p: &Arena<'_>, pairs: &[(Value, Value)], key: &str) -> Option<Value> {
+    pairs
+        .iter()
+        .find(|(k, _)| p.str_eq(*k, key))
+        .map(|(_, v)| *v)
+}
+
+fn as_u64(p: &Arena<'_>, v: Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => Some(i as u64),
+        Value::Bool(b) => Some(b as u64),
+        // A big int (e.g. SIZE_MAX written as an unsigned 64-bit value with a sign byte).
+        Value::BigInt(_) | Value::OwnedBigInt(_) => p.bigint_as_u64(v),
+        _ => None,
+    }
+}
+
+impl<'a> Finalizer<'a> for Collected<'_> {
+    fn seq(&mut self, arena: &Arena<'a>, items: &[Value]) -> Option<u32> {
+        // A list whose items are all frames is a stack. Empty lists stay generic (they may
+        // still be filled, e.g. by a recursive structure).
+        if items.is_empty() {
+            return None;
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        for &v in items {
+            match (v, arena.final_tag(v)) {
+                (Value::FinalDict(t), _) | (Value::Dict(_), Some(t)) if t < EVENT_TAG => {
+                    scratch.push(FrameId(t))
+                }
+                _ => {
+                    self.scratch = scratch;
+                    return None;
+                }
+            }
+        }
+        let s = self.stacks.intern_stack(&scratch);
+        self.scratch = scratch;
+        Some(s.0)
+    }
+
+    fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32> {
+        let mut b = Builder { p: arena, st: self };
+        if pairs.len() <= 4 && get_in(arena, pairs, "filename").is_some() {
+            let f = b.frame_from_pairs(pairs);
+            return (f.0 < EVENT_TAG).then_some(f.0);
+        }
+        if get_in(arena, pairs, "action").is_some() {
+            let e = b.event_from_pairs(pairs)?;
+            let idx = self.events.len() as u32;
+            if idx >= EVENT_TAG {
+                return None;
+            }
+            self.events.push(e);
+            return Some(EVENT_TAG | idx);
+        }
+        None
+    }
+
+    fn progress(&mut self, offset: usize) {
+        if let Some(f) = self.on_progress.as_mut() {
+            f(offset);
+        }
+    }
 }
 
 fn shape(path: impl Into<String>, expected: &'static str, found: String) -> SnapshotError {
@@ -45,41 +125,43 @@ fn shape(path: impl Into<String>, expected: &'static str, found: String) -> Snap
     }
 }
 
-impl<'p, 'a> Builder<'p, 'a> {
+impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     fn int(&self, d: Value, key: &str) -> Option<i64> {
         self.p.get(d, key).and_then(|v| self.p.int(v))
     }
     fn u64_of(&self, d: Value, key: &str) -> Option<u64> {
-        self.p.get(d, key).and_then(|v| match v {
-            Value::Int(i) => Some(i as u64),
-            Value::Bool(b) => Some(b as u64),
-            // A big int (e.g. SIZE_MAX written as an unsigned 64-bit value with a sign byte).
-            Value::BigInt(_) | Value::OwnedBigInt(_) => self.p.bigint_as_u64(v),
-            _ => None,
-        })
+        self.p.get(d, key).and_then(|v| as_u64(self.p, v))
+    }
+
+    fn frame_from_pairs(&mut self, pairs: &[(Value, Value)]) -> FrameId {
+        let p = self.p;
+        let file = get_in(p, pairs, "filename")
+            .and_then(|x| p.str(x))
+            .unwrap_or_default();
+        let name = get_in(p, pairs, "name")
+            .and_then(|x| p.str(x))
+            .unwrap_or_default();
+        let line = get_in(p, pairs, "line")
+            .and_then(|x| p.int(x))
+            .unwrap_or(0)
+            .clamp(0, u32::MAX as i64) as u32;
+        self.st.stacks.intern_frame(&file, line, &name)
     }
 
     fn frame(&mut self, v: Value) -> Option<FrameId> {
+        if let Some(t) = self.p.final_tag(v) {
+            return (t < EVENT_TAG).then_some(FrameId(t));
+        }
         let id = match v {
             Value::Dict(id) => id,
             _ => return None,
         };
-        if let Some(&f) = self.frame_cache.get(&id) {
+        if let Some(&f) = self.st.frame_cache.get(&id) {
             return Some(f);
         }
-        let p = self.p;
-        let file = p
-            .get(v, "filename")
-            .and_then(|x| p.str(x))
-            .unwrap_or_default();
-        let name = p.get(v, "name").and_then(|x| p.str(x)).unwrap_or_default();
-        let line = p
-            .get(v, "line")
-            .and_then(|x| p.int(x))
-            .unwrap_or(0)
-            .clamp(0, u32::MAX as i64) as u32;
-        let f = self.stacks.intern_frame(&file, line, &name);
-        self.frame_cache.insert(id, f);
+        let pairs = self.p.dict(v)?;
+        let f = self.frame_from_pairs(pairs);
+        self.st.frame_cache.insert(id, f);
         Some(f)
     }
 
@@ -88,24 +170,27 @@ impl<'p, 'a> Builder<'p, 'a> {
         let Some(v) = frames else {
             return StackId::EMPTY;
         };
+        if let Some(t) = self.p.final_tag(v) {
+            return StackId(t);
+        }
         let id = match v {
             Value::List(id) | Value::Tuple(id) => id,
             _ => return StackId::EMPTY,
         };
-        if let Some(&s) = self.stack_cache.get(&id) {
+        if let Some(&s) = self.st.stack_cache.get(&id) {
             return s;
         }
         let items = self.p.seq(v).unwrap_or(&[]);
-        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut scratch = std::mem::take(&mut self.st.scratch);
         scratch.clear();
         for &f in items {
             if let Some(fid) = self.frame(f) {
                 scratch.push(fid);
             }
         }
-        let s = self.stacks.intern_stack(&scratch);
-        self.scratch = scratch;
-        self.stack_cache.insert(id, s);
+        let s = self.st.stacks.intern_stack(&scratch);
+        self.st.scratch = scratch;
+        self.st.stack_cache.insert(id, s);
         s
     }
 
@@ -167,14 +252,10 @@ impl<'p, 'a> Builder<'p, 'a> {
             let state = match state_s.as_deref().and_then(BlockState::parse) {
                 Some(s) => s,
                 None => {
-                    // One note per kind of oddity, not one per block (a file may have millions).
-                    self.odd_states += 1;
-                    if self.odd_states == 1 {
-                        self.notes.push(format!(
-                            "segments[{i}].blocks[{j}] has state {:?}; counted as inactive",
-                            state_s.as_deref().unwrap_or("missing")
-                        ));
-                    }
+                    self.st.notes.push(format!(
+                        "segments[{i}].blocks[{j}] has state {:?}; counted as inactive",
+                        state_s.as_deref().unwrap_or("missing")
+                    ));
                     BlockState::Inactive
                 }
             };
@@ -212,17 +293,27 @@ impl<'p, 'a> Builder<'p, 'a> {
     }
 
     fn event(&mut self, v: Value) -> Option<Event> {
+        if let Some(t) = self.p.final_tag(v) {
+            return (t & EVENT_TAG != 0)
+                .then(|| self.st.events.get((t & !EVENT_TAG) as usize).copied())
+                .flatten();
+        }
+        let pairs = self.p.dict(v)?;
+        self.event_from_pairs(pairs)
+    }
+
+    fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<Event> {
         let p = self.p;
-        p.dict(v)?;
-        let action = Action::parse(&p.get(v, "action").and_then(|x| p.str(x))?);
+        let action = Action::parse(&get_in(p, pairs, "action").and_then(|x| p.str(x))?);
+        let num = |k: &str| get_in(p, pairs, k).and_then(|x| as_u64(p, x));
         Some(Event {
             action,
-            addr: self.u64_of(v, "addr").unwrap_or(0),
-            size: self.u64_of(v, "size").unwrap_or(0),
-            stream: self.u64_of(v, "stream").unwrap_or(0),
-            time_us: self.int(v, "time_us"),
-            stack: self.stack(p.get(v, "frames")),
-            device_free: self.u64_of(v, "device_free"),
+            addr: num("addr").unwrap_or(0),
+            size: num("size").unwrap_or(0),
+            stream: num("stream").unwrap_or(0),
+            time_us: get_in(p, pairs, "time_us").and_then(|x| p.int(x)),
+            device_free: num("device_free"),
+            stack: self.stack(get_in(p, pairs, "frames")),
         })
     }
 
@@ -280,7 +371,7 @@ impl<'p, 'a> Builder<'p, 'a> {
     }
 }
 
-impl<'a> Pickle<'a> {
+impl<'a> Arena<'a> {
     /// A big integer that still fits in u64 (e.g. an unsigned address with a sign byte).
     pub fn bigint_as_u64(&self, v: Value) -> Option<u64> {
         let b = self.bigint_bytes(v)?;
@@ -293,33 +384,43 @@ impl<'a> Pickle<'a> {
     }
 }
 
-/// What a partly decoded snapshot pickle held when decoding stopped, e.g. "12 segments, 4021
-/// trace entries": one pass over the dicts decoded, only on the error path.
-pub fn progress(p: &Pickle<'_>) -> String {
-    let (mut segments, mut blocks, mut entries) = (0u64, 0u64, 0u64);
-    for d in p.dicts() {
-        match p.dict(d).and_then(|kv| kv.first()) {
-            Some((k, _)) if p.str_eq(*k, "action") => entries += 1,
-            _ if p.get(d, "total_size").is_some() => segments += 1,
-            _ if p.get(d, "state").is_some() => blocks += 1,
-            _ => {}
-        }
-    }
-    format!("{segments} segments, {blocks} blocks, {entries} trace entries")
+/// Why bytes could not be loaded as a snapshot: the pickle itself, or its content.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParseError {
+    #[error("{0}")]
+    Pickle(#[from] PickleError),
+    #[error("{0}")]
+    Snapshot(#[from] SnapshotError),
 }
 
-/// Builds a [`Snapshot`] from a decoded pickle.
-pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
-    let root = p.root();
-    let mut b = Builder {
-        p,
+/// Decodes a snapshot pickle in one pass: trace entries and frame lists are converted as soon
+/// as they are complete, so memory stays proportional to the model, not to the object tree.
+/// `on_progress` is called with the byte offset every few MB.
+pub fn parse(
+    data: &[u8],
+    on_progress: Option<&mut dyn FnMut(usize)>,
+) -> Result<Snapshot, ParseError> {
+    let mut st = Collected {
         stacks: Stacks::new(),
-        frame_cache: HashMap::new(),
-        stack_cache: HashMap::new(),
-        scratch: Vec::new(),
-        notes: Vec::new(),
-        odd_states: 0,
+        on_progress,
+        ..Collected::default()
     };
+    let p = super::pickle::parse_streaming(data, Limits::default(), Some(&mut st))?;
+    st.on_progress = None;
+    Ok(build(&p, p.root(), st)?)
+}
+
+/// Builds a [`Snapshot`] from a pickle decoded without a finalizer.
+pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
+    let st = Collected {
+        stacks: Stacks::new(),
+        ..Collected::default()
+    };
+    build(p, p.root(), st)
+}
+
+fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, SnapshotError> {
+    let mut b = Builder { p, st: &mut st };
     // `_snapshot()` returns a dict; very old pickles are a bare list of segments.
     let (segments_v, traces_v) = if p.dict(root).is_some() {
         let segs = p.get(root, "segments");
@@ -389,23 +490,35 @@ pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
                     p.describe(list),
                 )
             })?;
-            let mut events = Vec::with_capacity(items.len());
+            // Streaming usually converted this device's entries in order: take them as they are.
+            let streamed_in_order = !items.is_empty()
+                && items
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &e)| p.final_tag(e) == Some(EVENT_TAG | (i as u32)))
+                && b.st.events.len() == items.len();
             let mut skipped = 0usize;
-            for &e in items {
-                match b.event(e) {
-                    Some(ev) => {
-                        if ev.time_us.is_some() {
-                            any_time = true;
-                        } else if ev.action != Action::Snapshot {
-                            any_event_without_time = true;
-                        }
-                        events.push(ev)
+            let events = if streamed_in_order {
+                std::mem::take(&mut b.st.events)
+            } else {
+                let mut events = Vec::with_capacity(items.len());
+                for &e in items {
+                    match b.event(e) {
+                        Some(ev) => events.push(ev),
+                        None => skipped += 1,
                     }
-                    None => skipped += 1,
+                }
+                events
+            };
+            for ev in &events {
+                if ev.time_us.is_some() {
+                    any_time = true;
+                } else if ev.action != Action::Snapshot {
+                    any_event_without_time = true;
                 }
             }
             if skipped > 0 {
-                b.notes.push(format!(
+                b.st.notes.push(format!(
                     "device {d}: {skipped} trace entries without an 'action' were skipped"
                 ));
             }
@@ -417,7 +530,11 @@ pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
         }
     }
     // By index, not by scanning `devices`: a hostile file can give every segment its own device.
-    let mut by_index: HashMap<u32, usize> = devices.iter().enumerate().map(|(i, d)| (d.index, i)).collect();
+    let mut by_index: HashMap<u32, usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.index, i))
+        .collect();
     for seg in segments {
         let d = seg.device;
         let i = *by_index.entry(d).or_insert_with(|| {
@@ -428,12 +545,6 @@ pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
             devices.len() - 1
         });
         devices[i].segments.push(seg);
-    }
-    if b.odd_states > 1 {
-        b.notes.push(format!(
-            "{} blocks in all had a missing or unknown state and were counted as inactive",
-            b.odd_states
-        ));
     }
     devices.sort_by_key(|d| d.index);
     for d in &mut devices {
@@ -477,9 +588,9 @@ pub fn from_pickle(p: &Pickle<'_>) -> Result<Snapshot, SnapshotError> {
     Ok(Snapshot {
         layout,
         devices,
-        stacks: b.stacks,
+        stacks: std::mem::take(&mut b.st.stacks),
         annotations,
         settings,
-        load_notes: b.notes,
+        load_notes: std::mem::take(&mut b.st.notes),
     })
 }

@@ -4,7 +4,7 @@
 //! Python frames, C++ frames (`??`, `.cpp`, line 0) and interpreter internals in any order,
 //! so the user frame is found by what the file is, never by its position in the stack.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// An interned string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,12 +121,12 @@ impl Stacks {
     pub fn new() -> Stacks {
         let mut s = Stacks {
             strings: Vec::new(),
-            string_ids: HashMap::new(),
+            string_ids: HashMap::default(),
             frames: Vec::new(),
-            frame_ids: HashMap::new(),
+            frame_ids: HashMap::default(),
             stack_start: vec![0, 0],
             stack_frames: Vec::new(),
-            stack_ids: HashMap::new(),
+            stack_ids: HashMap::default(),
         };
         s.stack_ids.insert(Vec::new(), StackId::EMPTY);
         s

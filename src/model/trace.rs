@@ -106,6 +106,8 @@ pub struct Op {
     /// `Fwd thread id`: on backward ops, the (profiler-internal) id of the thread that ran the forward.
     pub fwd_tid: Option<i64>,
     pub external_id: Option<i64>,
+    /// Whether all tensor inputs are 0-dim (from `Input type`/`Input Dims`; `None` without shapes).
+    pub scalar_inputs: Option<bool>,
     /// Innermost op enclosing this one on the same thread.
     pub parent: Option<OpIdx>,
     /// Python stack on the same thread at the op's start.
@@ -228,6 +230,14 @@ impl Trace {
             .map(|&f| self.stacks.frame(f))
             .find(|f| self.frame_kind(f) == FrameKind::User)
     }
+    /// The innermost user frame's id.
+    pub fn user_frame_id(&self, stack: StackId) -> Option<FrameId> {
+        self.stacks
+            .frames(stack)
+            .iter()
+            .copied()
+            .find(|&f| self.frame_kind(self.stacks.frame(f)) == FrameKind::User)
+    }
     /// The innermost user frame as a [`Site`].
     pub fn user_site(&self, stack: StackId) -> Option<Site> {
         self.user_frame(stack).map(|f| self.site(f))
@@ -260,40 +270,250 @@ impl Trace {
 
 /// Top-level names of the Python standard library (`sys.stdlib_module_names`, public part).
 const STDLIB: &[&str] = &[
-    "abc", "aifc", "argparse", "array", "ast", "asynchat", "asyncio", "asyncore", "atexit",
-    "audioop", "base64", "bdb", "binascii", "bisect", "builtins", "bz2", "cProfile", "calendar",
-    "cgi", "cgitb", "chunk", "cmath", "cmd", "code", "codecs", "codeop", "collections",
-    "colorsys", "compileall", "concurrent", "configparser", "contextlib", "contextvars", "copy",
-    "copyreg", "crypt", "csv", "ctypes", "curses", "dataclasses", "datetime", "dbm", "decimal",
-    "difflib", "dis", "distutils", "doctest", "email", "encodings", "ensurepip", "enum", "errno",
-    "faulthandler", "fcntl", "filecmp", "fileinput", "fnmatch", "fractions", "ftplib",
-    "functools", "gc", "genericpath", "getopt", "getpass", "gettext", "glob", "graphlib", "grp",
-    "gzip", "hashlib", "heapq", "hmac", "html", "http", "imaplib", "imghdr", "imp", "importlib",
-    "inspect", "io", "ipaddress", "itertools", "json", "keyword", "lib2to3", "linecache",
-    "locale", "logging", "lzma", "mailbox", "mailcap", "marshal", "math", "mimetypes", "mmap",
-    "modulefinder", "multiprocessing", "netrc", "nntplib", "ntpath", "numbers", "opcode",
-    "operator", "optparse", "os", "pathlib", "pdb", "pickle", "pickletools", "pipes", "pkgutil",
-    "platform", "plistlib", "poplib", "posixpath", "pprint", "profile", "pstats", "pty", "pwd",
-    "py_compile", "pyclbr", "pydoc", "queue", "quopri", "random", "re", "reprlib", "rlcompleter",
-    "runpy", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal", "site",
-    "smtplib", "socket", "socketserver", "sqlite3", "sre_compile", "sre_constants", "sre_parse",
-    "ssl", "stat", "statistics", "string", "stringprep", "struct", "subprocess", "symtable",
-    "sysconfig", "tarfile", "tempfile", "textwrap", "threading", "timeit", "tkinter", "token",
-    "tokenize", "tomllib", "trace", "traceback", "tracemalloc", "types", "typing", "unittest",
-    "urllib", "uuid", "venv", "warnings", "wave", "weakref", "wsgiref", "xml", "xmlrpc",
-    "zipapp", "zipfile", "zipimport", "zoneinfo",
+    "abc",
+    "aifc",
+    "argparse",
+    "array",
+    "ast",
+    "asynchat",
+    "asyncio",
+    "asyncore",
+    "atexit",
+    "audioop",
+    "base64",
+    "bdb",
+    "binascii",
+    "bisect",
+    "builtins",
+    "bz2",
+    "cProfile",
+    "calendar",
+    "cgi",
+    "cgitb",
+    "chunk",
+    "cmath",
+    "cmd",
+    "code",
+    "codecs",
+    "codeop",
+    "collections",
+    "colorsys",
+    "compileall",
+    "concurrent",
+    "configparser",
+    "contextlib",
+    "contextvars",
+    "copy",
+    "copyreg",
+    "crypt",
+    "csv",
+    "ctypes",
+    "curses",
+    "dataclasses",
+    "datetime",
+    "dbm",
+    "decimal",
+    "difflib",
+    "dis",
+    "distutils",
+    "doctest",
+    "email",
+    "encodings",
+    "ensurepip",
+    "enum",
+    "errno",
+    "faulthandler",
+    "fcntl",
+    "filecmp",
+    "fileinput",
+    "fnmatch",
+    "fractions",
+    "ftplib",
+    "functools",
+    "gc",
+    "genericpath",
+    "getopt",
+    "getpass",
+    "gettext",
+    "glob",
+    "graphlib",
+    "grp",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html",
+    "http",
+    "imaplib",
+    "imghdr",
+    "imp",
+    "importlib",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "keyword",
+    "lib2to3",
+    "linecache",
+    "locale",
+    "logging",
+    "lzma",
+    "mailbox",
+    "mailcap",
+    "marshal",
+    "math",
+    "mimetypes",
+    "mmap",
+    "modulefinder",
+    "multiprocessing",
+    "netrc",
+    "nntplib",
+    "ntpath",
+    "numbers",
+    "opcode",
+    "operator",
+    "optparse",
+    "os",
+    "pathlib",
+    "pdb",
+    "pickle",
+    "pickletools",
+    "pipes",
+    "pkgutil",
+    "platform",
+    "plistlib",
+    "poplib",
+    "posixpath",
+    "pprint",
+    "profile",
+    "pstats",
+    "pty",
+    "pwd",
+    "py_compile",
+    "pyclbr",
+    "pydoc",
+    "queue",
+    "quopri",
+    "random",
+    "re",
+    "reprlib",
+    "rlcompleter",
+    "runpy",
+    "sched",
+    "secrets",
+    "selectors",
+    "shelve",
+    "shlex",
+    "shutil",
+    "signal",
+    "site",
+    "smtplib",
+    "socket",
+    "socketserver",
+    "sqlite3",
+    "sre_compile",
+    "sre_constants",
+    "sre_parse",
+    "ssl",
+    "stat",
+    "statistics",
+    "string",
+    "stringprep",
+    "struct",
+    "subprocess",
+    "symtable",
+    "sysconfig",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "timeit",
+    "tkinter",
+    "token",
+    "tokenize",
+    "tomllib",
+    "trace",
+    "traceback",
+    "tracemalloc",
+    "types",
+    "typing",
+    "unittest",
+    "urllib",
+    "uuid",
+    "venv",
+    "warnings",
+    "wave",
+    "weakref",
+    "wsgiref",
+    "xml",
+    "xmlrpc",
+    "zipapp",
+    "zipfile",
+    "zipimport",
+    "zoneinfo",
 ];
 
 /// Installed packages commonly seen in training stacks (relative paths in traces).
 const LIBRARIES: &[&str] = &[
-    "numpy", "transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning",
-    "lightning_fabric", "apex", "triton", "fairscale", "torchvision", "torchaudio", "torchtext",
-    "torchrec", "fbgemm_gpu", "functorch", "timm", "diffusers", "datasets", "tokenizers",
-    "huggingface_hub", "safetensors", "peft", "trl", "xformers", "flash_attn", "bitsandbytes",
-    "einops", "tqdm", "scipy", "sklearn", "pandas", "PIL", "tensorboard", "wandb", "mlflow",
-    "hydra", "omegaconf", "vllm", "sentencepiece", "typing_extensions", "packaging",
-    "setuptools", "pkg_resources", "_pytest", "pytest", "IPython", "ipykernel", "tornado", "zmq",
-    "yaml", "requests", "urllib3", "filelock", "fsspec", "sympy", "networkx", "jinja2",
+    "numpy",
+    "transformers",
+    "accelerate",
+    "deepspeed",
+    "lightning",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "apex",
+    "triton",
+    "fairscale",
+    "torchvision",
+    "torchaudio",
+    "torchtext",
+    "torchrec",
+    "fbgemm_gpu",
+    "functorch",
+    "timm",
+    "diffusers",
+    "datasets",
+    "tokenizers",
+    "huggingface_hub",
+    "safetensors",
+    "peft",
+    "trl",
+    "xformers",
+    "flash_attn",
+    "bitsandbytes",
+    "einops",
+    "tqdm",
+    "scipy",
+    "sklearn",
+    "pandas",
+    "PIL",
+    "tensorboard",
+    "wandb",
+    "mlflow",
+    "hydra",
+    "omegaconf",
+    "vllm",
+    "sentencepiece",
+    "typing_extensions",
+    "packaging",
+    "setuptools",
+    "pkg_resources",
+    "_pytest",
+    "pytest",
+    "IPython",
+    "ipykernel",
+    "tornado",
+    "zmq",
+    "yaml",
+    "requests",
+    "urllib3",
+    "filelock",
+    "fsspec",
+    "sympy",
+    "networkx",
+    "jinja2",
 ];
 
 /// Classifies a frame as the profiler writes it (paths relative to `sys.path` entries).
@@ -330,11 +550,7 @@ pub fn parse_python_name(name: &str) -> (String, u32, String) {
     if let Some(close) = name.find("): ") {
         if let Some(open) = name[..close].rfind('(') {
             if let Ok(line) = name[open + 1..close].parse::<u32>() {
-                return (
-                    name[..open].to_owned(),
-                    line,
-                    name[close + 3..].to_owned(),
-                );
+                return (name[..open].to_owned(), line, name[close + 3..].to_owned());
             }
         }
     }
@@ -362,6 +578,7 @@ pub struct OpRecord<'a> {
     pub seq: Option<i64>,
     pub fwd_tid: Option<i64>,
     pub external_id: Option<i64>,
+    pub scalar_inputs: Option<bool>,
 }
 
 /// One end of a `fwdbwd` flow as read from the file.
@@ -419,6 +636,7 @@ impl TraceBuilder {
             seq: r.seq,
             fwd_tid: r.fwd_tid,
             external_id: r.external_id,
+            scalar_inputs: r.scalar_inputs,
             parent: None,
             stack: StackId::EMPTY,
         });
@@ -446,6 +664,8 @@ impl TraceBuilder {
         });
     }
 
+    // The arguments are the `[memory]` event's own fields, one for one.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_memory(
         &mut self,
         ts: f64,
@@ -501,9 +721,8 @@ impl TraceBuilder {
     /// Sorts, nests ops, gives ops and memory events their Python stacks, resolves flows.
     pub fn build(self) -> Trace {
         let mut t = self.trace;
-        let by_time_outer_first = |a: (f64, f64), b: (f64, f64)| {
-            a.0.total_cmp(&b.0).then_with(|| b.1.total_cmp(&a.1))
-        };
+        let by_time_outer_first =
+            |a: (f64, f64), b: (f64, f64)| a.0.total_cmp(&b.0).then_with(|| b.1.total_cmp(&a.1));
         t.ops
             .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
         t.python
@@ -731,7 +950,11 @@ mod tests {
         );
         assert_eq!(
             parse_python_name("<built-in method item of Tensor object at 0x7f80158b85a0>"),
-            ("<built-in>".into(), 0, "built-in method item of Tensor object".into())
+            (
+                "<built-in>".into(),
+                0,
+                "built-in method item of Tensor object".into()
+            )
         );
         assert_eq!(parse_python_name("nn.Module: Linear_0").0, "<nn.Module>");
         assert_eq!(parse_python_name("weird").0, "<python>");
@@ -771,6 +994,7 @@ mod tests {
             seq: Some(5),
             fwd_tid: Some(0),
             external_id: None,
+            scalar_inputs: None,
         });
         b.add_op(OpRecord {
             name: "aten::t",
@@ -780,8 +1004,20 @@ mod tests {
             seq: Some(5),
             fwd_tid: Some(0),
             external_id: None,
+            scalar_inputs: None,
         });
-        b.add_memory(14.0, main, 64, 512, Some(512), Some(2048), DeviceKey { device_type: 1, device_id: 0 });
+        b.add_memory(
+            14.0,
+            main,
+            64,
+            512,
+            Some(512),
+            Some(2048),
+            DeviceKey {
+                device_type: 1,
+                device_id: 0,
+            },
+        );
         b.add_step(3, "ProfilerStep#3", 5.0, 50.0, main);
         b.add_step(3, "ProfilerStep#3", 6.0, 50.0, Tid(7));
         let t = b.build();

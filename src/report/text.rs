@@ -7,8 +7,9 @@ use std::io::{self, Write};
 
 use super::style::Style;
 use super::{Format, Options};
-use crate::analysis::sites::SiteTotal;
-use crate::analysis::{Analysis, DeviceReport, OomReport};
+use crate::analysis::sites::{Site, SiteTotal};
+use crate::analysis::categories::Categories;
+use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::units::bytes;
 
 pub struct Text;
@@ -49,28 +50,30 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
     writeln!(out, "  {:<12} {:>12} {:>14}", "", "current", if d.peak_exact { "peak" } else { "peak (seen)" })?;
     let rows = [
-        ("allocated", d.allocated_bytes, d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes)),
-        ("reserved", d.reserved_bytes, d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes),
+        ("allocated", Some(d.allocated_bytes), d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
+        ("active", d.active_bytes, d.peak_active_bytes, d.observed_peak_allocated_bytes.max(d.active_bytes.unwrap_or(0))),
+        ("reserved", Some(d.reserved_bytes), d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
+        ("requested", d.requested_bytes, d.peak_requested_bytes, d.requested_bytes.unwrap_or(0)),
     ];
     for (name, cur, peak, seen) in rows {
+        let Some(cur) = cur else { continue };
         let p = if !d.has_history { "unknown".to_string() } else { opt_bytes(peak, seen) };
         writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
     }
-    let exp = if d.expandable_segments > 0 {
-        format!(", {} expandable ({} free inside them)", d.expandable_segments, bytes(d.expandable_free_bytes))
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
-        bytes(d.free_reserved_bytes),
-        bytes(d.largest_free_block_bytes),
-        bytes(d.inactive_split_bytes),
-        d.segments
-    )?;
+    if let (Some(largest), Some(split), Some(segments)) = (d.largest_free_block_bytes, d.inactive_split_bytes, d.segments) {
+        let exp = match (d.expandable_segments, d.expandable_free_bytes) {
+            (Some(n), Some(free)) if n > 0 => format!(", {n} expandable ({} free inside them)", bytes(free)),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
+            bytes(d.free_reserved_bytes),
+            bytes(largest),
+            bytes(split),
+            segments
+        )?;
+    }
     let c = &d.consistency;
     if d.has_history {
         if d.replay_consistent {
@@ -118,12 +121,113 @@ fn write_oom(out: &mut dyn Write, st: &Style, dev: u32, n: usize, o: &OomReport,
         writeln!(out, "  held at the OOM:")?;
         write_sites(out, st, &o.top_sites[..o.top_sites.len().min(5)], opts, "  ")?;
     }
+    if let Some(l) = o.leak {
+        writeln!(out, "  see leak #{} below", l + 1)?;
+    }
+    if let Some(c) = &o.categories {
+        write_categories(out, c, "  held at the OOM by category: ")?;
+    }
     if !o.remedies.is_empty() {
         writeln!(out, "  options (not promises):")?;
         for r in &o.remedies {
             writeln!(out, "    - {}", st.bold(&r.action))?;
             writeln!(out, "      {}", r.assessment)?;
         }
+    }
+    Ok(())
+}
+
+fn write_categories(out: &mut dyn Write, c: &Categories, lead: &str) -> io::Result<()> {
+    let parts: Vec<String> = [
+        ("parameters", c.parameter),
+        ("optimizer state", c.optimizer_state),
+        ("gradients", c.gradient),
+        ("activations", c.activation),
+        ("temporaries", c.temporary),
+        ("other", c.other),
+    ]
+    .iter()
+    .filter(|(_, b)| *b > 0)
+    .map(|(n, b)| format!("{n} {}", bytes(*b)))
+    .collect();
+    if !parts.is_empty() {
+        writeln!(out, "{lead}{}", parts.join(", "))?;
+    }
+    Ok(())
+}
+
+fn write_leak(out: &mut dyn Write, st: &Style, n: usize, r: &LeakReport, opts: &Options) -> io::Result<()> {
+    let l = &r.leak;
+    writeln!(
+        out,
+        "{}",
+        st.bold(&format!("LEAK #{n} on cuda:{}: {} ({} confidence)", r.device, l.kind.replace('_', " "), l.confidence))
+    )?;
+    let site = |s: &Option<Site>| s.as_ref().map(|s| s.to_string()).unwrap_or_else(|| "(no Python stack)".into());
+    writeln!(out, "  allocated at: {}", st.cyan(&site(&l.site)))?;
+    if l.cause_site.is_some() {
+        writeln!(out, "  kept alive by: {}", st.cyan(&site(&l.cause_site)))?;
+    }
+    writeln!(
+        out,
+        "  grows {} and {:.1} tensors per step over {} steps ({} .. {}, fit R² {:.2}); {} live in {} blocks",
+        bytes(l.growth_bytes_per_step.max(0.0) as u64),
+        l.growth_tensors_per_step,
+        l.steps,
+        l.first_step,
+        l.last_step,
+        l.r2,
+        bytes(l.live_bytes),
+        l.count
+    )?;
+    writeln!(out, "  why: {}", l.explanation)?;
+    writeln!(out, "  fix: {}", st.bold(&l.fix))?;
+    for rs in l.related_sites.iter().take(3) {
+        writeln!(
+            out,
+            "  also growing with it: {} ({}/step)",
+            site(&rs.site),
+            bytes(rs.growth_bytes_per_step.max(0.0) as u64)
+        )?;
+    }
+    if !l.samples.is_empty() {
+        let shown: Vec<String> = l
+            .samples
+            .iter()
+            .take(3)
+            .map(|s| format!("0x{:x} {} (event {})", s.address, bytes(s.size), s.alloc_event.0))
+            .collect();
+        writeln!(out, "  surviving blocks, e.g.: {}", shown.join(", "))?;
+    }
+    if opts.stacks {
+        for f in &l.stack {
+            writeln!(out, "      {}", st.dim(f))?;
+        }
+    }
+    Ok(())
+}
+
+fn write_steps(out: &mut dyn Write, st: &Style, steps: &[StepReport]) -> io::Result<()> {
+    let mut devices: Vec<u32> = steps.iter().map(|s| s.device).collect();
+    devices.dedup();
+    for d in devices {
+        let ds: Vec<&StepReport> = steps.iter().filter(|s| s.device == d).collect();
+        let ann = ds.iter().filter(|s| matches!(s.source, crate::analysis::steps::StepSource::Annotation)).count();
+        let (first, last) = (ds[0], ds[ds.len() - 1]);
+        let max_peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
+        writeln!(
+            out,
+            "{} {} steps ({} from annotations, {} from the repeating allocation pattern); allocated at step end: {} ({}) .. {} ({}); highest step peak {}",
+            st.bold(&format!("STEPS cuda:{d}")),
+            ds.len(),
+            ann,
+            ds.len() - ann,
+            bytes(first.end_allocated_bytes),
+            first.name,
+            bytes(last.end_allocated_bytes),
+            last.name,
+            bytes(max_peak)
+        )?;
     }
     Ok(())
 }
@@ -152,6 +256,19 @@ impl Format for Text {
             for (i, o) in d.ooms.iter().enumerate() {
                 writeln!(out)?;
                 write_oom(out, &st, d.device, i + 1, o, opts)?;
+            }
+        }
+        for (i, l) in a.leaks.iter().enumerate() {
+            writeln!(out)?;
+            write_leak(out, &st, i + 1, l, opts)?;
+        }
+        if !a.steps.is_empty() {
+            writeln!(out)?;
+            write_steps(out, &st, &a.steps)?;
+        }
+        if let Some(c) = &a.categories {
+            if c.at == "peak" {
+                write_categories(out, &c.categories, &format!("{} ", st.bold(&format!("BY CATEGORY cuda:{} at the allocated peak:", c.device))))?;
             }
         }
         for d in &a.devices {

@@ -1,0 +1,540 @@
+//! The autograd graph as a profiler trace shows it, and the forward nodes that no backward
+//! ever consumes: a graph that grows step after step.
+//!
+//! Every op run with grad mode on records the autograd `Sequence number` it would give a new
+//! node; backward ops record the number of the node they evaluate (and the forward thread's
+//! id), and `fwdbwd` flow events join the two. Forward nodes left without a backward are
+//! normal in small numbers (a value computed for logging, the last step's work when the trace
+//! ends before its backward), so a finding needs the same op at the same site to leave a node
+//! behind step after step. That is the signature of a tensor that requires grad carried across
+//! iterations, `total += loss` being the classic: memory hardly moves, because each node holds
+//! little, so memory curves alone miss it.
+//!
+//! The site is the innermost user frame around the op, but only the function can be trusted:
+//! the profiler's Python tracer records each call at its first line, and frames already running
+//! when profiling began (the training loop) at the line current then (the `prof.step()` call).
+
+use std::collections::{HashMap, HashSet};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::Direction;
+
+use crate::analysis::trace_memory::{is_backward_name, pair, steady};
+use crate::model::trace::{OpIdx, Site, Trace};
+
+/// One finding: an op at a site that leaves never-consumed autograd nodes behind, step after step.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GraphGrowth {
+    pub op: String,
+    pub site: Option<Site>,
+    /// Whether `site.line` is the line of the op. The profiler never records that, so this is
+    /// `false` for traces; `site.function` is what can be trusted.
+    pub line_known: bool,
+    pub nodes_per_step: f64,
+    /// Profiled steps.
+    pub steps: usize,
+    /// Never-consumed nodes created in each step.
+    pub per_step: Vec<u32>,
+    /// Bytes allocated by these ops and still alive at the end of the trace.
+    pub bytes_attributed: u64,
+    pub explanation: String,
+    pub fix: String,
+}
+
+/// The autograd graph's size and the growth findings.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GraphReport {
+    /// Forward nodes (distinct `(forward thread, sequence number)`).
+    pub forward_nodes: usize,
+    /// Backward nodes (one per evaluated node, whether recorded once or twice).
+    pub backward_nodes: usize,
+    pub links_by_sequence: usize,
+    pub links_by_flow: usize,
+    /// Forward nodes no backward consumed by the end of the trace, in steps or not.
+    pub unconsumed_nodes: usize,
+    pub steps: usize,
+    pub findings: Vec<GraphGrowth>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    /// A forward node and the op that created it (the last op recorded with its number).
+    Forward {
+        creator: OpIdx,
+    },
+    Backward {
+        op: OpIdx,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Sequence,
+    Flow,
+}
+
+/// The forward/backward graph of a trace.
+pub struct AutogradGraph {
+    graph: DiGraph<Node, Link>,
+    pub links_by_sequence: usize,
+    pub links_by_flow: usize,
+}
+
+impl AutogradGraph {
+    pub fn forward_nodes(&self) -> impl Iterator<Item = OpIdx> + '_ {
+        self.graph.node_weights().filter_map(|n| match n {
+            Node::Forward { creator } => Some(*creator),
+            Node::Backward { .. } => None,
+        })
+    }
+    pub fn backward_count(&self) -> usize {
+        self.graph
+            .node_weights()
+            .filter(|n| matches!(n, Node::Backward { .. }))
+            .count()
+    }
+    /// Creator ops of the forward nodes that no backward consumed.
+    pub fn unconsumed(&self) -> Vec<OpIdx> {
+        let mut v: Vec<OpIdx> = self
+            .graph
+            .node_indices()
+            .filter_map(|n| match self.graph[n] {
+                Node::Forward { creator }
+                    if self
+                        .graph
+                        .neighbors_directed(n, Direction::Outgoing)
+                        .next()
+                        .is_none() =>
+                {
+                    Some(creator)
+                }
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Sequence numbers count per forward thread, and backward ops name that thread by the
+/// profiler's internal id, not by the trace's `tid`. Flows tie the two; failing that, a single
+/// forward thread and a single internal id are the same thread.
+fn thread_map(t: &Trace) -> HashMap<i64, i64> {
+    let mut map: HashMap<i64, i64> = HashMap::new();
+    for l in &t.flows {
+        if let Some(f) = t.op(l.to).fwd_tid {
+            map.entry(t.op(l.from).tid.0).or_insert(f);
+        }
+    }
+    let mapped: HashSet<i64> = map.values().copied().collect();
+    let mut fwd_tids: HashSet<i64> = HashSet::new();
+    let mut bwd_ids: HashSet<i64> = HashSet::new();
+    for o in &t.ops {
+        if o.seq.is_none() {
+            continue;
+        }
+        if is_backward_name(t.stacks.str(o.name)) {
+            if let Some(f) = o.fwd_tid {
+                if !mapped.contains(&f) {
+                    bwd_ids.insert(f);
+                }
+            }
+        } else if !map.contains_key(&o.tid.0) {
+            fwd_tids.insert(o.tid.0);
+        }
+    }
+    if fwd_tids.len() == 1 && bwd_ids.len() == 1 {
+        if let (Some(&a), Some(&b)) = (fwd_tids.iter().next(), bwd_ids.iter().next()) {
+            map.insert(a, b);
+        }
+    }
+    map
+}
+
+/// Builds the forward/backward graph: nodes per sequence number, linked by number and by flow.
+pub fn build(t: &Trace) -> AutogradGraph {
+    let threads = thread_map(t);
+    let mut graph: DiGraph<Node, Link> = DiGraph::new();
+    // Forward nodes keyed by (internal forward thread id if known, sequence number).
+    let mut forward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::new();
+    let mut forward_by_seq: HashMap<i64, Vec<(Option<i64>, NodeIndex)>> = HashMap::new();
+    let mut op_node: HashMap<OpIdx, NodeIndex> = HashMap::new();
+    let mut backward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::new();
+    for (i, o) in t.ops.iter().enumerate() {
+        let Some(seq) = o.seq.filter(|&s| s >= 0) else {
+            continue;
+        };
+        let op = OpIdx(i as u32);
+        if is_backward_name(t.stacks.str(o.name)) {
+            let n = *backward
+                .entry((o.fwd_tid, seq))
+                .or_insert_with(|| graph.add_node(Node::Backward { op }));
+            op_node.insert(op, n);
+        } else {
+            let key = (threads.get(&o.tid.0).copied(), seq);
+            let n = match forward.get(&key) {
+                Some(&n) => {
+                    // Ops come in start order: the last one recorded with a number made the node.
+                    graph[n] = Node::Forward { creator: op };
+                    n
+                }
+                None => {
+                    let n = graph.add_node(Node::Forward { creator: op });
+                    forward.insert(key, n);
+                    forward_by_seq.entry(seq).or_default().push((key.0, n));
+                    n
+                }
+            };
+            op_node.insert(op, n);
+        }
+    }
+    let mut links_by_sequence = 0;
+    for (&(fwd_tid, seq), &b) in &backward {
+        let targets: Vec<NodeIndex> = match forward.get(&(fwd_tid, seq)) {
+            Some(&f) => vec![f],
+            // The forward thread could not be told: any forward node with this number.
+            None => forward_by_seq
+                .get(&seq)
+                .map(|v| {
+                    v.iter()
+                        .filter(|(thread, _)| thread.is_none() || *thread == fwd_tid)
+                        .map(|&(_, n)| n)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        for f in targets {
+            graph.add_edge(f, b, Link::Sequence);
+            links_by_sequence += 1;
+        }
+    }
+    let mut links_by_flow = 0;
+    for l in &t.flows {
+        if let (Some(&f), Some(&b)) = (op_node.get(&l.from), op_node.get(&l.to)) {
+            if matches!(graph[f], Node::Forward { .. }) && matches!(graph[b], Node::Backward { .. })
+            {
+                graph.add_edge(f, b, Link::Flow);
+                links_by_flow += 1;
+            }
+        }
+    }
+    AutogradGraph {
+        graph,
+        links_by_sequence,
+        links_by_flow,
+    }
+}
+
+/// Whether a never-consumed node looks like an accumulator carried across steps: an in-place
+/// update (`add_`), or an op on 0-dim tensors only (a loss or metric summed up).
+fn accumulates(t: &Trace, creator: OpIdx) -> bool {
+    let op = t.op(creator);
+    let name = t.stacks.str(op.name);
+    let base = name.rsplit("::").next().unwrap_or(name);
+    let in_place = base.ends_with('_') && !base.ends_with("__");
+    in_place || op.scalar_inputs == Some(true)
+}
+
+fn fix_for(op: &str) -> String {
+    let base = op.rsplit("::").next().unwrap_or(op);
+    if base.starts_with("add") || base.starts_with("sum") || base.starts_with("mean") {
+        "accumulate a Python number, not the tensor: `total += loss.item()` (or \
+         `loss.detach()`); keep only detached values across iterations, and compute metrics \
+         and validation under `torch.no_grad()`"
+            .into()
+    } else {
+        "do not carry tensors that require grad across iterations: store `.detach()`ed \
+         tensors or `.item()` values, and compute anything not meant for backward under \
+         `torch.no_grad()`"
+            .into()
+    }
+}
+
+/// Graph growth findings: per step, the forward nodes never consumed, grouped by op and site.
+pub fn growth(t: &Trace) -> GraphReport {
+    let g = build(t);
+    let unconsumed = g.unconsumed();
+    let forward_nodes = g.forward_nodes().count();
+    let backward_nodes = g.backward_count();
+    let n_steps = t.steps.len();
+    let mut notes = Vec::new();
+    let mut findings = Vec::new();
+    let report = |findings, notes| GraphReport {
+        forward_nodes,
+        backward_nodes,
+        links_by_sequence: g.links_by_sequence,
+        links_by_flow: g.links_by_flow,
+        unconsumed_nodes: unconsumed.len(),
+        steps: n_steps,
+        findings,
+        notes,
+    };
+    if forward_nodes == 0 {
+        notes.push(
+            "no op carries an autograd sequence number (no grad-mode ops were profiled, or the \
+             trace predates them): the autograd graph cannot be followed"
+                .into(),
+        );
+        return report(findings, notes);
+    }
+    if backward_nodes == 0 {
+        notes.push(format!(
+            "{forward_nodes} forward ops ran with grad mode on but the trace holds no backward \
+             pass: graph growth cannot be judged (if this is inference, `torch.inference_mode()` \
+             or `torch.no_grad()` saves the graph's memory)"
+        ));
+        return report(findings, notes);
+    }
+    if n_steps < 3 {
+        notes.push(format!(
+            "{} profiled step(s): growth across steps needs at least three \
+             (`schedule(active=...)` with prof.step() each iteration)",
+            n_steps
+        ));
+        return report(findings, notes);
+    }
+
+    // Bytes still alive at the end, made inside an unconsumed node's creator op.
+    let pairing = pair(t);
+    let creators: HashSet<OpIdx> = unconsumed.iter().copied().collect();
+    let mut bytes_by_creator: HashMap<OpIdx, u64> = HashMap::new();
+    for (i, m) in t.memory.iter().enumerate() {
+        if !pairing.live_at_end(t, i) {
+            continue;
+        }
+        let mut cur = m.op;
+        let mut guard = 0;
+        while let Some(o) = cur {
+            if creators.contains(&o) {
+                *bytes_by_creator.entry(o).or_default() += m.bytes as u64;
+                break;
+            }
+            cur = t.op(o).parent;
+            guard += 1;
+            if guard > 256 {
+                break;
+            }
+        }
+    }
+
+    struct Group {
+        per_step: Vec<u32>,
+        bytes: u64,
+        preexisting: bool,
+        accumulates: bool,
+    }
+    let mut groups: HashMap<(String, Option<Site>), Group> = HashMap::new();
+    for &c in &unconsumed {
+        let op = t.op(c);
+        let Some(step) = t.step_at(op.ts) else {
+            continue;
+        };
+        let frame = t.user_frame_id(op.stack);
+        let site = frame.map(|f| t.site(t.stacks.frame(f)));
+        let preexisting = frame.is_some_and(|f| t.frame_preexisting(f));
+        let grp = groups
+            .entry((t.op_name(c).to_owned(), site))
+            .or_insert_with(|| Group {
+                per_step: vec![0; n_steps],
+                bytes: 0,
+                preexisting,
+                accumulates: false,
+            });
+        grp.accumulates |= accumulates(t, c);
+        grp.per_step[step.0 as usize] += 1;
+        grp.bytes += bytes_by_creator.get(&c).copied().unwrap_or(0);
+    }
+    let mut dropped: Vec<(String, Option<Site>, f64)> = Vec::new();
+    for ((op, site), grp) in groups {
+        if !steady(&grp.per_step) {
+            continue;
+        }
+        let total: u32 = grp.per_step.iter().sum();
+        let with = grp.per_step.iter().filter(|&&c| c > 0).count();
+        let nodes_per_step = f64::from(total) / n_steps as f64;
+        if !grp.accumulates {
+            dropped.push((op, site, nodes_per_step));
+            continue;
+        }
+        let place = match &site {
+            Some(s) => format!("in `{}` ({})", s.function, s.file),
+            None => "outside any recorded user frame".into(),
+        };
+        let line_note = match &site {
+            Some(s) if grp.preexisting => format!(
+                " The trace cannot give the line: `{f}` was already running when profiling \
+                 began, so its recorded line {l} is the line it was at then (typically the \
+                 `prof.step()` call), not the line of this op; look for the `{op}` in the body \
+                 of `{f}`.",
+                f = s.function,
+                l = s.line,
+            ),
+            Some(s) => format!(
+                " The trace cannot give the line: the profiler records a call at its first \
+                 line, so {}:{} is where `{}` starts, not the line of this op.",
+                s.file, s.line, s.function
+            ),
+            None => String::new(),
+        };
+        let per = if (nodes_per_step - nodes_per_step.round()).abs() < 1e-9 {
+            format!("{}", nodes_per_step.round() as u64)
+        } else {
+            format!("{nodes_per_step:.2}")
+        };
+        let explanation = format!(
+            "The autograd graph grows by {per} `{op}` node(s) per step {place}: in {with} of \
+             {n_steps} profiled steps, this op creates a node that no backward pass ever \
+             consumes before the trace ends. A node that outlives its step keeps the graph \
+             behind it alive, so each step's graph is chained to the next: the sign of a tensor \
+             that requires grad being carried across iterations (e.g. `total += loss` instead \
+             of `total += loss.item()`). Memory allocated by these ops and still alive at the \
+             end: {} bytes; the graph's saved tensors add to it, and the growth shows in the \
+             graph before it shows in memory.{line_note}",
+            grp.bytes
+        );
+        findings.push(GraphGrowth {
+            fix: fix_for(&op),
+            op,
+            site,
+            line_known: false,
+            nodes_per_step,
+            steps: n_steps,
+            per_step: grp.per_step,
+            bytes_attributed: grp.bytes,
+            explanation,
+        });
+    }
+    dropped.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    if !dropped.is_empty() {
+        let list: Vec<String> = dropped
+            .iter()
+            .take(8)
+            .map(|(op, site, n)| match site {
+                Some(s) => format!("`{op}` in `{}` ({n:.1}/step)", s.function),
+                None => format!("`{op}` ({n:.1}/step)"),
+            })
+            .collect();
+        notes.push(format!(
+            "{} op(s) leave autograd nodes that no backward consumes in step after step, but \
+             neither update a tensor in place nor work on 0-dim values, so nothing shows them \
+             accumulating across steps: {}{}. These are usually values computed with grad on \
+             and not used for the loss (predictions for metrics, logging); each step's copy is \
+             freed with its step. Computing them under `torch.no_grad()` or from `.detach()`ed \
+             tensors saves their graph's memory.",
+            dropped.len(),
+            list.join(", "),
+            if dropped.len() > 8 { ", ..." } else { "" }
+        ));
+    }
+    findings.sort_by(|a, b| {
+        b.nodes_per_step
+            .total_cmp(&a.nodes_per_step)
+            .then_with(|| a.op.cmp(&b.op))
+            .then_with(|| a.site.cmp(&b.site))
+    });
+    report(findings, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::trace::{OpRecord, Tid, TraceBuilder};
+
+    fn op(b: &mut TraceBuilder, name: &str, ts: f64, tid: i64, seq: Option<i64>, fwd: i64) {
+        b.add_op(OpRecord {
+            name,
+            ts,
+            dur: 1.0,
+            tid: Tid(tid),
+            seq,
+            fwd_tid: Some(fwd),
+            external_id: None,
+            scalar_inputs: None,
+        });
+    }
+
+    /// `steps` steps of: mm (consumed), add_ into an accumulator (never consumed) when `leak`.
+    fn loop_trace(steps: u64, leak: bool) -> Trace {
+        let mut b = TraceBuilder::new();
+        b.add_python("train.py(30): loop", 0.0, 10_000.0, Tid(1), Some(1), None);
+        let mut seq = 0;
+        for k in 0..steps {
+            let t0 = 100.0 + 100.0 * k as f64;
+            b.add_step(k, &format!("ProfilerStep#{k}"), t0, 90.0, Tid(1));
+            op(&mut b, "aten::mm", t0 + 1.0, 1, Some(seq), 0);
+            op(
+                &mut b,
+                "autograd::engine::evaluate_function: MmBackward0",
+                t0 + 50.0,
+                2,
+                Some(seq),
+                1,
+            );
+            op(&mut b, "MmBackward0", t0 + 50.5, 2, Some(seq), 1);
+            seq += 1;
+            if leak {
+                op(&mut b, "aten::add_", t0 + 60.0, 1, Some(seq), 0);
+                seq += 1;
+            }
+            op(&mut b, "aten::item", t0 + 70.0, 1, Some(seq), 0);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn finds_accumulator() {
+        let r = growth(&loop_trace(6, true));
+        assert_eq!(r.backward_nodes, 6);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let f = &r.findings[0];
+        assert_eq!(f.op, "aten::add_");
+        assert_eq!(f.per_step, vec![1; 6]);
+        assert_eq!(f.site.as_ref().unwrap().function, "loop");
+        assert!(!f.line_known);
+        assert!(
+            f.explanation.contains("already running"),
+            "{}",
+            f.explanation
+        );
+    }
+
+    #[test]
+    fn dropped_predictions_are_a_note_not_a_finding() {
+        let mut b = TraceBuilder::new();
+        let mut seq = 0;
+        for k in 0..5u64 {
+            let t0 = 100.0 * k as f64;
+            b.add_step(k, &format!("ProfilerStep#{k}"), t0, 90.0, Tid(1));
+            op(&mut b, "aten::mm", t0 + 1.0, 1, Some(seq), 0);
+            op(&mut b, "MmBackward0", t0 + 50.0, 2, Some(seq), 1);
+            seq += 1;
+            b.add_op(OpRecord {
+                name: "aten::sigmoid",
+                ts: t0 + 20.0,
+                dur: 1.0,
+                tid: Tid(1),
+                seq: Some(seq),
+                fwd_tid: Some(0),
+                external_id: None,
+                scalar_inputs: Some(false),
+            });
+            seq += 1;
+        }
+        let r = growth(&b.build());
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert!(
+            r.notes.iter().any(|n| n.contains("aten::sigmoid")),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
+    fn clean_loop_has_no_finding() {
+        let r = growth(&loop_trace(6, false));
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        // The last step's `item` holds the number no node took: unconsumed, but not growth.
+        assert_eq!(r.unconsumed_nodes, 1);
+    }
+}

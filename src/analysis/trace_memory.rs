@@ -1,0 +1,563 @@
+//! Memory over time from a profiler trace's `[memory]` events, and the allocations that outlive
+//! the step that made them.
+//!
+//! A trace records every allocation and free with the allocator's running totals, but it starts
+//! late (memory in use before profiling shows only as frees with no allocation) and it ends
+//! early (the last step's outputs are legitimately still alive). So totals are taken from the
+//! events themselves, not summed, and a leak is only called when allocations from many earlier
+//! steps are still alive at the end, steadily, not just the last step's.
+
+use std::collections::HashMap;
+
+use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace};
+use crate::model::StackId;
+
+/// A point of the memory timeline (after the event at `ts`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct MemPoint {
+    pub ts: f64,
+    pub allocated_bytes: i64,
+    pub reserved_bytes: i64,
+}
+
+/// Where the allocated peak was reached.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Peak {
+    pub ts: f64,
+    pub allocated_bytes: i64,
+    pub reserved_bytes: Option<i64>,
+    /// `ProfilerStep#N` number, when the peak fell inside a step.
+    pub step: Option<u64>,
+    /// Innermost op running when the peak allocation was made.
+    pub op: Option<String>,
+    /// Outermost op enclosing it (`autograd::engine::evaluate_function: ...`, `aten::linear`).
+    pub top_op: Option<String>,
+    /// The user's frame around the allocation; for allocations made by the backward pass, the
+    /// frame around the forward op whose backward it was.
+    pub site: Option<Site>,
+}
+
+/// Memory figures of one profiler step on one device.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StepMemory {
+    pub number: u64,
+    pub start_allocated_bytes: Option<i64>,
+    pub peak_allocated_bytes: Option<i64>,
+    pub end_allocated_bytes: Option<i64>,
+    pub peak_reserved_bytes: Option<i64>,
+    /// Sum of the step's allocations and frees.
+    pub allocated_bytes: u64,
+    pub freed_bytes: u64,
+    /// Allocations made in this step and still alive when the trace ends.
+    pub live_at_end_bytes: u64,
+    pub live_at_end_count: u32,
+}
+
+/// Allocations from one site that stay alive, step after step.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LiveGrowth {
+    pub site: Option<Site>,
+    /// Innermost op of the allocations (the first one seen).
+    pub op: Option<String>,
+    /// Per profiled step: bytes allocated in that step at this site and alive at the end.
+    pub per_step_bytes: Vec<u64>,
+    pub per_step_count: Vec<u32>,
+    pub steps_with_live: usize,
+    pub bytes_per_step: f64,
+    pub total_bytes: u64,
+    pub explanation: String,
+}
+
+/// Memory of one device over the trace.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DeviceMemory {
+    pub device: DeviceKey,
+    pub label: String,
+    pub events: usize,
+    pub allocations: usize,
+    pub frees: usize,
+    /// Frees of blocks allocated before the trace began.
+    pub frees_of_earlier_blocks: usize,
+    /// Allocated before the first event (what was in use when profiling began).
+    pub start_allocated_bytes: Option<i64>,
+    pub end_allocated_bytes: Option<i64>,
+    pub peak: Option<Peak>,
+    pub peak_reserved_bytes: Option<i64>,
+    /// Allocations made during the trace and never freed in it.
+    pub live_at_end_bytes: u64,
+    pub live_at_end_count: usize,
+    pub timeline: Vec<MemPoint>,
+    pub steps: Vec<StepMemory>,
+    /// Sites whose allocations from many steps are still alive at the end: leaks.
+    pub growth: Vec<LiveGrowth>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StepSpan {
+    pub number: u64,
+    pub name: String,
+    pub ts: f64,
+    pub dur: f64,
+}
+
+/// Memory analysis of a trace: one entry per device with `[memory]` events.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TraceMemory {
+    pub steps: Vec<StepSpan>,
+    pub devices: Vec<DeviceMemory>,
+    pub notes: Vec<String>,
+}
+
+/// Alloc/free pairing by address, per device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pairing {
+    /// For each memory event that is an allocation, the index of the free that releases it.
+    pub freed_by: Vec<Option<u32>>,
+    /// Frees with no allocation in the trace (the block predates it).
+    pub unmatched_frees: Vec<u32>,
+}
+
+impl Pairing {
+    /// An allocation that no free in the trace released.
+    pub fn live_at_end(&self, t: &Trace, i: usize) -> bool {
+        t.memory[i].bytes > 0 && self.freed_by[i].is_none()
+    }
+}
+
+/// Pairs each free with the latest unfreed allocation at the same address on the same device.
+pub fn pair(t: &Trace) -> Pairing {
+    let mut open: HashMap<(DeviceKey, u64), Vec<u32>> = HashMap::new();
+    let mut p = Pairing {
+        freed_by: vec![None; t.memory.len()],
+        unmatched_frees: Vec::new(),
+    };
+    for (i, m) in t.memory.iter().enumerate() {
+        let key = (m.device, m.addr);
+        if m.bytes > 0 {
+            open.entry(key).or_default().push(i as u32);
+        } else if m.bytes < 0 {
+            match open.get_mut(&key).and_then(|v| v.pop()) {
+                Some(a) => p.freed_by[a as usize] = Some(i as u32),
+                None => p.unmatched_frees.push(i as u32),
+            }
+        }
+    }
+    p
+}
+
+/// Whether a per-step count shows steady growth: present in at least two and at least half of
+/// the steps before the last. The last step is left out of the judgement: what it made may
+/// legitimately still be alive, or still waiting for a backward, when the trace ends.
+pub fn steady(per_step: &[u32]) -> bool {
+    let Some((_, complete)) = per_step.split_last() else {
+        return false;
+    };
+    let with = complete.iter().filter(|&&c| c > 0).count();
+    with >= 2 && with * 2 >= complete.len()
+}
+
+/// The Python stack that explains an event: its own, or for backward-pass work (which runs on
+/// the autograd thread, outside any Python frame) the stack of the forward op it differentiates.
+pub(crate) struct StackResolver {
+    forward_by_seq: HashMap<i64, OpIdx>,
+}
+
+impl StackResolver {
+    pub(crate) fn new(t: &Trace) -> StackResolver {
+        let mut forward_by_seq = HashMap::new();
+        for (i, o) in t.ops.iter().enumerate() {
+            if let Some(s) = o.seq {
+                if o.stack != StackId::EMPTY && !is_backward_name(t.stacks.str(o.name)) {
+                    forward_by_seq.insert(s, OpIdx(i as u32));
+                }
+            }
+        }
+        StackResolver { forward_by_seq }
+    }
+
+    pub(crate) fn stack_of(&self, t: &Trace, m: &MemEvent) -> StackId {
+        if m.stack != StackId::EMPTY {
+            return m.stack;
+        }
+        let mut cur = m.op;
+        while let Some(o) = cur {
+            let op = t.op(o);
+            if let Some(s) = op.seq {
+                if is_backward_name(t.stacks.str(op.name)) {
+                    if let Some(&f) = self.forward_by_seq.get(&s) {
+                        return t.op(f).stack;
+                    }
+                }
+            }
+            cur = op.parent;
+        }
+        StackId::EMPTY
+    }
+}
+
+/// Names of backward-pass ops: `autograd::engine::evaluate_function: XBackward0`, `XBackward0`.
+pub fn is_backward_name(name: &str) -> bool {
+    if name.starts_with("autograd::engine::evaluate_function") || name.contains("AccumulateGrad") {
+        return true;
+    }
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    base.ends_with("Backward")
+}
+
+fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The memory timeline, peaks, per-step figures and leaking sites of every device.
+pub fn analyze(t: &Trace) -> TraceMemory {
+    let pairing = pair(t);
+    let resolver = StackResolver::new(t);
+    let mut notes = Vec::new();
+    if t.memory.is_empty() {
+        notes.push(
+            "the trace has no [memory] events: it was recorded without profile_memory=True".into(),
+        );
+    }
+    if t.steps.is_empty() && !t.memory.is_empty() {
+        notes.push(
+            "the trace has no ProfilerStep spans (no prof.step() calls): per-step figures and \
+             leak detection across steps are not available"
+                .into(),
+        );
+    }
+    let devices = t
+        .memory_devices()
+        .into_iter()
+        .map(|d| device_memory(t, d, &pairing, &resolver))
+        .collect();
+    TraceMemory {
+        steps: t
+            .steps
+            .iter()
+            .map(|s| StepSpan {
+                number: s.number,
+                name: s.name.clone(),
+                ts: s.ts,
+                dur: s.dur,
+            })
+            .collect(),
+        devices,
+        notes,
+    }
+}
+
+fn device_memory(
+    t: &Trace,
+    device: DeviceKey,
+    pairing: &Pairing,
+    resolver: &StackResolver,
+) -> DeviceMemory {
+    let idx: Vec<usize> = (0..t.memory.len())
+        .filter(|&i| t.memory[i].device == device)
+        .collect();
+    let events: Vec<&MemEvent> = idx.iter().map(|&i| &t.memory[i]).collect();
+    let timeline: Vec<MemPoint> = events
+        .iter()
+        .filter_map(|m| {
+            Some(MemPoint {
+                ts: m.ts,
+                allocated_bytes: m.total_allocated?,
+                reserved_bytes: m.total_reserved.unwrap_or(0),
+            })
+        })
+        .collect();
+    let start_allocated_bytes = events
+        .iter()
+        .find_map(|m| m.total_allocated.map(|a| a - m.bytes));
+    let end_allocated_bytes = events.iter().rev().find_map(|m| m.total_allocated);
+    let peak_reserved_bytes = events.iter().filter_map(|m| m.total_reserved).max();
+
+    // Peak: the first event reaching the highest total.
+    let mut peak_at: Option<usize> = None;
+    for (k, m) in events.iter().enumerate() {
+        if let Some(a) = m.total_allocated {
+            if peak_at.is_none_or(|p| a > events[p].total_allocated.unwrap_or(i64::MIN)) {
+                peak_at = Some(k);
+            }
+        }
+    }
+    let peak = peak_at.map(|k| {
+        let m = events[k];
+        let stack = resolver.stack_of(t, m);
+        Peak {
+            ts: m.ts,
+            allocated_bytes: m.total_allocated.unwrap_or(0),
+            reserved_bytes: m.total_reserved,
+            step: t.step_at(m.ts).map(|s| t.step(s).number),
+            op: m.op.map(|o| t.op_name(o).to_owned()),
+            top_op: m.op.map(|o| t.op_name(t.top_op(o)).to_owned()),
+            site: t.user_site(stack),
+        }
+    });
+
+    let n_steps = t.steps.len();
+    let mut steps: Vec<StepMemory> = t
+        .steps
+        .iter()
+        .map(|s| StepMemory {
+            number: s.number,
+            start_allocated_bytes: None,
+            peak_allocated_bytes: None,
+            end_allocated_bytes: None,
+            peak_reserved_bytes: None,
+            allocated_bytes: 0,
+            freed_bytes: 0,
+            live_at_end_bytes: 0,
+            live_at_end_count: 0,
+        })
+        .collect();
+    // Allocated at a step's boundaries: the running total after the last event before it.
+    for (si, s) in t.steps.iter().enumerate() {
+        let before = events.partition_point(|m| m.ts < s.ts);
+        let through = events.partition_point(|m| m.ts <= s.end());
+        let total_before = events[..before]
+            .iter()
+            .rev()
+            .find_map(|m| m.total_allocated);
+        steps[si].start_allocated_bytes = total_before.or_else(|| {
+            events[before..through]
+                .iter()
+                .find_map(|m| m.total_allocated.map(|a| a - m.bytes))
+        });
+        steps[si].end_allocated_bytes = events[..through]
+            .iter()
+            .rev()
+            .find_map(|m| m.total_allocated);
+        steps[si].peak_allocated_bytes = events[before..through]
+            .iter()
+            .filter_map(|m| m.total_allocated)
+            .max()
+            .or(steps[si].start_allocated_bytes);
+        steps[si].peak_reserved_bytes = events[before..through]
+            .iter()
+            .filter_map(|m| m.total_reserved)
+            .max();
+    }
+
+    let mut allocations = 0;
+    let mut frees = 0;
+    let mut live_at_end_bytes = 0u64;
+    let mut live_at_end_count = 0usize;
+    // (site, op name) -> per-step bytes and counts of allocations alive at the end.
+    type Key = (Option<Site>, Option<String>);
+    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>)> = HashMap::new();
+    for &i in &idx {
+        let m = &t.memory[i];
+        let step = t.step_at(m.ts).map(|s| s.0 as usize);
+        if m.bytes > 0 {
+            allocations += 1;
+            if let Some(s) = step {
+                steps[s].allocated_bytes += m.bytes as u64;
+            }
+        } else if m.bytes < 0 {
+            frees += 1;
+            if let Some(s) = step {
+                steps[s].freed_bytes += m.bytes.unsigned_abs();
+            }
+        }
+        if !pairing.live_at_end(t, i) {
+            continue;
+        }
+        live_at_end_bytes += m.bytes as u64;
+        live_at_end_count += 1;
+        let Some(s) = step else {
+            continue;
+        };
+        steps[s].live_at_end_bytes += m.bytes as u64;
+        steps[s].live_at_end_count += 1;
+        let site = t.user_site(resolver.stack_of(t, m));
+        let op = m.op.map(|o| t.op_name(o).to_owned());
+        let g = groups
+            .entry((site, op))
+            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps]));
+        g.0[s] += m.bytes as u64;
+        g.1[s] += 1;
+    }
+    let frees_of_earlier_blocks = pairing
+        .unmatched_frees
+        .iter()
+        .filter(|&&f| t.memory[f as usize].device == device)
+        .count();
+
+    let mut growth: Vec<LiveGrowth> = groups
+        .into_iter()
+        .filter(|(_, (_, counts))| steady(counts))
+        .map(|((site, op), (per_step_bytes, per_step_count))| {
+            let total_bytes: u64 = per_step_bytes.iter().sum();
+            let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
+            let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
+            let place = match &site {
+                Some(s) => format!("in `{}` ({})", s.function, s.file),
+                None => "with no user frame recorded".to_owned(),
+            };
+            let explanation =
+                format!(
+                "allocations made {place}{} in {steps_with_live} of {n_steps} profiled steps are \
+                 still alive when the trace ends, about {} per step ({} in all): memory kept \
+                 across iterations grows with every step",
+                op.as_deref().map(|o| format!(" by `{o}`")).unwrap_or_default(),
+                fmt_bytes(bytes_per_step as u64),
+                fmt_bytes(total_bytes),
+            );
+            LiveGrowth {
+                site,
+                op,
+                per_step_bytes,
+                per_step_count,
+                steps_with_live,
+                bytes_per_step,
+                total_bytes,
+                explanation,
+            }
+        })
+        .collect();
+    growth.sort_by(|a, b| {
+        b.total_bytes
+            .cmp(&a.total_bytes)
+            .then_with(|| a.site.cmp(&b.site))
+            .then_with(|| a.op.cmp(&b.op))
+    });
+
+    DeviceMemory {
+        device,
+        label: device.label(),
+        events: events.len(),
+        allocations,
+        frees,
+        frees_of_earlier_blocks,
+        start_allocated_bytes,
+        end_allocated_bytes,
+        peak,
+        peak_reserved_bytes,
+        live_at_end_bytes,
+        live_at_end_count,
+        timeline,
+        steps,
+        growth,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::trace::{OpRecord, Tid, TraceBuilder};
+
+    const CUDA0: DeviceKey = DeviceKey {
+        device_type: 1,
+        device_id: 0,
+    };
+
+    #[test]
+    fn steady_rule() {
+        assert!(steady(&[1, 1, 1, 1]));
+        assert!(!steady(&[0, 0, 0, 3]));
+        assert!(!steady(&[1, 0, 0, 0, 0, 1]));
+        assert!(steady(&[1, 0, 1, 0, 0]));
+        assert!(!steady(&[]));
+        assert!(!steady(&[5, 5]));
+    }
+
+    #[test]
+    fn backward_names() {
+        assert!(is_backward_name(
+            "autograd::engine::evaluate_function: AddmmBackward0"
+        ));
+        assert!(is_backward_name("MseLossBackward0"));
+        assert!(is_backward_name("torch::autograd::AccumulateGrad"));
+        assert!(!is_backward_name("aten::add_"));
+        assert!(!is_backward_name("aten::mse_loss_backward"));
+    }
+
+    /// Four steps; each leaks one 1 KiB block from `leaky`, and makes a temporary that is freed.
+    fn leaky_trace() -> Trace {
+        let mut b = TraceBuilder::new();
+        let tid = Tid(1);
+        b.add_python("train.py(5): main", 0.0, 1000.0, tid, Some(1), None);
+        let mut total = 0i64;
+        for k in 0..4u64 {
+            let t0 = 10.0 + 200.0 * k as f64;
+            b.add_step(k + 1, &format!("ProfilerStep#{}", k + 1), t0, 150.0, tid);
+            b.add_python("train.py(20): leaky", t0 + 5.0, 20.0, tid, None, Some(1));
+            b.add_op(OpRecord {
+                name: "aten::empty",
+                ts: t0 + 6.0,
+                dur: 2.0,
+                tid,
+                seq: None,
+                fwd_tid: None,
+                external_id: None,
+                scalar_inputs: None,
+            });
+            total += 1024;
+            b.add_memory(
+                t0 + 7.0,
+                tid,
+                0x1000 + k,
+                1024,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
+            total += 4096;
+            b.add_memory(
+                t0 + 40.0,
+                tid,
+                0x9000,
+                4096,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
+            total -= 4096;
+            b.add_memory(
+                t0 + 50.0,
+                tid,
+                0x9000,
+                -4096,
+                Some(total),
+                Some(1 << 21),
+                CUDA0,
+            );
+        }
+        b.build()
+    }
+
+    #[test]
+    fn leak_found_with_site_and_steps() {
+        let t = leaky_trace();
+        let m = analyze(&t);
+        assert_eq!(m.devices.len(), 1);
+        let d = &m.devices[0];
+        assert_eq!(d.allocations, 8);
+        assert_eq!(d.frees, 4);
+        assert_eq!(d.live_at_end_bytes, 4096);
+        assert_eq!(d.steps.len(), 4);
+        assert_eq!(d.steps[0].peak_allocated_bytes, Some(1024 + 4096));
+        assert_eq!(d.steps[0].end_allocated_bytes, Some(1024));
+        assert_eq!(d.steps[3].end_allocated_bytes, Some(4096));
+        let peak = d.peak.as_ref().unwrap();
+        assert_eq!(peak.allocated_bytes, 3 * 1024 + 4096 + 1024);
+        assert_eq!(peak.step, Some(4));
+        assert_eq!(d.growth.len(), 1);
+        let g = &d.growth[0];
+        assert_eq!(g.site.as_ref().unwrap().function, "leaky");
+        assert_eq!(g.op.as_deref(), Some("aten::empty"));
+        assert_eq!(g.per_step_bytes, vec![1024; 4]);
+    }
+}
