@@ -86,15 +86,19 @@ impl Categories {
             Category::Temporary => &mut self.temporary,
             Category::Other => &mut self.other,
         };
-        *slot += n;
+        *slot = slot.saturating_add(n);
     }
     pub fn total(&self) -> u64 {
-        self.parameter
-            + self.optimizer_state
-            + self.gradient
-            + self.activation
-            + self.temporary
-            + self.other
+        [
+            self.parameter,
+            self.optimizer_state,
+            self.gradient,
+            self.activation,
+            self.temporary,
+            self.other,
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add)
     }
 }
 
@@ -194,7 +198,7 @@ pub fn at_state(
         if b.state == BlockState::ActiveAllocated {
             out.add(cat, b.size);
             let e = basis.entry((cat, rule)).or_default();
-            e.0 += b.size;
+            e.0 = e.0.saturating_add(b.size);
             e.1 += 1;
         }
     });

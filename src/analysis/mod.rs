@@ -193,37 +193,38 @@ fn device_report(
     notes: &mut Vec<String>,
 ) -> DeviceFindings {
     // Current figures come from the snapshot's own segments: they are what torch recorded.
-    let mut allocated = 0;
-    let mut active = 0;
-    let mut requested = 0;
-    let mut reserved = 0;
-    let mut inactive_split = 0;
-    let mut segments = 0;
-    let mut exp_segments = 0;
-    let mut exp_free = 0;
+    // Sums saturate: a hostile file can declare sizes near 2^64.
+    let mut allocated = 0u64;
+    let mut active = 0u64;
+    let mut requested = 0u64;
+    let mut reserved = 0u64;
+    let mut inactive_split = 0u64;
+    let mut segments = 0u64;
+    let mut exp_segments = 0u64;
+    let mut exp_free = 0u64;
     let mut largest_free = 0;
     for s in &dev.segments {
-        reserved += s.total_size;
+        reserved = reserved.saturating_add(s.total_size);
         let seg_active = s.active_bytes();
-        allocated += s.allocated_bytes();
-        active += seg_active;
-        requested += s
-            .blocks
-            .iter()
-            .filter(|b| b.state.is_active())
-            .map(|b| b.requested_size)
-            .sum::<u64>();
+        allocated = allocated.saturating_add(s.allocated_bytes());
+        active = active.saturating_add(seg_active);
+        requested = requested.saturating_add(
+            s.blocks
+                .iter()
+                .filter(|b| b.state.is_active())
+                .fold(0u64, |a, b| a.saturating_add(b.requested_size)),
+        );
         let split_free = if s.blocks.iter().any(|b| b.state.is_active()) {
             s.total_size.saturating_sub(seg_active)
         } else {
             0
         };
         if s.is_expandable {
-            exp_segments += 1;
-            exp_free += split_free;
+            exp_segments = exp_segments.saturating_add(1);
+            exp_free = exp_free.saturating_add(split_free);
         } else {
-            segments += 1;
-            inactive_split += split_free;
+            segments = segments.saturating_add(1);
+            inactive_split = inactive_split.saturating_add(split_free);
         }
         for b in &s.blocks {
             if !b.state.is_active() {
@@ -439,8 +440,13 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
             ),
         };
     }
-    let total_alloc: u64 = devices.iter().map(|d| d.allocated_bytes).sum();
-    let total_res: u64 = devices.iter().map(|d| d.reserved_bytes).sum();
+    // Saturating: hostile files can declare sizes near 2^64 on several devices.
+    let total_alloc = devices
+        .iter()
+        .fold(0u64, |a, d| a.saturating_add(d.allocated_bytes));
+    let total_res = devices
+        .iter()
+        .fold(0u64, |a, d| a.saturating_add(d.reserved_bytes));
     Verdict {
         kind: "ok".into(),
         summary: format!(

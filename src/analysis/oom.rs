@@ -192,7 +192,7 @@ pub fn diagnose(
             )
         }
         Cause::Capacity => {
-            let left = free_reserved + o.device_free_bytes.unwrap_or(0);
+            let left = free_reserved.saturating_add(o.device_free_bytes.unwrap_or(0));
             remedies.push(Remedy {
                 action: "reduce the batch size or sequence length, use activation checkpointing or mixed precision".into(),
                 assessment: format!(

@@ -26,10 +26,11 @@ pub fn round_size(size: u64, settings: &AllocatorSettings) -> u64 {
         return MIN_BLOCK;
     }
     let divisions = power2_divisions(size, &settings.roundup_power2_divisions);
-    if divisions > 1 && size > MIN_BLOCK * divisions {
+    if divisions > 1 && size > MIN_BLOCK.saturating_mul(divisions) {
         roundup_power2_next_division(size, divisions)
     } else {
-        size.div_ceil(MIN_BLOCK) * MIN_BLOCK
+        // Saturates for requests within 512 bytes of 2^64 (only hostile logs have them).
+        size.div_ceil(MIN_BLOCK).saturating_mul(MIN_BLOCK)
     }
 }
 
@@ -56,7 +57,7 @@ fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
     if r == size {
         size
     } else {
-        r + step
+        r.saturating_add(step)
     }
 }
 
@@ -143,7 +144,10 @@ impl SegState {
     }
 
     pub fn largest_free(&self) -> u64 {
-        self.free_ranges().map(|(a, b)| b - a).max().unwrap_or(0)
+        self.free_ranges()
+            .map(|(a, b)| b.saturating_sub(a))
+            .max()
+            .unwrap_or(0)
     }
 
     fn inactive_split(&self) -> u64 {
@@ -176,11 +180,11 @@ impl State {
             (s.inactive_split(), 0)
         };
         if sign > 0 {
-            c.inactive_split += split;
-            c.expandable_inactive += exp_inactive;
+            c.inactive_split = c.inactive_split.saturating_add(split);
+            c.expandable_inactive = c.expandable_inactive.saturating_add(exp_inactive);
         } else {
-            c.inactive_split -= split;
-            c.expandable_inactive -= exp_inactive;
+            c.inactive_split = c.inactive_split.saturating_sub(split);
+            c.expandable_inactive = c.expandable_inactive.saturating_sub(exp_inactive);
         }
     }
 
@@ -413,11 +417,11 @@ impl<'a> Replayer<'a> {
                 alloc_event: Some(EventIdx(i as u32)),
             },
         );
-        seg.active_bytes += size;
+        seg.active_bytes = seg.active_bytes.saturating_add(size);
         State::seg_counters(&mut st.counters, seg, 1);
-        st.counters.allocated += size;
-        st.counters.active += size;
-        st.counters.requested += e.size;
+        st.counters.allocated = st.counters.allocated.saturating_add(size);
+        st.counters.active = st.counters.active.saturating_add(size);
+        st.counters.requested = st.counters.requested.saturating_add(e.size);
         if let Some(a) = anomaly {
             self.anomaly(i, a);
         }
@@ -471,7 +475,7 @@ impl<'a> Replayer<'a> {
         let was_allocated = b.state == BlockState::ActiveAllocated;
         State::seg_counters(&mut st.counters, seg, -1);
         let b = seg.blocks.remove(&e.addr).expect("checked above");
-        seg.active_bytes -= b.size;
+        seg.active_bytes = seg.active_bytes.saturating_sub(b.size);
         State::seg_counters(&mut st.counters, seg, 1);
         // Like torch's free_block: active and requested bytes drop only now.
         st.counters.active = st.counters.active.saturating_sub(b.size);
@@ -501,11 +505,11 @@ impl<'a> Replayer<'a> {
             active_bytes: 0,
         };
         let c = &mut self.state.counters;
-        c.reserved += e.size;
+        c.reserved = c.reserved.saturating_add(e.size);
         if expandable {
-            c.expandable_segments += 1;
+            c.expandable_segments = c.expandable_segments.saturating_add(1);
         } else {
-            c.segments += 1;
+            c.segments = c.segments.saturating_add(1);
         }
         self.state.segments.insert(e.addr, seg);
     }
@@ -538,12 +542,14 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// Expandable segments grow by mapping pages at their end; a map that continues no known
-    /// segment starts a new one.
     /// Expandable segments grow by mapping pages next to mapped ones. The snapshot lists each
     /// contiguous mapped range as a segment, so a map that continues a range extends it, one that
     /// fills the hole between two ranges joins them, and any other starts a new one.
     fn handle_segment_map(&mut self, i: usize, e: &Event) {
+        if e.size == 0 {
+            self.anomaly(i, format!("segment_map of 0 bytes at 0x{:x}", e.addr));
+            return;
+        }
         let end = e.addr.saturating_add(e.size);
         let prev = self
             .state
@@ -557,35 +563,36 @@ impl<'a> Replayer<'a> {
             .segments
             .get(&end)
             .filter(|s| s.expandable)
-            .map(|s| s.address);
+            .map(|s| s.address)
+            .filter(|&n| Some(n) != prev);
         let st = &mut self.state;
         match (prev, next) {
             (Some(a), n) => {
                 let seg = st.segments.get_mut(&a).expect("found above");
                 State::seg_counters(&mut st.counters, seg, -1);
-                seg.size += e.size;
+                seg.size = seg.size.saturating_add(e.size);
                 if let Some(n) = n {
                     let right = st.segments.remove(&n).expect("found above");
                     State::seg_counters(&mut st.counters, &right, -1);
                     let seg = st.segments.get_mut(&a).expect("found above");
-                    seg.size += right.size;
-                    seg.active_bytes += right.active_bytes;
+                    seg.size = seg.size.saturating_add(right.size);
+                    seg.active_bytes = seg.active_bytes.saturating_add(right.active_bytes);
                     seg.blocks.extend(right.blocks);
                     st.counters.expandable_segments =
                         st.counters.expandable_segments.saturating_sub(1);
                 }
                 let seg = st.segments.get_mut(&a).expect("found above");
                 State::seg_counters(&mut st.counters, seg, 1);
-                st.counters.reserved += e.size;
+                st.counters.reserved = st.counters.reserved.saturating_add(e.size);
             }
             (None, Some(n)) => {
                 let mut seg = st.segments.remove(&n).expect("found above");
                 State::seg_counters(&mut st.counters, &seg, -1);
                 seg.address = e.addr;
-                seg.size += e.size;
+                seg.size = seg.size.saturating_add(e.size);
                 State::seg_counters(&mut st.counters, &seg, 1);
                 st.segments.insert(e.addr, seg);
-                st.counters.reserved += e.size;
+                st.counters.reserved = st.counters.reserved.saturating_add(e.size);
             }
             (None, None) => self.handle_segment_alloc(i, e, true),
         }
@@ -611,11 +618,13 @@ impl<'a> Replayer<'a> {
             let right = SegState {
                 address: unmap_end,
                 size: seg.end() - unmap_end,
-                active_bytes: right_blocks.values().map(|b| b.size).sum(),
+                active_bytes: right_blocks
+                    .values()
+                    .fold(0u64, |a, b| a.saturating_add(b.size)),
                 blocks: right_blocks,
                 ..seg.clone()
             };
-            seg.active_bytes -= right.active_bytes;
+            seg.active_bytes = seg.active_bytes.saturating_sub(right.active_bytes);
             State::seg_counters(&mut st.counters, &right, 1);
             st.counters.expandable_segments += 1;
             st.segments.insert(unmap_end, right);
@@ -648,16 +657,16 @@ impl<'a> Replayer<'a> {
                 let len = b - a;
                 if s.pool == pool && s.stream == e.stream {
                     largest = largest.max(len);
-                    free_pool += len;
+                    free_pool = free_pool.saturating_add(len);
                 }
                 if split {
-                    free_split += len;
+                    free_split = free_split.saturating_add(len);
                 }
                 if s.pool == pool {
-                    let first = a.div_ceil(page) * page;
+                    let first = a.div_ceil(page).saturating_mul(page);
                     let last = b / page * page;
                     if last > first {
-                        whole_pages += last - first;
+                        whole_pages = whole_pages.saturating_add(last - first);
                     }
                 }
             }
@@ -790,7 +799,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
     let place = |st: &mut State, b: LiveBlock| {
         if let Some(a) = st.segment_of(b.address) {
             let seg = st.segments.get_mut(&a).expect("segment_of");
-            seg.active_bytes += b.size;
+            seg.active_bytes = seg.active_bytes.saturating_add(b.size);
             seg.blocks.insert(b.address, b);
         }
     };
@@ -802,7 +811,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
         let e = &dev.events[i];
         // Prefer the end state's layout when the block is still there with the same start.
         let rounded = round_size(e.size, &rules.settings);
-        approx += 1;
+        approx = approx.saturating_add(1);
         seen_block.insert(addr);
         place(
             &mut st,
@@ -843,18 +852,18 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
     // Counters of the initial state.
     let mut c = Counters::default();
     for s in st.segments.values() {
-        c.reserved += s.size;
+        c.reserved = c.reserved.saturating_add(s.size);
         if s.expandable {
-            c.expandable_segments += 1;
+            c.expandable_segments = c.expandable_segments.saturating_add(1);
         } else {
-            c.segments += 1;
+            c.segments = c.segments.saturating_add(1);
         }
         State::seg_counters(&mut c, s, 1);
         for b in s.blocks.values() {
-            c.active += b.size;
-            c.requested += b.requested;
+            c.active = c.active.saturating_add(b.size);
+            c.requested = c.requested.saturating_add(b.requested);
             if b.state == BlockState::ActiveAllocated {
-                c.allocated += b.size;
+                c.allocated = c.allocated.saturating_add(b.size);
             }
         }
     }
@@ -869,7 +878,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
         ..Consistency::default()
     };
     let note = |c: &mut Consistency, what: String| {
-        c.mismatches += 1;
+        c.mismatches = c.mismatches.saturating_add(1);
         if c.first_mismatch.is_none() {
             c.first_mismatch = Some(what);
         }
@@ -877,7 +886,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
     let recorded: HashMap<u64, &crate::model::Segment> =
         dev.segments.iter().map(|s| (s.address, s)).collect();
     for (a, s) in &end.segments {
-        c.segments_compared += 1;
+        c.segments_compared = c.segments_compared.saturating_add(1);
         match recorded.get(a) {
             None => note(
                 &mut c,
@@ -898,7 +907,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
                 }
                 let rec_blocks: Vec<_> = r.blocks.iter().filter(|b| b.state.is_active()).collect();
                 for rb in &rec_blocks {
-                    c.blocks_compared += 1;
+                    c.blocks_compared = c.blocks_compared.saturating_add(1);
                     match s.blocks.get(&rb.address) {
                         None => note(&mut c, format!("block at 0x{:x} ({} bytes, {:?}) is live in the snapshot but not in the replay", rb.address, rb.size, rb.state)),
                         Some(b) => {
@@ -924,7 +933,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
     }
     for a in recorded.keys() {
         if !end.segments.contains_key(a) {
-            c.segments_compared += 1;
+            c.segments_compared = c.segments_compared.saturating_add(1);
             note(
                 &mut c,
                 format!("snapshot lists a segment at 0x{a:x} that the replay does not have"),

@@ -55,7 +55,7 @@ where
     let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
     for (s, b) in items {
         let e = by_stack.entry(s).or_default();
-        e.0 += b;
+        e.0 = e.0.saturating_add(b);
         e.1 += 1;
     }
     // Per site frame: (bytes, blocks, heaviest stack, its bytes, user code).
@@ -66,7 +66,7 @@ where
         let key = f.map(|f| (f.file, f.line, f.name));
         let user = stacks.user_frame(s).is_some();
         let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
-        e.0 += bytes;
+        e.0 = e.0.saturating_add(bytes);
         e.1 += n;
         // Ties go to the lower stack id, so the output never depends on hash order.
         if bytes > e.3 || (bytes == e.3 && s < e.2) {

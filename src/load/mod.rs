@@ -134,12 +134,59 @@ fn gunzip_if_needed(path: &Path, bytes: Bytes) -> Result<Bytes, LoadError> {
     }
 }
 
+/// What a file that memscope cannot read looks like, from its magic bytes, so that the error
+/// says "this is a PNG image" rather than "unknown opcode at byte 0".
+pub fn looks_like(bytes: &[u8]) -> Option<&'static str> {
+    // torch.save before 1.6 wrote a pickled magic number (LONG1 0x1950a86a20f9469cfc6c) first.
+    const LEGACY_TORCH: &[u8] = &[
+        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+    ];
+    Some(match bytes {
+        [] => "an empty file",
+        [b'P', b'K', 3, 4, ..] | [b'P', b'K', 5, 6, ..] => {
+            "a zip archive (torch.save writes model checkpoints as zip files: this is likely a checkpoint, not a memory snapshot)"
+        }
+        _ if bytes.starts_with(LEGACY_TORCH) => "a legacy torch.save file (a checkpoint, not a memory snapshot)",
+        [0x89, b'H', b'D', b'F', ..] => "an HDF5 file",
+        [0x7f, b'E', b'L', b'F', ..] => "an ELF executable or library",
+        [0x89, b'P', b'N', b'G', ..] => "a PNG image",
+        [0xff, 0xd8, 0xff, ..] => "a JPEG image",
+        [b'%', b'P', b'D', b'F', ..] => "a PDF document",
+        [0x93, b'N', b'U', b'M', b'P', b'Y', ..] => "a NumPy .npy array",
+        [b'B', b'Z', b'h', ..] => "a bzip2 stream (decompress it first)",
+        [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => "an xz stream (decompress it first)",
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => "a zstd stream (decompress it first)",
+        [b'S', b'Q', b'L', b'i', b't', b'e', ..] => "an SQLite database (an Nsight Systems export?)",
+        _ => return None,
+    })
+}
+
+fn wrong_kind(path: &Path, bytes: &[u8], wanted: &str) -> LoadError {
+    if bytes.is_empty() {
+        return LoadError::Empty {
+            path: path.to_owned(),
+        };
+    }
+    let shown: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let kind = looks_like(bytes).unwrap_or("an unknown kind of file");
+    LoadError::WrongKind {
+        path: path.to_owned(),
+        what: format!(
+            "this is {kind}, not {wanted} (it starts with bytes {})",
+            shown.join(" ")
+        ),
+    }
+}
+
 /// Parses bytes already in memory as a snapshot pickle.
 pub fn snapshot_from_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, LoadError> {
     snapshot_with_progress(path, bytes, None)
 }
 
 fn sniff_snapshot(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+    if looks_like(bytes).is_some() {
+        return Err(wrong_kind(path, bytes, "a memory snapshot"));
+    }
     match sniff(bytes) {
         Sniffed::Pickle => {}
         Sniffed::Json => {
@@ -238,6 +285,9 @@ fn snapshot_from_input(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError
 
 /// Parses bytes already in memory as a profiler Chrome trace.
 pub fn trace_from_bytes(path: &Path, bytes: &[u8]) -> Result<Trace, LoadError> {
+    if looks_like(bytes).is_some() {
+        return Err(wrong_kind(path, bytes, "a profiler trace"));
+    }
     match sniff(bytes) {
         Sniffed::Json => {}
         Sniffed::Pickle => {

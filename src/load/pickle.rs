@@ -1044,21 +1044,29 @@ impl<'a> Vm<'a, '_> {
     }
 }
 
+/// Most decimal digits accepted in a protocol-0 integer: CPython's own default limit
+/// (`sys.int_info.default_max_str_digits`), which bounds the quadratic conversion below.
+pub const MAX_INT_DIGITS: usize = 4300;
+
 /// Decimal text (optionally signed) to little-endian two's complement bytes.
 fn decimal_to_le(t: &str) -> Option<Vec<u8>> {
     let (neg, digits) = match t.strip_prefix('-') {
         Some(d) => (true, d),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    if digits.is_empty() || digits.len() > 100_000 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if digits.is_empty()
+        || digits.len() > MAX_INT_DIGITS
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
-    // Magnitude, little-endian base 256.
+    // Magnitude, little-endian base 256, fed nine digits at a time (9x fewer passes).
     let mut mag: Vec<u8> = vec![0];
-    for d in digits.bytes() {
-        let mut carry = (d - b'0') as u32;
+    for chunk in digits.as_bytes().chunks(9) {
+        let mul = 10u64.pow(chunk.len() as u32);
+        let mut carry = chunk.iter().fold(0u64, |a, &d| a * 10 + (d - b'0') as u64);
         for byte in mag.iter_mut() {
-            let v = *byte as u32 * 10 + carry;
+            let v = *byte as u64 * mul + carry;
             *byte = (v & 0xff) as u8;
             carry = v >> 8;
         }

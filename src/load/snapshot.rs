@@ -529,20 +529,22 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
             });
         }
     }
+    // By index, not by scanning `devices`: a hostile file can give every segment its own device.
+    let mut by_index: HashMap<u32, usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.index, i))
+        .collect();
     for seg in segments {
         let d = seg.device;
-        if !devices.iter().any(|x| x.index == d) {
+        let i = *by_index.entry(d).or_insert_with(|| {
             devices.push(Device {
                 index: d,
                 ..Device::default()
             });
-        }
-        devices
-            .iter_mut()
-            .find(|x| x.index == d)
-            .expect("inserted above")
-            .segments
-            .push(seg);
+            devices.len() - 1
+        });
+        devices[i].segments.push(seg);
     }
     devices.sort_by_key(|d| d.index);
     for d in &mut devices {

@@ -104,15 +104,13 @@ impl Segment {
         self.blocks
             .iter()
             .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum()
+            .fold(0u64, |a, b| a.saturating_add(b.size))
     }
     pub fn active_bytes(&self) -> u64 {
         self.blocks
             .iter()
             .filter(|b| b.state.is_active())
-            .map(|b| b.size)
-            .sum()
+            .fold(0u64, |a, b| a.saturating_add(b.size))
     }
 }
 

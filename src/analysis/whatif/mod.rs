@@ -721,9 +721,28 @@ pub fn log_starts_empty(dev: &Device) -> bool {
     })
 }
 
+/// Largest address or size the model accepts (4 PiB): far above any GPU, and low enough that
+/// the model's sums cannot overflow. Values beyond it only come from damaged or forged files.
+pub const MAX_PLAUSIBLE: u64 = 1 << 52;
+
+/// Whether every size and address in the log and the segments is below [`MAX_PLAUSIBLE`].
+pub fn plausible(dev: &Device) -> bool {
+    dev.events.iter().all(|e| {
+        e.addr < MAX_PLAUSIBLE
+            && e.size < MAX_PLAUSIBLE
+            && e.device_free.is_none_or(|d| d < MAX_PLAUSIBLE)
+    }) && dev.segments.iter().all(|s| {
+        s.address < MAX_PLAUSIBLE
+            && s.total_size < MAX_PLAUSIBLE
+            && s.blocks.iter().all(|b| b.size < MAX_PLAUSIBLE)
+    })
+}
+
 /// Error when a log cannot be replayed as requests.
 #[derive(Debug, thiserror::Error)]
 pub enum WhatIfError {
+    #[error("device {0}: sizes or addresses beyond 4 PiB: the capture is damaged, the allocator model does not run on it")]
+    Implausible(u32),
     #[error("device {0}: the event log does not start from an empty allocator (recording began late or the ring buffer dropped entries): its requests cannot be replayed from the start")]
     MidRun(u32),
     #[error("device {0}: the snapshot holds no allocation history")]
@@ -741,6 +760,9 @@ pub fn what_if(
     for dev in &snap.devices {
         if !dev.events.iter().any(|e| e.action == Action::Alloc) {
             return Err(WhatIfError::NoHistory(dev.index));
+        }
+        if !plausible(dev) {
+            return Err(WhatIfError::Implausible(dev.index));
         }
         let tl = replay::replay(dev, &snap.settings);
         if !log_starts_empty(dev) {
@@ -931,7 +953,8 @@ pub fn expandable_assessment(
     tl: &Timeline,
     event: u32,
 ) -> Option<String> {
-    if snap.settings.expandable_segments == Some(true) || !log_starts_empty(dev) {
+    if snap.settings.expandable_segments == Some(true) || !plausible(dev) || !log_starts_empty(dev)
+    {
         return None;
     }
     let cap = derive_cap(tl);
