@@ -1,33 +1,35 @@
-//! Times each phase of `analyze` on one snapshot (for profiling; see BENCHMARKS.md).
+//! Times each phase of `analyze` on snapshots (for profiling; see BENCHMARKS.md):
+//! `cargo run --release --example probe -- FILE...`
 use std::path::Path;
 use std::time::Instant;
 fn main() {
     for a in std::env::args().skip(1) {
         let p = Path::new(&a);
         let t = Instant::now();
-        let bytes = memscope::load::read_input(p).unwrap();
-        let t_read = t.elapsed();
-        let pk = memscope::load::pickle::parse(&bytes).unwrap();
-        let t_parse = t.elapsed();
-        let snap = memscope::load::snapshot::from_pickle(&pk).unwrap();
-        let t_model = t.elapsed();
-        drop(pk);
-        let mut t_replay = t.elapsed();
+        let snap = memscope::load::load_snapshot(p).unwrap();
+        let t_load = t.elapsed();
+        let mut tls = Vec::new();
         for d in &snap.devices {
-            let _tl = memscope::analysis::replay::replay(d, &snap.settings);
-            t_replay = t.elapsed();
+            tls.push(memscope::analysis::replay::replay(d, &snap.settings));
         }
-        let a = memscope::analysis::analyze_snapshot(&snap, p, 0);
+        let t_replay = t.elapsed();
+        for (d, tl) in snap.devices.iter().zip(&tls) {
+            let steps = memscope::analysis::steps::split(&snap, d, tl);
+            let t0 = t.elapsed();
+            let leaks = memscope::analysis::leaks::find(&snap, d, tl, &steps);
+            let t1 = t.elapsed();
+            println!("  steps {:?} ({} steps), leaks {:?} ({} found)", t0 - t_replay, steps.len(), t1 - t0, leaks.len());
+        }
+        let t_mid = t.elapsed();
+        let an = memscope::analysis::analyze_snapshot(&snap, p, 0);
         let t_an = t.elapsed();
         println!(
-            "{a_} read {:?} parse {:?} model {:?} replay {:?} analyze(all again) {:?}; {} devices",
-            t_read,
-            t_parse - t_read,
-            t_model - t_parse,
-            t_replay - t_model,
-            t_an - t_replay,
-            a.devices.len(),
-            a_ = a.input.path
+            "{a}: load {:?} replay {:?} (steps+leaks above, {:?}); full analyze_snapshot again {:?}; {} devices",
+            t_load,
+            t_replay - t_load,
+            t_mid - t_replay,
+            t_an - t_mid,
+            an.devices.len()
         );
     }
 }

@@ -288,6 +288,8 @@ fn is_forbidden(op: u8) -> bool {
 
 struct Vm<'a, 'f> {
     data: &'a [u8],
+    /// Reused buffer of the frames fast path.
+    scratch: Vec<Value>,
     /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
     /// finalized container's memo entry can become its compact tag.
     memo_slot: Vec<u32>,
@@ -331,6 +333,7 @@ pub fn parse_streaming<'a>(
     }
     let mut vm = Vm {
         data,
+        scratch: Vec::new(),
         memo_slot: Vec::new(),
         arena: Arena {
             data,
@@ -485,6 +488,66 @@ impl<'a> Vm<'a, '_> {
             return Err(self.malformed("a container under the MARK", "nothing"));
         }
         Ok(self.stack[m - 1])
+    }
+
+    /// Fast path for the commonest shape in a snapshot: a fresh list filled by one run of memo
+    /// references (`EMPTY_LIST MEMOIZE MARK GET... APPENDS`, a trace entry's frames). When the
+    /// finalizer takes the referenced values as a whole, the list becomes its tag at once,
+    /// without pushing each reference on the stack. Anything else (another opcode in the run, a
+    /// missing memo entry, a batch of 1000 that may be continued, a finalizer that declines)
+    /// returns `false` before any state changed, and the general path runs.
+    fn fast_frames_list(&mut self) -> bool {
+        let Some(&Value::List(id)) = self.stack.last() else {
+            return false;
+        };
+        if !matches!(&self.arena.objects[id.0 as usize], Container::Seq(v) if v.is_empty()) {
+            return false;
+        }
+        let d = self.data;
+        let mut p = self.pos;
+        let mut vals = std::mem::take(&mut self.scratch);
+        vals.clear();
+        let done = loop {
+            let idx = match d.get(p) {
+                Some(b'h') => match d.get(p + 1) {
+                    Some(&i) => {
+                        p += 2;
+                        i as usize
+                    }
+                    None => break false,
+                },
+                Some(b'j') => match d.get(p + 1..p + 5) {
+                    Some(b) => {
+                        p += 5;
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+                    }
+                    None => break false,
+                },
+                Some(b'e') => break !vals.is_empty() && vals.len() < 1000,
+                _ => break false,
+            };
+            match self.memo.get(idx) {
+                Some(Some(v)) => vals.push(*v),
+                _ => break false,
+            }
+        };
+        let tag = if done {
+            let Vm { finalizer: Some(f), arena, .. } = self else { unreachable!("checked by the caller") };
+            f.seq(arena, &vals)
+        } else {
+            None
+        };
+        self.scratch = vals;
+        let Some(t) = tag else { return false };
+        self.arena.objects[id.0 as usize] = Container::FinalSeq(t);
+        if let Some(&slot) = self.memo_slot.get(id.0 as usize) {
+            if let Some(m) = self.memo.get_mut(slot as usize) {
+                *m = Some(Value::FinalSeq(t));
+            }
+        }
+        *self.stack.last_mut().expect("checked above") = Value::FinalSeq(t);
+        self.pos = p + 1;
+        true
     }
 
     /// Offers the containers at `stack[start..]`, which are about to be stored into a parent, to the finalizer.
@@ -704,7 +767,12 @@ impl<'a> Vm<'a, '_> {
                     let v = self.pop()?;
                     return Ok(v);
                 }
-                b'(' => self.marks.push(self.stack.len()),
+                b'(' => {
+                    if self.finalizer.is_some() && self.fast_frames_list() {
+                        continue;
+                    }
+                    self.marks.push(self.stack.len())
+                }
                 b'0' => {
                     self.pop()?;
                 }
