@@ -13,7 +13,9 @@
 //! that are freed before they are allocated, or that are live at the end and never touched,
 //! existed before the first entry. Peaks seen in such a log are lower bounds, and are labelled so.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::model::{
     Action, AllocatorSettings, BlockState, Device, Event, EventIdx, Pool, StackId, MIN_BLOCK,
@@ -720,8 +722,8 @@ fn segment_pool(size: u64, expandable: bool, rest: &[Event]) -> Pool {
 
 /// Works out what existed before the first log entry (see the module docs).
 fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
-    let mut first_seg_action: HashMap<u64, Action> = HashMap::new();
-    let mut first_block_action: HashMap<u64, (Action, usize)> = HashMap::new();
+    let mut first_seg_action: HashMap<u64, Action> = HashMap::default();
+    let mut first_block_action: HashMap<u64, (Action, usize)> = HashMap::default();
     for (i, e) in dev.events.iter().enumerate() {
         match e.action {
             Action::SegmentAlloc
@@ -795,7 +797,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
     // Expandable segments whose mapping shrank in the log: the unmapped bytes existed before.
     // (Handled approximately: an unmap of a segment we start with extends it back.)
     let mut approx = 0usize;
-    let mut seen_block: HashSet<u64> = HashSet::new();
+    let mut seen_block: HashSet<u64> = HashSet::default();
     let place = |st: &mut State, b: LiveBlock| {
         if let Some(a) = st.segment_of(b.address) {
             let seg = st.segments.get_mut(&a).expect("segment_of");

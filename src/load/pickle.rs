@@ -353,6 +353,13 @@ pub fn parse_streaming<'a>(
         limits,
         protocol: 0,
     };
+    if vm.finalizer.is_some() {
+        // A snapshot holds about one container per 100 bytes and one memo entry per 70:
+        // reserving up front avoids copying a growing arena (the pages are touched only as used).
+        vm.arena.objects.reserve(data.len() / 100);
+        vm.memo_slot.reserve(data.len() / 100);
+        vm.memo.reserve(data.len() / 70);
+    }
     let root = vm.run()?;
     Ok(Pickle {
         arena: vm.arena,

@@ -303,17 +303,36 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     }
 
     fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<Event> {
+        // One pass over the pairs (this runs once per trace entry, a million times on a large
+        // capture); the first occurrence of a key wins, as with `get_in`.
         let p = self.p;
-        let action = Action::parse(&get_in(p, pairs, "action").and_then(|x| p.str(x))?);
-        let num = |k: &str| get_in(p, pairs, k).and_then(|x| as_u64(p, x));
+        let (mut action, mut addr, mut size, mut stream, mut time, mut free, mut frames) =
+            (None, None, None, None, None, None, None);
+        for &(k, v) in pairs {
+            let Some(key) = p.raw_bytes(k).filter(|_| matches!(k, Value::Str(_))) else {
+                continue;
+            };
+            match key {
+                b"action" if action.is_none() => action = Some(v),
+                b"addr" if addr.is_none() => addr = Some(v),
+                b"size" if size.is_none() => size = Some(v),
+                b"stream" if stream.is_none() => stream = Some(v),
+                b"time_us" if time.is_none() => time = Some(v),
+                b"device_free" if free.is_none() => free = Some(v),
+                b"frames" if frames.is_none() => frames = Some(v),
+                _ => {}
+            }
+        }
+        let action = Action::parse(&p.str(action?)?);
+        let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(Event {
             action,
-            addr: num("addr").unwrap_or(0),
-            size: num("size").unwrap_or(0),
-            stream: num("stream").unwrap_or(0),
-            time_us: get_in(p, pairs, "time_us").and_then(|x| p.int(x)),
-            device_free: num("device_free"),
-            stack: self.stack(get_in(p, pairs, "frames")),
+            addr: num(addr).unwrap_or(0),
+            size: num(size).unwrap_or(0),
+            stream: num(stream).unwrap_or(0),
+            time_us: time.and_then(|x| p.int(x)),
+            device_free: num(free),
+            stack: self.stack(frames),
         })
     }
 
