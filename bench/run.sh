@@ -9,8 +9,11 @@ BIN=target/release/memscope
 measure() { # prints "seconds max_rss_kb" for the command, best of 3 wall times
   local best="" rss=0
   for _ in 1 2 3; do
-    local out
-    out=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+    local out tmp
+    tmp=$(mktemp)
+    /usr/bin/time -f "%e %M" -o "$tmp" "$@" >/dev/null 2>&1 || true
+    out=$(tail -1 "$tmp")
+    rm -f "$tmp"
     local t=${out% *} m=${out#* }
     if [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; then best=$t; fi
     [ "$m" -gt "$rss" ] && rss=$m
