@@ -61,6 +61,13 @@ pub enum LoadError {
         path: PathBuf,
         err: pickle::PickleError,
     },
+    #[error("{path}: {err} ({events} trace entries and {frames} distinct stacks had been decoded before the end)")]
+    Cut {
+        path: PathBuf,
+        err: pickle::PickleError,
+        events: usize,
+        frames: usize,
+    },
     #[error("{path}: {err}")]
     Snapshot {
         path: PathBuf,
@@ -219,6 +226,16 @@ fn snapshot_with_progress(
         snapshot::ParseError::Pickle(err) => LoadError::Pickle {
             path: path.to_owned(),
             err,
+        },
+        snapshot::ParseError::Cut {
+            err,
+            events,
+            frames,
+        } => LoadError::Cut {
+            path: path.to_owned(),
+            err,
+            events,
+            frames,
         },
         snapshot::ParseError::Snapshot(err) => LoadError::Snapshot {
             path: path.to_owned(),

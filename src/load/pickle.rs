@@ -539,7 +539,14 @@ impl<'a> Vm<'a, '_> {
             }
         };
         let tag = if done {
-            let Vm { finalizer: Some(f), arena, .. } = self else { unreachable!("checked by the caller") };
+            let Vm {
+                finalizer: Some(f),
+                arena,
+                ..
+            } = self
+            else {
+                unreachable!("checked by the caller")
+            };
             f.seq(arena, &vals)
         } else {
             None

@@ -38,6 +38,9 @@ struct Collected<'x> {
     /// Trace entries converted as soon as they were complete (tag `EVENT_TAG | index`).
     events: Vec<Event>,
     on_progress: Option<&'x mut dyn FnMut(usize)>,
+    /// Blocks whose state was not one torch writes, and the first of them.
+    bad_states: usize,
+    first_bad_state: String,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -252,10 +255,14 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             let state = match state_s.as_deref().and_then(BlockState::parse) {
                 Some(s) => s,
                 None => {
-                    self.st.notes.push(format!(
-                        "segments[{i}].blocks[{j}] has state {:?}; counted as inactive",
-                        state_s.as_deref().unwrap_or("missing")
-                    ));
+                    // One note for all of them, naming the first (a damaged file may have millions).
+                    if self.st.bad_states == 0 {
+                        self.st.first_bad_state = format!(
+                            "segments[{i}].blocks[{j}] has state {:?}",
+                            state_s.as_deref().unwrap_or("missing")
+                        );
+                    }
+                    self.st.bad_states += 1;
                     BlockState::Inactive
                 }
             };
@@ -408,6 +415,12 @@ impl<'a> Arena<'a> {
 pub enum ParseError {
     #[error("{0}")]
     Pickle(#[from] PickleError),
+    #[error("{err} ({events} trace entries and {frames} distinct stacks had been decoded before the end)")]
+    Cut {
+        err: PickleError,
+        events: usize,
+        frames: usize,
+    },
     #[error("{0}")]
     Snapshot(#[from] SnapshotError),
 }
@@ -424,7 +437,18 @@ pub fn parse(
         on_progress,
         ..Collected::default()
     };
-    let p = super::pickle::parse_streaming(data, Limits::default(), Some(&mut st))?;
+    let p = match super::pickle::parse_streaming(data, Limits::default(), Some(&mut st)) {
+        Ok(p) => p,
+        // Say how far a cut-off file got: the entries decoded before the end are real.
+        Err(e @ (PickleError::Truncated { .. } | PickleError::NoStop { .. })) => {
+            return Err(ParseError::Cut {
+                err: e,
+                events: st.events.len(),
+                frames: st.stacks.stack_count(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
     st.on_progress = None;
     Ok(build(&p, p.root(), st)?)
 }
@@ -610,6 +634,13 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
         stacks: std::mem::take(&mut b.st.stacks),
         annotations,
         settings,
-        load_notes: std::mem::take(&mut b.st.notes),
+        load_notes: {
+            if b.st.bad_states > 0 {
+                let n = b.st.bad_states;
+                let first = std::mem::take(&mut b.st.first_bad_state);
+                b.st.notes.push(format!("{n} block(s) had an unknown state and were counted as inactive; the first: {first}"));
+            }
+            std::mem::take(&mut b.st.notes)
+        },
     })
 }
