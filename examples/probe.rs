@@ -18,7 +18,13 @@ fn main() {
             let t0 = t.elapsed();
             let leaks = memscope::analysis::leaks::find(&snap, d, tl, &steps);
             let t1 = t.elapsed();
-            println!("  steps {:?} ({} steps), leaks {:?} ({} found)", t0 - t_replay, steps.len(), t1 - t0, leaks.len());
+            println!(
+                "  steps {:?} ({} steps), leaks {:?} ({} found)",
+                t0 - t_replay,
+                steps.len(),
+                t1 - t0,
+                leaks.len()
+            );
         }
         let t_mid = t.elapsed();
         let an = memscope::analysis::analyze_snapshot(&snap, p, 0);

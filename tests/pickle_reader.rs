@@ -235,3 +235,78 @@ fn gzip_input_loads() {
     assert_eq!(s.devices.len(), 1);
     assert_eq!(s.devices[0].events.len(), 5);
 }
+
+/// A tiny pickle assembler for hand-made edge cases.
+struct Asm(Vec<u8>);
+impl Asm {
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.0.extend([0x8c, s.len() as u8]);
+        self.0.extend(s.as_bytes());
+        self
+    }
+    fn op(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend(b);
+        self
+    }
+    fn frame(&mut self, file: &str, line: u8) -> &mut Self {
+        self.op(b"}(")
+            .str("filename")
+            .str(file)
+            .str("line")
+            .op(&[b'K', line])
+            .str("name")
+            .str("f")
+            .op(b"u")
+    }
+}
+
+#[test]
+fn reused_memo_slot_is_not_served_from_the_frame_list_cache() {
+    // Entries 1 and 3 define a frame inline and store it at memo slot 0 (the second time over
+    // the first); entries 2 and 4 use the same bytes, a frames list `[GET 0]`. Entry 4 must see
+    // the frame stored last, although the run of references is identical to entry 2's.
+    let mut a = Asm(vec![0x80, 4]);
+    a.op(b"}(")
+        .str("segments")
+        .op(b"]")
+        .str("device_traces")
+        .op(b"](]");
+    a.op(b"(");
+    let entry = |a: &mut Asm, addr: u8, inline: Option<&str>| {
+        a.op(b"}(")
+            .str("action")
+            .str("alloc")
+            .str("addr")
+            .op(&[b'K', addr])
+            .str("size")
+            .op(&[b'K', 8]);
+        a.str("frames").op(b"](");
+        match inline {
+            Some(file) => {
+                a.frame(file, addr).op(&[b'q', 0]);
+            }
+            None => {
+                a.op(&[b'h', 0]);
+            }
+        }
+        a.op(b"eu");
+    };
+    entry(&mut a, 1, Some("a.py"));
+    entry(&mut a, 2, None);
+    entry(&mut a, 3, Some("b.py"));
+    entry(&mut a, 4, None);
+    a.op(b"e"); // APPENDS the entries into the device list
+    a.op(b"e"); // APPENDS the device list into device_traces
+    a.op(b"u."); // SETITEMS of the root, STOP
+    let snap = memscope::load::snapshot::parse(&a.0, None).unwrap();
+    let ev = &snap.devices[0].events;
+    assert_eq!(ev.len(), 4);
+    let file = |i: usize| {
+        let s = &snap.stacks;
+        s.str(s.frame(s.frames(ev[i].stack)[0]).file).to_owned()
+    };
+    assert_eq!(
+        [file(0), file(1), file(2), file(3)],
+        ["a.py", "a.py", "b.py", "b.py"]
+    );
+}

@@ -290,6 +290,10 @@ struct Vm<'a, 'f> {
     data: &'a [u8],
     /// Reused buffer of the frames fast path.
     scratch: Vec<Value>,
+    /// Tags of frame lists by the bytes of their run of memo references.
+    run_tags: rustc_hash::FxHashMap<&'a [u8], u32>,
+    /// A memo slot was stored twice: runs of references no longer name fixed objects.
+    memo_overwritten: bool,
     /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
     /// finalized container's memo entry can become its compact tag.
     memo_slot: Vec<u32>,
@@ -334,6 +338,8 @@ pub fn parse_streaming<'a>(
     let mut vm = Vm {
         data,
         scratch: Vec::new(),
+        run_tags: Default::default(),
+        memo_overwritten: false,
         memo_slot: Vec::new(),
         arena: Arena {
             data,
@@ -510,48 +516,74 @@ impl<'a> Vm<'a, '_> {
         if !matches!(&self.arena.objects[id.0 as usize], Container::Seq(v) if v.is_empty()) {
             return false;
         }
+        // First find the run: only BINGET / LONG_BINGET, closed by APPENDS.
         let d = self.data;
-        let mut p = self.pos;
-        let mut vals = std::mem::take(&mut self.scratch);
-        vals.clear();
-        let done = loop {
-            let idx = match d.get(p) {
-                Some(b'h') => match d.get(p + 1) {
-                    Some(&i) => {
-                        p += 2;
-                        i as usize
-                    }
-                    None => break false,
-                },
-                Some(b'j') => match d.get(p + 1..p + 5) {
-                    Some(b) => {
-                        p += 5;
-                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-                    }
-                    None => break false,
-                },
-                Some(b'e') => break !vals.is_empty() && vals.len() < 1000,
-                _ => break false,
-            };
-            match self.memo.get(idx) {
-                Some(Some(v)) => vals.push(*v),
+        let start = self.pos;
+        let mut p = start;
+        let mut n = 0usize;
+        let closed = loop {
+            match d.get(p) {
+                Some(b'h') if p + 2 <= d.len() => p += 2,
+                Some(b'j') if p + 5 <= d.len() => p += 5,
+                Some(b'e') => break n > 0 && n < 1000,
                 _ => break false,
             }
+            n += 1;
         };
-        let tag = if done {
-            let Vm {
-                finalizer: Some(f),
-                arena,
-                ..
-            } = self
-            else {
-                unreachable!("checked by the caller")
-            };
-            f.seq(arena, &vals)
-        } else {
+        if !closed {
+            return false;
+        }
+        let run: &'a [u8] = &d[start..p];
+        // The same run of memo references always names the same objects (Python's pickler never
+        // reuses a memo slot; a pickle that does disables this cache), so its tag is reused.
+        let cached = if self.memo_overwritten {
             None
+        } else {
+            self.run_tags.get(run).copied()
         };
-        self.scratch = vals;
+        let tag = match cached {
+            Some(t) => Some(t),
+            None => {
+                let mut vals = std::mem::take(&mut self.scratch);
+                vals.clear();
+                let mut q = start;
+                let mut ok = true;
+                while q < p {
+                    let idx = if d[q] == b'h' {
+                        q += 2;
+                        d[q - 1] as usize
+                    } else {
+                        q += 5;
+                        u32::from_le_bytes([d[q - 4], d[q - 3], d[q - 2], d[q - 1]]) as usize
+                    };
+                    match self.memo.get(idx) {
+                        Some(Some(v)) => vals.push(*v),
+                        _ => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                let t = if ok {
+                    let Vm {
+                        finalizer: Some(f),
+                        arena,
+                        ..
+                    } = self
+                    else {
+                        unreachable!("checked by the caller")
+                    };
+                    f.seq(arena, &vals)
+                } else {
+                    None
+                };
+                self.scratch = vals;
+                if let Some(t) = t {
+                    self.run_tags.insert(run, t);
+                }
+                t
+            }
+        };
         let Some(t) = tag else { return false };
         self.arena.objects[id.0 as usize] = Container::FinalSeq(t);
         if let Some(&slot) = self.memo_slot.get(id.0 as usize) {
@@ -639,6 +671,9 @@ impl<'a> Vm<'a, '_> {
             }
         }
         if i < self.memo.len() {
+            if self.memo[i].is_some() {
+                self.memo_overwritten = true;
+            }
             self.memo[i] = Some(v);
         } else if i == self.memo.len() {
             self.memo.push(Some(v));
