@@ -252,24 +252,35 @@ fn device_report(
             .filter(|b| b.state.is_active())
             .map(|b| (b.stack, b.size)),
     );
-    let peak_sites = match p.allocated.event {
-        Some(ev) if exact || tl.starts_mid_run => {
-            let st = tl.state_after(dev, &snap.settings, Some(ev.0 as usize));
-            sites::group(
+    let steps = steps::split(snap, dev, tl);
+    // The state at the allocated peak, replayed once for both its sites and its categories.
+    let peak_state = p
+        .allocated
+        .event
+        .map(|ev| (ev, tl.state_after(dev, &snap.settings, Some(ev.0 as usize))));
+    // The leak search and the peak's breakdown are independent: use both cores.
+    let (leaks, peak_sites, categories_at_peak) = std::thread::scope(|scope| {
+        let leak_search = scope.spawn(|| leaks::find(snap, dev, tl, &steps));
+        let peak_sites = match &peak_state {
+            Some((_, st)) if exact || tl.starts_mid_run => sites::group(
                 &snap.stacks,
                 st.live_blocks()
                     .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
                     .map(|b| (b.stack, b.size)),
-            )
-        }
-        _ => Vec::new(),
-    };
-    let steps = steps::split(snap, dev, tl);
-    let leaks = leaks::find(snap, dev, tl, &steps);
-    let categories_at_peak = match p.allocated.event {
-        Some(ev) if has_history => Some(categories::at_event(snap, dev, tl, &steps, ev)),
-        _ => None,
-    };
+            ),
+            _ => Vec::new(),
+        };
+        let categories_at_peak = match &peak_state {
+            Some((ev, st)) if has_history => {
+                Some(categories::at_state(snap, dev, &steps, st, Some(*ev)))
+            }
+            _ => None,
+        };
+        let leaks = leak_search
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (leaks, peak_sites, categories_at_peak)
+    });
     let ooms = tl
         .ooms
         .iter()
