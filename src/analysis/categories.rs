@@ -10,7 +10,7 @@
 //! step: a temporary). Each category comes with the rules that filled it, so a reader can
 //! judge them: they are heuristics, and `other` is kept honest rather than guessed into.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::replay::{LiveBlock, State};
 use crate::analysis::steps::Step;
@@ -163,8 +163,8 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
 
 /// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
 fn free_events(dev: &Device) -> HashMap<u32, u32> {
-    let mut live: HashMap<u64, u32> = HashMap::new();
-    let mut out = HashMap::new();
+    let mut live: HashMap<u64, u32> = HashMap::default();
+    let mut out = HashMap::default();
     for (i, e) in dev.events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
@@ -193,7 +193,7 @@ pub fn at_state(
         at_event: at,
         ..Categories::default()
     };
-    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::new();
+    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::default();
     for_each_block(snap, dev, steps, state, |b, cat, rule| {
         if b.state == BlockState::ActiveAllocated {
             out.add(cat, b.size);
@@ -226,7 +226,7 @@ pub fn for_each_block<'s>(
     mut f: impl FnMut(&'s LiveBlock, Category, &'static str),
 ) {
     let stacks = &snap.stacks;
-    let mut memo: HashMap<StackId, Facts> = HashMap::new();
+    let mut memo: HashMap<StackId, Facts> = HashMap::default();
     let mut fact = |s: StackId| *memo.entry(s).or_insert_with(|| facts(stacks, s));
     let first_forward = dev
         .events

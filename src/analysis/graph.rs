@@ -14,7 +14,7 @@
 //! the profiler's Python tracer records each call at its first line, and frames already running
 //! when profiling began (the training loop) at the line current then (the `prof.step()` call).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
@@ -121,15 +121,15 @@ impl AutogradGraph {
 /// profiler's internal id, not by the trace's `tid`. Flows tie the two; failing that, a single
 /// forward thread and a single internal id are the same thread.
 fn thread_map(t: &Trace) -> HashMap<i64, i64> {
-    let mut map: HashMap<i64, i64> = HashMap::new();
+    let mut map: HashMap<i64, i64> = HashMap::default();
     for l in &t.flows {
         if let Some(f) = t.op(l.to).fwd_tid {
             map.entry(t.op(l.from).tid.0).or_insert(f);
         }
     }
     let mapped: HashSet<i64> = map.values().copied().collect();
-    let mut fwd_tids: HashSet<i64> = HashSet::new();
-    let mut bwd_ids: HashSet<i64> = HashSet::new();
+    let mut fwd_tids: HashSet<i64> = HashSet::default();
+    let mut bwd_ids: HashSet<i64> = HashSet::default();
     for o in &t.ops {
         if o.seq.is_none() {
             continue;
@@ -157,10 +157,10 @@ pub fn build(t: &Trace) -> AutogradGraph {
     let threads = thread_map(t);
     let mut graph: DiGraph<Node, Link> = DiGraph::new();
     // Forward nodes keyed by (internal forward thread id if known, sequence number).
-    let mut forward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::new();
-    let mut forward_by_seq: HashMap<i64, Vec<(Option<i64>, NodeIndex)>> = HashMap::new();
-    let mut op_node: HashMap<OpIdx, NodeIndex> = HashMap::new();
-    let mut backward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::new();
+    let mut forward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::default();
+    let mut forward_by_seq: HashMap<i64, Vec<(Option<i64>, NodeIndex)>> = HashMap::default();
+    let mut op_node: HashMap<OpIdx, NodeIndex> = HashMap::default();
+    let mut backward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::default();
     for (i, o) in t.ops.iter().enumerate() {
         let Some(seq) = o.seq.filter(|&s| s >= 0) else {
             continue;
@@ -298,7 +298,7 @@ pub fn growth(t: &Trace) -> GraphReport {
     // Bytes still alive at the end, made inside an unconsumed node's creator op.
     let pairing = pair(t);
     let creators: HashSet<OpIdx> = unconsumed.iter().copied().collect();
-    let mut bytes_by_creator: HashMap<OpIdx, u64> = HashMap::new();
+    let mut bytes_by_creator: HashMap<OpIdx, u64> = HashMap::default();
     for (i, m) in t.memory.iter().enumerate() {
         if !pairing.live_at_end(t, i) {
             continue;
@@ -324,7 +324,7 @@ pub fn growth(t: &Trace) -> GraphReport {
         preexisting: bool,
         accumulates: bool,
     }
-    let mut groups: HashMap<(String, Option<Site>), Group> = HashMap::new();
+    let mut groups: HashMap<(String, Option<Site>), Group> = HashMap::default();
     for &c in &unconsumed {
         let op = t.op(c);
         let Some(step) = t.step_at(op.ts) else {

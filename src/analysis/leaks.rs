@@ -20,7 +20,9 @@
 //! Each known shape of leak is its own [`LeakRule`], so that what memscope claims about a
 //! shape, and the fix it suggests, can be read and tested one rule at a time.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::replay::{round_size, Timeline};
 use crate::analysis::sites::Site;
@@ -53,8 +55,8 @@ impl<'a> SiteTable<'a> {
     pub(crate) fn new(stacks: &'a Stacks) -> Self {
         SiteTable {
             stacks,
-            by_stack: HashMap::new(),
-            ids: HashMap::new(),
+            by_stack: HashMap::default(),
+            ids: HashMap::default(),
             keys: Vec::new(),
         }
     }
@@ -606,7 +608,7 @@ fn walk(
     sites: &mut SiteTable,
     bounds: &[(usize, usize)],
 ) -> Survivors {
-    let mut live: HashMap<u64, Rec> = HashMap::new();
+    let mut live: HashMap<u64, Rec> = HashMap::default();
     let mut sums: Vec<(u64, u64)> = Vec::new();
     let mut dirty: Vec<SiteId> = Vec::new();
     let mut is_dirty: Vec<bool> = Vec::new();
@@ -724,7 +726,7 @@ fn second_pass(
         at.entry(bounds[c.window.end].0).or_default().push(ci);
     }
     let mut out = vec![Details::default(); cands.len()];
-    let mut live: HashMap<u64, Rec> = HashMap::new();
+    let mut live: HashMap<u64, Rec> = HashMap::default();
     let last = at.keys().next_back().copied().unwrap_or(0);
     for i in 0..=last.min(dev.events.len().saturating_sub(1)) {
         apply(dev, snap, sites, &mut live, i);
@@ -854,8 +856,8 @@ fn backward_site(
 ) -> Option<(Site, usize)> {
     let func = func?;
     let st = &snap.stacks;
-    let mut by_line: HashMap<u32, std::collections::BTreeSet<usize>> = HashMap::new();
-    let mut memo: HashMap<StackId, Option<u32>> = HashMap::new();
+    let mut by_line: HashMap<u32, std::collections::BTreeSet<usize>> = HashMap::default();
+    let mut memo: HashMap<StackId, Option<u32>> = HashMap::default();
     for k in c.window.start..c.window.end {
         let (from, to) = (bounds[k].0 + 1, bounds[k + 1].0);
         for e in dev.events.get(from..=to).unwrap_or(&[]) {

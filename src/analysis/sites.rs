@@ -5,7 +5,7 @@
 //! by their site frame (the first user frame of the stack), while the heaviest full stack of
 //! each group is kept for `--stacks`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::{Frame, StackId, Stacks};
 
@@ -52,7 +52,7 @@ where
     I: IntoIterator<Item = (StackId, u64)>,
 {
     // First by stack (cheap integer key), then stacks by site.
-    let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
+    let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::default();
     for (s, b) in items {
         let e = by_stack.entry(s).or_default();
         e.0 = e.0.saturating_add(b);
@@ -60,7 +60,7 @@ where
     }
     // Per site frame: (bytes, blocks, heaviest stack, its bytes, user code).
     type SiteKey = Option<(crate::model::Sym, u32, crate::model::Sym)>;
-    let mut by_site: HashMap<SiteKey, (u64, u64, StackId, u64, bool)> = HashMap::new();
+    let mut by_site: HashMap<SiteKey, (u64, u64, StackId, u64, bool)> = HashMap::default();
     for (s, (bytes, n)) in by_stack {
         let f = stacks.site_frame(s);
         let key = f.map(|f| (f.file, f.line, f.name));

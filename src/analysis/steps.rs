@@ -21,7 +21,7 @@
 //! snapshot can tell, and calling its iterations "steps" would turn every kept tensor into a
 //! leak.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use crate::analysis::replay::{round_size, Timeline};
@@ -186,8 +186,8 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
     } else {
         mine
     };
-    let mut starts: HashMap<&str, Vec<i64>> = HashMap::new();
-    let mut ends: HashMap<&str, Vec<i64>> = HashMap::new();
+    let mut starts: HashMap<&str, Vec<i64>> = HashMap::default();
+    let mut ends: HashMap<&str, Vec<i64>> = HashMap::default();
     for a in anns {
         // Ranges that closed after the last event (the dump came later) still bound a step.
         if a.time_us < first {
@@ -384,7 +384,7 @@ pub(crate) fn best_anchor(
 ) -> Option<Vec<usize>> {
     // Alloc events of the stretch, by key, as ordinals among the stretch's allocs.
     let mut allocs: Vec<usize> = Vec::new();
-    let mut by_key: HashMap<(StackId, u64), Vec<u32>> = HashMap::new();
+    let mut by_key: HashMap<(StackId, u64), Vec<u32>> = HashMap::default();
     for i in range.clone() {
         let e = &dev.events[i];
         if e.action != Action::Alloc {

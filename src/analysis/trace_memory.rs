@@ -7,7 +7,7 @@
 //! events themselves, not summed, and a leak is only called when allocations from many earlier
 //! steps are still alive at the end, steadily, not just the last step's.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace};
 use crate::model::StackId;
@@ -126,7 +126,7 @@ impl Pairing {
 
 /// Pairs each free with the latest unfreed allocation at the same address on the same device.
 pub fn pair(t: &Trace) -> Pairing {
-    let mut open: HashMap<(DeviceKey, u64), Vec<u32>> = HashMap::new();
+    let mut open: HashMap<(DeviceKey, u64), Vec<u32>> = HashMap::default();
     let mut p = Pairing {
         freed_by: vec![None; t.memory.len()],
         unmatched_frees: Vec::new(),
@@ -164,7 +164,7 @@ pub(crate) struct StackResolver {
 
 impl StackResolver {
     pub(crate) fn new(t: &Trace) -> StackResolver {
-        let mut forward_by_seq = HashMap::new();
+        let mut forward_by_seq = HashMap::default();
         for (i, o) in t.ops.iter().enumerate() {
             if let Some(s) = o.seq {
                 if o.stack != StackId::EMPTY && !is_backward_name(t.stacks.str(o.name)) {
@@ -356,7 +356,7 @@ fn device_memory(
     let mut live_at_end_count = 0usize;
     // (site, op name) -> per-step bytes and counts of allocations alive at the end.
     type Key = (Option<Site>, Option<String>);
-    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>)> = HashMap::new();
+    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>)> = HashMap::default();
     for &i in &idx {
         let m = &t.memory[i];
         let step = t.step_at(m.ts).map(|s| s.0 as usize);

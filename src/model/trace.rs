@@ -10,7 +10,7 @@
 //! own frames read `torch/nn/modules/module.py` and the standard library's `typing.py`, which the
 //! snapshot rule in [`classify`] would take for user code. [`trace_frame_kind`] refines it.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::frames::{classify, Frame, FrameId, FrameKind, StackId, Stacks, Sym};
 
@@ -738,7 +738,7 @@ impl TraceBuilder {
 /// call has returned; of those, the ones still open when the first step starts are the frames
 /// that were running all along (the training loop and its callers).
 fn mark_preexisting(t: &mut Trace) {
-    let mut first_end: HashMap<Tid, f64> = HashMap::new();
+    let mut first_end: HashMap<Tid, f64> = HashMap::default();
     for p in &t.python {
         let e = first_end.entry(p.tid).or_insert(f64::INFINITY);
         if p.end() < *e {
@@ -754,7 +754,7 @@ fn mark_preexisting(t: &mut Trace) {
 }
 
 fn by_tid<T>(items: &[T], tid: impl Fn(&T) -> Tid) -> HashMap<Tid, Vec<u32>> {
-    let mut m: HashMap<Tid, Vec<u32>> = HashMap::new();
+    let mut m: HashMap<Tid, Vec<u32>> = HashMap::default();
     for (i, it) in items.iter().enumerate() {
         m.entry(tid(it)).or_default().push(i as u32);
     }
@@ -912,7 +912,7 @@ fn op_at(t: &Trace, per_tid: &HashMap<Tid, Vec<u32>>, tid: Tid, ts: f64) -> Opti
 
 fn resolve_flows(t: &Trace, ends: &[FlowEnd]) -> Vec<FlowLink> {
     let per_tid = by_tid(&t.ops, |o| o.tid);
-    let mut starts: HashMap<i64, OpIdx> = HashMap::new();
+    let mut starts: HashMap<i64, OpIdx> = HashMap::default();
     let mut finishes: Vec<(i64, OpIdx)> = Vec::new();
     for e in ends {
         if let Some(op) = op_at(t, &per_tid, e.tid, e.ts) {
