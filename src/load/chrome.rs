@@ -55,23 +55,44 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// `i` is at `"`; returns the offset after the closing quote and whether the string held raw
-/// control bytes.
+/// `i` is at `"`; returns the offset after the closing quote. Raw control bytes inside the
+/// string are not looked for here (they are rare: the parser's error sends the element to
+/// [`has_raw_controls`]), so the scan is a `memchr` for the next quote or backslash.
 fn scan_string(b: &[u8], mut i: usize) -> Result<(usize, bool), Stop> {
-    let mut ctrl = false;
     i += 1;
-    while i < b.len() {
-        match b[i] {
-            b'"' => return Ok((i + 1, ctrl)),
-            b'\\' => i += 2,
-            c if c < 0x20 => {
-                ctrl = true;
-                i += 1
+    loop {
+        match b.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+            Some(k) => {
+                let j = i + k;
+                if b[j] == b'"' {
+                    return Ok((j + 1, false));
+                }
+                i = j + 2;
             }
-            _ => i += 1,
+            None => return Err(Stop::Eof),
         }
     }
-    Err(Stop::Eof)
+}
+
+/// Whether a string inside `elem` holds a raw control byte (which JSON forbids).
+fn has_raw_controls(elem: &[u8]) -> bool {
+    let mut in_str = false;
+    let mut i = 0;
+    while i < elem.len() {
+        let c = elem[i];
+        if in_str {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                c if c < 0x20 => return true,
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_str = true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Finds the end of the JSON value starting at `i` (not validating it: serde does that). Nesting
@@ -711,12 +732,14 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
         };
         b.counts_mut().events += 1;
         let elem = &bytes[start..end];
-        let parsed = if ctrl {
-            b.counts_mut().repaired += 1;
-            let fixed = blank_controls(elem);
-            serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
-        } else {
-            serde_json::from_slice::<RawEvent>(elem).map(|e| ingest(&mut b, &e))
+        let parsed = match serde_json::from_slice::<RawEvent>(elem) {
+            Ok(e) => Ok(ingest(&mut b, &e)),
+            Err(_) if ctrl || has_raw_controls(elem) => {
+                b.counts_mut().repaired += 1;
+                let fixed = blank_controls(elem);
+                serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
+            }
+            Err(e) => Err(e),
         };
         if let Err(err) = parsed {
             b.counts_mut().skipped += 1;
