@@ -128,12 +128,14 @@ fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
-    let analysis = match memscope::load::load(&args.file)? {
-        Capture::Snapshot(snap) => {
-            memscope::analysis::analyze_snapshot(&snap, &args.file, file_len)
-        }
-        Capture::Trace(trace) => memscope::analysis::analyze_trace(&trace, &args.file, file_len),
+    let capture = memscope::load::load(&args.file)?;
+    let analysis = match &capture {
+        Capture::Snapshot(snap) => memscope::analysis::analyze_snapshot(snap, &args.file, file_len),
+        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),
     };
+    // The process ends right after the report: freeing a million-event model piece by piece
+    // would only delay the exit.
+    std::mem::forget(capture);
     let opts = report::Options {
         color,
         stacks: args.stacks,
@@ -147,6 +149,7 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     fmt.render(&analysis, &opts, &mut out)
         .context("writing the report")?;
     out.flush().context("writing the report")?;
+    std::mem::forget(analysis);
     Ok(0)
 }
 

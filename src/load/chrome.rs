@@ -61,7 +61,10 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 fn scan_string(b: &[u8], mut i: usize) -> Result<(usize, bool), Stop> {
     i += 1;
     loop {
-        match b.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+        match b
+            .get(i..)
+            .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+        {
             Some(k) => {
                 let j = i + k;
                 if b[j] == b'"' {

@@ -294,6 +294,8 @@ struct Vm<'a, 'f> {
     run_tags: rustc_hash::FxHashMap<&'a [u8], u32>,
     /// A memo slot was stored twice: runs of references no longer name fixed objects.
     memo_overwritten: bool,
+    /// Emptied storage of finalized dicts, reused by the next `EMPTY_DICT`.
+    dict_pool: Vec<Vec<(Value, Value)>>,
     /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
     /// finalized container's memo entry can become its compact tag.
     memo_slot: Vec<u32>,
@@ -340,6 +342,7 @@ pub fn parse_streaming<'a>(
         scratch: Vec::new(),
         run_tags: Default::default(),
         memo_overwritten: false,
+        dict_pool: Vec::new(),
         memo_slot: Vec::new(),
         arena: Arena {
             data,
@@ -604,6 +607,7 @@ impl<'a> Vm<'a, '_> {
             stack,
             memo,
             memo_slot,
+            dict_pool,
             ..
         } = self
         else {
@@ -627,7 +631,15 @@ impl<'a> Vm<'a, '_> {
                 },
                 _ => continue,
             };
-            arena.objects[id.0 as usize] = compact.0;
+            // A finalized dict's storage serves the next dict (one per trace entry otherwise).
+            if let Container::Dict(mut pairs) =
+                std::mem::replace(&mut arena.objects[id.0 as usize], compact.0)
+            {
+                if dict_pool.len() < 64 {
+                    pairs.clear();
+                    dict_pool.push(pairs);
+                }
+            }
             // Later memo references and the parent get the tag itself: no arena lookups.
             if let Some(&slot) = memo_slot.get(id.0 as usize) {
                 if let Some(m) = memo.get_mut(slot as usize) {
@@ -1038,7 +1050,8 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::Tuple(id))?
                 }
                 b'}' => {
-                    let id = self.new_obj(Container::Dict(Vec::new()))?;
+                    let pairs = self.dict_pool.pop().unwrap_or_default();
+                    let id = self.new_obj(Container::Dict(pairs))?;
                     self.push(Value::Dict(id))?
                 }
                 b'd' => {
