@@ -736,7 +736,10 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
         b.counts_mut().events += 1;
         let elem = &bytes[start..end];
         let parsed = match serde_json::from_slice::<RawEvent>(elem) {
-            Ok(e) => Ok(ingest(&mut b, &e)),
+            Ok(e) => {
+                ingest(&mut b, &e);
+                Ok(())
+            }
             Err(_) if ctrl || has_raw_controls(elem) => {
                 b.counts_mut().repaired += 1;
                 let fixed = blank_controls(elem);
