@@ -140,3 +140,63 @@ fn inputs_are_never_written() {
     assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), before);
     assert_eq!(std::fs::read(&p).unwrap(), bytes);
 }
+
+#[test]
+fn analyze_reads_profiler_traces_into_the_same_schema() {
+    let Some(leaky) = shared("trace_total_loss.trace.json") else {
+        return;
+    };
+    let out = bin()
+        .args(["analyze", "--format", "json"])
+        .arg(&leaky)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "memscope.report/1");
+    assert_eq!(v["input"]["kind"], "trace");
+    assert_eq!(v["verdict"]["kind"], "graph_growth");
+    let g = &v["graph"]["growth"];
+    assert_eq!(g.as_array().unwrap().len(), 1, "{g}");
+    assert_eq!(g[0]["op"], "aten::add_");
+    assert_eq!(g[0]["nodes_per_step"], 1.0);
+    assert_eq!(g[0]["steps"], 12);
+    assert_eq!(g[0]["site"]["function"], "profile_loop");
+    assert_eq!(g[0]["line_known"], false);
+    assert_eq!(v["steps"].as_array().unwrap().len(), 12);
+    let d = &v["devices"][0];
+    assert!(d["peak_allocated_bytes"].as_u64().unwrap() >= d["allocated_bytes"].as_u64().unwrap());
+    assert!(
+        d["active_bytes"].is_null(),
+        "traces do not record active bytes"
+    );
+
+    let clean = shared("trace_clean.trace.json").unwrap();
+    let out = bin()
+        .args(["analyze", "--format", "json"])
+        .arg(&clean)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"]["kind"], "ok");
+    assert!(v["graph"]["growth"].as_array().unwrap().is_empty());
+    assert!(v["leaks"].as_array().unwrap().is_empty());
+
+    // The text report of the leaky trace names the function and says the line is not known.
+    let out = bin()
+        .arg("analyze")
+        .arg(&leaky)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("in profile_loop") && text.contains("the line is not known"),
+        "{text}"
+    );
+}

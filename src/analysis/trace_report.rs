@@ -36,24 +36,7 @@ fn cumulative_r2(per_step: &[u64]) -> f64 {
             acc
         })
         .collect();
-    let n = ys.len() as f64;
-    if n < 3.0 {
-        return 0.0;
-    }
-    let mx = (n - 1.0) / 2.0;
-    let my = ys.iter().sum::<f64>() / n;
-    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for (i, y) in ys.iter().enumerate() {
-        let dx = i as f64 - mx;
-        let dy = y - my;
-        sxy += dx * dy;
-        sxx += dx * dx;
-        syy += dy * dy;
-    }
-    if syy == 0.0 {
-        return 0.0;
-    }
-    (sxy * sxy) / (sxx * syy)
+    super::leaks::r_squared(&ys)
 }
 
 /// One finding per user site: the trace groups survivors by (site, op), but a user fixes a line.
