@@ -2,6 +2,7 @@
 # Runs memscope beside the Python baselines on the same files and prints a Markdown table
 # (wall seconds, peak RSS) with ratios. Usage: bench/run.sh FILE...
 # Baselines: Python's pickle.load (snapshots), json / orjson (traces) when importable.
+# MEMSCOPE_ONLY=1 skips the baselines (they take minutes on gigabyte inputs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
@@ -25,6 +26,11 @@ echo "|---|---|---|---|---|---|---|---|"
 for f in "$@"; do
   size=$(stat -c %s "$f")
   read -r mt mr < <(measure "$BIN" analyze "$f")
+  if [ -n "${MEMSCOPE_ONLY:-}" ]; then
+    printf "| %s | %.1f MiB | %.2f s | %.0f MiB (%.2fx file) | | | | |\n" \
+      "$(basename "$f")" "$(echo "$size/1048576" | bc -l)" "$mt" "$(echo "$mr/1024" | bc -l)" "$(echo "$mr*1024/$size" | bc -l)"
+    continue
+  fi
   case "$f" in
     *.pickle|*.pickle.gz)
       base="python3 pickle.load"
