@@ -114,6 +114,14 @@ pub fn classify(file: &str, line: u32) -> FrameKind {
     FrameKind::User
 }
 
+/// Native frames that every recorded allocation passes through: they say nothing about who asked.
+fn is_recording_machinery(name: &str) -> bool {
+    name.starts_with("torch::unwind::")
+        || name.starts_with("torch::CapturedTraceback::")
+        || name.contains("gather_with_cpp")
+        || name.contains("CUDACachingAllocator")
+}
+
 /// Interned strings, frames and stacks for one snapshot or trace.
 #[derive(Clone, Debug)]
 pub struct Stacks {
@@ -223,10 +231,19 @@ impl Stacks {
             .find(|f| f.kind != FrameKind::Native)
     }
 
-    /// The frame that names a stack for grouping and blame: the user's frame, else the innermost Python frame, else the innermost frame.
+    /// The frame that names a stack for grouping and blame: the user's frame, else the innermost
+    /// Python frame, else the innermost native frame that is not the allocator or the stack
+    /// recording itself (with `stacks="all"`, every native stack starts `torch::unwind::unwind`,
+    /// `CapturedTraceback::gather`, `CUDACachingAllocator::...malloc`).
     pub fn site_frame(&self, id: StackId) -> Option<&Frame> {
         self.user_frame(id)
             .or_else(|| self.first_python_frame(id))
+            .or_else(|| {
+                self.frames(id)
+                    .iter()
+                    .map(|&f| self.frame(f))
+                    .find(|f| !is_recording_machinery(self.str(f.name)))
+            })
             .or_else(|| self.frames(id).first().map(|&f| self.frame(f)))
     }
 

@@ -23,6 +23,10 @@ fn opt_bytes(v: Option<u64>, observed: u64) -> String {
 
 fn site_label(s: &SiteTotal) -> String {
     match &s.site {
+        Some(site) if site.line == 0 && !site.file.ends_with(".py") => {
+            // A native frame: no Python frame in the stack (e.g. the autograd engine's thread).
+            format!("{} (native; no Python frame)", site.function)
+        }
         Some(site) => {
             let who = if s.user_code { "" } else { " (library)" };
             format!("{}:{} in {}{who}", site.file, site.line, site.function)
