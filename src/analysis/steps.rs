@@ -15,11 +15,11 @@
 //!   stretches before and after the anchor's run are searched again, so a training phase
 //!   followed by a validation phase gives two runs of iterations.
 //!
-//! Only loops that run model code count: an iteration must allocate under `torch.nn`,
-//! `torch.autograd` or `torch.optim` frames. A loop that only creates tensors and keeps some
-//! (filling a buffer, the fragmentation scenario) is keeping them on purpose as far as a
-//! snapshot can tell, and calling its iterations "steps" would turn every kept tensor into a
-//! leak.
+//! Only working loops count: an iteration must allocate under `torch.nn`, `torch.autograd` or
+//! `torch.optim` frames, or free most of what it allocates before the next iteration (its
+//! temporaries). A loop that only creates tensors and keeps them (filling a buffer, the
+//! fragmentation scenario) is keeping them on purpose as far as a snapshot can tell, and calling
+//! its iterations "steps" would turn every kept tensor into a leak.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
@@ -394,6 +394,27 @@ pub(crate) fn best_anchor(
         by_key.entry(k).or_default().push(allocs.len() as u32);
         allocs.push(i);
     }
+    // For each alloc of the stretch, the event that freed it (usize::MAX: not in the stretch).
+    let mut freed_at = vec![usize::MAX; allocs.len()];
+    {
+        let mut live: HashMap<u64, usize> = HashMap::default();
+        let mut ordinal = 0usize;
+        for i in range.clone() {
+            let e = &dev.events[i];
+            match e.action {
+                Action::Alloc => {
+                    live.insert(e.addr, ordinal);
+                    ordinal += 1;
+                }
+                Action::FreeRequested => {
+                    if let Some(o) = live.remove(&e.addr) {
+                        freed_at[o] = i;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     let mut best: Option<(usize, usize, &Vec<u32>)> = None; // (count, first ordinal, positions)
     for pos in by_key.values() {
         if pos.len() < MIN_ITERATIONS || !regular(pos) {
@@ -414,8 +435,15 @@ pub(crate) fn best_anchor(
         let model_iters = pos
             .windows(2)
             .filter(|w| {
-                let span = &allocs[w[0] as usize..w[1] as usize];
+                let (a, b) = (w[0] as usize, w[1] as usize);
+                let span = &allocs[a..b];
                 let model_code = span.iter().any(|&i| model.is_model(dev.events[i].stack));
+                // Or a working loop without model frames: most of what an iteration allocates
+                // is freed before the next one starts (temporaries). A loop that frees nothing
+                // it allocates is filling memory on purpose, not iterating.
+                let end = allocs.get(b).copied().unwrap_or(usize::MAX);
+                let temporaries = (a..b).filter(|&o| freed_at[o] < end).count();
+                let working = span.len() >= 3 && temporaries * 2 >= span.len();
                 let mut lines = span.iter().filter_map(|&i| {
                     snap.stacks
                         .user_frame(dev.events[i].stack)
@@ -423,7 +451,7 @@ pub(crate) fn best_anchor(
                 });
                 let first = lines.next();
                 let two_lines = first.is_some() && lines.any(|l| Some(l) != first);
-                model_code && two_lines
+                (model_code || working) && two_lines
             })
             .count();
         if model_iters * 2 < iters {
