@@ -3,7 +3,19 @@
 
 use std::path::Path;
 
-fn verdict(dir: &str, name: &str) -> Option<(String, Vec<String>, Vec<(String, Option<u32>)>)> {
+/// The verdict kind, the OOM causes, and the leak findings as (kind, allocation line).
+type Outcome = (String, Vec<String>, Vec<(String, Option<u32>)>);
+
+/// A capture and what it must give: directory, file, verdict, OOM causes, first leak (kind, line).
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [&'a str],
+    Option<(&'a str, u32)>,
+);
+
+fn verdict(dir: &str, name: &str) -> Option<Outcome> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
     if !p.exists() {
         eprintln!("skipping {}: not present", p.display());
@@ -35,7 +47,7 @@ fn verdict(dir: &str, name: &str) -> Option<(String, Vec<String>, Vec<(String, O
 fn every_known_capture_gets_its_cause() {
     let own = "fixtures";
     let shared = "../shared/fixtures";
-    let cases: &[(&str, &str, &str, &[&str], Option<(&str, u32)>)] = &[
+    let cases: &[Case] = &[
         (
             own,
             "leak_oom.pickle",
