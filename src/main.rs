@@ -153,6 +153,30 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Loads several captures on every core, with a progress line on stderr when stderr is a
+/// terminal and the work takes more than half a second (64 rank traces, say).
+fn load_with_progress(
+    files: &[std::path::PathBuf],
+) -> Result<Vec<memscope::check::InputSummary>, memscope::check::InputError> {
+    use std::io::IsTerminal;
+    let start = std::time::Instant::now();
+    let show = files.len() > 1 && std::io::stderr().is_terminal();
+    let total = files.len();
+    let progress = |done: usize| {
+        if show && start.elapsed() > std::time::Duration::from_millis(500) {
+            eprint!(
+                "\rmemscope: {done}/{total} files analysed ({:.1} s)",
+                start.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let r = memscope::check::load_summaries_with_progress(files, false, &progress);
+    if show && start.elapsed() > std::time::Duration::from_millis(500) {
+        eprint!("\r\x1b[2K");
+    }
+    r
+}
+
 fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     use memscope::check::{self, config, CheckConfig};
     use memscope::report::check::CheckFormat;
@@ -185,7 +209,7 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let summaries = check::load_summaries(&args.files, false)?;
+    let summaries = load_with_progress(&args.files)?;
     let report = check::check(
         &summaries,
         &cfg,
@@ -233,7 +257,7 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
 }
 
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
-    let summaries = memscope::check::load_summaries(&args.files, false)?;
+    let summaries = load_with_progress(&args.files)?;
     let b = memscope::check::Baseline::new(summaries);
     let mut text = serde_json::to_string_pretty(&b)?;
     text.push('\n');

@@ -671,3 +671,43 @@ fn snapshot_diff_text() {
     let d = diff::diff(&a, &b);
     insta::assert_snapshot!(diff_to_string(&DiffText, &d, &Options::default()));
 }
+
+#[test]
+fn many_files_load_on_every_core_in_order_with_progress() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let files: Vec<std::path::PathBuf> = [
+        "clean.pickle",
+        "leak_oom.pickle",
+        "trace_clean.trace.json.gz",
+        "two_streams.pickle",
+        "fragmentation_oom.pickle",
+    ]
+    .iter()
+    .map(|f| root.join(f))
+    .collect();
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let last = std::sync::atomic::AtomicUsize::new(0);
+    let progress = |done: usize| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        last.fetch_max(done, std::sync::atomic::Ordering::Relaxed);
+    };
+    let parallel = memscope::check::load_summaries_with_progress(&files, false, &progress).unwrap();
+    assert_eq!(calls.into_inner(), files.len());
+    assert_eq!(last.into_inner(), files.len());
+    let paths: Vec<&str> = parallel.iter().map(|s| s.path.as_str()).collect();
+    let expected: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(paths, expected, "results keep the order of the arguments");
+    // The same summaries as one file at a time.
+    for (f, s) in files.iter().zip(&parallel) {
+        let one = memscope::check::load_summaries(std::slice::from_ref(f), false).unwrap();
+        assert_eq!(
+            serde_json::to_string(&one[0]).unwrap(),
+            serde_json::to_string(s).unwrap()
+        );
+    }
+    // An unreadable file among them is an error naming it.
+    let mut bad = files.clone();
+    bad.insert(2, root.join("missing.pickle"));
+    let err = memscope::check::load_summaries(&bad, false).unwrap_err();
+    assert!(err.to_string().contains("missing.pickle"), "{err}");
+}

@@ -755,21 +755,54 @@ fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loade
 
 /// Loads inputs and summarizes them; a baseline file given as input contributes its entries.
 pub fn load_summaries(
-    paths: &[impl AsRef<Path>],
+    paths: &[impl AsRef<Path> + Sync],
     allow_baseline: bool,
 ) -> Result<Vec<InputSummary>, InputError> {
-    let mut out = Vec::new();
-    for p in paths {
-        let p = p.as_ref();
-        match load(p, allow_baseline)? {
+    load_summaries_with_progress(paths, allow_baseline, &|_| {})
+}
+
+/// [`load_summaries`] on every core: one rank's trace per worker, results in the order given.
+/// `progress` is called with the number of files done after each one (from the workers).
+pub fn load_summaries_with_progress(
+    paths: &[impl AsRef<Path> + Sync],
+    allow_baseline: bool,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<InputSummary>, InputError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let one = |p: &Path| -> Result<Vec<InputSummary>, InputError> {
+        Ok(match load(p, allow_baseline)? {
             Loaded::Analysis(a) => {
                 let mut s = summarize(&a);
                 s.path = p.display().to_string();
-                out.push(s);
+                vec![s]
             }
-            Loaded::Baseline(b) => out.extend(b.inputs),
-            Loaded::Trace(s) => out.push(*s),
+            Loaded::Baseline(b) => b.inputs,
+            Loaded::Trace(s) => vec![*s],
+        })
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(paths.len())
+        .max(1);
+    type Slot = Option<Result<Vec<InputSummary>, InputError>>;
+    let results: Mutex<Vec<Slot>> = Mutex::new((0..paths.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(p) = paths.get(i) else { break };
+                let r = one(p.as_ref());
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+            });
         }
+    });
+    let mut out = Vec::new();
+    for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        out.extend(r.expect("every index was taken by a worker")?);
     }
     Ok(out)
 }
