@@ -720,39 +720,51 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
             break;
         }
         let start = i;
-        let (end, ctrl) = match scan_value(bytes, start) {
-            Ok(r) => r,
-            Err(Stop::Eof) => {
-                b.set_truncated();
-                let n = b.counts_mut().events;
-                b.note(format!(
-                    "the trace is cut off inside an event that starts at byte {start}; the {n} \
-                     complete events before it were loaded"
-                ));
-                break;
+        // Fast path: parse the event in place and take its end from the parser. Anything it
+        // cannot read (a cut-off event, raw control characters, an invalid element) goes
+        // through the scanner below, which finds the element's end without the parser.
+        let mut stream =
+            serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<RawEvent>();
+        let end = if let Some(Ok(e)) = stream.next() {
+            b.counts_mut().events += 1;
+            ingest(&mut b, &e);
+            start + stream.byte_offset()
+        } else {
+            let (end, ctrl) = match scan_value(bytes, start) {
+                Ok(r) => r,
+                Err(Stop::Eof) => {
+                    b.set_truncated();
+                    let n = b.counts_mut().events;
+                    b.note(format!(
+                        "the trace is cut off inside an event that starts at byte {start}; the {n} \
+                         complete events before it were loaded"
+                    ));
+                    break;
+                }
+                Err(Stop::Bad(at)) => return Err(syntax(bytes, at, "an event object")),
+            };
+            b.counts_mut().events += 1;
+            let elem = &bytes[start..end];
+            let parsed = match serde_json::from_slice::<RawEvent>(elem) {
+                Ok(e) => {
+                    ingest(&mut b, &e);
+                    Ok(())
+                }
+                Err(_) if ctrl || has_raw_controls(elem) => {
+                    b.counts_mut().repaired += 1;
+                    let fixed = blank_controls(elem);
+                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(err) = parsed {
+                b.counts_mut().skipped += 1;
+                if first_failure.is_none() {
+                    first_failure = Some((start as u64, err));
+                }
             }
-            Err(Stop::Bad(at)) => return Err(syntax(bytes, at, "an event object")),
+            end
         };
-        b.counts_mut().events += 1;
-        let elem = &bytes[start..end];
-        let parsed = match serde_json::from_slice::<RawEvent>(elem) {
-            Ok(e) => {
-                ingest(&mut b, &e);
-                Ok(())
-            }
-            Err(_) if ctrl || has_raw_controls(elem) => {
-                b.counts_mut().repaired += 1;
-                let fixed = blank_controls(elem);
-                serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(err) = parsed {
-            b.counts_mut().skipped += 1;
-            if first_failure.is_none() {
-                first_failure = Some((start as u64, err));
-            }
-        }
         i = skip_ws(bytes, end);
         match bytes.get(i) {
             Some(b',') => {
