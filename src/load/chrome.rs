@@ -585,7 +585,7 @@ struct RawEvent<'a> {
     #[serde(borrow, default)]
     id: Scalar<'a>,
     #[serde(borrow, default)]
-    args: Option<RawArgs<'a>>,
+    args: Option<Box<RawArgs<'a>>>,
 }
 
 fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
@@ -608,7 +608,7 @@ fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
     };
     let dur = e.dur.as_f64().unwrap_or(0.0);
     let empty = RawArgs::default();
-    let args = e.args.as_ref().unwrap_or(&empty);
+    let args = e.args.as_deref().unwrap_or(&empty);
     match ph {
         "X" => {
             if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
