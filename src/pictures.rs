@@ -16,11 +16,8 @@ use memscope::report::{self, flamegraph as fg, Format};
 use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
-    let raw = memscope::load::read_input(file)?;
-    let len = std::fs::metadata(file)
-        .map(|m| m.len())
-        .unwrap_or(raw.len() as u64);
-    let snap = memscope::load::snapshot_from_bytes(file, &raw)?;
+    let snap = memscope::load::load_snapshot(file)?;
+    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
     Ok((snap, len))
 }
 
@@ -117,8 +114,8 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let (snap, len) = load(&a.file)?;
-    let tls = timelines(&snap);
-    let analysis = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    // One replay per device serves both the analysis and the pictures.
+    let (analysis, tls) = memscope::analysis::analyze_snapshot_with_timelines(&snap, &a.file, len);
     let mut w = create(&a.output, &a.file)?;
     let html = report::html::Html {
         snap: &snap,
