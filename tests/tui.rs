@@ -294,3 +294,39 @@ fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
     key(&mut app, '5');
     assert!(screen(&mut app, 100, 30).contains("no leak findings"));
 }
+
+#[test]
+fn loading_screen_shows_how_far_the_decoder_got() {
+    use memscope::load::Progress;
+    use std::sync::atomic::Ordering;
+    let p = Progress::default();
+    p.total.store(100 << 20, Ordering::Relaxed);
+    p.done.store(45 << 20, Ordering::Relaxed);
+    p.kind.store(Progress::SNAPSHOT, Ordering::Relaxed);
+    let mut app = App::loading("big.pickle");
+    app.loading_note = memscope::tui::loading_note(&p, std::time::Duration::from_millis(1200));
+    let s = screen(&mut app, 100, 24);
+    assert!(
+        s.contains("decoding the snapshot: 45% (45.0 MiB of 100.0 MiB), 1.2 s"),
+        "{s}"
+    );
+    // A real load reports its kind and ends with everything decoded.
+    for (f, kind) in [
+        ("leak_oom.pickle", Progress::SNAPSHOT),
+        ("trace_clean.trace.json.gz", Progress::TRACE),
+    ] {
+        let p = Progress::default();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(f);
+        memscope::tui::Loaded::load_with_progress(&path, &p).unwrap();
+        assert_eq!(p.kind.load(Ordering::Relaxed), kind);
+        let total = p.total.load(Ordering::Relaxed);
+        assert!(
+            total > std::fs::metadata(&path).unwrap().len() as usize / 2,
+            "{f}"
+        );
+        assert_eq!(p.done.load(Ordering::Relaxed), total);
+        assert!(memscope::tui::loading_note(&p, Default::default()).starts_with("analysing the"));
+    }
+}

@@ -122,3 +122,64 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
         "the TUI's screen is still shown:\n{s}"
     );
 }
+
+#[test]
+fn tui_in_tmux_opens_a_trace_and_drills_into_a_step() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("SKIP: tmux is not installed (apt-get install -y tmux to run this test)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_memscope");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/trace_total_loss.trace.json.gz"
+    );
+    let id = std::process::id();
+    let t = Tmux {
+        socket: format!("memscope-test-trace-{id}"),
+        session: format!("trace{id}"),
+    };
+    let script = format!("'{bin}' tui '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
+    let out = t.cmd(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "-s",
+        &t.session,
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = t.wait_for("VERDICT");
+    assert!(s.contains("autograd graph grows"), "{s}");
+    assert!(s.contains("3 Steps  4 Graph"), "{s}");
+    t.keys("3");
+    t.wait_for("10 profiled steps on cuda:0");
+    t.keys("Enter");
+    let s = t.wait_for("top-level ops in the step");
+    assert!(s.contains("ProfilerStep#2 on cuda:0"), "{s}");
+    t.keys("4");
+    t.wait_for("AUTOGRAD GRAPH");
+    t.keys("Enter");
+    t.wait_for("ProfilerStep#10 on cuda:0");
+    t.keys("q");
+    t.wait_for("memscope exited");
+    let s = t.wait_for("icanon");
+    assert!(s.contains("memscope exited 0"), "{s}");
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode:\n{s}"
+    );
+    assert!(
+        !s.contains("VERDICT"),
+        "the TUI's screen is still shown:\n{s}"
+    );
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::graph::{self, GraphGrowth};
 use super::leaks::Leak;
 use super::replay::Consistency;
-use super::trace_memory::{self, DeviceMemory, LiveGrowth};
+use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{Analysis, DeviceReport, Input, LeakReport, StepReport, Verdict, SCHEMA};
 use crate::model::trace::Trace;
 use crate::model::EventIdx;
@@ -149,6 +149,16 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
 
 /// Runs every trace analysis.
 pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
+    analyze_trace_with_memory(t, path, file_bytes).0
+}
+
+/// [`analyze_trace`], keeping the per-device memory analysis it was built from (the TUI browses
+/// its per-step figures and growth series).
+pub fn analyze_trace_with_memory(
+    t: &Trace,
+    path: &Path,
+    file_bytes: u64,
+) -> (Analysis, TraceMemory) {
     let mem = trace_memory::analyze(t);
     let g = graph::growth(t);
     let mut notes = t.load_notes.clone();
@@ -254,7 +264,7 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
             ),
         }
     };
-    Analysis {
+    let analysis = Analysis {
         schema: SCHEMA,
         input: Input {
             path: path.display().to_string(),
@@ -276,5 +286,6 @@ pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
             notes: g.notes,
         }),
         notes,
-    }
+    };
+    (analysis, mem)
 }

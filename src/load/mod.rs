@@ -251,30 +251,62 @@ pub enum Capture {
     Trace(Trace),
 }
 
+/// How far a load has got, shared with a thread that shows it (the TUI's loading screen).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Bytes of the (decompressed) input decoded so far; 0 where the decoder does not say.
+    pub done: AtomicUsize,
+    /// Bytes of the (decompressed) input; 0 while it is being read.
+    pub total: AtomicUsize,
+    /// What the input turned out to be: 0 unknown yet, 1 a snapshot, 2 a trace.
+    pub kind: AtomicUsize,
+}
+
+impl Progress {
+    pub const SNAPSHOT: usize = 1;
+    pub const TRACE: usize = 2;
+}
+
 /// Loads a snapshot or a trace, deciding by content (gzipped or not), never by file name.
 pub fn load(path: &Path) -> Result<Capture, LoadError> {
+    load_with_progress(path, &Progress::default())
+}
+
+/// [`load`], reporting how far it has got in `progress`.
+pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, LoadError> {
     let bytes = match read_input(path) {
         Ok(b) => b,
         // A damaged gzip may still hold most of a trace.
         Err(LoadError::Gzip { .. }) => return load_trace(path).map(Capture::Trace),
         Err(e) => return Err(e),
     };
+    progress.total.store(bytes.len(), Ordering::Relaxed);
     match sniff(&bytes) {
-        Sniffed::Json => trace_from_bytes(path, &bytes).map(Capture::Trace),
-        _ => snapshot_from_input(path, &bytes).map(Capture::Snapshot),
+        Sniffed::Json => {
+            progress.kind.store(Progress::TRACE, Ordering::Relaxed);
+            trace_from_bytes(path, &bytes).map(Capture::Trace)
+        }
+        _ => {
+            progress.kind.store(Progress::SNAPSHOT, Ordering::Relaxed);
+            snapshot_from_input(path, &bytes, Some(progress)).map(Capture::Snapshot)
+        }
     }
 }
 
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
     let bytes = read_input(path)?;
-    snapshot_from_input(path, &bytes)
+    snapshot_from_input(path, &bytes, None)
 }
 
 /// A mapped file is decoded front to back once; the pages behind the decoder are handed back
 /// to the kernel as it goes (`MADV_DONTNEED`), so a large capture does not stay resident on top
 /// of the model built from it. Strings still referenced are faulted back in from the file.
-fn snapshot_from_input(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError> {
+fn snapshot_from_input(
+    path: &Path,
+    bytes: &Bytes,
+    shown: Option<&Progress>,
+) -> Result<Snapshot, LoadError> {
     match bytes {
         Bytes::Mapped(map) => {
             let _ = map.advise(memmap2::Advice::Sequential);
@@ -317,6 +349,9 @@ fn snapshot_from_input(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError
                 });
                 let mut progress = |offset: usize| {
                     reached.store(offset, Ordering::Relaxed);
+                    if let Some(p) = shown {
+                        p.done.store(offset, Ordering::Relaxed);
+                    }
                     release(offset);
                 };
                 let r = snapshot_with_progress(path, map, Some(&mut progress));
@@ -324,7 +359,13 @@ fn snapshot_from_input(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError
                 r
             })
         }
-        Bytes::Owned(v) => snapshot_with_progress(path, v, None),
+        Bytes::Owned(v) => match shown {
+            Some(p) => {
+                let mut progress = |offset: usize| p.done.store(offset, Ordering::Relaxed);
+                snapshot_with_progress(path, v, Some(&mut progress))
+            }
+            None => snapshot_with_progress(path, v, None),
+        },
     }
 }
 

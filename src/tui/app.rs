@@ -9,8 +9,9 @@ use std::collections::HashSet;
 
 use ratatui::layout::Rect;
 
-use super::data::{Data, Jump, MarkerKind};
+use super::data::{Data, Jump, Loaded, MarkerKind};
 use super::sites::{self, Row, SiteNode, SortBy};
+use super::trace::{OpSort, StepOps, TraceData};
 use crate::analysis::replay::{LiveBlock, SegState, State};
 use crate::model::{Action as EvAction, StackId};
 
@@ -22,14 +23,27 @@ pub enum View {
     Map,
     Sites,
     Leaks,
+    /// Traces: the profiler steps with their memory, and the ops inside one.
+    Steps,
+    /// Traces: autograd-graph growth.
+    Graph,
 }
 
 impl View {
+    /// A snapshot's views, in tab order.
     pub const ALL: [View; 5] = [
         View::Overview,
         View::Timeline,
         View::Map,
         View::Sites,
+        View::Leaks,
+    ];
+    /// A trace's views, in tab order.
+    pub const TRACE: [View; 5] = [
+        View::Overview,
+        View::Timeline,
+        View::Steps,
+        View::Graph,
         View::Leaks,
     ];
     pub fn title(self) -> &'static str {
@@ -39,10 +53,9 @@ impl View {
             View::Map => "Allocator map",
             View::Sites => "Sites",
             View::Leaks => "Leaks",
+            View::Steps => "Steps",
+            View::Graph => "Graph",
         }
-    }
-    fn index(self) -> usize {
-        View::ALL.iter().position(|&v| v == self).unwrap_or(0)
     }
 }
 
@@ -52,6 +65,8 @@ pub enum Action {
     Quit,
     Help,
     View(View),
+    /// The n-th view of the capture's tab bar (number keys; 0-based).
+    Tab(usize),
     NextView,
     PrevView,
     Up,
@@ -165,7 +180,20 @@ pub struct App {
     /// Per stack id: whether one of its frames matches the query.
     matches: Vec<bool>,
     pub message: String,
+    /// While loading: how far it has got.
+    pub loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
+    /// A loaded trace (then `data` is `None`).
+    pub trace: Option<TraceData>,
+    pub steps_sel: usize,
+    /// The step whose ops are listed (the steps view drilled in).
+    pub step_ops: Option<StepOps>,
+    pub ops_sel: usize,
+    pub op_sort: OpSort,
+    /// The selected op's memory events are listed.
+    pub op_open: bool,
+    pub op_ev_sel: usize,
+    pub graph_sel: usize,
 }
 
 /// Rows of the screen: tabs on top, status at the bottom, the view between.
@@ -226,8 +254,74 @@ impl App {
             query: String::new(),
             matches: Vec::new(),
             message: String::new(),
+            loading_note: String::new(),
             history: Vec::new(),
+            trace: None,
+            steps_sel: 0,
+            step_ops: None,
+            ops_sel: 0,
+            op_sort: OpSort::Time,
+            op_open: false,
+            op_ev_sel: 0,
+            graph_sel: 0,
         }
+    }
+
+    /// An app showing a snapshot or a trace.
+    pub fn with(loaded: Loaded) -> App {
+        let path = match &loaded {
+            Loaded::Snapshot(d) => d.path.display().to_string(),
+            Loaded::Trace(t) => t.path.display().to_string(),
+        };
+        let mut app = App::loading(&path);
+        app.set_loaded(loaded);
+        app
+    }
+
+    pub fn set_loaded(&mut self, loaded: Loaded) {
+        match loaded {
+            Loaded::Snapshot(d) => self.set_data(d),
+            Loaded::Trace(t) => self.set_trace(t),
+        }
+    }
+
+    /// Shows a trace, with the cursor at the end of each device's memory events.
+    pub fn set_trace(&mut self, t: TraceData) {
+        self.cursors = t
+            .devs
+            .iter()
+            .map(|d| d.events.len().checked_sub(1))
+            .collect();
+        self.windows = t
+            .devs
+            .iter()
+            .map(|d| Window {
+                lo: 0,
+                hi: d.events.len(),
+            })
+            .collect();
+        self.trace = Some(t);
+    }
+
+    /// Whether a capture is loaded (a snapshot or a trace).
+    pub fn loaded(&self) -> bool {
+        self.data.is_some() || self.trace.is_some()
+    }
+
+    /// The views of the loaded capture, in tab order.
+    pub fn views(&self) -> &'static [View] {
+        if self.trace.is_some() {
+            &View::TRACE
+        } else {
+            &View::ALL
+        }
+    }
+
+    fn view_index(&self) -> usize {
+        self.views()
+            .iter()
+            .position(|&v| v == self.view)
+            .unwrap_or(0)
     }
 
     /// An app showing `data`, with the cursor at the end of each log (what the snapshot shows).
@@ -272,7 +366,10 @@ impl App {
             .unwrap_or(Window { lo: 0, hi: 0 })
     }
 
-    fn events_len(&self) -> usize {
+    pub(super) fn events_len(&self) -> usize {
+        if let Some(t) = &self.trace {
+            return t.devs.get(self.dev).map(|d| d.events.len()).unwrap_or(0);
+        }
         self.data
             .as_ref()
             .and_then(|d| d.snap.devices.get(self.dev))
@@ -308,6 +405,10 @@ impl App {
 
     /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
     fn sync(&mut self) {
+        if self.trace.is_some() {
+            self.sync_trace();
+            return;
+        }
         let Some(data) = &self.data else { return };
         let (dev, event) = (self.dev, self.cursor());
         let stale = self
@@ -345,7 +446,7 @@ impl App {
         self.sites_sel = self.sites_sel.min(nrows.saturating_sub(1));
     }
 
-    fn set_cursor(&mut self, ev: usize) {
+    pub(super) fn set_cursor(&mut self, ev: usize) {
         let n = self.events_len();
         if n == 0 {
             return;
@@ -372,7 +473,7 @@ impl App {
         }
     }
 
-    fn push_history(&mut self) {
+    pub(super) fn push_history(&mut self) {
         self.history
             .push((self.view, self.dev, self.cursors.clone()));
         if self.history.len() > 64 {
@@ -380,7 +481,7 @@ impl App {
         }
     }
 
-    fn jump(&mut self, j: &Jump) {
+    pub(super) fn jump(&mut self, j: &Jump) {
         match j {
             Jump::Event { dev, event } => {
                 self.push_history();
@@ -406,6 +507,9 @@ impl App {
                         .position(|r| *r == Row::Site(i))
                         .unwrap_or(0);
                 }
+            }
+            Jump::Graph(_) | Jump::Leak(_) | Jump::Steps { .. } | Jump::StepOps { .. } => {
+                self.jump_trace(j)
             }
             Jump::None => {}
         }
@@ -433,16 +537,27 @@ impl App {
             self.sync();
             return;
         }
-        if self.data.is_none() {
+        if !self.loaded() {
             return;
         }
+        let views = self.views();
         match a {
             Action::Help => self.help = true,
-            Action::View(v) => self.view = v,
-            Action::NextView => self.view = View::ALL[(self.view.index() + 1) % View::ALL.len()],
-            Action::PrevView => {
-                self.view = View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]
+            Action::View(v) => {
+                if views.contains(&v) {
+                    self.view = v
+                }
             }
+            Action::Tab(i) => {
+                if let Some(&v) = views.get(i) {
+                    self.view = v
+                }
+            }
+            Action::NextView => self.view = views[(self.view_index() + 1) % views.len()],
+            Action::PrevView => {
+                self.view = views[(self.view_index() + views.len() - 1) % views.len()]
+            }
+            Action::Back if self.trace_back() => {}
             Action::Back => {
                 if let Some((v, d, c)) = self.history.pop() {
                     self.view = v;
@@ -455,11 +570,11 @@ impl App {
                 }
             }
             Action::NextDevice => {
-                let n = self
-                    .data
-                    .as_ref()
-                    .map(|d| d.snap.devices.len())
-                    .unwrap_or(0);
+                let n = match (&self.data, &self.trace) {
+                    (Some(d), _) => d.snap.devices.len(),
+                    (_, Some(t)) => t.devs.len(),
+                    _ => 0,
+                };
                 if n > 0 {
                     self.dev = (self.dev + 1) % n;
                 }
@@ -471,6 +586,7 @@ impl App {
             Action::Search => self.typing = Some(String::new()),
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
+            Action::SortToggle if self.trace.is_some() => self.trace_sort(),
             Action::SortToggle => {
                 self.sort = match self.sort {
                     SortBy::Bytes => SortBy::Count,
@@ -478,6 +594,7 @@ impl App {
                 }
             }
             Action::FoldToggle => self.unfold = !self.unfold,
+            Action::AllocEvent if self.trace.is_some() => self.trace_alloc_event(),
             Action::AllocEvent => {
                 if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
                     self.push_history();
@@ -544,6 +661,10 @@ impl App {
             self.message = "no search: press / to search".into();
             return;
         }
+        if self.trace.is_some() {
+            self.trace_search(forward);
+            return;
+        }
         let q = self.query.to_lowercase();
         match self.view {
             View::Overview => {
@@ -583,7 +704,7 @@ impl App {
                 }
                 self.found(found, |_, _| {});
             }
-            View::Timeline | View::Map | View::Leaks => {
+            View::Timeline | View::Map | View::Leaks | View::Steps | View::Graph => {
                 let Some(d) = &self.data else { return };
                 let Some(dev) = d.snap.devices.get(self.dev) else {
                     return;
@@ -610,7 +731,7 @@ impl App {
         }
     }
 
-    fn found(&mut self, found: Option<usize>, set: impl FnOnce(&mut App, usize)) {
+    pub(super) fn found(&mut self, found: Option<usize>, set: impl FnOnce(&mut App, usize)) {
         match found {
             Some(i) => {
                 set(self, i);
@@ -620,7 +741,14 @@ impl App {
         }
     }
 
-    fn markers(&self) -> &[super::data::Marker] {
+    pub(super) fn markers(&self) -> &[super::data::Marker] {
+        if let Some(t) = &self.trace {
+            return t
+                .devs
+                .get(self.dev)
+                .map(|d| d.markers.as_slice())
+                .unwrap_or(&[]);
+        }
         self.data
             .as_ref()
             .and_then(|d| d.markers.get(self.dev))
@@ -646,7 +774,7 @@ impl App {
             Some(e) => {
                 self.push_history();
                 self.set_cursor(e);
-                if matches!(self.view, View::Overview | View::Leaks) {
+                if !matches!(self.view, View::Timeline | View::Map | View::Sites) {
                     self.view = View::Timeline;
                 }
             }
@@ -655,6 +783,7 @@ impl App {
                     MarkerKind::Peak => "no peak in the log".into(),
                     MarkerKind::Oom => "no OOM in the log".into(),
                     MarkerKind::Annotation => "no annotation".into(),
+                    MarkerKind::Step => "no step".into(),
                 }
             }
         }
@@ -674,19 +803,27 @@ impl App {
         }
     }
 
-    fn page(&self) -> usize {
+    pub(super) fn page(&self) -> usize {
         (self.height as usize).saturating_sub(8).max(1)
+    }
+
+    /// The overview's findings (snapshot or trace).
+    pub fn findings(&self) -> &[super::data::Finding] {
+        match (&self.data, &self.trace) {
+            (Some(d), _) => &d.findings,
+            (_, Some(t)) => &t.findings,
+            _ => &[],
+        }
     }
 
     fn apply_view(&mut self, a: Action) {
         match self.view {
             View::Overview => {
-                let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
+                let n = self.findings().len();
                 if a == Action::Enter {
                     if let Some(f) = self
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.findings.get(self.overview_sel))
+                        .findings()
+                        .get(self.overview_sel)
                         .map(|f| f.jump.clone())
                     {
                         self.jump(&f);
@@ -698,6 +835,9 @@ impl App {
             View::Timeline => self.apply_timeline(a),
             View::Map => self.apply_map(a),
             View::Sites => self.apply_sites(a),
+            View::Steps => self.apply_steps(a),
+            View::Graph => self.apply_graph(a),
+            View::Leaks if self.trace.is_some() => self.apply_trace_leaks(a),
             View::Leaks => {
                 let n = self.leak_items().len();
                 if a == Action::Enter {
@@ -783,6 +923,7 @@ impl App {
                     };
                 }
             }
+            Action::Enter if self.trace.is_some() => self.open_step_at_cursor(),
             Action::Enter => {
                 self.push_history();
                 self.view = View::Map;
@@ -922,7 +1063,7 @@ impl App {
         if y == 0 {
             // The tab bar: ` 1 Overview  2 Timeline ...`.
             let mut cx = 0u16;
-            for (i, v) in View::ALL.iter().enumerate() {
+            for (i, v) in self.views().iter().enumerate() {
                 let w = tab_label(i, *v).chars().count() as u16;
                 if x >= cx && x < cx + w {
                     self.view = *v;
@@ -988,12 +1129,13 @@ impl App {
                 if y >= list_y && y < list_y + h {
                     let off = list_offset(self.overview_sel, h as usize);
                     let i = off + (y - list_y) as usize;
-                    if self.data.as_ref().is_some_and(|d| i < d.findings.len()) {
+                    if i < self.findings().len() {
                         self.overview_sel = i;
                     }
                 }
             }
-            View::Leaks => {}
+            View::Steps => self.click_steps(b, y),
+            View::Leaks | View::Graph => {}
         }
     }
 }
@@ -1003,11 +1145,11 @@ pub const MAP_LABEL_W: u16 = 30;
 
 /// The overview's findings list: first row and height.
 pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
-    let ndev = app
-        .data
-        .as_ref()
-        .map(|d| d.analysis.devices.len())
-        .unwrap_or(0) as u16;
+    let ndev = match (&app.data, &app.trace) {
+        (Some(d), _) => d.analysis.devices.len(),
+        (_, Some(t)) => t.analysis.devices.len(),
+        _ => 0,
+    } as u16;
     // Verdict (3 lines) + device table (header + one per device) + blank + OOM block (up to 5) + title.
     let top = 3 + 1 + ndev + 1 + app_oom_lines(app) + 1;
     let top = top.min(b.height.saturating_sub(3));
@@ -1016,6 +1158,9 @@ pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
 
 /// Lines the overview gives to the OOM explanation.
 pub fn app_oom_lines(app: &App) -> u16 {
+    if let Some(t) = &app.trace {
+        return super::trace_views::overview_lines(t);
+    }
     let has_oom = app
         .data
         .as_ref()
@@ -1039,7 +1184,7 @@ pub fn list_offset(sel: usize, height: usize) -> usize {
     (sel / height) * height
 }
 
-fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
+pub(super) fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
     if n == 0 {
         return 0;
     }
@@ -1055,7 +1200,12 @@ fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
 }
 
 /// The next index after (or before) `from`, wrapping, for which `hit` holds.
-fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> Option<usize> {
+pub(super) fn cycle(
+    from: usize,
+    n: usize,
+    forward: bool,
+    hit: impl Fn(usize) -> bool,
+) -> Option<usize> {
     (1..=n)
         .map(|k| {
             if forward {

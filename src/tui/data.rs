@@ -6,11 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
+use super::trace::TraceData;
 use crate::analysis::replay::Timeline;
+use crate::analysis::steps::StepSource;
 use crate::analysis::{self, Analysis};
-use crate::load::{self, LoadError};
+use crate::load::{self, Capture, LoadError};
+use crate::model::StackId;
 use crate::model::{Device, Snapshot};
 use crate::units::bytes;
+use rustc_hash::FxHashMap as HashMap;
 
 /// What a marker on the timeline stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +23,8 @@ pub enum MarkerKind {
     Oom,
     /// A `record_function` range start (`Snapshot.annotations`).
     Annotation,
+    /// The first event of a step (a `ProfilerStep#N`, or a step found in the log).
+    Step,
 }
 
 /// A point of interest on a device's event log.
@@ -42,6 +48,22 @@ pub enum Jump {
         dev: usize,
         label: String,
     },
+    /// A finding of the trace's autograd graph section (`graph.growth[i]`).
+    Graph(usize),
+    /// A leak of the report (`leaks[i]`): its evidence in the leaks view.
+    Leak(usize),
+    /// A trace device's steps.
+    Steps {
+        dev: usize,
+    },
+    /// The ops of a trace step, sorted by what is alive at the end when `live`, with the row of
+    /// op `op` (by name) selected.
+    StepOps {
+        dev: usize,
+        step: usize,
+        op: Option<String>,
+        live: bool,
+    },
     None,
 }
 
@@ -52,7 +74,35 @@ pub struct Finding {
     pub jump: Jump,
 }
 
-/// A loaded capture.
+/// What `memscope tui FILE` opened: a snapshot or a profiler trace.
+pub enum Loaded {
+    Snapshot(Data),
+    Trace(TraceData),
+}
+
+impl Loaded {
+    /// Reads, parses and analyses a snapshot or a trace, whichever the file holds.
+    pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+        Loaded::load_with_progress(path, &load::Progress::default())
+    }
+
+    /// [`Loaded::load`], reporting how far the decoding has got in `progress`.
+    pub fn load_with_progress(path: &Path, progress: &load::Progress) -> Result<Loaded, LoadError> {
+        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let capture = load::load_with_progress(path, progress)?;
+        // Decoded: what is left is the analysis.
+        progress.done.store(
+            progress.total.load(std::sync::atomic::Ordering::Relaxed),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(match capture {
+            Capture::Snapshot(s) => Loaded::Snapshot(Data::from_snapshot(path, s, file_len)),
+            Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
+        })
+    }
+}
+
+/// A loaded snapshot.
 pub struct Data {
     pub path: PathBuf,
     pub snap: Snapshot,
@@ -62,6 +112,9 @@ pub struct Data {
     /// Per device, sorted by event.
     pub markers: Vec<Vec<Marker>>,
     pub findings: Vec<Finding>,
+    /// Per `analysis.leaks` entry: the step names and, at each step's end, the bytes live
+    /// from the finding's sites (allocated in the log).
+    pub leak_series: Vec<(Vec<String>, Vec<u64>)>,
 }
 
 impl Data {
@@ -83,9 +136,14 @@ impl Data {
             .devices
             .iter()
             .zip(&timelines)
-            .map(|(d, tl)| markers(&snap, d, tl))
+            .map(|(d, tl)| markers(&snap, &analysis, d, tl))
             .collect();
         let findings = findings(&analysis, &snap);
+        let leak_series = analysis
+            .leaks
+            .iter()
+            .map(|l| leak_series(&snap, &analysis, l))
+            .collect();
         Data {
             path: path.to_path_buf(),
             snap,
@@ -93,6 +151,7 @@ impl Data {
             timelines,
             markers,
             findings,
+            leak_series,
         }
     }
 
@@ -104,8 +163,78 @@ impl Data {
     }
 }
 
-fn markers(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Marker> {
+/// Bytes live from a leak's sites at the end of each step of its device: one pass over the log.
+fn leak_series(snap: &Snapshot, a: &Analysis, l: &analysis::LeakReport) -> (Vec<String>, Vec<u64>) {
+    use crate::model::{Action as Ev, Site};
+    let Some(dev) = snap.devices.iter().find(|d| d.index == l.device) else {
+        return (Vec::new(), Vec::new());
+    };
+    let steps: Vec<(&str, usize)> = a
+        .steps
+        .iter()
+        .filter(|s| {
+            s.device == l.device && matches!(s.source, StepSource::Annotation | StepSource::Pattern)
+        })
+        .filter_map(|s| Some((s.name.as_str(), s.end_event? as usize)))
+        .collect();
+    let mut sites: Vec<&Option<Site>> = vec![&l.leak.site];
+    sites.extend(l.leak.related_sites.iter().map(|r| &r.site));
+    let mut memo: HashMap<StackId, bool> = HashMap::default();
+    let mut live: HashMap<u64, u64> = HashMap::default();
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(steps.len());
+    let mut next = 0;
+    for (i, e) in dev.events.iter().enumerate() {
+        if next >= steps.len() {
+            break;
+        }
+        match e.action {
+            Ev::Alloc => {
+                let hit = *memo.entry(e.stack).or_insert_with(|| {
+                    let s = Site::of_stack(&snap.stacks, e.stack);
+                    sites.iter().any(|x| **x == s)
+                });
+                if hit {
+                    total += e.size;
+                    if let Some(old) = live.insert(e.addr, e.size) {
+                        total -= old;
+                    }
+                }
+            }
+            Ev::FreeRequested | Ev::FreeCompleted => {
+                if let Some(sz) = live.remove(&e.addr) {
+                    total -= sz;
+                }
+            }
+            _ => {}
+        }
+        while next < steps.len() && steps[next].1 == i {
+            out.push(total);
+            next += 1;
+        }
+    }
+    let names = steps.iter().map(|s| s.0.to_owned()).collect();
+    out.resize(steps.len(), total);
+    (names, out)
+}
+
+fn markers(snap: &Snapshot, a: &Analysis, dev: &Device, tl: &Timeline) -> Vec<Marker> {
     let mut out = Vec::new();
+    // Steps the analysis found from the loop's repeating allocations (annotated steps are
+    // already marked by their annotations).
+    for s in a
+        .steps
+        .iter()
+        .filter(|s| s.device == dev.index && s.source == StepSource::Pattern)
+    {
+        if let Some(e) = s.start_event {
+            out.push(Marker {
+                event: e as usize,
+                kind: MarkerKind::Step,
+                label: s.name.clone(),
+            });
+        }
+    }
     if let Some(p) = tl.peaks.allocated.event {
         out.push(Marker {
             event: p.0 as usize,

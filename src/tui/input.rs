@@ -5,7 +5,7 @@ use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 
-use super::app::{Action, View};
+use super::app::Action;
 
 /// Maps a key in normal mode (not while typing a search).
 pub fn map_key(key: KeyEvent) -> Option<Action> {
@@ -23,11 +23,11 @@ pub fn map_key(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('N') => Action::SearchPrev,
         KeyCode::Tab => Action::NextView,
         KeyCode::BackTab => Action::PrevView,
-        KeyCode::Char('1') => Action::View(View::Overview),
-        KeyCode::Char('2') => Action::View(View::Timeline),
-        KeyCode::Char('3') => Action::View(View::Map),
-        KeyCode::Char('4') => Action::View(View::Sites),
-        KeyCode::Char('5') => Action::View(View::Leaks),
+        KeyCode::Char('1') => Action::Tab(0),
+        KeyCode::Char('2') => Action::Tab(1),
+        KeyCode::Char('3') => Action::Tab(2),
+        KeyCode::Char('4') => Action::Tab(3),
+        KeyCode::Char('5') => Action::Tab(4),
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
         KeyCode::Left if shift => Action::FineLeft,

@@ -15,21 +15,27 @@ pub mod data;
 pub mod input;
 pub mod sites;
 pub mod timeline;
+pub mod trace;
+mod trace_app;
+pub mod trace_views;
 pub mod views;
 
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use crossterm::execute;
 
 pub use app::{Action, App, View};
-pub use data::Data;
+pub use data::{Data, Loaded};
 pub use input::{map_key, map_mouse, map_search_key};
+pub use trace::TraceData;
 
-use crate::load::LoadError;
+use crate::load::{LoadError, Progress};
+use crate::units::bytes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
@@ -60,6 +66,32 @@ pub fn handle_event(app: &mut App, ev: Event) {
     }
 }
 
+/// The loading screen's second line: what the loader is doing and how far it has got.
+pub fn loading_note(p: &Progress, elapsed: Duration) -> String {
+    let total = p.total.load(Ordering::Relaxed);
+    let done = p.done.load(Ordering::Relaxed);
+    let kind = match p.kind.load(Ordering::Relaxed) {
+        Progress::SNAPSHOT => "snapshot",
+        Progress::TRACE => "trace",
+        _ => "file",
+    };
+    let what = if total == 0 {
+        "reading the file".to_owned()
+    } else if done >= total {
+        format!("analysing the {kind}")
+    } else if done > 0 {
+        format!(
+            "decoding the {kind}: {}% ({} of {})",
+            done * 100 / total,
+            bytes(done as u64),
+            bytes(total as u64)
+        )
+    } else {
+        format!("decoding the {kind} ({})", bytes(total as u64))
+    };
+    format!("{what}, {:.1} s", elapsed.as_secs_f64())
+}
+
 struct Restore;
 
 impl Drop for Restore {
@@ -73,9 +105,12 @@ impl Drop for Restore {
 pub fn run(path: &Path) -> Result<(), TuiError> {
     let (tx, rx) = mpsc::channel();
     let p = path.to_path_buf();
+    let progress = Arc::new(Progress::default());
+    let shared = Arc::clone(&progress);
     std::thread::spawn(move || {
-        let _ = tx.send(Data::load(&p));
+        let _ = tx.send(Loaded::load_with_progress(&p, &shared));
     });
+    let started = Instant::now();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
     let prev = std::panic::take_hook();
@@ -91,11 +126,14 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
     let mut load_error = None;
     let mut waiting = true;
     loop {
+        if waiting {
+            app.loading_note = loading_note(&progress, started.elapsed());
+        }
         terminal.draw(|f| f.render_widget(&app, f.area()))?;
         if waiting {
             match rx.try_recv() {
                 Ok(Ok(data)) => {
-                    app.set_data(data);
+                    app.set_loaded(data);
                     waiting = false;
                     continue;
                 }

@@ -9,8 +9,8 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Widget;
 
-use super::app::{chart_area, App, AXIS_W};
-use super::data::MarkerKind;
+use super::app::{chart_area, App, Window, AXIS_W};
+use super::data::{Marker, MarkerKind};
 use crate::units::bytes;
 
 /// Min and max of `series[lo..hi]` per column, `cols` columns.
@@ -46,79 +46,48 @@ pub fn column_of(ev: usize, lo: usize, hi: usize, cols: usize) -> Option<usize> 
 
 const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
-/// The timeline view.
-pub struct TimelineView<'a>(pub &'a App);
+/// What the chart draws: the series, the window on them, the cursor and the markers.
+pub struct Chart<'a> {
+    /// The first line: the figures at the cursor.
+    pub header: String,
+    pub allocated: &'a [u64],
+    /// Snapshots only (a trace logs no `active` total).
+    pub active: Option<&'a [u64]>,
+    pub reserved: &'a [u64],
+    pub window: Window,
+    pub cursor: usize,
+    pub markers: &'a [Marker],
+    /// The legend's last item (what `│` stands for).
+    pub marker_legend: &'a str,
+    /// Keys worth knowing here, after what the cursor is on.
+    pub hints: &'a str,
+}
 
-impl Widget for TimelineView<'_> {
+impl Widget for Chart<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(data) = &app.data else { return };
-        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
-        else {
-            buf.set_string(
-                area.x,
-                area.y,
-                "no devices in this capture",
-                Style::default(),
-            );
-            return;
-        };
-        let n = dev.events.len();
-        if n == 0 {
-            buf.set_string(
-                area.x,
-                area.y,
-                "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot",
-                Style::default(),
-            );
-            return;
-        }
-        let cur = app.cursor().unwrap_or(0);
-        let w = app.window();
-        let s = &tl.series;
-        // Header: the figures at the cursor.
-        let e = &dev.events[cur];
-        let t = data
-            .rel_time_us(app.dev, cur)
-            .map(|t| format!(" +{:.3} s", t as f64 / 1e6))
-            .unwrap_or_default();
-        let site = data
-            .snap
-            .stacks
-            .site_frame(e.stack)
-            .map(|f| {
-                format!(
-                    " at {}:{}",
-                    super::sites::short(data.snap.stacks.str(f.file)),
-                    f.line
-                )
-            })
-            .unwrap_or_default();
-        let header = format!(
-            "event {cur}/{}{t}  {} {}{site}  │ alloc {} active {} reserved {}",
-            n - 1,
-            e.action.name(),
-            bytes(e.size),
-            bytes(s.allocated.get(cur).copied().unwrap_or(0)),
-            bytes(s.active.get(cur).copied().unwrap_or(0)),
-            bytes(s.reserved.get(cur).copied().unwrap_or(0)),
-        );
+        let c = self;
+        let n = c.allocated.len();
+        let cur = c.cursor;
+        let w = c.window;
         buf.set_stringn(
             area.x,
             area.y,
-            header,
+            &c.header,
             area.width as usize,
             Style::default().add_modifier(Modifier::BOLD),
         );
         let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
-        let legend_items: [(&str, Style); 6] = [
-            ("█ allocated ", Style::default().fg(Color::Green)),
-            ("▒ active ", Style::default().fg(Color::Yellow)),
-            ("░ reserved  ", Style::default().fg(Color::Blue)),
-            ("P peak ", Style::default().fg(Color::Magenta)),
-            ("X OOM ", Style::default().fg(Color::Red)),
-            ("│ step/annotation", Style::default().fg(Color::Cyan)),
-        ];
+        let mut legend_items: Vec<(&str, Style)> =
+            vec![("█ allocated ", Style::default().fg(Color::Green))];
+        if c.active.is_some() {
+            legend_items.push(("▒ active ", Style::default().fg(Color::Yellow)));
+        }
+        legend_items.push(("░ reserved  ", Style::default().fg(Color::Blue)));
+        legend_items.push(("P peak ", Style::default().fg(Color::Magenta)));
+        if c.active.is_some() {
+            legend_items.push(("X OOM ", Style::default().fg(Color::Red)));
+        }
+        legend_items.push((c.marker_legend, Style::default().fg(Color::Cyan)));
         let mut x = area.x;
         for (txt, st) in legend_items {
             if x >= area.x + area.width {
@@ -144,12 +113,13 @@ impl Widget for TimelineView<'_> {
             return;
         }
         let cols = chart.width as usize;
-        let alloc = downsample(&s.allocated, w.lo, w.hi, cols);
-        let active = downsample(&s.active, w.lo, w.hi, cols);
-        let reserved = downsample(&s.reserved, w.lo, w.hi, cols);
+        let alloc = downsample(c.allocated, w.lo, w.hi, cols);
+        let active = c.active.map(|a| downsample(a, w.lo, w.hi, cols));
+        let reserved = downsample(c.reserved, w.lo, w.hi, cols);
         let top = reserved
             .iter()
-            .chain(active.iter())
+            .chain(active.iter().flatten())
+            .chain(alloc.iter())
             .map(|x| x.1)
             .max()
             .unwrap_or(0)
@@ -157,23 +127,23 @@ impl Widget for TimelineView<'_> {
         let h = chart.height as u64;
         let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
         let cur_col = column_of(cur, w.lo, w.hi, cols);
-        for c in 0..cols.min(alloc.len()) {
-            let (amin, amax) = alloc[c];
+        for col in 0..cols.min(alloc.len()) {
+            let (amin, amax) = alloc[col];
             let la = level(amax);
             let lmin = level(amin);
-            let lact = level(active[c].1);
-            let lres = level(reserved[c].1);
+            let lact = active.as_ref().map(|a| level(a[col].1)).unwrap_or(0);
+            let lres = level(reserved[col].1);
             for r in 0..h {
                 let y = chart.y + chart.height - 1 - r as u16;
-                let x = chart.x + c as u16;
+                let x = chart.x + col as u16;
                 let base = r * 8;
                 let (ch, mut st) = if la >= base + 8 {
-                    let col = if lmin >= base + 8 {
+                    let colr = if lmin >= base + 8 {
                         Color::Green
                     } else {
                         Color::LightGreen
                     };
-                    ('█', Style::default().fg(col))
+                    ('█', Style::default().fg(colr))
                 } else if la > base {
                     (
                         EIGHTHS[(la - base) as usize],
@@ -187,7 +157,7 @@ impl Widget for TimelineView<'_> {
                     (' ', Style::default())
                 };
                 let mut ch = ch;
-                if cur_col == Some(c) {
+                if cur_col == Some(col) {
                     if ch == ' ' {
                         ch = '│';
                         st = Style::default().fg(Color::White);
@@ -225,8 +195,9 @@ impl Widget for TimelineView<'_> {
             AXIS_W as usize - 1,
             Style::default().fg(Color::DarkGray),
         );
-        // Markers, one row under the chart; OOM and peak win over annotations.
+        // Markers, one row under the chart; OOM and peak win over steps and annotations.
         let my = chart.y + chart.height;
+        let ms = c.markers;
         if my < area.y + area.height {
             buf.set_string(
                 area.x,
@@ -234,14 +205,9 @@ impl Widget for TimelineView<'_> {
                 "  markers ",
                 Style::default().fg(Color::DarkGray),
             );
-            let ms = data
-                .markers
-                .get(app.dev)
-                .map(|v| v.as_slice())
-                .unwrap_or(&[]);
             let lo_i = ms.partition_point(|m| m.event < w.lo);
             for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
-                let Some(c) = column_of(m.event, w.lo, w.hi, cols) else {
+                let Some(col) = column_of(m.event, w.lo, w.hi, cols) else {
                     continue;
                 };
                 let (ch, st) = match m.kind {
@@ -255,10 +221,14 @@ impl Widget for TimelineView<'_> {
                             .fg(Color::Magenta)
                             .add_modifier(Modifier::BOLD),
                     ),
-                    MarkerKind::Annotation => ('│', Style::default().fg(Color::Cyan)),
+                    MarkerKind::Annotation | MarkerKind::Step => {
+                        ('│', Style::default().fg(Color::Cyan))
+                    }
                 };
-                if let Some(cell) = buf.cell_mut((chart.x + c as u16, my)) {
-                    if m.kind == MarkerKind::Annotation && matches!(cell.symbol(), "X" | "P") {
+                if let Some(cell) = buf.cell_mut((chart.x + col as u16, my)) {
+                    if matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step)
+                        && matches!(cell.symbol(), "X" | "P")
+                    {
                         continue;
                     }
                     cell.set_char(ch).set_style(st);
@@ -271,7 +241,7 @@ impl Widget for TimelineView<'_> {
             let l = format!("{}", w.lo);
             let r = format!("{}", w.hi.saturating_sub(1));
             let rx = (chart.x + chart.width).saturating_sub(r.len() as u16);
-            let cx = cur_col.map(|c| chart.x + c as u16);
+            let cx = cur_col.map(|col| chart.x + col as u16);
             // Edge labels give way to the cursor's caret.
             if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
                 buf.set_string(chart.x, ay, &l, Style::default().fg(Color::DarkGray));
@@ -283,31 +253,106 @@ impl Widget for TimelineView<'_> {
                 buf.set_string(cx, ay, "^", Style::default().fg(Color::White));
             }
         }
-        // What the cursor is on: the nearest marker at or before it.
+        // What the cursor is on: the markers there, or the step/annotation it is in.
         let iy = ay + 1;
         if iy < area.y + area.height {
-            let ms = data
-                .markers
-                .get(app.dev)
-                .map(|v| v.as_slice())
-                .unwrap_or(&[]);
-            let here: Vec<&str> = ms
+            let at = ms.partition_point(|m| m.event < cur);
+            let here: Vec<&str> = ms[at..]
                 .iter()
-                .filter(|m| m.event == cur)
+                .take_while(|m| m.event == cur)
                 .map(|m| m.label.as_str())
                 .collect();
-            let prev = ms
+            let prev = ms[..ms.partition_point(|m| m.event <= cur)]
                 .iter()
                 .rev()
-                .find(|m| m.event <= cur && m.kind == MarkerKind::Annotation);
+                .find(|m| matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step));
             let mut info = String::new();
             if !here.is_empty() {
                 info.push_str(&format!("here: {}", here.join(", ")));
             } else if let Some(p) = prev {
                 info.push_str(&format!("in: {} (from event {})", p.label, p.event));
             }
-            let info = format!("{info}   p: peak  o: OOM  [ ]: markers +/- zoom Enter: map");
+            let info = format!("{info}   {}", c.hints);
             buf.set_stringn(area.x, iy, info, area.width as usize, Style::default());
         }
+    }
+}
+
+/// The timeline view of a snapshot.
+pub struct TimelineView<'a>(pub &'a App);
+
+impl Widget for TimelineView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        if let Some(t) = &app.trace {
+            super::trace_views::trace_timeline(app, t, area, buf);
+            return;
+        }
+        let Some(data) = &app.data else { return };
+        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
+        else {
+            buf.set_string(
+                area.x,
+                area.y,
+                "no devices in this capture",
+                Style::default(),
+            );
+            return;
+        };
+        let n = dev.events.len();
+        if n == 0 {
+            buf.set_string(
+                area.x,
+                area.y,
+                "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot",
+                Style::default(),
+            );
+            return;
+        }
+        let cur = app.cursor().unwrap_or(0);
+        let s = &tl.series;
+        // Header: the figures at the cursor.
+        let e = &dev.events[cur];
+        let t = data
+            .rel_time_us(app.dev, cur)
+            .map(|t| format!(" +{:.3} s", t as f64 / 1e6))
+            .unwrap_or_default();
+        let site = data
+            .snap
+            .stacks
+            .site_frame(e.stack)
+            .map(|f| {
+                format!(
+                    " at {}:{}",
+                    super::sites::short(data.snap.stacks.str(f.file)),
+                    f.line
+                )
+            })
+            .unwrap_or_default();
+        let header = format!(
+            "event {cur}/{}{t}  {} {}{site}  │ alloc {} active {} reserved {}",
+            n - 1,
+            e.action.name(),
+            bytes(e.size),
+            bytes(s.allocated.get(cur).copied().unwrap_or(0)),
+            bytes(s.active.get(cur).copied().unwrap_or(0)),
+            bytes(s.reserved.get(cur).copied().unwrap_or(0)),
+        );
+        Chart {
+            header,
+            allocated: &s.allocated,
+            active: Some(&s.active),
+            reserved: &s.reserved,
+            window: app.window(),
+            cursor: cur,
+            markers: data
+                .markers
+                .get(app.dev)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]),
+            marker_legend: "│ step/annotation",
+            hints: "p: peak  o: OOM  [ ]: markers +/- zoom Enter: map",
+        }
+        .render(area, buf);
     }
 }

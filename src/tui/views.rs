@@ -14,6 +14,7 @@ use super::app::{
 };
 use super::sites::{short, Row, SortBy};
 use super::timeline::TimelineView;
+use super::trace_views;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
 
@@ -52,7 +53,7 @@ impl Widget for &App {
             );
             return;
         }
-        let Some(_) = &app.data else {
+        if !app.loaded() {
             let msg = match &app.error {
                 Some(e) => format!("memscope: cannot open {}: {e}", app.path),
                 None => format!("memscope: loading {} …", app.path),
@@ -62,12 +63,16 @@ impl Widget for &App {
             buf.set_stringn(x.max(area.x), y, &msg, area.width as usize, bold());
             if app.error.is_some() {
                 buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
+            } else if !app.loading_note.is_empty() {
+                let n = &app.loading_note;
+                let x = area.x + area.width.saturating_sub(n.chars().count() as u16) / 2;
+                buf.set_stringn(x.max(area.x), y + 1, n, area.width as usize, dim());
             }
             return;
         };
         // Tabs.
         let mut x = area.x;
-        for (i, v) in View::ALL.iter().enumerate() {
+        for (i, v) in app.views().iter().enumerate() {
             let t = tab_label(i, *v);
             let st = if *v == app.view {
                 Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
@@ -82,12 +87,17 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match app.view {
-            View::Overview => OverviewView(app).render(b, buf),
-            View::Timeline => TimelineView(app).render(b, buf),
-            View::Map => MapView(app).render(b, buf),
-            View::Sites => SitesView(app).render(b, buf),
-            View::Leaks => LeaksView(app).render(b, buf),
+        match (app.view, &app.trace) {
+            (View::Overview, Some(t)) => trace_views::trace_overview(app, t, b, buf),
+            (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
+            (View::Graph, Some(t)) => trace_views::graph_view(app, t, b, buf),
+            (View::Leaks, Some(t)) => trace_views::trace_leaks_view(app, t, b, buf),
+            (View::Overview, _) => OverviewView(app).render(b, buf),
+            (View::Timeline, _) => TimelineView(app).render(b, buf),
+            (View::Map, _) => MapView(app).render(b, buf),
+            (View::Sites, _) => SitesView(app).render(b, buf),
+            (View::Leaks, _) => LeaksView(app).render(b, buf),
+            (View::Steps | View::Graph, None) => {}
         }
         StatusLine(app).render(
             Rect::new(area.x, area.y + area.height - 1, area.width, 1),
@@ -117,6 +127,22 @@ impl Widget for StatusLine<'_> {
             );
             return;
         }
+        let hint = if app.message.is_empty() {
+            "?:help q:quit Tab:views /:search".to_owned()
+        } else {
+            app.message.clone()
+        };
+        if let Some(t) = &app.trace {
+            let file = t
+                .path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let (devname, cur) = trace_views::trace_status(app, t);
+            let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
+            buf.set_stringn(area.x, area.y, s, area.width as usize, st);
+            return;
+        }
         let Some(data) = &app.data else { return };
         let file = data
             .path
@@ -135,11 +161,6 @@ impl Widget for StatusLine<'_> {
             _ => "no events".to_owned(),
         };
         let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
-        let hint = if app.message.is_empty() {
-            "?:help q:quit Tab:views /:search".to_owned()
-        } else {
-            app.message.clone()
-        };
         let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
         buf.set_stringn(area.x, area.y, s, area.width as usize, st);
     }
@@ -156,12 +177,13 @@ pub const HELP: &[&str] = &[
     "↑↓ / jk      move selection       ←→ / hl    move / collapse-expand",
     "g / G        first / last         PgUp PgDn  page",
     "Enter        drill in: finding → evidence, timeline → map,",
-    "             map block → its site, site → its stacks → frames",
+    "             map block → its site, site → its stacks → frames;",
+    "             traces: timeline → the step's ops, step → ops → allocations",
     "+ / -        zoom the timeline    H / L      one event left / right",
-    "p / o        jump to peak / OOM   ] / [      next / previous marker",
-    "a            map: jump to the selected block's allocation",
+    "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
+    "a            map: the block's allocation; traces: allocation ↔ free",
     "/ n N        search sites, files, functions; next / previous match",
-    "s            sort sites by bytes / count",
+    "s            sort sites by bytes / count; a step's ops by time / bytes",
     "f            show / fold library frames",
     "d            next device",
     "mouse        click tabs, timeline, rows; wheel scrolls",
@@ -169,7 +191,7 @@ pub const HELP: &[&str] = &[
 
 impl Widget for HelpView {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let w = 72.min(area.width);
+        let w = 80.min(area.width);
         let h = (HELP.len() as u16 + 2).min(area.height);
         let r = Rect::new(
             area.x + (area.width - w) / 2,
@@ -730,9 +752,27 @@ impl Widget for LeaksView<'_> {
         let Some(l) = data.analysis.leaks.get(app.leaks_sel) else {
             return;
         };
-        let dy = y0 + list_h + 1;
+        let mut dy = y0 + list_h + 1;
         if dy >= area.height {
             return;
+        }
+        if let Some((names, series)) = data.leak_series.get(app.leaks_sel) {
+            let rest = area.height - dy;
+            if series.len() >= 2 && rest >= 10 {
+                let chart_h = (rest / 3).clamp(4, 8);
+                trace_views::step_bars(
+                    buf,
+                    Rect::new(area.x, area.y + dy, area.width, chart_h),
+                    "bytes live from these sites at the end of each step (allocations in the log)",
+                    series,
+                    &bytes,
+                    (
+                        names.first().map(|s| s.as_str()).unwrap_or(""),
+                        names.last().map(|s| s.as_str()).unwrap_or(""),
+                    ),
+                );
+                dy += chart_h;
+            }
         }
         let mut lines = vec![
             Line::styled(

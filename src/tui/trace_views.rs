@@ -1,0 +1,906 @@
+//! The trace's views: overview, memory timeline, steps (and the ops inside one), graph growth
+//! and leaks. Like the snapshot views, each is a function of the app and draws into any buffer.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::app::{list_offset, overview_list, App, AXIS_W};
+use super::sites::short;
+use super::timeline::Chart;
+use super::trace::{OpRow, TraceData};
+use crate::units::bytes;
+
+fn dim() -> Style {
+    Style::default().fg(Color::DarkGray)
+}
+
+fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
+fn sel_style(on: bool) -> Style {
+    if on {
+        Style::default().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::default()
+    }
+}
+
+fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
+    if dy < area.height {
+        buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
+    }
+}
+
+fn site_text(s: &Option<crate::model::Site>) -> String {
+    s.as_ref()
+        .map(|s| format!("{}:{} {}", short(&s.file), s.line, s.function))
+        .unwrap_or_default()
+}
+
+fn signed(v: i128) -> String {
+    if v >= 0 {
+        format!("+{}", bytes(v as u64))
+    } else {
+        format!("-{}", bytes(v.unsigned_abs() as u64))
+    }
+}
+
+/// Lines of the overview between the device table and the findings.
+pub fn overview_lines(_t: &TraceData) -> u16 {
+    3
+}
+
+/// The steps list inside the body: under the title and the column header.
+pub fn steps_list_area(body: Rect) -> Rect {
+    Rect::new(
+        body.x,
+        body.y + 2,
+        body.width,
+        body.height.saturating_sub(3),
+    )
+}
+
+/// The ops (or an op's events) list inside the body: under the title and the column header,
+/// above the selection's details.
+pub fn ops_list_area(body: Rect) -> Rect {
+    Rect::new(
+        body.x,
+        body.y + 2,
+        body.width,
+        body.height.saturating_sub(2 + 3),
+    )
+}
+
+/// Verdict, per-device figures, the graph, findings.
+pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    let a = &t.analysis;
+    let verdict_style = if a.verdict.kind == "ok" {
+        bold().fg(Color::Green)
+    } else {
+        bold().fg(Color::Red)
+    };
+    Paragraph::new(Line::from(vec![
+        Span::styled("VERDICT ", verdict_style),
+        Span::raw(a.verdict.summary.clone()),
+    ]))
+    .wrap(Wrap { trim: true })
+    .render(
+        Rect::new(area.x, area.y, area.width, 3.min(area.height)),
+        buf,
+    );
+    let mut y = 3u16;
+    put(
+        buf,
+        area,
+        y,
+        &format!(
+            "{:<8}{:>23}{:>23}{:>14}{:>9}",
+            "device", "allocated end/peak", "reserved end/peak", "alive at end", "events"
+        ),
+        dim(),
+    );
+    y += 1;
+    for d in &a.devices {
+        let dm = t
+            .dev_of_cuda(d.device)
+            .and_then(|i| t.mem.devices.get(t.devs[i].mem));
+        let line = format!(
+            "{:<8}{:>23}{:>23}{:>14}{:>9}",
+            format!("cuda:{}", d.device),
+            format!(
+                "{} / {}",
+                bytes(d.allocated_bytes),
+                bytes(d.observed_peak_allocated_bytes)
+            ),
+            format!(
+                "{} / {}",
+                bytes(d.reserved_bytes),
+                bytes(d.observed_peak_reserved_bytes)
+            ),
+            dm.map(|m| bytes(m.live_at_end_bytes)).unwrap_or_default(),
+            d.events,
+        );
+        put(buf, area, y, &line, Style::default());
+        y += 1;
+    }
+    y += 1;
+    let mut lines: Vec<Line> = Vec::new();
+    if let Some(g) = &a.graph {
+        lines.push(Line::from(format!(
+            "autograd graph: {} forward ops with grad history, {} backward, {} never backpropagated, over {} steps",
+            g.forward_nodes, g.backward_nodes, g.unconsumed_nodes, g.steps
+        )));
+    }
+    let counts = &t.trace.counts;
+    lines.push(Line::styled(
+        format!(
+            "trace: {} events ({} ops, {} memory events, {} steps){}",
+            counts.events,
+            t.trace.ops.len(),
+            t.trace.memory.len(),
+            t.trace.steps.len(),
+            if t.trace.truncated {
+                ", truncated: read up to where it was cut"
+            } else {
+                ""
+            }
+        ),
+        dim(),
+    ));
+    if let Some(n) = a.notes.first() {
+        lines.push(Line::styled(format!("note: {n}"), dim()));
+    }
+    lines.truncate(overview_lines(t) as usize);
+    for l in lines {
+        if y < area.height {
+            buf.set_line(area.x, area.y + y, &l, area.width);
+        }
+        y += 1;
+    }
+    let (ly, lh) = overview_list(area, app);
+    if ly > area.y {
+        put(
+            buf,
+            area,
+            ly - area.y - 1,
+            "FINDINGS (Enter: jump to the evidence)",
+            bold(),
+        );
+    }
+    let off = list_offset(app.overview_sel, lh as usize);
+    for (k, f) in t.findings.iter().enumerate().skip(off).take(lh as usize) {
+        let on = k == app.overview_sel;
+        let st = if f.label.starts_with("graph growth") || f.label.starts_with("leak") {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default()
+        };
+        let text = format!("{} {}", if on { "›" } else { " " }, f.label);
+        put(
+            buf,
+            area,
+            ly - area.y + (k - off) as u16,
+            &text,
+            st.patch(sel_style(on)),
+        );
+    }
+    if t.findings.is_empty() {
+        put(buf, area, ly - area.y, "  no findings", dim());
+    }
+}
+
+/// One memory event as a line: when, what, under which op, the totals after it, its fate.
+fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
+    let Some(m) = t.event(dev, i) else {
+        return String::new();
+    };
+    let d = &t.devs[dev];
+    let rel = t.rel_time_us(dev, i).unwrap_or(0.0) / 1e3;
+    let (inner, top) = t.event_ops(dev, i);
+    let op = match (inner, top) {
+        (Some(a), Some(b)) if a != b => format!("{a} (in {b})"),
+        (Some(a), _) => a.to_owned(),
+        _ => "(outside any op)".to_owned(),
+    };
+    let fate = if m.bytes > 0 {
+        match t.freed_at(dev, i) {
+            Some(f) => format!(
+                "freed {:.3} ms later",
+                (t.event(dev, f).map(|x| x.ts).unwrap_or(m.ts) - m.ts) / 1e3
+            ),
+            None => "ALIVE AT THE END".to_owned(),
+        }
+    } else {
+        match t.allocated_at(dev, i) {
+            Some(a) => format!(
+                "allocated {:.3} ms earlier",
+                (m.ts - t.event(dev, a).map(|x| x.ts).unwrap_or(m.ts)) / 1e3
+            ),
+            None => "allocated before the trace".to_owned(),
+        }
+    };
+    format!(
+        "{:>10.3} ms {:>11} {:<40} total {:>10}  {fate}",
+        rel,
+        signed(m.bytes as i128),
+        op,
+        bytes(d.allocated[i]),
+    )
+}
+
+/// The memory curve of a trace device.
+pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    let Some(d) = t.devs.get(app.dev) else {
+        put(
+            buf,
+            area,
+            0,
+            "this trace has no [memory] events: record it with profile_memory=True to see memory",
+            Style::default(),
+        );
+        return;
+    };
+    let n = d.events.len();
+    if n == 0 {
+        return;
+    }
+    let cur = app.cursor().unwrap_or(0).min(n - 1);
+    let m = t.event(app.dev, cur);
+    let (inner, top) = t.event_ops(app.dev, cur);
+    let op = match (inner, top) {
+        (Some(a), Some(b)) if a != b => format!(" {a} in {b}"),
+        (Some(a), _) => format!(" {a}"),
+        _ => String::new(),
+    };
+    let site = t
+        .event_site(app.dev, cur)
+        .map(|s| format!(" at {}:{}", short(&s.file), s.line))
+        .unwrap_or_default();
+    let header = format!(
+        "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {} reserved {}",
+        n - 1,
+        t.rel_time_us(app.dev, cur).unwrap_or(0.0) / 1e6,
+        if m.is_some_and(|m| m.bytes < 0) {
+            "free"
+        } else {
+            "alloc"
+        },
+        bytes(m.map(|m| m.bytes.unsigned_abs()).unwrap_or(0)),
+        bytes(d.allocated[cur]),
+        bytes(d.reserved[cur]),
+    );
+    Chart {
+        header,
+        allocated: &d.allocated,
+        active: None,
+        reserved: &d.reserved,
+        window: app.window(),
+        cursor: cur,
+        markers: &d.markers,
+        marker_legend: "│ step",
+        hints: "p: peak  [ ]: steps  +/- zoom  a: alloc↔free  Enter: the step's ops",
+    }
+    .render(area, buf);
+}
+
+/// A bar of `w` cells for `v` out of `max`.
+fn bar(v: u64, max: u64, w: usize) -> String {
+    if max == 0 || w == 0 {
+        return " ".repeat(w);
+    }
+    let eighths = (v as u128 * (w as u128 * 8) / max as u128) as usize;
+    let mut s = "█".repeat(eighths / 8);
+    if !eighths.is_multiple_of(8) && s.chars().count() < w {
+        s.push(['▏', '▎', '▍', '▌', '▋', '▊', '▉'][eighths % 8 - 1]);
+    }
+    while s.chars().count() < w {
+        s.push(' ');
+    }
+    s
+}
+
+/// The steps with their memory; or the ops of one step; or the memory events of one op.
+pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    let Some(d) = t.devs.get(app.dev) else {
+        put(buf, area, 0, "this trace has no [memory] events", dim());
+        return;
+    };
+    if let Some(so) = &app.step_ops {
+        ops_view(app, t, so, area, buf);
+        return;
+    }
+    let steps = &t.trace.steps;
+    let dm = t.mem.devices.get(d.mem);
+    put(
+        buf,
+        area,
+        0,
+        &format!(
+            "{} profiled steps on {} │ Enter: the step's ops │ d: next device",
+            steps.len(),
+            d.label
+        ),
+        bold(),
+    );
+    if steps.is_empty() {
+        put(
+            buf,
+            area,
+            1,
+            "no ProfilerStep spans: call prof.step() every iteration to see steps",
+            dim(),
+        );
+        return;
+    }
+    put(
+        buf,
+        area,
+        1,
+        &format!(
+            "  {:<18}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}  end of step (above lowest)",
+            "step", "ms", "start", "peak", "end", "Δ", "allocated", "freed", "alive@end"
+        ),
+        dim(),
+    );
+    let l = steps_list_area(area);
+    let off = list_offset(app.steps_sel, l.height as usize);
+    let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
+    // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
+    // gigabytes of weights is what matters, and a bar from zero would hide it.
+    let ends: Vec<u64> = sm
+        .iter()
+        .map(|s| s.end_allocated_bytes.unwrap_or(0).max(0) as u64)
+        .collect();
+    let min_end = ends.iter().copied().min().unwrap_or(0);
+    let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
+    let bar_w = (l.width as usize).saturating_sub(2 + 18 + 9 + 11 * 8 + 2);
+    for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
+        let on = k == app.steps_sel;
+        let m = sm.get(k);
+        let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
+            m.and_then(f)
+                .map(|x| bytes(x.max(0) as u64))
+                .unwrap_or_else(|| "-".into())
+        };
+        let delta = m
+            .and_then(|m| Some(m.end_allocated_bytes? as i128 - m.start_allocated_bytes? as i128))
+            .map(signed)
+            .unwrap_or_else(|| "-".into());
+        let end = m.and_then(|m| m.end_allocated_bytes).unwrap_or(0).max(0) as u64;
+        let live = m.map(|m| m.live_at_end_bytes).unwrap_or(0);
+        let text = format!(
+            "{}{:<18}{:>9.1}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}  {}",
+            if on { "› " } else { "  " },
+            s.name,
+            s.dur / 1e3,
+            v(|m| m.start_allocated_bytes),
+            v(|m| m.peak_allocated_bytes),
+            v(|m| m.end_allocated_bytes),
+            delta,
+            bytes(m.map(|m| m.allocated_bytes).unwrap_or(0)),
+            bytes(m.map(|m| m.freed_bytes).unwrap_or(0)),
+            bytes(live),
+            bar(end.saturating_sub(min_end), max_end, bar_w)
+        );
+        let st = if live > 0 && k + 1 < steps.len() {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        };
+        put(
+            buf,
+            area,
+            l.y - area.y + (k - off) as u16,
+            &text,
+            st.patch(sel_style(on)),
+        );
+    }
+    let shown = (steps.len() - off).min(l.height as usize) as u16;
+    let free = l.height - shown;
+    if free >= 8 && ends.len() >= 2 {
+        let h = free.min(12) - 1;
+        let rel: Vec<u64> = ends.iter().map(|e| e - min_end).collect();
+        step_bars(
+            buf,
+            Rect::new(area.x, l.y + shown + 1, area.width, h),
+            &format!(
+                "allocated at each step's end, above the lowest ({}): growth here is memory kept across steps",
+                bytes(min_end)
+            ),
+            &rel,
+            &|v| format!("+{}", bytes(v)),
+            step_range(t),
+        );
+    }
+    let foot = l.y - area.y + l.height;
+    put(
+        buf,
+        area,
+        foot,
+        "yellow: steps whose allocations are still alive when the trace ends (the last step's may legitimately be)",
+        dim(),
+    );
+}
+
+fn op_name(r: &OpRow) -> String {
+    if r.backward {
+        format!("{} ◂bw", r.name)
+    } else {
+        r.name.clone()
+    }
+}
+
+fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
+    let Some(s) = t.trace.steps.get(so.step) else {
+        return;
+    };
+    let d = &t.devs[so.dev];
+    let sm = t.mem.devices.get(d.mem).and_then(|m| m.steps.get(so.step));
+    let l = ops_list_area(area);
+    if app.op_open {
+        let Some(r) = app.selected_op() else { return };
+        put(
+            buf,
+            area,
+            0,
+            &format!(
+                "{} in {} on {}: {} allocations ({}), {} frees ({}), {} alive at the end │ Enter: on the timeline │ a: alloc↔free │ Esc: ops",
+                op_name(r),
+                s.name,
+                d.label,
+                r.allocs,
+                bytes(r.alloc_bytes),
+                r.frees,
+                bytes(r.freed_bytes),
+                bytes(r.live_at_end_bytes)
+            ),
+            bold(),
+        );
+        put(
+            buf,
+            area,
+            1,
+            &format!(
+                "{:>13} {:>11} {:<40} {:>16}  fate",
+                "time", "bytes", "op", "allocated after"
+            ),
+            dim(),
+        );
+        let off = list_offset(app.op_ev_sel, l.height as usize);
+        for (k, &e) in r
+            .events
+            .iter()
+            .enumerate()
+            .skip(off)
+            .take(l.height as usize)
+        {
+            let on = k == app.op_ev_sel;
+            let line = event_line(t, so.dev, e);
+            let st = if line.ends_with("ALIVE AT THE END") {
+                Style::default().fg(Color::Yellow)
+            } else {
+                Style::default()
+            };
+            put(
+                buf,
+                area,
+                l.y - area.y + (k - off) as u16,
+                &format!("{}{line}", if on { "›" } else { " " }),
+                st.patch(sel_style(on)),
+            );
+        }
+        let dy = l.y - area.y + l.height;
+        if let Some(e) = app.selected_op_event() {
+            let site = t
+                .event_site(so.dev, e)
+                .map(|s| format!("user frame: {s}"))
+                .unwrap_or_else(|| "no user frame recorded for this event".into());
+            put(buf, area, dy, &site, Style::default().fg(Color::Cyan));
+            put(
+                buf,
+                area,
+                dy + 1,
+                &format!("event {e} of {}", d.label),
+                dim(),
+            );
+        }
+        return;
+    }
+    put(
+        buf,
+        area,
+        0,
+        &format!(
+            "{} on {}: {:.1} ms, peak {}, {} allocated, {} alive at the end │ s: sort by {} │ Enter: allocations │ Esc: steps",
+            s.name,
+            d.label,
+            s.dur / 1e3,
+            sm.and_then(|m| m.peak_allocated_bytes)
+                .map(|v| bytes(v.max(0) as u64))
+                .unwrap_or_else(|| "-".into()),
+            bytes(sm.map(|m| m.allocated_bytes).unwrap_or(0)),
+            bytes(sm.map(|m| m.live_at_end_bytes).unwrap_or(0)),
+            so.sort.name()
+        ),
+        bold(),
+    );
+    put(
+        buf,
+        area,
+        1,
+        &format!(
+            "  {:>9}{:>9}{:>7}{:>11}{:>7}{:>11}{:>11}{:>11}  op (user frame)",
+            "start ms", "dur ms", "allocs", "allocated", "frees", "freed", "alive@end", "peak"
+        ),
+        dim(),
+    );
+    let off = list_offset(app.ops_sel, l.height as usize);
+    for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
+        let on = k == app.ops_sel;
+        let site = site_text(&r.site);
+        let text = format!(
+            "{}{:>9.3}{:>9.3}{:>7}{:>11}{:>7}{:>11}{:>11}{:>11}  {}{}",
+            if on { "› " } else { "  " },
+            (r.ts - s.ts) / 1e3,
+            r.dur / 1e3,
+            r.allocs,
+            bytes(r.alloc_bytes),
+            r.frees,
+            bytes(r.freed_bytes),
+            bytes(r.live_at_end_bytes),
+            bytes(r.peak_allocated),
+            op_name(r),
+            if site.is_empty() {
+                String::new()
+            } else {
+                format!("  ({site})")
+            }
+        );
+        let st = if r.live_at_end_bytes > 0 {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        };
+        put(
+            buf,
+            area,
+            l.y - area.y + (k - off) as u16,
+            &text,
+            st.patch(sel_style(on)),
+        );
+    }
+    if so.rows.is_empty() {
+        put(
+            buf,
+            area,
+            l.y - area.y,
+            &format!("  no memory events on {} in this step", d.label),
+            dim(),
+        );
+    }
+    let dy = l.y - area.y + l.height;
+    put(
+        buf,
+        area,
+        dy,
+        &format!(
+            "{} top-level ops in the step, {} with memory work on {} │ ◂bw: backward pass",
+            so.rows.len(),
+            so.with_memory,
+            d.label
+        ),
+        dim(),
+    );
+    if let Some(r) = app.selected_op() {
+        if let Some(site) = r.site.as_ref() {
+            put(
+                buf,
+                area,
+                dy + 1,
+                &format!(
+                    "{}: user frame {site}{}",
+                    r.name,
+                    if r.backward {
+                        " (the forward op this backward differentiates)"
+                    } else {
+                        ""
+                    }
+                ),
+                Style::default().fg(Color::Cyan),
+            );
+        }
+    }
+}
+
+/// Per-step values as vertical bars, with the maximum on the axis.
+pub fn step_bars(
+    buf: &mut Buffer,
+    area: Rect,
+    title: &str,
+    values: &[u64],
+    fmt: &dyn Fn(u64) -> String,
+    (first, last): (&str, &str),
+) {
+    if area.height < 3 || area.width <= AXIS_W + 2 {
+        return;
+    }
+    put(buf, area, 0, title, dim());
+    let chart = Rect::new(
+        area.x + AXIS_W,
+        area.y + 1,
+        area.width - AXIS_W,
+        area.height - 2,
+    );
+    let n = values.len();
+    if n == 0 || chart.height == 0 {
+        return;
+    }
+    let avail = chart.width as usize;
+    // One bar per step, up to 3 cells wide; more steps than cells: the max per cell.
+    let (cols, per): (Vec<u64>, usize) = if n <= avail {
+        let w = (avail / n).clamp(1, 3);
+        (values.to_vec(), w)
+    } else {
+        (
+            (0..avail)
+                .map(|c| {
+                    let a = c * n / avail;
+                    let b = ((c + 1) * n / avail).max(a + 1).min(n);
+                    values[a..b].iter().copied().max().unwrap_or(0)
+                })
+                .collect(),
+            1,
+        )
+    };
+    let top = cols.iter().copied().max().unwrap_or(0).max(1);
+    let h = chart.height as u64;
+    const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    for (c, &v) in cols.iter().enumerate() {
+        let lv = (v as u128 * (h as u128 * 8) / top as u128) as u64;
+        for r in 0..h {
+            let base = r * 8;
+            let ch = if lv >= base + 8 {
+                '█'
+            } else if lv > base {
+                EIGHTHS[(lv - base) as usize]
+            } else {
+                continue;
+            };
+            for k in 0..per.saturating_sub(if per > 1 { 1 } else { 0 }).max(1) {
+                let x = chart.x + (c * per + k) as u16;
+                let y = chart.y + chart.height - 1 - r as u16;
+                if x < chart.x + chart.width {
+                    if let Some(cell) = buf.cell_mut((x, y)) {
+                        cell.set_char(ch)
+                            .set_style(Style::default().fg(Color::Yellow));
+                    }
+                }
+            }
+        }
+    }
+    buf.set_stringn(
+        area.x,
+        chart.y,
+        format!("{:>9}", fmt(top)),
+        AXIS_W as usize - 1,
+        dim(),
+    );
+    buf.set_stringn(
+        area.x,
+        chart.y + chart.height - 1,
+        format!("{:>9}", fmt(0)),
+        AXIS_W as usize - 1,
+        dim(),
+    );
+    let axis = format!(
+        "{first}{:>w$}",
+        last,
+        w = (cols.len() * per)
+            .saturating_sub(first.chars().count())
+            .max(1)
+    );
+    buf.set_stringn(
+        chart.x,
+        chart.y + chart.height,
+        axis,
+        chart.width as usize,
+        dim(),
+    );
+}
+
+fn step_range(t: &TraceData) -> (&str, &str) {
+    let s = &t.trace.steps;
+    (
+        s.first().map(|x| x.name.as_str()).unwrap_or(""),
+        s.last().map(|x| x.name.as_str()).unwrap_or(""),
+    )
+}
+
+/// Autograd-graph growth: each finding with its nodes per step.
+pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    let Some(g) = &t.analysis.graph else {
+        put(buf, area, 0, "no autograd graph section", dim());
+        return;
+    };
+    put(
+        buf,
+        area,
+        0,
+        &format!(
+            "AUTOGRAD GRAPH: {} forward ops with grad history, {} backward, {} never backpropagated, {} steps │ Enter: the ops of the last step it grew in",
+            g.forward_nodes, g.backward_nodes, g.unconsumed_nodes, g.steps
+        ),
+        bold(),
+    );
+    let mut y = 1u16;
+    if g.growth.is_empty() {
+        put(
+            buf,
+            area,
+            y,
+            "no graph growth: forward ops with grad history are consumed by a backward pass in every step",
+            Style::default().fg(Color::Green),
+        );
+        y += 1;
+    }
+    let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
+    let off = list_offset(app.graph_sel, list_h.max(1) as usize);
+    for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
+        let on = k == app.graph_sel;
+        let text = format!(
+            "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
+            if on { "›" } else { " " },
+            f.op,
+            f.nodes_per_step,
+            f.steps,
+            bytes(f.bytes_attributed),
+            {
+                let s = site_text(&f.site);
+                if s.is_empty() {
+                    "(no user frame)".to_owned()
+                } else {
+                    s
+                }
+            },
+            if f.line_known {
+                ""
+            } else {
+                " (line as recorded)"
+            }
+        );
+        put(buf, area, y, &text, sel_style(on).fg(Color::Red));
+        y += 1;
+    }
+    y += 1;
+    let rest = area.height.saturating_sub(y);
+    if let Some(f) = g.growth.get(app.graph_sel) {
+        let chart_h = (rest / 2).clamp(4, 10).min(rest);
+        let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
+        step_bars(
+            buf,
+            Rect::new(area.x, area.y + y, area.width, chart_h),
+            &format!("never-backpropagated `{}` nodes made in each step", f.op),
+            &per,
+            &|v| v.to_string(),
+            step_range(t),
+        );
+        y += chart_h;
+        let lines = vec![
+            Line::from(f.explanation.clone()),
+            Line::styled(format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
+        ];
+        if y < area.height {
+            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
+                Rect::new(area.x, area.y + y, area.width, area.height - y),
+                buf,
+            );
+        }
+    } else {
+        let lines: Vec<Line> = g
+            .notes
+            .iter()
+            .map(|n| Line::styled(format!("note: {n}"), dim()))
+            .collect();
+        if y < area.height {
+            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
+                Rect::new(area.x, area.y + y, area.width, area.height - y),
+                buf,
+            );
+        }
+    }
+}
+
+/// Leaks found in a trace: allocations from earlier steps still alive at the end.
+pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    put(
+        buf,
+        area,
+        0,
+        "LEAKS (Enter: the allocations of the first step that leaks)",
+        bold(),
+    );
+    let ls = &t.analysis.leaks;
+    if ls.is_empty() {
+        put(
+            buf,
+            area,
+            1,
+            "no leak findings: no site's allocations from earlier steps are still alive at the end",
+            Style::default().fg(Color::Green),
+        );
+        return;
+    }
+    let list_h = (ls.len() as u16)
+        .min(area.height.saturating_sub(2) / 3)
+        .max(1);
+    let off = list_offset(app.leaks_sel, list_h as usize);
+    for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
+        let on = k == app.leaks_sel;
+        put(
+            buf,
+            area,
+            1 + (k - off) as u16,
+            &format!(
+                "{} {}",
+                if on { "›" } else { " " },
+                super::app::leak_label(l)
+            ),
+            sel_style(on),
+        );
+    }
+    let mut y = 2 + list_h;
+    let Some(l) = ls.get(app.leaks_sel) else {
+        return;
+    };
+    let rest = area.height.saturating_sub(y);
+    if let Some((_, series)) = t.leak_series.get(app.leaks_sel) {
+        let chart_h = (rest / 2).clamp(4, 10).min(rest);
+        step_bars(
+            buf,
+            Rect::new(area.x, area.y + y, area.width, chart_h),
+            "bytes allocated in each step at this site and still alive when the trace ends",
+            series,
+            &bytes,
+            step_range(t),
+        );
+        y += chart_h;
+    }
+    let lines = vec![
+        Line::from(l.leak.explanation.clone()),
+        Line::styled(
+            format!("fix: {}", l.leak.fix),
+            Style::default().fg(Color::Green),
+        ),
+    ];
+    if y < area.height {
+        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
+            Rect::new(area.x, area.y + y, area.width, area.height - y),
+            buf,
+        );
+    }
+}
+
+/// The status line's cursor part for a trace.
+pub fn trace_status(app: &App, t: &TraceData) -> (String, String) {
+    let dev = t.devs.get(app.dev);
+    let cur = match (app.cursor(), dev) {
+        (Some(c), Some(d)) => {
+            let step = t
+                .step_of_event(app.dev, c)
+                .and_then(|s| t.trace.steps.get(s))
+                .map(|s| format!(" {}", s.name))
+                .unwrap_or_default();
+            format!(
+                "event {c}/{} +{:.3}s{step}",
+                d.events.len().saturating_sub(1),
+                t.rel_time_us(app.dev, c).unwrap_or(0.0) / 1e6
+            )
+        }
+        _ => "no memory events".to_owned(),
+    };
+    (dev.map(|d| d.label.clone()).unwrap_or_default(), cur)
+}

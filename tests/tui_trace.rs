@@ -1,0 +1,385 @@
+//! The TUI on profiler traces, driven without a terminal: the steps with their memory, the ops
+//! and allocations inside a step, graph growth and leaks, on the project's own H200 traces.
+
+use std::path::Path;
+
+use memscope::tui::trace::OpSort;
+use memscope::tui::{map_key, Action, App, Loaded, View};
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+
+fn load(name: &str) -> App {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name);
+    let loaded = Loaded::load(&p).expect("fixture loads");
+    assert!(matches!(loaded, Loaded::Trace(_)), "{name} is a trace");
+    let mut app = App::with(loaded);
+    app.path = name.to_owned();
+    app
+}
+
+fn screen(app: &mut App, w: u16, h: u16) -> String {
+    app.apply(Action::Resize(w, h));
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| f.render_widget(&*app, f.area())).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn key(app: &mut App, c: char) {
+    if let Some(a) = map_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)) {
+        app.apply(a);
+    }
+}
+
+fn code(app: &mut App, c: KeyCode) {
+    if let Some(a) = map_key(KeyEvent::new(c, KeyModifiers::NONE)) {
+        app.apply(a);
+    }
+}
+
+fn typed(app: &mut App, s: &str) {
+    key(app, '/');
+    for c in s.chars() {
+        app.apply(Action::SearchChar(c));
+    }
+    app.apply(Action::SearchSubmit);
+}
+
+#[test]
+fn overview_trace_total_loss() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    let s = screen(&mut app, 120, 30);
+    // The trace's own tabs.
+    assert!(
+        s.starts_with(" 1 Overview  2 Timeline  3 Steps  4 Graph  5 Leaks"),
+        "{s}"
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn timeline_trace_hook_cache() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '2');
+    insta::assert_snapshot!(screen(&mut app, 120, 30));
+}
+
+#[test]
+fn steps_trace_hook_cache() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '3');
+    insta::assert_snapshot!(screen(&mut app, 120, 30));
+}
+
+#[test]
+fn step_ops_trace_hook_cache() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '3');
+    code(&mut app, KeyCode::Down);
+    code(&mut app, KeyCode::Enter);
+    key(&mut app, 's');
+    key(&mut app, 's');
+    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
+    insta::assert_snapshot!(screen(&mut app, 120, 30));
+}
+
+#[test]
+fn op_events_trace_hook_cache() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '3');
+    code(&mut app, KeyCode::Enter);
+    key(&mut app, 's');
+    key(&mut app, 'g');
+    code(&mut app, KeyCode::Enter);
+    assert!(app.op_open);
+    // The op that allocates most in the step: the optimizer's state update.
+    assert_eq!(app.selected_op().unwrap().name, "aten::_foreach_sqrt");
+    insta::assert_snapshot!(screen(&mut app, 120, 30));
+}
+
+#[test]
+fn graph_trace_total_loss() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    key(&mut app, '4');
+    insta::assert_snapshot!(screen(&mut app, 120, 34));
+}
+
+#[test]
+fn leaks_trace_hook_cache() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '5');
+    insta::assert_snapshot!(screen(&mut app, 120, 30));
+}
+
+/// The ops of a step account for all of the step's memory work: their allocations and frees
+/// add up to the step's figures, for every step of every trace.
+#[test]
+fn ops_of_each_step_add_up_to_the_step() {
+    for f in [
+        "trace_total_loss.trace.json.gz",
+        "trace_hook_cache.trace.json.gz",
+        "trace_val_no_grad.trace.json",
+        "trace_clean.trace.json.gz",
+    ] {
+        let app = load(f);
+        let t = app.trace.as_ref().unwrap();
+        for (di, d) in t.devs.iter().enumerate() {
+            let dm = &t.mem.devices[d.mem];
+            assert_eq!(dm.steps.len(), t.trace.steps.len());
+            for (si, sm) in dm.steps.iter().enumerate() {
+                let ops = t.step_ops(di, si, OpSort::Time);
+                let alloc: u64 = ops.rows.iter().map(|r| r.alloc_bytes).sum();
+                let freed: u64 = ops.rows.iter().map(|r| r.freed_bytes).sum();
+                let live: u64 = ops.rows.iter().map(|r| r.live_at_end_bytes).sum();
+                assert_eq!(alloc, sm.allocated_bytes, "{f} {} step {si}", d.label);
+                assert_eq!(freed, sm.freed_bytes, "{f} {} step {si}", d.label);
+                assert_eq!(live, sm.live_at_end_bytes, "{f} {} step {si}", d.label);
+                // Sorted by time, every op starts within the step, in order.
+                let s = &t.trace.steps[si];
+                assert!(ops.rows.windows(2).all(|w| w[0].ts <= w[1].ts), "{f}");
+                assert!(ops
+                    .rows
+                    .iter()
+                    .filter(|r| r.op.is_some())
+                    .all(|r| r.ts >= s.ts && r.ts <= s.ts + s.dur));
+                assert!(ops.with_memory <= ops.rows.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '3');
+    code(&mut app, KeyCode::Enter);
+    code(&mut app, KeyCode::Down);
+    code(&mut app, KeyCode::Down);
+    let picked = app.selected_op().unwrap().op;
+    key(&mut app, 's');
+    let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(so.sort, OpSort::Allocated);
+    assert!(so
+        .rows
+        .windows(2)
+        .all(|w| w[0].alloc_bytes >= w[1].alloc_bytes));
+    assert_eq!(app.selected_op().unwrap().op, picked);
+    key(&mut app, 's');
+    let so = app.step_ops.as_ref().unwrap();
+    assert!(so
+        .rows
+        .windows(2)
+        .all(|w| w[0].live_at_end_bytes >= w[1].live_at_end_bytes));
+    key(&mut app, 's');
+    assert_eq!(app.op_sort, OpSort::Time);
+}
+
+#[test]
+fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    // The overview's first finding is the graph growth; Enter shows it in the graph view.
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Graph);
+    // Enter there: the ops of the last complete step that grew, on `aten::add_`.
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Steps);
+    let t = app.trace.as_ref().unwrap();
+    let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#10");
+    let op = app.selected_op().unwrap();
+    assert_eq!(op.name, "aten::add_");
+    assert_eq!(op.site.as_ref().unwrap().function, "sc_trace_total_loss");
+    // Esc climbs back: steps list, then the graph view, then the overview.
+    code(&mut app, KeyCode::Esc);
+    assert!(app.step_ops.is_none());
+    assert_eq!(app.view, View::Steps);
+    code(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Graph);
+    code(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Overview);
+}
+
+#[test]
+fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '5');
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
+    let t = app.trace.as_ref().unwrap();
+    let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#2");
+    let op = app.selected_op().unwrap();
+    assert!(op.live_at_end_bytes > 0, "{op:?}");
+    assert_eq!(op.site.as_ref().unwrap().function, "sc_trace_hook_cache");
+    // Its events: the surviving one is marked, and Enter puts the timeline cursor on it.
+    code(&mut app, KeyCode::Enter);
+    let s = screen(&mut app, 120, 30);
+    assert!(s.contains("ALIVE AT THE END"), "{s}");
+    let live = (0..op_events(&app))
+        .find(|&k| {
+            let e = app.selected_op().unwrap().events[k];
+            let t = app.trace.as_ref().unwrap();
+            t.event(app.dev, e).unwrap().bytes > 0 && t.freed_at(app.dev, e).is_none()
+        })
+        .expect("a surviving allocation");
+    for _ in 0..live {
+        code(&mut app, KeyCode::Down);
+    }
+    let ev = app.selected_op_event().unwrap();
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Timeline);
+    assert_eq!(app.cursor(), Some(ev));
+    // `a` on an allocation that is never freed says so.
+    key(&mut app, 'a');
+    assert!(app.message.contains("never freed"), "{}", app.message);
+}
+
+fn op_events(app: &App) -> usize {
+    app.selected_op().map(|r| r.events.len()).unwrap_or(0)
+}
+
+#[test]
+fn timeline_keys_peak_steps_enter_and_alloc_free() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    assert_eq!(app.cursor(), Some(0));
+    key(&mut app, ']');
+    let t = app.trace.as_ref().unwrap();
+    let second_step = t.devs[0].step_events[1].0;
+    let peak_at = t.devs[0]
+        .allocated
+        .iter()
+        .position(|&v| v == *t.devs[0].allocated.iter().max().unwrap())
+        .unwrap();
+    // Event 0 opens the first step, so `]` goes to the peak or the second step, whichever
+    // comes first; then on to the other.
+    assert_eq!(t.devs[0].step_events[0].0, 0);
+    assert_eq!(app.cursor(), Some(second_step.min(peak_at)));
+    key(&mut app, ']');
+    assert_eq!(app.cursor(), Some(second_step.max(peak_at)));
+    key(&mut app, 'p');
+    let s = screen(&mut app, 120, 30);
+    assert!(s.contains("here: peak 129.1 MiB allocated"), "{s}");
+    let peak = app.cursor().unwrap();
+    let t = app.trace.as_ref().unwrap();
+    assert_eq!(
+        t.devs[0].allocated[peak],
+        *t.devs[0].allocated.iter().max().unwrap()
+    );
+    // `a` from an allocation goes to its free, and back.
+    key(&mut app, 'g');
+    let t = app.trace.as_ref().unwrap();
+    let m0 = *t.event(0, 0).unwrap();
+    assert!(m0.bytes > 0);
+    key(&mut app, 'a');
+    let f = app.cursor().unwrap();
+    let t = app.trace.as_ref().unwrap();
+    let mf = t.event(0, f).unwrap();
+    assert_eq!((mf.addr, mf.bytes), (m0.addr, -m0.bytes));
+    key(&mut app, 'a');
+    assert_eq!(app.cursor(), Some(0));
+    // Enter: the ops of the step around the cursor, with the cursor's op selected.
+    key(&mut app, 'p');
+    let peak = app.cursor().unwrap();
+    code(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Steps);
+    assert!(app.selected_op().unwrap().events.contains(&peak));
+    assert_eq!(app.selected_op_event(), Some(peak));
+    assert_eq!(app.selected_op().unwrap().name, "aten::_foreach_sqrt");
+}
+
+#[test]
+fn search_finds_ops_in_a_step_and_events_on_the_timeline() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    key(&mut app, '3');
+    code(&mut app, KeyCode::Enter);
+    typed(&mut app, "add_");
+    assert!(app.selected_op().unwrap().name.contains("add_"));
+    key(&mut app, '2');
+    key(&mut app, 'g');
+    typed(&mut app, "mse_loss");
+    let c = app.cursor().unwrap();
+    assert!(c > 0);
+    let t = app.trace.as_ref().unwrap();
+    let (inner, top) = t.event_ops(0, c);
+    assert!(
+        inner.unwrap().contains("mse_loss") || top.unwrap().contains("mse_loss"),
+        "{inner:?} {top:?}"
+    );
+    key(&mut app, 'n');
+    assert!(app.cursor().unwrap() > c);
+}
+
+#[test]
+fn clean_trace_has_no_growth_and_no_leak() {
+    let mut app = load("trace_clean.trace.json.gz");
+    key(&mut app, '4');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("no graph growth"), "{s}");
+    key(&mut app, '5');
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("no leak findings"), "{s}");
+    key(&mut app, '1');
+    let s = screen(&mut app, 100, 30);
+    assert!(
+        s.contains("VERDICT no leak and no autograd graph growth"),
+        "{s}"
+    );
+}
+
+#[test]
+fn every_trace_view_renders_at_80x24_and_survives_tiny_terminals() {
+    for f in [
+        "trace_total_loss.trace.json.gz",
+        "trace_val_no_grad.trace.json",
+        "trace_clean.trace.json.gz",
+    ] {
+        let mut app = load(f);
+        for keys in ["1", "2", "3", "3E", "3EE", "4", "5", "5E", "d2"] {
+            for c in keys.chars() {
+                match c {
+                    'E' => code(&mut app, KeyCode::Enter),
+                    c => key(&mut app, c),
+                }
+            }
+            let s = screen(&mut app, 80, 24);
+            assert_eq!(s.lines().count(), 24);
+            assert!(s.lines().last().unwrap().contains(f), "{keys}: {s}");
+            for (w, h) in [(20, 5), (1, 1), (40, 10)] {
+                screen(&mut app, w, h);
+            }
+            code(&mut app, KeyCode::Esc);
+            code(&mut app, KeyCode::Esc);
+        }
+    }
+}
+
+#[test]
+fn mouse_selects_steps_and_ops() {
+    let mut app = load("trace_total_loss.trace.json.gz");
+    screen(&mut app, 120, 30);
+    app.apply(Action::Click(30, 0)); // the tab bar: `3 Steps`
+    assert_eq!(app.view, View::Steps);
+    // Body starts on row 1; the list under its title and header, on row 3.
+    app.apply(Action::Click(10, 3 + 4));
+    assert_eq!(app.steps_sel, 4);
+    code(&mut app, KeyCode::Enter);
+    app.apply(Action::Click(10, 3 + 2));
+    assert_eq!(app.ops_sel, 2);
+    app.apply(Action::Scroll(1, 10, 10));
+    assert_eq!(app.ops_sel, 3);
+}
