@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use memscope::tui::{map_key, Action, App, Data};
+use memscope::tui::{map_key, Action, App, Loaded};
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -31,7 +31,7 @@ fn main() {
         .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
         .unwrap_or((100u16, 30u16));
     let t = Instant::now();
-    let data = match Data::load(&path) {
+    let loaded = match Loaded::load(&path) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("{e}");
@@ -39,8 +39,11 @@ fn main() {
         }
     };
     let load = t.elapsed();
-    let events: usize = data.snap.devices.iter().map(|d| d.events.len()).sum();
-    let mut app = App::new(data);
+    let (events, is_trace) = match &loaded {
+        Loaded::Snapshot(d) => (d.snap.devices.iter().map(|d| d.events.len()).sum(), false),
+        Loaded::Trace(t) => (t.trace.memory.len(), true),
+    };
+    let mut app = App::with(loaded);
     app.apply(Action::Resize(w, h));
     let mut term = Terminal::new(TestBackend::new(w, h)).expect("test backend");
     let t = Instant::now();
@@ -52,7 +55,7 @@ fn main() {
     let ch = |c: char| k(KeyCode::Char(c));
     // (name, setup actions, the timed action; `None`: a click on a random chart column)
     type Case = (&'static str, Vec<Option<Action>>, Option<Action>);
-    let cases: Vec<Case> = vec![
+    let snapshot_cases: Vec<Case> = vec![
         ("overview j", vec![ch('1')], ch('j')),
         ("timeline l (one column)", vec![ch('2')], ch('l')),
         ("timeline h (one column)", vec![ch('2')], ch('h')),
@@ -69,6 +72,37 @@ fn main() {
         ("sites after cursor move", vec![ch('4')], ch('L')),
         ("view switch (Tab)", vec![], k(KeyCode::Tab)),
     ];
+    let enter = k(KeyCode::Enter);
+    let trace_cases: Vec<Case> = vec![
+        ("overview j", vec![ch('1')], ch('j')),
+        ("timeline l (one column)", vec![ch('2')], ch('l')),
+        ("timeline h (one column)", vec![ch('2')], ch('h')),
+        ("timeline L (one event)", vec![ch('2')], ch('L')),
+        ("timeline + (zoom in)", vec![ch('2')], ch('+')),
+        ("timeline - (zoom out)", vec![ch('2')], ch('-')),
+        ("timeline ] (next step)", vec![ch('2')], ch(']')),
+        ("timeline p (peak)", vec![ch('2')], ch('p')),
+        ("timeline g / G", vec![ch('2')], ch('g')),
+        ("timeline click (random event)", vec![ch('2')], None),
+        (
+            "timeline a (alloc <-> free)",
+            vec![ch('2'), ch('p')],
+            ch('a'),
+        ),
+        ("steps j", vec![ch('3')], ch('j')),
+        ("step Enter / Esc (its ops)", vec![ch('3')], enter),
+        ("step ops j", vec![ch('3'), enter], ch('j')),
+        ("step ops s (re-sort)", vec![ch('3')], ch('s')),
+        ("op Enter / Esc (its events)", vec![ch('3')], enter),
+        ("graph j", vec![ch('4')], ch('j')),
+        ("leaks j", vec![ch('5')], ch('j')),
+        ("view switch (Tab)", vec![], k(KeyCode::Tab)),
+    ];
+    let cases = if is_trace {
+        trace_cases
+    } else {
+        snapshot_cases
+    };
     println!(
         "{:<32} {:>9} {:>9} {:>9} {:>9}",
         "key", "p50", "p95", "p99", "max"
@@ -83,6 +117,7 @@ fn main() {
         for r in 0..rounds {
             let a = match act {
                 Some(Action::Top) if r % 2 == 1 => Action::Bottom,
+                Some(Action::Enter) if r % 2 == 1 => Action::Back,
                 Some(a) => a,
                 None => {
                     seed ^= seed << 13;

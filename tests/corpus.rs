@@ -106,3 +106,72 @@ fn every_corpus_trace_loads_or_says_what_it_is() {
     }
     assert!(loaded >= 10, "only {loaded} corpus traces loaded");
 }
+
+/// The TUI on other people's captures: every capture that loads opens, and every view (drilled
+/// in where it can be) renders at 80x24 on each of its devices without a panic.
+#[test]
+fn every_corpus_capture_opens_in_the_tui_and_every_view_renders() {
+    use memscope::tui::{map_key, Action, App, Loaded};
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let Some(root) = corpus() else { return };
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let mut opened = (0, 0);
+    for path in all.iter().filter(|p| {
+        p.extension()
+            .is_some_and(|e| e == "pickle" || e == "gz" || e == "json")
+    }) {
+        let Ok(loaded) = Loaded::load(path) else {
+            continue;
+        };
+        let trace = matches!(loaded, Loaded::Trace(_));
+        if trace {
+            opened.1 += 1;
+        } else {
+            opened.0 += 1;
+        }
+        let mut app = App::with(loaded);
+        let mut term = ratatui::Terminal::new(TestBackend::new(80, 24)).unwrap();
+        app.apply(Action::Resize(80, 24));
+        let press = |app: &mut App, c: KeyCode| {
+            if let Some(a) = map_key(KeyEvent::new(c, KeyModifiers::NONE)) {
+                app.apply(a);
+            }
+        };
+        let devices = if trace {
+            app.trace.as_ref().unwrap().devs.len()
+        } else {
+            app.data.as_ref().unwrap().snap.devices.len()
+        };
+        for _ in 0..devices.max(1) {
+            for keys in [
+                "1", "1E", "2", "2pE", "3", "3E", "3EE", "3EEE", "4", "4E", "5", "5E",
+            ] {
+                for c in keys.chars() {
+                    press(
+                        &mut app,
+                        match c {
+                            'E' => KeyCode::Enter,
+                            c => KeyCode::Char(c),
+                        },
+                    );
+                }
+                term.draw(|f| f.render_widget(&app, f.area()))
+                    .unwrap_or_else(|e| panic!("{}: {keys}: {e}", path.display()));
+                for _ in 0..4 {
+                    press(&mut app, KeyCode::Esc);
+                }
+            }
+            press(&mut app, KeyCode::Char('d'));
+        }
+    }
+    // The corpus README lists 4 snapshots and a few dozen Chrome traces.
+    assert!(
+        opened.0 >= 4 && opened.1 >= 20,
+        "opened {} snapshots and {} traces",
+        opened.0,
+        opened.1
+    );
+    eprintln!("opened {} snapshots and {} traces", opened.0, opened.1);
+}

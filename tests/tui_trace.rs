@@ -89,7 +89,8 @@ fn step_ops_trace_hook_cache() {
     key(&mut app, '3');
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Enter);
-    key(&mut app, 's');
+    // Sorted by bytes allocated until `s` sorts by what is still alive at the end.
+    assert_eq!(app.op_sort, OpSort::Allocated);
     key(&mut app, 's');
     assert_eq!(app.op_sort, OpSort::LiveAtEnd);
     insta::assert_snapshot!(screen(&mut app, 120, 30));
@@ -100,7 +101,6 @@ fn op_events_trace_hook_cache() {
     let mut app = load("trace_hook_cache.trace.json.gz");
     key(&mut app, '3');
     code(&mut app, KeyCode::Enter);
-    key(&mut app, 's');
     key(&mut app, 'g');
     code(&mut app, KeyCode::Enter);
     assert!(app.op_open);
@@ -168,22 +168,27 @@ fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Down);
     let picked = app.selected_op().unwrap().op;
-    key(&mut app, 's');
     let so = app.step_ops.as_ref().unwrap();
     assert_eq!(so.sort, OpSort::Allocated);
     assert!(so
         .rows
         .windows(2)
         .all(|w| w[0].alloc_bytes >= w[1].alloc_bytes));
-    assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
     let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(so.sort, OpSort::LiveAtEnd);
     assert!(so
         .rows
         .windows(2)
         .all(|w| w[0].live_at_end_bytes >= w[1].live_at_end_bytes));
+    assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
-    assert_eq!(app.op_sort, OpSort::Time);
+    let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(so.sort, OpSort::Time);
+    assert!(so.rows.windows(2).all(|w| w[0].ts <= w[1].ts));
+    assert_eq!(app.selected_op().unwrap().op, picked);
+    key(&mut app, 's');
+    assert_eq!(app.op_sort, OpSort::Allocated);
 }
 
 #[test]

@@ -260,7 +260,8 @@ impl App {
             steps_sel: 0,
             step_ops: None,
             ops_sel: 0,
-            op_sort: OpSort::Time,
+            // A step can run thousands of ops; the ones that allocate most come first.
+            op_sort: OpSort::Allocated,
             op_open: false,
             op_ev_sel: 0,
             graph_sel: 0,

@@ -64,9 +64,9 @@ pub enum OpSort {
 impl OpSort {
     pub fn next(self) -> OpSort {
         match self {
-            OpSort::Time => OpSort::Allocated,
             OpSort::Allocated => OpSort::LiveAtEnd,
             OpSort::LiveAtEnd => OpSort::Time,
+            OpSort::Time => OpSort::Allocated,
         }
     }
     pub fn name(self) -> &'static str {

@@ -401,7 +401,19 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     }
     let shown = (steps.len() - off).min(l.height as usize) as u16;
     let free = l.height - shown;
-    if free >= 8 && ends.len() >= 2 {
+    let flat = ends.iter().all(|&e| e == min_end);
+    if flat && !ends.is_empty() && free >= 2 {
+        put(
+            buf,
+            area,
+            l.y - area.y + shown + 1,
+            &format!(
+                "allocated at each step's end: {} in every step, nothing kept across steps",
+                bytes(min_end)
+            ),
+            Style::default().fg(Color::Green),
+        );
+    } else if free >= 8 && ends.len() >= 2 {
         let h = free.min(12) - 1;
         let rel: Vec<u64> = ends.iter().map(|e| e - min_end).collect();
         step_bars(
@@ -701,7 +713,7 @@ pub fn step_bars(
         last,
         w = (cols.len() * per)
             .saturating_sub(first.chars().count())
-            .max(1)
+            .max(last.chars().count() + 2)
     );
     buf.set_stringn(
         chart.x,
