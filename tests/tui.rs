@@ -330,3 +330,98 @@ fn loading_screen_shows_how_far_the_decoder_got() {
         assert!(memscope::tui::loading_note(&p, Default::default()).starts_with("analysing the"));
     }
 }
+
+#[test]
+fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
+    use memscope::analysis::categories::Category;
+    use memscope::model::BlockState;
+    for f in [
+        "leak_oom.pickle",
+        "clean.pickle",
+        "fragmentation_oom.pickle",
+    ] {
+        let mut app = load(f);
+        key(&mut app, 'p');
+        key(&mut app, '3');
+        key(&mut app, 'c');
+        assert!(app.map_by_category);
+        let want = app.data.as_ref().unwrap().analysis.devices[0]
+            .categories_at_peak
+            .clone()
+            .expect("categories at the peak");
+        let c = app.cache.as_ref().unwrap();
+        let cats = c.cats.as_ref().expect("classified at the cursor");
+        let mut got = [0u64; 6];
+        for b in c.state.live_blocks() {
+            if b.state == BlockState::ActiveAllocated {
+                got[cats[&b.address].0 as usize] += b.size;
+            }
+        }
+        for (i, cat) in [
+            Category::Parameter,
+            Category::OptimizerState,
+            Category::Gradient,
+            Category::Activation,
+            Category::Temporary,
+            Category::Other,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(got[i], want.bytes(cat), "{f}: {}", cat.name());
+        }
+        // The screen says which colour is which, and the selected block's category and rule.
+        let s = screen(&mut app, 100, 30);
+        assert!(
+            s.contains("█ parameter █ optimizer █ gradient █ activation"),
+            "{s}"
+        );
+        key(&mut app, 'c');
+        assert!(!app.map_by_category);
+        assert!(screen(&mut app, 100, 30).contains("█ allocated"));
+    }
+}
+
+#[test]
+fn time_axis_spreads_columns_over_time_and_clicks_land_in_their_column() {
+    use memscope::tui::timeline::{column_of_bucket, time_buckets};
+    let mut app = load("leak_oom.pickle");
+    key(&mut app, '2');
+    key(&mut app, 't');
+    assert!(app.by_time);
+    let times = app.time_axis().expect("leak_oom records times").to_vec();
+    let n = times.len();
+    let buckets = time_buckets(&times, 0, n, 90);
+    assert_eq!(buckets.len(), 90);
+    // The buckets tile the window in order, each an equal span of time.
+    assert_eq!(buckets[0].0, 0);
+    assert_eq!(buckets[89].1, n);
+    assert!(buckets.windows(2).all(|w| w[0].1 == w[1].0));
+    let dt = times[n - 1] / 90.0;
+    for (c, &(a, b)) in buckets.iter().enumerate() {
+        for &t in &times[a..b] {
+            assert!(t >= dt * c as f64 - 1e-9 && (c == 89 || t < dt * (c + 1) as f64 + 1e-9));
+        }
+        if a < b {
+            assert_eq!(column_of_bucket(a, &buckets), Some(c));
+        }
+    }
+    // A click on a column puts the cursor on an event of that column's time span.
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("time axis, events 0..3667"), "{s}");
+    assert!(s.contains("+0.000 s"), "{s}");
+    let chart_x = 10u16;
+    let cols = 90usize;
+    let b = time_buckets(&times, 0, n, cols);
+    let col = (0..cols).rev().find(|&c| b[c].0 < b[c].1).unwrap();
+    app.apply(Action::Click(chart_x + col as u16, 10));
+    let cur = app.cursor().unwrap();
+    assert!(
+        cur >= b[col].0 && cur < b[col].1,
+        "{cur} not in {:?}",
+        b[col]
+    );
+    key(&mut app, 't');
+    assert!(!app.by_time);
+    assert!(screen(&mut app, 100, 30).contains("  events 0..3667"));
+}

@@ -388,3 +388,18 @@ fn mouse_selects_steps_and_ops() {
     app.apply(Action::Scroll(1, 10, 10));
     assert_eq!(app.ops_sel, 3);
 }
+
+#[test]
+fn trace_timeline_has_a_time_axis_too() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '2');
+    key(&mut app, 't');
+    let times = app.time_axis().expect("trace events have times");
+    assert_eq!(
+        times.len(),
+        app.trace.as_ref().unwrap().devs[0].events.len()
+    );
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("time axis, events 0..570"), "{s}");
+}

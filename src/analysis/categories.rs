@@ -216,6 +216,121 @@ pub fn at_state(
     out
 }
 
+/// What classifying a block needs from the whole log, computed once per device so a viewer can
+/// classify the blocks of any state (the TUI's map at its cursor) without a pass over the log.
+pub struct Classifier {
+    first_forward: usize,
+    /// Per alloc event, the event that freed the block.
+    frees: HashMap<u32, u32>,
+    /// `(start, end)` events of each step.
+    steps: Vec<(usize, usize)>,
+    facts: HashMap<StackId, Facts>,
+}
+
+impl Classifier {
+    pub fn new(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Classifier {
+        let stacks = &snap.stacks;
+        let mut facts_memo: HashMap<StackId, Facts> = HashMap::default();
+        let first_forward = dev
+            .events
+            .iter()
+            .position(|e| {
+                e.action == Action::Alloc
+                    && facts_memo
+                        .entry(e.stack)
+                        .or_insert_with(|| facts(stacks, e.stack))
+                        .module
+            })
+            .unwrap_or(usize::MAX);
+        Classifier {
+            first_forward,
+            frees: free_events(dev),
+            steps: steps
+                .iter()
+                .map(|s| (s.start_event.0 as usize, s.end_event.0 as usize))
+                .collect(),
+            facts: facts_memo,
+        }
+    }
+
+    fn fact(&mut self, stacks: &Stacks, s: StackId) -> Facts {
+        *self.facts.entry(s).or_insert_with(|| facts(stacks, s))
+    }
+
+    /// The end event of the step that contains event `i` (`usize::MAX`: none does).
+    fn step_end(&self, i: usize) -> usize {
+        let k = self.steps.partition_point(|s| s.0 <= i);
+        k.checked_sub(1)
+            .and_then(|k| self.steps.get(k))
+            .filter(|s| i >= s.0 && i <= s.1)
+            .map(|s| s.1)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// The category of a live block of this device, and the rule that put it there.
+    pub fn classify(
+        &mut self,
+        snap: &Snapshot,
+        dev: &Device,
+        b: &LiveBlock,
+    ) -> (Category, &'static str) {
+        let stacks = &snap.stacks;
+        if b.state == BlockState::ActivePendingFree {
+            return (Category::Other, R_PENDING);
+        }
+        let f = self.fact(stacks, b.stack);
+        match b.alloc_event {
+            None => {
+                if f.optim {
+                    (Category::OptimizerState, R_OPTIM)
+                } else if f.apply {
+                    (Category::Parameter, R_APPLY)
+                } else {
+                    (Category::Other, R_BEFORE_LOG)
+                }
+            }
+            Some(a) => {
+                let a = a.0 as usize;
+                let free = self.frees.get(&(a as u32)).map(|&x| x as usize);
+                let end = self.step_end(a);
+                let survives = free.is_none_or(|x| x > end);
+                let backward = f.autograd || (!f.python && a > self.first_forward);
+                if f.optim {
+                    if survives {
+                        (Category::OptimizerState, R_OPTIM)
+                    } else {
+                        (Category::Temporary, R_OPTIM_TMP)
+                    }
+                } else if f.apply {
+                    (Category::Parameter, R_APPLY)
+                } else if !f.python && a < self.first_forward {
+                    (Category::Parameter, R_EARLY_NATIVE)
+                } else if backward {
+                    if survives {
+                        (Category::Gradient, R_GRAD)
+                    } else {
+                        (Category::Temporary, R_GRAD_TMP)
+                    }
+                } else if f.module {
+                    let freed_by_backward = free.is_some_and(|x| {
+                        let fs = self.fact(stacks, dev.events[x].stack);
+                        fs.autograd || !fs.python
+                    });
+                    if survives || freed_by_backward {
+                        (Category::Activation, R_ACT)
+                    } else {
+                        (Category::Temporary, R_FWD_TMP)
+                    }
+                } else if survives {
+                    (Category::Other, R_USER)
+                } else {
+                    (Category::Temporary, R_USER_TMP)
+                }
+            }
+        }
+    }
+}
+
 /// Calls `f(block, category, rule)` for every live block of `state`, so views can split by
 /// category at block level (a flamegraph under each category) with the same rules.
 pub fn for_each_block<'s>(
@@ -225,78 +340,9 @@ pub fn for_each_block<'s>(
     state: &'s State,
     mut f: impl FnMut(&'s LiveBlock, Category, &'static str),
 ) {
-    let stacks = &snap.stacks;
-    let mut memo: HashMap<StackId, Facts> = HashMap::default();
-    let mut fact = |s: StackId| *memo.entry(s).or_insert_with(|| facts(stacks, s));
-    let first_forward = dev
-        .events
-        .iter()
-        .position(|e| e.action == Action::Alloc && facts(stacks, e.stack).module)
-        .unwrap_or(usize::MAX);
-    let frees = free_events(dev);
-    let step_end = |i: usize| -> usize {
-        let k = steps.partition_point(|s| (s.start_event.0 as usize) <= i);
-        k.checked_sub(1)
-            .and_then(|k| steps.get(k))
-            .filter(|s| s.contains(i))
-            .map(|s| s.end_event.0 as usize)
-            .unwrap_or(usize::MAX)
-    };
+    let mut c = Classifier::new(snap, dev, steps);
     for b in state.live_blocks() {
-        let (cat, rule) = if b.state == BlockState::ActivePendingFree {
-            (Category::Other, R_PENDING)
-        } else {
-            let f = fact(b.stack);
-            match b.alloc_event {
-                None => {
-                    if f.optim {
-                        (Category::OptimizerState, R_OPTIM)
-                    } else if f.apply {
-                        (Category::Parameter, R_APPLY)
-                    } else {
-                        (Category::Other, R_BEFORE_LOG)
-                    }
-                }
-                Some(a) => {
-                    let a = a.0 as usize;
-                    let free = frees.get(&(a as u32)).map(|&x| x as usize);
-                    let end = step_end(a);
-                    let survives = free.is_none_or(|x| x > end);
-                    let backward = f.autograd || (!f.python && a > first_forward);
-                    if f.optim {
-                        if survives {
-                            (Category::OptimizerState, R_OPTIM)
-                        } else {
-                            (Category::Temporary, R_OPTIM_TMP)
-                        }
-                    } else if f.apply {
-                        (Category::Parameter, R_APPLY)
-                    } else if !f.python && a < first_forward {
-                        (Category::Parameter, R_EARLY_NATIVE)
-                    } else if backward {
-                        if survives {
-                            (Category::Gradient, R_GRAD)
-                        } else {
-                            (Category::Temporary, R_GRAD_TMP)
-                        }
-                    } else if f.module {
-                        let freed_by_backward = free.is_some_and(|x| {
-                            let fs = fact(dev.events[x].stack);
-                            fs.autograd || !fs.python
-                        });
-                        if survives || freed_by_backward {
-                            (Category::Activation, R_ACT)
-                        } else {
-                            (Category::Temporary, R_FWD_TMP)
-                        }
-                    } else if survives {
-                        (Category::Other, R_USER)
-                    } else {
-                        (Category::Temporary, R_USER_TMP)
-                    }
-                }
-            }
-        };
+        let (cat, rule) = c.classify(snap, dev, b);
         f(b, cat, rule);
     }
 }

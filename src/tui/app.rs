@@ -7,11 +7,14 @@
 
 use std::collections::HashSet;
 
+use rustc_hash::FxHashMap as HashMap;
+
 use ratatui::layout::Rect;
 
 use super::data::{Data, Jump, Loaded, MarkerKind};
 use super::sites::{self, Row, SiteNode, SortBy};
 use super::trace::{OpSort, StepOps, TraceData};
+use crate::analysis::categories::{Category, Classifier};
 use crate::analysis::replay::{LiveBlock, SegState, State};
 use crate::model::{Action as EvAction, StackId};
 
@@ -92,6 +95,10 @@ pub enum Action {
     AllocEvent,
     SortToggle,
     FoldToggle,
+    /// Map: colour blocks by state or by category.
+    CategoryToggle,
+    /// Timeline: the x axis is events or time.
+    TimeAxisToggle,
     NextDevice,
     Search,
     SearchChar(char),
@@ -112,6 +119,9 @@ pub struct Cursor {
     pub state: State,
     /// Built on demand (sites view, searches): `None` until then.
     pub tree: Option<(SortBy, Vec<SiteNode>)>,
+    /// Built on demand (the map coloured by category): each live block's category and the
+    /// rule that put it there, by address.
+    pub cats: Option<HashMap<u64, (Category, &'static str)>>,
 }
 
 /// One part of a segment in address order: a live block or a free range.
@@ -171,6 +181,12 @@ pub struct App {
     pub sites_sel: usize,
     pub sort: SortBy,
     pub unfold: bool,
+    /// The map colours blocks by category (parameters, activations, ...) instead of by state.
+    pub map_by_category: bool,
+    /// The timeline's x axis is time (equal spans of time per column), not events.
+    pub by_time: bool,
+    /// The device whose classifier is built, and the classifier (built on first use).
+    classifier: Option<(usize, Classifier)>,
     pub expanded_sites: HashSet<String>,
     pub expanded_stacks: HashSet<StackId>,
     pub leaks_sel: usize,
@@ -247,6 +263,9 @@ impl App {
             sites_sel: 0,
             sort: SortBy::Bytes,
             unfold: false,
+            map_by_category: false,
+            by_time: false,
+            classifier: None,
             expanded_sites: HashSet::new(),
             expanded_stacks: HashSet::new(),
             leaks_sel: 0,
@@ -426,7 +445,30 @@ impl App {
                 event,
                 state,
                 tree: None,
+                cats: None,
             });
+        }
+        if self.view == View::Map && self.map_by_category {
+            if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
+                if let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) {
+                    let steps = crate::analysis::steps::split(&data.snap, d, tl);
+                    self.classifier = Some((dev, Classifier::new(&data.snap, d, &steps)));
+                }
+            }
+            if let (Some(c), Some((_, cl)), Some(d)) = (
+                &mut self.cache,
+                &mut self.classifier,
+                data.snap.devices.get(dev),
+            ) {
+                if c.cats.is_none() {
+                    c.cats = Some(
+                        c.state
+                            .live_blocks()
+                            .map(|b| (b.address, cl.classify(&data.snap, d, b)))
+                            .collect(),
+                    );
+                }
+            }
         }
         let want_tree = self.view == View::Sites;
         if let Some(c) = &mut self.cache {
@@ -595,6 +637,20 @@ impl App {
                 }
             }
             Action::FoldToggle => self.unfold = !self.unfold,
+            Action::TimeAxisToggle => {
+                self.by_time = !self.by_time;
+                if self.by_time && self.time_axis().is_none() {
+                    self.by_time = false;
+                    self.message =
+                        "this capture records no event times: the x axis stays events".into();
+                }
+            }
+            Action::CategoryToggle => {
+                self.map_by_category = !self.map_by_category;
+                if self.map_by_category && self.view != View::Map {
+                    self.message = "c colours the allocator map by category (view 3)".into();
+                }
+            }
             Action::AllocEvent if self.trace.is_some() => self.trace_alloc_event(),
             Action::AllocEvent => {
                 if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
@@ -806,6 +862,19 @@ impl App {
 
     pub(super) fn page(&self) -> usize {
         (self.height as usize).saturating_sub(8).max(1)
+    }
+
+    /// Each event's time in seconds from the first, for the current device, when the timeline's
+    /// x axis is time.
+    pub fn time_axis(&self) -> Option<&[f64]> {
+        if !self.by_time {
+            return None;
+        }
+        match (&self.data, &self.trace) {
+            (Some(d), _) => d.times.get(self.dev)?.as_deref(),
+            (_, Some(t)) => t.devs.get(self.dev).map(|d| d.times.as_slice()),
+            _ => None,
+        }
     }
 
     /// The overview's findings (snapshot or trace).
@@ -1080,8 +1149,13 @@ impl App {
                 let c = chart_area(b);
                 if x >= c.x && x < c.x + c.width && y >= c.y && y < b.y + b.height {
                     let w = self.window();
-                    let span = w.hi - w.lo;
-                    let ev = w.lo + (x - c.x) as usize * span / c.width.max(1) as usize;
+                    let ev = super::timeline::event_at_column(
+                        self.time_axis(),
+                        w.lo,
+                        w.hi,
+                        c.width.max(1) as usize,
+                        (x - c.x) as usize,
+                    );
                     self.set_cursor(ev);
                 }
             }

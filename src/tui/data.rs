@@ -115,6 +115,9 @@ pub struct Data {
     /// Per `analysis.leaks` entry: the step names and, at each step's end, the bytes live
     /// from the finding's sites (allocated in the log).
     pub leak_series: Vec<(Vec<String>, Vec<u64>)>,
+    /// Per device: each event's time in seconds from the first, where every event has one and
+    /// they are in order (the timeline's time axis).
+    pub times: Vec<Option<Vec<f64>>>,
 }
 
 impl Data {
@@ -144,6 +147,7 @@ impl Data {
             .iter()
             .map(|l| leak_series(&snap, &analysis, l))
             .collect();
+        let times = snap.devices.iter().map(event_times).collect();
         Data {
             path: path.to_path_buf(),
             snap,
@@ -152,6 +156,7 @@ impl Data {
             markers,
             findings,
             leak_series,
+            times,
         }
     }
 
@@ -161,6 +166,16 @@ impl Data {
         let t0 = d.events.iter().find_map(|e| e.time_us)?;
         d.events.get(i)?.time_us.map(|t| t - t0)
     }
+}
+
+fn event_times(d: &Device) -> Option<Vec<f64>> {
+    let t0 = d.events.first()?.time_us?;
+    let v: Option<Vec<f64>> = d
+        .events
+        .iter()
+        .map(|e| e.time_us.map(|t| (t - t0) as f64 / 1e6))
+        .collect();
+    v.filter(|v| v.windows(2).all(|w| w[0] <= w[1]))
 }
 
 /// Bytes live from a leak's sites at the end of each step of its device: one pass over the log.

@@ -51,6 +51,8 @@ pub fn map_key(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('a') => Action::AllocEvent,
         KeyCode::Char('s') => Action::SortToggle,
         KeyCode::Char('f') => Action::FoldToggle,
+        KeyCode::Char('c') if !ctrl => Action::CategoryToggle,
+        KeyCode::Char('t') => Action::TimeAxisToggle,
         KeyCode::Char('d') => Action::NextDevice,
         _ => return None,
     })

@@ -44,6 +44,87 @@ pub fn column_of(ev: usize, lo: usize, hi: usize, cols: usize) -> Option<usize> 
     Some(((ev - lo) as u128 * cols as u128 / (hi - lo) as u128) as usize)
 }
 
+/// The event range `[a, b)` of each of `cols` columns of `lo..hi` when the x axis is time:
+/// equal spans of time, so idle stretches show as flat runs and bursts as steep ones. A column
+/// with no event is empty (`a == b`); `times` is sorted.
+pub fn time_buckets(times: &[f64], lo: usize, hi: usize, cols: usize) -> Vec<(usize, usize)> {
+    let hi = hi.min(times.len());
+    if cols == 0 || lo >= hi {
+        return Vec::new();
+    }
+    let (t0, t1) = (times[lo], times[hi - 1]);
+    let dt = (t1 - t0) / cols as f64;
+    let mut out = Vec::with_capacity(cols);
+    let mut a = lo;
+    for c in 0..cols {
+        let b = if c + 1 == cols || dt <= 0.0 {
+            hi
+        } else {
+            let edge = t0 + dt * (c + 1) as f64;
+            a + times[a..hi].partition_point(|&t| t < edge)
+        };
+        out.push((a, b));
+        a = b;
+    }
+    out
+}
+
+/// Min and max of a series per bucket; an empty bucket holds the value of the event before it
+/// (the state after an event lasts until the next one).
+pub fn downsample_buckets(series: &[u64], buckets: &[(usize, usize)]) -> Vec<(u64, u64)> {
+    buckets
+        .iter()
+        .map(|&(a, b)| {
+            if a < b {
+                let s = &series[a..b];
+                (
+                    s.iter().copied().min().unwrap_or(0),
+                    s.iter().copied().max().unwrap_or(0),
+                )
+            } else {
+                let v = series.get(a.saturating_sub(1)).copied().unwrap_or(0);
+                (v, v)
+            }
+        })
+        .collect()
+}
+
+/// Column of event `ev` in time buckets.
+pub fn column_of_bucket(ev: usize, buckets: &[(usize, usize)]) -> Option<usize> {
+    let i = buckets.partition_point(|&(_, b)| b <= ev);
+    buckets
+        .get(i)
+        .filter(|&&(a, b)| ev >= a && ev < b)
+        .map(|_| i)
+}
+
+/// The event a chart column stands for: the first of its bucket (time axis), or its share of the
+/// window (event axis).
+pub fn event_at_column(
+    times: Option<&[f64]>,
+    lo: usize,
+    hi: usize,
+    cols: usize,
+    col: usize,
+) -> usize {
+    match times {
+        Some(t) => {
+            let b = time_buckets(t, lo, hi, cols);
+            // An empty column: the event that holds there, the last one before it.
+            b.get(col)
+                .map(|&(a, e)| {
+                    if a < e {
+                        a
+                    } else {
+                        a.saturating_sub(1).max(lo)
+                    }
+                })
+                .unwrap_or(lo)
+        }
+        None => lo + col * (hi - lo) / cols.max(1),
+    }
+}
+
 const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// What the chart draws: the series, the window on them, the cursor and the markers.
@@ -61,6 +142,8 @@ pub struct Chart<'a> {
     pub marker_legend: &'a str,
     /// Keys worth knowing here, after what the cursor is on.
     pub hints: &'a str,
+    /// Each event's time in seconds from the first, when the x axis is time.
+    pub times: Option<&'a [f64]>,
 }
 
 impl Widget for Chart<'_> {
@@ -97,7 +180,10 @@ impl Widget for Chart<'_> {
                 buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
             x = nx;
         }
-        let win = format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi);
+        let win = match c.times {
+            Some(_) => format!("  time axis, events {}..{} ×{zoom:.1}", w.lo, w.hi),
+            None => format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi),
+        };
         if x < area.x + area.width {
             buf.set_stringn(
                 x,
@@ -113,9 +199,18 @@ impl Widget for Chart<'_> {
             return;
         }
         let cols = chart.width as usize;
-        let alloc = downsample(c.allocated, w.lo, w.hi, cols);
-        let active = c.active.map(|a| downsample(a, w.lo, w.hi, cols));
-        let reserved = downsample(c.reserved, w.lo, w.hi, cols);
+        let buckets = c.times.map(|t| time_buckets(t, w.lo, w.hi, cols));
+        let series = |s: &[u64]| match &buckets {
+            Some(b) => downsample_buckets(s, b),
+            None => downsample(s, w.lo, w.hi, cols),
+        };
+        let col_of = |ev: usize| match &buckets {
+            Some(b) => column_of_bucket(ev, b),
+            None => column_of(ev, w.lo, w.hi, cols),
+        };
+        let alloc = series(c.allocated);
+        let active = c.active.map(series);
+        let reserved = series(c.reserved);
         let top = reserved
             .iter()
             .chain(active.iter().flatten())
@@ -126,7 +221,7 @@ impl Widget for Chart<'_> {
             .max(1);
         let h = chart.height as u64;
         let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
-        let cur_col = column_of(cur, w.lo, w.hi, cols);
+        let cur_col = col_of(cur);
         for col in 0..cols.min(alloc.len()) {
             let (amin, amax) = alloc[col];
             let la = level(amax);
@@ -207,7 +302,7 @@ impl Widget for Chart<'_> {
             );
             let lo_i = ms.partition_point(|m| m.event < w.lo);
             for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
-                let Some(col) = column_of(m.event, w.lo, w.hi, cols) else {
+                let Some(col) = col_of(m.event) else {
                     continue;
                 };
                 let (ch, st) = match m.kind {
@@ -238,8 +333,16 @@ impl Widget for Chart<'_> {
         // Event axis.
         let ay = my + 1;
         if ay < area.y + area.height {
-            let l = format!("{}", w.lo);
-            let r = format!("{}", w.hi.saturating_sub(1));
+            let (l, r) = match c.times {
+                Some(t) => (
+                    format!("+{:.3} s", t.get(w.lo).copied().unwrap_or(0.0)),
+                    format!(
+                        "+{:.3} s",
+                        t.get(w.hi.saturating_sub(1)).copied().unwrap_or(0.0)
+                    ),
+                ),
+                None => (format!("{}", w.lo), format!("{}", w.hi.saturating_sub(1))),
+            };
             let rx = (chart.x + chart.width).saturating_sub(r.len() as u16);
             let cx = cur_col.map(|col| chart.x + col as u16);
             // Edge labels give way to the cursor's caret.
@@ -351,7 +454,8 @@ impl Widget for TimelineView<'_> {
                 .map(|v| v.as_slice())
                 .unwrap_or(&[]),
             marker_legend: "│ step/annotation",
-            hints: "p: peak  o: OOM  [ ]: markers +/- zoom Enter: map",
+            hints: "p: peak  o: OOM  [ ]: markers +/- zoom t: time axis Enter: map",
+            times: app.time_axis(),
         }
         .render(area, buf);
     }

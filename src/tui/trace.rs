@@ -29,6 +29,8 @@ pub struct TraceDev {
     /// Allocator totals after each event (the logged ones; a running sum where missing).
     pub allocated: Vec<u64>,
     pub reserved: Vec<u64>,
+    /// Each event's time in seconds from the trace's first memory event.
+    pub times: Vec<f64>,
     /// Index into `TraceMemory::devices`.
     pub mem: usize,
     pub markers: Vec<Marker>,
@@ -381,9 +383,15 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
         }
     }
     markers.sort_by_key(|m| (m.event, m.kind != MarkerKind::Peak));
+    let t0 = t.memory.first().map(|m| m.ts).unwrap_or(0.0);
+    let times = events
+        .iter()
+        .map(|&i| (t.memory[i as usize].ts - t0) / 1e6)
+        .collect();
     TraceDev {
         key,
         label: key.label(),
+        times,
         events,
         allocated,
         reserved,

@@ -282,7 +282,8 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         cursor: cur,
         markers: &d.markers,
         marker_legend: "│ step",
-        hints: "p: peak  [ ]: steps  +/- zoom  a: alloc↔free  Enter: the step's ops",
+        hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
+        times: app.time_axis(),
     }
     .render(area, buf);
 }

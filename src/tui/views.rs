@@ -15,6 +15,7 @@ use super::app::{
 use super::sites::{short, Row, SortBy};
 use super::timeline::TimelineView;
 use super::trace_views;
+use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
 
@@ -180,11 +181,12 @@ pub const HELP: &[&str] = &[
     "             map block → its site, site → its stacks → frames;",
     "             traces: timeline → the step's ops, step → ops → allocations",
     "+ / -        zoom the timeline    H / L      one event left / right",
+    "t            timeline x axis: events / time",
     "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
     "a            map: the block's allocation; traces: allocation ↔ free",
     "/ n N        search sites, files, functions; next / previous match",
     "s            sort sites by bytes / count; a step's ops by time / bytes",
-    "f            show / fold library frames",
+    "f            show / fold library frames     c   map: colour by category",
     "d            next device",
     "mouse        click tabs, timeline, rows; wheel scrolls",
 ];
@@ -351,6 +353,18 @@ impl Widget for OverviewView<'_> {
     }
 }
 
+/// A category's colour in the map.
+fn cat_style(c: Category) -> Style {
+    Style::default().fg(match c {
+        Category::Parameter => Color::Blue,
+        Category::OptimizerState => Color::Magenta,
+        Category::Gradient => Color::Red,
+        Category::Activation => Color::Green,
+        Category::Temporary => Color::Yellow,
+        Category::Other => Color::Gray,
+    })
+}
+
 /// Every segment at the cursor as a bar of its blocks, and the selected block in full.
 pub struct MapView<'a>(pub &'a App);
 
@@ -417,12 +431,30 @@ impl Widget for MapView<'_> {
             }
             None => {
                 let mut x = area.x;
-                for (t, s) in [
+                let by_state = [
                     ("█ allocated  ", Style::default().fg(Color::Green)),
                     ("▓ pending free  ", Style::default().fg(Color::Yellow)),
                     ("· free  ", dim()),
-                    ("←→ block ↑↓ segment Enter: site a: alloc event", dim()),
-                ] {
+                    (
+                        "←→ block ↑↓ segment Enter: site a: alloc event c: by category",
+                        dim(),
+                    ),
+                ];
+                let by_cat = [
+                    ("█ parameter ", cat_style(Category::Parameter)),
+                    ("█ optimizer ", cat_style(Category::OptimizerState)),
+                    ("█ gradient ", cat_style(Category::Gradient)),
+                    ("█ activation ", cat_style(Category::Activation)),
+                    ("█ temporary ", cat_style(Category::Temporary)),
+                    ("█ other ", cat_style(Category::Other)),
+                    ("· free  c: by state", dim()),
+                ];
+                let items: &[(&str, Style)] = if app.map_by_category {
+                    &by_cat
+                } else {
+                    &by_state
+                };
+                for &(t, s) in items {
                     if x < area.x + area.width {
                         let (nx, _) = buf.set_stringn(
                             x,
@@ -493,7 +525,19 @@ impl Widget for MapView<'_> {
                     k += 1;
                 }
                 let p = ps.get(best.1);
+                let cat = p
+                    .and_then(|p| p.block)
+                    .filter(|_| app.map_by_category)
+                    .and_then(|b| cache.cats.as_ref()?.get(&b.address));
                 let (ch, mut s) = match p.and_then(|p| p.block) {
+                    Some(b) if cat.is_some() => (
+                        if b.state == BlockState::ActiveAllocated {
+                            '█'
+                        } else {
+                            '▓'
+                        },
+                        cat_style(cat.map(|c| c.0).unwrap_or(Category::Other)),
+                    ),
                     Some(b) if b.state == BlockState::ActiveAllocated => (
                         '█',
                         Style::default().fg(if best.1 % 2 == 0 {
@@ -566,6 +610,17 @@ impl Widget for MapView<'_> {
                         ),
                         bold(),
                     ));
+                    if let Some((c, rule)) = cache
+                        .cats
+                        .as_ref()
+                        .filter(|_| app.map_by_category)
+                        .and_then(|m| m.get(&b.address))
+                    {
+                        lines.push(Line::styled(
+                            format!("  {}: {rule}", c.name()),
+                            cat_style(*c),
+                        ));
+                    }
                     let frames = stacks.frames(b.stack);
                     if frames.is_empty() {
                         lines.push(Line::styled("  (no stack recorded)", dim()));
