@@ -70,7 +70,18 @@ fn main() {
         ("map l (next block)", vec![ch('3')], ch('l')),
         ("sites j", vec![ch('4')], ch('j')),
         ("sites after cursor move", vec![ch('4')], ch('L')),
-        ("view switch (Tab)", vec![], k(KeyCode::Tab)),
+        (
+            "map by category [ (prev marker)",
+            vec![ch('3'), ch('c')],
+            ch('['),
+        ),
+        (
+            "timeline by time l",
+            vec![ch('c'), ch('2'), ch('t')],
+            ch('l'),
+        ),
+        ("timeline by time click", vec![ch('2')], None),
+        ("view switch (Tab)", vec![ch('t')], k(KeyCode::Tab)),
     ];
     let enter = k(KeyCode::Enter);
     let trace_cases: Vec<Case> = vec![
@@ -96,13 +107,27 @@ fn main() {
         ("op Enter / Esc (its events)", vec![ch('3')], enter),
         ("graph j", vec![ch('4')], ch('j')),
         ("leaks j", vec![ch('5')], ch('j')),
-        ("view switch (Tab)", vec![], k(KeyCode::Tab)),
+        ("timeline by time l", vec![ch('2'), ch('t')], ch('l')),
+        ("view switch (Tab)", vec![ch('t')], k(KeyCode::Tab)),
     ];
     let cases = if is_trace {
         trace_cases
     } else {
         snapshot_cases
     };
+    if !is_trace {
+        // The first `c` on the map builds the device's block classifier: a one-off pass.
+        app.apply(ch('3').unwrap());
+        let t = Instant::now();
+        app.apply(ch('c').unwrap());
+        term.draw(|f| f.render_widget(&app, f.area()))
+            .expect("draw");
+        println!(
+            "first map-by-category toggle (builds the classifier): {:.2?}",
+            t.elapsed()
+        );
+        app.apply(ch('c').unwrap());
+    }
     println!(
         "{:<32} {:>9} {:>9} {:>9} {:>9}",
         "key", "p50", "p95", "p99", "max"

@@ -76,11 +76,9 @@ pub fn downsample_buckets(series: &[u64], buckets: &[(usize, usize)]) -> Vec<(u6
         .iter()
         .map(|&(a, b)| {
             if a < b {
-                let s = &series[a..b];
-                (
-                    s.iter().copied().min().unwrap_or(0),
-                    s.iter().copied().max().unwrap_or(0),
-                )
+                series[a..b]
+                    .iter()
+                    .fold((u64::MAX, 0), |(mn, mx), &v| (mn.min(v), mx.max(v)))
             } else {
                 let v = series.get(a.saturating_sub(1)).copied().unwrap_or(0);
                 (v, v)
