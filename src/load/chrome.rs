@@ -598,82 +598,210 @@ fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
     }
 }
 
+/// What one event contributes to the trace, decided without the builder so that events can be
+/// read on several threads and applied in file order on one (thread names are interned when
+/// applied, so ids come out the same as reading in order).
+#[derive(Debug)]
+enum Rec<'a> {
+    Op {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+        seq: Option<i64>,
+        fwd_tid: Option<i64>,
+        external_id: Option<i64>,
+        scalar_inputs: Option<bool>,
+    },
+    /// A `user_annotation`: a step or another range.
+    User {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+    },
+    GpuStepDuplicate,
+    Python {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+        python_id: Option<i64>,
+        parent_id: Option<i64>,
+    },
+    Memory {
+        ts: f64,
+        tid: Scalar<'a>,
+        addr: u64,
+        bytes: i64,
+        total_allocated: Option<i64>,
+        total_reserved: Option<i64>,
+        device: DeviceKey,
+    },
+    Flow {
+        id: i64,
+        start: bool,
+        tid: Scalar<'a>,
+        ts: f64,
+    },
+}
+
+fn scalar_str(s: Scalar<'_>) -> Cow<'_, str> {
+    match s {
+        Scalar::Str(s) => s,
+        _ => Cow::Borrowed(""),
+    }
+}
+
 /// Keeps what the analyses use from one event.
-fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
+fn classify(e: RawEvent<'_>) -> Option<Rec<'_>> {
+    let ts = e.ts.as_f64()?;
+    let dur = e.dur.as_f64().unwrap_or(0.0);
     let ph = e.ph.as_str().unwrap_or("");
     let cat = e.cat.as_str().unwrap_or("");
     let name = e.name.as_str().unwrap_or("");
-    let Some(ts) = e.ts.as_f64() else {
-        return;
-    };
-    let dur = e.dur.as_f64().unwrap_or(0.0);
     let empty = RawArgs::default();
     let args = e.args.as_deref().unwrap_or(&empty);
     match ph {
         "X" => {
             if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
-                let tid = tid_of(b, &e.tid);
-                b.add_op(OpRecord {
-                    name,
-                    ts,
-                    dur,
-                    tid,
+                Some(Rec::Op {
                     seq: args.sequence_number.as_i64(),
                     fwd_tid: args.fwd_thread_id.as_i64(),
                     external_id: args.external_id.as_i64(),
                     scalar_inputs: scalar_inputs(&args.input_type, &args.input_dims),
-                });
-            } else if cat == "user_annotation" {
-                let tid = tid_of(b, &e.tid);
-                match name
-                    .strip_prefix("ProfilerStep#")
-                    .map(|n| n.trim().parse::<u64>())
-                {
-                    Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
-                    _ => b.add_annotation(name, ts, dur, tid),
-                }
-            } else if cat == "gpu_user_annotation" {
-                if name.starts_with("ProfilerStep#") {
-                    b.counts_mut().gpu_step_duplicates += 1;
-                }
-            } else if cat == "python_function" {
-                let tid = tid_of(b, &e.tid);
-                b.add_python(
-                    name,
+                    name: scalar_str(e.name),
                     ts,
                     dur,
-                    tid,
-                    args.python_id.as_i64(),
-                    args.python_parent_id.as_i64(),
-                );
+                    tid: e.tid,
+                })
+            } else if cat == "user_annotation" {
+                Some(Rec::User {
+                    name: scalar_str(e.name),
+                    ts,
+                    dur,
+                    tid: e.tid,
+                })
+            } else if cat == "gpu_user_annotation" {
+                name.starts_with("ProfilerStep#")
+                    .then_some(Rec::GpuStepDuplicate)
+            } else if cat == "python_function" {
+                Some(Rec::Python {
+                    python_id: args.python_id.as_i64(),
+                    parent_id: args.python_parent_id.as_i64(),
+                    name: scalar_str(e.name),
+                    ts,
+                    dur,
+                    tid: e.tid,
+                })
+            } else {
+                None
             }
         }
         "i" | "I" if name == "[memory]" => {
             let (Some(addr), Some(bytes)) = (args.addr.as_u64(), args.bytes.as_i64()) else {
-                return;
+                return None;
             };
-            let device = DeviceKey {
-                device_type: args.device_type.as_i64().unwrap_or(-1),
-                device_id: args.device_id.as_i64().unwrap_or(0),
-            };
-            let tid = tid_of(b, &e.tid);
+            Some(Rec::Memory {
+                ts,
+                addr,
+                bytes,
+                total_allocated: args.total_allocated.as_i64(),
+                total_reserved: args.total_reserved.as_i64(),
+                device: DeviceKey {
+                    device_type: args.device_type.as_i64().unwrap_or(-1),
+                    device_id: args.device_id.as_i64().unwrap_or(0),
+                },
+                tid: e.tid,
+            })
+        }
+        "s" | "f" if cat == "fwdbwd" => e.id.as_i64().map(|id| Rec::Flow {
+            id,
+            start: ph == "s",
+            tid: e.tid,
+            ts,
+        }),
+        _ => None,
+    }
+}
+
+/// Adds one event's record to the trace.
+fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
+    match r {
+        Rec::Op {
+            name,
+            ts,
+            dur,
+            tid,
+            seq,
+            fwd_tid,
+            external_id,
+            scalar_inputs,
+        } => {
+            let tid = tid_of(b, &tid);
+            b.add_op(OpRecord {
+                name: &name,
+                ts,
+                dur,
+                tid,
+                seq,
+                fwd_tid,
+                external_id,
+                scalar_inputs,
+            });
+        }
+        Rec::User { name, ts, dur, tid } => {
+            let tid = tid_of(b, &tid);
+            match name
+                .strip_prefix("ProfilerStep#")
+                .map(|n| n.trim().parse::<u64>())
+            {
+                Some(Ok(n)) => b.add_step(n, &name, ts, dur, tid),
+                _ => b.add_annotation(&name, ts, dur, tid),
+            }
+        }
+        Rec::GpuStepDuplicate => b.counts_mut().gpu_step_duplicates += 1,
+        Rec::Python {
+            name,
+            ts,
+            dur,
+            tid,
+            python_id,
+            parent_id,
+        } => {
+            let tid = tid_of(b, &tid);
+            b.add_python(&name, ts, dur, tid, python_id, parent_id);
+        }
+        Rec::Memory {
+            ts,
+            tid,
+            addr,
+            bytes,
+            total_allocated,
+            total_reserved,
+            device,
+        } => {
+            let tid = tid_of(b, &tid);
             b.add_memory(
                 ts,
                 tid,
                 addr,
                 bytes,
-                args.total_allocated.as_i64(),
-                args.total_reserved.as_i64(),
+                total_allocated,
+                total_reserved,
                 device,
             );
         }
-        "s" | "f" if cat == "fwdbwd" => {
-            if let Some(id) = e.id.as_i64() {
-                let tid = tid_of(b, &e.tid);
-                b.add_flow_end(id, ph == "s", tid, ts);
-            }
+        Rec::Flow { id, start, tid, ts } => {
+            let tid = tid_of(b, &tid);
+            b.add_flow_end(id, start, tid, ts);
         }
-        _ => {}
+    }
+}
+
+fn ingest(b: &mut TraceBuilder, e: RawEvent<'_>) {
+    if let Some(r) = classify(e) {
+        apply(b, r);
     }
 }
 
@@ -699,8 +827,207 @@ fn blank_controls(elem: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Parses a Chrome trace held in memory.
+/// Reads one element of `traceEvents` that starts at `start` with the parser alone, returning
+/// the event and the offset after it; `None` for anything the careful path must handle.
+fn parse_elem(bytes: &[u8], start: usize) -> Option<(RawEvent<'_>, usize)> {
+    let mut stream = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<RawEvent>();
+    match stream.next() {
+        Some(Ok(e)) => Some((e, start + stream.byte_offset())),
+        _ => None,
+    }
+}
+
+/// Events read by one worker from one stretch of `traceEvents`.
+struct Run<'a> {
+    recs: Vec<Rec<'a>>,
+    /// Elements consumed (kept or not).
+    events: u64,
+    /// Offset of the first element not consumed.
+    end: usize,
+    /// Whether it stopped because it reached its stopping point (not at something unusual).
+    reached: bool,
+}
+
+/// Reads the elements from `start` (which must be the start of an element) while they start
+/// before `stop`, taking only the plain case: an element the parser reads, followed by a comma
+/// and another element. Anything else (a cut-off or damaged element, the closing bracket) ends
+/// the run there, and the careful sequential loop in [`parse`] takes over from `end`.
+fn read_run(bytes: &[u8], start: usize, stop: usize) -> Run<'_> {
+    let mut run = Run {
+        recs: Vec::new(),
+        events: 0,
+        end: start,
+        reached: false,
+    };
+    let mut i = start;
+    while i < stop {
+        let Some((e, end)) = parse_elem(bytes, i) else {
+            return run;
+        };
+        let j = skip_ws(bytes, end);
+        if bytes.get(j) != Some(&b',') {
+            return run;
+        }
+        let next = skip_ws(bytes, j + 1);
+        if next >= bytes.len() || bytes[next] == b']' {
+            return run;
+        }
+        run.events += 1;
+        if let Some(r) = classify(e) {
+            run.recs.push(r);
+        }
+        i = next;
+        run.end = i;
+    }
+    run.reached = true;
+    run
+}
+
+/// Where to split `traceEvents` for the workers: about every `chunk` bytes, at a guessed
+/// element start, a `{` after a comma. A guess can be wrong (inside a string or inside an
+/// event's `args`); [`parse_parallel`] checks each one.
+fn split_points(bytes: &[u8], first: usize, chunk: usize) -> Vec<usize> {
+    let mut points = vec![first];
+    let mut p = first.saturating_add(chunk);
+    while p < bytes.len() {
+        let Some(k) = memchr::memchr(b',', &bytes[p..]) else {
+            break;
+        };
+        let q = skip_ws(bytes, p + k + 1);
+        if bytes.get(q) == Some(&b'{') {
+            points.push(q);
+            p = q.saturating_add(chunk);
+        } else {
+            p = q.max(p + k + 1);
+        }
+    }
+    points
+}
+
+/// Files smaller than this are read on one thread.
+const PARALLEL_MIN_BYTES: usize = 16 << 20;
+/// Bytes of `traceEvents` per work item.
+const CHUNK_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static SINGLE_THREADED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with trace parsing kept on the calling thread (for callers that already load
+/// several files at once, one per core).
+pub fn single_threaded<R>(f: impl FnOnce() -> R) -> R {
+    let was = SINGLE_THREADED.with(|c| c.replace(true));
+    let r = f();
+    SINGLE_THREADED.with(|c| c.set(was));
+    r
+}
+
+fn parse_threads(len: usize) -> usize {
+    if len < PARALLEL_MIN_BYTES || SINGLE_THREADED.with(|c| c.get()) {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Reads the plain run of `traceEvents` from `first` on `threads` threads, applying the events
+/// to `b` in file order; returns the offset of the first element not read, from where the
+/// sequential loop goes on (at the closing bracket, or at anything unusual).
+///
+/// Each worker reads a stretch from a guessed element start. The stretches are applied in
+/// order, and a stretch is used only if the one before it ended exactly at its start: parsing
+/// from a true element start is deterministic, so that makes its start a true one too. A
+/// stretch after a wrong guess is re-read on this thread from where the previous one ended.
+fn parse_parallel(
+    bytes: &[u8],
+    first: usize,
+    threads: usize,
+    chunk: usize,
+    b: &mut TraceBuilder,
+) -> usize {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let points = split_points(bytes, first, chunk);
+    let n = points.len();
+    let stop_of = |k: usize| points.get(k + 1).copied().unwrap_or(bytes.len());
+    let next = AtomicUsize::new(0);
+    let cancel = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Run<'_>)>();
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, cancel, points) = (&next, &cancel, &points);
+            scope.spawn(move || loop {
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n {
+                    break;
+                }
+                if tx
+                    .send((k, read_run(bytes, points[k], stop_of(k))))
+                    .is_err()
+                {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending: Vec<Option<Run<'_>>> = (0..n).map(|_| None).collect();
+        let mut pos = first;
+        for k in 0..n {
+            let run = loop {
+                if let Some(r) = pending[k].take() {
+                    break r;
+                }
+                match rx.recv() {
+                    Ok((j, r)) => pending[j] = Some(r),
+                    Err(_) => unreachable!("every stretch is read before the workers stop"),
+                }
+            };
+            let run = if points[k] == pos {
+                run
+            } else if pos < stop_of(k) {
+                // The guess was wrong: the previous stretch ran past it.
+                drop(run);
+                read_run(bytes, pos, stop_of(k))
+            } else {
+                // The previous stretch ran over this whole one too.
+                continue;
+            };
+            b.counts_mut().events += run.events;
+            for r in run.recs {
+                apply(b, r);
+            }
+            pos = run.end;
+            if !run.reached {
+                break;
+            }
+        }
+        cancel.store(true, Ordering::Relaxed);
+        // Dropping the receiver lets workers still sending finish.
+        drop(rx);
+        pos
+    })
+}
+
+/// Parses a Chrome trace held in memory, on several threads when it is large.
 pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
+    parse_with_threads(bytes, parse_threads(bytes.len()))
+}
+
+/// Parses a Chrome trace held in memory with `threads` workers (1: on the calling thread only).
+/// The result does not depend on `threads`.
+pub fn parse_with_threads(bytes: &[u8], threads: usize) -> Result<Trace, TraceError> {
+    parse_inner(bytes, threads, CHUNK_BYTES)
+}
+
+/// [`parse_with_threads`] with a chosen work-item size (small ones test the splitting).
+#[doc(hidden)]
+pub fn parse_with_chunks(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
+    parse_inner(bytes, threads, chunk)
+}
+
+fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
     let open = locate_events(bytes)?;
     let mut b = TraceBuilder::new();
     let mut first_failure: Option<(u64, serde_json::Error)> = None;
@@ -708,6 +1035,9 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
     let mut closed = false;
     if bytes.get(i) == Some(&b']') {
         closed = true;
+    }
+    if !closed && threads > 1 {
+        i = parse_parallel(bytes, i, threads, chunk, &mut b);
     }
     while !closed {
         if i >= bytes.len() {
@@ -723,12 +1053,10 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
         // Fast path: parse the event in place and take its end from the parser. Anything it
         // cannot read (a cut-off event, raw control characters, an invalid element) goes
         // through the scanner below, which finds the element's end without the parser.
-        let mut stream =
-            serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<RawEvent>();
-        let end = if let Some(Ok(e)) = stream.next() {
+        let end = if let Some((e, end)) = parse_elem(bytes, start) {
             b.counts_mut().events += 1;
-            ingest(&mut b, &e);
-            start + stream.byte_offset()
+            ingest(&mut b, e);
+            end
         } else {
             let (end, ctrl) = match scan_value(bytes, start) {
                 Ok(r) => r,
@@ -747,13 +1075,13 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
             let elem = &bytes[start..end];
             let parsed = match serde_json::from_slice::<RawEvent>(elem) {
                 Ok(e) => {
-                    ingest(&mut b, &e);
+                    ingest(&mut b, e);
                     Ok(())
                 }
                 Err(_) if ctrl || has_raw_controls(elem) => {
                     b.counts_mut().repaired += 1;
                     let fixed = blank_controls(elem);
-                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
+                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, e))
                 }
                 Err(e) => Err(e),
             };
