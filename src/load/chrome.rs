@@ -18,6 +18,8 @@ use serde::Deserialize;
 
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
 
+mod fast;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("not a profiler Chrome trace: {what}")]
@@ -568,7 +570,7 @@ struct RawArgs<'a> {
 }
 
 /// One element of `traceEvents`, borrowed from the input where it has no escapes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
     name: Scalar<'a>,
@@ -646,15 +648,15 @@ enum Rec<'a> {
     },
 }
 
-fn scalar_str(s: Scalar<'_>) -> Cow<'_, str> {
+fn scalar_str<'a>(s: &Scalar<'a>) -> Cow<'a, str> {
     match s {
-        Scalar::Str(s) => s,
+        Scalar::Str(s) => s.clone(),
         _ => Cow::Borrowed(""),
     }
 }
 
 /// Keeps what the analyses use from one event.
-fn classify(e: RawEvent<'_>) -> Option<Rec<'_>> {
+fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
     let ts = e.ts.as_f64()?;
     let dur = e.dur.as_f64().unwrap_or(0.0);
     let ph = e.ph.as_str().unwrap_or("");
@@ -670,17 +672,17 @@ fn classify(e: RawEvent<'_>) -> Option<Rec<'_>> {
                     fwd_tid: args.fwd_thread_id.as_i64(),
                     external_id: args.external_id.as_i64(),
                     scalar_inputs: scalar_inputs(&args.input_type, &args.input_dims),
-                    name: scalar_str(e.name),
+                    name: scalar_str(&e.name),
                     ts,
                     dur,
-                    tid: e.tid,
+                    tid: e.tid.clone(),
                 })
             } else if cat == "user_annotation" {
                 Some(Rec::User {
-                    name: scalar_str(e.name),
+                    name: scalar_str(&e.name),
                     ts,
                     dur,
-                    tid: e.tid,
+                    tid: e.tid.clone(),
                 })
             } else if cat == "gpu_user_annotation" {
                 name.starts_with("ProfilerStep#")
@@ -689,10 +691,10 @@ fn classify(e: RawEvent<'_>) -> Option<Rec<'_>> {
                 Some(Rec::Python {
                     python_id: args.python_id.as_i64(),
                     parent_id: args.python_parent_id.as_i64(),
-                    name: scalar_str(e.name),
+                    name: scalar_str(&e.name),
                     ts,
                     dur,
-                    tid: e.tid,
+                    tid: e.tid.clone(),
                 })
             } else {
                 None
@@ -712,13 +714,13 @@ fn classify(e: RawEvent<'_>) -> Option<Rec<'_>> {
                     device_type: args.device_type.as_i64().unwrap_or(-1),
                     device_id: args.device_id.as_i64().unwrap_or(0),
                 },
-                tid: e.tid,
+                tid: e.tid.clone(),
             })
         }
         "s" | "f" if cat == "fwdbwd" => e.id.as_i64().map(|id| Rec::Flow {
             id,
             start: ph == "s",
-            tid: e.tid,
+            tid: e.tid.clone(),
             ts,
         }),
         _ => None,
@@ -799,7 +801,7 @@ fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
     }
 }
 
-fn ingest(b: &mut TraceBuilder, e: RawEvent<'_>) {
+fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
     if let Some(r) = classify(e) {
         apply(b, r);
     }
@@ -852,16 +854,17 @@ struct Run<'a> {
 /// before `stop`, taking only the plain case: an element the parser reads, followed by a comma
 /// and another element. Anything else (a cut-off or damaged element, the closing bracket) ends
 /// the run there, and the careful sequential loop in [`parse`] takes over from `end`.
-fn read_run(bytes: &[u8], start: usize, stop: usize) -> Run<'_> {
+fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) -> Run<'a> {
     let mut run = Run {
-        recs: Vec::new(),
+        recs,
         events: 0,
         end: start,
         reached: false,
     };
+    let mut slot = RawEvent::default();
     let mut i = start;
     while i < stop {
-        let Some((e, end)) = parse_elem(bytes, i) else {
+        let Some((rec, end)) = read_elem(bytes, i, &mut slot) else {
             return run;
         };
         let j = skip_ws(bytes, end);
@@ -873,7 +876,7 @@ fn read_run(bytes: &[u8], start: usize, stop: usize) -> Run<'_> {
             return run;
         }
         run.events += 1;
-        if let Some(r) = classify(e) {
+        if let Some(r) = rec {
             run.recs.push(r);
         }
         i = next;
@@ -881,6 +884,22 @@ fn read_run(bytes: &[u8], start: usize, stop: usize) -> Run<'_> {
     }
     run.reached = true;
     run
+}
+
+/// Reads the element at `start` with the fast reader (into `slot`, reused from one event to
+/// the next), else with serde_json; returns what it contributes and the offset after it.
+/// `None` where neither can read it: the careful path's business.
+#[inline]
+fn read_elem<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    slot: &mut RawEvent<'a>,
+) -> Option<(Option<Rec<'a>>, usize)> {
+    if let Some(end) = fast::event_into(bytes, start, slot) {
+        return Some((classify(slot), end));
+    }
+    let (e, end) = parse_elem(bytes, start)?;
+    Some((classify(&e), end))
 }
 
 /// Where to split `traceEvents` for the workers: about every `chunk` bytes, at a guessed
@@ -950,11 +969,21 @@ fn parse_parallel(
     let stop_of = |k: usize| points.get(k + 1).copied().unwrap_or(bytes.len());
     let next = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
+    // Emptied record lists go back to the workers, so that their memory is not given back
+    // to the system and faulted in again for every stretch.
+    let spare: std::sync::Mutex<Vec<Vec<Rec<'_>>>> = std::sync::Mutex::new(Vec::new());
+    let take_spare = || {
+        spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    };
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Run<'_>)>();
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, cancel, points) = (&next, &cancel, &points);
+            let (next, cancel, points, take_spare) = (&next, &cancel, &points, &take_spare);
             scope.spawn(move || loop {
                 if cancel.load(Ordering::Relaxed) {
                     break;
@@ -963,10 +992,8 @@ fn parse_parallel(
                 if k >= n {
                     break;
                 }
-                if tx
-                    .send((k, read_run(bytes, points[k], stop_of(k))))
-                    .is_err()
-                {
+                let run = read_run(bytes, points[k], stop_of(k), take_spare());
+                if tx.send((k, run)).is_err() {
                     break;
                 }
             });
@@ -989,15 +1016,17 @@ fn parse_parallel(
             } else if pos < stop_of(k) {
                 // The guess was wrong: the previous stretch ran past it.
                 drop(run);
-                read_run(bytes, pos, stop_of(k))
+                read_run(bytes, pos, stop_of(k), take_spare())
             } else {
                 // The previous stretch ran over this whole one too.
                 continue;
             };
             b.counts_mut().events += run.events;
-            for r in run.recs {
+            let mut recs = run.recs;
+            for r in recs.drain(..) {
                 apply(b, r);
             }
+            spare.lock().unwrap_or_else(|e| e.into_inner()).push(recs);
             pos = run.end;
             if !run.reached {
                 break;
@@ -1039,6 +1068,7 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
     if !closed && threads > 1 {
         i = parse_parallel(bytes, i, threads, chunk, &mut b);
     }
+    let mut slot = RawEvent::default();
     while !closed {
         if i >= bytes.len() {
             b.set_truncated();
@@ -1053,9 +1083,11 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
         // Fast path: parse the event in place and take its end from the parser. Anything it
         // cannot read (a cut-off event, raw control characters, an invalid element) goes
         // through the scanner below, which finds the element's end without the parser.
-        let end = if let Some((e, end)) = parse_elem(bytes, start) {
+        let end = if let Some((rec, end)) = read_elem(bytes, start, &mut slot) {
             b.counts_mut().events += 1;
-            ingest(&mut b, e);
+            if let Some(r) = rec {
+                apply(&mut b, r);
+            }
             end
         } else {
             let (end, ctrl) = match scan_value(bytes, start) {
@@ -1075,13 +1107,13 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
             let elem = &bytes[start..end];
             let parsed = match serde_json::from_slice::<RawEvent>(elem) {
                 Ok(e) => {
-                    ingest(&mut b, e);
+                    ingest(&mut b, &e);
                     Ok(())
                 }
                 Err(_) if ctrl || has_raw_controls(elem) => {
                     b.counts_mut().repaired += 1;
                     let fixed = blank_controls(elem);
-                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, e))
+                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
                 }
                 Err(e) => Err(e),
             };
@@ -1218,6 +1250,125 @@ mod tests {
         ));
         let t = parse(br#"{"traceEvents": []}"#).unwrap();
         assert_eq!(t.counts.events, 0);
+    }
+
+    /// Every element of `text`'s `traceEvents`, as byte ranges (via the scanner).
+    fn elements(bytes: &[u8]) -> Vec<(usize, usize)> {
+        let open = locate_events(bytes).unwrap();
+        let mut out = Vec::new();
+        let mut i = skip_ws(bytes, open + 1);
+        while let Ok((end, _)) = scan_value(bytes, i) {
+            out.push((i, end));
+            i = skip_ws(bytes, end);
+            if bytes.get(i) != Some(&b',') {
+                break;
+            }
+            i = skip_ws(bytes, i + 1);
+        }
+        out
+    }
+
+    /// The fast reader must either decline or agree with serde_json exactly: same event, same end.
+    fn check_fast(elem: &[u8]) -> bool {
+        let Some((fast, fend)) = fast::event(elem, 0) else {
+            return false;
+        };
+        let slow = parse_elem(elem, 0);
+        let (slow, send) = slow.unwrap_or_else(|| {
+            panic!(
+                "fast reader accepted what serde_json rejects: {:?}",
+                String::from_utf8_lossy(elem)
+            )
+        });
+        let shown = |e: &RawEvent| {
+            let mut e = format!("{e:?}");
+            // No args and empty args mean the same to `classify`.
+            e = e.replace(&format!("{:?}", Some(Box::new(RawArgs::default()))), "None");
+            e
+        };
+        assert_eq!(
+            (shown(&fast), fend),
+            (shown(&slow), send),
+            "{:?}",
+            String::from_utf8_lossy(elem)
+        );
+        assert_eq!(
+            format!("{:?}", classify(&fast)),
+            format!("{:?}", classify(&slow))
+        );
+        true
+    }
+
+    #[test]
+    fn fast_reader_agrees_with_serde() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/trace_val_no_grad.trace.json"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let elems = elements(&bytes);
+        let mut taken = 0;
+        for &(s, e) in &elems {
+            taken += check_fast(&bytes[s..e]) as usize;
+        }
+        // Kineto's own output is nearly all the plain shape.
+        assert!(
+            taken * 100 >= elems.len() * 99,
+            "{taken} of {}",
+            elems.len()
+        );
+        // Edge cases, each either declined or read as serde_json reads it.
+        for e in [
+            r#"{"ph": "X", "ph": "X"}"#,
+            r#"{"ts": 01}"#,
+            r#"{"ts": -0}"#,
+            r#"{"ts": -0.0, "dur": 1.5e3}"#,
+            r#"{"ts": 18446744073709551615, "id": -9223372036854775808}"#,
+            r#"{"ts": 99999999999999999999, "id": 1.}"#,
+            r#"{"ts": 0.1234567890123456789012, "tid": "a\"b"}"#,
+            r#"{"ts": 4453732382007.822, "name": "café", "cat": "é"}"#,
+            r#"{"ts": 1, "name": "x", "args": null}"#,
+            r#"{"ts": 1, "args": {"Addr": [1], "Input Dims": [[1, [2, {}]], 3]}}"#,
+            r#"{"ts": 1, "args": {"Input type": ["a", 1, null, true], "Input Dims": [[], [1,2]]}}"#,
+            r#"{"ts": 1, "args": {"Input type": "a"}}"#,
+            r#"{"ts": 1, "args": [], "x": [1, {"a": "\n\u0041"}]}"#,
+            r#"{"ts": 1, "x": tru}"#,
+            r#"{"ts": 1, "x": [1,]}"#,
+            r#"{"ts": 1,}"#,
+            "{\"ts\": 1, \"name\": \"a\tb\"}",
+            "{\"ts\": 1, \"name\": \"\u{7f}\u{80}\"}",
+        ] {
+            check_fast(e.as_bytes());
+        }
+        // Mutations of real events: any byte changed, dropped or repeated.
+        let mut rng = 0x9e3779b97f4a7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let alphabet = b"{}[]\",:0123456789.-eE+ \t\nabtrufnl\\u\x01\xc3\xa9";
+        for _ in 0..20_000 {
+            let (s, e) = elems[(next() % elems.len() as u64) as usize];
+            let mut m = bytes[s..e].to_vec();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % m.len() as u64) as usize;
+                match next() % 3 {
+                    0 => m[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => {
+                        m.remove(at);
+                    }
+                    _ => m.insert(at, m[at]),
+                }
+                if m.is_empty() {
+                    break;
+                }
+            }
+            if !m.is_empty() {
+                check_fast(&m);
+            }
+        }
     }
 
     #[test]
