@@ -241,8 +241,49 @@ fn skip(b: &[u8], i: usize, depth: u32) -> Option<usize> {
                 }
             }
         }
+        b'-' | b'0'..=b'9' => skip_number(b, i),
         _ => scalar(b, i).map(|(_, j)| j),
     }
+}
+
+/// Skips a number at `i` as serde_json's `ignore_value` accepts it (any length, exponents).
+fn skip_number(b: &[u8], i: usize) -> Option<usize> {
+    let digits = |mut j: usize| {
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        j
+    };
+    let mut j = i + usize::from(b[i] == b'-');
+    match *b.get(j)? {
+        b'0' => {
+            j += 1;
+            if b.get(j).is_some_and(u8::is_ascii_digit) {
+                return None;
+            }
+        }
+        b'1'..=b'9' => j = digits(j + 1),
+        _ => return None,
+    }
+    if b.get(j) == Some(&b'.') {
+        let k = digits(j + 1);
+        if k == j + 1 {
+            return None;
+        }
+        j = k;
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let k = digits(j);
+        if k == j {
+            return None;
+        }
+        j = k;
+    }
+    Some(j)
 }
 
 /// Reads a list at `i` element by element with `each`; `None` where it is not a list.
