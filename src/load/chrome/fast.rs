@@ -115,7 +115,8 @@ const POW10: [f64; 23] = [
 
 /// A number at `i`, valued exactly as serde_json (without `float_roundtrip`) values it, for
 /// the forms where that is simple: no exponent, fewer than 20 significant digits.
-fn number(b: &[u8], i: usize) -> Option<(Scalar<'static>, usize)> {
+#[inline]
+fn number_into(b: &[u8], i: usize, out: &mut Scalar<'_>) -> Option<usize> {
     let mut j = i;
     let positive = if b.get(j) == Some(&b'-') {
         j += 1;
@@ -160,7 +161,7 @@ fn number(b: &[u8], i: usize) -> Option<(Scalar<'static>, usize)> {
     if digits > 19 || matches!(b.get(j), Some(b'e' | b'E') | None) {
         return None;
     }
-    let v = if frac == 0 {
+    *out = if frac == 0 {
         if positive {
             Scalar::Int(sig.into())
         } else {
@@ -175,24 +176,37 @@ fn number(b: &[u8], i: usize) -> Option<(Scalar<'static>, usize)> {
         let f = sig as f64 / *POW10.get(frac)?;
         Scalar::Float(if positive { f } else { -f })
     };
-    Some((v, j))
+    Some(j)
 }
 
-/// A scalar value at `i` (strings borrowed); containers are left to serde_json.
+/// Reads a scalar value at `i` into `out` (strings borrowed), returning the offset after it;
+/// containers are left to serde_json.
 #[inline]
-fn scalar(b: &[u8], i: usize) -> Option<(Scalar<'_>, usize)> {
+fn scalar_into<'a>(b: &'a [u8], i: usize, out: &mut Scalar<'a>) -> Option<usize> {
     match *b.get(i)? {
         b'"' => {
             let (s, j) = plain_str(b, i)?;
-            Some((Scalar::Str(Cow::Borrowed(s)), j))
+            *out = Scalar::Str(Cow::Borrowed(s));
+            Some(j)
         }
-        b'-' | b'0'..=b'9' => number(b, i),
-        b't' => b[i..].starts_with(b"true").then_some((Scalar::None, i + 4)),
-        b'f' => b[i..]
-            .starts_with(b"false")
-            .then_some((Scalar::None, i + 5)),
-        b'n' => b[i..].starts_with(b"null").then_some((Scalar::None, i + 4)),
-        _ => None,
+        b'-' | b'0'..=b'9' => number_into(b, i, out),
+        _ => {
+            *out = Scalar::None;
+            literal(b, i)
+        }
+    }
+}
+
+/// `true`, `false` or `null` at `i`: the offset after it.
+#[inline]
+fn literal(b: &[u8], i: usize) -> Option<usize> {
+    let rest = &b[i..];
+    if rest.starts_with(b"true") || rest.starts_with(b"null") {
+        Some(i + 4)
+    } else if rest.starts_with(b"false") {
+        Some(i + 5)
+    } else {
+        None
     }
 }
 
@@ -242,7 +256,7 @@ fn skip(b: &[u8], i: usize, depth: u32) -> Option<usize> {
             }
         }
         b'-' | b'0'..=b'9' => skip_number(b, i),
-        _ => scalar(b, i).map(|(_, j)| j),
+        _ => literal(b, i),
     }
 }
 
@@ -354,14 +368,14 @@ fn set<'a>(
     seen: &mut u32,
     bit: u32,
     slot: &mut Scalar<'a>,
-    v: (Scalar<'a>, usize),
+    b: &'a [u8],
+    v: usize,
 ) -> Option<usize> {
     if *seen & (1 << bit) != 0 {
         return None;
     }
     *seen |= 1 << bit;
-    *slot = v.0;
-    Some(v.1)
+    scalar_into(b, v, slot)
 }
 
 /// Empties `a` in place, keeping its lists' room.
@@ -408,7 +422,8 @@ fn args<'a>(b: &'a [u8], i: usize, a: &mut RawArgs<'a>) -> Option<usize> {
                 seen |= 1 << 11;
                 let items = &mut a.input_type.0;
                 return list(b, v, |b, j| {
-                    let (s, e) = scalar(b, j)?;
+                    let mut s = Scalar::None;
+                    let e = scalar_into(b, j, &mut s)?;
                     items.push(s);
                     Some(e)
                 });
@@ -431,7 +446,7 @@ fn args<'a>(b: &'a [u8], i: usize, a: &mut RawArgs<'a>) -> Option<usize> {
             }
             _ => return skip(b, v, 2),
         };
-        set(&mut seen, bit, slot, scalar(b, v)?)
+        set(&mut seen, bit, slot, b, v)
     })
 }
 
@@ -486,7 +501,7 @@ pub(super) fn event_into<'a>(b: &'a [u8], i: usize, e: &mut RawEvent<'a>) -> Opt
             }
             _ => return skip(b, v, 1),
         };
-        set(&mut seen, bit, slot, scalar(b, v)?)
+        set(&mut seen, bit, slot, b, v)
     })
 }
 
