@@ -979,17 +979,40 @@ fn parse_parallel(
             .pop()
             .unwrap_or_default()
     };
+    // Workers stay within `window` stretches of the one being applied, so that read but not
+    // yet applied records never pile up (this thread applies more slowly than many workers read).
+    let window = 2 * threads + 2;
+    let applied = std::sync::Mutex::new(0usize);
+    let turn = std::sync::Condvar::new();
+    let lock = || applied.lock().unwrap_or_else(|e| e.into_inner());
+    let set_applied = |k: usize, stop: bool| {
+        let mut a = lock();
+        *a = k;
+        if stop {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        turn.notify_all();
+    };
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Run<'_>)>();
         for _ in 0..threads {
             let tx = tx.clone();
             let (next, cancel, points, take_spare) = (&next, &cancel, &points, &take_spare);
+            let (lock, turn) = (&lock, &turn);
             scope.spawn(move || loop {
                 if cancel.load(Ordering::Relaxed) {
                     break;
                 }
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= n {
+                    break;
+                }
+                let mut a = lock();
+                while k >= *a + window && !cancel.load(Ordering::Relaxed) {
+                    a = turn.wait(a).unwrap_or_else(|e| e.into_inner());
+                }
+                drop(a);
+                if cancel.load(Ordering::Relaxed) {
                     break;
                 }
                 let run = read_run(bytes, points[k], stop_of(k), take_spare());
@@ -1019,6 +1042,7 @@ fn parse_parallel(
                 read_run(bytes, pos, stop_of(k), take_spare())
             } else {
                 // The previous stretch ran over this whole one too.
+                set_applied(k + 1, false);
                 continue;
             };
             b.counts_mut().events += run.events;
@@ -1031,8 +1055,9 @@ fn parse_parallel(
             if !run.reached {
                 break;
             }
+            set_applied(k + 1, false);
         }
-        cancel.store(true, Ordering::Relaxed);
+        set_applied(n, true);
         // Dropping the receiver lets workers still sending finish.
         drop(rx);
         pos
