@@ -1,8 +1,11 @@
 //! Reading `prof.export_chrome_trace` output (Kineto's Chrome trace JSON) into a [`Trace`].
 //!
 //! Traces run to hundreds of megabytes, so nothing builds a generic JSON tree: a small scanner
-//! finds the `traceEvents` array and the byte range of each element, and each element is read
-//! with serde into a borrowed struct that names only the fields memscope uses.
+//! finds the `traceEvents` array, and each element is read into a borrowed struct that names
+//! only the fields memscope uses, by a hand-written reader for the common shape (`fast`) or,
+//! for anything it declines, by serde. Large files are read on every core in stretches that
+//! start at guessed element boundaries, checked, and applied in file order
+//! (`parse_parallel`), so the result is the one-thread result exactly.
 //!
 //! Element-by-element reading is also what makes damaged files usable. A run killed while the
 //! trace was written leaves a file without its closing brackets, often with a half-written last
@@ -1357,6 +1360,8 @@ mod tests {
             r#"{"ts": 1, "args": {"Input type": ["a", 1, null, true], "Input Dims": [[], [1,2]]}}"#,
             r#"{"ts": 1, "args": {"Input type": "a"}}"#,
             r#"{"ts": 1, "args": [], "x": [1, {"a": "\n\u0041"}]}"#,
+            r#"{"ts": 4453735382007.8223, "dur": 1700000000000000.123, "id": 9007199254740993.5}"#,
+            r#"{"ts": 9999999999999999.999, "dur": 0.0000000000000000001}"#,
             r#"{"ts": 1, "x": tru}"#,
             r#"{"ts": 1, "x": [1e5, -0.5E-3, 2E+7, 123456789012345678901234567890]}"#,
             r#"{"ts": 1, "x": [01]}"#,
