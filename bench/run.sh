@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-BIN=target/release/memscope
+BIN="${CARGO_TARGET_DIR:-target}/release/memscope"
 measure() { # prints "seconds max_rss_kb" for the command, best of 3 wall times
   local best="" rss=0
   for _ in 1 2 3; do

@@ -794,7 +794,12 @@ pub fn load_summaries_with_progress(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = paths.get(i) else { break };
-                let r = one(p.as_ref());
+                // One file per core already: keep each file's parsing on its own thread.
+                let r = if workers > 1 {
+                    crate::load::chrome::single_threaded(|| one(p.as_ref()))
+                } else {
+                    one(p.as_ref())
+                };
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1);
             });

@@ -1,8 +1,11 @@
 //! Reading `prof.export_chrome_trace` output (Kineto's Chrome trace JSON) into a [`Trace`].
 //!
 //! Traces run to hundreds of megabytes, so nothing builds a generic JSON tree: a small scanner
-//! finds the `traceEvents` array and the byte range of each element, and each element is read
-//! with serde into a borrowed struct that names only the fields memscope uses.
+//! finds the `traceEvents` array, and each element is read into a borrowed struct that names
+//! only the fields memscope uses, by a hand-written reader for the common shape (`fast`) or,
+//! for anything it declines, by serde. Large files are read on every core in stretches that
+//! start at guessed element boundaries, checked, and applied in file order
+//! (`parse_parallel`), so the result is the one-thread result exactly.
 //!
 //! Element-by-element reading is also what makes damaged files usable. A run killed while the
 //! trace was written leaves a file without its closing brackets, often with a half-written last
@@ -17,6 +20,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
+
+mod fast;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -568,7 +573,7 @@ struct RawArgs<'a> {
 }
 
 /// One element of `traceEvents`, borrowed from the input where it has no escapes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
     name: Scalar<'a>,
@@ -598,82 +603,210 @@ fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
     }
 }
 
+/// What one event contributes to the trace, decided without the builder so that events can be
+/// read on several threads and applied in file order on one (thread names are interned when
+/// applied, so ids come out the same as reading in order).
+#[derive(Debug)]
+enum Rec<'a> {
+    Op {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+        seq: Option<i64>,
+        fwd_tid: Option<i64>,
+        external_id: Option<i64>,
+        scalar_inputs: Option<bool>,
+    },
+    /// A `user_annotation`: a step or another range.
+    User {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+    },
+    GpuStepDuplicate,
+    Python {
+        name: Cow<'a, str>,
+        ts: f64,
+        dur: f64,
+        tid: Scalar<'a>,
+        python_id: Option<i64>,
+        parent_id: Option<i64>,
+    },
+    Memory {
+        ts: f64,
+        tid: Scalar<'a>,
+        addr: u64,
+        bytes: i64,
+        total_allocated: Option<i64>,
+        total_reserved: Option<i64>,
+        device: DeviceKey,
+    },
+    Flow {
+        id: i64,
+        start: bool,
+        tid: Scalar<'a>,
+        ts: f64,
+    },
+}
+
+fn scalar_str<'a>(s: &Scalar<'a>) -> Cow<'a, str> {
+    match s {
+        Scalar::Str(s) => s.clone(),
+        _ => Cow::Borrowed(""),
+    }
+}
+
 /// Keeps what the analyses use from one event.
-fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
+fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
+    let ts = e.ts.as_f64()?;
+    let dur = e.dur.as_f64().unwrap_or(0.0);
     let ph = e.ph.as_str().unwrap_or("");
     let cat = e.cat.as_str().unwrap_or("");
     let name = e.name.as_str().unwrap_or("");
-    let Some(ts) = e.ts.as_f64() else {
-        return;
-    };
-    let dur = e.dur.as_f64().unwrap_or(0.0);
     let empty = RawArgs::default();
     let args = e.args.as_deref().unwrap_or(&empty);
     match ph {
         "X" => {
             if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
-                let tid = tid_of(b, &e.tid);
-                b.add_op(OpRecord {
-                    name,
-                    ts,
-                    dur,
-                    tid,
+                Some(Rec::Op {
                     seq: args.sequence_number.as_i64(),
                     fwd_tid: args.fwd_thread_id.as_i64(),
                     external_id: args.external_id.as_i64(),
                     scalar_inputs: scalar_inputs(&args.input_type, &args.input_dims),
-                });
-            } else if cat == "user_annotation" {
-                let tid = tid_of(b, &e.tid);
-                match name
-                    .strip_prefix("ProfilerStep#")
-                    .map(|n| n.trim().parse::<u64>())
-                {
-                    Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
-                    _ => b.add_annotation(name, ts, dur, tid),
-                }
-            } else if cat == "gpu_user_annotation" {
-                if name.starts_with("ProfilerStep#") {
-                    b.counts_mut().gpu_step_duplicates += 1;
-                }
-            } else if cat == "python_function" {
-                let tid = tid_of(b, &e.tid);
-                b.add_python(
-                    name,
+                    name: scalar_str(&e.name),
                     ts,
                     dur,
-                    tid,
-                    args.python_id.as_i64(),
-                    args.python_parent_id.as_i64(),
-                );
+                    tid: e.tid.clone(),
+                })
+            } else if cat == "user_annotation" {
+                Some(Rec::User {
+                    name: scalar_str(&e.name),
+                    ts,
+                    dur,
+                    tid: e.tid.clone(),
+                })
+            } else if cat == "gpu_user_annotation" {
+                name.starts_with("ProfilerStep#")
+                    .then_some(Rec::GpuStepDuplicate)
+            } else if cat == "python_function" {
+                Some(Rec::Python {
+                    python_id: args.python_id.as_i64(),
+                    parent_id: args.python_parent_id.as_i64(),
+                    name: scalar_str(&e.name),
+                    ts,
+                    dur,
+                    tid: e.tid.clone(),
+                })
+            } else {
+                None
             }
         }
         "i" | "I" if name == "[memory]" => {
             let (Some(addr), Some(bytes)) = (args.addr.as_u64(), args.bytes.as_i64()) else {
-                return;
+                return None;
             };
-            let device = DeviceKey {
-                device_type: args.device_type.as_i64().unwrap_or(-1),
-                device_id: args.device_id.as_i64().unwrap_or(0),
-            };
-            let tid = tid_of(b, &e.tid);
+            Some(Rec::Memory {
+                ts,
+                addr,
+                bytes,
+                total_allocated: args.total_allocated.as_i64(),
+                total_reserved: args.total_reserved.as_i64(),
+                device: DeviceKey {
+                    device_type: args.device_type.as_i64().unwrap_or(-1),
+                    device_id: args.device_id.as_i64().unwrap_or(0),
+                },
+                tid: e.tid.clone(),
+            })
+        }
+        "s" | "f" if cat == "fwdbwd" => e.id.as_i64().map(|id| Rec::Flow {
+            id,
+            start: ph == "s",
+            tid: e.tid.clone(),
+            ts,
+        }),
+        _ => None,
+    }
+}
+
+/// Adds one event's record to the trace.
+fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
+    match r {
+        Rec::Op {
+            name,
+            ts,
+            dur,
+            tid,
+            seq,
+            fwd_tid,
+            external_id,
+            scalar_inputs,
+        } => {
+            let tid = tid_of(b, &tid);
+            b.add_op(OpRecord {
+                name: &name,
+                ts,
+                dur,
+                tid,
+                seq,
+                fwd_tid,
+                external_id,
+                scalar_inputs,
+            });
+        }
+        Rec::User { name, ts, dur, tid } => {
+            let tid = tid_of(b, &tid);
+            match name
+                .strip_prefix("ProfilerStep#")
+                .map(|n| n.trim().parse::<u64>())
+            {
+                Some(Ok(n)) => b.add_step(n, &name, ts, dur, tid),
+                _ => b.add_annotation(&name, ts, dur, tid),
+            }
+        }
+        Rec::GpuStepDuplicate => b.counts_mut().gpu_step_duplicates += 1,
+        Rec::Python {
+            name,
+            ts,
+            dur,
+            tid,
+            python_id,
+            parent_id,
+        } => {
+            let tid = tid_of(b, &tid);
+            b.add_python(&name, ts, dur, tid, python_id, parent_id);
+        }
+        Rec::Memory {
+            ts,
+            tid,
+            addr,
+            bytes,
+            total_allocated,
+            total_reserved,
+            device,
+        } => {
+            let tid = tid_of(b, &tid);
             b.add_memory(
                 ts,
                 tid,
                 addr,
                 bytes,
-                args.total_allocated.as_i64(),
-                args.total_reserved.as_i64(),
+                total_allocated,
+                total_reserved,
                 device,
             );
         }
-        "s" | "f" if cat == "fwdbwd" => {
-            if let Some(id) = e.id.as_i64() {
-                let tid = tid_of(b, &e.tid);
-                b.add_flow_end(id, ph == "s", tid, ts);
-            }
+        Rec::Flow { id, start, tid, ts } => {
+            let tid = tid_of(b, &tid);
+            b.add_flow_end(id, start, tid, ts);
         }
-        _ => {}
+    }
+}
+
+fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
+    if let Some(r) = classify(e) {
+        apply(b, r);
     }
 }
 
@@ -699,8 +832,259 @@ fn blank_controls(elem: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Parses a Chrome trace held in memory.
+/// Reads one element of `traceEvents` that starts at `start` with the parser alone, returning
+/// the event and the offset after it; `None` for anything the careful path must handle.
+fn parse_elem(bytes: &[u8], start: usize) -> Option<(RawEvent<'_>, usize)> {
+    let mut stream = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<RawEvent>();
+    match stream.next() {
+        Some(Ok(e)) => Some((e, start + stream.byte_offset())),
+        _ => None,
+    }
+}
+
+/// Events read by one worker from one stretch of `traceEvents`.
+struct Run<'a> {
+    recs: Vec<Rec<'a>>,
+    /// Elements consumed (kept or not).
+    events: u64,
+    /// Offset of the first element not consumed.
+    end: usize,
+    /// Whether it stopped because it reached its stopping point (not at something unusual).
+    reached: bool,
+}
+
+/// Reads the elements from `start` (which must be the start of an element) while they start
+/// before `stop`, taking only the plain case: an element the parser reads, followed by a comma
+/// and another element. Anything else (a cut-off or damaged element, the closing bracket) ends
+/// the run there, and the careful sequential loop in [`parse`] takes over from `end`.
+fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) -> Run<'a> {
+    let mut run = Run {
+        recs,
+        events: 0,
+        end: start,
+        reached: false,
+    };
+    let mut slot = RawEvent::default();
+    let mut i = start;
+    while i < stop {
+        let Some((rec, end)) = read_elem(bytes, i, &mut slot) else {
+            return run;
+        };
+        let j = skip_ws(bytes, end);
+        if bytes.get(j) != Some(&b',') {
+            return run;
+        }
+        let next = skip_ws(bytes, j + 1);
+        if next >= bytes.len() || bytes[next] == b']' {
+            return run;
+        }
+        run.events += 1;
+        if let Some(r) = rec {
+            run.recs.push(r);
+        }
+        i = next;
+        run.end = i;
+    }
+    run.reached = true;
+    run
+}
+
+/// Reads the element at `start` with the fast reader (into `slot`, reused from one event to
+/// the next), else with serde_json; returns what it contributes and the offset after it.
+/// `None` where neither can read it: the careful path's business.
+#[inline]
+fn read_elem<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    slot: &mut RawEvent<'a>,
+) -> Option<(Option<Rec<'a>>, usize)> {
+    if let Some(end) = fast::event_into(bytes, start, slot) {
+        return Some((classify(slot), end));
+    }
+    let (e, end) = parse_elem(bytes, start)?;
+    Some((classify(&e), end))
+}
+
+/// Where to split `traceEvents` for the workers: about every `chunk` bytes, at a guessed
+/// element start, a `{` after a comma. A guess can be wrong (inside a string or inside an
+/// event's `args`); [`parse_parallel`] checks each one.
+fn split_points(bytes: &[u8], first: usize, chunk: usize) -> Vec<usize> {
+    let mut points = vec![first];
+    let mut p = first.saturating_add(chunk);
+    while p < bytes.len() {
+        let Some(k) = memchr::memchr(b',', &bytes[p..]) else {
+            break;
+        };
+        let q = skip_ws(bytes, p + k + 1);
+        if bytes.get(q) == Some(&b'{') {
+            points.push(q);
+            p = q.saturating_add(chunk);
+        } else {
+            p = q.max(p + k + 1);
+        }
+    }
+    points
+}
+
+/// Files smaller than this are read on one thread.
+const PARALLEL_MIN_BYTES: usize = 16 << 20;
+/// Bytes of `traceEvents` per work item.
+const CHUNK_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static SINGLE_THREADED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with trace parsing kept on the calling thread (for callers that already load
+/// several files at once, one per core).
+pub fn single_threaded<R>(f: impl FnOnce() -> R) -> R {
+    let was = SINGLE_THREADED.with(|c| c.replace(true));
+    let r = f();
+    SINGLE_THREADED.with(|c| c.set(was));
+    r
+}
+
+fn parse_threads(len: usize) -> usize {
+    if len < PARALLEL_MIN_BYTES || SINGLE_THREADED.with(|c| c.get()) {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Reads the plain run of `traceEvents` from `first` on `threads` threads, applying the events
+/// to `b` in file order; returns the offset of the first element not read, from where the
+/// sequential loop goes on (at the closing bracket, or at anything unusual).
+///
+/// Each worker reads a stretch from a guessed element start. The stretches are applied in
+/// order, and a stretch is used only if the one before it ended exactly at its start: parsing
+/// from a true element start is deterministic, so that makes its start a true one too. A
+/// stretch after a wrong guess is re-read on this thread from where the previous one ended.
+fn parse_parallel(
+    bytes: &[u8],
+    first: usize,
+    threads: usize,
+    chunk: usize,
+    b: &mut TraceBuilder,
+) -> usize {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let points = split_points(bytes, first, chunk);
+    let n = points.len();
+    let stop_of = |k: usize| points.get(k + 1).copied().unwrap_or(bytes.len());
+    let next = AtomicUsize::new(0);
+    let cancel = AtomicBool::new(false);
+    // Emptied record lists go back to the workers, so that their memory is not given back
+    // to the system and faulted in again for every stretch.
+    let spare: std::sync::Mutex<Vec<Vec<Rec<'_>>>> = std::sync::Mutex::new(Vec::new());
+    let take_spare = || {
+        spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    };
+    // Workers stay within `window` stretches of the one being applied, so that read but not
+    // yet applied records never pile up (this thread applies more slowly than many workers read).
+    let window = 2 * threads + 2;
+    let applied = std::sync::Mutex::new(0usize);
+    let turn = std::sync::Condvar::new();
+    let lock = || applied.lock().unwrap_or_else(|e| e.into_inner());
+    let set_applied = |k: usize, stop: bool| {
+        let mut a = lock();
+        *a = k;
+        if stop {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        turn.notify_all();
+    };
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Run<'_>)>();
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, cancel, points, take_spare) = (&next, &cancel, &points, &take_spare);
+            let (lock, turn) = (&lock, &turn);
+            scope.spawn(move || loop {
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n {
+                    break;
+                }
+                let mut a = lock();
+                while k >= *a + window && !cancel.load(Ordering::Relaxed) {
+                    a = turn.wait(a).unwrap_or_else(|e| e.into_inner());
+                }
+                drop(a);
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
+                let run = read_run(bytes, points[k], stop_of(k), take_spare());
+                if tx.send((k, run)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending: Vec<Option<Run<'_>>> = (0..n).map(|_| None).collect();
+        let mut pos = first;
+        for k in 0..n {
+            let run = loop {
+                if let Some(r) = pending[k].take() {
+                    break r;
+                }
+                match rx.recv() {
+                    Ok((j, r)) => pending[j] = Some(r),
+                    Err(_) => unreachable!("every stretch is read before the workers stop"),
+                }
+            };
+            let run = if points[k] == pos {
+                run
+            } else if pos < stop_of(k) {
+                // The guess was wrong: the previous stretch ran past it.
+                drop(run);
+                read_run(bytes, pos, stop_of(k), take_spare())
+            } else {
+                // The previous stretch ran over this whole one too.
+                set_applied(k + 1, false);
+                continue;
+            };
+            b.counts_mut().events += run.events;
+            let mut recs = run.recs;
+            for r in recs.drain(..) {
+                apply(b, r);
+            }
+            spare.lock().unwrap_or_else(|e| e.into_inner()).push(recs);
+            pos = run.end;
+            if !run.reached {
+                break;
+            }
+            set_applied(k + 1, false);
+        }
+        set_applied(n, true);
+        // Dropping the receiver lets workers still sending finish.
+        drop(rx);
+        pos
+    })
+}
+
+/// Parses a Chrome trace held in memory, on several threads when it is large.
 pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
+    parse_with_threads(bytes, parse_threads(bytes.len()))
+}
+
+/// Parses a Chrome trace held in memory with `threads` workers (1: on the calling thread only).
+/// The result does not depend on `threads`.
+pub fn parse_with_threads(bytes: &[u8], threads: usize) -> Result<Trace, TraceError> {
+    parse_inner(bytes, threads, CHUNK_BYTES)
+}
+
+/// [`parse_with_threads`] with a chosen work-item size (small ones test the splitting).
+#[doc(hidden)]
+pub fn parse_with_chunks(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
+    parse_inner(bytes, threads, chunk)
+}
+
+fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
     let open = locate_events(bytes)?;
     let mut b = TraceBuilder::new();
     let mut first_failure: Option<(u64, serde_json::Error)> = None;
@@ -709,6 +1093,10 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
     if bytes.get(i) == Some(&b']') {
         closed = true;
     }
+    if !closed && threads > 1 {
+        i = parse_parallel(bytes, i, threads, chunk, &mut b);
+    }
+    let mut slot = RawEvent::default();
     while !closed {
         if i >= bytes.len() {
             b.set_truncated();
@@ -723,12 +1111,12 @@ pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
         // Fast path: parse the event in place and take its end from the parser. Anything it
         // cannot read (a cut-off event, raw control characters, an invalid element) goes
         // through the scanner below, which finds the element's end without the parser.
-        let mut stream =
-            serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<RawEvent>();
-        let end = if let Some(Ok(e)) = stream.next() {
+        let end = if let Some((rec, end)) = read_elem(bytes, start, &mut slot) {
             b.counts_mut().events += 1;
-            ingest(&mut b, &e);
-            start + stream.byte_offset()
+            if let Some(r) = rec {
+                apply(&mut b, r);
+            }
+            end
         } else {
             let (end, ctrl) = match scan_value(bytes, start) {
                 Ok(r) => r,
@@ -890,6 +1278,132 @@ mod tests {
         ));
         let t = parse(br#"{"traceEvents": []}"#).unwrap();
         assert_eq!(t.counts.events, 0);
+    }
+
+    /// Every element of `text`'s `traceEvents`, as byte ranges (via the scanner).
+    fn elements(bytes: &[u8]) -> Vec<(usize, usize)> {
+        let open = locate_events(bytes).unwrap();
+        let mut out = Vec::new();
+        let mut i = skip_ws(bytes, open + 1);
+        while let Ok((end, _)) = scan_value(bytes, i) {
+            out.push((i, end));
+            i = skip_ws(bytes, end);
+            if bytes.get(i) != Some(&b',') {
+                break;
+            }
+            i = skip_ws(bytes, i + 1);
+        }
+        out
+    }
+
+    /// The fast reader must either decline or agree with serde_json exactly: same event, same end.
+    fn check_fast(elem: &[u8]) -> bool {
+        let Some((fast, fend)) = fast::event(elem, 0) else {
+            return false;
+        };
+        let slow = parse_elem(elem, 0);
+        let (slow, send) = slow.unwrap_or_else(|| {
+            panic!(
+                "fast reader accepted what serde_json rejects: {:?}",
+                String::from_utf8_lossy(elem)
+            )
+        });
+        let shown = |e: &RawEvent| {
+            let mut e = format!("{e:?}");
+            // No args and empty args mean the same to `classify`.
+            e = e.replace(&format!("{:?}", Some(Box::new(RawArgs::default()))), "None");
+            e
+        };
+        assert_eq!(
+            (shown(&fast), fend),
+            (shown(&slow), send),
+            "{:?}",
+            String::from_utf8_lossy(elem)
+        );
+        assert_eq!(
+            format!("{:?}", classify(&fast)),
+            format!("{:?}", classify(&slow))
+        );
+        true
+    }
+
+    #[test]
+    fn fast_reader_agrees_with_serde() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/trace_val_no_grad.trace.json"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let elems = elements(&bytes);
+        let mut taken = 0;
+        for &(s, e) in &elems {
+            taken += check_fast(&bytes[s..e]) as usize;
+        }
+        // Kineto's own output is nearly all the plain shape.
+        assert!(
+            taken * 100 >= elems.len() * 99,
+            "{taken} of {}",
+            elems.len()
+        );
+        // Edge cases, each either declined or read as serde_json reads it.
+        for e in [
+            r#"{"ph": "X", "ph": "X"}"#,
+            r#"{"ts": 01}"#,
+            r#"{"ts": -0}"#,
+            r#"{"ts": -0.0, "dur": 1.5e3}"#,
+            r#"{"ts": 18446744073709551615, "id": -9223372036854775808}"#,
+            r#"{"ts": 99999999999999999999, "id": 1.}"#,
+            r#"{"ts": 0.1234567890123456789012, "tid": "a\"b"}"#,
+            r#"{"ts": 4453732382007.822, "name": "café", "cat": "é"}"#,
+            r#"{"ts": 1, "name": "x", "args": null}"#,
+            r#"{"ts": 1, "args": {"Addr": [1], "Input Dims": [[1, [2, {}]], 3]}}"#,
+            r#"{"ts": 1, "args": {"Input type": ["a", 1, null, true], "Input Dims": [[], [1,2]]}}"#,
+            r#"{"ts": 1, "args": {"Input type": "a"}}"#,
+            r#"{"ts": 1, "args": [], "x": [1, {"a": "\n\u0041"}]}"#,
+            r#"{"ts": 4453735382007.8223, "dur": 1700000000000000.123, "id": 9007199254740993.5}"#,
+            r#"{"ts": 9999999999999999.999, "dur": 0.0000000000000000001}"#,
+            r#"{"ts": 1, "x": tru}"#,
+            r#"{"ts": 1, "x": [1e5, -0.5E-3, 2E+7, 123456789012345678901234567890]}"#,
+            r#"{"ts": 1, "x": [01]}"#,
+            r#"{"ts": 1, "x": [-]}"#,
+            r#"{"ts": 1, "x": [1.e3]}"#,
+            r#"{"ts": 1, "x": [1e]}"#,
+            r#"{"ts": 1, "x": [1,]}"#,
+            r#"{"ts": 1,}"#,
+            "{\"ts\": 1, \"name\": \"a\tb\"}",
+            "{\"ts\": 1, \"name\": \"\u{7f}\u{80}\"}",
+        ] {
+            check_fast(e.as_bytes());
+        }
+        // Mutations of real events: any byte changed, dropped or repeated.
+        let mut rng = 0x9e3779b97f4a7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let alphabet = b"{}[]\",:0123456789.-eE+ \t\nabtrufnl\\u\x01\xc3\xa9";
+        for _ in 0..20_000 {
+            let (s, e) = elems[(next() % elems.len() as u64) as usize];
+            let mut m = bytes[s..e].to_vec();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % m.len() as u64) as usize;
+                match next() % 3 {
+                    0 => m[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => {
+                        m.remove(at);
+                    }
+                    _ => m.insert(at, m[at]),
+                }
+                if m.is_empty() {
+                    break;
+                }
+            }
+            if !m.is_empty() {
+                check_fast(&m);
+            }
+        }
     }
 
     #[test]

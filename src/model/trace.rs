@@ -541,25 +541,31 @@ pub fn trace_frame_kind(file: &str, line: u32) -> FrameKind {
 /// `<built-in method item of Tensor object at 0x7f...>` (the address is dropped so that they
 /// intern to one frame) and modules `nn.Module: Linear_0`.
 pub fn parse_python_name(name: &str) -> (String, u32, String) {
-    if let Some(close) = name.find("): ") {
+    let (file, line, func) = python_name_parts(name);
+    (file.to_owned(), line, func.to_owned())
+}
+
+/// [`parse_python_name`] without copying: the parts borrowed from `name`.
+fn python_name_parts(name: &str) -> (&str, u32, &str) {
+    if let Some(close) = memchr::memmem::find(name.as_bytes(), b"): ") {
         if let Some(open) = name[..close].rfind('(') {
             if let Ok(line) = name[open + 1..close].parse::<u32>() {
-                return (name[..open].to_owned(), line, name[close + 3..].to_owned());
+                return (&name[..open], line, &name[close + 3..]);
             }
         }
     }
     if let Some(rest) = name.strip_prefix('<') {
         let rest = rest.strip_suffix('>').unwrap_or(rest);
-        let rest = match rest.find(" at 0x") {
+        let rest = match memchr::memmem::find(rest.as_bytes(), b" at 0x") {
             Some(i) => &rest[..i],
             None => rest,
         };
-        return ("<built-in>".to_owned(), 0, rest.to_owned());
+        return ("<built-in>", 0, rest);
     }
     if name.starts_with("nn.Module: ") {
-        return ("<nn.Module>".to_owned(), 0, name.to_owned());
+        return ("<nn.Module>", 0, name);
     }
-    ("<python>".to_owned(), 0, name.to_owned())
+    ("<python>", 0, name)
 }
 
 /// An op as read from the file, before nesting is resolved.
@@ -591,6 +597,9 @@ pub struct TraceBuilder {
     flow_ends: Vec<FlowEnd>,
     named_tids: HashMap<String, Tid>,
     step_numbers: HashMap<u64, usize>,
+    /// Frames by the `python_function` name they were read from: a training loop repeats the
+    /// same few thousand names, so most are one lookup instead of a split and two interns.
+    python_frames: HashMap<Box<str>, FrameId>,
 }
 
 impl TraceBuilder {
@@ -645,8 +654,15 @@ impl TraceBuilder {
         python_id: Option<i64>,
         parent_id: Option<i64>,
     ) {
-        let (file, line, func) = parse_python_name(name);
-        let frame = self.trace.stacks.intern_frame(&file, line, &func);
+        let frame = match self.python_frames.get(name) {
+            Some(&f) => f,
+            None => {
+                let (file, line, func) = python_name_parts(name);
+                let f = self.trace.stacks.intern_frame(file, line, func);
+                self.python_frames.insert(name.into(), f);
+                f
+            }
+        };
         self.trace.python.push(PyCall {
             frame,
             ts,
