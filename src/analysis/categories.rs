@@ -189,19 +189,31 @@ pub fn at_state(
     state: &State,
     at: Option<EventIdx>,
 ) -> Categories {
+    at_state_with(&mut Classifier::new(snap, dev, steps), snap, dev, state, at)
+}
+
+/// [`at_state`] with a classifier built beforehand (one per device, for several states).
+pub fn at_state_with(
+    c: &mut Classifier,
+    snap: &Snapshot,
+    dev: &Device,
+    state: &State,
+    at: Option<EventIdx>,
+) -> Categories {
     let mut out = Categories {
         at_event: at,
         ..Categories::default()
     };
     let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::default();
-    for_each_block(snap, dev, steps, state, |b, cat, rule| {
+    for b in state.live_blocks() {
+        let (cat, rule) = c.classify(snap, dev, b);
         if b.state == BlockState::ActiveAllocated {
             out.add(cat, b.size);
             let e = basis.entry((cat, rule)).or_default();
             e.0 = e.0.saturating_add(b.size);
             e.1 += 1;
         }
-    });
+    }
     out.basis = basis
         .into_iter()
         .map(|((category, rule), (bytes, blocks))| Basis {
@@ -229,6 +241,19 @@ pub struct Classifier {
 
 impl Classifier {
     pub fn new(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Classifier {
+        Classifier::from_ranges(
+            snap,
+            dev,
+            steps
+                .iter()
+                .map(|s| (s.start_event.0 as usize, s.end_event.0 as usize))
+                .collect(),
+        )
+    }
+
+    /// A classifier from the steps' `(start, end)` events (inclusive), as
+    /// [`crate::analysis::steps::Bounds::ranges`] gives them before any replay.
+    pub fn from_ranges(snap: &Snapshot, dev: &Device, steps: Vec<(usize, usize)>) -> Classifier {
         let stacks = &snap.stacks;
         let mut facts_memo: HashMap<StackId, Facts> = HashMap::default();
         let first_forward = dev
@@ -245,10 +270,7 @@ impl Classifier {
         Classifier {
             first_forward,
             frees: free_events(dev),
-            steps: steps
-                .iter()
-                .map(|s| (s.start_event.0 as usize, s.end_event.0 as usize))
-                .collect(),
+            steps,
             facts: facts_memo,
         }
     }

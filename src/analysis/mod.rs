@@ -189,6 +189,8 @@ fn device_report(
     snap: &Snapshot,
     dev: &Device,
     tl: &Timeline,
+    bounds: steps::Bounds,
+    mut classifier: categories::Classifier,
     leak_base: usize,
     notes: &mut Vec<String>,
 ) -> DeviceFindings {
@@ -252,7 +254,7 @@ fn device_report(
             .filter(|b| b.state.is_active())
             .map(|b| (b.stack, b.size)),
     );
-    let steps = steps::split(snap, dev, tl);
+    let steps = steps::with_figures(bounds, tl);
     // The state at the allocated peak, replayed once for both its sites and its categories.
     let peak_state = p
         .allocated
@@ -271,9 +273,13 @@ fn device_report(
             _ => Vec::new(),
         };
         let categories_at_peak = match &peak_state {
-            Some((ev, st)) if has_history => {
-                Some(categories::at_state(snap, dev, &steps, st, Some(*ev)))
-            }
+            Some((ev, st)) if has_history => Some(categories::at_state_with(
+                &mut classifier,
+                snap,
+                dev,
+                st,
+                Some(*ev),
+            )),
             _ => None,
         };
         let leaks = leak_search
@@ -300,7 +306,7 @@ fn device_report(
                 }
             }
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
-            let cats = categories::at_state(snap, dev, &steps, &st, Some(o.event));
+            let cats = categories::at_state_with(&mut classifier, snap, dev, &st, Some(o.event));
             let held = sites::group(
                 &snap.stacks,
                 st.live_blocks()
@@ -487,8 +493,21 @@ pub fn analyze_snapshot_with_timelines(
     let mut steps = Vec::new();
     let mut timelines = Vec::new();
     for d in &snap.devices {
-        let tl = replay::replay(d, &snap.settings);
-        let f = device_report(snap, d, &tl, leaks.len(), &mut notes);
+        // Finding the steps needs only the events: it runs on the second core beside the replay.
+        // So does what the categories need from the whole log.
+        let (tl, (bounds, classifier)) = std::thread::scope(|scope| {
+            let search = scope.spawn(|| {
+                let b = steps::bounds(snap, d);
+                let c = categories::Classifier::from_ranges(snap, d, b.ranges());
+                (b, c)
+            });
+            let tl = replay::replay(d, &snap.settings);
+            let found = search
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (tl, found)
+        });
+        let f = device_report(snap, d, &tl, bounds, classifier, leaks.len(), &mut notes);
         timelines.push(tl);
         leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
             device: d.index,

@@ -70,9 +70,29 @@ pub const MIN_ITERATIONS: usize = 4;
 
 /// Splits a device's log into steps, covering every event exactly once, in order.
 pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
+    with_figures(bounds(snap, dev), tl)
+}
+
+/// Where the steps lie, from the events and their stacks alone: it needs no replay, so it can
+/// run beside one (see [`with_figures`]).
+pub struct Bounds(Vec<Seg>);
+
+impl Bounds {
+    /// Each step's `(start, end)` events, inclusive, as [`Step`] will hold them.
+    pub fn ranges(&self) -> Vec<(usize, usize)> {
+        self.0
+            .iter()
+            .filter(|s| !s.range.is_empty())
+            .map(|s| (s.range.start, s.range.end - 1))
+            .collect()
+    }
+}
+
+/// The search half of [`split`]: annotations and the repeating pattern.
+pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
     let n = dev.events.len();
     if n == 0 {
-        return Vec::new();
+        return Bounds(Vec::new());
     }
     let model = ModelCode::new(&snap.stacks);
     let mut segs: Vec<Seg> = match annotation_segments(snap, dev) {
@@ -98,8 +118,15 @@ pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
         let anchors = pattern_anchors(dev, snap, &model, s.range.clone());
         push_pattern_segments(&mut out, s, &anchors);
     }
+    Bounds(out)
+}
+
+/// The figures half of [`split`]: each step's peak and end from the replayed series.
+pub fn with_figures(bounds: Bounds, tl: &Timeline) -> Vec<Step> {
     let mut counter = 0usize;
-    out.into_iter()
+    bounds
+        .0
+        .into_iter()
         .filter(|s| !s.range.is_empty())
         .map(|s| {
             let (a, b) = (s.range.start, s.range.end - 1);
