@@ -7,6 +7,7 @@
 
 pub mod chrome;
 pub mod pickle;
+pub mod prefault;
 pub mod snapshot;
 
 use std::io::Read;

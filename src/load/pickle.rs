@@ -99,6 +99,8 @@ pub trait Finalizer<'a> {
     fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32>;
     /// Called every few MB of input with the offset reached.
     fn progress(&mut self, _offset: usize) {}
+    /// Publishes the finalizer's own large buffers (slots 3 and up) for pre-faulting.
+    fn publish(&self, _regions: &super::prefault::Regions) {}
 }
 
 /// How often (in bytes of input) [`Finalizer::progress`] is called.
@@ -302,6 +304,8 @@ struct Vm<'a, 'f> {
     arena: Arena<'a>,
     finalizer: Option<&'f mut dyn Finalizer<'a>>,
     next_progress: usize,
+    /// Where large buffers are published for pre-faulting (large inputs only).
+    regions: Option<std::sync::Arc<super::prefault::Regions>>,
     pos: usize,
     /// Offset of the opcode being executed, for errors.
     at: usize,
@@ -352,6 +356,7 @@ pub fn parse_streaming<'a>(
         },
         finalizer,
         next_progress: PROGRESS_EVERY,
+        regions: None,
         pos: 0,
         at: 0,
         op: 0,
@@ -369,7 +374,22 @@ pub fn parse_streaming<'a>(
         vm.memo_slot.reserve(data.len() / 100);
         vm.memo.reserve(data.len() / 70);
     }
-    let root = vm.run()?;
+    // Large inputs: the second core faults in the buffers' next pages ahead of the decoder.
+    let root = if vm.finalizer.is_some() && data.len() >= 64 << 20 {
+        let regions = std::sync::Arc::new(super::prefault::Regions::default());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            vm.regions = Some(std::sync::Arc::clone(&regions));
+            vm.publish();
+            scope.spawn(|| super::prefault::run(&regions, &done));
+            let r = vm.run();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            vm.regions = None;
+            r
+        })?
+    } else {
+        vm.run()?
+    };
     Ok(Pickle {
         arena: vm.arena,
         root,
@@ -378,6 +398,18 @@ pub fn parse_streaming<'a>(
 }
 
 impl<'a> Vm<'a, '_> {
+    /// Publishes the large buffers' places for the pre-faulting thread, if there is one.
+    fn publish(&self) {
+        if let Some(r) = &self.regions {
+            r.publish(0, &self.arena.objects);
+            r.publish(1, &self.memo);
+            r.publish(2, &self.memo_slot);
+            if let Some(f) = self.finalizer.as_ref() {
+                f.publish(r);
+            }
+        }
+    }
+
     fn truncated(&self, wanted: u64) -> PickleError {
         PickleError::Truncated {
             name: opname(self.op),
@@ -800,6 +832,7 @@ impl<'a> Vm<'a, '_> {
                 if let Some(f) = self.finalizer.as_mut() {
                     f.progress(self.pos);
                 }
+                self.publish();
             }
             self.at = self.pos;
             let op = self.data[self.pos];
