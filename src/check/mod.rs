@@ -738,7 +738,7 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
         }
         return analyze_trace_bytes(path, &bytes, file_len);
     }
-    let snap = crate::load::snapshot_from_bytes(path, &bytes).map_err(err)?;
+    let snap = crate::load::snapshot_from_read(path, &bytes).map_err(err)?;
     drop(bytes);
     Ok(Loaded::Analysis(Box::new(
         crate::analysis::analyze_snapshot(&snap, path, file_len),

@@ -300,6 +300,13 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
     snapshot_from_input(path, &bytes, None)
 }
 
+/// Decodes a snapshot from what [`read_input`] returned, releasing a mapped file's pages behind
+/// the decoder as [`load`] does (callers that looked at the bytes first, like `check`'s baseline
+/// detection).
+pub fn snapshot_from_read(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError> {
+    snapshot_from_input(path, bytes, None)
+}
+
 /// A mapped file is decoded front to back once; the pages behind the decoder are handed back
 /// to the kernel as it goes (`MADV_DONTNEED`), so a large capture does not stay resident on top
 /// of the model built from it. Strings still referenced are faulted back in from the file.
