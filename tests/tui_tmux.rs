@@ -52,30 +52,26 @@ impl Drop for Tmux {
     }
 }
 
-#[test]
-fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
+/// `memscope ARGS FIXTURE` in a detached tmux session of `w`x30; afterwards the shell reports the
+/// exit status and whether the terminal is back in canonical (cooked) mode.
+fn start(tag: &str, args: &str, fixture: &str, w: u16) -> Option<Tmux> {
     if Command::new("tmux").arg("-V").output().is_err() {
         println!("SKIP: tmux is not installed (apt-get install -y tmux to run this test)");
-        return;
+        return None;
     }
     let bin = env!("CARGO_BIN_EXE_memscope");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/fragmentation_oom.pickle"
-    );
+    let fixture = format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     let id = std::process::id();
     let t = Tmux {
-        socket: format!("memscope-test-{id}"),
-        session: format!("tui{id}"),
+        socket: format!("memscope-test-{tag}-{id}"),
+        session: format!("{tag}{id}"),
     };
-    // `memscope FILE` on a terminal opens the TUI; afterwards the shell reports the exit status
-    // and whether the terminal is back in canonical (cooked) mode.
-    let script = format!("'{bin}' '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
+    let script = format!("'{bin}' {args} '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
     let out = t.cmd(&[
         "new-session",
         "-d",
         "-x",
-        "100",
+        &w.to_string(),
         "-y",
         "30",
         "-s",
@@ -89,6 +85,32 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
         "tmux new-session: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(t)
+}
+
+/// `q`, then: exit status 0, raw mode off, the alternate screen gone.
+fn quit_and_check_restored(t: &Tmux) {
+    t.keys("q");
+    t.wait_for("memscope exited");
+    // `stty` prints `icanon` (cooked) or `-icanon` (still raw) on the next line.
+    let s = t.wait_for("icanon");
+    assert!(s.contains("memscope exited 0"), "{s}");
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode:\n{s}"
+    );
+    assert!(
+        !s.contains("VERDICT"),
+        "the TUI's screen is still shown:\n{s}"
+    );
+}
+
+#[test]
+fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
+    // `memscope FILE` on a terminal opens the TUI.
+    let Some(t) = start("snap", "", "fragmentation_oom.pickle", 100) else {
+        return;
+    };
     let s = t.wait_for("VERDICT");
     assert!(s.contains("OOM on cuda:0 requesting 512.0 MiB"), "{s}");
     assert!(
@@ -107,57 +129,14 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
     t.keys("?");
     t.wait_for("help (any key closes)");
     t.keys("Escape");
-    t.keys("q");
-    t.wait_for("memscope exited");
-    // `stty` prints `icanon` (cooked) or `-icanon` (still raw) on the next line.
-    let s = t.wait_for("icanon");
-    assert!(s.contains("memscope exited 0"), "{s}");
-    // Raw mode is off again and the alternate screen is gone.
-    assert!(
-        s.lines().any(|l| l.trim() == "icanon"),
-        "terminal left in raw mode:\n{s}"
-    );
-    assert!(
-        !s.contains("VERDICT"),
-        "the TUI's screen is still shown:\n{s}"
-    );
+    quit_and_check_restored(&t);
 }
 
 #[test]
 fn tui_in_tmux_opens_a_trace_and_drills_into_a_step() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        println!("SKIP: tmux is not installed (apt-get install -y tmux to run this test)");
+    let Some(t) = start("trace", "tui", "trace_total_loss.trace.json.gz", 120) else {
         return;
-    }
-    let bin = env!("CARGO_BIN_EXE_memscope");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/trace_total_loss.trace.json.gz"
-    );
-    let id = std::process::id();
-    let t = Tmux {
-        socket: format!("memscope-test-trace-{id}"),
-        session: format!("trace{id}"),
     };
-    let script = format!("'{bin}' tui '{fixture}'; echo \"memscope exited $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60");
-    let out = t.cmd(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        "-s",
-        &t.session,
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux new-session: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let s = t.wait_for("VERDICT");
     assert!(s.contains("autograd graph grows"), "{s}");
     assert!(s.contains("3 Steps  4 Graph"), "{s}");
@@ -170,16 +149,5 @@ fn tui_in_tmux_opens_a_trace_and_drills_into_a_step() {
     t.wait_for("AUTOGRAD GRAPH");
     t.keys("Enter");
     t.wait_for("ProfilerStep#10 on cuda:0");
-    t.keys("q");
-    t.wait_for("memscope exited");
-    let s = t.wait_for("icanon");
-    assert!(s.contains("memscope exited 0"), "{s}");
-    assert!(
-        s.lines().any(|l| l.trim() == "icanon"),
-        "terminal left in raw mode:\n{s}"
-    );
-    assert!(
-        !s.contains("VERDICT"),
-        "the TUI's screen is still shown:\n{s}"
-    );
+    quit_and_check_restored(&t);
 }

@@ -1,52 +1,19 @@
 //! The TUI on profiler traces, driven without a terminal: the steps with their memory, the ops
 //! and allocations inside a step, graph growth and leaks, on the project's own H200 traces.
 
-use std::path::Path;
-
 use memscope::tui::trace::OpSort;
-use memscope::tui::{map_key, Action, App, Loaded, View};
-use ratatui::backend::TestBackend;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::Terminal;
+use memscope::tui::{Action, App, View};
+use ratatui::crossterm::event::KeyCode;
 
+mod common;
+
+use common::{code, key, screen};
+
+/// A trace fixture in the app.
 fn load(name: &str) -> App {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name);
-    let loaded = Loaded::load(&p).expect("fixture loads");
-    assert!(matches!(loaded, Loaded::Trace(_)), "{name} is a trace");
-    let mut app = App::with(loaded);
-    app.path = name.to_owned();
+    let app = common::load(name);
+    assert!(app.trace.is_some(), "{name} is a trace");
     app
-}
-
-fn screen(app: &mut App, w: u16, h: u16) -> String {
-    app.apply(Action::Resize(w, h));
-    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| f.render_widget(&*app, f.area())).unwrap();
-    let buf = t.backend().buffer().clone();
-    let mut out = String::new();
-    for y in 0..h {
-        let mut line = String::new();
-        for x in 0..w {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn key(app: &mut App, c: char) {
-    if let Some(a) = map_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)) {
-        app.apply(a);
-    }
-}
-
-fn code(app: &mut App, c: KeyCode) {
-    if let Some(a) = map_key(KeyEvent::new(c, KeyModifiers::NONE)) {
-        app.apply(a);
-    }
 }
 
 fn typed(app: &mut App, s: &str) {

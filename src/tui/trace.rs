@@ -103,6 +103,34 @@ pub struct OpRow {
     pub site: Option<Site>,
 }
 
+impl OpRow {
+    /// A row with no memory work counted yet.
+    fn new(
+        op: Option<OpIdx>,
+        name: String,
+        ts: f64,
+        dur: f64,
+        backward: bool,
+        site: Option<Site>,
+    ) -> OpRow {
+        OpRow {
+            op,
+            name,
+            ts,
+            dur,
+            backward,
+            allocs: 0,
+            frees: 0,
+            alloc_bytes: 0,
+            freed_bytes: 0,
+            live_at_end_bytes: 0,
+            peak_allocated: 0,
+            events: Vec::new(),
+            site,
+        }
+    }
+}
+
 /// The ops of one step on one device, with the counts of what is not listed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepOps {
@@ -243,21 +271,9 @@ impl TraceData {
                     }
                     None => ("(outside any op)".to_owned(), m.ts, 0.0, false),
                 };
-                out.rows.push(OpRow {
-                    op: top,
-                    name,
-                    ts,
-                    dur,
-                    backward,
-                    allocs: 0,
-                    frees: 0,
-                    alloc_bytes: 0,
-                    freed_bytes: 0,
-                    live_at_end_bytes: 0,
-                    peak_allocated: 0,
-                    events: Vec::new(),
-                    site: t.user_site(self.resolver.stack_of(t, m)),
-                });
+                let site = t.user_site(self.resolver.stack_of(t, m));
+                out.rows
+                    .push(OpRow::new(top, name, ts, dur, backward, site));
                 out.rows.len() - 1
             });
             let r = &mut out.rows[row];
@@ -291,21 +307,15 @@ impl TraceData {
                 continue;
             }
             let name = t.op_name(idx).to_owned();
-            out.rows.push(OpRow {
-                op: Some(idx),
-                backward: is_backward_name(&name),
+            let backward = is_backward_name(&name);
+            out.rows.push(OpRow::new(
+                Some(idx),
                 name,
-                ts: o.ts,
-                dur: o.dur,
-                allocs: 0,
-                frees: 0,
-                alloc_bytes: 0,
-                freed_bytes: 0,
-                live_at_end_bytes: 0,
-                peak_allocated: 0,
-                events: Vec::new(),
-                site: t.user_site(o.stack),
-            });
+                o.ts,
+                o.dur,
+                backward,
+                t.user_site(o.stack),
+            ));
         }
         sort_rows(&mut out.rows, sort);
         out

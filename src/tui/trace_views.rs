@@ -3,36 +3,25 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::style::{Color, Style};
+use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use super::app::{list_offset, overview_list, App, AXIS_W};
+use super::app::{list_offset, App, AXIS_W};
 use super::sites::short;
 use super::timeline::Chart;
 use super::trace::{OpRow, TraceData};
+use super::views::{bold, dim, put, sel_style};
 use crate::units::bytes;
 
-fn dim() -> Style {
-    Style::default().fg(Color::DarkGray)
-}
-
-fn bold() -> Style {
-    Style::default().add_modifier(Modifier::BOLD)
-}
-
-fn sel_style(on: bool) -> Style {
-    if on {
-        Style::default().add_modifier(Modifier::REVERSED)
+/// A list row: yellow where something survives to the end of the trace, reversed if selected.
+fn row_style(survives: bool, on: bool) -> Style {
+    let st = if survives {
+        Style::default().fg(Color::Yellow)
     } else {
         Style::default()
-    }
-}
-
-fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
-    if dy < area.height {
-        buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
-    }
+    };
+    st.patch(sel_style(on))
 }
 
 fn site_text(s: &Option<crate::model::Site>) -> String {
@@ -78,20 +67,7 @@ pub fn ops_list_area(body: Rect) -> Rect {
 /// Verdict, per-device figures, the graph, findings.
 pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let a = &t.analysis;
-    let verdict_style = if a.verdict.kind == "ok" {
-        bold().fg(Color::Green)
-    } else {
-        bold().fg(Color::Red)
-    };
-    Paragraph::new(Line::from(vec![
-        Span::styled("VERDICT ", verdict_style),
-        Span::raw(a.verdict.summary.clone()),
-    ]))
-    .wrap(Wrap { trim: true })
-    .render(
-        Rect::new(area.x, area.y, area.width, 3.min(area.height)),
-        buf,
-    );
+    super::views::verdict(&a.verdict, area, buf);
     let mut y = 3u16;
     put(
         buf,
@@ -161,36 +137,7 @@ pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         }
         y += 1;
     }
-    let (ly, lh) = overview_list(area, app);
-    if ly > area.y {
-        put(
-            buf,
-            area,
-            ly - area.y - 1,
-            "FINDINGS (Enter: jump to the evidence)",
-            bold(),
-        );
-    }
-    let off = list_offset(app.overview_sel, lh as usize);
-    for (k, f) in t.findings.iter().enumerate().skip(off).take(lh as usize) {
-        let on = k == app.overview_sel;
-        let st = if f.label.starts_with("graph growth") || f.label.starts_with("leak") {
-            Style::default().fg(Color::Red)
-        } else {
-            Style::default()
-        };
-        let text = format!("{} {}", if on { "›" } else { " " }, f.label);
-        put(
-            buf,
-            area,
-            ly - area.y + (k - off) as u16,
-            &text,
-            st.patch(sel_style(on)),
-        );
-    }
-    if t.findings.is_empty() {
-        put(buf, area, ly - area.y, "  no findings", dim());
-    }
+    super::views::findings_list(app, &t.findings, &["graph growth", "leak"], area, buf);
 }
 
 /// One memory event as a line: when, what, under which op, the totals after it, its fate.
@@ -387,17 +334,12 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
             bytes(live),
             bar(end.saturating_sub(min_end), max_end, bar_w)
         );
-        let st = if live > 0 && k + 1 < steps.len() {
-            Style::default().fg(Color::Yellow)
-        } else {
-            Style::default()
-        };
         put(
             buf,
             area,
             l.y - area.y + (k - off) as u16,
             &text,
-            st.patch(sel_style(on)),
+            row_style(live > 0 && k + 1 < steps.len(), on),
         );
     }
     let shown = (steps.len() - off).min(l.height as usize) as u16;
@@ -493,17 +435,12 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         {
             let on = k == app.op_ev_sel;
             let line = event_line(t, so.dev, e);
-            let st = if line.ends_with("ALIVE AT THE END") {
-                Style::default().fg(Color::Yellow)
-            } else {
-                Style::default()
-            };
             put(
                 buf,
                 area,
                 l.y - area.y + (k - off) as u16,
                 &format!("{}{line}", if on { "›" } else { " " }),
-                st.patch(sel_style(on)),
+                row_style(line.ends_with("ALIVE AT THE END"), on),
             );
         }
         let dy = l.y - area.y + l.height;
@@ -573,17 +510,12 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
                 format!("  ({site})")
             }
         );
-        let st = if r.live_at_end_bytes > 0 {
-            Style::default().fg(Color::Yellow)
-        } else {
-            Style::default()
-        };
         put(
             buf,
             area,
             l.y - area.y + (k - off) as u16,
             &text,
-            st.patch(sel_style(on)),
+            row_style(r.live_at_end_bytes > 0, on),
         );
     }
     if so.rows.is_empty() {

@@ -19,15 +19,15 @@ use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
 
-fn dim() -> Style {
+pub(super) fn dim() -> Style {
     Style::default().fg(Color::DarkGray)
 }
 
-fn bold() -> Style {
+pub(super) fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
 }
 
-fn sel_style(on: bool) -> Style {
+pub(super) fn sel_style(on: bool) -> Style {
     if on {
         Style::default().add_modifier(Modifier::REVERSED)
     } else {
@@ -35,7 +35,7 @@ fn sel_style(on: bool) -> Style {
     }
 }
 
-fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
+pub(super) fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
     if dy < area.height {
         buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
     }
@@ -221,20 +221,7 @@ impl Widget for OverviewView<'_> {
         let app = self.0;
         let Some(data) = &app.data else { return };
         let a = &data.analysis;
-        let verdict_style = if a.verdict.kind == "ok" {
-            bold().fg(Color::Green)
-        } else {
-            bold().fg(Color::Red)
-        };
-        Paragraph::new(Line::from(vec![
-            Span::styled("VERDICT ", verdict_style),
-            Span::raw(a.verdict.summary.clone()),
-        ]))
-        .wrap(Wrap { trim: true })
-        .render(
-            Rect::new(area.x, area.y, area.width, 3.min(area.height)),
-            buf,
-        );
+        verdict(&a.verdict, area, buf);
         let mut y = 3u16;
         put(
             buf,
@@ -320,36 +307,65 @@ impl Widget for OverviewView<'_> {
                 y += 1;
             }
         }
-        let (ly, lh) = overview_list(area, app);
-        if ly > area.y {
-            put(
-                buf,
-                area,
-                ly - area.y - 1,
-                "FINDINGS (Enter: jump to the evidence)",
-                bold(),
-            );
-        }
-        let off = list_offset(app.overview_sel, lh as usize);
-        for (k, f) in data.findings.iter().enumerate().skip(off).take(lh as usize) {
-            let on = k == app.overview_sel;
-            let st = if f.label.starts_with("OOM") {
-                Style::default().fg(Color::Red)
-            } else {
-                Style::default()
-            };
-            let text = format!("{} {}", if on { "›" } else { " " }, f.label);
-            put(
-                buf,
-                area,
-                ly - area.y + (k - off) as u16,
-                &text,
-                st.patch(sel_style(on)),
-            );
-        }
-        if data.findings.is_empty() {
-            put(buf, area, ly - area.y, "  no findings", dim());
-        }
+        findings_list(app, &data.findings, &["OOM"], area, buf);
+    }
+}
+
+/// The overview's first lines: the verdict, green when all is well.
+pub(super) fn verdict(v: &crate::analysis::Verdict, area: Rect, buf: &mut Buffer) {
+    let style = if v.kind == "ok" {
+        bold().fg(Color::Green)
+    } else {
+        bold().fg(Color::Red)
+    };
+    Paragraph::new(Line::from(vec![
+        Span::styled("VERDICT ", style),
+        Span::raw(v.summary.clone()),
+    ]))
+    .wrap(Wrap { trim: true })
+    .render(
+        Rect::new(area.x, area.y, area.width, 3.min(area.height)),
+        buf,
+    );
+}
+
+/// The overview's findings list, those whose label starts with one of `alarms` in red.
+pub(super) fn findings_list(
+    app: &App,
+    findings: &[super::data::Finding],
+    alarms: &[&str],
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let (ly, lh) = overview_list(area, app);
+    if ly > area.y {
+        put(
+            buf,
+            area,
+            ly - area.y - 1,
+            "FINDINGS (Enter: jump to the evidence)",
+            bold(),
+        );
+    }
+    let off = list_offset(app.overview_sel, lh as usize);
+    for (k, f) in findings.iter().enumerate().skip(off).take(lh as usize) {
+        let on = k == app.overview_sel;
+        let st = if alarms.iter().any(|a| f.label.starts_with(a)) {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default()
+        };
+        let text = format!("{} {}", if on { "›" } else { " " }, f.label);
+        put(
+            buf,
+            area,
+            ly - area.y + (k - off) as u16,
+            &text,
+            st.patch(sel_style(on)),
+        );
+    }
+    if findings.is_empty() {
+        put(buf, area, ly - area.y, "  no findings", dim());
     }
 }
 
