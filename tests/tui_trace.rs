@@ -370,3 +370,27 @@ fn trace_timeline_has_a_time_axis_too() {
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("time axis, events 0..570"), "{s}");
 }
+
+#[test]
+fn narrow_terminals_keep_the_op_name_and_what_survives() {
+    let mut app = load("trace_hook_cache.trace.json.gz");
+    key(&mut app, '3');
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("alive@end"), "{s}");
+    code(&mut app, KeyCode::Enter);
+    key(&mut app, 's');
+    key(&mut app, 'g');
+    let s = screen(&mut app, 80, 24);
+    // The first row: the op that leaves memory alive, its name on screen.
+    let row = s.lines().find(|l| l.starts_with('›')).unwrap();
+    assert!(
+        row.contains("1.0 MiB") && row.contains("aten::linear"),
+        "{s}"
+    );
+    // Backward ops go by their node's name.
+    assert!(s.contains("AddmmBackward0 ◂bw"), "{s}");
+    assert!(!s.contains("evaluate_function"), "{s}");
+    code(&mut app, KeyCode::Enter);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("ALIVE AT THE END"), "{s}");
+}

@@ -170,11 +170,11 @@ fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
             None => "allocated before the trace".to_owned(),
         }
     };
+    // The fate before the op: the op's name is long, and a narrow terminal cuts the end.
     format!(
-        "{:>10.3} ms {:>11} {:<40} total {:>10}  {fate}",
+        "{:>10.3} ms {:>11}  {fate:<27} {:>10}  {op}",
         rel,
         signed(m.bytes as i128),
-        op,
         bytes(d.allocated[i]),
     )
 }
@@ -261,6 +261,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         ops_view(app, t, so, area, buf);
         return;
     }
+    let wide = area.width >= 120;
     let steps = &t.trace.steps;
     let dm = t.mem.devices.get(d.mem);
     put(
@@ -289,8 +290,22 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         area,
         1,
         &format!(
-            "  {:<18}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}  end of step (above lowest)",
-            "step", "ms", "start", "peak", "end", "Δ", "allocated", "freed", "alive@end"
+            "  {}  end of step (above lowest)",
+            step_columns(
+                wide,
+                [
+                    "step",
+                    "ms",
+                    "start",
+                    "peak",
+                    "end",
+                    "Δ",
+                    "allocated",
+                    "freed",
+                    "alive@end"
+                ]
+                .map(String::from)
+            )
         ),
         dim(),
     );
@@ -305,7 +320,13 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         .collect();
     let min_end = ends.iter().copied().min().unwrap_or(0);
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
-    let bar_w = (l.width as usize).saturating_sub(2 + 18 + 9 + 11 * 8 + 2);
+    let bar_w = (l.width as usize).saturating_sub(
+        2 + if wide {
+            18 + 9 + 11 * 8
+        } else {
+            18 + 9 + 11 * 4
+        } + 2,
+    );
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
         let on = k == app.steps_sel;
         let m = sm.get(k);
@@ -320,18 +341,23 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
             .unwrap_or_else(|| "-".into());
         let end = m.and_then(|m| m.end_allocated_bytes).unwrap_or(0).max(0) as u64;
         let live = m.map(|m| m.live_at_end_bytes).unwrap_or(0);
+        let cols = step_columns(
+            wide,
+            [
+                s.name.clone(),
+                format!("{:.1}", s.dur / 1e3),
+                v(|m| m.start_allocated_bytes),
+                v(|m| m.peak_allocated_bytes),
+                v(|m| m.end_allocated_bytes),
+                delta,
+                bytes(m.map(|m| m.allocated_bytes).unwrap_or(0)),
+                bytes(m.map(|m| m.freed_bytes).unwrap_or(0)),
+                bytes(live),
+            ],
+        );
         let text = format!(
-            "{}{:<18}{:>9.1}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}  {}",
+            "{}{cols}  {}",
             if on { "› " } else { "  " },
-            s.name,
-            s.dur / 1e3,
-            v(|m| m.start_allocated_bytes),
-            v(|m| m.peak_allocated_bytes),
-            v(|m| m.end_allocated_bytes),
-            delta,
-            bytes(m.map(|m| m.allocated_bytes).unwrap_or(0)),
-            bytes(m.map(|m| m.freed_bytes).unwrap_or(0)),
-            bytes(live),
             bar(end.saturating_sub(min_end), max_end, bar_w)
         );
         put(
@@ -381,11 +407,42 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     );
 }
 
-fn op_name(r: &OpRow) -> String {
-    if r.backward {
-        format!("{} ◂bw", r.name)
+/// The steps list's columns: all nine from 120 columns on; below, the step, its duration, peak,
+/// end, change and what is alive at the end.
+fn step_columns(wide: bool, v: [String; 9]) -> String {
+    let [step, ms, start, peak, end, delta, allocated, freed, alive] = v;
+    if wide {
+        format!(
+            "{step:<18}{ms:>9}{start:>11}{peak:>11}{end:>11}{delta:>11}{allocated:>11}{freed:>11}{alive:>11}"
+        )
     } else {
-        r.name.clone()
+        format!("{step:<18}{ms:>9}{peak:>11}{end:>11}{delta:>11}{alive:>11}")
+    }
+}
+
+/// The ops list's figure columns: all eight from 120 columns on; below, start, bytes
+/// allocated, freed and alive at the end.
+fn op_columns(wide: bool, v: [String; 8]) -> String {
+    let [start, dur, allocs, allocated, frees, freed, alive, peak] = v;
+    if wide {
+        format!(
+            "{start:>9}{dur:>9}{allocs:>7}{allocated:>11}{frees:>7}{freed:>11}{alive:>11}{peak:>11}"
+        )
+    } else {
+        format!("{start:>9}{allocated:>11}{freed:>11}{alive:>11}")
+    }
+}
+
+/// An op's name as listed: backward ops without autograd's long prefix, marked `◂bw`.
+fn op_name(r: &OpRow) -> String {
+    let name = r
+        .name
+        .strip_prefix("autograd::engine::evaluate_function: ")
+        .unwrap_or(&r.name);
+    if r.backward {
+        format!("{name} ◂bw")
+    } else {
+        name.to_owned()
     }
 }
 
@@ -396,6 +453,8 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     let d = &t.devs[so.dev];
     let sm = t.mem.devices.get(d.mem).and_then(|m| m.steps.get(so.step));
     let l = ops_list_area(area);
+    // Under 120 columns only the figures that matter most keep room for the op's name.
+    let wide = area.width >= 120;
     if app.op_open {
         let Some(r) = app.selected_op() else { return };
         put(
@@ -420,8 +479,8 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             area,
             1,
             &format!(
-                "{:>13} {:>11} {:<40} {:>16}  fate",
-                "time", "bytes", "op", "allocated after"
+                "{:>13} {:>11}  {:<27} {:>10}  op",
+                "time", "bytes", "fate", "total"
             ),
             dim(),
         );
@@ -440,7 +499,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
                 area,
                 l.y - area.y + (k - off) as u16,
                 &format!("{}{line}", if on { "›" } else { " " }),
-                row_style(line.ends_with("ALIVE AT THE END"), on),
+                row_style(line.contains("ALIVE AT THE END"), on),
             );
         }
         let dy = l.y - area.y + l.height;
@@ -483,8 +542,21 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         area,
         1,
         &format!(
-            "  {:>9}{:>9}{:>7}{:>11}{:>7}{:>11}{:>11}{:>11}  op (user frame)",
-            "start ms", "dur ms", "allocs", "allocated", "frees", "freed", "alive@end", "peak"
+            "  {}  op (user frame)",
+            op_columns(
+                wide,
+                [
+                    "start ms",
+                    "dur ms",
+                    "allocs",
+                    "allocated",
+                    "frees",
+                    "freed",
+                    "alive@end",
+                    "peak"
+                ]
+                .map(String::from)
+            )
         ),
         dim(),
     );
@@ -492,17 +564,22 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
         let on = k == app.ops_sel;
         let site = site_text(&r.site);
+        let cols = op_columns(
+            wide,
+            [
+                format!("{:.3}", (r.ts - s.ts) / 1e3),
+                format!("{:.3}", r.dur / 1e3),
+                r.allocs.to_string(),
+                bytes(r.alloc_bytes),
+                r.frees.to_string(),
+                bytes(r.freed_bytes),
+                bytes(r.live_at_end_bytes),
+                bytes(r.peak_allocated),
+            ],
+        );
         let text = format!(
-            "{}{:>9.3}{:>9.3}{:>7}{:>11}{:>7}{:>11}{:>11}{:>11}  {}{}",
+            "{}{cols}  {}{}",
             if on { "› " } else { "  " },
-            (r.ts - s.ts) / 1e3,
-            r.dur / 1e3,
-            r.allocs,
-            bytes(r.alloc_bytes),
-            r.frees,
-            bytes(r.freed_bytes),
-            bytes(r.live_at_end_bytes),
-            bytes(r.peak_allocated),
             op_name(r),
             if site.is_empty() {
                 String::new()
