@@ -55,21 +55,32 @@ fn main() {
     let ch = |c: char| k(KeyCode::Char(c));
     // (name, setup actions, the timed action; `None`: a click on a random chart column)
     type Case = (&'static str, Vec<Option<Action>>, Option<Action>);
-    let snapshot_cases: Vec<Case> = vec![
-        ("overview j", vec![ch('1')], ch('j')),
-        ("timeline l (one column)", vec![ch('2')], ch('l')),
-        ("timeline h (one column)", vec![ch('2')], ch('h')),
-        ("timeline L (one event)", vec![ch('2')], ch('L')),
-        ("timeline + (zoom in)", vec![ch('2')], ch('+')),
-        ("timeline - (zoom out)", vec![ch('2')], ch('-')),
-        ("timeline ] (next marker)", vec![ch('2')], ch(']')),
-        ("timeline p (peak)", vec![ch('2')], ch('p')),
-        ("timeline g / G", vec![ch('2')], ch('g')),
-        ("timeline click (random event)", vec![ch('2')], None),
+    // The keys both kinds of capture share: the overview and the timeline.
+    let common = |next: &'static str| -> Vec<Case> {
+        vec![
+            ("overview j", vec![ch('1')], ch('j')),
+            ("timeline l (one column)", vec![ch('2')], ch('l')),
+            ("timeline h (one column)", vec![ch('2')], ch('h')),
+            ("timeline L (one event)", vec![ch('2')], ch('L')),
+            ("timeline + (zoom in)", vec![ch('2')], ch('+')),
+            ("timeline - (zoom out)", vec![ch('2')], ch('-')),
+            (next, vec![ch('2')], ch(']')),
+            ("timeline p (peak)", vec![ch('2')], ch('p')),
+            ("timeline g / G", vec![ch('2')], ch('g')),
+            ("timeline click (random event)", vec![ch('2')], None),
+        ]
+    };
+    let mut snapshot_cases = common("timeline ] (next marker)");
+    snapshot_cases.extend([
         ("map j (next segment)", vec![ch('3')], ch('j')),
         ("map l (next block)", vec![ch('3')], ch('l')),
         ("sites j", vec![ch('4')], ch('j')),
-        ("sites after cursor move", vec![ch('4')], ch('L')),
+        // `[` moves the cursor to the previous marker: the tree is rebuilt there.
+        (
+            "sites [ (cursor to the previous marker)",
+            vec![ch('4')],
+            ch('['),
+        ),
         (
             "map by category [ (prev marker)",
             vec![ch('3'), ch('c')],
@@ -82,19 +93,10 @@ fn main() {
         ),
         ("timeline by time click", vec![ch('2')], None),
         ("view switch (Tab)", vec![ch('t')], k(KeyCode::Tab)),
-    ];
+    ]);
     let enter = k(KeyCode::Enter);
-    let trace_cases: Vec<Case> = vec![
-        ("overview j", vec![ch('1')], ch('j')),
-        ("timeline l (one column)", vec![ch('2')], ch('l')),
-        ("timeline h (one column)", vec![ch('2')], ch('h')),
-        ("timeline L (one event)", vec![ch('2')], ch('L')),
-        ("timeline + (zoom in)", vec![ch('2')], ch('+')),
-        ("timeline - (zoom out)", vec![ch('2')], ch('-')),
-        ("timeline ] (next step)", vec![ch('2')], ch(']')),
-        ("timeline p (peak)", vec![ch('2')], ch('p')),
-        ("timeline g / G", vec![ch('2')], ch('g')),
-        ("timeline click (random event)", vec![ch('2')], None),
+    let mut trace_cases = common("timeline ] (next step)");
+    trace_cases.extend([
         (
             "timeline a (alloc <-> free)",
             vec![ch('2'), ch('p')],
@@ -109,7 +111,7 @@ fn main() {
         ("leaks j", vec![ch('5')], ch('j')),
         ("timeline by time l", vec![ch('2'), ch('t')], ch('l')),
         ("view switch (Tab)", vec![ch('t')], k(KeyCode::Tab)),
-    ];
+    ]);
     let cases = if is_trace {
         trace_cases
     } else {

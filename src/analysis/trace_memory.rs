@@ -221,8 +221,12 @@ fn fmt_bytes(b: u64) -> String {
 
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
 pub fn analyze(t: &Trace) -> TraceMemory {
-    let pairing = pair(t);
-    let resolver = StackResolver::new(t);
+    analyze_with(t, &pair(t), &StackResolver::new(t))
+}
+
+/// [`analyze`] with the pairing and the stack resolver built by the caller, who keeps them
+/// (the TUI follows allocations to their frees and events to their user lines).
+pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolver) -> TraceMemory {
     let mut notes = Vec::new();
     if t.memory.is_empty() {
         notes.push(
@@ -239,7 +243,7 @@ pub fn analyze(t: &Trace) -> TraceMemory {
     let devices = t
         .memory_devices()
         .into_iter()
-        .map(|d| device_memory(t, d, &pairing, &resolver))
+        .map(|d| device_memory(t, d, pairing, resolver))
         .collect();
     TraceMemory {
         steps: t

@@ -149,17 +149,17 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
 
 /// Runs every trace analysis.
 pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
-    analyze_trace_with_memory(t, path, file_bytes).0
+    analyze_trace_with_memory(t, path, file_bytes, trace_memory::analyze(t)).0
 }
 
-/// [`analyze_trace`], keeping the per-device memory analysis it was built from (the TUI browses
-/// its per-step figures and growth series).
+/// [`analyze_trace`] on a memory analysis the caller made, handed back with the report (the
+/// TUI browses its per-step figures and growth series).
 pub fn analyze_trace_with_memory(
     t: &Trace,
     path: &Path,
     file_bytes: u64,
+    mem: TraceMemory,
 ) -> (Analysis, TraceMemory) {
-    let mem = trace_memory::analyze(t);
     let g = graph::growth(t);
     let mut notes = t.load_notes.clone();
     notes.extend(mem.notes.iter().cloned());

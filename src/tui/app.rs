@@ -307,20 +307,15 @@ impl App {
 
     /// Shows a trace, with the cursor at the end of each device's memory events.
     pub fn set_trace(&mut self, t: TraceData) {
-        self.cursors = t
-            .devs
-            .iter()
-            .map(|d| d.events.len().checked_sub(1))
-            .collect();
-        self.windows = t
-            .devs
-            .iter()
-            .map(|d| Window {
-                lo: 0,
-                hi: d.events.len(),
-            })
-            .collect();
+        self.start_at_end(t.devs.iter().map(|d| d.events.len()));
         self.trace = Some(t);
+    }
+
+    /// One cursor and window per device, of `lens` events each: the whole log in view, the
+    /// cursor on its last event (what the capture shows).
+    fn start_at_end(&mut self, lens: impl Iterator<Item = usize> + Clone) {
+        self.cursors = lens.clone().map(|n| n.checked_sub(1)).collect();
+        self.windows = lens.map(|n| Window { lo: 0, hi: n }).collect();
     }
 
     /// Whether a capture is loaded (a snapshot or a trace).
@@ -344,29 +339,9 @@ impl App {
             .unwrap_or(0)
     }
 
-    /// An app showing `data`, with the cursor at the end of each log (what the snapshot shows).
-    pub fn new(data: Data) -> App {
-        let mut app = App::loading(&data.path.display().to_string());
-        app.set_data(data);
-        app
-    }
-
+    /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
-        self.cursors = data
-            .snap
-            .devices
-            .iter()
-            .map(|d| d.events.len().checked_sub(1))
-            .collect();
-        self.windows = data
-            .snap
-            .devices
-            .iter()
-            .map(|d| Window {
-                lo: 0,
-                hi: d.events.len(),
-            })
-            .collect();
+        self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
         self.data = Some(data);
         self.sync();
     }

@@ -121,17 +121,6 @@ pub struct Data {
 }
 
 impl Data {
-    /// Reads, parses, analyses and replays a snapshot.
-    pub fn load(path: &Path) -> Result<Data, LoadError> {
-        let raw = load::read_input(path)?;
-        let file_len = std::fs::metadata(path)
-            .map(|m| m.len())
-            .unwrap_or(raw.len() as u64);
-        let snap = load::snapshot_from_bytes(path, &raw)?;
-        drop(raw);
-        Ok(Data::from_snapshot(path, snap, file_len))
-    }
-
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
         let (analysis, timelines) =
             analysis::analyze_snapshot_with_timelines(&snap, path, file_len);

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::data::{Finding, Jump, Marker, MarkerKind};
-use crate::analysis::trace_memory::{is_backward_name, pair, Pairing, StackResolver, TraceMemory};
+use crate::analysis::trace_memory::{
+    analyze_with, is_backward_name, pair, Pairing, StackResolver, TraceMemory,
+};
 use crate::analysis::trace_report::analyze_trace_with_memory;
 use crate::analysis::Analysis;
-use crate::load::{self, LoadError};
 use crate::model::trace::{DeviceKey, OpIdx, Site, Trace};
 use crate::units::bytes;
 
@@ -143,23 +144,19 @@ pub struct StepOps {
 }
 
 impl TraceData {
-    /// Reads, parses and analyses a trace.
-    pub fn load(path: &Path) -> Result<TraceData, LoadError> {
-        let trace = load::load_trace(path)?;
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        Ok(TraceData::from_trace(path, trace, len))
-    }
-
+    /// Analyses a trace and prepares its views.
     pub fn from_trace(path: &Path, trace: Trace, file_len: u64) -> TraceData {
-        let (analysis, mem) = analyze_trace_with_memory(&trace, path, file_len);
+        // One pairing and one resolver serve the analysis and the views.
         let pairing = pair(&trace);
+        let resolver = StackResolver::new(&trace);
+        let mem = analyze_with(&trace, &pairing, &resolver);
+        let (analysis, mem) = analyze_trace_with_memory(&trace, path, file_len, mem);
         let mut alloc_of = vec![None; trace.memory.len()];
         for (a, f) in pairing.freed_by.iter().enumerate() {
             if let Some(f) = f {
                 alloc_of[*f as usize] = Some(a as u32);
             }
         }
-        let resolver = StackResolver::new(&trace);
         let mut keys = trace.memory_devices();
         keys.sort_by_key(|k| (!k.is_cuda(), *k));
         let devs: Vec<TraceDev> = keys.iter().map(|&k| device(&trace, &mem, k)).collect();
