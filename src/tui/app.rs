@@ -1208,8 +1208,8 @@ pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
 
 /// Lines the overview gives to the OOM explanation.
 pub fn app_oom_lines(app: &App) -> u16 {
-    if let Some(t) = &app.trace {
-        return super::trace_views::overview_lines(t);
+    if app.trace.is_some() {
+        return super::trace_views::OVERVIEW_LINES;
     }
     let has_oom = app
         .data

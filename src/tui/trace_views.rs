@@ -39,9 +39,7 @@ fn signed(v: i128) -> String {
 }
 
 /// Lines of the overview between the device table and the findings.
-pub fn overview_lines(_t: &TraceData) -> u16 {
-    3
-}
+pub const OVERVIEW_LINES: u16 = 3;
 
 /// The steps list inside the body: under the title and the column header.
 pub fn steps_list_area(body: Rect) -> Rect {
@@ -130,7 +128,7 @@ pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     if let Some(n) = a.notes.first() {
         lines.push(Line::styled(format!("note: {n}"), dim()));
     }
-    lines.truncate(overview_lines(t) as usize);
+    lines.truncate(OVERVIEW_LINES as usize);
     for l in lines {
         if y < area.height {
             buf.set_line(area.x, area.y + y, &l, area.width);
