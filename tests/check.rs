@@ -24,16 +24,15 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A capture from `fixtures/` or `../shared/fixtures`, when present.
+mod shared;
+
+/// A capture from `fixtures/` or `../shared/fixtures` (see `shared` for when it is absent).
 fn cap(name: &str) -> Option<PathBuf> {
-    for dir in ["fixtures", "../shared/fixtures"] {
-        let p = root().join(dir).join(name);
-        if p.exists() {
-            return Some(p);
-        }
+    let own = root().join("fixtures").join(name);
+    if own.exists() {
+        return Some(own);
     }
-    eprintln!("skipping: {name} is absent");
-    None
+    shared::fixture(name)
 }
 
 /// Summary with a stable path (the file name), for snapshots.

@@ -7,11 +7,10 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memscope"))
 }
 
+mod shared;
+
 fn shared(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures")
-        .join(name);
-    p.exists().then_some(p)
+    shared::fixture(name)
 }
 
 fn unit(name: &str) -> PathBuf {

@@ -6,14 +6,10 @@ use std::path::{Path, PathBuf};
 
 use memscope::report;
 
+mod shared;
+
 fn corpus() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {} is absent", p.display());
-        None
-    }
+    shared::path("corpus")
 }
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {

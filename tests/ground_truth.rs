@@ -5,9 +5,13 @@ use std::path::{Path, PathBuf};
 
 use memscope::analysis::{analyze_snapshot, replay};
 
+mod shared;
+
 fn capture_dirs() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    vec![root.join("../shared/fixtures"), root.join("fixtures")]
+    let mut v: Vec<PathBuf> = shared::path("fixtures").into_iter().collect();
+    v.push(root.join("fixtures"));
+    v
 }
 
 /// Every `NAME.pickle` that has a `NAME.stats.json` beside it.

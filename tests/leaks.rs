@@ -1,4 +1,4 @@
-//! Leak and step analysis on real captures (`/work/shared/fixtures`, `fixtures/`).
+//! Leak and step analysis on real captures (`../shared/fixtures`, `fixtures/`).
 
 use std::path::{Path, PathBuf};
 
@@ -13,12 +13,17 @@ struct Run {
     leaks: Vec<leaks::Leak>,
 }
 
+mod shared;
+
 fn shared(name: &str) -> PathBuf {
-    Path::new("/work/shared/fixtures").join(name)
+    shared::root().join("fixtures").join(name)
 }
 
 fn run(path: &Path) -> Option<Run> {
     if !path.exists() {
+        if shared::required() {
+            panic!("{} is missing and MEMSCOPE_REQUIRE_SHARED is set", path.display());
+        }
         eprintln!("skipping: {} is missing", path.display());
         return None;
     }

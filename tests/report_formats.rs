@@ -6,12 +6,13 @@ use std::path::Path;
 use memscope::analysis::analyze_snapshot;
 use memscope::report::{self, json::Json, text::Text, Options};
 
+mod shared;
+
 fn analysis(dir: &str, name: &str) -> Option<memscope::analysis::Analysis> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
-    if !p.exists() {
-        eprintln!("skipping {}: not present", p.display());
-        return None;
-    }
+    let p = match dir.strip_prefix("../shared/") {
+        Some(rel) => shared::path(&format!("{rel}/{name}"))?,
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name),
+    };
     let snap = memscope::load::load_snapshot(&p).unwrap();
     let len = std::fs::metadata(&p).unwrap().len();
     // A stable path in the output, whatever the checkout location.

@@ -6,17 +6,14 @@ use std::path::{Path, PathBuf};
 use memscope::analysis::{graph, trace_memory};
 use memscope::load::{self, chrome, LoadError};
 
-const FIXTURES: &str = "/work/shared/fixtures";
-const HTA: &str = "/work/shared/corpus/traces/hta";
+mod shared;
 
 fn fixture(name: &str) -> Option<PathBuf> {
-    let p = Path::new(FIXTURES).join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} is absent", p.display());
-        None
-    }
+    shared::fixture(name)
+}
+
+fn hta() -> PathBuf {
+    shared::root().join("corpus/traces/hta")
 }
 
 #[test]
@@ -183,11 +180,9 @@ fn raw_control_characters_are_tolerated() {
 
 #[test]
 fn df_index_resolver_memory_events() {
-    let p = Path::new(HTA).join("df_index_resolver/df_index_resolver.json.gz");
-    if !p.exists() {
-        eprintln!("skipping: {} is absent", p.display());
+    let Some(p) = shared::corpus("traces/hta/df_index_resolver/df_index_resolver.json.gz") else {
         return;
-    }
+    };
     let t = load::load_trace(&p).unwrap();
     assert_eq!(t.memory.len(), 28_010);
     assert_eq!(t.steps.len(), 5);
@@ -220,11 +215,10 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_hta_file_loads_or_says_what_it_is() {
-    let root = Path::new(HTA);
-    if !root.exists() {
-        eprintln!("skipping: {HTA} is absent");
+    let Some(root) = shared::corpus("traces/hta") else {
         return;
-    }
+    };
+    let root = root.as_path();
     let mut files = Vec::new();
     files_under(root, &mut files);
     files.sort();
@@ -267,14 +261,15 @@ fn every_hta_file_loads_or_says_what_it_is() {
 #[test]
 #[ignore]
 fn timings() {
+    let fx = shared::root().join("fixtures");
     let files = [
-        format!("{FIXTURES}/trace_total_loss.trace.json"),
-        format!("{FIXTURES}/trace_clean.trace.json"),
-        format!("{HTA}/mtia_trace_single_rank/mtia_rank_0.json.gz"),
-        format!("{HTA}/df_index_resolver/df_index_resolver.json.gz"),
+        fx.join("trace_total_loss.trace.json"),
+        fx.join("trace_clean.trace.json"),
+        hta().join("mtia_trace_single_rank/mtia_rank_0.json.gz"),
+        hta().join("df_index_resolver/df_index_resolver.json.gz"),
     ];
     for f in files {
-        let p = Path::new(&f);
+        let p = f.as_path();
         if !p.exists() {
             continue;
         }
@@ -288,7 +283,8 @@ fn timings() {
         let g = graph::growth(&t);
         let t4 = t0.elapsed();
         eprintln!(
-            "{f}: {} bytes, {} events; read+gunzip {t1:?}, parse+build {:?}, memory {:?}, graph {:?}; {} devices, {} findings",
+            "{}: {} bytes, {} events; read+gunzip {t1:?}, parse+build {:?}, memory {:?}, graph {:?}; {} devices, {} findings",
+            f.display(),
             bytes.len(),
             t.counts.events,
             t2 - t1,

@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 
 use memscope::load::{self, chrome};
 
+mod shared;
+
 fn traces() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    let mut walk = vec![
-        root.join("fixtures"),
-        root.join("../shared/fixtures"),
-        root.join("../shared/corpus/traces"),
-    ];
+    let mut walk = vec![root.join("fixtures")];
+    walk.extend(shared::path("fixtures"));
+    walk.extend(shared::corpus("traces"));
     while let Some(dir) = walk.pop() {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;

@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod shared;
+
 use memscope::analysis::whatif::{self, AllocConf};
 
 fn own() -> PathBuf {
@@ -52,8 +54,9 @@ struct Row {
 #[test]
 fn model_reproduces_recorded_runs() {
     // The project's captures, and the shared ones when present (their cap is derived from the OOM).
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    let mut names: Vec<PathBuf> = [own(), shared]
+    let mut names: Vec<PathBuf> = std::iter::once(own())
+        .chain(shared::path("fixtures"))
+        .collect::<Vec<_>>()
         .iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
         .flatten()

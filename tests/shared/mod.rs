@@ -1,0 +1,46 @@
+//! Where the tests find `../shared` (the real captures made on the project's GPU machine and the
+//! public corpus), and what they do when it is missing.
+//!
+//! On a contributor's machine without `../shared`, the tests that need it skip with a message.
+//! CI sets `MEMSCOPE_REQUIRE_SHARED=1` (see `.ci/run`): there a missing file is a failure, so a
+//! test that needs real captures can never pass by skipping.
+#![allow(dead_code)] // each test crate uses its own part
+
+use std::path::{Path, PathBuf};
+
+/// The `../shared` folder beside the checkout (never an absolute path).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// Whether a missing shared file must fail the test (CI) rather than skip it.
+pub fn required() -> bool {
+    std::env::var_os("MEMSCOPE_REQUIRE_SHARED").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `../shared/REL` when it exists. When it does not: `None` with a message on a contributor's
+/// machine, a panic under `MEMSCOPE_REQUIRE_SHARED`.
+pub fn path(rel: &str) -> Option<PathBuf> {
+    let p = root().join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    if required() {
+        panic!(
+            "{} is missing and MEMSCOPE_REQUIRE_SHARED is set: the real captures are required here",
+            p.display()
+        );
+    }
+    eprintln!("skipping: {} is absent", p.display());
+    None
+}
+
+/// `../shared/fixtures/NAME`.
+pub fn fixture(name: &str) -> Option<PathBuf> {
+    path(&format!("fixtures/{name}"))
+}
+
+/// `../shared/corpus/REL`.
+pub fn corpus(rel: &str) -> Option<PathBuf> {
+    path(&format!("corpus/{rel}"))
+}
