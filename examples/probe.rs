@@ -16,7 +16,7 @@ fn main() {
         for (d, tl) in snap.devices.iter().zip(&tls) {
             let steps = memscope::analysis::steps::split(&snap, d, tl);
             let t0 = t.elapsed();
-            let leaks = memscope::analysis::leaks::find(&snap, d, tl, &steps);
+            let leaks = memscope::analysis::leaks::find(&snap, d, tl, &steps).leaks;
             let t1 = t.elapsed();
             println!(
                 "  steps {:?} ({} steps), leaks {:?} ({} found)",

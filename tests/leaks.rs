@@ -22,7 +22,10 @@ fn shared(name: &str) -> PathBuf {
 fn run(path: &Path) -> Option<Run> {
     if !path.exists() {
         if shared::required() {
-            panic!("{} is missing and MEMSCOPE_REQUIRE_SHARED is set", path.display());
+            panic!(
+                "{} is missing and MEMSCOPE_REQUIRE_SHARED is set",
+                path.display()
+            );
         }
         eprintln!("skipping: {} is missing", path.display());
         return None;
@@ -31,7 +34,7 @@ fn run(path: &Path) -> Option<Run> {
     let dev = snap.devices.first().cloned().unwrap_or_default();
     let tl = replay::replay(&dev, &snap.settings);
     let steps = steps::split(&snap, &dev, &tl);
-    let leaks = leaks::find(&snap, &dev, &tl, &steps);
+    let leaks = leaks::find(&snap, &dev, &tl, &steps).leaks;
     Some(Run {
         snap,
         dev,
@@ -91,7 +94,7 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
     let pattern: Vec<_> = r
         .steps
         .iter()
-        .filter(|s| s.source == steps::StepSource::Pattern)
+        .filter(|s| s.source == steps::StepSource::Loop)
         .collect();
     assert_eq!(annotated, 5);
     assert_eq!(pattern.len(), 92, "one step per complete validation batch");

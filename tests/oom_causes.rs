@@ -41,7 +41,7 @@ fn verdict(dir: &str, name: &str) -> Option<Outcome> {
             )
         })
         .collect();
-    Some((a.verdict.kind, causes, leaks))
+    Some((a.verdict.kind.to_string(), causes, leaks))
 }
 
 #[test]

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::analysis::loops;
 use crate::analysis::replay::{round_size, Timeline};
 use crate::analysis::sites::Site;
 use crate::analysis::steps::{self, ModelCode, Step};
@@ -98,6 +99,97 @@ impl<'a> SiteTable<'a> {
     }
 }
 
+/// The shape of a leak: which [`LeakRule`] recognised it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeakKind {
+    AccumulatedLoss,
+    RetainedGraph,
+    HookCache,
+    KeptOutputs,
+    TensorCache,
+    SteadyGrowth,
+}
+
+impl LeakKind {
+    /// The snake_case name used in JSON, baselines and `--fail-on`.
+    pub fn id(self) -> &'static str {
+        match self {
+            LeakKind::AccumulatedLoss => "accumulated_loss",
+            LeakKind::RetainedGraph => "retained_graph",
+            LeakKind::HookCache => "hook_cache",
+            LeakKind::KeptOutputs => "kept_outputs",
+            LeakKind::TensorCache => "tensor_cache",
+            LeakKind::SteadyGrowth => "steady_growth",
+        }
+    }
+    /// The name in prose: `retained graph`.
+    pub fn label(self) -> &'static str {
+        match self {
+            LeakKind::AccumulatedLoss => "accumulated loss",
+            LeakKind::RetainedGraph => "retained graph",
+            LeakKind::HookCache => "hook cache",
+            LeakKind::KeptOutputs => "kept outputs",
+            LeakKind::TensorCache => "tensor cache",
+            LeakKind::SteadyGrowth => "steady growth",
+        }
+    }
+}
+
+impl PartialEq<&str> for LeakKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.id() == *other
+    }
+}
+
+impl std::fmt::Display for LeakKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// How sure memscope is of a finding's kind and of the line it blames. Computed once, from the
+/// evidence, after every rule and inference has run: the label and the prose cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
+impl std::fmt::Display for Confidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the finding's `site` is, and so how far to trust it as the line to change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blame {
+    /// The loop-body line whose call allocated the memory that is kept; the line that stores
+    /// it allocates nothing, so a snapshot cannot show it.
+    LoopLine,
+    /// The line that makes the small tensor rooting the retained graph (the loss that is kept
+    /// or accumulated): it survives every step with the graph.
+    GraphRoot,
+    /// The line running `backward(retain_graph=True)` in the steps where the graph survived.
+    RetainedBackward,
+    /// The allocating line itself (no loop frame was found above it).
+    AllocatingLine,
+}
+
 /// A surviving block, as shown in a finding.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Sample {
@@ -123,14 +215,20 @@ pub struct RelatedSite {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Leak {
     /// The rule that matched (`retained_graph`, `accumulated_loss`, ...).
-    pub kind: &'static str,
-    /// Where the leaking memory was allocated (`None`: blocks with no recorded stack).
+    pub kind: LeakKind,
+    /// The line to change: where the loop's body kept or made the memory (see `blame`).
+    /// `None`: blocks with no recorded stack.
     pub site: Option<Site>,
+    /// What `site` is: the loop line, the graph's root, the retaining backward, or the
+    /// allocating line.
+    pub blame: Blame,
+    /// The innermost user frame that allocated the memory (the evidence behind `site`).
+    pub allocation_site: Option<Site>,
     /// What keeps it alive, where that is a different line and the log shows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause_site: Option<Site>,
-    /// `high`, `medium` or `low`: how sure memscope is of the kind and the cause line.
-    pub confidence: &'static str,
+    /// How sure memscope is of the kind and the blamed line.
+    pub confidence: Confidence,
     /// Survivors of the site at the end of the growth window.
     pub live_bytes: u64,
     pub count: u64,
@@ -197,8 +295,8 @@ pub struct SiteEvidence {
 /// What a rule says about a site.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Match {
-    pub kind: &'static str,
-    pub confidence: &'static str,
+    pub kind: LeakKind,
+    pub confidence: Confidence,
     pub explanation: String,
     pub fix: String,
 }
@@ -206,7 +304,7 @@ pub struct Match {
 /// A known shape of leak.
 pub trait LeakRule {
     /// The `kind` of findings it makes (snake_case).
-    fn id(&self) -> &'static str;
+    fn id(&self) -> LeakKind;
     /// What it detects, in one sentence.
     fn describe(&self) -> &'static str;
     fn matches(&self, ev: &SiteEvidence) -> Option<Match>;
@@ -240,8 +338,8 @@ fn per_step(ev: &SiteEvidence) -> String {
 pub struct AccumulatedLoss;
 
 impl LeakRule for AccumulatedLoss {
-    fn id(&self) -> &'static str {
-        "accumulated_loss"
+    fn id(&self) -> LeakKind {
+        LeakKind::AccumulatedLoss
     }
     fn describe(&self) -> &'static str {
         "one 0-dim tensor (a loss) kept per step, with its autograd graph"
@@ -250,7 +348,7 @@ impl LeakRule for AccumulatedLoss {
         let one_per_step = (0.5..=2.5).contains(&ev.growth_tensors_per_step);
         (ev.survivors > 0 && ev.max_requested <= 16 && one_per_step).then(|| Match {
             kind: self.id(),
-            confidence: "medium",
+            confidence: Confidence::Medium,
             explanation: format!(
                 "{}. They are scalars (at most {} bytes each): a loss or metric kept as a tensor every step, by `total += loss` or `history.append(loss)`. Each one also keeps its autograd graph alive (on the CPU, and on the GPU whatever the graph saved if backward never ran on it), which is why this matters beyond its size.",
                 per_step(ev),
@@ -273,8 +371,8 @@ impl LeakRule for AccumulatedLoss {
 pub struct RetainedGraph;
 
 impl LeakRule for RetainedGraph {
-    fn id(&self) -> &'static str {
-        "retained_graph"
+    fn id(&self) -> LeakKind {
+        LeakKind::RetainedGraph
     }
     fn describe(&self) -> &'static str {
         "every step's forward activations kept alive by an autograd graph that is never released"
@@ -282,7 +380,7 @@ impl LeakRule for RetainedGraph {
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
         (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0).then(|| Match {
             kind: self.id(),
-            confidence: "high",
+            confidence: Confidence::High,
             explanation: format!(
                 "{}. They are allocated inside module calls, several per step: the activations autograd saves for backward. A whole forward pass surviving every step means each step's graph is kept and never freed: typically evaluation without `torch.no_grad()` whose loss is accumulated as a tensor, or `backward(retain_graph=True)` with the losses kept.",
                 per_step(ev)
@@ -303,8 +401,8 @@ impl LeakRule for RetainedGraph {
 pub struct HookCache;
 
 impl LeakRule for HookCache {
-    fn id(&self) -> &'static str {
-        "hook_cache"
+    fn id(&self) -> LeakKind {
+        LeakKind::HookCache
     }
     fn describe(&self) -> &'static str {
         "an intermediate activation kept every step by a forward hook or a module-level cache"
@@ -313,7 +411,7 @@ impl LeakRule for HookCache {
         let inner = ev.intermediate_share >= 0.5 && ev.nested_share >= 0.5;
         (ev.in_module_share >= 0.5 && inner).then(|| Match {
             kind: self.id(),
-            confidence: "medium",
+            confidence: Confidence::Medium,
             explanation: format!(
                 "{}. Each is an intermediate of the forward pass (the same call allocates more after it), not its result, so the user's loop never sees it: a forward hook or a module attribute that stores layer outputs is the usual holder. The holding line is not in the allocation stack; look for `register_forward_hook` / `register_forward_pre_hook` callbacks or `self.x = ...` in forward methods.",
                 per_step(ev)
@@ -332,8 +430,8 @@ impl LeakRule for HookCache {
 pub struct KeptOutputs;
 
 impl LeakRule for KeptOutputs {
-    fn id(&self) -> &'static str {
-        "kept_outputs"
+    fn id(&self) -> LeakKind {
+        LeakKind::KeptOutputs
     }
     fn describe(&self) -> &'static str {
         "a model's output appended to a list (or stored) every step"
@@ -341,7 +439,7 @@ impl LeakRule for KeptOutputs {
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
         (ev.in_module_share >= 0.5).then(|| Match {
             kind: self.id(),
-            confidence: "medium",
+            confidence: Confidence::Medium,
             explanation: format!(
                 "{}. Each is the result of the model call on that line, kept after the step: usually `outputs.append(out)` (or a dict of outputs) for later metrics. The line that stores it allocates nothing, so it cannot be named from a snapshot; look for where the result of this line is stored.",
                 per_step(ev)
@@ -360,8 +458,8 @@ impl LeakRule for KeptOutputs {
 pub struct TensorCache;
 
 impl LeakRule for TensorCache {
-    fn id(&self) -> &'static str {
-        "tensor_cache"
+    fn id(&self) -> LeakKind {
+        LeakKind::TensorCache
     }
     fn describe(&self) -> &'static str {
         "tensors created by a user line and stored every step in a list or dict that only grows"
@@ -369,7 +467,7 @@ impl LeakRule for TensorCache {
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
         (ev.in_module_share < 0.5).then(|| Match {
             kind: self.id(),
-            confidence: "medium",
+            confidence: Confidence::Medium,
             explanation: format!(
                 "{}. They are made by that line itself, outside any model call, and never released: a list or dict that gains an entry per step (`cache[k] = t.clone()`, `saved.append(t)`).",
                 per_step(ev)
@@ -383,8 +481,8 @@ impl LeakRule for TensorCache {
 pub struct SteadyGrowth;
 
 impl LeakRule for SteadyGrowth {
-    fn id(&self) -> &'static str {
-        "steady_growth"
+    fn id(&self) -> LeakKind {
+        LeakKind::SteadyGrowth
     }
     fn describe(&self) -> &'static str {
         "survivors of one site that grow every step, of no recognised shape"
@@ -392,7 +490,7 @@ impl LeakRule for SteadyGrowth {
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
         Some(Match {
             kind: self.id(),
-            confidence: "low",
+            confidence: Confidence::Low,
             explanation: format!("{}.", per_step(ev)),
             fix: "find what references tensors made on this line across steps (lists, dicts, closures, module attributes) and release or detach them".into(),
         })
@@ -417,8 +515,8 @@ pub fn classify(ev: &SiteEvidence) -> Match {
         .iter()
         .find_map(|r| r.matches(ev))
         .unwrap_or_else(|| Match {
-            kind: "steady_growth",
-            confidence: "low",
+            kind: LeakKind::SteadyGrowth,
+            confidence: Confidence::Low,
             explanation: per_step(ev),
             fix: String::new(),
         })
@@ -659,14 +757,28 @@ struct Candidate {
 struct Details {
     survivors: Vec<(u64, Rec)>,
     stack_bytes: HashMap<StackId, u64>,
+    /// Bytes of those survivors still alive at the judgement point (the end, or the last OOM).
+    persisting_bytes: u64,
+}
+
+impl Details {
+    fn grown_bytes(&self) -> u64 {
+        self.survivors.iter().map(|(_, r)| r.size).sum()
+    }
+    fn persisting_share(&self) -> f64 {
+        let g = self.grown_bytes();
+        if g == 0 {
+            return 0.0;
+        }
+        self.persisting_bytes as f64 / g as f64
+    }
 }
 
 /// Finds the leaks of one device. `steps` comes from [`steps::split`].
-pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec<Leak> {
-    let _ = tl;
+pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Findings {
     let bounds = steps::boundaries(steps);
     if bounds.len() < MIN_RISING_STEPS + 1 {
-        return Vec::new();
+        return Findings::default();
     }
     let mut sites = SiteTable::new(&snap.stacks);
     let surv = walk(dev, snap, &mut sites, &bounds);
@@ -699,18 +811,130 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Vec
         });
     }
     if cands.is_empty() {
-        return Vec::new();
+        return Findings::default();
     }
-    let details = second_pass(dev, snap, &mut sites, &bounds, &cands);
+    // Growth persists when what grew is still alive where the capture ends, or at its last
+    // OOM (what the program freed while unwinding from the OOM does not count).
+    let judge_at = tl
+        .ooms
+        .last()
+        .map(|o| o.event.0 as usize)
+        .unwrap_or(dev.events.len().saturating_sub(1));
+    let details = second_pass(dev, snap, &mut sites, &bounds, &cands, judge_at);
     let model = ModelCode::new(&snap.stacks);
+    let mut keep = Vec::new();
+    let mut bounded = Vec::new();
+    for (ci, d) in details.iter().enumerate() {
+        if d.persisting_share() >= MIN_PERSISTING_SHARE {
+            keep.push(ci);
+        } else {
+            bounded.push(ci);
+        }
+    }
+    let loop_frame = loop_frame(snap, dev, steps);
+    let pick = |v: &[usize]| -> (Vec<Candidate>, Vec<Details>) {
+        (
+            v.iter().map(|&i| cands[i].clone()).collect(),
+            v.iter().map(|&i| details[i].clone()).collect(),
+        )
+    };
+    let (b_cands, b_details) = pick(&bounded);
+    let bounded_growth = b_cands
+        .iter()
+        .zip(&b_details)
+        .map(|(c, d)| BoundedGrowth {
+            site: sites.site(c.site),
+            growth_bytes_per_step: c.slope_bytes,
+            steps: c.window.end - c.window.start,
+            grown_bytes: d.grown_bytes(),
+            freed_share: 1.0 - d.persisting_share(),
+        })
+        .collect();
+    let (cands, details) = pick(&keep);
     let evidence: Vec<SiteEvidence> = cands
         .iter()
         .zip(&details)
         .map(|(c, d)| evidence_of(dev, snap, &mut sites, &model, c, d))
         .collect();
-    group(
-        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence,
-    )
+    let leaks = group(
+        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence, loop_frame,
+    );
+    Findings {
+        leaks,
+        bounded_growth,
+    }
+}
+
+/// Share of a candidate's grown bytes that must still be alive at the end (or the OOM) for
+/// the growth to be a leak: a bounded cache (`deque(maxlen=N)`) or a list trimmed to its last
+/// entries grows for a while and then releases its oldest tensors.
+pub const MIN_PERSISTING_SHARE: f64 = 0.5;
+
+/// Growth that stopped and was released: a bounded cache, warm-up, memory freed later. Not a
+/// leak; reported so that a user who sees memory rise for a while knows why it was not flagged.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct BoundedGrowth {
+    pub site: Option<Site>,
+    pub growth_bytes_per_step: f64,
+    pub steps: usize,
+    /// Bytes the site's survivors gained over the growth.
+    pub grown_bytes: u64,
+    /// Share of those bytes freed by the end of the capture (or its last OOM).
+    pub freed_share: f64,
+}
+
+/// What the leak search found on one device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Findings {
+    pub leaks: Vec<Leak>,
+    pub bounded_growth: Vec<BoundedGrowth>,
+}
+
+/// The user's frame that runs the steps' loop: across the allocations of the steps, the first
+/// depth of their user chains ([`loops::user_chain`]) where the lines differ, the function
+/// being the same. Blame for memory kept across steps lands on that frame's line: the line of
+/// the loop body the memory came from.
+fn loop_frame(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Option<(Sym, Sym)> {
+    let mut memo: HashMap<StackId, Vec<(Sym, Sym, u32)>> = HashMap::default();
+    let mut first: Option<Vec<(Sym, Sym, u32)>> = None;
+    let mut depth: Option<usize> = None;
+    for st in steps.iter().filter(|s| s.is_iteration()).take(8) {
+        for e in &dev.events[st.start_event.0 as usize..=st.end_event.0 as usize] {
+            if e.action != Action::Alloc {
+                continue;
+            }
+            let ch = memo
+                .entry(e.stack)
+                .or_insert_with(|| loops::user_chain(&snap.stacks, e.stack));
+            if ch.is_empty() {
+                continue;
+            }
+            let Some(f) = &first else {
+                first = Some(ch.clone());
+                continue;
+            };
+            let k = (0..f.len().min(ch.len()))
+                .find(|&k| f[k] != ch[k])
+                .unwrap_or(f.len().min(ch.len()));
+            if k < f.len().min(ch.len()) && (f[k].0, f[k].1) == (ch[k].0, ch[k].1) {
+                depth = Some(depth.map_or(k, |d: usize| d.min(k)));
+            }
+        }
+    }
+    let (f, d) = (first?, depth?);
+    f.get(d).map(|l| (l.0, l.1))
+}
+
+/// The line of `func` in a stack (the loop body's line the memory came from).
+fn line_in(stacks: &Stacks, s: StackId, func: (Sym, Sym)) -> Option<Site> {
+    stacks.frames(s).iter().rev().find_map(|&f| {
+        let fr = stacks.frame(f);
+        ((fr.file, fr.name) == func).then(|| Site {
+            file: stacks.str(fr.file).to_owned(),
+            line: fr.line,
+            function: stacks.str(fr.name).to_owned(),
+        })
+    })
 }
 
 fn second_pass(
@@ -719,6 +943,7 @@ fn second_pass(
     sites: &mut SiteTable,
     bounds: &[(usize, usize)],
     cands: &[Candidate],
+    judge_at: usize,
 ) -> Vec<Details> {
     // Boundary -> candidates whose window ends there.
     let mut at: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -745,6 +970,19 @@ fn second_pass(
             }
             d.survivors.sort_by_key(|(_, r)| r.alloc);
         }
+    }
+    // On to the judgement point: which survivors are still alive there.
+    let end = judge_at.min(dev.events.len().saturating_sub(1));
+    for i in (last + 1)..=end {
+        apply(dev, snap, sites, &mut live, i);
+    }
+    for d in &mut out {
+        d.persisting_bytes = d
+            .survivors
+            .iter()
+            .filter(|(addr, r)| live.get(addr).is_some_and(|x| x.alloc == r.alloc))
+            .map(|(_, r)| r.size)
+            .sum();
     }
     out
 }
@@ -938,7 +1176,23 @@ fn group(
     cands: &[Candidate],
     details: &[Details],
     evidence: &[SiteEvidence],
+    loop_frame: Option<(Sym, Sym)>,
 ) -> Vec<Leak> {
+    // Each candidate's heaviest stack, and the loop body's line it came from.
+    let heaviest: Vec<StackId> = details
+        .iter()
+        .map(|d| {
+            d.stack_bytes
+                .iter()
+                .max_by_key(|(s, b)| (**b, std::cmp::Reverse(**s)))
+                .map(|(s, _)| *s)
+                .unwrap_or(StackId::EMPTY)
+        })
+        .collect();
+    let loop_line: Vec<Option<Site>> = heaviest
+        .iter()
+        .map(|&h| loop_frame.and_then(|f| line_in(&snap.stacks, h, f)))
+        .collect();
     let mut order: Vec<usize> = (0..cands.len()).collect();
     order.sort_by(|&a, &b| cands[b].slope_bytes.total_cmp(&cands[a].slope_bytes));
     let mut taken = vec![false; cands.len()];
@@ -949,78 +1203,95 @@ fn group(
         }
         taken[m] = true;
         let main = &cands[m];
-        let func = sites.function(main.site);
+        let ev = &evidence[m];
+        let mat = classify(ev);
+        let retained = mat.kind == LeakKind::RetainedGraph;
         let overlaps =
             |o: &Candidate| o.window.start <= main.window.end && main.window.start <= o.window.end;
-        // Same function: the other site's own frame, or any user frame of its stack (a
-        // helper such as `data()` called from the leaking function).
+        // Where the loop is known, blame and grouping happen at the loop body's lines: a
+        // retained graph takes every line of the loop that grew over the same steps (the
+        // forward's activations, the loss), one finding with its sites; any other shape takes
+        // the sites reached from the same loop line. Without a loop frame, sites of one
+        // function (or a helper called from it) are grouped, as the allocation shows them.
+        let main_loop = loop_line[m].clone();
+        let func = sites.function(main.site);
         let members: Vec<usize> = order
             .iter()
             .copied()
             .filter(|&o| {
-                !taken[o]
-                    && func.is_some()
-                    && overlaps(&cands[o])
-                    && (sites.function(cands[o].site) == func
-                        || details[o]
-                            .stack_bytes
-                            .keys()
-                            .any(|&st| user_functions(&snap.stacks, st).any(|f| Some(f) == func)))
+                if taken[o] || !overlaps(&cands[o]) {
+                    return false;
+                }
+                match (&main_loop, &loop_line[o]) {
+                    (Some(a), Some(b)) => retained || a.line == b.line,
+                    (Some(_), None) => false,
+                    (None, _) => {
+                        func.is_some()
+                            && (sites.function(cands[o].site) == func
+                                || details[o].stack_bytes.keys().any(|&st| {
+                                    user_functions(&snap.stacks, st).any(|f| Some(f) == func)
+                                }))
+                    }
+                }
             })
             .collect();
         for &o in &members {
             taken[o] = true;
         }
-        let ev = &evidence[m];
-        let mat = classify(ev);
-        let main_line = ev.site.as_ref().map(|s| s.line).unwrap_or(0);
+        let line_of = |o: usize| -> u32 {
+            loop_line[o]
+                .as_ref()
+                .or(evidence[o].site.as_ref())
+                .map(|s| s.line)
+                .unwrap_or(0)
+        };
+        let same_func = |o: usize| -> bool {
+            match (&main_loop, &loop_line[o]) {
+                (Some(_), Some(_)) => true,
+                _ => sites.function(cands[o].site) == func,
+            }
+        };
+        let main_line = line_of(m);
         // The graph's root: small (at most a few KiB per step, or 1/64 of the main site),
         // one or two tensors per step, on a later line of the same function.
-        let retained = mat.kind == RetainedGraph.id();
         let cause = if retained {
             members
                 .iter()
                 .copied()
                 .filter(|&o| {
                     let e = &evidence[o];
-                    let line = e.site.as_ref().map(|s| s.line).unwrap_or(0);
-                    sites.function(cands[o].site) == func
-                        && line > main_line
+                    same_func(o)
+                        && line_of(o) > main_line
                         && e.growth_tensors_per_step <= 3.5
                         && e.growth_bytes_per_step
                             <= (64.0 * 1024.0f64).max(ev.growth_bytes_per_step / 64.0)
                 })
-                .min_by_key(|&o| {
-                    evidence[o]
-                        .site
-                        .as_ref()
-                        .map(|s| s.line)
-                        .unwrap_or(u32::MAX)
-                })
+                .min_by_key(|&o| line_of(o))
         } else {
             None
         };
         // A backward pass run from the same function inside the window: the graph survived it.
         let backward = if retained {
-            backward_site(snap, dev, bounds, main, func)
+            backward_site(snap, dev, bounds, main, loop_frame.or(func))
         } else {
             None
         };
         let mut explanation = mat.explanation.clone();
         let mut confidence = mat.confidence;
         let mut cause_site = None;
+        let backward_found = backward.is_some();
         if let Some((bsite, bsteps)) = backward {
             explanation.push_str(&format!(
-                " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references: confidence medium.",
+                " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references.",
                 bsite.file, bsite.line, bsteps, ev.steps
             ));
-            confidence = "medium";
+            confidence = confidence.min(Confidence::Medium);
             cause_site = Some(bsite);
         } else if let Some(o) = cause {
-            let cs = evidence[o].site.clone();
+            let cs = loop_line[o].clone().or_else(|| evidence[o].site.clone());
             if let Some(cs) = &cs {
                 explanation.push_str(&format!(
-                    " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none): confidence medium.",
+                    " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none).",
                     cs.file,
                     cs.line,
                     evidence[o].growth_tensors_per_step,
@@ -1030,11 +1301,11 @@ fn group(
             cause_site = cs;
         } else if retained && ev.scalars_per_step >= 0.5 {
             explanation.push_str(&format!(
-                " The same line also leaves {:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references: confidence medium.",
+                " The same line also leaves {:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references.",
                 ev.scalars_per_step
             ));
         } else if retained {
-            confidence = "medium";
+            confidence = confidence.min(Confidence::Medium);
             explanation.push_str(" No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.");
         }
         if !members.is_empty() {
@@ -1048,10 +1319,27 @@ fn group(
                 })
                 .collect();
             explanation.push_str(&format!(
-                " Other lines of the same function grow over the same steps: {}.",
+                " Memory made at these lines grows over the same steps and is part of the same finding: {}.",
                 names.join(", ")
             ));
         }
+        if let (Some(l), Some(a)) = (&main_loop, &ev.site) {
+            if l != a {
+                explanation.push_str(&format!(
+                    " The memory is allocated at {}:{} (in {}), called from the loop's line {}:{}.",
+                    a.file, a.line, a.function, l.file, l.line
+                ));
+            }
+        }
+        let blame = if backward_found {
+            Blame::RetainedBackward
+        } else if cause_site.is_some() {
+            Blame::GraphRoot
+        } else if main_loop.is_some() {
+            Blame::LoopLine
+        } else {
+            Blame::AllocatingLine
+        };
         let first_step = steps
             .get(bounds[main.window.start].1 + 1)
             .map(|s| s.name.clone())
@@ -1060,15 +1348,12 @@ fn group(
             .get(bounds[main.window.end].1)
             .map(|s| s.name.clone())
             .unwrap_or_default();
-        let heaviest = details[m]
-            .stack_bytes
-            .iter()
-            .max_by_key(|(s, b)| (**b, std::cmp::Reverse(**s)))
-            .map(|(s, _)| *s)
-            .unwrap_or(StackId::EMPTY);
+        let heaviest = heaviest[m];
         out.push(Leak {
             kind: mat.kind,
-            site: ev.site.clone(),
+            site: main_loop.clone().or_else(|| ev.site.clone()),
+            blame,
+            allocation_site: ev.site.clone(),
             cause_site,
             confidence,
             live_bytes: main.live_bytes,
@@ -1087,7 +1372,7 @@ fn group(
             related_sites: members
                 .iter()
                 .map(|&o| RelatedSite {
-                    site: evidence[o].site.clone(),
+                    site: loop_line[o].clone().or_else(|| evidence[o].site.clone()),
                     live_bytes: cands[o].live_bytes,
                     count: cands[o].count,
                     growth_bytes_per_step: cands[o].slope_bytes,
@@ -1114,7 +1399,7 @@ fn group(
 pub struct LeakSignal {
     /// Index of the finding in the `leaks` list it was judged from.
     pub leak: usize,
-    pub kind: &'static str,
+    pub kind: LeakKind,
     pub site: Option<Site>,
     pub growth_bytes_per_step: f64,
     pub steps: usize,
@@ -1140,7 +1425,7 @@ pub fn leak_signal_before(
 ) -> Option<LeakSignal> {
     let steps = steps::split(snap, dev, tl);
     let leaks = find(snap, dev, tl, &steps);
-    leak_signal_from(&steps, &leaks, tl, oom)
+    leak_signal_from(&steps, &leaks.leaks, tl, oom)
 }
 
 /// [`leak_signal_before`] with steps and findings already computed.
@@ -1358,7 +1643,7 @@ mod tests {
         };
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = steps::split(&snap, &dev, &tl);
-        let leaks = find(&snap, &dev, &tl, &steps);
+        let leaks = find(&snap, &dev, &tl, &steps).leaks;
         assert_eq!(leaks.len(), 1, "{leaks:#?}");
         let l = &leaks[0];
         assert_eq!(l.kind, "kept_outputs");

@@ -7,6 +7,7 @@
 pub mod categories;
 pub mod graph;
 pub mod leaks;
+pub mod loops;
 pub mod oom;
 pub mod replay;
 pub mod sites;
@@ -111,6 +112,10 @@ pub struct DeviceReport {
     pub top_sites_at_peak: Vec<SiteTotal>,
     /// Allocated memory at the allocated peak, by category.
     pub categories_at_peak: Option<Categories>,
+    /// What the log showed of the program's loops (how the steps were found).
+    pub structure: steps::Structure,
+    /// Whether this device's capture could support a judgement on leaks.
+    pub leak_judgement: LeakJudgement,
 }
 
 /// A leak finding, with the device it was found on.
@@ -119,6 +124,14 @@ pub struct LeakReport {
     pub device: u32,
     #[serde(flatten)]
     pub leak: Leak,
+}
+
+/// Growth that stopped, with the device it was seen on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BoundedGrowthReport {
+    pub device: u32,
+    #[serde(flatten)]
+    pub growth: leaks::BoundedGrowth,
 }
 
 /// One step of the workload (a training iteration, a validation batch), as found in the log.
@@ -145,12 +158,126 @@ pub struct CategoriesReport {
     pub categories: Categories,
 }
 
+/// What the verdict says, computed once from the findings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    OomFragmentation,
+    OomCapacity,
+    OomLeak,
+    OomUnknown,
+    /// A leak finding (snapshot or trace).
+    Leak,
+    /// An autograd graph that grows every step (traces).
+    GraphGrowth,
+    /// No OOM and no leak, and the capture could support that judgement.
+    Ok,
+    /// No OOM found, and the capture cannot support a leak judgement (see `leak_judgement`).
+    Unjudged,
+}
+
+impl VerdictKind {
+    pub fn id(self) -> &'static str {
+        match self {
+            VerdictKind::OomFragmentation => "oom_fragmentation",
+            VerdictKind::OomCapacity => "oom_capacity",
+            VerdictKind::OomLeak => "oom_leak",
+            VerdictKind::OomUnknown => "oom_unknown",
+            VerdictKind::Leak => "leak",
+            VerdictKind::GraphGrowth => "graph_growth",
+            VerdictKind::Ok => "ok",
+            VerdictKind::Unjudged => "unjudged",
+        }
+    }
+    pub fn of_oom(c: Cause) -> Self {
+        match c {
+            Cause::Fragmentation => VerdictKind::OomFragmentation,
+            Cause::Capacity => VerdictKind::OomCapacity,
+            Cause::Leak => VerdictKind::OomLeak,
+            Cause::Unknown => VerdictKind::OomUnknown,
+        }
+    }
+    pub fn is_oom(self) -> bool {
+        matches!(
+            self,
+            VerdictKind::OomFragmentation
+                | VerdictKind::OomCapacity
+                | VerdictKind::OomLeak
+                | VerdictKind::OomUnknown
+        )
+    }
+}
+
+impl std::fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl PartialEq<&str> for VerdictKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.id() == *other
+    }
+}
+
+/// Why a capture cannot support a leak judgement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotJudged {
+    /// No allocation history: only the state at the dump.
+    NoHistory,
+    /// One pass through the program (a single forward, one benchmark call): not a loop.
+    SinglePass,
+    /// Fewer complete steps than growth needs to be told from warm-up.
+    TooFewSteps,
+    /// The trace holds no `[memory]` events (recorded without `profile_memory=True`).
+    NoMemoryEvents,
+    /// The trace's memory events are all on the CPU.
+    CpuOnly,
+}
+
+/// Whether the capture could support a judgement on leaks, and on how many steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LeakJudgement {
+    pub judged: bool,
+    /// Complete steps the judgement rests on (the most on any device).
+    pub steps: usize,
+    /// Fewest steps a judgement needs.
+    pub min_steps: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<NotJudged>,
+}
+
+impl LeakJudgement {
+    pub fn judged(steps: usize) -> Self {
+        LeakJudgement {
+            judged: true,
+            steps,
+            min_steps: JUDGE_STEPS,
+            reason: None,
+        }
+    }
+    pub fn not(reason: NotJudged, steps: usize) -> Self {
+        LeakJudgement {
+            judged: false,
+            steps,
+            min_steps: JUDGE_STEPS,
+            reason: Some(reason),
+        }
+    }
+}
+
+/// Complete steps a leak judgement needs: growth must rise at [`leaks::MIN_RISING_STEPS`]
+/// boundaries, which takes one more step than that.
+pub const JUDGE_STEPS: usize = leaks::MIN_RISING_STEPS + 1;
+
 /// The verdict: one line a user reads first.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Verdict {
-    /// `oom_fragmentation`, `oom_capacity`, `oom_leak`, `oom_unknown`, `leak`, `ok`.
-    pub kind: String,
+    pub kind: VerdictKind,
     pub summary: String,
+    /// Whether leaks could be judged at all (an `ok` needs it; `unjudged` says why not).
+    pub leak_judgement: LeakJudgement,
 }
 
 /// Everything `analyze` found; serialized as the `memscope.report/1` JSON document.
@@ -161,6 +288,8 @@ pub struct Analysis {
     pub verdict: Verdict,
     pub devices: Vec<DeviceReport>,
     pub leaks: Vec<LeakReport>,
+    /// Growth that stopped and was released (bounded caches, warm-up): not leaks.
+    pub bounded_growth: Vec<BoundedGrowthReport>,
     pub steps: Vec<StepReport>,
     /// Allocated memory by category at the last OOM, else at the allocated peak.
     pub categories: Option<CategoriesReport>,
@@ -183,6 +312,7 @@ struct DeviceFindings {
     report: DeviceReport,
     steps: Vec<Step>,
     leaks: Vec<Leak>,
+    bounded_growth: Vec<leaks::BoundedGrowth>,
 }
 
 fn device_report(
@@ -254,6 +384,7 @@ fn device_report(
             .filter(|b| b.state.is_active())
             .map(|b| (b.stack, b.size)),
     );
+    let structure = bounds.structure.clone();
     let steps = steps::with_figures(bounds, tl);
     // The state at the allocated peak, replayed once for both its sites and its categories.
     let peak_state = p
@@ -261,7 +392,7 @@ fn device_report(
         .event
         .map(|ev| (ev, tl.state_after(dev, &snap.settings, Some(ev.0 as usize))));
     // The leak search and the peak's breakdown are independent: use both cores.
-    let (leaks, peak_sites, categories_at_peak) = std::thread::scope(|scope| {
+    let (found, peak_sites, categories_at_peak) = std::thread::scope(|scope| {
         let leak_search = scope.spawn(|| leaks::find(snap, dev, tl, &steps));
         let peak_sites = match &peak_state {
             Some((_, st)) if exact || tl.starts_mid_run => sites::group(
@@ -287,6 +418,23 @@ fn device_report(
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (leaks, peak_sites, categories_at_peak)
     });
+    let leaks::Findings {
+        leaks,
+        bounded_growth,
+    } = found;
+    let complete_steps = steps
+        .iter()
+        .filter(|s| s.is_iteration() && s.complete)
+        .count();
+    let leak_judgement = if !has_history {
+        LeakJudgement::not(NotJudged::NoHistory, 0)
+    } else if complete_steps >= JUDGE_STEPS {
+        LeakJudgement::judged(complete_steps)
+    } else if structure.single_pass && complete_steps == 0 {
+        LeakJudgement::not(NotJudged::SinglePass, 1)
+    } else {
+        LeakJudgement::not(NotJudged::TooFewSteps, complete_steps)
+    };
     let ooms = tl
         .ooms
         .iter()
@@ -399,15 +547,29 @@ fn device_report(
         top_sites: top(end_sites),
         top_sites_at_peak: top(peak_sites),
         categories_at_peak,
+        structure,
+        leak_judgement,
     };
     DeviceFindings {
         report,
         steps,
         leaks,
+        bounded_growth,
     }
 }
 
+/// The capture's leak judgement: judged if any device could be judged (on its most steps),
+/// else the reason of the device that came closest.
+pub fn overall_judgement(devices: &[DeviceReport]) -> LeakJudgement {
+    devices
+        .iter()
+        .map(|d| d.leak_judgement)
+        .max_by_key(|j| (j.judged, j.steps))
+        .unwrap_or(LeakJudgement::not(NotJudged::NoHistory, 0))
+}
+
 fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
+    let judgement = overall_judgement(devices);
     // The last OOM is the one that ended the run; earlier ones were caught by the program.
     let last_oom = devices
         .iter()
@@ -426,12 +588,13 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
             String::new()
         };
         return Verdict {
-            kind: format!("oom_{}", o.cause.name()),
+            kind: VerdictKind::of_oom(o.cause),
             summary: format!(
                 "OOM on cuda:{dev} requesting {}{at}, caused by {}{more}",
                 crate::units::bytes(o.rounded_bytes),
                 o.summary,
             ),
+            leak_judgement: judgement,
         };
     }
     if let Some(l) = leaks.first() {
@@ -447,14 +610,15 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
             String::new()
         };
         return Verdict {
-            kind: "leak".into(),
+            kind: VerdictKind::Leak,
             summary: format!(
                 "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{more}",
                 l.device,
-                l.leak.kind.replace('_', " "),
+                l.leak.kind.label(),
                 crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
                 l.leak.steps
             ),
+            leak_judgement: judgement,
         };
     }
     // Saturating: hostile files can declare sizes near 2^64 on several devices.
@@ -464,14 +628,45 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
     let total_res = devices
         .iter()
         .fold(0u64, |a, d| a.saturating_add(d.reserved_bytes));
-    Verdict {
-        kind: "ok".into(),
-        summary: format!(
-            "no OOM and no leak found; {} allocated and {} reserved at the end across {} device(s)",
-            crate::units::bytes(total_alloc),
-            crate::units::bytes(total_res),
-            devices.len()
+    let figures = format!(
+        "{} allocated and {} reserved at the end across {} device(s)",
+        crate::units::bytes(total_alloc),
+        crate::units::bytes(total_res),
+        devices.len()
+    );
+    if judgement.judged {
+        Verdict {
+            kind: VerdictKind::Ok,
+            summary: format!(
+                "no OOM, and no leak over {} steps; {figures}",
+                judgement.steps
+            ),
+            leak_judgement: judgement,
+        }
+    } else {
+        Verdict {
+            kind: VerdictKind::Unjudged,
+            summary: format!(
+                "no OOM recorded; leaks not judged: {}; {figures}",
+                not_judged_reason(&judgement)
+            ),
+            leak_judgement: judgement,
+        }
+    }
+}
+
+/// Why leaks were not judged, in words (shared by every view through the verdict summary).
+pub fn not_judged_reason(j: &LeakJudgement) -> String {
+    match j.reason {
+        None => "judged".into(),
+        Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen".into(),
+        Some(NotJudged::SinglePass) => "the log is one pass through the program (its user frames never go back to an earlier line of a loop), so there are no steps to compare".into(),
+        Some(NotJudged::TooFewSteps) => format!(
+            "{} complete step(s) recorded; growth needs at least {} to be told from warm-up",
+            j.steps, j.min_steps
         ),
+        Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),
+        Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
     }
 }
 
@@ -490,6 +685,7 @@ pub fn analyze_snapshot_with_timelines(
     let mut notes = snap.load_notes.clone();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
+    let mut bounded_growth = Vec::new();
     let mut steps = Vec::new();
     let mut timelines = Vec::new();
     for d in &snap.devices {
@@ -513,6 +709,14 @@ pub fn analyze_snapshot_with_timelines(
             device: d.index,
             leak,
         }));
+        bounded_growth.extend(
+            f.bounded_growth
+                .into_iter()
+                .map(|growth| BoundedGrowthReport {
+                    device: d.index,
+                    growth,
+                }),
+        );
         steps.extend(
             f.steps
                 .iter()
@@ -569,6 +773,7 @@ pub fn analyze_snapshot_with_timelines(
         verdict: verdict(&devices, &leaks),
         devices,
         leaks,
+        bounded_growth,
         steps,
         categories,
         graph: None,

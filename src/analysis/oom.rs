@@ -185,7 +185,7 @@ pub fn diagnose(
             });
             format!(
                 "leak: {} grew by {} per step for {} steps{at} until the {} request no longer fit",
-                l.kind.replace('_', " "),
+                l.kind.label(),
                 bytes(l.growth_bytes_per_step.max(0.0) as u64),
                 l.steps,
                 bytes(o.rounded_bytes)

@@ -1,31 +1,36 @@
 //! Cutting a device's event log into the iterations of the program's loop.
 //!
 //! A leak is memory that survives one more iteration than the last, so every leak question
-//! needs iterations first, and the log does not record them. Two sources are used, best first:
+//! needs iterations first, and the log does not record them. A step is one iteration of the
+//! loop where the program repeats its work: a training step, an evaluation batch, a served
+//! request. The evidence, best first:
 //!
 //! * `external_annotations`: `record_function` ranges the allocator saw. User ranges named like
 //!   the profiler's steps (`ProfilerStep#N`) bound a step exactly; the optimizer's own
-//!   `Optimizer.step#...` ranges end one. Their `time_us` is mapped to the first event at or
-//!   after it.
-//! * The allocation stream itself, where no annotation covers a stretch (validation loops
-//!   never call the optimizer; 2.1-era traces have no times). A loop allocates the same
-//!   tensors from the same lines in the same order every iteration, so some `(stack, size)`
-//!   key occurs exactly once per iteration at a steady spacing. The most frequent such key
-//!   (ties: the earliest) is the anchor, and each of its occurrences starts an iteration. The
-//!   stretches before and after the anchor's run are searched again, so a training phase
-//!   followed by a validation phase gives two runs of iterations.
+//!   `Optimizer.step#...` ranges end one (with gradient accumulation, the micro-batches between
+//!   two optimizer steps are one step). Their `time_us` is mapped to the first event at or after
+//!   it.
+//! * The Python stacks, where no annotation covers a stretch (validation loops never call the
+//!   optimizer; 2.1-era logs have no times): the outermost user frame going back to an earlier
+//!   line of its loop ([`super::loops`]). Repetition inside one call (a model's layers, a
+//!   library's token loop, an op's chunks) is not a step. Nested loops are levels; the
+//!   outermost level with enough iterations to judge growth is used.
 //!
 //! Only working loops count: an iteration must allocate under `torch.nn`, `torch.autograd` or
 //! `torch.optim` frames, or free most of what it allocates before the next iteration (its
 //! temporaries). A loop that only creates tensors and keeps them (filling a buffer, the
 //! fragmentation scenario) is keeping them on purpose as far as a snapshot can tell, and calling
 //! its iterations "steps" would turn every kept tensor into a leak.
+//!
+//! A log whose user frames only move forward is one pass through the program: one step, about
+//! which no leak can be judged. [`Structure`] says which of these the log showed.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
-use crate::analysis::replay::{round_size, Timeline};
-use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+use crate::analysis::loops::{self, LoopSite};
+use crate::analysis::replay::Timeline;
+use crate::model::{Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
 
 /// Where a step's bounds came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -35,8 +40,9 @@ pub enum StepSource {
     Setup,
     /// Bounded by `record_function` annotations.
     Annotation,
-    /// Bounded by a repeating allocation of the loop (see the module docs).
-    Pattern,
+    /// An iteration of a loop of the user's code, found from the Python stacks.
+    #[serde(rename = "loop")]
+    Loop,
     /// After the last complete iteration: a partial iteration, or the end of the program.
     Tail,
 }
@@ -58,15 +64,33 @@ pub struct Step {
 
 impl Step {
     pub fn is_iteration(&self) -> bool {
-        matches!(self.source, StepSource::Annotation | StepSource::Pattern)
+        matches!(self.source, StepSource::Annotation | StepSource::Loop)
     }
     pub fn contains(&self, event: usize) -> bool {
         (self.start_event.0 as usize..=self.end_event.0 as usize).contains(&event)
     }
 }
 
-/// Fewest occurrences of an anchor for its run to count as a loop.
+/// Fewest events in an unannotated stretch for it to be searched for a loop.
 pub const MIN_ITERATIONS: usize = 4;
+/// Iterations a loop level needs for survivors' growth to be judged on it; a level with fewer
+/// is used only when no level has that many.
+pub const JUDGE_ITERATIONS: usize = 6;
+
+/// What the log showed of the program's structure, for the report.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Structure {
+    /// The annotation family that bounds steps (`ProfilerStep`, `Optimizer.step`), if any.
+    pub annotation: Option<String>,
+    /// The loops of the user's code whose iterations are steps (outermost first).
+    pub loops: Vec<LoopSite>,
+    /// Loops nested inside those (micro-batches, inner loops): not used as steps.
+    pub nested_loops: Vec<LoopSite>,
+    /// The user's frames only moved forward: one pass, not a loop.
+    pub single_pass: bool,
+    /// No allocation had a user frame, so the stacks could not show loops.
+    pub no_user_stacks: bool,
+}
 
 /// Splits a device's log into steps, covering every event exactly once, in order.
 pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
@@ -75,12 +99,15 @@ pub fn split(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Vec<Step> {
 
 /// Where the steps lie, from the events and their stacks alone: it needs no replay, so it can
 /// run beside one (see [`with_figures`]).
-pub struct Bounds(Vec<Seg>);
+pub struct Bounds {
+    segs: Vec<Seg>,
+    pub structure: Structure,
+}
 
 impl Bounds {
     /// Each step's `(start, end)` events, inclusive, as [`Step`] will hold them.
     pub fn ranges(&self) -> Vec<(usize, usize)> {
-        self.0
+        self.segs
             .iter()
             .filter(|s| !s.range.is_empty())
             .map(|s| (s.range.start, s.range.end - 1))
@@ -88,15 +115,22 @@ impl Bounds {
     }
 }
 
-/// The search half of [`split`]: annotations and the repeating pattern.
+/// The search half of [`split`]: annotations, then the loops of the user's code.
 pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
+    let mut structure = Structure::default();
     let n = dev.events.len();
     if n == 0 {
-        return Bounds(Vec::new());
+        return Bounds {
+            segs: Vec::new(),
+            structure,
+        };
     }
     let model = ModelCode::new(&snap.stacks);
     let mut segs: Vec<Seg> = match annotation_segments(snap, dev) {
-        Some(s) => s,
+        Some((s, family)) => {
+            structure.annotation = Some(family.to_owned());
+            s
+        }
         None => vec![Seg {
             range: 0..n,
             source: StepSource::Tail,
@@ -104,28 +138,73 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
         }],
     };
     // Stretches the annotations do not cut (before the first and after the last marked
-    // step) are searched for a repeating pattern.
+    // step: validation after training) are searched for the user's loops.
     let mut out: Vec<Seg> = Vec::with_capacity(segs.len());
+    let mut passes = 0usize;
+    let mut searched = 0usize;
+    let mut no_stacks = 0usize;
     for s in segs.drain(..) {
-        // Any unmarked stretch may hold a loop (validation after training); the anchor
-        // search itself requires MIN_ITERATIONS regular repetitions of model code.
         let searchable = matches!(s.source, StepSource::Setup | StepSource::Tail)
             && s.range.len() >= MIN_ITERATIONS;
         if !searchable {
             out.push(s);
             continue;
         }
-        let anchors = pattern_anchors(dev, snap, &model, s.range.clone());
-        push_pattern_segments(&mut out, s, &anchors);
+        searched += 1;
+        match loops::find(snap, dev, s.range.clone()) {
+            loops::Structure::NoStacks => {
+                no_stacks += 1;
+                out.push(s);
+            }
+            loops::Structure::SinglePass => {
+                passes += 1;
+                out.push(s);
+            }
+            loops::Structure::Loops(levels) => {
+                let end = s.range.end;
+                // The outermost working level with enough iterations to judge, else the
+                // working level with the most.
+                let working: Vec<_> = levels
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| loops::working(dev, &model, &l.starts, end))
+                    .collect();
+                let pick = working
+                    .iter()
+                    .find(|(_, l)| l.iterations() >= JUDGE_ITERATIONS)
+                    .or_else(|| working.iter().max_by_key(|(_, l)| l.iterations()))
+                    .copied();
+                match pick {
+                    Some((k, level)) => {
+                        structure.loops.extend(level.loops.iter().cloned());
+                        for inner in &levels[k + 1..] {
+                            structure.nested_loops.extend(inner.loops.iter().cloned());
+                        }
+                        push_loop_segments(&mut out, s, &level.starts);
+                    }
+                    None => {
+                        passes += 1;
+                        out.push(s);
+                    }
+                }
+            }
+        }
     }
-    Bounds(out)
+    if structure.annotation.is_none() && structure.loops.is_empty() && searched > 0 {
+        structure.single_pass = passes > 0;
+        structure.no_user_stacks = passes == 0 && no_stacks > 0;
+    }
+    Bounds {
+        segs: out,
+        structure,
+    }
 }
 
 /// The figures half of [`split`]: each step's peak and end from the replayed series.
 pub fn with_figures(bounds: Bounds, tl: &Timeline) -> Vec<Step> {
     let mut counter = 0usize;
     bounds
-        .0
+        .segs
         .into_iter()
         .filter(|s| !s.range.is_empty())
         .map(|s| {
@@ -133,7 +212,7 @@ pub fn with_figures(bounds: Bounds, tl: &Timeline) -> Vec<Step> {
             let name = match s.source {
                 StepSource::Setup => "setup".to_string(),
                 StepSource::Tail => "tail".to_string(),
-                StepSource::Annotation | StepSource::Pattern => {
+                StepSource::Annotation | StepSource::Loop => {
                     counter += 1;
                     format!("step {counter}")
                 }
@@ -192,7 +271,7 @@ pub fn annotation_family(name: &str) -> &str {
         .trim_end_matches(|c: char| c.is_ascii_digit())
 }
 
-fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
+fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<(Vec<Seg>, &'static str)> {
     let n = dev.events.len();
     let times: Vec<i64> = dev
         .events
@@ -297,14 +376,14 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<Vec<Seg>> {
         }
     }
     segs.retain(|s| !s.range.is_empty());
-    Some(segs)
+    Some((segs, pick.0))
 }
 
-/// Splits `s` at `anchors` (sorted, inside `s.range`) into: the stretch before the first
-/// anchor (joined to the previous segment when there is one), one pattern step per pair of
-/// anchors, and a trailing partial iteration.
-fn push_pattern_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
-    if anchors.len() < MIN_ITERATIONS {
+/// Splits `s` at `anchors` (iteration starts, sorted, inside `s.range`) into: the stretch
+/// before the first (joined to the previous segment when there is one), one loop step per pair
+/// of starts, and a trailing partial iteration.
+fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
+    if anchors.len() < 2 {
         out.push(s);
         return;
     }
@@ -324,7 +403,7 @@ fn push_pattern_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
     for w in anchors.windows(2) {
         out.push(Seg {
             range: w[0]..w[1],
-            source: StepSource::Pattern,
+            source: StepSource::Loop,
             complete: true,
         });
     }
@@ -371,144 +450,10 @@ impl<'a> ModelCode<'a> {
     }
 }
 
-/// The anchors of the loops in `range`, sorted: each starts one iteration. Searches the
-/// stretch for the best anchor, then the stretches before and after its run.
-fn pattern_anchors(
-    dev: &Device,
-    snap: &Snapshot,
-    model: &ModelCode,
-    range: Range<usize>,
-) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut todo = vec![range];
-    while let Some(r) = todo.pop() {
-        let Some(run) = best_anchor(dev, snap, model, r.clone()) else {
-            continue;
-        };
-        let (first, last) = (run[0], *run.last().unwrap_or(&run[0]));
-        // Only a stretch long enough for another loop is searched again.
-        let period = (last - first) / (run.len() - 1).max(1);
-        if first - r.start > MIN_ITERATIONS * period {
-            todo.push(r.start..first);
-        }
-        if r.end - last > (MIN_ITERATIONS + 1) * period {
-            // The iteration the run's last anchor starts is part of the run.
-            todo.push((last + period).min(r.end)..r.end);
-        }
-        out.extend(run);
-    }
-    out.sort_unstable();
-    out
-}
-
-/// Anchor selection for one stretch (see the module docs). Returns the event indices of the
-/// anchor's occurrences, or `None` when no key repeats regularly in a model loop.
-pub(crate) fn best_anchor(
-    dev: &Device,
-    snap: &Snapshot,
-    model: &ModelCode,
-    range: Range<usize>,
-) -> Option<Vec<usize>> {
-    // Alloc events of the stretch, by key, as ordinals among the stretch's allocs.
-    let mut allocs: Vec<usize> = Vec::new();
-    let mut by_key: HashMap<(StackId, u64), Vec<u32>> = HashMap::default();
-    for i in range.clone() {
-        let e = &dev.events[i];
-        if e.action != Action::Alloc {
-            continue;
-        }
-        let k = (e.stack, round_size(e.size, &snap.settings));
-        by_key.entry(k).or_default().push(allocs.len() as u32);
-        allocs.push(i);
-    }
-    // For each alloc of the stretch, the event that freed it (usize::MAX: not in the stretch).
-    let mut freed_at = vec![usize::MAX; allocs.len()];
-    {
-        let mut live: HashMap<u64, usize> = HashMap::default();
-        let mut ordinal = 0usize;
-        for i in range.clone() {
-            let e = &dev.events[i];
-            match e.action {
-                Action::Alloc => {
-                    live.insert(e.addr, ordinal);
-                    ordinal += 1;
-                }
-                Action::FreeRequested => {
-                    if let Some(o) = live.remove(&e.addr) {
-                        freed_at[o] = i;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut best: Option<(usize, usize, &Vec<u32>)> = None; // (count, first ordinal, positions)
-    for pos in by_key.values() {
-        if pos.len() < MIN_ITERATIONS || !regular(pos) {
-            continue;
-        }
-        let better = match best {
-            None => true,
-            Some((c, f, _)) => pos.len() > c || (pos.len() == c && (pos[0] as usize) < f),
-        };
-        if !better {
-            continue;
-        }
-        // A model loop: most iterations allocate under model code, from two or more lines of
-        // the user's code (data and forward, forward and loss). A key repeated once per layer
-        // inside one forward pass is regular too, but all of it comes from the one line that
-        // called the model.
-        let iters = pos.len() - 1;
-        let model_iters = pos
-            .windows(2)
-            .filter(|w| {
-                let (a, b) = (w[0] as usize, w[1] as usize);
-                let span = &allocs[a..b];
-                let model_code = span.iter().any(|&i| model.is_model(dev.events[i].stack));
-                // Or a working loop without model frames: most of what an iteration allocates
-                // is freed before the next one starts (temporaries). A loop that frees nothing
-                // it allocates is filling memory on purpose, not iterating.
-                let end = allocs.get(b).copied().unwrap_or(usize::MAX);
-                let temporaries = (a..b).filter(|&o| freed_at[o] < end).count();
-                let working = span.len() >= 3 && temporaries * 2 >= span.len();
-                let mut lines = span.iter().filter_map(|&i| {
-                    snap.stacks
-                        .user_frame(dev.events[i].stack)
-                        .map(|f| (f.file, f.line))
-                });
-                let first = lines.next();
-                let two_lines = first.is_some() && lines.any(|l| Some(l) != first);
-                (model_code || working) && two_lines
-            })
-            .count();
-        if model_iters * 2 < iters {
-            continue;
-        }
-        best = Some((pos.len(), pos[0] as usize, pos));
-    }
-    let (_, _, pos) = best?;
-    Some(pos.iter().map(|&p| allocs[p as usize]).collect())
-}
-
-/// Whether occurrences (alloc ordinals) are evenly spaced: the 10th and 90th percentile gaps
-/// lie within 30% of the median gap. A key allocated several times per iteration (one per
-/// layer) has short gaps within an iteration and a long one between iterations, and fails.
-pub(crate) fn regular(pos: &[u32]) -> bool {
-    if pos.len() < 2 {
-        return false;
-    }
-    let mut gaps: Vec<u32> = pos.windows(2).map(|w| w[1] - w[0]).collect();
-    gaps.sort_unstable();
-    let med = gaps[gaps.len() / 2] as f64;
-    let lo = gaps[gaps.len() / 10] as f64;
-    let hi = gaps[(gaps.len() * 9) / 10] as f64;
-    med >= 1.0 && lo >= 0.7 * med && hi <= 1.3 * med
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocatorSettings, Event, Layout};
+    use crate::model::{Action, AllocatorSettings, Event, Layout};
 
     fn ev(action: Action, addr: u64, size: u64, stack: StackId, t: i64) -> Event {
         Event {
@@ -563,15 +508,6 @@ mod tests {
     }
 
     #[test]
-    fn regular_spacing() {
-        assert!(regular(&[0, 5, 10, 15, 20]));
-        assert!(regular(&[0, 5, 10, 16, 20, 25]));
-        // One per layer: 2, 2, 2 then a long gap.
-        assert!(!regular(&[0, 2, 4, 9, 11, 13, 18, 20, 22]));
-        assert!(!regular(&[3]));
-    }
-
-    #[test]
     fn families() {
         assert_eq!(annotation_family("ProfilerStep#12"), "ProfilerStep");
         assert_eq!(
@@ -588,7 +524,7 @@ mod tests {
         let steps = split(&snap, &dev, &tl);
         let iters: Vec<_> = steps
             .iter()
-            .filter(|s| s.source == StepSource::Pattern)
+            .filter(|s| s.source == StepSource::Loop)
             .collect();
         // 10 anchors: 9 complete iterations and a trailing one.
         assert_eq!(iters.len(), 9);

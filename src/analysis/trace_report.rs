@@ -7,10 +7,13 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::Leak;
+use super::leaks::{Blame, Confidence, Leak, LeakKind};
 use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
-use super::{Analysis, DeviceReport, Input, LeakReport, StepReport, Verdict, SCHEMA};
+use super::{
+    Analysis, DeviceReport, Input, LeakJudgement, LeakReport, NotJudged, StepReport, Verdict,
+    VerdictKind, JUDGE_STEPS, SCHEMA,
+};
 use crate::model::trace::Trace;
 use crate::model::EventIdx;
 use crate::units::bytes;
@@ -74,10 +77,12 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 bytes(total)
             );
             Leak {
-                kind: "steady_growth",
+                kind: LeakKind::SteadyGrowth,
+                allocation_site: site.clone(),
                 site,
+                blame: Blame::AllocatingLine,
                 cause_site: None,
-                confidence: "medium",
+                confidence: Confidence::Medium,
                 live_bytes: total,
                 count,
                 growth_bytes_per_step: total as f64 / n,
@@ -144,6 +149,14 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         top_sites: Vec::new(),
         top_sites_at_peak: Vec::new(),
         categories_at_peak: None,
+        structure: Default::default(),
+        leak_judgement: if d.events == 0 {
+            LeakJudgement::not(NotJudged::NoMemoryEvents, 0)
+        } else if d.steps.len() >= JUDGE_STEPS {
+            LeakJudgement::judged(d.steps.len())
+        } else {
+            LeakJudgement::not(NotJudged::TooFewSteps, d.steps.len())
+        },
     }
 }
 
@@ -220,6 +233,16 @@ pub fn analyze_trace_with_memory(
                 .into(),
         );
     }
+    let judgement = if devices.is_empty() {
+        let reason = if mem.devices.is_empty() {
+            NotJudged::NoMemoryEvents
+        } else {
+            NotJudged::CpuOnly
+        };
+        LeakJudgement::not(reason, 0)
+    } else {
+        super::overall_judgement(&devices)
+    };
     let verdict = if let Some(f) = g.findings.first() {
         let at = f
             .site
@@ -227,11 +250,12 @@ pub fn analyze_trace_with_memory(
             .map(|s| format!(" in {}", s.function))
             .unwrap_or_default();
         Verdict {
-            kind: "graph_growth".into(),
+            kind: VerdictKind::GraphGrowth,
             summary: format!(
                 "autograd graph grows by {} never-backpropagated `{}` node(s) per step{at} over {} steps: a tensor with grad history is being accumulated",
                 f.nodes_per_step, f.op, f.steps
             ),
+            leak_judgement: judgement,
         }
     } else if let Some(l) = leaks.first() {
         let at = l
@@ -241,27 +265,35 @@ pub fn analyze_trace_with_memory(
             .map(|s| format!(" at {}:{}", s.file, s.line))
             .unwrap_or_default();
         Verdict {
-            kind: "leak".into(),
+            kind: VerdictKind::Leak,
             summary: format!(
                 "memory leak on cuda:{}: allocations{at} from {} steps are still alive, {} per step",
                 l.device,
                 l.leak.steps,
                 bytes(l.leak.growth_bytes_per_step.max(0.0) as u64)
             ),
+            leak_judgement: judgement,
         }
-    } else {
+    } else if judgement.judged {
         let peak: u64 = devices
             .iter()
             .filter_map(|d| d.peak_allocated_bytes)
             .max()
             .unwrap_or(0);
         Verdict {
-            kind: "ok".into(),
+            kind: VerdictKind::Ok,
             summary: format!(
                 "no leak and no autograd graph growth found over {} profiled steps; allocated peak {}",
                 mem.steps.len(),
                 bytes(peak)
             ),
+            leak_judgement: judgement,
+        }
+    } else {
+        Verdict {
+            kind: VerdictKind::Unjudged,
+            summary: format!("leaks not judged: {}", super::not_judged_reason(&judgement)),
+            leak_judgement: judgement,
         }
     };
     let analysis = Analysis {
@@ -275,6 +307,7 @@ pub fn analyze_trace_with_memory(
         verdict,
         devices,
         leaks,
+        bounded_growth: Vec::new(),
         steps,
         categories: None,
         graph: Some(GraphSection {

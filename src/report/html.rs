@@ -57,7 +57,7 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bo
 h3{font-size:15px;margin:16px 0 6px}
 .sub{color:#5b6475;font-size:13px}
 .verdict{padding:12px 16px;border-radius:6px;font-size:16px;margin:12px 0;border-left:6px solid}
-.verdict.ok{background:#e9f7ee;border-color:#2e9d57}.verdict.bad{background:#fdecea;border-color:#d93025}
+.verdict.ok{background:#e9f7ee;border-color:#2e9d57}.verdict.bad{background:#fdecea;border-color:#d93025}.verdict.unjudged{background:#fff7e0;border-color:#b8860b}
 table{border-collapse:collapse;font-size:13px;background:#fff}
 td,th{padding:3px 10px;border-bottom:1px solid #e6e8ec;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -566,9 +566,9 @@ impl Html<'_> {
                 let _ = write!(
                     out,
                     r#"<div class="card"><h3>{} at <span class="user">{}</span> <span class=sub>({} confidence)</span></h3><p>{} live in {} blocks, growing {} per step over {} steps.</p><p>{}</p><p><b>fix:</b> {}</p>"#,
-                    esc(l.kind),
+                    esc(l.kind.id()),
                     esc(&site),
-                    esc(l.confidence),
+                    esc(l.confidence.name()),
                     bytes(l.live_bytes),
                     l.count,
                     bytes(l.growth_bytes_per_step.max(0.0) as u64),
@@ -647,12 +647,16 @@ impl Format for Html<'_> {
             bytes(a.input.bytes),
             a.devices.len()
         );
-        let bad = a.verdict.kind != "ok";
+        // Green only for a judged, clean capture; a capture that could not be judged is
+        // amber, never a green OK.
+        let (class, label) = match a.verdict.kind {
+            crate::analysis::VerdictKind::Ok => ("ok", "OK"),
+            crate::analysis::VerdictKind::Unjudged => ("unjudged", "NOT JUDGED"),
+            _ => ("bad", "VERDICT"),
+        };
         let _ = write!(
             o,
-            r#"<section id="verdict"><div class="verdict {}"><b>{}</b> {}</div></section>"#,
-            if bad { "bad" } else { "ok" },
-            if bad { "VERDICT" } else { "OK" },
+            r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
             esc(&a.verdict.summary)
         );
         for d in &a.devices {

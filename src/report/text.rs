@@ -251,7 +251,7 @@ fn write_leak(
         st.bold(&format!(
             "LEAK #{n} on cuda:{}: {} ({} confidence)",
             r.device,
-            l.kind.replace('_', " "),
+            l.kind.label(),
             l.confidence
         ))
     )?;
@@ -352,10 +352,10 @@ impl Format for Text {
             events
         )?;
         writeln!(out)?;
-        let v = if a.verdict.kind == "ok" {
-            st.green(&a.verdict.summary)
-        } else {
-            st.red(&a.verdict.summary)
+        let v = match a.verdict.kind {
+            crate::analysis::VerdictKind::Ok => st.green(&a.verdict.summary),
+            crate::analysis::VerdictKind::Unjudged => st.yellow(&a.verdict.summary),
+            _ => st.red(&a.verdict.summary),
         };
         writeln!(out, "{} {v}", st.bold("VERDICT"))?;
         for d in &a.devices {

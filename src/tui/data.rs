@@ -177,7 +177,7 @@ fn leak_series(snap: &Snapshot, a: &Analysis, l: &analysis::LeakReport) -> (Vec<
         .steps
         .iter()
         .filter(|s| {
-            s.device == l.device && matches!(s.source, StepSource::Annotation | StepSource::Pattern)
+            s.device == l.device && matches!(s.source, StepSource::Annotation | StepSource::Loop)
         })
         .filter_map(|s| Some((s.name.as_str(), s.end_event? as usize)))
         .collect();
@@ -229,7 +229,7 @@ fn markers(snap: &Snapshot, a: &Analysis, dev: &Device, tl: &Timeline) -> Vec<Ma
     for s in a
         .steps
         .iter()
-        .filter(|s| s.device == dev.index && s.source == StepSource::Pattern)
+        .filter(|s| s.device == dev.index && s.source == StepSource::Loop)
     {
         if let Some(e) = s.start_event {
             out.push(Marker {

@@ -313,10 +313,10 @@ impl Widget for OverviewView<'_> {
 
 /// The overview's first lines: the verdict, green when all is well.
 pub(super) fn verdict(v: &crate::analysis::Verdict, area: Rect, buf: &mut Buffer) {
-    let style = if v.kind == "ok" {
-        bold().fg(Color::Green)
-    } else {
-        bold().fg(Color::Red)
+    let style = match v.kind {
+        crate::analysis::VerdictKind::Ok => bold().fg(Color::Green),
+        crate::analysis::VerdictKind::Unjudged => bold().fg(Color::Yellow),
+        _ => bold().fg(Color::Red),
     };
     Paragraph::new(Line::from(vec![
         Span::styled("VERDICT ", style),

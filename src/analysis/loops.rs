@@ -1,0 +1,469 @@
+//! Steps from the program's structure: the loop in the user's own code.
+//!
+//! Where no annotation marks the steps, the Python stacks do. Every allocation's stack holds,
+//! from the outside in, the frames of the user's program down to the call into PyTorch (a model
+//! call, an op, the optimizer). While a loop body runs, the line of the loop's frame moves
+//! forward; when the next iteration starts, it goes back to an earlier line. So a step boundary
+//! is an allocation whose frame at some depth is the same function, called from the same place,
+//! as the previous allocation's, at an earlier line: a *back-jump*.
+//!
+//! What is not a step, by construction:
+//! * the layers of a model, the chunks of an op: their loops run below the call into PyTorch
+//!   (`nn.Module.__call__`), and the user chain stops there;
+//! * the tokens of a library's `generate`: library frames are skipped, so the user's frame above
+//!   stays on one line for the whole generation;
+//! * a loop that only fills memory (allocating on one line, keeping everything): the line never
+//!   goes back, and a loop that does go back must be a *working* loop (model code, or temporaries
+//!   freed each iteration; see [`working`]).
+//!
+//! Loops nest: back-jumps are grouped into loops by where they go back to (depth, calling
+//! context, function, target line); a loop that starts inside another's span at a later line or
+//! a deeper frame is nested in it. Levels run from the outermost (epochs) inwards (steps,
+//! micro-batches); [`find`] returns every level so the caller can judge at the level where
+//! survivors accumulate.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+
+use crate::model::{Action, Device, FrameKind, Snapshot, StackId, Stacks, Sym};
+
+/// One frame of a user chain: `(file, function, line)`.
+type Link = (Sym, Sym, u32);
+
+/// The user's frames of a stack, outermost first, down to the first PyTorch frame: the part of
+/// the program where its loops live. Library, interpreter and native frames are skipped (a
+/// trainer library may call the user's `training_step`); a PyTorch frame ends the chain
+/// (a model call, autograd, the optimizer).
+pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
+    let mut out = Vec::new();
+    for &f in stacks.frames(s).iter().rev() {
+        let fr = stacks.frame(f);
+        match fr.kind {
+            FrameKind::User => out.push((fr.file, fr.name, fr.line)),
+            FrameKind::Torch => break,
+            FrameKind::Library | FrameKind::Python | FrameKind::Native => {}
+        }
+    }
+    out
+}
+
+/// Where a loop goes back to: the depth of its frame, the calling context above it (the
+/// lines of the outer frames), the function and the target line.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct LoopKey {
+    depth: usize,
+    context: Vec<Link>,
+    file: Sym,
+    function: Sym,
+    target: u32,
+}
+
+/// A loop found in the log: its back-jumps (event indices where an iteration started again).
+#[derive(Clone, Debug)]
+struct LoopJumps {
+    key: LoopKey,
+    jumps: Vec<usize>,
+    /// The event that started the first iteration.
+    start: usize,
+}
+
+/// A loop of the program, as reported: where it is and how its iterations were cut.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LoopSite {
+    pub file: String,
+    pub function: String,
+    /// The first line an iteration allocates from (the loop body's first allocating line).
+    pub line: u32,
+    pub iterations: usize,
+}
+
+/// A nesting level of the program's loops.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Level {
+    /// Event indices where an iteration of this level (or of an enclosing one) starts, sorted.
+    pub starts: Vec<usize>,
+    /// The loops of this level, outermost first.
+    pub loops: Vec<LoopSite>,
+}
+
+impl Level {
+    pub fn iterations(&self) -> usize {
+        self.starts.len()
+    }
+}
+
+/// What the stacks say about the structure of a stretch of the log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Structure {
+    /// No allocation in the stretch has a user frame: the stacks cannot tell.
+    NoStacks,
+    /// The user's frames only move forward: one pass through the program (a single forward,
+    /// one generation, one benchmark call), not a loop.
+    SinglePass,
+    /// Loops, outermost level first.
+    Loops(Vec<Level>),
+}
+
+/// The chains of the stretch's allocations, interned per stack.
+struct Chains<'a> {
+    stacks: &'a Stacks,
+    memo: HashMap<StackId, u32>,
+    chains: Vec<Vec<Link>>,
+}
+
+impl<'a> Chains<'a> {
+    fn new(stacks: &'a Stacks) -> Self {
+        Chains {
+            stacks,
+            memo: HashMap::default(),
+            chains: Vec::new(),
+        }
+    }
+    fn of(&mut self, s: StackId) -> u32 {
+        if let Some(&i) = self.memo.get(&s) {
+            return i;
+        }
+        let i = self.chains.len() as u32;
+        self.chains.push(user_chain(self.stacks, s));
+        self.memo.insert(s, i);
+        i
+    }
+}
+
+/// Finds the loops of `range` (see the module docs).
+pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
+    let mut chains = Chains::new(&snap.stacks);
+    // (event, chain) of the stretch's allocations that have a user frame.
+    let mut seq: Vec<(usize, u32)> = Vec::new();
+    for i in range.clone() {
+        let e = &dev.events[i];
+        if e.action != Action::Alloc {
+            continue;
+        }
+        let c = chains.of(e.stack);
+        if !chains.chains[c as usize].is_empty() {
+            seq.push((i, c));
+        }
+    }
+    if seq.is_empty() {
+        return Structure::NoStacks;
+    }
+    let mut groups: HashMap<LoopKey, Vec<usize>> = HashMap::default();
+    for w in seq.windows(2) {
+        let (a, b) = (
+            &chains.chains[w[0].1 as usize],
+            &chains.chains[w[1].1 as usize],
+        );
+        let Some(k) = (0..a.len().min(b.len())).find(|&k| a[k] != b[k]) else {
+            continue;
+        };
+        let (fa, fb) = (a[k], b[k]);
+        if fa.0 == fb.0 && fa.1 == fb.1 && fb.2 < fa.2 {
+            let key = LoopKey {
+                depth: k,
+                context: a[..k].to_vec(),
+                file: fb.0,
+                function: fb.1,
+                target: fb.2,
+            };
+            groups.entry(key).or_default().push(w[1].0);
+        }
+    }
+    if groups.is_empty() {
+        return Structure::SinglePass;
+    }
+    let mut loops: Vec<LoopJumps> = groups
+        .into_iter()
+        .map(|(key, jumps)| {
+            let start = first_iteration(&chains, &seq, &key, jumps[0], range.start);
+            LoopJumps { key, jumps, start }
+        })
+        .collect();
+    loops.sort_by_key(|l| (l.start, l.key.depth, l.key.target));
+    // Nesting: a loop inside another's span, deeper or at a later line of the same function.
+    let n = loops.len();
+    let mut level = vec![0usize; n];
+    for g in 0..n {
+        for h in 0..n {
+            if g == h {
+                continue;
+            }
+            let (lg, lh) = (&loops[g], &loops[h]);
+            let inside = lg.start >= lh.start
+                && lg.jumps[0] < *lh.jumps.last().unwrap_or(&lh.start)
+                && lg.jumps[0] > lh.start;
+            let inner = lh.key.depth < lg.key.depth
+                || (lh.key.depth == lg.key.depth
+                    && lh.key.context == lg.key.context
+                    && lh.key.file == lg.key.file
+                    && lh.key.function == lg.key.function
+                    && lh.key.target < lg.key.target);
+            if inside && inner {
+                level[g] += 1;
+            }
+        }
+    }
+    let max_level = level.iter().copied().max().unwrap_or(0);
+    let mut levels = Vec::new();
+    for l in 0..=max_level {
+        let mut starts: Vec<usize> = Vec::new();
+        let mut sites = Vec::new();
+        for (g, lp) in loops.iter().enumerate() {
+            if level[g] > l {
+                continue;
+            }
+            // A nested loop's first iteration begins with its enclosing iteration.
+            if level[g] == 0 {
+                starts.push(lp.start);
+            }
+            starts.extend(&lp.jumps);
+            if level[g] == l {
+                sites.push(LoopSite {
+                    file: snap.stacks.str(lp.key.file).to_owned(),
+                    function: snap.stacks.str(lp.key.function).to_owned(),
+                    line: lp.key.target,
+                    iterations: lp.jumps.len() + 1,
+                });
+            }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        if !sites.is_empty() {
+            levels.push(Level {
+                starts,
+                loops: sites,
+            });
+        }
+    }
+    Structure::Loops(levels)
+}
+
+/// The event that started a loop's first iteration: walking back from its first back-jump,
+/// the earliest allocation still inside the loop (same context and function, at or after the
+/// target line, or deeper in a call made from there).
+fn first_iteration(
+    chains: &Chains,
+    seq: &[(usize, u32)],
+    key: &LoopKey,
+    first_jump: usize,
+    floor: usize,
+) -> usize {
+    let pos = seq.partition_point(|&(i, _)| i < first_jump);
+    let mut start = first_jump;
+    for &(i, c) in seq[..pos].iter().rev() {
+        let ch = &chains.chains[c as usize];
+        let inside = ch.len() > key.depth
+            && ch[..key.depth] == key.context[..]
+            && ch[key.depth].0 == key.file
+            && ch[key.depth].1 == key.function
+            && ch[key.depth].2 >= key.target;
+        if !inside {
+            break;
+        }
+        start = i;
+    }
+    start.max(floor)
+}
+
+/// Whether the iterations `starts` (event indices) are those of a working loop, not one that
+/// fills memory on purpose: most iterations allocate under model code, or free most of what
+/// they allocate before the next one starts (temporaries).
+pub(crate) fn working(
+    dev: &Device,
+    model: &super::steps::ModelCode,
+    starts: &[usize],
+    end: usize,
+) -> bool {
+    if starts.len() < 2 {
+        return false;
+    }
+    let mut ok = 0usize;
+    let mut total = 0usize;
+    for (k, &a) in starts.iter().enumerate() {
+        let b = starts
+            .get(k + 1)
+            .copied()
+            .unwrap_or(end)
+            .min(dev.events.len());
+        if b <= a {
+            continue;
+        }
+        total += 1;
+        let mut allocs: rustc_hash::FxHashSet<u64> = Default::default();
+        let mut model_code = false;
+        let mut freed = 0usize;
+        let mut n = 0usize;
+        for e in &dev.events[a..b] {
+            match e.action {
+                Action::Alloc => {
+                    n += 1;
+                    allocs.insert(e.addr);
+                    model_code |= model.is_model(e.stack);
+                }
+                Action::FreeRequested if allocs.remove(&e.addr) => freed += 1,
+                _ => {}
+            }
+        }
+        if model_code || (n >= 2 && freed * 2 >= n) {
+            ok += 1;
+        }
+    }
+    total > 0 && ok * 2 >= total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocatorSettings, Event, Layout};
+
+    const MODULE: &str = "/v/lib/python3.12/site-packages/torch/nn/modules/module.py";
+    const HF: &str = "/v/lib/python3.12/site-packages/transformers/generation/utils.py";
+
+    /// A log built from stacks given outermost first as `(file, line, function)`.
+    struct Log {
+        stacks: Stacks,
+        events: Vec<Event>,
+        addr: u64,
+    }
+
+    impl Log {
+        fn new() -> Self {
+            Log {
+                stacks: Stacks::new(),
+                events: Vec::new(),
+                addr: 0,
+            }
+        }
+        fn alloc(&mut self, chain: &[(&str, u32, &str)]) {
+            let frames: Vec<_> = chain
+                .iter()
+                .rev()
+                .map(|&(f, l, n)| self.stacks.intern_frame(f, l, n))
+                .collect();
+            let stack = self.stacks.intern_stack(&frames);
+            self.addr += 1 << 20;
+            self.events.push(Event {
+                action: Action::Alloc,
+                addr: self.addr,
+                size: 4096,
+                stream: 0,
+                time_us: None,
+                stack,
+                device_free: None,
+            });
+        }
+        fn find(self) -> Structure {
+            let dev = Device {
+                index: 0,
+                segments: Vec::new(),
+                events: self.events,
+            };
+            let n = dev.events.len();
+            let snap = Snapshot {
+                layout: Layout::Modern,
+                devices: Vec::new(),
+                stacks: self.stacks,
+                annotations: Vec::new(),
+                settings: AllocatorSettings::default(),
+                load_notes: Vec::new(),
+            };
+            find(&snap, &dev, 0..n)
+        }
+    }
+
+    fn iterations(s: &Structure) -> Vec<usize> {
+        match s {
+            Structure::Loops(levels) => levels.iter().map(|l| l.iterations()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn layers_of_one_forward_are_not_steps() {
+        // bench.py calls the model once; the model's forward loops over 32 layers under
+        // nn.Module.__call__ frames.
+        let mut log = Log::new();
+        log.alloc(&[("bench.py", 5, "<module>"), ("bench.py", 40, "main")]);
+        for _ in 0..32 {
+            for line in [22, 23, 24] {
+                log.alloc(&[
+                    ("bench.py", 5, "<module>"),
+                    ("bench.py", 41, "main"),
+                    (MODULE, 1775, "_call_impl"),
+                    ("model.py", line, "forward"),
+                ]);
+            }
+        }
+        assert_eq!(log.find(), Structure::SinglePass);
+    }
+
+    #[test]
+    fn tokens_of_a_library_generate_are_not_steps() {
+        let mut log = Log::new();
+        for _ in 0..20 {
+            for line in [2300, 2310] {
+                log.alloc(&[
+                    ("serve.py", 9, "<module>"),
+                    ("serve.py", 30, "main"),
+                    (HF, line, "_sample"),
+                    (MODULE, 1775, "_call_impl"),
+                ]);
+            }
+        }
+        assert_eq!(log.find(), Structure::SinglePass);
+    }
+
+    #[test]
+    fn requests_of_a_serving_loop_are_steps() {
+        let mut log = Log::new();
+        for _ in 0..10 {
+            log.alloc(&[("serve.py", 9, "<module>"), ("serve.py", 28, "main")]);
+            for line in [2300, 2310] {
+                log.alloc(&[
+                    ("serve.py", 9, "<module>"),
+                    ("serve.py", 30, "main"),
+                    (HF, line, "_sample"),
+                ]);
+            }
+        }
+        let s = log.find();
+        assert_eq!(iterations(&s), vec![10]);
+        let Structure::Loops(levels) = s else {
+            unreachable!()
+        };
+        assert_eq!(levels[0].loops[0].line, 28);
+        assert_eq!(levels[0].loops[0].function, "main");
+        assert_eq!(levels[0].starts[0], 0);
+    }
+
+    #[test]
+    fn nested_loops_are_levels_and_sequential_loops_are_phases() {
+        // for step in range(12): x = data() (10); for micro in range(4): out = model(x) (12),
+        // loss (13); opt.step() (15). Then 5 eval batches at lines 20-21.
+        let mut log = Log::new();
+        log.alloc(&[("train.py", 1, "<module>"), ("train.py", 5, "main")]);
+        for _ in 0..12 {
+            log.alloc(&[("train.py", 1, "<module>"), ("train.py", 10, "main")]);
+            for _ in 0..4 {
+                log.alloc(&[("train.py", 1, "<module>"), ("train.py", 12, "main")]);
+                log.alloc(&[("train.py", 1, "<module>"), ("train.py", 13, "main")]);
+            }
+            log.alloc(&[("train.py", 1, "<module>"), ("train.py", 15, "main")]);
+        }
+        for _ in 0..5 {
+            log.alloc(&[("train.py", 1, "<module>"), ("train.py", 20, "main")]);
+            log.alloc(&[("train.py", 1, "<module>"), ("train.py", 21, "main")]);
+        }
+        let s = log.find();
+        // Level 0: 12 steps and 5 eval batches; level 1 adds the micro-batches.
+        assert_eq!(iterations(&s), vec![17, 17 + 12 * 3]);
+        let Structure::Loops(levels) = s else {
+            unreachable!()
+        };
+        let lines: Vec<u32> = levels[0].loops.iter().map(|l| l.line).collect();
+        assert_eq!(lines, vec![10, 20]);
+        assert_eq!(levels[1].loops[0].line, 12);
+        // The first step starts at the first `x = data()`, after the setup allocation.
+        assert_eq!(levels[0].starts[0], 1);
+    }
+}
