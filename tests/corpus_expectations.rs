@@ -223,6 +223,13 @@ fn every_corpus_file_has_expectations() {
             format!("{rel}: in the corpus but has no entry in tests/corpus_expectations.toml")
         });
     }
+    // The reviewable reading must cover the same files (regenerate it with the command at its top).
+    let facts = include_str!("corpus_facts.md");
+    for rel in &present {
+        f.check(facts.contains(&format!("## `{rel}`")), || {
+            format!("{rel}: missing from tests/corpus_facts.md")
+        });
+    }
     for rel in listed.difference(&present) {
         f.check(false, || {
             format!("{rel}: has an entry but is not in the corpus")
