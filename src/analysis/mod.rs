@@ -267,9 +267,32 @@ impl LeakJudgement {
     }
 }
 
-/// Complete steps a leak judgement needs: growth must rise at [`leaks::MIN_RISING_STEPS`]
-/// boundaries, which takes one more step than that.
-pub const JUDGE_STEPS: usize = leaks::MIN_RISING_STEPS + 1;
+/// Fewest complete steps for any leak judgement: with fewer, warm-up (optimizer state, caches
+/// filled on the first steps) cannot be told from growth.
+pub const JUDGE_STEPS: usize = 3;
+
+/// The leak judgement a device's complete steps support, from the allocated bytes at each
+/// step's end. From [`JUDGE_STEPS`] steps on, ends that do not rise at every step are a
+/// judgement of no leak. A leak finding needs growth at [`leaks::MIN_RISING_STEPS`]
+/// boundaries, so where the ends rise at every boundary but there are too few steps for a
+/// finding, nothing is judged: growth was seen and could not be told from warm-up.
+pub fn judge_steps(step_ends: &[u64], single_pass: bool) -> LeakJudgement {
+    let n = step_ends.len();
+    if n < JUDGE_STEPS {
+        return if single_pass && n == 0 {
+            LeakJudgement::not(NotJudged::SinglePass, 1)
+        } else {
+            LeakJudgement::not(NotJudged::TooFewSteps, n)
+        };
+    }
+    let rising = step_ends
+        .windows(2)
+        .all(|w| w[1] > w[0].saturating_add(1 << 20));
+    if n <= leaks::MIN_RISING_STEPS && rising {
+        return LeakJudgement::not(NotJudged::TooFewSteps, n);
+    }
+    LeakJudgement::judged(n)
+}
 
 /// The verdict: one line a user reads first.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -422,18 +445,15 @@ fn device_report(
         leaks,
         bounded_growth,
     } = found;
-    let complete_steps = steps
+    let step_ends: Vec<u64> = steps
         .iter()
         .filter(|s| s.is_iteration() && s.complete)
-        .count();
+        .map(|s| s.end_allocated_bytes)
+        .collect();
     let leak_judgement = if !has_history {
         LeakJudgement::not(NotJudged::NoHistory, 0)
-    } else if complete_steps >= JUDGE_STEPS {
-        LeakJudgement::judged(complete_steps)
-    } else if structure.single_pass && complete_steps == 0 {
-        LeakJudgement::not(NotJudged::SinglePass, 1)
     } else {
-        LeakJudgement::not(NotJudged::TooFewSteps, complete_steps)
+        judge_steps(&step_ends, structure.single_pass)
     };
     let ooms = tl
         .ooms
@@ -661,8 +681,13 @@ pub fn not_judged_reason(j: &LeakJudgement) -> String {
         None => "judged".into(),
         Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen".into(),
         Some(NotJudged::SinglePass) => "the log is one pass through the program (its user frames never go back to an earlier line of a loop), so there are no steps to compare".into(),
+        Some(NotJudged::TooFewSteps) if j.steps >= j.min_steps => format!(
+            "memory rose at the end of every one of the {} steps recorded, too few to tell a leak from warm-up (a leak finding needs {} rising steps)",
+            j.steps,
+            leaks::MIN_RISING_STEPS
+        ),
         Some(NotJudged::TooFewSteps) => format!(
-            "{} complete step(s) recorded; growth needs at least {} to be told from warm-up",
+            "{} complete step(s) recorded; a judgement needs at least {}",
             j.steps, j.min_steps
         ),
         Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),

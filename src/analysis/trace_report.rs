@@ -12,7 +12,7 @@ use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
     Analysis, DeviceReport, Input, LeakJudgement, LeakReport, NotJudged, StepReport, Verdict,
-    VerdictKind, JUDGE_STEPS, SCHEMA,
+    VerdictKind, SCHEMA,
 };
 use crate::model::trace::Trace;
 use crate::model::EventIdx;
@@ -152,10 +152,14 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         structure: Default::default(),
         leak_judgement: if d.events == 0 {
             LeakJudgement::not(NotJudged::NoMemoryEvents, 0)
-        } else if d.steps.len() >= JUDGE_STEPS {
-            LeakJudgement::judged(d.steps.len())
         } else {
-            LeakJudgement::not(NotJudged::TooFewSteps, d.steps.len())
+            let ends: Vec<u64> = d
+                .steps
+                .iter()
+                .filter_map(|s| s.end_allocated_bytes)
+                .map(|b| b.max(0) as u64)
+                .collect();
+            super::judge_steps(&ends, false)
         },
     }
 }
