@@ -82,7 +82,7 @@ fn model_reproduces_recorded_runs() {
         }
         let cap = cap_of(&meta).or_else(|| whatif::derive_cap(&tl).bytes);
         let cfg = whatif::config(&snap.settings, cap, gpu_total(&meta));
-        let r = whatif::simulate(&snap, dev, cfg);
+        let r = whatif::simulate(&snap, dev, cfg, &tl.initial);
         let rec_ooms: Vec<u32> = tl.ooms.iter().map(|o| o.event.0).collect();
         let model_ooms: Vec<u32> = r.ooms.iter().map(|o| o.event).collect();
         let expandable = snap.settings.expandable_segments == Some(true);
@@ -268,7 +268,12 @@ fn cross_setting_predictions_match_real_runs() {
                     continue;
                 }
                 let cfg = whatif::config(&dst.snap.settings, dst.cap, dst.total);
-                let p = whatif::simulate(&src.snap, &src.snap.devices[0], cfg);
+                let p = whatif::simulate(
+                    &src.snap,
+                    &src.snap.devices[0],
+                    cfg,
+                    &memscope::analysis::replay::State::default(),
+                );
                 let real_peak = stat(&dst.stats, "reserved_bytes.all.peak");
                 let err = (p.stats.peak_reserved as f64 - real_peak as f64) / real_peak as f64;
                 let pred_oom = p.ooms.first().map(|o| o.request_index);

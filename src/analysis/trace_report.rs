@@ -129,6 +129,7 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         segments: None,
         expandable_segments: None,
         expandable_free_bytes: None,
+        observed_peak_requested_bytes: 0,
         free_reserved_bytes: end_res.saturating_sub(end_alloc),
         largest_free_block_bytes: None,
         events: d.events,
@@ -250,17 +251,17 @@ pub fn analyze_trace_with_memory(
             ),
         }
     } else {
-        let peak: u64 = devices
-            .iter()
-            .filter_map(|d| d.peak_allocated_bytes)
-            .max()
-            .unwrap_or(0);
+        let peak = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
+        // Without [memory] events there is no peak to state, not a peak of 0 B.
+        let memory = match peak {
+            Some(p) => format!("allocated peak {}", bytes(p)),
+            None => "no memory recorded (no [memory] events)".to_string(),
+        };
         Verdict {
             kind: "ok".into(),
             summary: format!(
-                "no leak and no autograd graph growth found over {} profiled steps; allocated peak {}",
+                "no leak and no autograd graph growth found over {} profiled steps; {memory}",
                 mem.steps.len(),
-                bytes(peak)
             ),
         }
     };
