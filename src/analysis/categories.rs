@@ -141,6 +141,7 @@ const R_USER_TMP: &str = "allocated by other code and freed within its step: tem
 const R_USER: &str = "allocated by user code outside model calls and alive past its step: inputs, targets, buffers, user tensors";
 const R_BEFORE_REC: &str = "allocated before recording began (no stack recorded): typically the weights, and gradients and optimizer state of earlier steps";
 const R_BEFORE_LOG: &str = "allocated before the log's first entry (the ring buffer dropped its event; the block keeps its own stack, which does not say what it is)";
+const R_WORKSPACE: &str = "allocated by at::cuda::getNewWorkspace: a cuBLAS workspace, kept per thread and handle (with Python-only stacks, the backward thread's workspace has no frame and is counted with the gradients)";
 const R_PENDING: &str = "freed by the program, awaiting another stream (record_stream)";
 
 /// Frame facts of one stack.
@@ -154,6 +155,8 @@ struct Facts {
     python: bool,
     /// The stack records no frame at all.
     empty: bool,
+    /// A native frame of cuBLAS workspace allocation.
+    workspace: bool,
 }
 
 fn facts(stacks: &Stacks, s: StackId) -> Facts {
@@ -166,6 +169,8 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
         let fr = stacks.frame(id);
         if fr.kind != FrameKind::Native {
             f.python = true;
+        } else if stacks.str(fr.name).contains("getNewWorkspace") {
+            f.workspace = true;
         }
         if fr.kind != FrameKind::Torch {
             continue;
@@ -364,7 +369,9 @@ impl Classifier {
                 let end = self.step_end(a);
                 let survives = free.is_none_or(|x| x > end);
                 let backward = f.backward || (f.empty && a > self.first_backward);
-                if f.optim {
+                if f.workspace {
+                    (Category::Other, R_WORKSPACE)
+                } else if f.optim {
                     if survives {
                         (Category::OptimizerState, R_OPTIM)
                     } else {
