@@ -87,6 +87,10 @@ pub struct DeviceReport {
     /// Highest figures seen within the recorded log (lower bounds when the log starts mid-run).
     pub observed_peak_allocated_bytes: u64,
     pub observed_peak_reserved_bytes: u64,
+    /// The capture does not say how much was reserved (a torch 1.9-era trace): `reserved_bytes`
+    /// is then 0 for want of a figure, not a measurement.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserved_unknown: bool,
     /// Highest requested bytes seen within the log (a lower bound like the two above).
     #[serde(default)]
     pub observed_peak_requested_bytes: u64,
@@ -391,6 +395,7 @@ fn device_report(
         observed_peak_allocated_bytes: p.allocated.bytes.max(allocated),
         observed_peak_reserved_bytes: p.reserved.bytes.max(reserved),
         observed_peak_requested_bytes: p.requested.bytes.max(requested),
+        reserved_unknown: false,
         peak_exact: exact,
         peak_event: p.allocated.event.map(|e| e.0),
         inactive_split_bytes: Some(inactive_split),

@@ -130,6 +130,7 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         expandable_segments: None,
         expandable_free_bytes: None,
         observed_peak_requested_bytes: 0,
+        reserved_unknown: peak_res.is_none(),
         free_reserved_bytes: end_res.saturating_sub(end_alloc),
         largest_free_block_bytes: None,
         events: d.events,

@@ -44,7 +44,7 @@ fn site_label(s: &SiteTotal) -> String {
             let who = if s.user_code { "" } else { " (library)" };
             format!("{}:{} in {}{who}", site.file, site.line, site.function)
         }
-        None => "(no stack recorded: allocated off the Python thread while recording, e.g. by autograd's engine in a backward)".into(),
+        None => "(no stack recorded: allocated off the Python thread, e.g. by autograd's engine in a backward)".into(),
     }
 }
 
@@ -103,7 +103,7 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         ),
         (
             "reserved",
-            Some(d.reserved_bytes),
+            (!d.reserved_unknown).then_some(d.reserved_bytes),
             d.peak_reserved_bytes,
             d.observed_peak_reserved_bytes,
         ),
