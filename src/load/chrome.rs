@@ -713,9 +713,7 @@ fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
             }
         }
         "i" | "I" if name == "[memory]" => {
-            let Some(bytes) = args.bytes.as_i64() else {
-                return None;
-            };
+            let bytes = args.bytes.as_i64()?;
             // torch 1.9 recorded no `Addr`: the event still counts toward the totals.
             let addr = args.addr.as_u64().unwrap_or(crate::model::trace::NO_ADDR);
             Some(Rec::Memory {
