@@ -178,6 +178,12 @@ fn all_snapshots() -> Vec<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".pickle.gz"))
         .collect();
+    out.extend(
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "pickle")),
+    );
     for dir in ["corpus/snapshots", "fixtures"] {
         if let Some(d) = shared::path(dir) {
             out.extend(
@@ -280,4 +286,28 @@ fn native_sites_are_never_libc_or_thread_start() {
     assert!(named > 0);
     // A snapshot with no events does not "start mid-run": it has no log at all.
     assert!(a.devices.iter().all(|d| !d.history_starts_mid_run));
+}
+
+#[test]
+fn expandable_free_bytes_count_fully_free_expandable_segments() {
+    // A side stream's expandable segment whose three 20 MiB tensors were freed: no live block.
+    let snap = load("expandable_free_segment");
+    let dev = &snap.devices[0];
+    assert!(dev
+        .segments
+        .iter()
+        .any(|s| s.is_expandable && !s.blocks.iter().any(|b| b.state.is_active())));
+    let stats: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(own("expandable_free_segment.stats.json")).unwrap(),
+    )
+    .unwrap();
+    let stat = |k: &str| stats[k].as_u64().unwrap();
+    let a = memscope::analysis::analyze_snapshot(&snap, Path::new("x"), 0);
+    let d = &a.devices[0];
+    assert_eq!(d.expandable_segments, Some(2));
+    // Every segment is expandable: the free bytes inside them are reserved minus active.
+    assert_eq!(
+        d.expandable_free_bytes,
+        Some(stat("reserved_bytes.all.current") - stat("active_bytes.all.current"))
+    );
 }
