@@ -21,7 +21,8 @@ fn opt_bytes(v: Option<u64>, observed: u64) -> String {
     }
 }
 
-fn site_label(s: &SiteTotal) -> String {
+/// How a site row is named, in every format that lists sites.
+pub(crate) fn site_label(s: &SiteTotal) -> String {
     if s.before_recording {
         return match &s.site {
             None => "(allocated before recording began; no stack recorded)".into(),
