@@ -471,3 +471,20 @@ fn cli_cap_units_unknown_keys_and_no_history() {
         assert!(out.contains("no prediction can be made"), "{out}");
     }
 }
+
+/// `analyze` judges the expandable-segments remedy of a fragmentation OOM from a mid-run log too.
+#[test]
+fn remedy_assessed_from_a_mid_run_log() {
+    let snap = memscope::load::load_snapshot(&attribution("late_frag_default.pickle.gz")).unwrap();
+    let dev = &snap.devices[0];
+    let tl = memscope::analysis::replay::replay(dev, &snap.settings);
+    let oom = tl.ooms[0].event.0;
+    let a = whatif::expandable_assessment(&snap, dev, &tl, oom).expect("an assessment");
+    // The real run under expandable segments and the 1.6 GiB cap succeeded with 1.54 GiB reserved:
+    // the cap the assessment names as enough must lie between the two.
+    assert!(a.contains("starts mid-run"), "{a}");
+    assert!(
+        a.contains("all succeed if the cap was at least 1.5 GiB"),
+        "{a}"
+    );
+}

@@ -1013,14 +1013,29 @@ pub fn expandable_assessment(
     tl: &Timeline,
     event: u32,
 ) -> Option<String> {
-    if snap.settings.expandable_segments == Some(true) || !plausible(dev) || !log_starts_empty(dev)
-    {
+    if snap.settings.expandable_segments == Some(true) || !plausible(dev) {
         return None;
     }
     let cap = derive_cap(tl);
     let mut s = snap.settings.clone();
     s.expandable_segments = Some(true);
-    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None), &replay::State::default());
+    // A log that starts mid-run is replayed from the layout at its first event.
+    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None), &tl.initial);
+    let assumed = if tl.initial.segments.is_empty() {
+        ""
+    } else {
+        " (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+    };
+    let text = expandable_text(event, &cap, run)?;
+    Some(format!("{text}{assumed}"))
+}
+
+/// The assessment's words for the OOM at `event`, `run` replaying the requests under a cap.
+fn expandable_text(
+    event: u32,
+    cap: &CapInfo,
+    run: impl Fn(Option<u64>) -> RunResult,
+) -> Option<String> {
     let p = run(cap.bytes);
     if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
         // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
