@@ -254,7 +254,7 @@ fn device_report(
     let p = &tl.peaks;
     let peak = |v: u64| exact.then_some(v);
     // Blocks live at the end whose allocation is not in the log were made before it began.
-    let allocated_in_log = live_allocated_in_log(dev);
+    let allocated_in_log = sites::live_allocated_in_log(dev);
     let end_sites = sites::group_marked(
         &snap.stacks,
         dev.segments
@@ -420,23 +420,6 @@ fn device_report(
         steps,
         leaks,
     }
-}
-
-/// Addresses of the blocks whose allocation is in the log and that no later event freed.
-fn live_allocated_in_log(dev: &crate::model::Device) -> rustc_hash::FxHashSet<u64> {
-    let mut live = rustc_hash::FxHashSet::default();
-    for e in &dev.events {
-        match e.action {
-            crate::model::Action::Alloc => {
-                live.insert(e.addr);
-            }
-            crate::model::Action::FreeRequested | crate::model::Action::FreeCompleted => {
-                live.remove(&e.addr);
-            }
-            _ => {}
-        }
-    }
-    live
 }
 
 fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {

@@ -112,3 +112,20 @@ where
     });
     out
 }
+
+/// Addresses of the blocks whose allocation is in the log and that no later event freed.
+pub(crate) fn live_allocated_in_log(dev: &crate::model::Device) -> rustc_hash::FxHashSet<u64> {
+    let mut live = rustc_hash::FxHashSet::default();
+    for e in &dev.events {
+        match e.action {
+            crate::model::Action::Alloc => {
+                live.insert(e.addr);
+            }
+            crate::model::Action::FreeRequested | crate::model::Action::FreeCompleted => {
+                live.remove(&e.addr);
+            }
+            _ => {}
+        }
+    }
+    live
+}
