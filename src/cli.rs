@@ -52,8 +52,9 @@ pub struct WhatifArgs {
     /// `expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:4`.
     #[arg(long, default_value = "")]
     pub alloc_conf: String,
-    /// Memory cap in bytes (default: `cap_bytes` of FILE's .meta.json, else derived from the recorded OOM).
-    #[arg(long)]
+    /// Memory cap, a size with units like every other limit (`2GiB`, `1536MiB`, `1610612736`);
+    /// default: derived from the recorded OOM, if any.
+    #[arg(long, value_parser = size)]
     pub cap: Option<u64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]

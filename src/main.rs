@@ -83,34 +83,12 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&args.alloc_conf)
         .map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
     let snap = memscope::load::load_snapshot(&args.file)?;
-    // A capture made by fixtures/generate.py records its cap and GPU beside it.
-    let name = args.file.to_string_lossy();
-    let stem = name.strip_suffix(".gz").unwrap_or(&name);
-    let meta: Option<serde_json::Value> = std::fs::read_to_string(format!(
-        "{}.meta.json",
-        stem.strip_suffix(".pickle").unwrap_or(stem)
-    ))
-    .ok()
-    .and_then(|t| serde_json::from_str(&t).ok());
-    let field = |k: &str| {
-        meta.as_ref()
-            .and_then(|m| m.get(k))
-            .and_then(|v| v.as_u64())
-    };
-    let cap = match (args.cap, field("cap_bytes")) {
-        (Some(c), _) => Some(whatif::CapInfo {
-            bytes: Some(c),
-            source: "given (--cap)".into(),
-            range: None,
-        }),
-        (None, Some(c)) => Some(whatif::CapInfo {
-            bytes: Some(c),
-            source: "meta.json".into(),
-            range: None,
-        }),
-        _ => None,
-    };
-    let w = whatif::what_if(&snap, &conf, cap, field("gpu_total_memory"))
+    let cap = args.cap.map(|c| whatif::CapInfo {
+        bytes: Some(c),
+        source: "given (--cap)".into(),
+        range: None,
+    });
+    let w = whatif::what_if(&snap, &conf, cap, None)
         .with_context(|| format!("{}", args.file.display()))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format {

@@ -312,7 +312,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             .expect("categories at the peak");
         let c = app.cache.as_ref().unwrap();
         let cats = c.cats.as_ref().expect("classified at the cursor");
-        let mut got = [0u64; 6];
+        let mut got = [0u64; 7];
         for b in c.state.live_blocks() {
             if b.state == BlockState::ActiveAllocated {
                 got[cats[&b.address].0 as usize] += b.size;
@@ -324,6 +324,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             Category::Gradient,
             Category::Activation,
             Category::Temporary,
+            Category::BeforeRecording,
             Category::Other,
         ]
         .into_iter()

@@ -3,12 +3,26 @@
 //! "3 GiB allocated at the OOM" is only actionable once it is split the way a user thinks
 //! about a model: shrinking the batch helps activations, not optimizer state. A snapshot has
 //! no tensor roles, so each block's role is inferred from two things the log does record: the
-//! frames that allocated it (`torch/optim` is the optimizer, `Module._apply` is `.to()` or
-//! `.cuda()` moving parameters, autograd frames or no Python frame at all after the first
-//! forward is the backward pass) and its lifetime relative to the step it was made in (made in
-//! a forward and alive past it or freed by the backward: an activation; freed within the
-//! step: a temporary). Each category comes with the rules that filled it, so a reader can
-//! judge them: they are heuristics, and `other` is kept honest rather than guessed into.
+//! frames that allocated it and its lifetime relative to the step it was made in. Each category
+//! comes with the rules that filled it, so a reader can judge them: they are heuristics, and
+//! `other` is kept honest rather than guessed into. What each rule rests on:
+//!
+//! - optimizer state / temporaries: a `torch/optim/` frame; alive past its step or not.
+//! - parameters: `Module._apply` (`.to()`, `.cuda()`) or `nn.Parameter` frames; or a native-only
+//!   stack before the first forward pass that shows no backward.
+//! - gradients: only where a backward ran. The evidence is a frame of autograd's engine or a
+//!   generated backward node in a C++ stack (`Engine::evaluate_function`, `BmmBackward0::apply`),
+//!   the Python entry of a backward (`Tensor.backward`, `torch.autograd.backward`/`grad`,
+//!   `_engine_run_backward`, a compiled graph's `backward`), a custom Function's backward
+//!   (`torch/autograd/function.py apply` with no Python caller), or a block with no stack at all
+//!   allocated after a backward call was seen in the log (autograd's engine thread records no
+//!   Python frames). `torch/autograd/function.py apply` under user code is a forward (a custom
+//!   Function, DataParallel's `Broadcast.apply`, a compiled forward): never a gradient.
+//! - activations / forward temporaries: a `torch.nn` module frame; kept past the step or freed by
+//!   the backward, or freed before it.
+//! - before recording: blocks alive at the log's first entry, allocated before recording began (no
+//!   stack) or before the ring buffer's oldest entry (own stack kept). They are counted apart,
+//!   unless their own stack names them (optimizer, `Module._apply`, a backward).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -25,6 +39,8 @@ pub enum Category {
     Gradient,
     Activation,
     Temporary,
+    /// Allocated before the log's first entry, and not recognisable from its own stack.
+    BeforeRecording,
     Other,
 }
 
@@ -36,6 +52,7 @@ impl Category {
             Category::Gradient => "gradient",
             Category::Activation => "activation",
             Category::Temporary => "temporary",
+            Category::BeforeRecording => "before_recording",
             Category::Other => "other",
         }
     }
@@ -61,6 +78,8 @@ pub struct Categories {
     pub gradient: u64,
     pub activation: u64,
     pub temporary: u64,
+    /// Blocks allocated before the log began that their stack does not identify.
+    pub before_recording: u64,
     pub other: u64,
     /// The rules used, largest first.
     pub basis: Vec<Basis>,
@@ -74,6 +93,7 @@ impl Categories {
             Category::Gradient => self.gradient,
             Category::Activation => self.activation,
             Category::Temporary => self.temporary,
+            Category::BeforeRecording => self.before_recording,
             Category::Other => self.other,
         }
     }
@@ -84,6 +104,7 @@ impl Categories {
             Category::Gradient => &mut self.gradient,
             Category::Activation => &mut self.activation,
             Category::Temporary => &mut self.temporary,
+            Category::BeforeRecording => &mut self.before_recording,
             Category::Other => &mut self.other,
         };
         *slot = slot.saturating_add(n);
@@ -95,6 +116,7 @@ impl Categories {
             self.gradient,
             self.activation,
             self.temporary,
+            self.before_recording,
             self.other,
         ]
         .into_iter()
@@ -107,15 +129,19 @@ const R_OPTIM_TMP: &str =
     "allocated under torch/optim and freed within its step: optimizer temporaries";
 const R_APPLY: &str =
     "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
-const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame: taken as parameters (weights loaded or created natively)";
-const R_GRAD: &str = "allocated in the backward pass (autograd frames, or no Python frame after the first forward: autograd's engine threads record none) and alive past its step: gradients";
+const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame and no backward in its stack: taken as parameters (weights loaded or created natively)";
+const R_GRAD: &str = "allocated in a backward pass (autograd engine or backward-node frames, a backward() entry point, or no stack at all after a backward() call in the log: autograd's engine thread records no Python frames) and alive past its step: gradients";
+const R_NATIVE: &str = "allocated with no Python frame outside any backward pass (no backward() call before it in the log, no autograd engine frame): native work such as workspaces or communication buffers";
+const R_PRE_GRAD: &str = "allocated before the log began by a backward pass (its own stack shows autograd's engine): gradients";
 const R_GRAD_TMP: &str =
     "allocated in the backward pass and freed within its step: gradient temporaries";
 const R_ACT: &str = "allocated inside a torch.nn module call and freed by the backward pass or alive past its step: activations (saved for backward, or kept)";
 const R_FWD_TMP: &str = "allocated inside a torch.nn module call and freed before the backward pass within its step: forward temporaries";
 const R_USER_TMP: &str = "allocated by other code and freed within its step: temporaries";
 const R_USER: &str = "allocated by user code outside model calls and alive past its step: inputs, targets, buffers, user tensors";
-const R_BEFORE_LOG: &str = "allocated before the log began and not recognisable from its stack";
+const R_BEFORE_REC: &str = "allocated before recording began (no stack recorded): typically the weights, and gradients and optimizer state of earlier steps";
+const R_BEFORE_LOG: &str = "allocated before the log's first entry (the ring buffer dropped its event; the block keeps its own stack, which does not say what it is)";
+const R_WORKSPACE: &str = "allocated by at::cuda::getNewWorkspace: a cuBLAS workspace, kept per thread and handle (with Python-only stacks, the backward thread's workspace has no frame and is counted with the gradients)";
 const R_PENDING: &str = "freed by the program, awaiting another stream (record_stream)";
 
 /// Frame facts of one stack.
@@ -123,17 +149,28 @@ const R_PENDING: &str = "freed by the program, awaiting another stream (record_s
 struct Facts {
     optim: bool,
     apply: bool,
-    autograd: bool,
+    /// The stack shows a backward pass running (see [`Stacks::backward_evidence`]).
+    backward: bool,
     module: bool,
     python: bool,
+    /// The stack records no frame at all.
+    empty: bool,
+    /// A native frame of cuBLAS workspace allocation.
+    workspace: bool,
 }
 
 fn facts(stacks: &Stacks, s: StackId) -> Facts {
-    let mut f = Facts::default();
+    let mut f = Facts {
+        backward: stacks.backward_evidence(s),
+        empty: stacks.frames(s).is_empty(),
+        ..Facts::default()
+    };
     for &id in stacks.frames(s) {
         let fr = stacks.frame(id);
         if fr.kind != FrameKind::Native {
             f.python = true;
+        } else if stacks.str(fr.name).contains("getNewWorkspace") {
+            f.workspace = true;
         }
         if fr.kind != FrameKind::Torch {
             continue;
@@ -142,11 +179,6 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
         let name = stacks.str(fr.name);
         if file.contains("torch/optim/") {
             f.optim = true;
-        }
-        if file.contains("torch/autograd/")
-            || (file.ends_with("torch/_tensor.py") && name == "backward")
-        {
-            f.autograd = true;
         }
         if file.ends_with("torch/nn/modules/module.py")
             && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert")
@@ -232,6 +264,10 @@ pub fn at_state_with(
 /// classify the blocks of any state (the TUI's map at its cursor) without a pass over the log.
 pub struct Classifier {
     first_forward: usize,
+    /// The first event whose stack shows a backward pass (usually `Tensor.backward`'s
+    /// `_make_grads` on the Python thread): from there on, a block with no stack at all is taken as
+    /// autograd's engine thread at work.
+    first_backward: usize,
     /// Per alloc event, the event that freed the block.
     frees: HashMap<u32, u32>,
     /// `(start, end)` events of each step.
@@ -267,8 +303,20 @@ impl Classifier {
                         .module
             })
             .unwrap_or(usize::MAX);
+        let first_backward = dev
+            .events
+            .iter()
+            .position(|e| {
+                e.action == Action::Alloc
+                    && facts_memo
+                        .entry(e.stack)
+                        .or_insert_with(|| facts(stacks, e.stack))
+                        .backward
+            })
+            .unwrap_or(usize::MAX);
         Classifier {
             first_forward,
+            first_backward,
             frees: free_events(dev),
             steps,
             facts: facts_memo,
@@ -307,8 +355,12 @@ impl Classifier {
                     (Category::OptimizerState, R_OPTIM)
                 } else if f.apply {
                     (Category::Parameter, R_APPLY)
+                } else if f.backward {
+                    (Category::Gradient, R_PRE_GRAD)
+                } else if f.empty {
+                    (Category::BeforeRecording, R_BEFORE_REC)
                 } else {
-                    (Category::Other, R_BEFORE_LOG)
+                    (Category::BeforeRecording, R_BEFORE_LOG)
                 }
             }
             Some(a) => {
@@ -316,8 +368,10 @@ impl Classifier {
                 let free = self.frees.get(&(a as u32)).map(|&x| x as usize);
                 let end = self.step_end(a);
                 let survives = free.is_none_or(|x| x > end);
-                let backward = f.autograd || (!f.python && a > self.first_forward);
-                if f.optim {
+                let backward = f.backward || (f.empty && a > self.first_backward);
+                if f.workspace {
+                    (Category::Other, R_WORKSPACE)
+                } else if f.optim {
                     if survives {
                         (Category::OptimizerState, R_OPTIM)
                     } else {
@@ -325,7 +379,7 @@ impl Classifier {
                     }
                 } else if f.apply {
                     (Category::Parameter, R_APPLY)
-                } else if !f.python && a < self.first_forward {
+                } else if !backward && !f.python && a < self.first_forward {
                     (Category::Parameter, R_EARLY_NATIVE)
                 } else if backward {
                     if survives {
@@ -336,13 +390,15 @@ impl Classifier {
                 } else if f.module {
                     let freed_by_backward = free.is_some_and(|x| {
                         let fs = self.fact(stacks, dev.events[x].stack);
-                        fs.autograd || !fs.python
+                        fs.backward || (fs.empty && x > self.first_backward)
                     });
                     if survives || freed_by_backward {
                         (Category::Activation, R_ACT)
                     } else {
                         (Category::Temporary, R_FWD_TMP)
                     }
+                } else if !f.python {
+                    (Category::Other, R_NATIVE)
                 } else if survives {
                     (Category::Other, R_USER)
                 } else {

@@ -88,6 +88,13 @@ pub struct DeviceReport {
     /// Highest figures seen within the recorded log (lower bounds when the log starts mid-run).
     pub observed_peak_allocated_bytes: u64,
     pub observed_peak_reserved_bytes: u64,
+    /// The capture does not say how much was reserved (a torch 1.9-era trace): `reserved_bytes`
+    /// is then 0 for want of a figure, not a measurement.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserved_unknown: bool,
+    /// Highest requested bytes seen within the log (a lower bound like the two above).
+    #[serde(default)]
+    pub observed_peak_requested_bytes: u64,
     pub peak_exact: bool,
     /// Event index of the allocated peak, when it lies in the log.
     pub peak_event: Option<u32>,
@@ -96,7 +103,7 @@ pub struct DeviceReport {
     pub segments: Option<u64>,
     /// Expandable segments, which torch leaves out of `segment.all` and `inactive_split_bytes`.
     pub expandable_segments: Option<u64>,
-    /// Free bytes inside expandable segments that also hold live blocks.
+    /// Free bytes inside expandable segments, whether or not they hold a live block.
     pub expandable_free_bytes: Option<u64>,
     /// Reserved minus active: cached by the allocator, usable by new requests that fit.
     pub free_reserved_bytes: u64,
@@ -376,7 +383,7 @@ fn device_report(
         };
         if s.is_expandable {
             exp_segments = exp_segments.saturating_add(1);
-            exp_free = exp_free.saturating_add(split_free);
+            exp_free = exp_free.saturating_add(s.total_size.saturating_sub(seg_active));
         } else {
             segments = segments.saturating_add(1);
             inactive_split = inactive_split.saturating_add(split_free);
@@ -399,13 +406,18 @@ fn device_report(
     let exact = !tl.starts_mid_run && has_history;
     let p = &tl.peaks;
     let peak = |v: u64| exact.then_some(v);
-    let end_sites = sites::group(
+    // Blocks live at the end whose allocation is not in the log were made before it began.
+    let allocated_in_log = sites::live_allocated_in_log(dev);
+    let end_sites = sites::group_marked(
         &snap.stacks,
         dev.segments
             .iter()
             .flat_map(|s| s.blocks.iter())
             .filter(|b| b.state.is_active())
-            .map(|b| (b.stack, b.size)),
+            .map(|b| {
+                let pre = has_history && !allocated_in_log.contains(&b.address);
+                (b.stack, b.size, pre)
+            }),
     );
     let structure = bounds.structure.clone();
     let steps = steps::with_figures(bounds, tl);
@@ -418,11 +430,11 @@ fn device_report(
     let (found, peak_sites, categories_at_peak) = std::thread::scope(|scope| {
         let leak_search = scope.spawn(|| leaks::find(snap, dev, tl, &steps));
         let peak_sites = match &peak_state {
-            Some((_, st)) if exact || tl.starts_mid_run => sites::group(
+            Some((_, st)) if exact || tl.starts_mid_run => sites::group_marked(
                 &snap.stacks,
                 st.live_blocks()
                     .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
-                    .map(|b| (b.stack, b.size)),
+                    .map(|b| (b.stack, b.size, b.alloc_event.is_none())),
             ),
             _ => Vec::new(),
         };
@@ -475,11 +487,11 @@ fn device_report(
             }
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
             let cats = categories::at_state_with(&mut classifier, snap, dev, &st, Some(o.event));
-            let held = sites::group(
+            let held = sites::group_marked(
                 &snap.stacks,
                 st.live_blocks()
                     .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
-                    .map(|b| (b.stack, b.size)),
+                    .map(|b| (b.stack, b.size, b.alloc_event.is_none())),
             );
             OomReport {
                 event: o.event.0,
@@ -550,6 +562,8 @@ fn device_report(
         peak_inactive_split_bytes: peak(p.inactive_split.bytes),
         observed_peak_allocated_bytes: p.allocated.bytes.max(allocated),
         observed_peak_reserved_bytes: p.reserved.bytes.max(reserved),
+        observed_peak_requested_bytes: p.requested.bytes.max(requested),
+        reserved_unknown: false,
         peak_exact: exact,
         peak_event: p.allocated.event.map(|e| e.0),
         inactive_split_bytes: Some(inactive_split),
@@ -562,7 +576,8 @@ fn device_report(
         has_history,
         replay_consistent: tl.consistency.consistent,
         consistency: tl.consistency.clone(),
-        history_starts_mid_run: tl.starts_mid_run,
+        // Only a log can start mid-run: a snapshot with no events has no history to start.
+        history_starts_mid_run: tl.starts_mid_run && has_history,
         ooms,
         top_sites: top(end_sites),
         top_sites_at_peak: top(peak_sites),

@@ -3,7 +3,9 @@
 //! "What held the memory" is only actionable as a line in the user's program: thousands of
 //! blocks from `linear.py:134` are one finding, `train.py:60 out = model(x)`. Blocks are grouped
 //! by their site frame (the first user frame of the stack), while the heaviest full stack of
-//! each group is kept for `--stacks`.
+//! each group is kept for `--stacks`. Blocks allocated before the log began are grouped apart
+//! (`before_recording`): their site is their own stack where the snapshot kept one, and nothing
+//! about them can be blamed on the recorded run.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -40,6 +42,9 @@ pub struct SiteTotal {
     pub blocks: u64,
     /// Whether the site is the user's own code (else the innermost library frame).
     pub user_code: bool,
+    /// The blocks were allocated before the log's first entry (before recording began, or
+    /// dropped from the ring buffer): `site` is then their own recorded stack, if any.
+    pub before_recording: bool,
     /// The stack holding the most bytes of this site, innermost frame first (`file:line function`).
     pub stack: Vec<String>,
     #[serde(skip)]
@@ -51,19 +56,28 @@ pub fn group<I>(stacks: &Stacks, items: I) -> Vec<SiteTotal>
 where
     I: IntoIterator<Item = (StackId, u64)>,
 {
+    group_marked(stacks, items.into_iter().map(|(s, b)| (s, b, false)))
+}
+
+/// Groups `(stack, bytes, allocated before the log began)` items by site, largest first; blocks
+/// from before the log never share a row with blocks of the same site allocated in it.
+pub fn group_marked<I>(stacks: &Stacks, items: I) -> Vec<SiteTotal>
+where
+    I: IntoIterator<Item = (StackId, u64, bool)>,
+{
     // First by stack (cheap integer key), then stacks by site.
-    let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::default();
-    for (s, b) in items {
-        let e = by_stack.entry(s).or_default();
+    let mut by_stack: HashMap<(StackId, bool), (u64, u64)> = HashMap::default();
+    for (s, b, pre) in items {
+        let e = by_stack.entry((s, pre)).or_default();
         e.0 = e.0.saturating_add(b);
         e.1 += 1;
     }
     // Per site frame: (bytes, blocks, heaviest stack, its bytes, user code).
-    type SiteKey = Option<(crate::model::Sym, u32, crate::model::Sym)>;
+    type SiteKey = (Option<(crate::model::Sym, u32, crate::model::Sym)>, bool);
     let mut by_site: HashMap<SiteKey, (u64, u64, StackId, u64, bool)> = HashMap::default();
-    for (s, (bytes, n)) in by_stack {
+    for ((s, pre), (bytes, n)) in by_stack {
         let f = stacks.site_frame(s);
-        let key = f.map(|f| (f.file, f.line, f.name));
+        let key = (f.map(|f| (f.file, f.line, f.name)), pre);
         let user = stacks.user_frame(s).is_some();
         let e = by_site.entry(key).or_insert((0, 0, s, 0, user));
         e.0 = e.0.saturating_add(bytes);
@@ -75,12 +89,13 @@ where
         }
     }
     let mut out: Vec<SiteTotal> = by_site
-        .into_values()
-        .map(|(bytes, blocks, s, _, user)| SiteTotal {
+        .into_iter()
+        .map(|((_, pre), (bytes, blocks, s, _, user))| SiteTotal {
             site: Site::of_stack(stacks, s),
             bytes,
             blocks,
             user_code: user,
+            before_recording: pre,
             stack: stacks
                 .frames(s)
                 .iter()
@@ -89,6 +104,28 @@ where
             stack_id: s,
         })
         .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.site.cmp(&b.site))
+            .then(a.before_recording.cmp(&b.before_recording))
+    });
     out
+}
+
+/// Addresses of the blocks whose allocation is in the log and that no later event freed.
+pub(crate) fn live_allocated_in_log(dev: &crate::model::Device) -> rustc_hash::FxHashSet<u64> {
+    let mut live = rustc_hash::FxHashSet::default();
+    for e in &dev.events {
+        match e.action {
+            crate::model::Action::Alloc => {
+                live.insert(e.addr);
+            }
+            crate::model::Action::FreeRequested | crate::model::Action::FreeCompleted => {
+                live.remove(&e.addr);
+            }
+            _ => {}
+        }
+    }
+    live
 }

@@ -9,7 +9,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace};
+use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
 use crate::model::StackId;
 
 /// A point of the memory timeline (after the event at `ts`).
@@ -132,7 +132,13 @@ pub fn pair(t: &Trace) -> Pairing {
         unmatched_frees: Vec::new(),
     };
     for (i, m) in t.memory.iter().enumerate() {
-        let key = (m.device, m.addr);
+        // Without an address (torch 1.9), a free is paired with the latest open allocation of
+        // its size: the only link the trace keeps.
+        let key = if m.addr == NO_ADDR {
+            (m.device, NO_ADDR - m.bytes.unsigned_abs())
+        } else {
+            (m.device, m.addr)
+        };
         if m.bytes > 0 {
             open.entry(key).or_default().push(i as u32);
         } else if m.bytes < 0 {
@@ -232,6 +238,18 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
         notes.push(
             "the trace has no [memory] events: it was recorded without profile_memory=True".into(),
         );
+    }
+    if t.counts.reconstructed_totals > 0 {
+        notes.push(format!(
+            "{} [memory] events carry no `Total Allocated` (a torch 1.9-era trace): allocated totals are reconstructed as the running sum of their `Bytes` per device, counted from 0 at the trace's start (memory allocated before it is not included); reserved memory is unknown",
+            t.counts.reconstructed_totals
+        ));
+    }
+    if t.counts.without_address > 0 {
+        notes.push(format!(
+            "{} [memory] events carry no `Addr`: frees are paired with the latest open allocation of the same size on the device",
+            t.counts.without_address
+        ));
     }
     if t.steps.is_empty() && !t.memory.is_empty() {
         notes.push(

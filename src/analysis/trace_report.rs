@@ -134,6 +134,8 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         segments: None,
         expandable_segments: None,
         expandable_free_bytes: None,
+        observed_peak_requested_bytes: 0,
+        reserved_unknown: peak_res.is_none(),
         free_reserved_bytes: end_res.saturating_sub(end_alloc),
         largest_free_block_bytes: None,
         events: d.events,
@@ -279,17 +281,17 @@ pub fn analyze_trace_with_memory(
             leak_judgement: judgement,
         }
     } else if judgement.judged {
-        let peak: u64 = devices
-            .iter()
-            .filter_map(|d| d.peak_allocated_bytes)
-            .max()
-            .unwrap_or(0);
+        let peak = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
+        // Without [memory] events there is no peak to state, not a peak of 0 B.
+        let memory = match peak {
+            Some(p) => format!("allocated peak {}", bytes(p)),
+            None => "no memory recorded (no [memory] events)".to_string(),
+        };
         Verdict {
             kind: VerdictKind::Ok,
             summary: format!(
-                "no leak and no autograd graph growth found over {} profiled steps; allocated peak {}",
+                "no leak and no autograd graph growth found over {} profiled steps; {memory}",
                 mem.steps.len(),
-                bytes(peak)
             ),
             leak_judgement: judgement,
         }

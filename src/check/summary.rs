@@ -265,12 +265,13 @@ fn gathered<'a>(report: &'a Value, key: &str) -> Option<Vec<&'a Value>> {
     found.then_some(out)
 }
 
-const CATEGORY_NAMES: [&str; 6] = [
+const CATEGORY_NAMES: [&str; 7] = [
     "parameter",
     "optimizer_state",
     "gradient",
     "activation",
     "temporary",
+    "before_recording",
     "other",
 ];
 

@@ -669,7 +669,16 @@ fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
     let args = e.args.as_deref().unwrap_or(&empty);
     match ph {
         "X" => {
-            if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
+            // A step span is a step whatever its category: torch 1.9 wrote `ProfilerStep#N` as
+            // an `Operator`, later versions as a `user_annotation`.
+            if name.starts_with("ProfilerStep#") && cat != "gpu_user_annotation" {
+                Some(Rec::User {
+                    name: scalar_str(&e.name),
+                    ts,
+                    dur,
+                    tid: e.tid.clone(),
+                })
+            } else if cat.eq_ignore_ascii_case("cpu_op") || cat.eq_ignore_ascii_case("operator") {
                 Some(Rec::Op {
                     seq: args.sequence_number.as_i64(),
                     fwd_tid: args.fwd_thread_id.as_i64(),
@@ -704,9 +713,9 @@ fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
             }
         }
         "i" | "I" if name == "[memory]" => {
-            let (Some(addr), Some(bytes)) = (args.addr.as_u64(), args.bytes.as_i64()) else {
-                return None;
-            };
+            let bytes = args.bytes.as_i64()?;
+            // torch 1.9 recorded no `Addr`: the event still counts toward the totals.
+            let addr = args.addr.as_u64().unwrap_or(crate::model::trace::NO_ADDR);
             Some(Rec::Memory {
                 ts,
                 addr,

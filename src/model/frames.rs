@@ -68,11 +68,13 @@ pub fn classify(file: &str, line: u32) -> FrameKind {
     if f == "??" || f.is_empty() {
         return FrameKind::Native;
     }
-    let lower_ext = f.rsplit('.').next().unwrap_or("");
+    let lower_ext = f.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     if matches!(
-        lower_ext,
-        "cpp" | "cc" | "cxx" | "c" | "h" | "hpp" | "cu" | "cuh" | "so"
+        lower_ext.as_str(),
+        "cpp" | "cc" | "cxx" | "c" | "h" | "hpp" | "cu" | "cuh" | "so" | "s" | "asm"
     ) || (line == 0 && !f.ends_with(".py"))
+        || f.contains("sysdeps/")
+        || f.contains("nptl/")
     {
         return FrameKind::Native;
     }
@@ -120,6 +122,67 @@ fn is_recording_machinery(name: &str) -> bool {
         || name.starts_with("torch::CapturedTraceback::")
         || name.contains("gather_with_cpp")
         || name.contains("CUDACachingAllocator")
+}
+
+/// Native frames of the C library, the C++ runtime and thread start-up (`__clone3` in glibc's
+/// `sysdeps/.../clone3.S`, `start_thread`, `execute_native_thread_routine`): every thread starts
+/// there, so they never say who asked for the memory.
+fn is_runtime_start(file: &str, name: &str) -> bool {
+    file.contains("sysdeps/")
+        || file.contains("nptl/")
+        || file.contains("libstdc++")
+        || file.contains("/glibc")
+        || file.contains("libc.so")
+        || file.contains("libpthread")
+        || [
+            "__clone",
+            "clone",
+            "start_thread",
+            "execute_native_thread_routine",
+            "_start",
+            "__libc_start",
+            "std::thread::",
+            "std::__invoke",
+            "void std::__invoke",
+        ]
+        .iter()
+        .any(|p| {
+            name == *p || name.starts_with(&format!("{p}(")) || (p.len() > 6 && name.starts_with(p))
+        })
+}
+
+/// Whether one frame shows autograd's backward pass running: the engine evaluating a node
+/// (`Engine::evaluate_function`, `Engine::thread_main`, `Engine::execute`), a generated backward
+/// node (`BmmBackward0::apply`), or the Python entry points of a backward (`Tensor.backward`,
+/// `torch.autograd.backward` / `grad`, `_engine_run_backward`, a compiled graph's `backward`).
+/// `torch/autograd/function.py apply` alone is not evidence: every custom `autograd.Function`'s
+/// forward (DataParallel's `Broadcast.apply`, a compiled forward) passes through it.
+pub fn is_backward_frame(file: &str, name: &str, kind: FrameKind) -> bool {
+    if kind == FrameKind::Native {
+        return name.contains("Engine::evaluate_function")
+            || name.contains("Engine::thread_main")
+            || name.contains("Engine::execute")
+            || is_backward_node(name);
+    }
+    let file = file.replace('\\', "/");
+    (file.ends_with("torch/autograd/__init__.py") && matches!(name, "backward" | "grad"))
+        || (file.ends_with("torch/autograd/graph.py") && name == "_engine_run_backward")
+        || (file.ends_with("torch/_tensor.py") && name == "backward")
+        || (file.contains("torch/_functorch/") && name == "backward")
+}
+
+/// `...::XxxBackward0::apply(...)`: a node of the generated backward graph.
+fn is_backward_node(name: &str) -> bool {
+    let mut rest = name;
+    while let Some(i) = rest.find("Backward") {
+        let after = &rest[i + "Backward".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if after[digits..].starts_with("::apply") {
+            return true;
+        }
+        rest = after;
+    }
+    false
 }
 
 /// Interned strings, frames and stacks for one snapshot or trace.
@@ -232,19 +295,45 @@ impl Stacks {
     }
 
     /// The frame that names a stack for grouping and blame: the user's frame, else the innermost
-    /// Python frame, else the innermost native frame that is not the allocator or the stack
+    /// Python frame, else the innermost native frame that is neither the allocator, the stack
     /// recording itself (with `stacks="all"`, every native stack starts `torch::unwind::unwind`,
-    /// `CapturedTraceback::gather`, `CUDACachingAllocator::...malloc`).
+    /// `CapturedTraceback::gather`, `CUDACachingAllocator::...malloc`), nor libc / thread start-up
+    /// (`__clone3`, `start_thread`), which end every stack of a thread that is not Python's.
     pub fn site_frame(&self, id: StackId) -> Option<&Frame> {
         self.user_frame(id)
             .or_else(|| self.first_python_frame(id))
             .or_else(|| {
-                self.frames(id)
-                    .iter()
-                    .map(|&f| self.frame(f))
-                    .find(|f| !is_recording_machinery(self.str(f.name)))
+                self.frames(id).iter().map(|&f| self.frame(f)).find(|f| {
+                    let name = self.str(f.name);
+                    !is_recording_machinery(name)
+                        && !is_runtime_start(self.str(f.file), name)
+                        && !name.is_empty()
+                })
             })
             .or_else(|| self.frames(id).first().map(|&f| self.frame(f)))
+    }
+
+    /// Whether a stack shows autograd's backward pass at work: a frame of
+    /// [`is_backward_frame`], or Python frames whose outermost is `torch/autograd/function.py
+    /// apply`: a custom Function's backward, called from the engine's thread with no Python caller
+    /// (a forward call of the same `apply` always has the user's frames outside it).
+    pub fn backward_evidence(&self, id: StackId) -> bool {
+        let mut outermost_python: Option<&Frame> = None;
+        for &f in self.frames(id) {
+            let fr = self.frame(f);
+            if is_backward_frame(self.str(fr.file), self.str(fr.name), fr.kind) {
+                return true;
+            }
+            if fr.kind != FrameKind::Native {
+                outermost_python = Some(fr);
+            }
+        }
+        outermost_python.is_some_and(|f| {
+            self.str(f.file)
+                .replace('\\', "/")
+                .ends_with("torch/autograd/function.py")
+                && self.str(f.name) == "apply"
+        })
     }
 
     /// `file:line function` of a frame.
@@ -281,6 +370,93 @@ mod tests {
         assert_eq!(
             classify("/pytorch/c10/cuda/CUDACachingAllocator.cpp", 0),
             FrameKind::Native
+        );
+        assert_eq!(
+            classify("./misc/../sysdeps/unix/sysv/linux/x86_64/clone3.S", 81),
+            FrameKind::Native
+        );
+        assert_eq!(classify("./nptl/pthread_create.c", 442), FrameKind::Native);
+    }
+
+    #[test]
+    fn backward_frames() {
+        use FrameKind::*;
+        assert!(is_backward_frame(
+            "??",
+            "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
+            Native
+        ));
+        assert!(is_backward_frame(
+            "??",
+            "torch::autograd::Engine::evaluate_function(std::shared_ptr<GraphTask>&)",
+            Native
+        ));
+        assert!(!is_backward_frame(
+            "VariableType_3.cpp",
+            "torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet)",
+            Native
+        ));
+        let t = "/x/site-packages/torch/";
+        assert!(is_backward_frame(
+            &format!("{t}_tensor.py"),
+            "backward",
+            Torch
+        ));
+        assert!(is_backward_frame(
+            &format!("{t}autograd/graph.py"),
+            "_engine_run_backward",
+            Torch
+        ));
+        assert!(!is_backward_frame(
+            &format!("{t}autograd/function.py"),
+            "apply",
+            Torch
+        ));
+    }
+
+    #[test]
+    fn function_apply_is_backward_only_without_a_python_caller() {
+        let mut s = Stacks::new();
+        let apply = "/x/site-packages/torch/autograd/function.py";
+        let fwd = s.intern_frame("train.py", 7, "forward");
+        let ap = s.intern_frame(apply, 596, "apply");
+        let user = s.intern_frame("train.py", 20, "main");
+        let forward = s.intern_stack(&[fwd, ap, user]);
+        let bwd = s.intern_frame("train.py", 9, "backward");
+        let ap2 = s.intern_frame(apply, 317, "apply");
+        let backward = s.intern_stack(&[bwd, ap2]);
+        assert!(!s.backward_evidence(forward));
+        assert!(s.backward_evidence(backward));
+    }
+
+    #[test]
+    fn native_sites_skip_libc_and_thread_start() {
+        let mut s = Stacks::new();
+        let fs = [
+            s.intern_frame("??", 0, "torch::unwind::unwind()"),
+            s.intern_frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            ),
+            s.intern_frame("", 0, "at::cuda::getNewWorkspace()"),
+            s.intern_frame("./nptl/pthread_create.c", 442, "start_thread"),
+            s.intern_frame(
+                "./misc/../sysdeps/unix/sysv/linux/x86_64/clone3.S",
+                81,
+                "__clone3",
+            ),
+        ];
+        let id = s.intern_stack(&fs);
+        assert_eq!(
+            s.str(s.site_frame(id).unwrap().name),
+            "at::cuda::getNewWorkspace()"
+        );
+        let only_start = s.intern_stack(&fs[3..]);
+        // Nothing meaningful at all: the innermost frame, rather than nothing.
+        assert_eq!(
+            s.str(s.site_frame(only_start).unwrap().name),
+            "start_thread"
         );
     }
 

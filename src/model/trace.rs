@@ -56,6 +56,9 @@ impl DeviceKey {
     }
 }
 
+/// The address of a `[memory]` event that carries none (torch 1.9-era traces record only `Bytes`).
+pub const NO_ADDR: u64 = u64::MAX;
+
 /// One `[memory]` instant event: an allocation (`bytes > 0`) or a free (`bytes < 0`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemEvent {
@@ -170,6 +173,11 @@ pub struct TraceCounts {
     pub repaired: u64,
     /// GPU copies of `ProfilerStep#N` dropped as duplicates.
     pub gpu_step_duplicates: u64,
+    /// `[memory]` events with no `Total Allocated` whose total was rebuilt as the running sum of
+    /// `Bytes` on their device (torch 1.9-era traces).
+    pub reconstructed_totals: u64,
+    /// `[memory]` events with no `Addr` (paired with their frees by size, not address).
+    pub without_address: u64,
 }
 
 /// A profiler trace, as loaded. Ops, memory events, Python calls and steps are sorted by time.
@@ -738,6 +746,7 @@ impl TraceBuilder {
         t.python
             .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
         t.memory.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        reconstruct_totals(&mut t);
         t.steps.sort_by(|a, b| a.ts.total_cmp(&b.ts));
         t.annotations
             .sort_by(|a, b| by_time_outer_first((a.ts, a.dur), (b.ts, b.dur)));
@@ -748,6 +757,31 @@ impl TraceBuilder {
         t.flows = resolve_flows(&t, &self.flow_ends);
         t
     }
+}
+
+/// Where `[memory]` events carry no `Total Allocated` (torch 1.9-era traces), the total after each
+/// is the running sum of `Bytes` on its device, counted from the trace's start (memory allocated
+/// before it is not included) and re-anchored on any event that does carry a total.
+fn reconstruct_totals(t: &mut Trace) {
+    let mut running: HashMap<DeviceKey, i64> = HashMap::default();
+    let mut rebuilt = 0u64;
+    let mut no_addr = 0u64;
+    for m in &mut t.memory {
+        let r = running.entry(m.device).or_insert(0);
+        *r = r.saturating_add(m.bytes);
+        match m.total_allocated {
+            Some(a) => *r = a,
+            None => {
+                m.total_allocated = Some(*r);
+                rebuilt += 1;
+            }
+        }
+        if m.addr == NO_ADDR {
+            no_addr += 1;
+        }
+    }
+    t.counts.reconstructed_totals += rebuilt;
+    t.counts.without_address += no_addr;
 }
 
 /// Calls on the stack when the tracer started are recorded first, outermost first, before any

@@ -343,11 +343,7 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
         esc(title)
     );
     for s in sites {
-        let site = s
-            .site
-            .as_ref()
-            .map(|x| x.to_string())
-            .unwrap_or_else(|| "(no stack recorded)".into());
+        let site = super::text::site_label(s);
         let stack = s
             .stack
             .iter()

@@ -21,7 +21,21 @@ fn opt_bytes(v: Option<u64>, observed: u64) -> String {
     }
 }
 
-fn site_label(s: &SiteTotal) -> String {
+/// How a site row is named, in every format that lists sites.
+pub(crate) fn site_label(s: &SiteTotal) -> String {
+    if s.before_recording {
+        return match &s.site {
+            None => "(allocated before recording began; no stack recorded)".into(),
+            Some(site) if site.line == 0 && !site.file.ends_with(".py") => format!(
+                "{} (native; allocated before the log's first entry)",
+                site.function
+            ),
+            Some(site) => format!(
+                "{}:{} in {} (allocated before the log's first entry)",
+                site.file, site.line, site.function
+            ),
+        };
+    }
     match &s.site {
         Some(site) if site.line == 0 && !site.file.ends_with(".py") => {
             // A native frame: no Python frame in the stack (e.g. the autograd engine's thread).
@@ -31,7 +45,7 @@ fn site_label(s: &SiteTotal) -> String {
             let who = if s.user_code { "" } else { " (library)" };
             format!("{}:{} in {}{who}", site.file, site.line, site.function)
         }
-        None => "(no Python stack: allocated off the Python thread, e.g. gradients in autograd's backward)".into(),
+        None => "(no stack recorded: allocated off the Python thread, e.g. by autograd's engine in a backward)".into(),
     }
 }
 
@@ -90,7 +104,7 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         ),
         (
             "reserved",
-            Some(d.reserved_bytes),
+            (!d.reserved_unknown).then_some(d.reserved_bytes),
             d.peak_reserved_bytes,
             d.observed_peak_reserved_bytes,
         ),
@@ -98,7 +112,8 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
             "requested",
             d.requested_bytes,
             d.peak_requested_bytes,
-            d.requested_bytes.unwrap_or(0),
+            d.observed_peak_requested_bytes
+                .max(d.requested_bytes.unwrap_or(0)),
         ),
     ];
     for (name, cur, peak, seen) in rows {
@@ -123,7 +138,7 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         };
         writeln!(
             out,
-            "  fragmentation: {} reserved but free; largest free block {}; {} free in split segments; {} segments{exp}",
+            "  cached: {} reserved but free (ready for requests that fit); largest free block {}; {} free in split segments; {} segments{exp}",
             bytes(d.free_reserved_bytes),
             bytes(largest),
             bytes(split),
@@ -225,6 +240,7 @@ fn write_categories(out: &mut dyn Write, c: &Categories, lead: &str) -> io::Resu
         ("gradients", c.gradient),
         ("activations", c.activation),
         ("temporaries", c.temporary),
+        ("allocated before recording", c.before_recording),
         ("other", c.other),
     ]
     .iter()

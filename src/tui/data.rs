@@ -327,12 +327,21 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
             let last = snap.devices.get(di).map(|x| x.events.len()).unwrap_or(0);
             out.push(Finding {
                 label: format!(
-                    "fragmentation on cuda:{} at the end: {} reserved but free, largest free block {}",
+                    "cached on cuda:{} at the end: {} reserved but free, largest free block {}",
                     d.device,
                     bytes(d.free_reserved_bytes),
-                    d.largest_free_block_bytes.map(bytes).unwrap_or_else(|| "unknown".into())
+                    d.largest_free_block_bytes
+                        .map(bytes)
+                        .unwrap_or_else(|| "unknown".into())
                 ),
-                jump: if last > 0 { Jump::Event { dev: di, event: last - 1 } } else { Jump::None },
+                jump: if last > 0 {
+                    Jump::Event {
+                        dev: di,
+                        event: last - 1,
+                    }
+                } else {
+                    Jump::None
+                },
             });
         }
         for s in &d.top_sites {

@@ -377,6 +377,7 @@ fn cat_style(c: Category) -> Style {
         Category::Gradient => Color::Red,
         Category::Activation => Color::Green,
         Category::Temporary => Color::Yellow,
+        Category::BeforeRecording => Color::Cyan,
         Category::Other => Color::Gray,
     })
 }
@@ -462,6 +463,7 @@ impl Widget for MapView<'_> {
                     ("█ gradient ", cat_style(Category::Gradient)),
                     ("█ activation ", cat_style(Category::Activation)),
                     ("█ temporary ", cat_style(Category::Temporary)),
+                    ("█ pre-log ", cat_style(Category::BeforeRecording)),
                     ("█ other ", cat_style(Category::Other)),
                     ("· free  c: by state", dim()),
                 ];

@@ -757,6 +757,89 @@ impl Allocator {
         addr
     }
 
+    /// Places a segment that existed before the log began, with its live blocks where they were
+    /// (`(address, size, requested, pending free)`, in address order) and free blocks in the gaps:
+    /// the starting layout of a log that begins mid-run. It is placed as an ordinary segment
+    /// whatever the settings under test: its blocks are assumed to stay where they were.
+    pub fn seed_segment(
+        &mut self,
+        base: u64,
+        size: u64,
+        stream: u64,
+        pool: Pool,
+        live: &[(u64, u64, u64, bool)],
+    ) {
+        self.segs.insert(
+            base,
+            Seg {
+                base,
+                size,
+                stream,
+                pool,
+                expandable: false,
+                mapped: size,
+            },
+        );
+        let end = base.saturating_add(size);
+        let mut cursor = base;
+        let mut free = Vec::new();
+        for &(addr, bsize, requested, pending) in live {
+            if addr < cursor || addr.saturating_add(bsize) > end {
+                continue; // overlapping or outside: the rebuilt layout is inconsistent here
+            }
+            if addr > cursor {
+                free.push((cursor, addr - cursor));
+            }
+            self.blocks.insert(
+                addr,
+                Block {
+                    addr,
+                    size: bsize,
+                    seg: base,
+                    stream,
+                    pool,
+                    allocated: !pending,
+                    pending,
+                    mapped: true,
+                    requested,
+                    gc_base: 0,
+                },
+            );
+            if !pending {
+                self.stats.allocated += bsize;
+            }
+            self.stats.active += bsize;
+            self.stats.requested += requested;
+            cursor = addr + bsize;
+        }
+        if cursor < end {
+            free.push((cursor, end - cursor));
+        }
+        for (addr, fsize) in free {
+            self.blocks.insert(
+                addr,
+                Block {
+                    addr,
+                    size: fsize,
+                    seg: base,
+                    stream,
+                    pool,
+                    allocated: false,
+                    pending: false,
+                    mapped: true,
+                    requested: 0,
+                    gc_base: 0,
+                },
+            );
+            self.insert_free(addr);
+        }
+        self.bump_reserved(size);
+        self.new_reserved_peak = false;
+        self.stats.segments += 1;
+        self.stats.peak_segments = self.stats.peak_segments.max(self.stats.segments);
+        self.stats.peak_allocated = self.stats.peak_allocated.max(self.stats.allocated);
+    }
+
     /// `free` (the program let go of the block): it stays unusable until `free_completed`.
     pub fn free_requested(&mut self, addr: u64) {
         if let Some(b) = self.blocks.get_mut(&addr).filter(|b| b.allocated) {

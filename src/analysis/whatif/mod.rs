@@ -35,6 +35,25 @@ pub struct AllocConf {
     pub ignored: Vec<String>,
 }
 
+/// `PYTORCH_CUDA_ALLOC_CONF` keys the model uses.
+pub const MODELLED: &[&str] = &[
+    "expandable_segments",
+    "max_split_size_mb",
+    "garbage_collection_threshold",
+    "roundup_power2_divisions",
+];
+
+/// Keys torch knows that do not change where blocks go (accepted, reported as not modelled).
+pub const NOT_MODELLED: &[&str] = &[
+    "backend",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+    "pinned_use_background_threads",
+    "graph_capture_record_stream_reuse",
+    "per_process_memory_fraction",
+];
+
 /// Number of `roundup_power2_divisions` intervals (1 MiB .. 32 GiB), as in `CUDAAllocatorConfig`.
 const DIVISION_INTERVALS: usize = 16;
 
@@ -97,7 +116,18 @@ pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
                 out.garbage_collection_threshold = Some(f);
             }
             "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
-            _ => out.ignored.push(k.to_string()),
+            k if NOT_MODELLED.contains(&k) => out.ignored.push(k.to_string()),
+            _ => {
+                return Err(format!(
+                    "unknown key `{k}`; known keys: {}",
+                    MODELLED
+                        .iter()
+                        .chain(NOT_MODELLED)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
         }
     }
     Ok(out)
@@ -362,7 +392,10 @@ pub fn config(settings: &AllocatorSettings, cap: Option<u64>, gpu_total: Option<
 
 /// Replays the device's requests through the model. `snap` gives stacks for OOM sites and the
 /// recorded settings (to place recorded blocks in their segments for [`Placement`]).
-pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
+///
+/// `initial` is the layout at the log's first event (empty when the log starts from an empty
+/// allocator): its segments are placed in the model first, their live blocks where they were.
+pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::State) -> RunResult {
     let settings = describe_settings(&cfg.settings_with_expandable());
     let cap = cfg.cap;
     let mut m = Allocator::new(cfg);
@@ -370,9 +403,27 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config) -> RunResult {
     let mut recorded = replay::Replayer::new(
         Rules::from_settings(&snap.settings),
         &dev.events,
-        replay::State::default(),
+        initial.clone(),
     );
     let mut addr_map: HashMap<u64, u64> = HashMap::new();
+    for s in initial.segments.values() {
+        let live: Vec<(u64, u64, u64, bool)> = s
+            .blocks
+            .values()
+            .map(|b| {
+                (
+                    b.address,
+                    b.size,
+                    b.requested,
+                    b.state == crate::model::BlockState::ActivePendingFree,
+                )
+            })
+            .collect();
+        m.seed_segment(s.address, s.size, s.stream, s.pool, &live);
+        for b in s.blocks.values() {
+            addr_map.insert(b.address, b.address);
+        }
+    }
     let mut placement = Placement::default();
     let mut ooms = Vec::new();
     let mut avoided = Vec::new();
@@ -743,10 +794,10 @@ pub fn plausible(dev: &Device) -> bool {
 pub enum WhatIfError {
     #[error("device {0}: sizes or addresses beyond 4 PiB: the capture is damaged, the allocator model does not run on it")]
     Implausible(u32),
-    #[error("device {0}: the event log does not start from an empty allocator (recording began late or the ring buffer dropped entries): its requests cannot be replayed from the start")]
-    MidRun(u32),
-    #[error("device {0}: the snapshot holds no allocation history")]
+    #[error("device {0}: the snapshot holds no allocation history (record it with torch.cuda.memory._record_memory_history before the work): there are no requests to replay, so no prediction can be made")]
     NoHistory(u32),
+    #[error("the snapshot holds no device with an allocation history (record it with torch.cuda.memory._record_memory_history before the work): there are no requests to replay, so no prediction can be made")]
+    NoDevices,
 }
 
 /// Answers "what if these settings (and this cap) had been used?" for every device.
@@ -765,15 +816,21 @@ pub fn what_if(
             return Err(WhatIfError::Implausible(dev.index));
         }
         let tl = replay::replay(dev, &snap.settings);
-        if !log_starts_empty(dev) {
-            return Err(WhatIfError::MidRun(dev.index));
-        }
         let cap = cap.clone().unwrap_or_else(|| derive_cap(&tl));
         let base = config(&snap.settings, cap.bytes, gpu_total);
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
-        let model_rec = simulate(snap, dev, base);
-        let predicted = simulate(snap, dev, asked);
+        let model_rec = simulate(snap, dev, base, &tl.initial);
+        let predicted = simulate(snap, dev, asked, &tl.initial);
         let mut notes = Vec::new();
+        if !tl.initial.segments.is_empty() {
+            let live: u64 = tl.initial.live_blocks().map(|b| b.size).sum();
+            notes.push(format!(
+                "the log starts mid-run (recording began late, or the ring buffer dropped its oldest entries): both runs start from the layout at its first event, rebuilt by undoing the log from the snapshot's end state: {} segments, {} reserved, {} in live blocks; this assumes those blocks stay where they were under the settings tried (they were allocated before the log, so their placement under other settings is unknown)",
+                tl.initial.segments.len(),
+                bytes(tl.initial.counters.reserved),
+                bytes(live)
+            ));
+        }
         if !conf.ignored.is_empty() {
             notes.push(format!(
                 "not modelled, ignored: {}",
@@ -798,6 +855,9 @@ pub fn what_if(
             predicted,
             notes,
         });
+    }
+    if out.is_empty() {
+        return Err(WhatIfError::NoDevices);
     }
     Ok(out)
 }
@@ -953,14 +1013,29 @@ pub fn expandable_assessment(
     tl: &Timeline,
     event: u32,
 ) -> Option<String> {
-    if snap.settings.expandable_segments == Some(true) || !plausible(dev) || !log_starts_empty(dev)
-    {
+    if snap.settings.expandable_segments == Some(true) || !plausible(dev) {
         return None;
     }
     let cap = derive_cap(tl);
     let mut s = snap.settings.clone();
     s.expandable_segments = Some(true);
-    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None));
+    // A log that starts mid-run is replayed from the layout at its first event.
+    let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None), &tl.initial);
+    let assumed = if tl.initial.segments.is_empty() {
+        ""
+    } else {
+        " (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+    };
+    let text = expandable_text(event, &cap, run)?;
+    Some(format!("{text}{assumed}"))
+}
+
+/// The assessment's words for the OOM at `event`, `run` replaying the requests under a cap.
+fn expandable_text(
+    event: u32,
+    cap: &CapInfo,
+    run: impl Fn(Option<u64>) -> RunResult,
+) -> Option<String> {
     let p = run(cap.bytes);
     if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
         // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
