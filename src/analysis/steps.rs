@@ -73,9 +73,11 @@ impl Step {
 
 /// Fewest events in an unannotated stretch for it to be searched for a loop.
 pub const MIN_ITERATIONS: usize = 4;
-/// Iterations a loop level needs for survivors' growth to be judged on it; a level with fewer
-/// is used only when no level has that many.
-pub const JUDGE_ITERATIONS: usize = 6;
+/// Iterations a loop level needs to be the level steps are cut at. The outermost level that has
+/// them is the program's loop; the levels inside it (micro-batches, a per-layer loop the user
+/// wrote, tokens) are repetition within one step. Only when the outer level is too short (two
+/// epochs) does an inner level (their steps) take its place.
+pub const JUDGE_ITERATIONS: usize = crate::analysis::JUDGE_STEPS;
 
 /// What the log showed of the program's structure, for the report.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -162,8 +164,8 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
             }
             loops::Structure::Loops(levels) => {
                 let end = s.range.end;
-                // The outermost working level with enough iterations to judge, else the
-                // working level with the most.
+                // The outermost working level with enough iterations to judge (see
+                // JUDGE_ITERATIONS), else the working level with the most.
                 let working: Vec<_> = levels
                     .iter()
                     .enumerate()
