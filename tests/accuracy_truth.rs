@@ -80,7 +80,11 @@ fn every_realistic_truth_is_well_formed_and_matches_the_generator() {
     for (stem, m) in &metas {
         let name = stem.as_str();
         assert_eq!(str_field(m, "name", name), name, "{name}: name");
-        assert_eq!(m["smoke"], Value::Bool(false), "{name}: made by a smoke run");
+        assert_eq!(
+            m["smoke"],
+            Value::Bool(false),
+            "{name}: made by a smoke run"
+        );
         assert_eq!(str_field(m, "script", name), SCRIPT);
         assert_eq!(
             str_field(m, "script_filename_in_frames", name),
@@ -130,7 +134,11 @@ fn every_realistic_truth_is_well_formed_and_matches_the_generator() {
                 "allocating" => "ALLOC",
                 other => panic!("{name}: expect_line_kind {other}"),
             };
-            assert_eq!(str_field(line, "file", name), SCRIPT, "{name}: expect_line.file");
+            assert_eq!(
+                str_field(line, "file", name),
+                SCRIPT,
+                "{name}: expect_line.file"
+            );
             let n = line["line"].as_u64().expect("expect_line.line");
             let code = str_field(line, "code", name);
             let func = str_field(line, "function", name);
@@ -143,12 +151,19 @@ fn every_realistic_truth_is_well_formed_and_matches_the_generator() {
                 1,
                 "{name}: expect_line {n} is not the scenario's {want} marker"
             );
-            assert_eq!(hits[0]["code"].as_str(), Some(code), "{name}: expect_line.code");
+            assert_eq!(
+                hits[0]["code"].as_str(),
+                Some(code),
+                "{name}: expect_line.code"
+            );
             assert_eq!(hits[0]["function"].as_str(), Some(func), "{name}: function");
             assert_eq!(code_at(&src, n, want).as_deref(), Some(code));
         } else {
             assert!(line.is_null(), "{name}: a clean capture has no expect_line");
-            assert!(line_kind.is_null(), "{name}: a clean capture has no line kind");
+            assert!(
+                line_kind.is_null(),
+                "{name}: a clean capture has no line kind"
+            );
         }
 
         // The OOM truth agrees with what happened.
