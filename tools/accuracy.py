@@ -253,7 +253,7 @@ def ratio(num, den):
     return f"{num}/{den} ({100 * num / den:.0f}%)" if den else "-"
 
 
-def render(cases, results, binary, seconds):
+def render(cases, results, binary):
     lines = ["# memscope accuracy on labelled captures", "",
              "Made by `python3 tools/accuracy.py " + os.path.relpath(binary, ROOT) + "`, which runs "
              "`memscope analyze --format json` on every capture whose truth was written down before memscope "
@@ -280,8 +280,7 @@ def render(cases, results, binary, seconds):
     rec = ratio(tp, tp + fn)
     lines += ["", f"Leak findings over all scored captures: {tp} true positives, {fp} false positives, "
               f"{fn} false negatives, {tn} true negatives. **Precision {prec}, recall {rec}.**",
-              f"{len(cases)} captures, {sum(1 for r in results if r['error'])} that memscope could not analyse; "
-              f"{seconds:.1f} s of analysis in all.", ""]
+              f"{len(cases)} captures, {sum(1 for r in results if r['error'])} that memscope could not analyse.", ""]
     for group, title in [("realistic", "Realistic captures (fixtures/realistic)"),
                          ("fixtures", "The project's first captures (fixtures/)"),
                          ("shared", "Shared captures (../shared/fixtures)")]:
@@ -326,14 +325,14 @@ def main():
         print(f"{c['group']:9s} {c['name']:22s} verdict={r['verdict']:18s} found={r['found']!s:5s} "
               f"leak_ok={r['leak_ok']} line_ok={r['line_ok']} oom_ok={r['oom_ok']} steps_ok={r['steps_ok']}",
               flush=True)
-    md = render(cases, results, binary, time.time() - t0)
+    md = render(cases, results, binary)
     with open(args.output, "w") as f:
         f.write(md + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(case={k: v for k, v in c.items() if k != "file"}, result=r)
                        for c, r in zip(cases, results)], f, indent=1, default=str)
-    print(f"wrote {os.path.relpath(args.output)}")
+    print(f"wrote {os.path.relpath(args.output)} ({time.time() - t0:.1f} s of analysis)")
     return 0
 
 
