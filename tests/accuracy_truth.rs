@@ -173,6 +173,19 @@ fn every_realistic_truth_is_well_formed_and_matches_the_generator() {
             Some(c) => {
                 assert!(CAUSES.contains(&c), "{name}: expect_oom_cause {c}");
                 assert!(oom, "{name}: an OOM cause without an OOM");
+                // A capacity truth rests on the allocator's own figures at the OOM.
+                let check = &m["oom_check"];
+                let req = check["request_bytes"]
+                    .as_u64()
+                    .expect("oom_check.request_bytes");
+                let alloc = check["allocated_bytes"]
+                    .as_u64()
+                    .expect("oom_check.allocated_bytes");
+                let cap = check["cap_bytes"].as_u64().expect("oom_check.cap_bytes");
+                assert_eq!(check["fits_if_compacted"], Value::Bool(alloc + req <= cap));
+                if c == "capacity" {
+                    assert!(alloc + req > cap, "{name}: the request would have fitted");
+                }
             }
             None => {
                 assert!(cause.is_null(), "{name}: expect_oom_cause");

@@ -25,6 +25,9 @@ Scoring:
   line); for an "allocating" truth its `site` or `blame`.
 - The OOM cause is right when memscope's last OOM's `cause` equals the truth (no OOM on both sides
   counts as right).
+- The verdict is right when `verdict.kind` is the one the truth implies: `oom_CAUSE` for an OOM,
+  `unjudged` for a single pass (one iteration: no leak judgement is possible), `leak` (or
+  `graph_growth` for a trace) for a leak, `ok` otherwise.
 - The step count is right when the number of `steps[]` that are iterations (not `setup`/`tail`)
   equals the truth's count. Truth without a count is not scored.
 
@@ -221,8 +224,23 @@ def judge(case, rep, err):
     else:
         r["line_ok"] = None
     r["oom_ok"] = (r["oom"] == case["oom"]) if (case["oom"] or r["oom"]) else None
+    want = expected_verdicts(case)
+    r["verdict_ok"] = None if want is None else (r["verdict"] in want)
     r["steps_ok"] = (r["steps"] == case["steps"]) if case["steps"] is not None else None
     return r
+
+
+def expected_verdicts(case):
+    """The verdict kinds the truth allows (None: not scored)."""
+    if case["oom"]:
+        return {"oom_" + case["oom"]}
+    if case["level"] == "single pass":
+        return {"unjudged"}
+    if case["leak"] is True:
+        return {"leak", "graph_growth"} if (case["file"] or "").endswith((".json", ".json.gz")) else {"leak"}
+    if case["leak"] is False:
+        return {"ok"}
+    return None
 
 
 def fmt_site(s):
@@ -273,6 +291,7 @@ def render(cases, results, binary):
     lines += ["## Totals", "",
               "| measure | all | realistic | fixtures | shared |", "|---|---|---|---|---|"]
     for label, key in [("leak judgement right (found = truth)", "leak_ok"), ("leak line right", "line_ok"),
+                       ("verdict right", "verdict_ok"),
                        ("OOM cause right", "oom_ok"), ("step count right", "steps_ok")]:
         lines.append(f"| {label} | {score(key)} | {score(key, 'realistic')} | {score(key, 'fixtures')} | "
                      f"{score(key, 'shared')} |")
@@ -290,8 +309,8 @@ def render(cases, results, binary):
         lines += [f"## {title}", "",
                   "| capture | truth: leak | expected line (kind) | truth: OOM | truth: steps | memscope verdict "
                   "| memscope findings (kind @site, kept@cause_site, blame@) | memscope OOM | memscope steps "
-                  "| leak | line | OOM | steps |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| leak | line | verdict | OOM | steps |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for c, r in rows:
             leak = {True: "leak", False: "clean"}.get(c["leak"], NOT_SCORABLE)
             line = "-" if not c["line"] else f"{c['line'][1]} ({c['line'][0]})"
@@ -300,7 +319,8 @@ def render(cases, results, binary):
             lines.append(f"| `{c['name']}` | {leak} | {line} | {c['oom'] or '-'} | {steps} | {verdict} | "
                          f"{fmt_findings(r['findings'])} | {r['oom'] or '-'} | "
                          f"{'-' if r['steps'] is None else r['steps']} | {mark(r['leak_ok'])} | "
-                         f"{mark(r['line_ok'])} | {mark(r['oom_ok'])} | {mark(r['steps_ok'])} |")
+                         f"{mark(r['line_ok'])} | {mark(r['verdict_ok'])} | {mark(r['oom_ok'])} | "
+                         f"{mark(r['steps_ok'])} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -323,7 +343,8 @@ def main():
         results.append(judge(c, rep, err))
         r = results[-1]
         print(f"{c['group']:9s} {c['name']:22s} verdict={r['verdict']:18s} found={r['found']!s:5s} "
-              f"leak_ok={r['leak_ok']} line_ok={r['line_ok']} oom_ok={r['oom_ok']} steps_ok={r['steps_ok']}",
+              f"leak_ok={r['leak_ok']} line_ok={r['line_ok']} verdict_ok={r['verdict_ok']} oom_ok={r['oom_ok']} "
+              f"steps_ok={r['steps_ok']}",
               flush=True)
     md = render(cases, results, binary)
     with open(args.output, "w") as f:
