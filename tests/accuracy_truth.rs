@@ -5,7 +5,7 @@
 //! a marker line moved in `generate.py` without regenerating, a capture deleted) would silently
 //! change ACCURACY.md. Each meta.json must have every truth field with an allowed value, name lines
 //! that exist in `fixtures/realistic/generate.py` with the code its markers recorded, and sit beside
-//! its capture.
+//! its capture; and each snapshot must be whole (its replay agrees with its `memory_stats()`).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -248,4 +248,54 @@ fn every_realistic_truth_sits_beside_its_capture() {
             }
         }
     }
+}
+
+/// A capture is ground truth only if it is whole: memscope's replay of every realistic snapshot
+/// must agree with the `memory_stats()` read right after its dump (current figures to the byte,
+/// and the observed peak), so no truth rests on a capture with missing history.
+#[test]
+fn every_realistic_snapshot_replays_to_its_memory_stats() {
+    let mut checked = 0;
+    for (stem, m) in metas() {
+        if m["kind"] != "snapshot" {
+            continue;
+        }
+        let path = dir().join(format!("{stem}.pickle.gz"));
+        let stats: Value = serde_json::from_str(
+            &fs::read_to_string(dir().join(format!("{stem}.stats.json"))).unwrap(),
+        )
+        .unwrap();
+        let snap = memscope::load::load_snapshot(&path).unwrap();
+        let a = memscope::analysis::analyze_snapshot(&snap, &path, 0);
+        assert_eq!(a.devices.len(), 1, "{stem}");
+        let d = &a.devices[0];
+        assert!(d.replay_consistent, "{stem}: {:?}", d.consistency);
+        let stat = |k: &str| {
+            stats[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{stem}: stats lack {k}"))
+        };
+        assert_eq!(
+            d.allocated_bytes,
+            stat("allocated_bytes.all.current"),
+            "{stem}"
+        );
+        assert_eq!(
+            d.reserved_bytes,
+            stat("reserved_bytes.all.current"),
+            "{stem}"
+        );
+        assert_eq!(
+            d.observed_peak_allocated_bytes,
+            stat("allocated_bytes.all.peak"),
+            "{stem}: the peak happened inside the recorded window"
+        );
+        assert_eq!(
+            m["ring_overflowed"],
+            Value::Bool(false),
+            "{stem}: the ring buffer overflowed"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 12, "checked {checked} snapshots");
 }
