@@ -280,6 +280,10 @@ pub struct SiteEvidence {
     pub max_requested: u64,
     /// Share of survivors allocated under a `torch.nn` module call (a forward pass, a loss).
     pub in_module_share: f64,
+    /// Survivors as a share of the site's allocations in the window: a retained graph keeps
+    /// nearly everything a forward allocates; a cache keeps one result of many (a KV cache
+    /// keeps the last of its per-token concatenations).
+    pub survival_share: f64,
     /// Share of survivors followed by another allocation from the same site in the same call:
     /// intermediates of a forward pass, not its result.
     pub intermediate_share: f64,
@@ -378,7 +382,8 @@ impl LeakRule for RetainedGraph {
         "every step's forward activations kept alive by an autograd graph that is never released"
     }
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
-        (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0).then(|| Match {
+        (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0 && ev.survival_share >= 0.5)
+            .then(|| Match {
             kind: self.id(),
             confidence: Confidence::High,
             explanation: format!(
@@ -537,6 +542,11 @@ pub struct Window {
 /// their first and last rise, that rise at [`MIN_RISING_STEPS`] boundaries or more, and at
 /// [`MIN_RISING_SHARE`] of them.
 pub fn growth_window(v: &[u64]) -> Option<Window> {
+    growth_window_min(v, MIN_RISING_STEPS)
+}
+
+/// [`growth_window`] with another least number of rising boundaries.
+pub fn growth_window_min(v: &[u64], min_rising: usize) -> Option<Window> {
     let mut best: Option<(u64, Window)> = None;
     let mut a = 0;
     while a + 1 < v.len() {
@@ -561,7 +571,7 @@ pub fn growth_window(v: &[u64]) -> Option<Window> {
             }
             let rising = (s..e).filter(|&i| v[i + 1] > v[i]).count();
             let share = rising as f64 / (e - s) as f64;
-            if rising >= MIN_RISING_STEPS && share >= MIN_RISING_SHARE {
+            if rising >= min_rising && share >= MIN_RISING_SHARE {
                 let rise = v[e] - v[s];
                 if best.is_none_or(|(r, _)| rise >= r) {
                     best = Some((
@@ -757,6 +767,8 @@ struct Candidate {
 struct Details {
     survivors: Vec<(u64, Rec)>,
     stack_bytes: HashMap<StackId, u64>,
+    /// Allocations the site made inside the window, survivors or not.
+    allocations: usize,
     /// Bytes of those survivors still alive at the judgement point (the end, or the last OOM).
     persisting_bytes: u64,
 }
@@ -776,21 +788,52 @@ impl Details {
 
 /// Finds the leaks of one device. `steps` comes from [`steps::split`].
 pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Findings {
-    let bounds = steps::boundaries(steps);
-    if bounds.len() < MIN_RISING_STEPS + 1 {
+    let mut bounds = steps::boundaries(steps);
+    // A run that ended in an OOM is also sampled at the OOM: what grew up to it is what filled
+    // the memory, and the step the OOM interrupted never reaches a boundary.
+    let oom = tl.ooms.last().map(|o| o.event.0 as usize);
+    let oom_sample = oom.filter(|&o| bounds.last().is_none_or(|b| o > b.0));
+    if let Some(o) = oom_sample {
+        let step = steps
+            .iter()
+            .position(|s| s.contains(o))
+            .unwrap_or(steps.len().saturating_sub(1));
+        bounds.push((o, step));
+    }
+    let min_bounds = if oom_sample.is_some() {
+        OOM_MIN_RISING_STEPS + 1
+    } else {
+        MIN_RISING_STEPS + 1
+    };
+    if bounds.len() < min_bounds {
         return Findings::default();
     }
+    let allocated_at_oom = oom
+        .and_then(|o| tl.series.allocated.get(o).copied())
+        .unwrap_or(0);
     let mut sites = SiteTable::new(&snap.stacks);
     let surv = walk(dev, snap, &mut sites, &bounds);
     let nb = bounds.len();
     let mut cands: Vec<Candidate> = Vec::new();
     for (k, ch) in surv.changes.iter().enumerate() {
-        if ch.len() < MIN_RISING_STEPS {
+        if ch.len() < min_bounds - 1 {
             continue;
         }
         let site = SiteId(k as u32);
         let (b, c) = surv.series(site, nb);
-        let Some(w) = growth_window(&b) else {
+        // Growth that ran up to the OOM and holds most of what was allocated there is the
+        // OOM's leak even over a few steps (an inference server keeping every request's cache).
+        let up_to_oom = || {
+            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
+                // Up to the OOM, or to the last step's end before it (the step the OOM
+                // interrupted may not have added to it yet).
+                oom_sample.is_some()
+                    && w.end + 2 >= nb
+                    && b[nb - 1] >= b[w.end]
+                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * allocated_at_oom as f64
+            })
+        };
+        let Some(w) = growth_window(&b).or_else(up_to_oom) else {
             continue;
         };
         let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
@@ -856,14 +899,30 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         .zip(&details)
         .map(|(c, d)| evidence_of(dev, snap, &mut sites, &model, c, d))
         .collect();
-    let leaks = group(
+    let mut leaks = group(
         snap, dev, steps, &bounds, &sites, &cands, &details, &evidence, loop_frame,
     );
+    // Growth over fewer steps than a finding normally needs stands only as the OOM's leak:
+    // the finding's sites together held most of the memory allocated at the OOM.
+    leaks.retain(|l| {
+        let short = l.steps < MIN_RISING_STEPS;
+        let held = l.live_bytes + l.related_sites.iter().map(|r| r.live_bytes).sum::<u64>();
+        !short || held as f64 >= OOM_DOMINANT_SHARE * allocated_at_oom as f64
+    });
     Findings {
         leaks,
         bounded_growth,
     }
 }
+
+/// Least rising boundaries for growth that runs up to an OOM and holds at least
+/// [`OOM_DOMINANT_SHARE`] of the memory allocated there.
+pub const OOM_MIN_RISING_STEPS: usize = 3;
+/// Share of the allocated memory at an OOM that a finding's sites together must hold for
+/// growth over fewer steps than [`MIN_RISING_STEPS`] to be the OOM's leak.
+pub const OOM_DOMINANT_SHARE: f64 = 0.5;
+/// Share each such site must hold on its own to be considered.
+pub const OOM_SITE_SHARE: f64 = 0.2;
 
 /// Share of a candidate's grown bytes that must still be alive at the end (or the OOM) for
 /// the growth to be a leak: a bounded cache (`deque(maxlen=N)`) or a list trimmed to its last
@@ -960,6 +1019,10 @@ fn second_pass(
             let c = &cands[ci];
             let from = bounds[c.window.start].0 as u32;
             let d = &mut out[ci];
+            d.allocations = dev.events[from as usize + 1..=i]
+                .iter()
+                .filter(|e| e.action == Action::Alloc && sites.of(e.stack) == c.site)
+                .count();
             for (&addr, r) in &live {
                 if r.site == c.site && r.alloc > from {
                     d.survivors.push((addr, *r));
@@ -1067,6 +1130,7 @@ fn evidence_of(
         survivors: d.survivors.len(),
         max_requested: max_req,
         in_module_share: in_mod as f64 / n,
+        survival_share: d.survivors.len() as f64 / d.allocations.max(1) as f64,
         intermediate_share: inter as f64 / n,
         direct_share: direct as f64 / n,
         nested_share: nested as f64 / n,
@@ -1372,7 +1436,7 @@ fn group(
             related_sites: members
                 .iter()
                 .map(|&o| RelatedSite {
-                    site: loop_line[o].clone().or_else(|| evidence[o].site.clone()),
+                    site: evidence[o].site.clone(),
                     live_bytes: cands[o].live_bytes,
                     count: cands[o].count,
                     growth_bytes_per_step: cands[o].slope_bytes,
@@ -1499,6 +1563,7 @@ mod tests {
             survivors: 10,
             max_requested: max_req,
             in_module_share: in_module,
+            survival_share: 1.0,
             intermediate_share: inter,
             direct_share: 1.0 - in_module,
             nested_share: in_module,
