@@ -40,10 +40,9 @@ fn same_file(a: &std::fs::Metadata, b: &Path) -> bool {
 fn temp_beside(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let name = path.file_name().map_or_else(
-        || "output".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = path
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
     let n = N.fetch_add(1, Ordering::Relaxed);
     path.with_file_name(format!(".{name}.memscope-{}-{n}.tmp", std::process::id()))
 }
@@ -67,7 +66,10 @@ impl Output {
                     );
                 }
                 if m.is_dir() {
-                    bail!("{}: is a directory (give a file name to -o)", path.display());
+                    bail!(
+                        "{}: is a directory (give a file name to -o)",
+                        path.display()
+                    );
                 }
             }
             match existing {

@@ -65,8 +65,7 @@ pub fn register(map: &[u8], path: &Path) -> Option<Registration> {
     let msg: Box<[u8]> = message(path).into_bytes().into_boxed_slice();
     let n = msg.len();
     for (i, s) in TABLE.iter().enumerate() {
-        if s
-            .start
+        if s.start
             .compare_exchange(0, map.as_ptr() as usize, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {

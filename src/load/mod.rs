@@ -245,7 +245,9 @@ pub fn load(path: &Path) -> Result<Capture, LoadError> {
 /// [`load`], reporting how far it has got in `progress`.
 pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, LoadError> {
     let input = input::read_lenient(path)?;
-    progress.stored.store(input.stored_len as usize, Ordering::Relaxed);
+    progress
+        .stored
+        .store(input.stored_len as usize, Ordering::Relaxed);
     progress.total.store(input.len(), Ordering::Relaxed);
     let r = match (sniff(&input), &input.damage) {
         (Sniffed::Json, _) => {

@@ -115,7 +115,7 @@ pub struct Limits {
     pub max_containers: u32,
     /// Most values that may sit on the VM stack at once (also bounds the open MARKs). Python's
     /// pickler batches list and dict items by 1000, so a real snapshot keeps the stack shallow;
-    /// 2^24 values (256 MiB) leaves room for a hand-made tuple of millions.
+    /// 2^24 values (512 MiB at 32 bytes a value) leaves room for a hand-made tuple of millions.
     pub max_stack: usize,
     /// Largest input accepted (spans are 32-bit).
     pub max_input: usize,
