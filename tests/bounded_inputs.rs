@@ -44,6 +44,7 @@ struct Outcome {
 
 /// Runs `cmd` under an address-space limit (if any) and a wall-clock limit, measuring its peak
 /// RSS through `wait4` (this child only, not the other tests' children).
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std's Child does not see
 fn run(mut cmd: Command, as_limit: Option<u64>, timeout: Duration) -> Outcome {
     if let Some(limit) = as_limit {
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.

@@ -191,7 +191,7 @@ impl CheckConfig {
         let text = std::str::from_utf8(&input)
             .map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        CheckConfig::from_toml(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
+        CheckConfig::from_toml(text, dir).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 
