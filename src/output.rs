@@ -47,6 +47,32 @@ fn temp_beside(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.memscope-{}-{n}.tmp", std::process::id()))
 }
 
+/// Opens a device or FIFO for writing. A FIFO is opened non-blocking first, so one that
+/// nobody reads is an error at once rather than a hang, then switched back to blocking writes.
+fn open_in_place(path: &Path, m: &std::fs::Metadata) -> anyhow::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fifo = m.file_type().is_fifo();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(if fifo { libc::O_NONBLOCK } else { 0 })
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) if fifo => {
+                anyhow::anyhow!("{}: no process is reading this FIFO", path.display())
+            }
+            _ => anyhow::anyhow!("{}: cannot open: {e}", path.display()),
+        })?;
+    if fifo {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
 impl Output {
     /// Opens `path` (or stdout for `-`) for writing, refusing any of `inputs`.
     pub fn create(path: &Path, inputs: &[&Path]) -> anyhow::Result<Output> {
@@ -73,13 +99,7 @@ impl Output {
                 }
             }
             match existing {
-                Some(m) if !m.is_file() => {
-                    let f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .with_context(|| format!("{}: cannot open", path.display()))?;
-                    Sink::InPlace(BufWriter::new(f))
-                }
+                Some(m) if !m.is_file() => Sink::InPlace(BufWriter::new(open_in_place(path, &m)?)),
                 _ => {
                     let tmp = temp_beside(path);
                     let f = std::fs::OpenOptions::new()

@@ -226,13 +226,17 @@ fn sparse_file_with_a_pickle_header_reserves_nothing_it_cannot_have() {
     let _ = std::fs::remove_file(&p);
 }
 
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
 #[test]
 fn fifo_without_a_writer_gives_up_after_the_timeout() {
     let dir = tmpdir("fifo");
     let fifo = dir.join("capture.pickle");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let mut cmd = analyze(&fifo);
     cmd.env("MEMSCOPE_PIPE_TIMEOUT", "0.3");
     let o = run(cmd, Some(1 << 30), Duration::from_secs(30));

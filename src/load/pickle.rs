@@ -772,6 +772,18 @@ impl<'a> Vm<'a, '_> {
             room(&mut self.memo, limit, self.at, "memo entries")?;
             self.memo.push(Some(v));
         } else {
+            // Out-of-order indices (never written by Python's pickler) still cost memory per
+            // entry: the table's growth is fallible too.
+            if self.sparse_memo.len() == self.sparse_memo.capacity() {
+                let n = self.sparse_memo.len().max(64);
+                self.sparse_memo
+                    .try_reserve(n)
+                    .map_err(|_| PickleError::OutOfMemory {
+                        offset: self.at,
+                        what: "memo entries",
+                        bytes: (2 * n * std::mem::size_of::<(u64, Value)>()) as u64,
+                    })?;
+            }
             self.sparse_memo.insert(index, v);
         }
         Ok(())
