@@ -177,6 +177,24 @@ fn gzip_bomb_stops_at_the_budget_and_at_the_address_space_limit() {
 }
 
 #[test]
+fn a_gzip_trailer_that_lies_about_the_size_costs_no_memory() {
+    let dir = tmpdir("isize");
+    let raw = std::fs::read(unit("fixtures/clean.pickle")).unwrap();
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&raw).unwrap();
+    let mut gz = e.finish().unwrap();
+    let n = gz.len();
+    // ISIZE, the last 4 bytes, says 4 GiB - 16: only a hint, and a wrong one.
+    gz[n - 4..].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let p = dir.join("liar.pickle.gz");
+    std::fs::write(&p, &gz).unwrap();
+    // Room for the 4 GiB reservation (address space only): none of it may become resident.
+    let o = run(analyze(&p), Some(8 << 30), Duration::from_secs(60));
+    assert_refused(&o, &p, "gzip stream is damaged");
+    assert!(o.max_rss < 96 * MIB, "peak RSS {}", o.max_rss);
+}
+
+#[test]
 fn none_opcode_pickle_stops_at_the_stack_limit_or_its_memory() {
     let dir = tmpdir("none");
     let p = dir.join("nones.pickle");

@@ -331,15 +331,16 @@ fn gunzip(path: &Path, src: &[u8]) -> Result<(Vec<u8>, Damage), LoadError> {
         }
     }
     let mut dec = flate2::read::MultiGzDecoder::new(src);
-    // `out` is zero-filled to its capacity once (the decoder needs initialised memory) and
-    // `filled` says how much of it holds output; each byte is zeroed only once.
+    // `out` is zero-filled ahead of the decoder (it needs initialised memory) and `filled`
+    // says how much of it holds output; each byte is zeroed only once.
     let mut filled = 0usize;
     loop {
         if filled == out.len() {
-            out.truncate(filled);
             room(path, &mut out, CHUNK, limit)?;
-            let cap = out.capacity();
-            out.resize(cap, 0);
+            // Zero at most 16 MiB ahead: a trailer that lies about the size reserves address
+            // space, never resident memory.
+            let end = out.capacity().min(filled + (16 << 20));
+            out.resize(end, 0);
         }
         match dec.read(&mut out[filled..]) {
             Ok(0) => {
