@@ -154,7 +154,7 @@ fn gzip_bomb(path: &Path, chunk: usize, members: usize) {
 fn gzip_bomb_stops_at_the_budget_and_at_the_address_space_limit() {
     let dir = tmpdir("bomb");
     let bomb = dir.join("bomb.pickle.gz");
-    // 3.2 MB that expands to 5 GiB.
+    // About 5 MB that expands to 5 GiB.
     gzip_bomb(&bomb, 8 << 20, 640);
     assert!(std::fs::metadata(&bomb).unwrap().len() < 16 * MIB);
 
