@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod output;
 mod pictures;
 
 use std::io::{IsTerminal, Write};
@@ -41,9 +42,12 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
     })
 }
 
@@ -105,8 +109,10 @@ fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
-    let file_len = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
-    let capture = memscope::load::load(&args.file)?;
+    let progress = memscope::load::Progress::default();
+    let capture = memscope::load::load_with_progress(&args.file, &progress)?;
+    // As stored: a pipe's bytes count too.
+    let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
     let analysis = match &capture {
         Capture::Snapshot(snap) => memscope::analysis::analyze_snapshot(snap, &args.file, file_len),
         Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),
@@ -179,9 +185,10 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     let cfg = flags.or(file_cfg);
     let base = match &cfg.baseline {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("{}: cannot read the baseline", p.display()))?;
-            let b = check::Baseline::from_json(&text)
+            let input = memscope::load::read_input(p)?;
+            let text = std::str::from_utf8(&input)
+                .map_err(|_| anyhow::anyhow!("{}: the baseline is not UTF-8 JSON", p.display()))?;
+            let b = check::Baseline::from_json(text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             Some((p.display().to_string(), b))
         }
@@ -239,15 +246,10 @@ fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
     let b = memscope::check::Baseline::new(summaries);
     let mut text = serde_json::to_string_pretty(&b)?;
     text.push('\n');
-    if args.output.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .context("writing the baseline")?;
-        out.flush().context("writing the baseline")?;
-    } else {
-        std::fs::write(&args.output, text)
-            .with_context(|| format!("{}: cannot write the baseline", args.output.display()))?;
-    }
+    let inputs: Vec<&std::path::Path> = args.files.iter().map(|p| p.as_path()).collect();
+    let mut out = output::Output::create(&args.output, &inputs)?;
+    out.write_all(text.as_bytes())?;
+    out.finish()?;
     Ok(0)
 }
 

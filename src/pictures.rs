@@ -1,13 +1,14 @@
 //! The picture commands (`flamegraph`, `report`, `export`): load, replay, write to `-o` only.
 //!
 //! Kept apart from `main.rs` so the dispatcher stays a list of one-liners. Each command
-//! writes only the file named by `-o`, and refuses when that is the input itself: a typo must
-//! not destroy the only copy of an OOM capture.
+//! writes only the file named by `-o` (through [`crate::output`]), and refuses when that is the
+//! input itself: a typo must not destroy the only copy of an OOM capture.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+
+use crate::output::Output;
 
 use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, ReportArgs};
 use memscope::analysis::replay::{self, Timeline};
@@ -28,33 +29,9 @@ fn timelines(snap: &Snapshot) -> Vec<Timeline> {
         .collect()
 }
 
-/// Opens `-o` for writing, refusing the input file (also through links or `./` spellings).
-fn create(output: &Path, input: &Path) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
-    let canon = |p: &Path| -> Option<std::path::PathBuf> {
-        if let Ok(c) = p.canonicalize() {
-            return Some(c);
-        }
-        let parent = p
-            .parent()
-            .filter(|x| !x.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Some(parent.canonicalize().ok()?.join(p.file_name()?))
-    };
-    if canon(output).is_some() && canon(output) == canon(input) {
-        bail!(
-            "refusing to overwrite the input file {} (give another -o)",
-            input.display()
-        );
-    }
-    let f =
-        std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
-    Ok(std::io::BufWriter::new(f))
-}
-
-fn finish(mut w: std::io::BufWriter<std::fs::File>, output: &Path) -> anyhow::Result<u64> {
-    w.flush()
-        .with_context(|| format!("writing {}", output.display()))?;
-    Ok(std::fs::metadata(output).map(|m| m.len()).unwrap_or(0))
+/// Opens `-o` for writing (see [`crate::output`]): never the input, `-` is stdout.
+fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
+    Output::create(output, &[input])
 }
 
 pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
@@ -101,10 +78,11 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         };
         fg::write_svg(&folded, &opts, &mut w)?;
     }
-    let n = finish(w, &a.output)?;
+    let name = w.name();
+    let n = w.finish()?;
     eprintln!(
         "memscope: wrote {} ({}; {} live at {})",
-        a.output.display(),
+        name,
         bytes(n),
         bytes(folded.total_bytes),
         m.label
@@ -122,8 +100,9 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
         timelines: &tls,
     };
     html.render(&analysis, &report::Options::default(), &mut w)?;
-    let n = finish(w, &a.output)?;
-    eprintln!("memscope: wrote {} ({})", a.output.display(), bytes(n));
+    let name = w.name();
+    let n = w.finish()?;
+    eprintln!("memscope: wrote {} ({})", name, bytes(n));
     Ok(0)
 }
 
@@ -138,10 +117,11 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         &report::perfetto::Options::default(),
         &mut w,
     )?;
-    let n = finish(w, &a.output)?;
+    let name = w.name();
+    let n = w.finish()?;
     eprintln!(
         "memscope: wrote {} ({}; {} counter points, {} block slices, {} instants{})",
-        a.output.display(),
+        name,
         bytes(n),
         sum.counter_points,
         sum.slices,

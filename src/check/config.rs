@@ -128,7 +128,7 @@ impl CheckConfig {
     pub fn from_toml(text: &str, dir: &Path) -> Result<CheckConfig, String> {
         let doc: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| e.to_string().trim().to_owned())?;
+            .map_err(|e: toml::de::Error| one_line(text, &e))?;
         let mut cfg = CheckConfig::default();
         for key in doc.keys() {
             if key != "check" {
@@ -186,10 +186,27 @@ impl CheckConfig {
 
     /// Reads a `memscope.toml`.
     pub fn from_file(path: &Path) -> Result<CheckConfig, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        // Through the bounded reader: a FIFO or a device named as the config does not hang.
+        let input = crate::load::read_input(path).map_err(|e| e.to_string())?;
+        let text = std::str::from_utf8(&input)
+            .map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        CheckConfig::from_toml(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
+        CheckConfig::from_toml(text, dir).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// A TOML error on one line ("line 3, column 7: invalid string"), not toml's five-line
+/// picture of the source.
+fn one_line(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {col}: {msg}")
+        }
+        None => msg,
     }
 }
 

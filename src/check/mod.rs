@@ -718,9 +718,7 @@ pub struct InputError(pub String);
 pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let err = |e: crate::load::LoadError| InputError(e.to_string());
     let bytes = crate::load::read_input(path).map_err(err)?;
-    let file_len = std::fs::metadata(path)
-        .map(|m| m.len())
-        .unwrap_or(bytes.len() as u64);
+    let file_len = bytes.stored_len;
     if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
         if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") {
@@ -736,7 +734,11 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
                 .map(Loaded::Baseline)
                 .map_err(|e| InputError(format!("{}: {e}", path.display())));
         }
-        return analyze_trace_bytes(path, &bytes, file_len);
+        let r = analyze_trace_bytes(path, &bytes, file_len);
+        return match bytes.settle(path, Ok(())) {
+            Ok(()) => r,
+            Err(e) => Err(err(e)),
+        };
     }
     let snap = crate::load::snapshot_from_read(path, &bytes).map_err(err)?;
     drop(bytes);

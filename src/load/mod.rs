@@ -3,14 +3,16 @@
 //! Users hand memscope whatever file they have (a `.pickle`, a `.pickle.gz`, a profiler
 //! `.json.gz`, sometimes the wrong file), so the kind is decided by content, not by name, and a
 //! wrong guess is reported as "this looks like X" rather than as a parse error deep inside.
-//! Inputs are memory-mapped read-only: memscope never writes to them.
+//! Inputs are memory-mapped read-only (memscope never writes to them) through [`input`], the
+//! one reader that bounds every input's size and refuses inputs that never end.
 
 pub mod chrome;
+mod guard;
+pub mod input;
 pub mod pickle;
 pub mod prefault;
 pub mod snapshot;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -84,6 +86,10 @@ pub enum LoadError {
     WrongKind { path: PathBuf, what: String },
     #[error("{path}: the file is empty")]
     Empty { path: PathBuf },
+    #[error("{path}: {what}")]
+    Refused { path: PathBuf, what: String },
+    #[error("{path}: the file changed while it was read (copy it first, or wait until its writer is done)")]
+    Changed { path: PathBuf },
 }
 
 /// A file's bytes: mapped when plain, decompressed into memory when gzipped.
@@ -102,46 +108,7 @@ impl std::ops::Deref for Bytes {
     }
 }
 
-/// Reads a file, transparently gunzipping it. Never writes to it.
-pub fn read_input(path: &Path) -> Result<Bytes, LoadError> {
-    let io = |err| LoadError::Io {
-        path: path.to_owned(),
-        err,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len == 0 {
-        // A pipe or /dev/stdin reports 0: read it instead of mapping it.
-        let mut v = Vec::new();
-        (&file).read_to_end(&mut v).map_err(io)?;
-        if v.is_empty() {
-            return Err(LoadError::Empty {
-                path: path.to_owned(),
-            });
-        }
-        return gunzip_if_needed(path, Bytes::Owned(v));
-    }
-    // SAFETY: the map is read-only and private; memscope does not modify the file. A file
-    // truncated by another process while mapped can fault, as with any mmap reader.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    gunzip_if_needed(path, Bytes::Mapped(map))
-}
-
-fn gunzip_if_needed(path: &Path, bytes: Bytes) -> Result<Bytes, LoadError> {
-    if sniff(&bytes) != Sniffed::Gzip {
-        return Ok(bytes);
-    }
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(4));
-    let mut dec = flate2::read::MultiGzDecoder::new(&bytes[..]);
-    match dec.read_to_end(&mut out) {
-        Ok(_) => Ok(Bytes::Owned(out)),
-        Err(err) => Err(LoadError::Gzip {
-            path: path.to_owned(),
-            offset: out.len() as u64,
-            err,
-        }),
-    }
-}
+pub use input::{max_input, read as read_input, Input, MAX_INPUT};
 
 /// What a file that memscope cannot read looks like, from its magic bytes, so that the error
 /// says "this is a PNG image" rather than "unknown opcode at byte 0".
@@ -261,6 +228,8 @@ pub struct Progress {
     pub total: AtomicUsize,
     /// What the input turned out to be: 0 unknown yet, 1 a snapshot, 2 a trace.
     pub kind: AtomicUsize,
+    /// Bytes of the input as stored (a file's size, or what came through a pipe).
+    pub stored: AtomicUsize,
 }
 
 impl Progress {
@@ -275,36 +244,51 @@ pub fn load(path: &Path) -> Result<Capture, LoadError> {
 
 /// [`load`], reporting how far it has got in `progress`.
 pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, LoadError> {
-    let bytes = match read_input(path) {
-        Ok(b) => b,
-        // A damaged gzip may still hold most of a trace.
-        Err(LoadError::Gzip { .. }) => return load_trace(path).map(Capture::Trace),
-        Err(e) => return Err(e),
-    };
-    progress.total.store(bytes.len(), Ordering::Relaxed);
-    match sniff(&bytes) {
-        Sniffed::Json => {
+    let input = input::read_lenient(path)?;
+    progress
+        .stored
+        .store(input.stored_len as usize, Ordering::Relaxed);
+    progress.total.store(input.len(), Ordering::Relaxed);
+    let r = match (sniff(&input), &input.damage) {
+        (Sniffed::Json, _) => {
             progress.kind.store(Progress::TRACE, Ordering::Relaxed);
-            trace_from_bytes(path, &bytes).map(Capture::Trace)
+            trace_from_input(path, &input).map(Capture::Trace)
         }
+        (_, Some(_)) => return Err(damaged(path, input)),
         _ => {
             progress.kind.store(Progress::SNAPSHOT, Ordering::Relaxed);
-            snapshot_from_input(path, &bytes, Some(progress)).map(Capture::Snapshot)
+            snapshot_from_input(path, &input.data, Some(progress)).map(Capture::Snapshot)
         }
+    };
+    input.settle(path, r)
+}
+
+fn damaged(path: &Path, input: Input) -> LoadError {
+    match input.damage {
+        Some((offset, err)) => LoadError::Gzip {
+            path: path.to_owned(),
+            offset,
+            err,
+        },
+        None => LoadError::Empty {
+            path: path.to_owned(),
+        },
     }
 }
 
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
-    let bytes = read_input(path)?;
-    snapshot_from_input(path, &bytes, None)
+    let input = read_input(path)?;
+    let r = snapshot_from_input(path, &input.data, None);
+    input.settle(path, r)
 }
 
 /// Decodes a snapshot from what [`read_input`] returned, releasing a mapped file's pages behind
 /// the decoder as [`load`] does (callers that looked at the bytes first, like `check`'s baseline
 /// detection).
-pub fn snapshot_from_read(path: &Path, bytes: &Bytes) -> Result<Snapshot, LoadError> {
-    snapshot_from_input(path, bytes, None)
+pub fn snapshot_from_read(path: &Path, input: &Input) -> Result<Snapshot, LoadError> {
+    let r = snapshot_from_input(path, &input.data, None);
+    input.settle(path, r)
 }
 
 /// A mapped file is decoded front to back once; the pages behind the decoder are handed back
@@ -412,36 +396,22 @@ pub fn trace_from_bytes(path: &Path, bytes: &[u8]) -> Result<Trace, LoadError> {
 /// A gzip stream cut short (the run died while writing) is decompressed as far as it goes and
 /// read like a trace cut short, with a note.
 pub fn load_trace(path: &Path) -> Result<Trace, LoadError> {
-    match read_input(path) {
-        Ok(bytes) => trace_from_bytes(path, &bytes),
-        Err(LoadError::Gzip { offset, err, .. }) => {
-            let bytes = gunzip_partial(path)?;
-            let mut t = trace_from_bytes(path, &bytes)?;
-            t.load_notes.insert(
-                0,
-                format!("the gzip stream is damaged after {offset} decompressed bytes ({err}); the trace was read up to there"),
-            );
-            Ok(t)
-        }
-        Err(e) => Err(e),
+    let input = input::read_lenient(path)?;
+    if input.damage.is_some() && sniff(&input) != Sniffed::Json {
+        return Err(damaged(path, input));
     }
+    let r = trace_from_input(path, &input);
+    input.settle(path, r)
 }
 
-/// Decompresses as much of a damaged gzip file as can be.
-fn gunzip_partial(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let io = |err| LoadError::Io {
-        path: path.to_owned(),
-        err,
-    };
-    let raw = std::fs::read(path).map_err(io)?;
-    let mut out = Vec::with_capacity(raw.len().saturating_mul(4));
-    let mut dec = flate2::read::MultiGzDecoder::new(&raw[..]);
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        match dec.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
+/// Parses a trace from what the reader returned, noting where a damaged gzip stream stopped.
+fn trace_from_input(path: &Path, input: &Input) -> Result<Trace, LoadError> {
+    let mut t = trace_from_bytes(path, input)?;
+    if let Some((offset, err)) = &input.damage {
+        t.load_notes.insert(
+            0,
+            format!("the gzip stream is damaged after {offset} decompressed bytes ({err}); the trace was read up to there"),
+        );
     }
-    Ok(out)
+    Ok(t)
 }

@@ -113,7 +113,9 @@ pub struct Limits {
     pub max_memo_index: u32,
     /// Most containers (lists, tuples, dicts, sets) a pickle may create.
     pub max_containers: u32,
-    /// Most values that may sit on the VM stack at once.
+    /// Most values that may sit on the VM stack at once (also bounds the open MARKs). Python's
+    /// pickler batches list and dict items by 1000, so a real snapshot keeps the stack shallow;
+    /// 2^24 values (512 MiB at 32 bytes a value) leaves room for a hand-made tuple of millions.
     pub max_stack: usize,
     /// Largest input accepted (spans are 32-bit).
     pub max_input: usize,
@@ -124,7 +126,7 @@ impl Default for Limits {
         Limits {
             max_memo_index: 1 << 30,
             max_containers: 1 << 30,
-            max_stack: 1 << 28,
+            max_stack: 1 << 24,
             max_input: u32::MAX as usize,
         }
     }
@@ -166,6 +168,50 @@ pub enum PickleError {
     },
     #[error("byte 0: not a pickle (starts with {found})")]
     NotPickle { found: String },
+    #[error("byte {offset}: out of memory: {what} would need {bytes} bytes")]
+    OutOfMemory {
+        offset: usize,
+        what: &'static str,
+        bytes: u64,
+    },
+}
+
+/// Makes room for one more element, growing by doubling but never past `limit` elements, and
+/// failing with an error (not an abort) when the allocator refuses: the pickle decides how far
+/// these vectors grow, so their growth is checked before it happens.
+#[inline]
+fn room<T>(v: &mut Vec<T>, limit: usize, at: usize, what: &'static str) -> Result<(), PickleError> {
+    if v.len() < v.capacity() {
+        return Ok(());
+    }
+    grow(v, limit, at, what)
+}
+
+#[cold]
+#[inline(never)]
+fn grow<T>(v: &mut Vec<T>, limit: usize, at: usize, what: &'static str) -> Result<(), PickleError> {
+    let len = v.len();
+    if len >= limit {
+        return Err(PickleError::Limit {
+            offset: at,
+            what,
+            limit: limit as u64,
+        });
+    }
+    let want = len.max(64).min(limit - len);
+    v.try_reserve_exact(want)
+        .map_err(|_| PickleError::OutOfMemory {
+            offset: at,
+            what,
+            bytes: ((len + want) * std::mem::size_of::<T>()) as u64,
+        })
+}
+
+/// Reserves `n` more elements if the allocator agrees; an up-front reservation sized from the
+/// input length is only a speed-up, so a refusal (a huge sparse file, a tight `ulimit -v`) just
+/// means growing as the data comes.
+pub(crate) fn reserve_hint<T>(v: &mut Vec<T>, n: usize) {
+    let _ = v.try_reserve(n);
 }
 
 /// The containers and decoded strings of a pickle; borrows the input for everything else.
@@ -370,9 +416,9 @@ pub fn parse_streaming<'a>(
     if vm.finalizer.is_some() {
         // A snapshot holds about one container per 100 bytes and one memo entry per 70:
         // reserving up front avoids copying a growing arena (the pages are touched only as used).
-        vm.arena.objects.reserve(data.len() / 100);
-        vm.memo_slot.reserve(data.len() / 100);
-        vm.memo.reserve(data.len() / 70);
+        reserve_hint(&mut vm.arena.objects, data.len() / 100);
+        reserve_hint(&mut vm.memo_slot, data.len() / 100);
+        reserve_hint(&mut vm.memo, data.len() / 70);
     }
     // Large inputs: the second core faults in the buffers' next pages ahead of the decoder.
     let root = if vm.finalizer.is_some() && data.len() >= 64 << 20 {
@@ -485,13 +531,12 @@ impl<'a> Vm<'a, '_> {
 
     #[inline]
     fn push(&mut self, v: Value) -> Result<(), PickleError> {
-        if self.stack.len() >= self.limits.max_stack {
-            return Err(PickleError::Limit {
-                offset: self.at,
-                what: "values on the pickle stack",
-                limit: self.limits.max_stack as u64,
-            });
-        }
+        room(
+            &mut self.stack,
+            self.limits.max_stack,
+            self.at,
+            "values on the pickle stack",
+        )?;
         self.stack.push(v);
         Ok(())
     }
@@ -690,8 +735,11 @@ impl<'a> Vm<'a, '_> {
                 limit: self.limits.max_containers as u64,
             });
         }
+        let limit = self.limits.max_containers as usize;
+        room(&mut self.arena.objects, limit, self.at, "containers")?;
         self.arena.objects.push(c);
         if self.finalizer.is_some() {
+            room(&mut self.memo_slot, limit, self.at, "containers")?;
             self.memo_slot.push(u32::MAX);
         }
         Ok(ObjId((self.arena.objects.len() - 1) as u32))
@@ -720,8 +768,22 @@ impl<'a> Vm<'a, '_> {
             }
             self.memo[i] = Some(v);
         } else if i == self.memo.len() {
+            let limit = self.limits.max_memo_index as usize + 1;
+            room(&mut self.memo, limit, self.at, "memo entries")?;
             self.memo.push(Some(v));
         } else {
+            // Out-of-order indices (never written by Python's pickler) still cost memory per
+            // entry: the table's growth is fallible too.
+            if self.sparse_memo.len() == self.sparse_memo.capacity() {
+                let n = self.sparse_memo.len().max(64);
+                self.sparse_memo
+                    .try_reserve(n)
+                    .map_err(|_| PickleError::OutOfMemory {
+                        offset: self.at,
+                        what: "memo entries",
+                        bytes: (2 * n * std::mem::size_of::<(u64, Value)>()) as u64,
+                    })?;
+            }
             self.sparse_memo.insert(index, v);
         }
         Ok(())
@@ -865,6 +927,12 @@ impl<'a> Vm<'a, '_> {
                     if self.finalizer.is_some() && self.fast_frames_list() {
                         continue;
                     }
+                    room(
+                        &mut self.marks,
+                        self.limits.max_stack,
+                        self.at,
+                        "open MARKs",
+                    )?;
                     self.marks.push(self.stack.len())
                 }
                 b'0' => {

@@ -442,7 +442,7 @@ pub fn parse(
     };
     // About one trace entry per 100 to 200 bytes: reserved once (pages are touched only as
     // used), so the events never move and can be faulted in ahead (see `prefault`).
-    st.events.reserve(data.len() / 128);
+    super::pickle::reserve_hint(&mut st.events, data.len() / 128);
     let p = match super::pickle::parse_streaming(data, Limits::default(), Some(&mut st)) {
         Ok(p) => p,
         // Say how far a cut-off file got: the entries decoded before the end are real.

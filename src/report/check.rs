@@ -42,7 +42,7 @@ pub struct CheckJson;
 
 impl CheckFormat for CheckJson {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
         writeln!(out)
     }
 }
@@ -52,7 +52,7 @@ pub struct DiffJson;
 
 impl DiffFormat for DiffJson {
     fn render(&self, diff: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::from)?;
         writeln!(out)
     }
 }

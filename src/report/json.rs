@@ -9,7 +9,7 @@ pub struct Json;
 
 impl Format for Json {
     fn render(&self, analysis: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, analysis).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut *out, analysis).map_err(io::Error::from)?;
         writeln!(out)
     }
 }

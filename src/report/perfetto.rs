@@ -276,7 +276,7 @@ pub fn write(
     out: &mut dyn Write,
 ) -> io::Result<Summary> {
     let (doc, sum) = document(snap, timelines, source, o);
-    serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
+    serde_json::to_writer(&mut *out, &doc).map_err(io::Error::from)?;
     writeln!(out)?;
     Ok(sum)
 }

@@ -88,8 +88,8 @@ impl Loaded {
 
     /// [`Loaded::load`], reporting how far the decoding has got in `progress`.
     pub fn load_with_progress(path: &Path, progress: &load::Progress) -> Result<Loaded, LoadError> {
-        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let capture = load::load_with_progress(path, progress)?;
+        let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
         // Decoded: what is left is the analysis.
         progress.done.store(
             progress.total.load(std::sync::atomic::Ordering::Relaxed),

@@ -1,0 +1,199 @@
+//! The one way the binary writes a file named by `-o`: every command that writes goes here.
+//!
+//! - `-o -` is stdout, for every command.
+//! - The output is refused when it *is* one of the inputs, compared by identity (device and
+//!   inode), so a hard link, a symlink or a `./` spelling of the capture cannot be overwritten.
+//! - A regular file is written to a temporary file beside it and renamed over it at the end, so
+//!   a reader never sees half a file and two memscopes writing the same `-o` never mix their
+//!   bytes (the last rename wins, whole). A device or FIFO (`/dev/null`) is written in place.
+//! - Every error names the output path; the error's kind is kept, so a closed pipe on stdout
+//!   is still recognised (and ends memscope quietly with exit 0, see `main`).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+enum Sink {
+    Stdout(BufWriter<io::Stdout>),
+    /// Written in place (a device or a FIFO named by `-o`).
+    InPlace(BufWriter<File>),
+    /// A temporary file renamed over the output by [`Output::finish`].
+    Temp(BufWriter<File>, PathBuf),
+}
+
+/// An output being written; [`Output::finish`] makes it appear, dropping it discards it.
+pub struct Output {
+    sink: Option<Sink>,
+    path: PathBuf,
+    written: u64,
+}
+
+/// True when `a` and `b` are the same file (device and inode), whatever the paths say.
+fn same_file(a: &std::fs::Metadata, b: &Path) -> bool {
+    std::fs::metadata(b).is_ok_and(|m| m.dev() == a.dev() && m.ino() == a.ino())
+}
+
+/// A temporary name beside `path`, unique to this process and call.
+fn temp_beside(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = path
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.memscope-{}-{n}.tmp", std::process::id()))
+}
+
+/// Opens a device or FIFO for writing. A FIFO is opened non-blocking first, so one that
+/// nobody reads is an error at once rather than a hang, then switched back to blocking writes.
+fn open_in_place(path: &Path, m: &std::fs::Metadata) -> anyhow::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fifo = m.file_type().is_fifo();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(if fifo { libc::O_NONBLOCK } else { 0 })
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) if fifo => {
+                anyhow::anyhow!("{}: no process is reading this FIFO", path.display())
+            }
+            _ => anyhow::anyhow!("{}: cannot open: {e}", path.display()),
+        })?;
+    if fifo {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
+impl Output {
+    /// Opens `path` (or stdout for `-`) for writing, refusing any of `inputs`.
+    pub fn create(path: &Path, inputs: &[&Path]) -> anyhow::Result<Output> {
+        let sink = if path.as_os_str() == "-" {
+            Sink::Stdout(BufWriter::new(io::stdout()))
+        } else {
+            let existing = std::fs::metadata(path).ok();
+            if let Some(m) = &existing {
+                if let Some(input) = inputs
+                    .iter()
+                    .find(|i| i.as_os_str() != "-" && same_file(m, i))
+                {
+                    bail!(
+                        "{}: refusing to overwrite the input file {} (they are the same file; give another -o)",
+                        path.display(),
+                        input.display()
+                    );
+                }
+                if m.is_dir() {
+                    bail!(
+                        "{}: is a directory (give a file name to -o)",
+                        path.display()
+                    );
+                }
+            }
+            match existing {
+                Some(m) if !m.is_file() => Sink::InPlace(BufWriter::new(open_in_place(path, &m)?)),
+                _ => {
+                    let tmp = temp_beside(path);
+                    let f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&tmp)
+                        .with_context(|| format!("{}: cannot create", path.display()))?;
+                    if let Some(m) = &existing {
+                        let _ = f.set_permissions(m.permissions());
+                    }
+                    Sink::Temp(BufWriter::with_capacity(1 << 16, f), tmp)
+                }
+            }
+        };
+        Ok(Output {
+            sink: Some(sink),
+            path: path.to_owned(),
+            written: 0,
+        })
+    }
+
+    /// What to call the output in a message.
+    pub fn name(&self) -> String {
+        if self.path.as_os_str() == "-" {
+            "stdout".into()
+        } else {
+            self.path.display().to_string()
+        }
+    }
+
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: cannot write: {e}", self.name()))
+    }
+
+    /// Flushes and puts the output in place; returns the bytes written.
+    pub fn finish(mut self) -> anyhow::Result<u64> {
+        let r = match self.sink.take() {
+            Some(Sink::Stdout(mut w)) => w.flush().map_err(|e| self.named(e)),
+            Some(Sink::InPlace(mut w)) => w.flush().map_err(|e| self.named(e)),
+            Some(Sink::Temp(mut w, tmp)) => {
+                let r = w.flush().map_err(|e| self.named(e));
+                drop(w);
+                let r = r.and_then(|()| {
+                    std::fs::rename(&tmp, &self.path).map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("{}: cannot replace: {e}", self.path.display()),
+                        )
+                    })
+                });
+                if r.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                r
+            }
+            None => Ok(()),
+        };
+        r?;
+        Ok(self.written)
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = match self.sink.as_mut() {
+            Some(Sink::Stdout(w)) => w.write(buf),
+            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _)) => w.write(buf),
+            None => Ok(0),
+        };
+        match r {
+            Ok(n) => {
+                self.written += n as u64;
+                Ok(n)
+            }
+            Err(e) => Err(self.named(e)),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match self.sink.as_mut() {
+            Some(Sink::Stdout(w)) => w.flush(),
+            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _)) => w.flush(),
+            None => Ok(()),
+        };
+        r.map_err(|e| self.named(e))
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Not finished (an error on the way): the temporary file goes, the output is untouched.
+        if let Some(Sink::Temp(w, tmp)) = self.sink.take() {
+            drop(w.into_parts());
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
