@@ -22,7 +22,10 @@ fn shared(name: &str) -> PathBuf {
 fn run(path: &Path) -> Option<Run> {
     if !path.exists() {
         if shared::required() {
-            panic!("{} is missing and MEMSCOPE_REQUIRE_SHARED is set", path.display());
+            panic!(
+                "{} is missing and MEMSCOPE_REQUIRE_SHARED is set",
+                path.display()
+            );
         }
         eprintln!("skipping: {} is missing", path.display());
         return None;
