@@ -27,6 +27,7 @@ file, so `memscope run` also works where only the binary was installed.
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -160,10 +161,13 @@ class Recorder:
     def install_step_hook(self):
         if not self.profile_steps:
             return
-        register = getattr(getattr(self.torch.optim, "optimizer", None),
-                           "register_optimizer_step_post_hook", None)
-        if register is None:
-            print("memscope: this torch has no global optimizer step hook; --profile-steps ignored",
+        # Imported by name: `torch.optim.optimizer` need not be an attribute of `torch.optim`
+        # right after `import torch`.
+        try:
+            module = importlib.import_module(self.torch.__name__ + ".optim.optimizer")
+            register = module.register_optimizer_step_post_hook
+        except (ImportError, AttributeError) as e:
+            print(f"memscope: no global optimizer step hook in this torch ({e}); --profile-steps ignored",
                   file=sys.stderr)
             return
         register(self._after_step)
@@ -184,8 +188,11 @@ class Recorder:
         acts = [prof_mod.ProfilerActivity.CPU]
         if getattr(self.torch.cuda, "is_available", lambda: False)():
             acts.append(prof_mod.ProfilerActivity.CUDA)
-        self._prof = prof_mod.profile(activities=acts, profile_memory=True, with_stack=True,
-                                      record_shapes=True)
+        # A schedule that always records: without one torch's profiler marks no steps; with it
+        # every `step()` closes `ProfilerStep#N` and opens the next, and nothing is dropped.
+        record = prof_mod.ProfilerAction.RECORD
+        self._prof = prof_mod.profile(activities=acts, schedule=lambda _step: record,
+                                      profile_memory=True, with_stack=True, record_shapes=True)
         try:
             self._prof.step_num = self.profile_steps[0]  # ProfilerStep#A for step A
         except AttributeError:

@@ -197,8 +197,8 @@ class RunRecorder(unittest.TestCase):
         with open(os.path.join(self.sb.out, "memscope-trace.json")) as f:
             self.assertEqual(json.load(f)["fake_steps"], [2, 3, 4])  # ProfilerStep#2..#4
         start = [c for c in self.sb.calls() if c["event"] == "prof_start"][0]
-        self.assertEqual((start["profile_memory"], start["with_stack"], start["record_shapes"]),
-                         (True, True, True))
+        self.assertEqual((start["profile_memory"], start["with_stack"], start["record_shapes"],
+                          start["schedule"]), (True, True, True, True))
         self.assertIn("(steps 2..4)", r.stderr)
 
     def test_profile_steps_cut_short_are_still_written(self):
