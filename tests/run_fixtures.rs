@@ -71,7 +71,10 @@ fn oom_escaping_a_leaky_loop() {
     assert_eq!(l["kind"], "kept_outputs");
     assert!(l["site"]["file"].as_str().unwrap().ends_with("oom_leak.py"));
     assert_eq!(l["site"]["line"], 20, "the `out = model(x)` line");
-    assert_eq!(l["growth_bytes_per_step"].as_f64().unwrap(), (32 * MIB) as f64);
+    assert_eq!(
+        l["growth_bytes_per_step"].as_f64().unwrap(),
+        (32 * MIB) as f64
+    );
     // The cap: what was reserved plus the request would have passed 1 GiB.
     assert!(u(&ooms[0]["reserved_bytes"]) + 64 * MIB > 1024 * MIB);
 }
