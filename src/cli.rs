@@ -103,8 +103,9 @@ pub struct RunArgs {
     /// When to write a snapshot: when an OutOfMemoryError escapes, at exit, or both.
     #[arg(long, value_enum, default_value_t = SnapshotOn::Oom)]
     pub snapshot_on: SnapshotOn,
-    /// Allocator events kept (a ring buffer: the oldest are dropped past it). 100000 events make
-    /// a snapshot of roughly 10 to 40 MB with Python stacks.
+    /// Allocator events kept (a ring buffer: the oldest are dropped past it). The snapshots of
+    /// fixtures/run/ take 75 to 130 bytes per event (Python stacks): 100000 events, about 7 to 13
+    /// MB; deeper stacks take more.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_entries: u64,
     /// Stacks recorded per allocation: python (cheap) or all (adds C++ frames, much slower).

@@ -39,6 +39,9 @@ class capture(contextlib.ContextDecorator):
         import torch
 
         self.recorder = Recorder(**self._args, torch=torch)
+        # Recording starts in an initialised CUDA context, as under `memscope run`: a block is
+        # about to use CUDA anyway.
+        torch.cuda.init()
         self.recorder.start()
         return self
 

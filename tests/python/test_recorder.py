@@ -244,14 +244,15 @@ class Helpers(unittest.TestCase):
 class Capture(unittest.TestCase):
     """`memscope.capture()` as a context manager and a decorator, in a process with the stand-in."""
 
-    def run_py(self, code, out):
+    def run_py(self, code, out, log):
         e = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, FAKE_TORCH]),
-                 FAKE_TORCH_SNAPSHOT=SNAPSHOT)
+                 FAKE_TORCH_SNAPSHOT=SNAPSHOT, FAKE_TORCH_LOG=log)
         return subprocess.run([sys.executable, "-c", textwrap.dedent(code), out], env=e,
                               capture_output=True, text=True, timeout=60)
 
     def test_context_manager_and_decorator(self):
         out = tempfile.mkdtemp()
+        log = os.path.join(tempfile.mkdtemp(), "torch.log")
         try:
             r = self.run_py("""
                 import sys, torch, memscope
@@ -270,10 +271,15 @@ class Capture(unittest.TestCase):
                 print(train())
                 with memscope.capture(out):
                     pass
-            """, out)
+            """, out, log)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.split("\n")[:3], ["re-raised", "['memscope-oom.pickle']", "42"])
             self.assertEqual(sorted(os.listdir(out)), ["memscope-exit.pickle", "memscope-oom.pickle"])
+            with open(log) as f:
+                events = [json.loads(line)["event"] for line in f]
+            # CUDA is initialised before recording starts; each use records, dumps and stops.
+            self.assertEqual(events[:4], ["import", "lazy_init", "record", "dump"])
+            self.assertEqual(events.count("record"), 2 * 3)  # start and stop, three uses
         finally:
             shutil.rmtree(out)
 

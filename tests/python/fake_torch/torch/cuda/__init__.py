@@ -11,6 +11,10 @@ def _lazy_init():
         _log("lazy_init")
 
 
+def init():
+    _lazy_init()
+
+
 def is_initialized():
     return _initialized
 
