@@ -1,5 +1,6 @@
 //! Command-line interface: the only place that knows about clap.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -8,7 +9,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(
     name = "memscope",
-    version,
+    version = VERSION,
+    args_conflicts_with_subcommands = true,
     about = "Offline forensics of PyTorch GPU memory: why the OOM, what leaks, which line"
 )]
 pub struct Cli {
@@ -16,9 +18,30 @@ pub struct Cli {
     pub command: Option<Command>,
     /// A capture to analyse (same as `memscope analyze FILE`).
     pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub color: ColorArg,
+}
+
+/// `memscope --version`: the crate's version and the commit it was built from (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MEMSCOPE_GIT_COMMIT"),
+    ")"
+);
+
+/// `--color`, on the commands whose output has colour (analyze, check, diff) and nowhere else.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ColorArg {
     /// When to colour the output.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+}
+
+impl ColorArg {
+    pub fn enabled(self) -> bool {
+        self.color.enabled()
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -42,6 +65,150 @@ pub enum Command {
     Tui(TuiArgs),
     /// Replay a snapshot's requests through a model of the caching allocator under other settings.
     Whatif(WhatifArgs),
+    /// Run a Python program unchanged with CUDA memory recording on; write a snapshot when an
+    /// OutOfMemoryError escapes it (and at exit if asked).
+    #[command(long_about = RUN_ABOUT)]
+    Run(RunArgs),
+    /// Print a shell completion script (e.g. `memscope completions bash > ~/.local/share/bash-completion/completions/memscope`).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `memscope man > ~/.local/share/man/man1/memscope.1`.
+    Man,
+}
+
+const RUN_ABOUT: &str = "\
+Run a Python program unchanged with CUDA memory recording on.
+
+memscope run -o DIR -- python train.py ARGS   (or torchrun ..., or any command that starts Python)
+
+The program's Python processes get a sitecustomize on PYTHONPATH (any existing sitecustomize still
+runs). Once a process initialises CUDA, the caching allocator records its history
+(torch.cuda.memory._record_memory_history with --max-entries and --stacks). When an
+OutOfMemoryError escapes the program, DIR/memscope-oom.pickle is written; --snapshot-on exit|both
+writes DIR/memscope-exit.pickle at exit (both: the exit one only when no OOM one was written).
+Under torchrun each rank writes its own file, the rank in its name (memscope-oom-rank1.pickle,
+from RANK or LOCAL_RANK). Processes that never touch CUDA (torchrun's launcher) write nothing.
+
+--profile-steps A:B also records a torch.profiler trace (profile_memory, with_stack,
+record_shapes) of steps A to B into DIR/memscope-trace.json, without touching your code: a step is
+one optimizer step, counted by PyTorch's global optimizer step hook
+(torch.optim.optimizer.register_optimizer_step_post_hook). Step 1 starts when CUDA initialises.
+
+memscope exits with the program's exit code (128+N when a signal N ended it) and prints the
+`memscope analyze` command to run next. Not recorded: `python -S` / `-I` (they skip
+sitecustomize), and OOMs the program catches itself (use memscope.capture() or
+--snapshot-on exit for those).";
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// When to write a snapshot: when an OutOfMemoryError escapes, at exit, or both.
+    #[arg(long, value_enum, default_value_t = SnapshotOn::Oom)]
+    pub snapshot_on: SnapshotOn,
+    /// Allocator events kept (a ring buffer: the oldest are dropped past it). The snapshots of
+    /// fixtures/run/ take 75 to 130 bytes per event (Python stacks): 100000 events, about 7 to 13
+    /// MB; deeper stacks take more.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_entries: u64,
+    /// Stacks recorded per allocation: python (cheap) or all (adds C++ frames, much slower).
+    #[arg(long, value_enum, default_value_t = RecordStacks::Python)]
+    pub stacks: RecordStacks,
+    /// Also write a profiler trace of optimizer steps A to B (counted from 1), e.g. 3:5.
+    #[arg(long, value_parser = profile_steps, value_name = "A:B")]
+    pub profile_steps: Option<(u64, u64)>,
+    /// Directory for the snapshots and the trace (created when missing).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// The program to run, after `--`: `python train.py ARGS`, `torchrun ...`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SnapshotOn {
+    Oom,
+    Exit,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum RecordStacks {
+    Python,
+    All,
+}
+
+fn profile_steps(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s:?} is not A:B with 1 <= A <= B (e.g. 3:5)");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    let (a, b) = (
+        a.trim().parse::<u64>().map_err(|_| bad())?,
+        b.trim().parse::<u64>().map_err(|_| bad())?,
+    );
+    if a == 0 || b < a {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The subcommand names, for "did you mean".
+pub fn subcommand_names() -> Vec<String> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+/// When the first argument that is not a flag is neither a subcommand nor an existing file but
+/// is close to a subcommand's name, the message to print ("did you mean `report`?").
+pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
+    let word = args.iter().skip(1).find(|a| {
+        let s = a.to_string_lossy();
+        !s.starts_with('-')
+    })?;
+    let word = word.to_str()?;
+    let names = subcommand_names();
+    if names.iter().any(|n| n == word) || word == "help" || std::path::Path::new(word).exists() {
+        return None;
+    }
+    let (best, d) = names
+        .iter()
+        .map(|n| (n, edit_distance(word, n)))
+        .min_by_key(|(_, d)| *d)?;
+    // Close enough to be a typo: at most a third of the name wrong (`reprot`, `analyse`, `chek`).
+    (d <= (best.len() / 3).max(1))
+        .then(|| format!("`{word}` is neither a subcommand nor a file; did you mean `{best}`?"))
+}
+
+/// Levenshtein distance, with a transposition counting as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[derive(clap::Args, Debug)]
@@ -129,6 +296,8 @@ pub struct CheckArgs {
     /// Ignore memscope.toml.
     #[arg(long)]
     pub no_config: bool,
+    #[command(flatten)]
+    pub color: ColorArg,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -157,6 +326,8 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub color: ColorArg,
 }
 
 #[derive(clap::Args, Debug)]
@@ -220,9 +391,11 @@ pub struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
-    /// Print the full stack under each site.
+    /// Print the full stack under each site (snapshots).
     #[arg(long)]
     pub stacks: bool,
+    #[command(flatten)]
+    pub color: ColorArg,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 mod cli;
 mod output;
 mod pictures;
+mod run_cmd;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -21,7 +22,12 @@ use memscope::load::Capture;
 use memscope::report::{self, Format};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(msg) = cli::mistyped_subcommand(&args) {
+        eprintln!("memscope: error: {msg}");
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -52,17 +58,38 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
-    let color = cli.color.enabled();
     match cli.command {
-        Some(Command::Analyze(args)) => analyze(&args, color),
-        Some(Command::Check(args)) => check(&args, color),
+        Some(Command::Analyze(args)) => analyze(&args, args.color.enabled()),
+        Some(Command::Check(args)) => check(&args, args.color.enabled()),
         Some(Command::Baseline(args)) => baseline(&args),
-        Some(Command::Diff(args)) => diff(&args, color),
+        Some(Command::Diff(args)) => diff(&args, args.color.enabled()),
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
         Some(Command::Tui(args)) => tui(&args.file),
         Some(Command::Whatif(args)) => whatif(&args),
+        Some(Command::Run(args)) => run_cmd::run(&args),
+        Some(Command::Completions(args)) => {
+            use clap::CommandFactory;
+            // Into memory first: clap_complete panics on a write error (a closed pipe).
+            let mut text = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "memscope", &mut text);
+            let mut out = std::io::stdout().lock();
+            out.write_all(&text).context("writing the completions")?;
+            out.flush().context("writing the completions")?;
+            Ok(0)
+        }
+        Some(Command::Man) => {
+            use clap::CommandFactory;
+            let mut text = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut text)
+                .context("writing the man page")?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&text).context("writing the man page")?;
+            out.flush().context("writing the man page")?;
+            Ok(0)
+        }
         None => match cli.file {
             Some(file) if std::io::stdout().is_terminal() => tui(&file),
             Some(file) => analyze(
@@ -70,8 +97,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     file,
                     format: OutputFormat::Text,
                     stacks: false,
+                    color: cli.color,
                 },
-                color,
+                cli.color.enabled(),
             ),
             None => {
                 use clap::CommandFactory;
@@ -104,6 +132,13 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
 }
 
 fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
+    // Said once, before the alternate screen or raw mode could be touched.
+    if !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal()) {
+        anyhow::bail!(
+            "the TUI needs a terminal (stdin and stdout); for a text report run `memscope analyze {}`",
+            file.display()
+        );
+    }
     memscope::tui::run(file)?;
     Ok(0)
 }
@@ -113,6 +148,11 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     let capture = memscope::load::load_with_progress(&args.file, &progress)?;
     // As stored: a pipe's bytes count too.
     let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
+    if args.stacks && matches!(capture, Capture::Trace(_)) {
+        eprintln!(
+            "memscope: note: --stacks does nothing for a profiler trace (its sites come without stacks)"
+        );
+    }
     let analysis = match &capture {
         Capture::Snapshot(snap) => memscope::analysis::analyze_snapshot(snap, &args.file, file_len),
         Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),

@@ -1,0 +1,340 @@
+"""Memory recording inside the user's process, for `memscope run` and `memscope.capture()`.
+
+`memscope run -o DIR -- python train.py` writes this file as `sitecustomize.py` into a
+temporary directory that it puts first on `PYTHONPATH`, so the user's program runs unchanged:
+
+- it first runs the `sitecustomize` this one hides, if there is one;
+- when `torch` has been imported it wraps `torch.cuda._lazy_init` (the function PyTorch calls,
+  by name, before the first CUDA allocation) and turns the allocator's history on right after CUDA
+  initialises: `_record_memory_history(max_entries=N, stacks="python")`. A process that never
+  touches CUDA (torchrun's launcher, a data-prep script) records nothing and writes nothing;
+- an `OutOfMemoryError` that escapes the program (also as the cause or context of another
+  exception) gets `DIR/memscope-oom[-rankR].pickle`, written from `sys.excepthook` while the
+  failing frames are still alive (and from `atexit`, if the program replaced the hook);
+  `--snapshot-on exit|both` adds `DIR/memscope-exit[-rankR].pickle` at interpreter exit;
+- `--profile-steps A:B` counts optimizer steps with PyTorch's global optimizer step hook
+  (`torch.optim.optimizer.register_optimizer_step_post_hook`): one `Optimizer.step()` call is
+  one step; a `torch.profiler` trace (`profile_memory`, `with_stack`, `record_shapes`) covers
+  steps A..B and is written to `DIR/memscope-trace[-rankR].json`.
+
+The rank in a file name comes from `RANK` (else `LOCAL_RANK`), as torchrun sets them. Settings
+come from the environment `memscope run` sets: `MEMSCOPE_RUN_DIR`, `MEMSCOPE_SNAPSHOT_ON`,
+`MEMSCOPE_MAX_ENTRIES`, `MEMSCOPE_STACKS`, `MEMSCOPE_PROFILE_STEPS`. Nothing here imports torch:
+it is only touched once the program imported it. Self-contained on purpose: the binary embeds this
+file, so `memscope run` also works where only the binary was installed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+DEFAULT_MAX_ENTRIES = 100_000
+DEFAULT_STACKS = "python"
+SNAPSHOT_ON = ("oom", "exit", "both")
+
+
+def rank_suffix(environ=None) -> str:
+    """`-rankR` under torchrun (from `RANK`, else `LOCAL_RANK`), else empty."""
+    environ = os.environ if environ is None else environ
+    for key in ("RANK", "LOCAL_RANK"):
+        value = environ.get(key, "").strip()
+        if value.isdigit():
+            return f"-rank{int(value)}"
+    return ""
+
+
+def output_path(out_dir: str, kind: str, ext: str, environ=None) -> str:
+    """`out_dir/memscope-KIND[-rankR].EXT`; `-pidP` is added when that file already exists."""
+    base = f"memscope-{kind}{rank_suffix(environ)}"
+    path = os.path.join(out_dir, base + ext)
+    if os.path.exists(path):
+        path = os.path.join(out_dir, f"{base}-pid{os.getpid()}{ext}")
+    return path
+
+
+def parse_profile_steps(text: str | None):
+    """`"A:B"` -> `(A, B)` with 1 <= A <= B; `None` for empty; `ValueError` otherwise."""
+    if not text:
+        return None
+    a, sep, b = text.partition(":")
+    if not sep or not a.strip().isdigit() or not b.strip().isdigit():
+        raise ValueError(f"{text!r} is not A:B (e.g. 3:5)")
+    first, last = int(a), int(b)
+    if first < 1 or last < first:
+        raise ValueError(f"{text!r}: steps count from 1 and A <= B")
+    return first, last
+
+
+def oom_classes(torch) -> tuple:
+    found = []
+    for owner, name in ((torch, "OutOfMemoryError"), (getattr(torch, "cuda", None), "OutOfMemoryError")):
+        cls = getattr(owner, name, None) if owner is not None else None
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def is_oom(exc, torch) -> bool:
+    """Whether `exc`, or an exception it was raised from or during, is a CUDA OOM."""
+    classes = oom_classes(torch)
+    seen = 0
+    while exc is not None and seen < 32:
+        if classes and isinstance(exc, classes):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+class Recorder:
+    """Records the allocator's history from `start()` and writes snapshots and a trace."""
+
+    def __init__(self, out_dir, snapshot_on="oom", max_entries=DEFAULT_MAX_ENTRIES,
+                 stacks=DEFAULT_STACKS, profile_steps=None, torch=None, announce=True):
+        if snapshot_on not in SNAPSHOT_ON:
+            raise ValueError(f"snapshot_on must be one of {SNAPSHOT_ON}, not {snapshot_on!r}")
+        if stacks not in ("python", "all"):
+            raise ValueError(f"stacks must be 'python' or 'all', not {stacks!r}")
+        self.out_dir = os.path.abspath(out_dir)
+        self.snapshot_on = snapshot_on
+        self.max_entries = int(max_entries)
+        self.stacks = stacks
+        self.profile_steps = profile_steps
+        self.torch = torch
+        self.announce = announce
+        self.recording = False
+        self.written = []
+        self.oom_written = False
+        self._steps_done = 0
+        self._prof = None
+        self._prof_done = False
+
+    # -- recording ---------------------------------------------------------------------------
+    def start(self):
+        if self.recording:
+            return
+        os.makedirs(self.out_dir, exist_ok=True)
+        self.torch.cuda.memory._record_memory_history(
+            enabled="all", context="all", stacks=self.stacks, max_entries=self.max_entries)
+        self.recording = True
+        if self.profile_steps and self.profile_steps[0] == 1:
+            self._start_profiler()
+
+    def stop(self):
+        if self.recording:
+            self.torch.cuda.memory._record_memory_history(enabled=None)
+            self.recording = False
+
+    def dump(self, kind: str):
+        """Writes `memscope-KIND[-rankR].pickle`; returns its path, or None when not recording."""
+        if not self.recording:
+            return None
+        path = output_path(self.out_dir, kind, ".pickle")
+        self.torch.cuda.memory._dump_snapshot(path)
+        self.written.append(path)
+        if kind == "oom":
+            self.oom_written = True
+        if self.announce:
+            print(f"memscope: wrote {path}", file=sys.stderr, flush=True)
+        return path
+
+    def on_exception(self, exc):
+        if self.snapshot_on in ("oom", "both") and not self.oom_written and is_oom(exc, self.torch):
+            self.dump("oom")
+
+    def on_exit(self):
+        self._stop_profiler()
+        if not self.oom_written and self.snapshot_on in ("oom", "both"):
+            last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+            if last is not None:
+                self.on_exception(last)
+        # After an OOM snapshot an exit one would hold the same history: `both` writes one of them.
+        if self.snapshot_on in ("exit", "both") and not self.oom_written:
+            self.dump("exit")
+
+    # -- profiler over optimizer steps -------------------------------------------------------
+    def install_step_hook(self):
+        if not self.profile_steps:
+            return
+        # Imported by name: `torch.optim.optimizer` need not be an attribute of `torch.optim`
+        # right after `import torch`.
+        try:
+            module = importlib.import_module(self.torch.__name__ + ".optim.optimizer")
+            register = module.register_optimizer_step_post_hook
+        except (ImportError, AttributeError) as e:
+            print(f"memscope: no global optimizer step hook in this torch ({e}); --profile-steps ignored",
+                  file=sys.stderr)
+            return
+        register(self._after_step)
+
+    def _after_step(self, *_args, **_kwargs):
+        self._steps_done += 1
+        first, last = self.profile_steps
+        if self._prof is not None:
+            if self._steps_done >= last:
+                self._stop_profiler()  # closes ProfilerStep#B
+            else:
+                self._prof.step()  # ProfilerStep#N ends, ProfilerStep#N+1 begins
+        elif not self._prof_done and self._steps_done == first - 1 and self.recording:
+            self._start_profiler()
+
+    def _start_profiler(self):
+        prof_mod = self.torch.profiler
+        acts = [prof_mod.ProfilerActivity.CPU]
+        if getattr(self.torch.cuda, "is_available", lambda: False)():
+            acts.append(prof_mod.ProfilerActivity.CUDA)
+        # A schedule that always records: without one torch's profiler marks no steps; with it
+        # every `step()` closes `ProfilerStep#N` and opens the next, and nothing is dropped.
+        record = prof_mod.ProfilerAction.RECORD
+        self._prof = prof_mod.profile(activities=acts, schedule=lambda _step: record,
+                                      profile_memory=True, with_stack=True, record_shapes=True)
+        try:
+            self._prof.step_num = self.profile_steps[0]  # ProfilerStep#A for step A
+        except AttributeError:
+            pass
+        self._prof.start()
+
+    def _stop_profiler(self):
+        if self._prof is None:
+            return
+        prof, self._prof = self._prof, None
+        self._prof_done = True
+        prof.stop()
+        path = output_path(self.out_dir, "trace", ".json")
+        prof.export_chrome_trace(path)
+        self.written.append(path)
+        if self.announce:
+            print(f"memscope: wrote {path} (steps {self.profile_steps[0]}..{min(self._steps_done, self.profile_steps[1])})",
+                  file=sys.stderr, flush=True)
+
+
+# -- the sitecustomize side ------------------------------------------------------------------
+
+def _chain_sitecustomize(here: str):
+    """Runs the `sitecustomize` module this file hides on `sys.path`, if any."""
+    def norm(p):
+        return os.path.normcase(os.path.abspath(p or os.getcwd()))
+    path = [p for p in sys.path if norm(p) != norm(here)]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+def _is_launcher(argv) -> bool:
+    """torchrun's launcher process: its workers record, it does not."""
+    launchers = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+    return any(os.path.basename(a) in launchers for a in list(argv or [])[:3])
+
+
+class _TorchImportHook:
+    """A meta-path finder that calls `callback(torch)` once `import torch` has finished."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module):
+            original(module)
+            callback(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def attach(recorder: Recorder, torch):
+    """Starts `recorder` when CUDA initialises (now, if it already has) and hooks OOM and exit."""
+    recorder.torch = torch
+    cuda = torch.cuda
+    original = cuda._lazy_init
+    state = {"busy": False}
+
+    def _lazy_init(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if not recorder.recording and not state["busy"]:
+            state["busy"] = True
+            try:
+                recorder.start()
+            except Exception as e:  # never break the user's program
+                print(f"memscope: could not start recording: {e}", file=sys.stderr)
+            finally:
+                state["busy"] = False
+        return result
+
+    cuda._lazy_init = _lazy_init
+    is_initialized = getattr(cuda, "is_initialized", None)
+    if is_initialized is not None and is_initialized():
+        _lazy_init()
+    recorder.install_step_hook()
+
+    previous_hook = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        try:
+            recorder.on_exception(exc)
+        except Exception as e:
+            print(f"memscope: could not write the OOM snapshot: {e}", file=sys.stderr)
+        previous_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+    def at_exit():
+        try:
+            recorder.on_exit()
+        except Exception as e:
+            print(f"memscope: could not write the snapshot at exit: {e}", file=sys.stderr)
+
+    atexit.register(at_exit)
+
+
+def recorder_from_env(environ=None):
+    """The `Recorder` `memscope run` asked for through the environment, or None."""
+    environ = os.environ if environ is None else environ
+    out_dir = environ.get("MEMSCOPE_RUN_DIR")
+    if not out_dir:
+        return None
+    return Recorder(
+        out_dir,
+        snapshot_on=environ.get("MEMSCOPE_SNAPSHOT_ON", "oom"),
+        max_entries=int(environ.get("MEMSCOPE_MAX_ENTRIES", DEFAULT_MAX_ENTRIES)),
+        stacks=environ.get("MEMSCOPE_STACKS", DEFAULT_STACKS),
+        profile_steps=parse_profile_steps(environ.get("MEMSCOPE_PROFILE_STEPS")),
+    )
+
+
+def boot(here: str):
+    """What `sitecustomize` does under `memscope run`."""
+    try:
+        _chain_sitecustomize(here)
+    finally:
+        try:
+            recorder = recorder_from_env()
+        except ValueError as e:
+            print(f"memscope: {e}; not recording", file=sys.stderr)
+            recorder = None
+        if recorder is not None and not _is_launcher(getattr(sys, "orig_argv", sys.argv)):
+            if "torch" in sys.modules:
+                attach(recorder, sys.modules["torch"])
+            else:
+                sys.meta_path.insert(0, _TorchImportHook(lambda torch: attach(recorder, torch)))
+
+
+if __name__ == "sitecustomize":
+    boot(os.path.dirname(os.path.abspath(__file__)))

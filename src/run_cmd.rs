@@ -1,0 +1,233 @@
+//! `memscope run -o DIR -- python train.py ARGS`: the user's program, unchanged, with the CUDA
+//! allocator's history recorded and a snapshot written when an `OutOfMemoryError` escapes.
+//!
+//! The recording happens inside the program's Python processes, so this side only prepares them:
+//! it writes the recorder (`python/memscope/_recorder.py`, embedded here so a binary installed
+//! without the Python package works too) as `sitecustomize.py` into a fresh temporary directory,
+//! puts that directory first on `PYTHONPATH` (the recorder runs any `sitecustomize` it hides),
+//! passes the settings as `MEMSCOPE_*` variables, runs the command, and afterwards lists what the
+//! processes wrote and the command to run next. The exit code is the program's.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context;
+
+use crate::cli::{RecordStacks, RunArgs, SnapshotOn};
+
+/// The recorder, written as `sitecustomize.py` for the program's Python processes.
+const RECORDER: &str = include_str!("../python/memscope/_recorder.py");
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// While the program runs, Ctrl-C and Ctrl-\ reach it (same process group) but not this process:
+/// it waits and reports. A handler, not `SIG_IGN`, so the program gets the default disposition back
+/// at `exec`.
+struct ShieldSignals(Vec<(libc::c_int, libc::sighandler_t)>);
+
+impl ShieldSignals {
+    fn new() -> Self {
+        let handler = ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        let saved = [libc::SIGINT, libc::SIGQUIT]
+            .into_iter()
+            // SAFETY: installs a handler that does nothing; the previous one is restored on drop.
+            .map(|sig| (sig, unsafe { libc::signal(sig, handler) }))
+            .collect();
+        ShieldSignals(saved)
+    }
+}
+
+impl Drop for ShieldSignals {
+    fn drop(&mut self) {
+        for &(sig, old) in &self.0 {
+            // SAFETY: puts back the disposition `new` replaced.
+            unsafe { libc::signal(sig, old) };
+        }
+    }
+}
+
+/// A temporary directory, removed when dropped.
+struct BootDir(PathBuf);
+
+impl BootDir {
+    fn create() -> anyhow::Result<Self> {
+        let base = std::env::temp_dir();
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!("memscope-run-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| {
+            format!("{}: cannot create the recorder's directory", dir.display())
+        })?;
+        let file = dir.join("sitecustomize.py");
+        std::fs::write(&file, RECORDER)
+            .with_context(|| format!("{}: cannot write the recorder", file.display()))?;
+        Ok(BootDir(dir))
+    }
+}
+
+impl Drop for BootDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The environment the program gets on top of this process's.
+pub fn recorder_env(
+    args: &RunArgs,
+    out_dir: &Path,
+    boot: &Path,
+    pythonpath: Option<OsString>,
+) -> Vec<(&'static str, OsString)> {
+    let mut path = OsString::from(boot);
+    if let Some(old) = pythonpath.filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let mut env = vec![
+        ("PYTHONPATH", path),
+        ("MEMSCOPE_RUN_DIR", out_dir.into()),
+        (
+            "MEMSCOPE_SNAPSHOT_ON",
+            match args.snapshot_on {
+                SnapshotOn::Oom => "oom",
+                SnapshotOn::Exit => "exit",
+                SnapshotOn::Both => "both",
+            }
+            .into(),
+        ),
+        ("MEMSCOPE_MAX_ENTRIES", args.max_entries.to_string().into()),
+        (
+            "MEMSCOPE_STACKS",
+            match args.stacks {
+                RecordStacks::Python => "python",
+                RecordStacks::All => "all",
+            }
+            .into(),
+        ),
+    ];
+    if let Some((a, b)) = args.profile_steps {
+        env.push(("MEMSCOPE_PROFILE_STEPS", format!("{a}:{b}").into()));
+    }
+    env
+}
+
+/// The `memscope-*` files in `dir` and their modification times.
+fn outputs(dir: &Path) -> HashMap<PathBuf, Option<SystemTime>> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return HashMap::new();
+    };
+    rd.filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("memscope-") && (name.ends_with(".pickle") || name.ends_with(".json"))
+        })
+        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
+        .collect()
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    std::fs::create_dir_all(&args.output).with_context(|| {
+        format!(
+            "{}: cannot create the output directory",
+            args.output.display()
+        )
+    })?;
+    let out_dir = std::fs::canonicalize(&args.output).with_context(|| {
+        format!(
+            "{}: cannot resolve the output directory",
+            args.output.display()
+        )
+    })?;
+    let before = outputs(&out_dir);
+    let boot = BootDir::create()?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no command to run after `--`")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest);
+    for (k, v) in recorder_env(args, &out_dir, &boot.0, std::env::var_os("PYTHONPATH")) {
+        cmd.env(k, v);
+    }
+    let status = {
+        let _shield = ShieldSignals::new();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("{}: cannot run it", Path::new(program).display()))?;
+        child.wait().context("waiting for the program")?
+    };
+    drop(boot);
+    let code = exit_code(&status);
+    let mut written: Vec<PathBuf> = outputs(&out_dir)
+        .into_iter()
+        .filter(|(p, t)| before.get(p).is_none_or(|old| old != t))
+        .map(|(p, _)| p)
+        .collect();
+    written.sort();
+    eprint!("{}", summary(&written, code, args.snapshot_on));
+    Ok(code)
+}
+
+/// The program's exit code, as a shell reports it (128+N for a signal N).
+fn exit_code(status: &std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(sig)) => (128 + sig).min(255) as u8,
+        _ => 1,
+    }
+}
+
+/// What `memscope run` prints on stderr after the program ended.
+pub fn summary(written: &[PathBuf], code: u8, on: SnapshotOn) -> String {
+    let mut s = String::new();
+    let shell = |p: &Path| shell_quote(&p.display().to_string());
+    if written.is_empty() {
+        s.push_str(&format!(
+            "memscope: the program exited with code {code}; no snapshot was written ({})\n",
+            match on {
+                SnapshotOn::Oom =>
+                    "no OutOfMemoryError escaped it, or it never used CUDA; --snapshot-on both also writes one at exit",
+                _ => "it never used CUDA, or it was killed before its exit handlers ran",
+            }
+        ));
+        return s;
+    }
+    s.push_str(&format!(
+        "memscope: the program exited with code {code}; written:\n"
+    ));
+    for p in written {
+        s.push_str(&format!("  {}\n", p.display()));
+    }
+    let snapshots: Vec<&PathBuf> = written
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    s.push_str("next:\n");
+    for p in written {
+        s.push_str(&format!("  memscope analyze {}\n", shell(p)));
+    }
+    if snapshots.len() > 1 {
+        let all: Vec<String> = snapshots.iter().map(|p| shell(p)).collect();
+        s.push_str(&format!(
+            "  memscope check {}    # all ranks side by side\n",
+            all.join(" ")
+        ));
+    }
+    s
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}

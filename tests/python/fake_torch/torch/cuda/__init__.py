@@ -1,0 +1,31 @@
+from torch import OutOfMemoryError, _log  # noqa: F401
+from torch.cuda import memory  # noqa: F401
+
+_initialized = False
+
+
+def _lazy_init():
+    global _initialized
+    if not _initialized:
+        _initialized = True
+        _log("lazy_init")
+
+
+def init():
+    _lazy_init()
+
+
+def is_initialized():
+    return _initialized
+
+
+def is_available():
+    return True
+
+
+def empty(nbytes):
+    """A tensor allocation: initialises CUDA first, as PyTorch's C++ side does."""
+    import torch.cuda as c
+
+    c._lazy_init()  # by attribute, as torch's device_lazy_init calls it
+    return bytearray(nbytes)

@@ -1,0 +1,312 @@
+"""The Python side of `memscope run` and `memscope.capture()`, against a stand-in torch.
+
+Each case runs a real Python process the way `memscope run` sets it up: the recorder as
+`sitecustomize.py` first on PYTHONPATH, the settings in `MEMSCOPE_*`, `fake_torch/` as torch.
+The stand-in logs every call and `_dump_snapshot` copies a real snapshot, so what is checked is
+what the recorder did: when recording started, with which settings, which files it wrote.
+Run: `python3 -m unittest discover -s tests/python` (`.ci/run` does).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PKG = os.path.join(ROOT, "python")
+RECORDER = os.path.join(PKG, "memscope", "_recorder.py")
+FAKE_TORCH = os.path.join(HERE, "fake_torch")
+SNAPSHOT = os.path.join(ROOT, "fixtures", "clean.pickle")
+
+sys.path.insert(0, PKG)
+from memscope import _find_bin, _recorder  # noqa: E402
+
+
+class Sandbox:
+    """A temporary directory with the recorder installed as sitecustomize."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="memscope-test-")
+        self.boot = os.path.join(self.dir, "boot")
+        self.out = os.path.join(self.dir, "out")
+        self.log = os.path.join(self.dir, "torch.log")
+        os.makedirs(self.boot)
+        shutil.copyfile(RECORDER, os.path.join(self.boot, "sitecustomize.py"))
+
+    def run(self, code, extra_path=(), argv=(), **env):
+        script = os.path.join(self.dir, "train.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent(code))
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith("MEMSCOPE_") and k not in ("RANK", "LOCAL_RANK", "PYTHONPATH")}
+        e.update(PYTHONPATH=os.pathsep.join([self.boot, *extra_path, FAKE_TORCH]),
+                 MEMSCOPE_RUN_DIR=self.out, FAKE_TORCH_LOG=self.log, FAKE_TORCH_SNAPSHOT=SNAPSHOT)
+        e.update(env)
+        return subprocess.run([sys.executable, script, *argv], env=e, capture_output=True,
+                              text=True, timeout=60)
+
+    def calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(line) for line in f]
+
+    def written(self):
+        return sorted(os.listdir(self.out)) if os.path.isdir(self.out) else []
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TRAIN_OOM = """
+    import torch
+    x = torch.cuda.empty(16)
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+"""
+
+TRAIN_OK = """
+    import torch
+    x = torch.cuda.empty(16)
+    print("trained")
+"""
+
+
+class RunRecorder(unittest.TestCase):
+    def setUp(self):
+        self.sb = Sandbox()
+
+    def tearDown(self):
+        self.sb.close()
+
+    def test_oom_escaping_writes_a_snapshot_and_keeps_the_traceback_and_exit_code(self):
+        r = self.sb.run(TRAIN_OOM, MEMSCOPE_MAX_ENTRIES="12345", MEMSCOPE_STACKS="python")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("torch.OutOfMemoryError: CUDA out of memory", r.stderr)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+        with open(os.path.join(self.sb.out, "memscope-oom.pickle"), "rb") as f, open(SNAPSHOT, "rb") as g:
+            self.assertEqual(f.read(), g.read())
+        events = [c["event"] for c in self.sb.calls()]
+        # Recording starts right after CUDA initialises, before anything else; one dump.
+        self.assertEqual(events, ["import", "lazy_init", "record", "dump"])
+        rec = self.sb.calls()[2]
+        self.assertEqual((rec["enabled"], rec["context"], rec["stacks"], rec["max_entries"]),
+                         ("all", "all", "python", 12345))
+
+    def test_oom_as_the_cause_of_another_exception_counts(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            try:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            except RuntimeError as e:
+                raise ValueError("batch failed") from e
+        """)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+
+    def test_other_errors_and_clean_exits_write_nothing_by_default(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            raise KeyError("not memory")
+        """)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.sb.written(), [])
+        r = self.sb.run(TRAIN_OK)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "trained"))
+        self.assertEqual(self.sb.written(), [])
+
+    def test_snapshot_on_exit_and_both(self):
+        r = self.sb.run(TRAIN_OK, MEMSCOPE_SNAPSHOT_ON="exit")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(self.sb.written(), ["memscope-exit.pickle"])
+        shutil.rmtree(self.sb.out)
+        # `both` with an OOM: the OOM snapshot only (the exit one would hold the same history).
+        r = self.sb.run(TRAIN_OOM, MEMSCOPE_SNAPSHOT_ON="both")
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+        shutil.rmtree(self.sb.out)
+        r = self.sb.run(TRAIN_OK, MEMSCOPE_SNAPSHOT_ON="both")
+        self.assertEqual(self.sb.written(), ["memscope-exit.pickle"])
+
+    def test_a_process_that_never_initialises_cuda_records_nothing(self):
+        r = self.sb.run("import torch\nprint('cpu only')\n", MEMSCOPE_SNAPSHOT_ON="both")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual([c["event"] for c in self.sb.calls()], ["import"])
+        self.assertEqual(self.sb.written(), [])
+
+    def test_a_program_without_torch_is_untouched(self):
+        r = self.sb.run("import sys\nprint(sorted(m for m in sys.modules if m == 'torch'))\n")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "[]"))
+
+    def test_rank_in_the_name_under_torchrun(self):
+        self.sb.run(TRAIN_OOM, RANK="3", LOCAL_RANK="1")
+        self.sb.run(TRAIN_OOM, LOCAL_RANK="2")
+        self.assertEqual(self.sb.written(), ["memscope-oom-rank2.pickle", "memscope-oom-rank3.pickle"])
+
+    def test_an_existing_file_is_not_overwritten(self):
+        self.sb.run(TRAIN_OOM)
+        self.sb.run(TRAIN_OOM)
+        names = self.sb.written()
+        self.assertEqual(len(names), 2)
+        self.assertIn("memscope-oom.pickle", names)
+        names.remove("memscope-oom.pickle")
+        self.assertRegex(names[0], r"^memscope-oom-pid\d+\.pickle$")
+
+    def test_torchruns_launcher_is_left_alone(self):
+        r = self.sb.run(TRAIN_OOM.replace("import torch", "import sys; sys.argv[0] = 'torchrun'\nimport torch"))
+        self.assertEqual(r.returncode, 1)  # sys.argv was set after the recorder looked: still recorded
+        self.assertFalse(_recorder._is_launcher(["/usr/bin/python3", "train.py"]))
+        self.assertTrue(_recorder._is_launcher(["/usr/bin/python3", "/venv/bin/torchrun", "train.py"]))
+        self.assertTrue(_recorder._is_launcher(["python3", "-m", "torch.distributed.run", "t.py"]))
+
+    def test_the_hidden_sitecustomize_still_runs(self):
+        other = os.path.join(self.sb.dir, "other")
+        os.makedirs(other)
+        with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+            f.write("import os\nos.environ['OTHER_SITECUSTOMIZE'] = 'ran'\n")
+        r = self.sb.run("""
+            import os, torch
+            print(os.environ.get('OTHER_SITECUSTOMIZE'))
+            x = torch.cuda.empty(16)
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        """, extra_path=[other])
+        self.assertIn("ran", r.stdout)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+
+    def test_a_replaced_excepthook_still_gets_the_oom_snapshot_at_exit(self):
+        r = self.sb.run("import sys\nsys.excepthook = lambda *a: print('own hook')\n" + textwrap.dedent(TRAIN_OOM))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("own hook", r.stdout)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+
+    def test_profile_steps_cover_optimizer_steps_a_to_b(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            opt = torch.optim.Optimizer()
+            for i in range(6):
+                opt.step()
+        """, MEMSCOPE_PROFILE_STEPS="2:4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.sb.written(), ["memscope-trace.json"])
+        with open(os.path.join(self.sb.out, "memscope-trace.json")) as f:
+            self.assertEqual(json.load(f)["fake_steps"], [2, 3, 4])  # ProfilerStep#2..#4
+        start = [c for c in self.sb.calls() if c["event"] == "prof_start"][0]
+        self.assertEqual((start["profile_memory"], start["with_stack"], start["record_shapes"],
+                          start["schedule"]), (True, True, True, True))
+        self.assertIn("(steps 2..4)", r.stderr)
+
+    def test_profile_steps_cut_short_are_still_written(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            opt = torch.optim.Optimizer()
+            for i in range(2):
+                opt.step()
+        """, MEMSCOPE_PROFILE_STEPS="1:5")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("(steps 1..2)", r.stderr)
+        self.assertEqual(self.sb.written(), ["memscope-trace.json"])
+
+    def test_bad_settings_say_so_and_run_the_program_anyway(self):
+        r = self.sb.run(TRAIN_OK, MEMSCOPE_PROFILE_STEPS="5:2")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("memscope: '5:2': steps count from 1 and A <= B; not recording", r.stderr)
+
+
+class Helpers(unittest.TestCase):
+    def test_parse_profile_steps(self):
+        self.assertEqual(_recorder.parse_profile_steps("3:5"), (3, 5))
+        self.assertEqual(_recorder.parse_profile_steps("2:2"), (2, 2))
+        self.assertIsNone(_recorder.parse_profile_steps(""))
+        for bad in ("3", "0:2", "a:b", "4:3", "-1:2"):
+            with self.assertRaises(ValueError):
+                _recorder.parse_profile_steps(bad)
+
+    def test_rank_suffix(self):
+        self.assertEqual(_recorder.rank_suffix({}), "")
+        self.assertEqual(_recorder.rank_suffix({"RANK": "7", "LOCAL_RANK": "3"}), "-rank7")
+        self.assertEqual(_recorder.rank_suffix({"LOCAL_RANK": "3"}), "-rank3")
+        self.assertEqual(_recorder.rank_suffix({"RANK": "x"}), "")
+
+    def test_recorder_checks_its_arguments(self):
+        with self.assertRaises(ValueError):
+            _recorder.Recorder("d", snapshot_on="never")
+        with self.assertRaises(ValueError):
+            _recorder.Recorder("d", stacks="cpp")
+
+
+class Capture(unittest.TestCase):
+    """`memscope.capture()` as a context manager and a decorator, in a process with the stand-in."""
+
+    def run_py(self, code, out, log):
+        e = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, FAKE_TORCH]),
+                 FAKE_TORCH_SNAPSHOT=SNAPSHOT, FAKE_TORCH_LOG=log)
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code), out], env=e,
+                              capture_output=True, text=True, timeout=60)
+
+    def test_context_manager_and_decorator(self):
+        out = tempfile.mkdtemp()
+        log = os.path.join(tempfile.mkdtemp(), "torch.log")
+        try:
+            r = self.run_py("""
+                import sys, torch, memscope
+                out = sys.argv[1]
+                cap = memscope.capture(out, snapshot_on="both", max_entries=500)
+                try:
+                    with cap:
+                        raise torch.OutOfMemoryError("CUDA out of memory")
+                except torch.OutOfMemoryError:
+                    print("re-raised")
+                print([p.rsplit('/', 1)[1] for p in cap.written])
+
+                @memscope.capture(out, snapshot_on="exit")
+                def train():
+                    return 42
+                print(train())
+                with memscope.capture(out):
+                    pass
+            """, out, log)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.split("\n")[:3], ["re-raised", "['memscope-oom.pickle']", "42"])
+            self.assertEqual(sorted(os.listdir(out)), ["memscope-exit.pickle", "memscope-oom.pickle"])
+            with open(log) as f:
+                events = [json.loads(line)["event"] for line in f]
+            # CUDA is initialised before recording starts; each use records, dumps and stops.
+            self.assertEqual(events[:4], ["import", "lazy_init", "record", "dump"])
+            self.assertEqual(events.count("record"), 2 * 3)  # start and stop, three uses
+        finally:
+            shutil.rmtree(out)
+
+
+class FindBin(unittest.TestCase):
+    def test_prefix_and_target_layouts(self):
+        prefix_pkg = os.path.join("/opt", "p", "lib", "python3.11", "site-packages", "memscope")
+        self.assertIn(os.path.join("/opt", "p", "bin"), _find_bin.candidate_dirs(prefix_pkg))
+        target_pkg = os.path.join("/opt", "t", "memscope")
+        self.assertEqual(_find_bin.candidate_dirs(target_pkg)[-1], os.path.join("/opt", "t", "bin"))
+
+    def test_python_m_memscope_runs_the_binary_of_a_target_install(self):
+        t = tempfile.mkdtemp()
+        try:
+            shutil.copytree(os.path.join(PKG, "memscope"), os.path.join(t, "memscope"))
+            os.makedirs(os.path.join(t, "bin"))
+            exe = os.path.join(t, "bin", "memscope")
+            with open(exe, "w") as f:
+                f.write('#!/bin/sh\necho "fake memscope $*"\nexit 3\n')
+            os.chmod(exe, 0o755)
+            e = dict(os.environ, PYTHONPATH=t)
+            r = subprocess.run([sys.executable, "-m", "memscope", "analyze", "x.pickle"], env=e,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout), (3, "fake memscope analyze x.pickle\n"))
+        finally:
+            shutil.rmtree(t)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,220 @@
+//! `memscope run`: the Rust side, with a fake `python` that records what it was given, and end to
+//! end with the real `python3` and the stand-in torch of `tests/python/fake_torch`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memscope"))
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A `python` that writes its arguments, its environment and the recorder it was given into
+/// `$LOG_DIR`, writes two rank snapshots where the recorder would, and exits 3.
+fn fake_python(dir: &Path) -> PathBuf {
+    let p = dir.join("python");
+    std::fs::write(
+        &p,
+        r#"#!/bin/sh
+printf '%s\n' "$@" > "$LOG_DIR/args"
+env > "$LOG_DIR/env"
+first=${PYTHONPATH%%:*}
+cp "$first/sitecustomize.py" "$LOG_DIR/sitecustomize.py"
+echo "$first" > "$LOG_DIR/bootdir"
+cp "$SNAP" "$MEMSCOPE_RUN_DIR/memscope-oom-rank0.pickle"
+cp "$SNAP" "$MEMSCOPE_RUN_DIR/memscope-exit-rank1.pickle"
+exit 3
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn env_of(log: &Path) -> std::collections::HashMap<String, String> {
+    std::fs::read_to_string(log.join("env"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn prepares_the_program_runs_it_and_reports() {
+    let d = scratch("run_fake");
+    let py = fake_python(&d);
+    let out_dir = d.join("out");
+    // A stale file from an earlier run is not reported as written by this one.
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("memscope-oom.pickle"), b"old").unwrap();
+    let r = bin()
+        .args(["run", "--snapshot-on", "both", "--max-entries", "5000"])
+        .args(["--profile-steps", "3:5", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&py)
+        .args(["train.py", "--lr", "0.1", "--", "x y"])
+        .env("LOG_DIR", &d)
+        .env("SNAP", root().join("fixtures/clean.pickle"))
+        .env("PYTHONPATH", "/user/site")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(3),
+        "the program's exit code: {stderr}"
+    );
+    // The program's arguments arrive unchanged.
+    let args = std::fs::read_to_string(d.join("args")).unwrap();
+    assert_eq!(args, "train.py\n--lr\n0.1\n--\nx y\n");
+    let env = env_of(&d);
+    let out_abs = std::fs::canonicalize(&out_dir).unwrap();
+    assert_eq!(env["MEMSCOPE_RUN_DIR"], out_abs.display().to_string());
+    assert_eq!(env["MEMSCOPE_SNAPSHOT_ON"], "both");
+    assert_eq!(env["MEMSCOPE_MAX_ENTRIES"], "5000");
+    assert_eq!(env["MEMSCOPE_STACKS"], "python");
+    assert_eq!(env["MEMSCOPE_PROFILE_STEPS"], "3:5");
+    // The recorder goes first on PYTHONPATH, the user's path after it.
+    let boot = std::fs::read_to_string(d.join("bootdir")).unwrap();
+    assert_eq!(env["PYTHONPATH"], format!("{}:/user/site", boot.trim()));
+    assert_eq!(
+        std::fs::read_to_string(d.join("sitecustomize.py")).unwrap(),
+        std::fs::read_to_string(root().join("python/memscope/_recorder.py")).unwrap(),
+        "the recorder is the package's own file"
+    );
+    assert!(
+        !Path::new(boot.trim()).exists(),
+        "the recorder's directory is removed afterwards"
+    );
+    // What was written, and what to run next.
+    let o = out_abs.display();
+    assert!(
+        stderr.contains(&format!(
+            "memscope: the program exited with code 3; written:\n  {o}/memscope-exit-rank1.pickle\n  {o}/memscope-oom-rank0.pickle\n"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "  memscope analyze {o}/memscope-oom-rank0.pickle\n"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "  memscope check {o}/memscope-exit-rank1.pickle {o}/memscope-oom-rank0.pickle"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("memscope-oom.pickle"), "{stderr}");
+}
+
+#[test]
+fn nothing_written_and_a_signal_exit() {
+    let d = scratch("run_signal");
+    let r = bin()
+        .args(["run", "-o"])
+        .arg(d.join("out"))
+        .args(["--", "sh", "-c", "kill -TERM $$"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(128 + 15), "{stderr}");
+    assert!(
+        stderr.contains("memscope: the program exited with code 143; no snapshot was written (no OutOfMemoryError escaped it, or it never used CUDA"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn command_line_handling() {
+    let d = scratch("run_cli");
+    let run = |args: &[&str]| {
+        let r = bin().arg("run").args(args).output().unwrap();
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    };
+    // The command must come after `--`.
+    let (code, err) = run(&["-o", d.to_str().unwrap(), "python", "train.py"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = run(&["-o", d.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("<COMMAND>"), "{err}");
+    let (code, err) = run(&["-o", "x", "--profile-steps", "5:2", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("\"5:2\" is not A:B with 1 <= A <= B"), "{err}");
+    let (code, err) = run(&["-o", "x", "--snapshot-on", "never", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("[possible values: oom, exit, both]"), "{err}");
+    let (code, err) = run(&["-o", "x", "--max-entries", "0", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    // `-o` is required; a command that does not exist is an error naming it.
+    let (code, _) = run(&["--", "true"]);
+    assert_eq!(code, Some(2));
+    let (code, err) = run(&["-o", d.to_str().unwrap(), "--", "/nonexistent/python3"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("memscope: error: /nonexistent/python3: cannot run it"),
+        "{err}"
+    );
+    // The help says how steps are counted, without touching the user's code.
+    let help = bin().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("register_optimizer_step_post_hook"), "{help}");
+}
+
+/// The whole path with a real Python: `memscope run -- python3 train.py` with the stand-in torch
+/// on the user's PYTHONPATH. The OOM escapes, the recorder writes the snapshot (a copy of a real
+/// one), and the snapshot is one memscope reads.
+#[test]
+fn end_to_end_with_python3_and_a_stand_in_torch() {
+    let d = scratch("run_e2e");
+    std::fs::write(
+        d.join("train.py"),
+        "import torch\nx = torch.cuda.empty(16)\nraise torch.OutOfMemoryError('CUDA out of memory')\n",
+    )
+    .unwrap();
+    let r = bin()
+        .args(["run", "-o"])
+        .arg(d.join("out"))
+        .args(["--", "python3"])
+        .arg(d.join("train.py"))
+        .env("PYTHONPATH", root().join("tests/python/fake_torch"))
+        .env(
+            "FAKE_TORCH_SNAPSHOT",
+            root().join("fixtures/leak_oom.pickle"),
+        )
+        .env_remove("RANK")
+        .env_remove("LOCAL_RANK")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("torch.OutOfMemoryError: CUDA out of memory"),
+        "{stderr}"
+    );
+    let snap = std::fs::canonicalize(d.join("out/memscope-oom.pickle")).unwrap();
+    assert!(
+        stderr.contains(&format!("memscope analyze {}", snap.display())),
+        "{stderr}"
+    );
+    let a = bin().arg("analyze").arg(&snap).output().unwrap();
+    assert_eq!(a.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&a.stdout).contains("VERDICT OOM on cuda:0"));
+}
