@@ -93,12 +93,14 @@ fn clean_run_snapshot_at_exit() {
 
 /// `--profile-steps 3:4` on the same script: a real profiler trace with memory events. This file
 /// was written before the recorder gave the profiler a schedule, so it has no `ProfilerStep`
-/// spans (the recorder now marks them; tests/python checks that), and memscope says so.
+/// spans (the recorder now marks them; tests/python checks that), and memscope says so: with no
+/// steps, leaks are not judged.
 #[test]
 fn profile_steps_trace() {
     let v = analyze("clean/memscope-trace.json.gz");
     assert_eq!(v["input"]["kind"], "trace");
-    assert_eq!(v["verdict"]["kind"], "ok");
+    assert_eq!(v["verdict"]["kind"], "unjudged");
+    assert_eq!(v["verdict"]["leak_judgement"]["reason"], "too_few_steps");
     let d = dev(&v);
     // Two steps of a 3-layer MLP with Adam: 144 MiB of parameters and 288 MiB of Adam states
     // were there before the window; the profiled window's peak is above them.

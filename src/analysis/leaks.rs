@@ -382,7 +382,7 @@ impl LeakRule for RetainedGraph {
         "every step's forward activations kept alive by an autograd graph that is never released"
     }
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
-        (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0 && ev.survival_share >= 0.5)
+        (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0 && ev.survival_share >= MIN_GRAPH_SURVIVAL)
             .then(|| Match {
             kind: self.id(),
             confidence: Confidence::High,
@@ -923,6 +923,12 @@ pub const OOM_MIN_RISING_STEPS: usize = 3;
 pub const OOM_DOMINANT_SHARE: f64 = 0.5;
 /// Share each such site must hold on its own to be considered.
 pub const OOM_SITE_SHARE: f64 = 0.2;
+
+/// Least share of a site's allocations in the window that survive for a retained graph: a
+/// forward with autograd keeps what it saves for backward (on real captures 0.3 and more of
+/// the site's allocations); a cache keeps one result of many (a KV cache grown by `torch.cat`
+/// per token keeps about one in seventeen).
+pub const MIN_GRAPH_SURVIVAL: f64 = 0.2;
 
 /// Share of a candidate's grown bytes that must still be alive at the end (or the OOM) for
 /// the growth to be a leak: a bounded cache (`deque(maxlen=N)`) or a list trimmed to its last

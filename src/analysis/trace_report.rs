@@ -296,9 +296,17 @@ pub fn analyze_trace_with_memory(
             leak_judgement: judgement,
         }
     } else {
+        let peak = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
+        let memory = match peak {
+            Some(p) => format!("allocated peak {}", bytes(p)),
+            None => "no memory recorded".to_string(),
+        };
         Verdict {
             kind: VerdictKind::Unjudged,
-            summary: format!("leaks not judged: {}", super::not_judged_reason(&judgement)),
+            summary: format!(
+                "leaks not judged: {}; {memory}",
+                super::not_judged_reason(&judgement)
+            ),
             leak_judgement: judgement,
         }
     };

@@ -276,9 +276,28 @@ fn write_leak(
             .map(|s| s.to_string())
             .unwrap_or_else(|| "(no Python stack)".into())
     };
-    writeln!(out, "  allocated at: {}", st.cyan(&site(&l.site)))?;
+    use crate::analysis::leaks::Blame;
+    match l.blame {
+        Blame::AllocatingLine => {
+            writeln!(out, "  allocated at: {}", st.cyan(&site(&l.site)))?;
+        }
+        _ => {
+            writeln!(out, "  loop line: {}", st.cyan(&site(&l.site)))?;
+            if l.allocation_site.is_some() && l.allocation_site != l.site {
+                writeln!(
+                    out,
+                    "  allocated inside it at: {}",
+                    site(&l.allocation_site)
+                )?;
+            }
+        }
+    }
     if l.cause_site.is_some() {
-        writeln!(out, "  kept alive by: {}", st.cyan(&site(&l.cause_site)))?;
+        let what = match l.blame {
+            Blame::RetainedBackward => "kept alive through the backward at",
+            _ => "kept alive by",
+        };
+        writeln!(out, "  {what}: {}", st.cyan(&site(&l.cause_site)))?;
     }
     writeln!(
         out,
@@ -326,32 +345,96 @@ fn write_leak(
     Ok(())
 }
 
-fn write_steps(out: &mut dyn Write, st: &Style, steps: &[StepReport]) -> io::Result<()> {
-    let mut devices: Vec<u32> = steps.iter().map(|s| s.device).collect();
-    devices.dedup();
-    for d in devices {
+fn write_steps(
+    out: &mut dyn Write,
+    st: &Style,
+    steps: &[StepReport],
+    devices: &[crate::analysis::DeviceReport],
+) -> io::Result<()> {
+    for dev in devices {
+        let d = dev.device;
         let ds: Vec<&StepReport> = steps.iter().filter(|s| s.device == d).collect();
+        let how = &dev.structure;
+        let Some((first, last)) = ds.first().zip(ds.last()) else {
+            if how.single_pass {
+                writeln!(
+                    out,
+                    "{} none: the log is one pass through the program (its user frames never go back to an earlier line of a loop)",
+                    st.bold(&format!("STEPS cuda:{d}"))
+                )?;
+            }
+            continue;
+        };
         let ann = ds
             .iter()
             .filter(|s| matches!(s.source, crate::analysis::steps::StepSource::Annotation))
             .count();
-        let (first, last) = (ds[0], ds[ds.len() - 1]);
+        let mut sources = Vec::new();
+        if ann > 0 {
+            let fam = how.annotation.as_deref().unwrap_or("record_function");
+            sources.push(format!("{ann} bounded by `{fam}` annotations"));
+        }
+        if ds.len() > ann {
+            let loops: Vec<String> = how
+                .loops
+                .iter()
+                .map(|l| format!("{}:{} in {}", l.file, l.line, l.function))
+                .collect();
+            sources.push(format!(
+                "{} iterations of the loop at {}",
+                ds.len() - ann,
+                loops.join(" and ")
+            ));
+        }
         let max_peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
         writeln!(
             out,
-            "{} {} steps ({} from annotations, {} from the repeating allocation pattern); allocated at step end: {} ({}) .. {} ({}); highest step peak {}",
+            "{} {} steps ({}); allocated at step end: {} ({}) .. {} ({}); highest step peak {}",
             st.bold(&format!("STEPS cuda:{d}")),
             ds.len(),
-            ann,
-            ds.len() - ann,
+            sources.join("; "),
             bytes(first.end_allocated_bytes),
             first.name,
             bytes(last.end_allocated_bytes),
             last.name,
             bytes(max_peak)
         )?;
+        if !how.nested_loops.is_empty() {
+            let inner: Vec<String> = how
+                .nested_loops
+                .iter()
+                .map(|l| format!("{}:{} ({} iterations)", l.file, l.line, l.iterations))
+                .collect();
+            writeln!(
+                out,
+                "  loops inside a step (not steps): {}",
+                inner.join(", ")
+            )?;
+        }
     }
     Ok(())
+}
+
+fn write_bounded(
+    out: &mut dyn Write,
+    st: &Style,
+    b: &crate::analysis::BoundedGrowthReport,
+) -> io::Result<()> {
+    let at = b
+        .growth
+        .site
+        .as_ref()
+        .map(|s| format!("{}:{} in {}", s.file, s.line, s.function))
+        .unwrap_or_else(|| "blocks with no recorded stack".into());
+    writeln!(
+        out,
+        "{} cuda:{} {at}: grew {} per step over {} steps, then {:.0}% of it was released by the end: bounded (a capped cache, warm-up, memory freed later), not a leak",
+        st.bold("BOUNDED GROWTH"),
+        b.device,
+        bytes(b.growth.growth_bytes_per_step.max(0.0) as u64),
+        b.growth.steps,
+        100.0 * b.growth.freed_share
+    )
 }
 
 impl Format for Text {
@@ -418,9 +501,13 @@ impl Format for Text {
             writeln!(out)?;
             write_leak(out, &st, i + 1, l, opts)?;
         }
-        if !a.steps.is_empty() {
+        for b in &a.bounded_growth {
             writeln!(out)?;
-            write_steps(out, &st, &a.steps)?;
+            write_bounded(out, &st, b)?;
+        }
+        if !a.steps.is_empty() || a.devices.iter().any(|d| d.structure.single_pass) {
+            writeln!(out)?;
+            write_steps(out, &st, &a.steps, &a.devices)?;
         }
         if let Some(c) = &a.categories {
             if c.at == "peak" {
