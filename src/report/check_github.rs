@@ -136,14 +136,16 @@ impl CheckFormat for GithubSummary {
                 cell(&details)
             )?;
         }
-        if !report.ranks.is_empty() {
+        for g in &report.groups {
+            writeln!(out)?;
+            writeln!(out, "{}:", cell(&g.label()))?;
             writeln!(out)?;
             writeln!(
                 out,
                 "| rank | file | peak allocated | peak reserved | OOMs | result |"
             )?;
             writeln!(out, "|---|---|---|---|---|---|")?;
-            for r in &report.ranks {
+            for r in &g.ranks {
                 writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} |",
@@ -155,10 +157,12 @@ impl CheckFormat for GithubSummary {
                     if r.passed { "pass" } else { "**fail**" }
                 )?;
             }
-            if let Some(im) = &report.imbalance {
-                writeln!(out)?;
-                writeln!(out, "Imbalance between ranks: {:.1}%.", im.fraction * 100.0)?;
-            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Imbalance between ranks: {:.1}%.",
+                g.imbalance.fraction * 100.0
+            )?;
         }
         Ok(())
     }

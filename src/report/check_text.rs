@@ -68,9 +68,9 @@ impl CheckFormat for CheckText {
                 write_rule(out, &st, r)?;
             }
         }
-        if !report.ranks.is_empty() {
+        for g in &report.groups {
             writeln!(out)?;
-            writeln!(out, "{}", st.bold("RANKS"))?;
+            writeln!(out, "{}", st.bold(&g.label().to_uppercase()))?;
             writeln!(
                 out,
                 "  {}",
@@ -79,7 +79,7 @@ impl CheckFormat for CheckText {
                     "rank", "peak alloc", "peak reserved", "live at end", "OOMs", "leaks", "result"
                 ))
             )?;
-            for r in &report.ranks {
+            for r in &g.ranks {
                 writeln!(
                     out,
                     "  {:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  {}",
@@ -93,17 +93,26 @@ impl CheckFormat for CheckText {
                     r.path
                 )?;
             }
-            if let Some(im) = &report.imbalance {
+            if g.ranks.iter().all(|r| r.source.is_none()) {
                 writeln!(
                     out,
-                    "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
-                    im.fraction * 100.0,
-                    im.max_rank,
-                    bytes(im.max_bytes),
-                    im.min_rank,
-                    bytes(im.min_bytes)
+                    "  {}",
+                    st.dim("(ranks in the order given: nothing in the files numbers them)")
                 )?;
             }
+            let im = &g.imbalance;
+            writeln!(
+                out,
+                "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
+                im.fraction * 100.0,
+                im.max_rank,
+                bytes(im.max_bytes),
+                im.min_rank,
+                bytes(im.min_bytes)
+            )?;
+        }
+        if !report.ranks_rules.is_empty() {
+            writeln!(out)?;
             for r in &report.ranks_rules {
                 write_rule(out, &st, r)?;
             }
