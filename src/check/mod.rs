@@ -342,6 +342,14 @@ pub fn check(
             ));
         }
         for g in &groups {
+            if let Some(r) = g.ranks.iter().find(|r| !r.has_memory) {
+                return Err(CheckError(format!(
+                    "--max-imbalance is set, but rank {} of the {} ({}) recorded no device memory",
+                    r.rank,
+                    g.label(),
+                    r.path
+                )));
+            }
             let im = &g.imbalance;
             let mut r = RuleResult::limit(
                 "max-imbalance",
@@ -436,9 +444,29 @@ pub fn distributed_info(bytes: &[u8]) -> Option<summary::RankInfo> {
     const KEY: &[u8] = b"\"distributedInfo\"";
     let at = bytes.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
     let open = at + bytes[at..].iter().position(|&b| b == b'{')?;
-    // The object holds no nested braces; bound the look so a hostile file costs nothing.
-    let len = bytes[open..].iter().take(4096).position(|&b| b == b'}')?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes[open..=open + len]).ok()?;
+    // The matching brace (`pg_config` nests objects), outside strings; bounded so that a
+    // hostile file costs little.
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    let mut end = None;
+    for (i, &b) in bytes[open..].iter().enumerate().take(1 << 20) {
+        match (in_str, esc, b) {
+            (true, true, _) => esc = false,
+            (true, false, b'\\') => esc = true,
+            (true, false, b'"') => in_str = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_str = true,
+            (false, _, b'{') => depth += 1,
+            (false, _, b'}') => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes[open..=end?]).ok()?;
     let num = |k: &str| v.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
     Some(summary::RankInfo {
         rank: num("rank")?,

@@ -65,8 +65,10 @@ pub struct RankRow {
     pub peak_reserved_bytes: u64,
     pub end_allocated_bytes: u64,
     pub ooms: usize,
-    /// `None`: leaks not analysed.
+    /// `None`: leaks not analysed, or the capture could not support a judgement.
     pub leaks: Option<usize>,
+    /// Whether the capture recorded device memory (else its peaks are no measurement).
+    pub has_memory: bool,
     pub passed: bool,
 }
 
@@ -145,7 +147,9 @@ fn peak(s: &InputSummary) -> u64 {
 /// Groups `inputs` into runs of ranks; `explicit[i]` is input `i`'s `--rank`, `passed[i]`
 /// its result. Only groups of two ranks or more are returned.
 pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool]) -> Vec<RankGroup> {
-    let mut keyed: Vec<((String, String), Vec<(usize, Option<RankInfo>)>)> = Vec::new();
+    // (kind, run) -> (input index, rank hint), in the order given.
+    type Members = Vec<(usize, Option<RankInfo>)>;
+    let mut keyed: Vec<((String, String), Members)> = Vec::new();
     for (i, s) in inputs.iter().enumerate() {
         let (info, run) = hint(s, explicit.get(i).copied().flatten());
         let key = (s.kind.clone(), run);
@@ -194,7 +198,14 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
                         .max()
                         .unwrap_or(0),
                     ooms: s.ooms.len(),
-                    leaks: s.leaks.as_ref().map(Vec::len),
+                    leaks: s
+                        .leaks
+                        .as_ref()
+                        .filter(|l| {
+                            !l.is_empty() || s.leak_judgement.as_ref().is_none_or(|j| j.judged)
+                        })
+                        .map(Vec::len),
+                    has_memory: !s.devices.is_empty(),
                     passed: passed.get(*i).copied().unwrap_or(true),
                 }
             })
