@@ -114,6 +114,15 @@ pub struct CheckArgs {
     /// A capture and its rank, `N=FILE` (repeatable): checked as rank N of one run.
     #[arg(long, value_parser = rank_file)]
     pub rank: Vec<(u32, PathBuf)>,
+    /// Where the recorded source files lie in this checkout, for GitHub annotations (default:
+    /// `$GITHUB_WORKSPACE`, else the current directory; a recorded path is found there by its
+    /// longest suffix that exists).
+    #[arg(long)]
+    pub source_root: Option<PathBuf>,
+    /// A prefix to cut off recorded source paths (the capturing machine's checkout),
+    /// repeatable; what is left is a path under the source root.
+    #[arg(long)]
+    pub strip_prefix: Vec<String>,
     /// Compare against a baseline written by `memscope baseline`.
     #[arg(long)]
     pub baseline: Option<PathBuf>,

@@ -261,9 +261,14 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();
         let mut err = std::io::stderr().lock();
-        report::check_github::GithubAnnotations
-            .render(&report, &plain, &mut err)
-            .context("writing annotations")?;
+        report::check_github::GithubAnnotations {
+            paths: memscope::check::paths::PathMap::from_env(
+                args.source_root.clone(),
+                args.strip_prefix.clone(),
+            ),
+        }
+        .render(&report, &plain, &mut err)
+        .context("writing annotations")?;
         if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
             let mut f = std::fs::OpenOptions::new()
                 .append(true)

@@ -364,3 +364,70 @@ fn summaries_check_like_their_captures() {
     assert_eq!(over_caps["passed"], over_sums["passed"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `leak_hook.pickle` records `fixtures/generate.py` (line 437, `out = model(x)` under the
+/// hook; fixtures/README.md), `trace_total_loss` the same file through the profiler, whose
+/// lines are where a frame was entered. Annotations land in a temporary checkout whose files
+/// end like the recorded paths, and a trace finding is annotated at file level.
+#[test]
+fn annotations_land_in_the_checkout() {
+    let ws = std::env::temp_dir().join(format!("memscope-gate-ws-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("src/fixtures")).unwrap();
+    std::fs::write(ws.join("src/fixtures/generate.py"), "# moved checkout\n").unwrap();
+    let gha = |extra: &[&str], file: &Path| {
+        let mut c = bin();
+        c.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_WORKSPACE", &ws)
+            .current_dir(&ws)
+            .args(["--fail-on", "leak,graph-growth"])
+            .args(extra)
+            .arg(file);
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 1, "{err}");
+        err.lines()
+            .filter(|l| l.starts_with("::error"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let hook = own("leak_hook.pickle");
+    // Not under the workspace root as recorded: no file, and the message says where it was.
+    let a = gha(&[], &hook);
+    assert!(!a[0].contains("file="), "{a:?}");
+    assert!(a[0].contains("not found in the checkout"), "{a:?}");
+    // With the source root: the longest suffix that exists, from the repository root.
+    let src = ws.join("src");
+    let a = gha(&["--source-root", src.to_str().unwrap()], &hook);
+    assert!(
+        a[0].starts_with("::error file=src/fixtures/generate.py,line=437,"),
+        "{a:?}"
+    );
+    // A prefix to strip wins over the suffix search.
+    std::fs::write(ws.join("src/generate.py"), "# flat copy\n").unwrap();
+    let a = gha(
+        &[
+            "--source-root",
+            src.to_str().unwrap(),
+            "--strip-prefix",
+            "fixtures/",
+        ],
+        &hook,
+    );
+    assert!(
+        a[0].starts_with("::error file=src/generate.py,line=437,"),
+        "{a:?}"
+    );
+    // A trace finding: the file, the function in the title, no line.
+    let a = gha(
+        &["--source-root", src.to_str().unwrap()],
+        &own("trace_total_loss.trace.json.gz"),
+    );
+    let g = a.iter().find(|l| l.contains("graph-growth")).unwrap();
+    assert!(
+        g.starts_with("::error file=src/fixtures/generate.py,title=")
+            && g.contains("(in sc_trace_total_loss)")
+            && !g.contains("line="),
+        "{g}"
+    );
+    std::fs::remove_dir_all(&ws).ok();
+}

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod diff;
+pub mod paths;
 pub mod ranks;
 pub mod rules;
 pub mod summary;
@@ -98,6 +99,10 @@ pub struct RuleResult {
     pub message: String,
     /// The line responsible for a failure, where one is known.
     pub site: Option<Site>,
+    /// `site.line` is not the statement's line (profiler traces record a frame's line as of
+    /// when the frame was entered): name the file and function, never that line.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub line_unknown: bool,
     pub evidence: Vec<String>,
 }
 
@@ -111,6 +116,7 @@ impl RuleResult {
             unit,
             message: why.into(),
             site: None,
+            line_unknown: false,
             evidence: Vec::new(),
         }
     }
@@ -131,6 +137,7 @@ impl RuleResult {
                 unit.format(limit)
             ),
             site: None,
+            line_unknown: false,
             evidence: Vec::new(),
         }
     }
@@ -299,6 +306,7 @@ pub fn check(
     let mut files = Vec::new();
     for (i, s) in inputs.iter().enumerate() {
         let mut results: Vec<RuleResult> = rules.iter().map(|(r, _)| r.apply(s)).collect();
+        let line_unknown = !rules::lines_known(s);
         if let Some((_, b)) = baseline {
             match b.entry_for(i, inputs.len(), s.file_name()) {
                 Some(e) => rules::baseline_rules(s, e, cfg.tolerance(), &mut results),
@@ -314,9 +322,13 @@ pub fn check(
                         b.inputs.len()
                     ),
                     site: None,
+                    line_unknown: false,
                     evidence: Vec::new(),
                 }),
             }
+        }
+        for r in &mut results {
+            r.line_unknown = line_unknown && r.site.is_some();
         }
         files.push(FileResult {
             path: s.path.clone(),

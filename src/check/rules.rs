@@ -52,16 +52,32 @@ fn leaks_judged(s: &InputSummary) -> Result<&[summary::LeakSummary], String> {
     }
 }
 
-fn site_text(s: &Option<Site>) -> String {
-    s.as_ref()
-        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+/// A site in words; `line_known: false` (profiler traces, which record a frame's line as of
+/// when the frame was entered) names the file and function only.
+fn site_text(s: &Option<Site>, line_known: bool) -> String {
+    match s {
+        None => "(no Python stack)".into(),
+        Some(s) if line_known => s.to_string(),
+        Some(s) => format!("{} in {}", s.file, s.function),
+    }
 }
 
-fn site_lines(sites: &[summary::SiteBytes]) -> Vec<String> {
+/// Whether the lines of `s`'s sites are the lines of the statements (not for traces).
+pub fn lines_known(s: &InputSummary) -> bool {
+    s.kind != "trace"
+}
+
+fn site_lines(sites: &[summary::SiteBytes], known: bool) -> Vec<String> {
     sites
         .iter()
         .take(EVIDENCE)
-        .map(|s| format!("{} held by {}", units::bytes(s.bytes), site_text(&s.site)))
+        .map(|s| {
+            format!(
+                "{} held by {}",
+                units::bytes(s.bytes),
+                site_text(&s.site, known)
+            )
+        })
         .collect()
 }
 
@@ -204,7 +220,7 @@ fn rule_leak(s: &InputSummary) -> RuleResult {
                 units::bytes(l.live_bytes)
             );
             r.site = l.site.clone();
-            leak_evidence(l, &mut r.evidence);
+            leak_evidence(l, lines_known(s), &mut r.evidence);
         }
         None => {
             r.message = match &s.leak_judgement {
@@ -216,9 +232,9 @@ fn rule_leak(s: &InputSummary) -> RuleResult {
     r
 }
 
-fn leak_evidence(l: &summary::LeakSummary, ev: &mut Vec<String>) {
-    if let Some(c) = &l.cause_site {
-        ev.push(format!("kept alive by {c}"));
+fn leak_evidence(l: &summary::LeakSummary, known: bool, ev: &mut Vec<String>) {
+    if l.cause_site.is_some() {
+        ev.push(format!("kept alive by {}", site_text(&l.cause_site, known)));
     }
     if !l.explanation.is_empty() {
         ev.push(l.explanation.clone());
@@ -228,13 +244,13 @@ fn leak_evidence(l: &summary::LeakSummary, ev: &mut Vec<String>) {
     }
 }
 
-fn graph_evidence(g: &summary::GraphGrowthSummary) -> String {
+fn graph_evidence(g: &summary::GraphGrowthSummary, known: bool) -> String {
     format!(
         "{} adds {} autograd nodes per step over {} steps at {}",
         g.op,
         trim_float(g.nodes_per_step),
         g.steps,
-        site_text(&g.site)
+        site_text(&g.site, known)
     )
 }
 
@@ -284,7 +300,7 @@ fn rule_graph(s: &InputSummary, rule: &'static str, limit: f64) -> RuleResult {
         r.site = g.site.clone();
         if r.failed() {
             for g in s.graph_growth.iter().flatten().take(EVIDENCE) {
-                r.evidence.push(graph_evidence(g));
+                r.evidence.push(graph_evidence(g, lines_known(s)));
             }
         }
     }
@@ -352,7 +368,7 @@ fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -
     }
     if r.failed() {
         r.site = d.sites_at_peak.first().and_then(|x| x.site.clone());
-        r.evidence = site_lines(&d.sites_at_peak);
+        r.evidence = site_lines(&d.sites_at_peak, lines_known(s));
     }
     r
 }
@@ -400,12 +416,12 @@ fn rule_growth(s: &InputSummary, limit: u64) -> RuleResult {
         if r.failed() {
             r.evidence.push(format!(
                 "{} over {} steps, {} live ({})",
-                site_text(&l.site),
+                site_text(&l.site, lines_known(s)),
                 l.steps,
                 units::bytes(l.live_bytes),
                 l.kind
             ));
-            leak_evidence(l, &mut r.evidence);
+            leak_evidence(l, lines_known(s), &mut r.evidence);
         }
     }
     r
@@ -512,7 +528,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
             if r.failed() {
                 if let Some(l) = l {
                     r.site = l.site.clone();
-                    leak_evidence(l, &mut r.evidence);
+                    leak_evidence(l, lines_known(s), &mut r.evidence);
                 }
             }
             out.push(r);
@@ -535,7 +551,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
             if r.failed() {
                 if let Some(g) = g {
                     r.site = g.site.clone();
-                    r.evidence.push(graph_evidence(g));
+                    r.evidence.push(graph_evidence(g, lines_known(s)));
                 }
             }
             out.push(r);

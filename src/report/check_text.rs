@@ -30,7 +30,16 @@ fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()>
     )?;
     if r.status == Status::Fail {
         if let Some(s) = &r.site {
-            writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+            if r.line_unknown {
+                let at = format!("{} in {}", s.file, s.function);
+                writeln!(
+                    out,
+                    "       at {} (a trace does not record the line)",
+                    st.cyan(&at)
+                )?;
+            } else {
+                writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+            }
         }
         for e in &r.evidence {
             writeln!(out, "       - {e}")?;
