@@ -74,7 +74,7 @@ impl PathMap {
     }
 
     /// `rel` under the root, written from the repository root.
-    fn from_repo(&self, rel: &str) -> String {
+    fn repo_relative(&self, rel: &str) -> String {
         let (Some(root), Some(repo)) = (&self.root, &self.repo) else {
             return rel.to_owned();
         };
@@ -99,7 +99,7 @@ impl PathMap {
             if let Some(rest) = recorded.strip_prefix(p.as_str()) {
                 let rel = normal_components(rest).join("/");
                 if !rel.is_empty() && root.join(&rel).is_file() {
-                    return Target::File(self.from_repo(&rel));
+                    return Target::File(self.repo_relative(&rel));
                 }
             }
         }
@@ -109,7 +109,7 @@ impl PathMap {
         for k in (1..=parts.len()).rev() {
             let rel = parts[parts.len() - k..].join("/");
             if root.join(&rel).is_file() {
-                return Target::File(self.from_repo(&rel));
+                return Target::File(self.repo_relative(&rel));
             }
         }
         Target::NotFound
