@@ -289,7 +289,11 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
 }
 
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
-    let (summaries, _) = load_with_progress(&args.files, &vec![None; args.files.len()])?;
+    let (mut summaries, _) = load_with_progress(&args.files, &vec![None; args.files.len()])?;
+    // Committed files: paths from the repository root (else the file name), never absolute.
+    for s in &mut summaries {
+        s.path = memscope::check::paths::for_baseline(&s.path);
+    }
     let b = memscope::check::Baseline::new(summaries);
     let mut text = serde_json::to_string_pretty(&b)?;
     text.push('\n');
@@ -318,7 +322,10 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
             ),
         }
     };
-    let d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    let mut d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    // The inputs as given on the command line (a baseline's entry keeps its stored path).
+    d.before = args.before.display().to_string();
+    d.after = args.after.display().to_string();
     let opts = report::Options {
         color,
         stacks: false,

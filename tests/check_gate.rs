@@ -359,8 +359,29 @@ fn summaries_check_like_their_captures() {
     let (c1, over_caps) = json(bin().args(flags).args(&caps));
     let (c2, over_sums) = json(bin().args(flags).args(&sums));
     assert_eq!(c1, c2);
-    assert_eq!(over_caps["files"], over_sums["files"]);
-    assert_eq!(over_caps["groups"], over_sums["groups"]);
+    // The summaries store paths from the repository root (or the file name): a committed
+    // file never holds this machine's absolute paths.
+    let strip = |v: &serde_json::Value| {
+        let mut v = v["files"].clone();
+        for f in v.as_array_mut().unwrap() {
+            let p = f["path"].as_str().unwrap().to_owned();
+            let name = p.rsplit('/').next().unwrap().to_owned();
+            f["path"] = name.into();
+        }
+        v
+    };
+    assert_eq!(over_sums["files"][0]["path"], "fixtures/clean.pickle");
+    assert_eq!(strip(&over_caps), strip(&over_sums));
+    let ranks = |v: &serde_json::Value| -> Vec<(u64, u64)> {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["ranks"].as_array().unwrap().clone())
+            .map(|r| (r["rank"].as_u64().unwrap(), r["input"].as_u64().unwrap()))
+            .collect()
+    };
+    assert_eq!(ranks(&over_caps), ranks(&over_sums));
     assert_eq!(over_caps["passed"], over_sums["passed"]);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -430,4 +451,88 @@ fn annotations_land_in_the_checkout() {
         "{g}"
     );
     std::fs::remove_dir_all(&ws).ok();
+}
+
+/// Two captures of one workload from two versions of a script (fixtures/motion/v1.py and
+/// v2.py, run as the same file on the GPU machine): v2 inserts lines above the loop, moves
+/// `make_batch` below `train_step`, and keeps a 16 MiB scratch buffer at line 43 in `run`.
+/// Truth from the captures' stats.json: allocated at the end 93 347 840 -> 110 125 056 and
+/// the peak 114 335 744 -> 131 112 960, both +16 777 216 bytes. The diff must show the
+/// scratch buffer as the one new site and every other site as moved: nothing gone.
+#[test]
+fn diff_is_robust_to_code_motion() {
+    let (v1, v2) = (
+        own("motion/motion_v1.pickle.gz"),
+        own("motion/motion_v2.pickle.gz"),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .current_dir(root())
+        .args([
+            "diff",
+            "--format",
+            "json",
+            "fixtures/motion/motion_v1.pickle.gz",
+            "fixtures/motion/motion_v2.pickle.gz",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The inputs as given.
+    assert_eq!(d["before"], "fixtures/motion/motion_v1.pickle.gz");
+    let dev = &d["devices"][0];
+    assert_eq!(dev["peak_allocated"]["delta"], 16_777_216);
+    assert_eq!(dev["end_allocated"]["delta"], 16_777_216);
+    for list in ["sites_at_peak", "sites_at_end"] {
+        let changes = dev[list].as_array().unwrap();
+        let new: Vec<_> = changes.iter().filter(|c| c["status"] == "new").collect();
+        assert_eq!(new.len(), 1, "{list}: {changes:?}");
+        assert_eq!(new[0]["site"]["line"], 43);
+        assert_eq!(new[0]["site"]["function"], "run");
+        assert_eq!(new[0]["after_bytes"], 16_777_216);
+        for c in changes.iter().filter(|c| c["status"] != "new") {
+            assert_eq!(c["status"], "moved", "{list}: {c}");
+            assert_eq!(c["delta_bytes"], 0, "{c}");
+            assert_eq!(c["site"]["function"], c["moved_from"]["function"], "{c}");
+        }
+    }
+    // The batch of the step at the peak, from the moved function.
+    assert!(dev["sites_at_peak"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["site"]["function"] == "make_batch" && c["status"] == "moved"));
+    assert_eq!(d["largest_growth"]["site"]["line"], 43);
+    // Steps aligned by index: eight on each side, each 16 MiB higher.
+    let steps = d["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 8);
+    assert!(steps.iter().all(|s| s["delta"] == 16_777_216), "{steps:?}");
+
+    // A step present in one run only is reported as such, not as growth from nothing.
+    let sum = |p: &Path| check::load_summaries(&[p], false).unwrap().remove(0);
+    let (b, mut a) = (sum(&v1), sum(&v2));
+    a.steps.as_mut().unwrap().pop();
+    let d = check::diff::diff(&b, &a);
+    let only: Vec<_> = d.steps.iter().filter(|s| s.after.is_none()).collect();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].delta, 0);
+    assert_eq!(d.steps.len(), 8);
+}
+
+#[test]
+fn baselines_store_repository_paths_and_the_version() {
+    let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .current_dir(root())
+        .arg("baseline")
+        .arg(own("clean.pickle"))
+        .args(["-o", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let b: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(b["inputs"][0]["path"], "fixtures/clean.pickle");
+    assert_eq!(
+        b["generator"],
+        concat!("memscope ", env!("CARGO_PKG_VERSION"))
+    );
 }

@@ -116,6 +116,32 @@ impl PathMap {
     }
 }
 
+/// The path an input is stored under in a committed baseline: relative to the repository
+/// root (the nearest folder above the current one holding `.git`) when the input lies in it,
+/// else its file name, so a baseline never records one machine's absolute paths.
+pub fn for_baseline(input: &str) -> String {
+    let name = || {
+        Path::new(input)
+            .file_name()
+            .map_or_else(|| input.to_owned(), |n| n.to_string_lossy().into_owned())
+    };
+    let Ok(abs) = std::fs::canonicalize(input) else {
+        return name();
+    };
+    let Some(repo) = std::env::current_dir().ok().and_then(|d| {
+        d.ancestors()
+            .find(|a| a.join(".git").exists())
+            .map(Path::to_path_buf)
+    }) else {
+        return name();
+    };
+    let repo = std::fs::canonicalize(&repo).unwrap_or(repo);
+    match abs.strip_prefix(&repo) {
+        Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+        Err(_) => name(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

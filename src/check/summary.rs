@@ -31,6 +31,10 @@ pub struct SiteBytes {
     pub bytes: u64,
     #[serde(default)]
     pub blocks: u64,
+    /// The functions of the site's heaviest stack, innermost first: what `diff` matches
+    /// sites by, so that a line that moved is "moved", not new and gone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<String>,
 }
 
 /// One device (a CUDA device of a snapshot, or a memory device of a trace).

@@ -50,8 +50,32 @@ fn sites(v: &[SiteTotal]) -> Vec<SiteBytes> {
             site: s.site.clone(),
             bytes: s.bytes,
             blocks: s.blocks,
+            chain: chain(s),
         })
         .collect()
+}
+
+/// The functions of a site's stack from the innermost frame up to the site's own frame: what
+/// the site's line does (`forward`, `mse_loss`, ...), not who called it, so that one line
+/// reached from two callers is still one site.
+fn chain(s: &SiteTotal) -> Vec<String> {
+    let own = s.site.as_ref().map(|x| format!("{}:{} ", x.file, x.line));
+    let mut out = Vec::new();
+    for f in &s.stack {
+        out.push(function_of(f).to_owned());
+        if own.as_deref().is_some_and(|o| f.starts_with(o)) {
+            break;
+        }
+    }
+    out
+}
+
+/// The function of a `file:line function` stack label.
+fn function_of(label: &str) -> &str {
+    let after_line = label.rfind(':').map_or(0, |i| i + 1);
+    label[after_line..]
+        .split_once(' ')
+        .map_or(label, |(_, f)| f)
 }
 
 fn label(device: u32) -> String {

@@ -197,16 +197,51 @@ impl DiffFormat for DiffText {
             }
             writeln!(out)?;
             writeln!(out, "{}", st.bold(title))?;
-            for n in v.iter().take(SHOWN) {
-                let b = |x: Option<u64>| x.map_or_else(|| "absent".into(), bytes);
-                writeln!(
-                    out,
-                    "  {:>12}  {:<20} ({} -> {})",
-                    crate::units::signed_bytes(n.delta),
-                    n.name,
-                    b(n.before),
-                    b(n.after)
-                )?;
+            let (both, one): (Vec<_>, Vec<_>) = v
+                .iter()
+                .partition(|n| n.before.is_some() && n.after.is_some());
+            for side in ["before", "after"] {
+                let only: Vec<&str> = one
+                    .iter()
+                    .filter(|n| n.before.is_some() == (side == "before"))
+                    .map(|n| n.name.as_str())
+                    .collect();
+                if let (Some(first), Some(last)) = (only.first(), only.last()) {
+                    let range = if only.len() == 1 {
+                        (*first).to_owned()
+                    } else {
+                        format!("{first} .. {last}")
+                    };
+                    writeln!(
+                        out,
+                        "  {} only {side}: {range}",
+                        if only.len() == 1 {
+                            "1 entry".to_owned()
+                        } else {
+                            format!("{} entries", only.len())
+                        }
+                    )?;
+                }
+            }
+            for n in both.iter().take(SHOWN) {
+                match (n.before, n.after) {
+                    (Some(b), Some(a)) => writeln!(
+                        out,
+                        "  {:>12}  {:<20} ({} -> {})",
+                        crate::units::signed_bytes(n.delta),
+                        n.name,
+                        bytes(b),
+                        bytes(a)
+                    )?,
+                    (b, a) => writeln!(
+                        out,
+                        "  {:>12}  {:<20} (only {}: {})",
+                        "",
+                        n.name,
+                        if b.is_some() { "before" } else { "after" },
+                        bytes(b.or(a).unwrap_or(0))
+                    )?,
+                }
             }
             Ok(())
         };
