@@ -186,6 +186,14 @@ fn unjudged_captures_skip_and_explicit_limits_with_nothing_to_measure_are_errors
             .any(|l| l.contains("SKIP leak") && l.contains("no memory events")),
         "{out}"
     );
+    // Two profiled steps (the analysis' note says so): graph growth is not judged either.
+    assert!(
+        out.lines()
+            .any(|l| l.contains("SKIP graph-growth") && l.contains("2 profiled steps")),
+        "{out}"
+    );
+    let (code, _, err) = run(bin().args(["--max-graph-growth", "0"]).arg(&hta));
+    assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(bin().args(["--max-peak", "1GiB"]).arg(&hta));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no device memory recorded"), "{err}");
@@ -350,12 +358,7 @@ fn summaries_check_like_their_captures() {
         assert!(st.success());
         sums.push(out);
     }
-    let flags = [
-        "--fail-on",
-        "oom,leak,fragmentation,graph-growth",
-        "--max-graph-growth",
-        "5",
-    ];
+    let flags = ["--fail-on", "oom,leak,fragmentation,graph-growth"];
     let (c1, over_caps) = json(bin().args(flags).args(&caps));
     let (c2, over_sums) = json(bin().args(flags).args(&sums));
     assert_eq!(c1, c2);

@@ -256,7 +256,9 @@ fn graph_evidence(g: &summary::GraphGrowthSummary, known: bool) -> String {
 
 /// `graph-growth` (`--fail-on graph-growth`, limit 0) and `max-graph-growth` (`--max-graph-growth N`):
 /// the most autograd nodes per step that no backward consumed (profiler traces). Evidence:
-/// the growing ops and their functions. Does not apply to snapshots (no graph): SKIP.
+/// the growing ops and their functions. Does not apply to snapshots (no graph): SKIP. SKIPs
+/// too where the trace cannot support a judgement (no grad-mode ops, no backward pass,
+/// fewer than three profiled steps).
 pub struct GraphGrowthRule {
     pub id: &'static str,
     pub limit: f64,
@@ -267,9 +269,10 @@ impl Rule for GraphGrowthRule {
         self.id
     }
     fn measurable(&self, s: &InputSummary) -> Measurable {
-        match s.graph_growth {
-            Some(_) => Measurable::Yes,
-            None => Measurable::NotThisKind(format!(
+        match (&s.graph_growth, &s.graph_not_judged) {
+            (Some(_), Some(why)) => Measurable::Nothing(format!("graph growth not judged: {why}")),
+            (Some(_), None) => Measurable::Yes,
+            (None, _) => Measurable::NotThisKind(format!(
                 "no autograd graph in a {} (profiler traces have one)",
                 s.kind
             )),
@@ -538,6 +541,14 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
             Unit::BytesPerStep,
             "per-step growth not analysed in the input or the baseline",
         )),
+    }
+    if let Some(why) = s.graph_not_judged.as_ref().or(b.graph_not_judged.as_ref()) {
+        out.push(RuleResult::skip(
+            "baseline-graph-growth",
+            Unit::NodesPerStep,
+            format!("graph growth not judged: {why}"),
+        ));
+        return;
     }
     match (s.max_graph_growth(), b.max_graph_growth()) {
         (Some((now, g)), Some((then, _))) => {

@@ -130,6 +130,10 @@ pub struct InputSummary {
     /// memscope recorded it; its `leaks` are then taken as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leak_judgement: Option<Judgement>,
+    /// Why the trace's autograd graph could not be judged for growth (no grad-mode ops, no
+    /// backward pass, fewer than three profiled steps); `None` where it was, or for snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_not_judged: Option<String>,
     /// Which rank of which run the capture is, where anything says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<RankInfo>,

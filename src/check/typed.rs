@@ -13,6 +13,7 @@ use super::summary::{
 };
 use crate::analysis::oom::Cause;
 use crate::analysis::sites::SiteTotal;
+use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{Analysis, LeakJudgement, NotJudged};
 
 fn cause_id(c: Cause) -> &'static str {
@@ -80,6 +81,34 @@ fn function_of(label: &str) -> &str {
 
 fn label(device: u32) -> String {
     format!("cuda:{device}")
+}
+
+/// Profiled steps graph growth needs (`analysis::graph` says so in a note below it).
+const GRAPH_MIN_STEPS: usize = 3;
+
+/// Why a graph section cannot support a judgement on growth, as `analysis::graph` decides.
+fn graph_not_judged(g: &GraphSection) -> Option<String> {
+    if !g.growth.is_empty() {
+        return None;
+    }
+    if g.forward_nodes == 0 {
+        return Some(
+            "no op carries an autograd sequence number: the graph cannot be followed".into(),
+        );
+    }
+    if g.backward_nodes == 0 {
+        return Some(format!(
+            "{} forward ops ran with grad mode on but the trace holds no backward pass",
+            g.forward_nodes
+        ));
+    }
+    (g.steps < GRAPH_MIN_STEPS).then(|| {
+        format!(
+            "{} profiled step{}: graph growth across steps needs at least {GRAPH_MIN_STEPS}",
+            g.steps,
+            if g.steps == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// Summarizes an analysis.
@@ -192,6 +221,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         steps: Some(steps),
         categories,
         leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
+        graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
     }
 }
