@@ -1,11 +1,15 @@
 //! The CI regression gate: rules over one or more captures, a baseline to compare against,
 //! and diffs between captures.
 //!
-//! Everything works on [`InputSummary`]s (see [`summary`]), so a check is a pure function of
-//! summaries and settings: [`check`] takes the inputs' summaries, a [`CheckConfig`] and an
-//! optional [`Baseline`], and returns a [`CheckReport`] that the `report::check_*` formats
-//! render. Each rule yields one [`RuleResult`] per input, `pass`, `fail` or `skip` (the
-//! analysis had nothing to measure, e.g. graph growth of a snapshot); only `fail` fails.
+//! Everything works on [`InputSummary`]s, built from the analysis' typed fields by
+//! [`typed`] (or read back from a summary file), so a check is a pure function of summaries
+//! and settings: [`check`] takes the inputs' summaries, their `--rank`s, a [`CheckConfig`] and
+//! an optional [`Baseline`], and returns a [`CheckReport`] that the `report::check_*` formats
+//! render. Each rule ([`rules`], one type each) yields one [`RuleResult`] per input: `pass`,
+//! `fail` or `skip` (the rule does not apply to the capture's kind, or the capture cannot
+//! support a judgement, with the reason); only `fail` fails. A limit the user set that has
+//! nothing to measure is a [`CheckError`] (exit 2), never a PASS. Inputs that are ranks of one
+//! run and kind are grouped by [`ranks`], and imbalance is computed within a group.
 
 pub mod config;
 pub mod diff;
