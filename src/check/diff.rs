@@ -75,6 +75,46 @@ fn motion_key(s: &SiteBytes) -> Option<(String, Vec<String>)> {
     Some((file.to_owned(), chain))
 }
 
+/// Whether two findings' sites are the same code across code motion: the same file name and
+/// function (a finding is one per site and kind, so the line adds nothing but motion).
+fn same_code(x: &Option<Site>, y: &Option<Site>) -> bool {
+    let name = |f: &str| f.rsplit(['/', '\\']).next().unwrap_or(f).to_owned();
+    match (x, y) {
+        (Some(x), Some(y)) => name(&x.file) == name(&y.file) && x.function == y.function,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The findings of `before` and of `after` that pair with none on the other side, one to
+/// one: the same site first, then the same code (`same`) at another line.
+fn unmatched<'a, T>(
+    before: &'a [T],
+    after: &'a [T],
+    same: impl Fn(&T, &T) -> bool,
+    site: impl Fn(&T) -> &Option<Site>,
+) -> (Vec<&'a T>, Vec<&'a T>) {
+    let mut left: Vec<Option<&T>> = after.iter().map(Some).collect();
+    let mut gone = Vec::new();
+    let mut pending = Vec::new();
+    for x in before {
+        let exact = left
+            .iter()
+            .position(|y| y.is_some_and(|y| same(x, y) && site(x) == site(y)));
+        match exact {
+            Some(i) => left[i] = None,
+            None => pending.push(x),
+        }
+    }
+    for x in pending {
+        match left.iter().position(|y| y.is_some_and(|y| same(x, y))) {
+            Some(i) => left[i] = None,
+            None => gone.push(x),
+        }
+    }
+    (gone, left.into_iter().flatten().collect())
+}
+
 /// Pairs the sites of `before` with those of `after` (indices), robust to code motion.
 ///
 /// Sites are grouped by [`motion_key`]; within a group, the line shift that pairs the most
@@ -403,44 +443,40 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
     };
     let mut leaks = Vec::new();
     if let (Some(b), Some(a)) = (&before.leaks, &after.leaks) {
-        for l in a.iter().filter(|l| !b.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange {
-                status: "new",
-                kind: l.kind.clone(),
-                site: l.site.clone(),
-                per_step: l.growth_bytes_per_step,
-            });
-        }
-        for l in b.iter().filter(|l| !a.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange {
-                status: "gone",
-                kind: l.kind.clone(),
-                site: l.site.clone(),
-                per_step: l.growth_bytes_per_step,
-            });
+        let (gone, new) = unmatched(
+            b,
+            a,
+            |x, y| x.kind == y.kind && same_code(&x.site, &y.site),
+            |l| &l.site,
+        );
+        for (status, v) in [("new", new), ("gone", gone)] {
+            for l in v {
+                leaks.push(FindingChange {
+                    status,
+                    kind: l.kind.clone(),
+                    site: l.site.clone(),
+                    per_step: l.growth_bytes_per_step,
+                });
+            }
         }
     }
     let mut graph_growth = Vec::new();
     if let (Some(b), Some(a)) = (&before.graph_growth, &after.graph_growth) {
-        let same = |x: &super::summary::GraphGrowthSummary,
-                    y: &super::summary::GraphGrowthSummary| {
-            x.op == y.op && x.site == y.site
-        };
-        for g in a.iter().filter(|g| !b.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange {
-                status: "new",
-                kind: g.op.clone(),
-                site: g.site.clone(),
-                per_step: g.nodes_per_step,
-            });
-        }
-        for g in b.iter().filter(|g| !a.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange {
-                status: "gone",
-                kind: g.op.clone(),
-                site: g.site.clone(),
-                per_step: g.nodes_per_step,
-            });
+        let (gone, new) = unmatched(
+            b,
+            a,
+            |x, y| x.op == y.op && same_code(&x.site, &y.site),
+            |g| &g.site,
+        );
+        for (status, v) in [("new", new), ("gone", gone)] {
+            for g in v {
+                graph_growth.push(FindingChange {
+                    status,
+                    kind: g.op.clone(),
+                    site: g.site.clone(),
+                    per_step: g.nodes_per_step,
+                });
+            }
         }
     }
     Diff {
@@ -488,5 +524,32 @@ mod tests {
             vec![(4, "new", 500), (2, "shrunk", -30), (3, "gone", -10)]
         );
         assert!(c[0].describe().starts_with("+500 B new train.py:4 in step"));
+    }
+
+    #[test]
+    fn findings_pair_one_to_one_across_motion() {
+        let at = |line: u32, function: &str| {
+            Some(Site {
+                file: "/box/a/train.py".into(),
+                line,
+                function: function.into(),
+            })
+        };
+        // One finding moved (10 -> 14), one unchanged, one new in the same function.
+        let before = [("hook", at(10, "step")), ("append", at(20, "loop"))];
+        let after = [
+            ("append", at(20, "loop")),
+            ("hook", at(14, "step")),
+            ("hook", at(30, "step")),
+        ];
+        let (gone, new) = unmatched(
+            &before,
+            &after,
+            |x, y| x.0 == y.0 && same_code(&x.1, &y.1),
+            |x| &x.1,
+        );
+        assert!(gone.is_empty(), "{gone:?}");
+        assert_eq!(new.len(), 1);
+        assert_eq!(new[0].1.as_ref().map(|s| s.line), Some(30));
     }
 }
