@@ -258,11 +258,39 @@ fn nodes(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?} is not a number of nodes per step"))
 }
 
+fn rank_file(s: &str) -> Result<(u32, PathBuf), String> {
+    let (n, f) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected N=FILE (e.g. 3=rank3.pickle)"))?;
+    let n = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{n:?} is not a rank number"))?;
+    if f.is_empty() {
+        return Err(format!("{s:?}: no file after '='"));
+    }
+    Ok((n, PathBuf::from(f)))
+}
+
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// Captures to check (snapshots or profiler traces); several are taken as ranks.
-    #[arg(required = true)]
+    /// Captures to check (snapshots, profiler traces, or summaries written by `memscope
+    /// baseline`). Files of one kind and run are ranks (numbered by the trace's
+    /// `distributedInfo`, the file name, or `--rank`); a snapshot and a trace are checked side by side.
+    #[arg(required_unless_present = "rank")]
     pub files: Vec<PathBuf>,
+    /// A capture and its rank, `N=FILE` (repeatable): checked as rank N of one run.
+    #[arg(long, value_parser = rank_file)]
+    pub rank: Vec<(u32, PathBuf)>,
+    /// Where the recorded source files lie in this checkout, for GitHub annotations (default:
+    /// `$GITHUB_WORKSPACE`, else the current directory; a recorded path is found there by its
+    /// longest suffix that exists).
+    #[arg(long)]
+    pub source_root: Option<PathBuf>,
+    /// A prefix to cut off recorded source paths (the capturing machine's checkout),
+    /// repeatable; what is left is a path under the source root.
+    #[arg(long)]
+    pub strip_prefix: Vec<String>,
     /// Compare against a baseline written by `memscope baseline`.
     #[arg(long)]
     pub baseline: Option<PathBuf>,

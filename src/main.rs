@@ -179,9 +179,13 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
 
 /// Loads several captures on every core, with a progress line on stderr when stderr is a
 /// terminal and the work takes more than half a second (64 rank traces, say).
+/// Summaries (files written by `memscope baseline`) are accepted wherever captures are.
+/// Returns the summaries and, for each, its `--rank` from `explicit` (one per file).
+type Ranked = (Vec<memscope::check::InputSummary>, Vec<Option<u32>>);
 fn load_with_progress(
     files: &[std::path::PathBuf],
-) -> Result<Vec<memscope::check::InputSummary>, memscope::check::InputError> {
+    explicit: &[Option<u32>],
+) -> Result<Ranked, memscope::check::InputError> {
     use std::io::IsTerminal;
     let start = std::time::Instant::now();
     let show = files.len() > 1 && std::io::stderr().is_terminal();
@@ -194,11 +198,21 @@ fn load_with_progress(
             );
         }
     };
-    let r = memscope::check::load_summaries_with_progress(files, false, &progress);
+    let r = memscope::check::load_summaries_per_file(files, true, &progress);
     if show && start.elapsed() > std::time::Duration::from_millis(500) {
         eprint!("\r\x1b[2K");
     }
-    r
+    // A summary file's entries keep their own ranks; `--rank` applies to a one-entry file.
+    let mut out = Vec::new();
+    let mut ranks = Vec::new();
+    for (v, r) in r?.into_iter().zip(explicit) {
+        let one = v.len() == 1;
+        for s in v {
+            ranks.push(r.filter(|_| one));
+            out.push(s);
+        }
+    }
+    Ok((out, ranks))
 }
 
 fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
@@ -234,12 +248,25 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let summaries = load_with_progress(&args.files)?;
+    // Positional files, then `--rank N=FILE`s; summaries (baseline files) give their entries.
+    let mut paths: Vec<std::path::PathBuf> = args.files.clone();
+    let mut explicit: Vec<Option<u32>> = vec![None; paths.len()];
+    for (n, f) in &args.rank {
+        match paths.iter().position(|p| p == f) {
+            Some(i) => explicit[i] = Some(*n),
+            None => {
+                paths.push(f.clone());
+                explicit.push(Some(*n));
+            }
+        }
+    }
+    let (summaries, explicit) = load_with_progress(&paths, &explicit)?;
     let report = check::check(
         &summaries,
+        &explicit,
         &cfg,
         base.as_ref().map(|(p, b)| (p.as_str(), b)),
-    );
+    )?;
     let opts = report::Options {
         color,
         stacks: false,
@@ -259,9 +286,14 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();
         let mut err = std::io::stderr().lock();
-        report::check_github::GithubAnnotations
-            .render(&report, &plain, &mut err)
-            .context("writing annotations")?;
+        report::check_github::GithubAnnotations {
+            paths: memscope::check::paths::PathMap::from_env(
+                args.source_root.clone(),
+                args.strip_prefix.clone(),
+            ),
+        }
+        .render(&report, &plain, &mut err)
+        .context("writing annotations")?;
         if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
             let mut f = std::fs::OpenOptions::new()
                 .append(true)
@@ -282,7 +314,11 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
 }
 
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
-    let summaries = load_with_progress(&args.files)?;
+    let (mut summaries, _) = load_with_progress(&args.files, &vec![None; args.files.len()])?;
+    // Committed files: paths from the repository root (else the file name), never absolute.
+    for s in &mut summaries {
+        s.path = memscope::check::paths::for_baseline(&s.path);
+    }
     let b = memscope::check::Baseline::new(summaries);
     let mut text = serde_json::to_string_pretty(&b)?;
     text.push('\n');
@@ -306,7 +342,10 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
             ),
         }
     };
-    let d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    let mut d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    // The inputs as given on the command line (a baseline's entry keeps its stored path).
+    d.before = args.before.display().to_string();
+    d.after = args.after.display().to_string();
     let opts = report::Options {
         color,
         stacks: false,

@@ -16,9 +16,13 @@ pub const DIFF_SCHEMA: &str = "memscope.diff/1";
 /// How one site's live bytes changed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SiteChange {
+    /// The site (after; before for a `gone` one).
     pub site: Option<Site>,
-    /// `new`, `gone`, `grown`, `shrunk`, `same`.
+    /// `new`, `gone`, `grown`, `shrunk`, `moved` (the same code at another line), `same`.
     pub status: &'static str,
+    /// For a `moved` site: where it was before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<Site>,
     /// `None`: not among the side's top sites.
     pub before_bytes: Option<u64>,
     pub after_bytes: Option<u64>,
@@ -35,6 +39,13 @@ impl SiteChange {
             .as_ref()
             .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
         let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
+        let site = match &self.moved_from {
+            Some(m) if m.file == self.site.as_ref().map_or("", |s| &s.file) => {
+                format!("{site} (was line {})", m.line)
+            }
+            Some(m) => format!("{site} (was {m})"),
+            None => site,
+        };
         format!(
             "{} {} {} ({} -> {}){}",
             units::signed_bytes(self.delta_bytes),
@@ -51,29 +62,144 @@ impl SiteChange {
     }
 }
 
-/// Site-by-site changes from `before` to `after`, largest absolute change first (growth first
-/// on ties); unchanged sites are left out.
-pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange> {
-    let mut keys: Vec<&Option<Site>> = Vec::new();
-    for s in before.iter().chain(after) {
-        if !keys.contains(&&s.site) {
-            keys.push(&s.site);
+/// What identifies a site across code motion: its file's name and its stack's functions
+/// (`None` sites, with no Python stack, form one group).
+fn motion_key(s: &SiteBytes) -> Option<(String, Vec<String>)> {
+    let site = s.site.as_ref()?;
+    let file = site.file.rsplit(['/', '\\']).next().unwrap_or(&site.file);
+    let chain = if s.chain.is_empty() {
+        vec![site.function.clone()]
+    } else {
+        s.chain.clone()
+    };
+    Some((file.to_owned(), chain))
+}
+
+/// Whether two findings' sites are the same code across code motion: the same file name and
+/// function (a finding is one per site and kind, so the line adds nothing but motion).
+fn same_code(x: &Option<Site>, y: &Option<Site>) -> bool {
+    let name = |f: &str| f.rsplit(['/', '\\']).next().unwrap_or(f).to_owned();
+    match (x, y) {
+        (Some(x), Some(y)) => name(&x.file) == name(&y.file) && x.function == y.function,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The findings of `before` and of `after` that pair with none on the other side, one to
+/// one: the same site first, then the same code (`same`) at another line.
+fn unmatched<'a, T>(
+    before: &'a [T],
+    after: &'a [T],
+    same: impl Fn(&T, &T) -> bool,
+    site: impl Fn(&T) -> &Option<Site>,
+) -> (Vec<&'a T>, Vec<&'a T>) {
+    let mut left: Vec<Option<&T>> = after.iter().map(Some).collect();
+    let mut gone = Vec::new();
+    let mut pending = Vec::new();
+    for x in before {
+        let exact = left
+            .iter()
+            .position(|y| y.is_some_and(|y| same(x, y) && site(x) == site(y)));
+        match exact {
+            Some(i) => left[i] = None,
+            None => pending.push(x),
         }
     }
-    let find = |v: &[SiteBytes], k: &Option<Site>| {
-        v.iter()
-            .filter(|s| &s.site == k)
-            .map(|s| s.bytes)
-            .reduce(|a, b| a + b)
-    };
-    let mut out: Vec<SiteChange> = keys
+    for x in pending {
+        match left.iter().position(|y| y.is_some_and(|y| same(x, y))) {
+            Some(i) => left[i] = None,
+            None => gone.push(x),
+        }
+    }
+    (gone, left.into_iter().flatten().collect())
+}
+
+/// Pairs the sites of `before` with those of `after` (indices), robust to code motion.
+///
+/// Sites are grouped by [`motion_key`]; within a group, the line shift that pairs the most
+/// sites (lines inserted above move a function's lines together; the smallest shift on a
+/// tie) pairs them, and one site left on each side with the same bytes is paired too (a line
+/// moved on its own). Everything else is new or gone.
+fn pair_sites(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<(Option<usize>, Option<usize>)> {
+    // (key, indices before, indices after)
+    type Group = (Option<(String, Vec<String>)>, Vec<usize>, Vec<usize>);
+    let mut groups: Vec<Group> = Vec::new();
+    for (side, v) in [before, after].into_iter().enumerate() {
+        for (i, s) in v.iter().enumerate() {
+            let k = motion_key(s);
+            let g = match groups.iter().position(|g| g.0 == k) {
+                Some(g) => g,
+                None => {
+                    groups.push((k, Vec::new(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            if side == 0 {
+                groups[g].1.push(i);
+            } else {
+                groups[g].2.push(i);
+            }
+        }
+    }
+    let line = |s: &SiteBytes| s.site.as_ref().map_or(0, |s| s.line as i64);
+    let mut out = Vec::new();
+    for (_, mut b, mut a) in groups {
+        let mut shifts: BTreeMap<i64, usize> = BTreeMap::new();
+        for &i in &b {
+            for &j in &a {
+                *shifts
+                    .entry(line(&after[j]) - line(&before[i]))
+                    .or_default() += 1;
+            }
+        }
+        let best = shifts
+            .iter()
+            .max_by(|x, y| x.1.cmp(y.1).then(y.0.abs().cmp(&x.0.abs())))
+            .map(|(d, _)| *d);
+        if let Some(d) = best {
+            b.retain(|&i| {
+                match a
+                    .iter()
+                    .position(|&j| line(&after[j]) - line(&before[i]) == d)
+                {
+                    Some(p) => {
+                        out.push((Some(i), Some(a.remove(p))));
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+        if let ([i], [j]) = (b.as_slice(), a.as_slice()) {
+            if before[*i].bytes == after[*j].bytes {
+                out.push((Some(*i), Some(*j)));
+                b.clear();
+                a.clear();
+            }
+        }
+        out.extend(b.into_iter().map(|i| (Some(i), None)));
+        out.extend(a.into_iter().map(|j| (None, Some(j))));
+    }
+    out
+}
+
+/// Site-by-site changes from `before` to `after`, largest absolute change first (growth first
+/// on ties). Sites are matched by file and function chain, not by line (see [`pair_sites`]):
+/// a site whose line moved is `moved` (listed even when its bytes did not change, with the
+/// line it had before); unchanged sites are left out.
+pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange> {
+    let mut out: Vec<SiteChange> = pair_sites(before, after)
         .into_iter()
-        .map(|k| {
-            let (b, a) = (find(before, k), find(after, k));
-            let delta = a.unwrap_or(0) as i64 - b.unwrap_or(0) as i64;
-            let status = match (b, a) {
+        .map(|(bi, ai)| {
+            let (b, a) = (bi.map(|i| &before[i]), ai.map(|j| &after[j]));
+            let (bb, ab) = (b.map(|s| s.bytes), a.map(|s| s.bytes));
+            let delta = ab.unwrap_or(0) as i64 - bb.unwrap_or(0) as i64;
+            let moved = matches!((b, a), (Some(b), Some(a)) if b.site != a.site);
+            let status = match (bb, ab) {
                 (None, Some(_)) => "new",
                 (Some(_), None) => "gone",
+                _ if moved => "moved",
                 _ if delta > 0 => "grown",
                 _ if delta < 0 => "shrunk",
                 _ => "same",
@@ -84,15 +210,16 @@ pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange
                 _ => false,
             };
             SiteChange {
-                site: k.clone(),
+                site: a.or(b).and_then(|s| s.site.clone()),
+                moved_from: b.filter(|_| moved).and_then(|s| s.site.clone()),
                 status,
-                before_bytes: b,
-                after_bytes: a,
+                before_bytes: bb,
+                after_bytes: ab,
                 delta_bytes: delta,
                 below_top,
             }
         })
-        .filter(|c| c.delta_bytes != 0)
+        .filter(|c| c.delta_bytes != 0 || c.status == "moved")
         .collect();
     out.sort_by(|x, y| {
         y.delta_bytes
@@ -181,7 +308,8 @@ pub struct Diff {
     pub ooms: Delta,
     /// Allocated bytes by category; empty when either side has no categories.
     pub categories: Vec<NamedDelta>,
-    /// Steps matched by name, largest change of the step's peak first.
+    /// Steps aligned by index, largest change of the step's peak first; a step of one run
+    /// only has `before` or `after` absent and a delta of 0.
     pub steps: Vec<NamedDelta>,
     pub leaks: Vec<FindingChange>,
     pub graph_growth: Vec<FindingChange>,
@@ -274,63 +402,81 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
         }
         _ => Vec::new(),
     };
+    // Steps are aligned by index (their names may differ between runs); a step present in
+    // one run only is reported as such (delta 0), never as growth from nothing.
     let steps = match (&before.steps, &after.steps) {
         (Some(b), Some(a)) => {
-            let mut order: Vec<String> = b.iter().map(|s| s.name.clone()).collect();
-            for s in a {
-                if !order.contains(&s.name) {
-                    order.push(s.name.clone());
-                }
-            }
-            let m = |v: &Vec<super::summary::StepSummary>| {
-                v.iter()
-                    .map(|s| (s.name.clone(), s.peak_allocated_bytes))
-                    .collect()
-            };
-            named(&m(b), &m(a), &order)
+            let mut v: Vec<NamedDelta> = (0..b.len().max(a.len()))
+                .map(|i| {
+                    let (x, y) = (b.get(i), a.get(i));
+                    let name = match (x, y) {
+                        (Some(x), Some(y)) if x.name != y.name => {
+                            format!("{} / {}", x.name, y.name)
+                        }
+                        _ => x.or(y).map(|s| s.name.clone()).unwrap_or_default(),
+                    };
+                    let (pb, pa) = (
+                        x.map(|s| s.peak_allocated_bytes),
+                        y.map(|s| s.peak_allocated_bytes),
+                    );
+                    NamedDelta {
+                        name,
+                        before: pb,
+                        after: pa,
+                        delta: match (pb, pa) {
+                            (Some(pb), Some(pa)) => pa as i64 - pb as i64,
+                            _ => 0,
+                        },
+                    }
+                })
+                .filter(|d| d.delta != 0 || d.before.is_none() || d.after.is_none())
+                .collect();
+            v.sort_by(|x, y| {
+                y.delta
+                    .unsigned_abs()
+                    .cmp(&x.delta.unsigned_abs())
+                    .then(y.delta.cmp(&x.delta))
+            });
+            v
         }
         _ => Vec::new(),
     };
     let mut leaks = Vec::new();
     if let (Some(b), Some(a)) = (&before.leaks, &after.leaks) {
-        for l in a.iter().filter(|l| !b.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange {
-                status: "new",
-                kind: l.kind.clone(),
-                site: l.site.clone(),
-                per_step: l.growth_bytes_per_step,
-            });
-        }
-        for l in b.iter().filter(|l| !a.iter().any(|x| x.site == l.site)) {
-            leaks.push(FindingChange {
-                status: "gone",
-                kind: l.kind.clone(),
-                site: l.site.clone(),
-                per_step: l.growth_bytes_per_step,
-            });
+        let (gone, new) = unmatched(
+            b,
+            a,
+            |x, y| x.kind == y.kind && same_code(&x.site, &y.site),
+            |l| &l.site,
+        );
+        for (status, v) in [("new", new), ("gone", gone)] {
+            for l in v {
+                leaks.push(FindingChange {
+                    status,
+                    kind: l.kind.clone(),
+                    site: l.site.clone(),
+                    per_step: l.growth_bytes_per_step,
+                });
+            }
         }
     }
     let mut graph_growth = Vec::new();
     if let (Some(b), Some(a)) = (&before.graph_growth, &after.graph_growth) {
-        let same = |x: &super::summary::GraphGrowthSummary,
-                    y: &super::summary::GraphGrowthSummary| {
-            x.op == y.op && x.site == y.site
-        };
-        for g in a.iter().filter(|g| !b.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange {
-                status: "new",
-                kind: g.op.clone(),
-                site: g.site.clone(),
-                per_step: g.nodes_per_step,
-            });
-        }
-        for g in b.iter().filter(|g| !a.iter().any(|x| same(x, g))) {
-            graph_growth.push(FindingChange {
-                status: "gone",
-                kind: g.op.clone(),
-                site: g.site.clone(),
-                per_step: g.nodes_per_step,
-            });
+        let (gone, new) = unmatched(
+            b,
+            a,
+            |x, y| x.op == y.op && same_code(&x.site, &y.site),
+            |g| &g.site,
+        );
+        for (status, v) in [("new", new), ("gone", gone)] {
+            for g in v {
+                graph_growth.push(FindingChange {
+                    status,
+                    kind: g.op.clone(),
+                    site: g.site.clone(),
+                    per_step: g.nodes_per_step,
+                });
+            }
         }
     }
     Diff {
@@ -360,6 +506,7 @@ mod tests {
             }),
             bytes,
             blocks: 1,
+            chain: Vec::new(),
         }
     }
 
@@ -377,5 +524,32 @@ mod tests {
             vec![(4, "new", 500), (2, "shrunk", -30), (3, "gone", -10)]
         );
         assert!(c[0].describe().starts_with("+500 B new train.py:4 in step"));
+    }
+
+    #[test]
+    fn findings_pair_one_to_one_across_motion() {
+        let at = |line: u32, function: &str| {
+            Some(Site {
+                file: "/box/a/train.py".into(),
+                line,
+                function: function.into(),
+            })
+        };
+        // One finding moved (10 -> 14), one unchanged, one new in the same function.
+        let before = [("hook", at(10, "step")), ("append", at(20, "loop"))];
+        let after = [
+            ("append", at(20, "loop")),
+            ("hook", at(14, "step")),
+            ("hook", at(30, "step")),
+        ];
+        let (gone, new) = unmatched(
+            &before,
+            &after,
+            |x, y| x.0 == y.0 && same_code(&x.1, &y.1),
+            |x| &x.1,
+        );
+        assert!(gone.is_empty(), "{gone:?}");
+        assert_eq!(new.len(), 1);
+        assert_eq!(new[0].1.as_ref().map(|s| s.line), Some(30));
     }
 }

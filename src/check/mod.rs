@@ -1,15 +1,23 @@
 //! The CI regression gate: rules over one or more captures, a baseline to compare against,
 //! and diffs between captures.
 //!
-//! Everything works on [`InputSummary`]s (see [`summary`]), so a check is a pure function of
-//! summaries and settings: [`check`] takes the inputs' summaries, a [`CheckConfig`] and an
-//! optional [`Baseline`], and returns a [`CheckReport`] that the `report::check_*` formats
-//! render. Each rule yields one [`RuleResult`] per input, `pass`, `fail` or `skip` (the
-//! analysis had nothing to measure, e.g. graph growth of a snapshot); only `fail` fails.
+//! Everything works on [`InputSummary`]s, built from the analysis' typed fields by
+//! [`typed`] (or read back from a summary file), so a check is a pure function of summaries
+//! and settings: [`check`] takes the inputs' summaries, their `--rank`s, a [`CheckConfig`] and
+//! an optional [`Baseline`], and returns a [`CheckReport`] that the `report::check_*` formats
+//! render. Each rule ([`rules`], one type each) yields one [`RuleResult`] per input: `pass`,
+//! `fail` or `skip` (the rule does not apply to the capture's kind, or the capture cannot
+//! support a judgement, with the reason); only `fail` fails. A limit the user set that has
+//! nothing to measure is a [`CheckError`] (exit 2), never a PASS. Inputs that are ranks of one
+//! run and kind are grouped by [`ranks`], and imbalance is computed within a group.
 
 pub mod config;
 pub mod diff;
+pub mod paths;
+pub mod ranks;
+pub mod rules;
 pub mod summary;
+pub mod typed;
 
 use std::path::Path;
 
@@ -19,9 +27,13 @@ use crate::analysis::sites::Site;
 use crate::analysis::Analysis;
 use crate::units;
 pub use config::{CheckConfig, FailOn};
+pub use ranks::{Imbalance, RankGroup, RankRow};
+pub use rules::{Measurable, Rule};
 pub use summary::{summarize, Baseline, InputSummary, BASELINE_SCHEMA};
 
-pub const CHECK_SCHEMA: &str = "memscope.check/1";
+/// `/2`: per-run rank groups (`groups`) replace `/1`'s `ranks` and `imbalance`, and leak
+/// rules SKIP where the capture cannot support a judgement.
+pub const CHECK_SCHEMA: &str = "memscope.check/2";
 
 /// How many evidence lines a failure keeps.
 const EVIDENCE: usize = 3;
@@ -91,6 +103,10 @@ pub struct RuleResult {
     pub message: String,
     /// The line responsible for a failure, where one is known.
     pub site: Option<Site>,
+    /// `site.line` is not the statement's line (profiler traces record a frame's line as of
+    /// when the frame was entered): name the file and function, never that line.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub line_unknown: bool,
     pub evidence: Vec<String>,
 }
 
@@ -104,6 +120,7 @@ impl RuleResult {
             unit,
             message: why.into(),
             site: None,
+            line_unknown: false,
             evidence: Vec::new(),
         }
     }
@@ -124,6 +141,7 @@ impl RuleResult {
                 unit.format(limit)
             ),
             site: None,
+            line_unknown: false,
             evidence: Vec::new(),
         }
     }
@@ -153,42 +171,17 @@ pub struct FileResult {
     pub rules: Vec<RuleResult>,
 }
 
-/// One row of the per-rank table (several inputs are taken as ranks, in the order given).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RankRow {
-    pub rank: usize,
-    pub path: String,
-    pub peak_allocated_bytes: u64,
-    pub peak_reserved_bytes: u64,
-    pub end_allocated_bytes: u64,
-    pub ooms: usize,
-    /// `None`: leaks not analysed.
-    pub leaks: Option<usize>,
-    pub passed: bool,
-}
-
-/// How far apart the ranks' peaks are.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Imbalance {
-    /// `(max - min) / max` of the ranks' peak allocated bytes.
-    pub fraction: f64,
-    pub max_rank: usize,
-    pub max_bytes: u64,
-    pub min_rank: usize,
-    pub min_bytes: u64,
-}
-
 /// Everything `memscope check` found: the `memscope.check/1` JSON document.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     pub schema: &'static str,
     pub passed: bool,
     pub files: Vec<FileResult>,
-    /// Rules over all inputs together (`max-imbalance`).
+    /// Rules over the ranks of one run (`max-imbalance`, one per group).
     pub ranks_rules: Vec<RuleResult>,
-    /// Present with two inputs or more.
-    pub ranks: Vec<RankRow>,
-    pub imbalance: Option<Imbalance>,
+    /// Inputs that are ranks of one run and kind (two or more each), with their imbalance.
+    /// Files of different kinds (a snapshot and a trace of one run) are never ranks.
+    pub groups: Vec<RankGroup>,
     /// The settings the rules ran with.
     pub config: CheckConfig,
     /// Where the baseline came from, when one was used.
@@ -217,384 +210,111 @@ impl CheckReport {
     }
 }
 
-fn site_text(s: &Option<Site>) -> String {
-    s.as_ref()
-        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
-}
+/// A limit the user set that an input holds nothing to measure against.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckError(pub String);
 
-fn site_lines(sites: &[summary::SiteBytes]) -> Vec<String> {
-    sites
-        .iter()
-        .take(EVIDENCE)
-        .map(|s| format!("{} held by {}", units::bytes(s.bytes), site_text(&s.site)))
-        .collect()
-}
-
-/// The device with the largest value of `f`.
-fn worst(
-    s: &InputSummary,
-    f: impl Fn(&summary::DeviceSummary) -> u64,
-) -> Option<&summary::DeviceSummary> {
-    s.devices.iter().max_by_key(|d| f(d))
-}
-
-fn rule_oom(s: &InputSummary) -> RuleResult {
-    let n = s.ooms.len();
-    let mut r = RuleResult::limit("oom", Unit::Count, n as f64, 0.0, "OOMs:");
-    if let Some(o) = s.ooms.last() {
-        r.message = format!(
-            "{n} OOM{} recorded; the last requested {} on {}, cause: {}",
-            if n == 1 { "" } else { "s" },
-            units::bytes(o.requested_bytes),
-            o.device,
-            o.cause
-        );
-        r.site = o.site.clone();
-        r.evidence.push(o.summary.clone());
-    } else {
-        r.message = "no OOM recorded".into();
-    }
-    r
-}
-
-fn rule_fragmentation(s: &InputSummary) -> RuleResult {
-    let frag: Vec<_> = s
-        .ooms
-        .iter()
-        .filter(|o| o.cause == "fragmentation")
-        .collect();
-    let mut r = RuleResult::limit(
-        "fragmentation",
-        Unit::Count,
-        frag.len() as f64,
-        0.0,
-        "fragmentation OOMs:",
-    );
-    match frag.last() {
-        Some(o) => {
-            r.message = format!(
-                "OOM caused by fragmentation on {}: {} request did not fit",
-                o.device,
-                units::bytes(o.requested_bytes)
-            );
-            r.site = o.site.clone();
-            r.evidence.push(o.summary.clone());
-        }
-        None => r.message = "no OOM caused by fragmentation".into(),
-    }
-    r
-}
-
-fn rule_leak(s: &InputSummary) -> RuleResult {
-    let Some(leaks) = &s.leaks else {
-        if let Some(o) = s.ooms.iter().rev().find(|o| o.cause == "leak") {
-            let mut r = RuleResult::limit("leak", Unit::Count, 1.0, 0.0, "leaks:");
-            r.message = format!("the OOM on {} was caused by a leak", o.device);
-            r.site = o.site.clone();
-            r.evidence.push(o.summary.clone());
-            return r;
-        }
-        return RuleResult::skip("leak", Unit::Count, "this analysis has no leak findings");
-    };
-    let mut r = RuleResult::limit("leak", Unit::Count, leaks.len() as f64, 0.0, "leaks:");
-    let worst = leaks
-        .iter()
-        .max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
-    match worst {
-        Some(l) => {
-            r.message = format!(
-                "{} leak finding{}; the largest ({}) grows {}/step over {} steps, {} live",
-                leaks.len(),
-                if leaks.len() == 1 { "" } else { "s" },
-                l.kind,
-                units::bytes(l.growth_bytes_per_step.round() as u64),
-                l.steps,
-                units::bytes(l.live_bytes)
-            );
-            r.site = l.site.clone();
-            leak_evidence(l, &mut r.evidence);
-        }
-        None => r.message = "no leak found".into(),
-    }
-    r
-}
-
-fn leak_evidence(l: &summary::LeakSummary, ev: &mut Vec<String>) {
-    if let Some(c) = &l.cause_site {
-        ev.push(format!("kept alive by {c}"));
-    }
-    if !l.explanation.is_empty() {
-        ev.push(l.explanation.clone());
-    }
-    if !l.fix.is_empty() {
-        ev.push(format!("fix: {}", l.fix));
-    }
-}
-
-fn graph_evidence(g: &summary::GraphGrowthSummary) -> String {
-    format!(
-        "{} adds {} autograd nodes per step over {} steps at {}",
-        g.op,
-        trim_float(g.nodes_per_step),
-        g.steps,
-        site_text(&g.site)
-    )
-}
-
-fn rule_graph(s: &InputSummary, rule: &'static str, limit: f64) -> RuleResult {
-    let Some((max, g)) = s.max_graph_growth() else {
-        return RuleResult::skip(
-            rule,
-            Unit::NodesPerStep,
-            format!(
-                "no autograd graph in a {} (profiler traces have one)",
-                s.kind
+/// The rules the settings ask for, and whether each holds a limit the user set.
+fn rules_of(cfg: &CheckConfig) -> Vec<(Box<dyn Rule>, bool)> {
+    let mut rules: Vec<(Box<dyn Rule>, bool)> = Vec::new();
+    for f in cfg.fail_on() {
+        rules.push(match f {
+            FailOn::Oom => (Box::new(rules::OomRule), false),
+            FailOn::Fragmentation => (Box::new(rules::FragmentationRule), false),
+            FailOn::Leak => (Box::new(rules::LeakRule), false),
+            FailOn::GraphGrowth => (
+                Box::new(rules::GraphGrowthRule {
+                    id: "graph-growth",
+                    limit: 0.0,
+                }),
+                false,
             ),
-        );
-    };
-    let mut r = RuleResult::limit(rule, Unit::NodesPerStep, max, limit, "graph growth");
-    if let Some(g) = g {
-        r.message = format!("{}: {}", r.message, g.op);
-        r.site = g.site.clone();
-        if r.failed() {
-            for g in s.graph_growth.iter().flatten().take(EVIDENCE) {
-                r.evidence.push(graph_evidence(g));
-            }
-        }
+        });
     }
-    r
-}
-
-fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -> RuleResult {
-    let what = if reserved {
-        "peak reserved"
-    } else {
-        "peak allocated"
-    };
-    let get = |d: &summary::DeviceSummary| {
-        if reserved {
-            d.peak_reserved_bytes
-        } else {
-            d.peak_allocated_bytes
-        }
-    };
-    let Some(d) = worst(s, get) else {
-        return RuleResult::skip(rule, Unit::Bytes, "no device memory recorded");
-    };
-    let mut r = RuleResult::limit(
-        rule,
-        Unit::Bytes,
-        get(d) as f64,
-        limit as f64,
-        &format!("{what} on {}", d.device),
-    );
-    if !d.peak_exact && s.kind == "snapshot" {
-        r.message
-            .push_str(" (a lower bound: history before the log is missing)");
-    }
-    if r.failed() {
-        r.site = d.sites_at_peak.first().and_then(|x| x.site.clone());
-        r.evidence = site_lines(&d.sites_at_peak);
-    }
-    r
-}
-
-fn rule_growth(s: &InputSummary, limit: u64) -> RuleResult {
-    let rule = "max-growth-per-step";
-    let Some((max, l)) = s.max_growth_per_step() else {
-        return RuleResult::skip(
-            rule,
-            Unit::BytesPerStep,
-            "this analysis has no per-step growth findings",
-        );
-    };
-    let mut r = RuleResult::limit(
-        rule,
-        Unit::BytesPerStep,
-        max,
-        limit as f64,
-        "largest growth",
-    );
-    if let Some(l) = l {
-        r.site = l.site.clone();
-        if r.failed() {
-            r.evidence.push(format!(
-                "{} over {} steps, {} live ({})",
-                site_text(&l.site),
-                l.steps,
-                units::bytes(l.live_bytes),
-                l.kind
-            ));
-            leak_evidence(l, &mut r.evidence);
-        }
-    }
-    r
-}
-
-/// Rules against the baseline entry `b`.
-fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<RuleResult>) {
-    let grown = |x: u64| x as f64 * (1.0 + tol);
-    type Get = fn(&summary::DeviceSummary) -> u64;
-    let specs: [(&'static str, &str, Get, bool); 3] = [
-        (
-            "baseline-peak",
-            "peak allocated",
-            |d| d.peak_allocated_bytes,
+    if let Some(limit) = cfg.max_peak {
+        rules.push((
+            Box::new(rules::PeakRule {
+                limit,
+                reserved: false,
+            }),
             true,
-        ),
-        (
-            "baseline-reserved",
-            "peak reserved",
-            |d| d.peak_reserved_bytes,
+        ));
+    }
+    if let Some(limit) = cfg.max_reserved {
+        rules.push((
+            Box::new(rules::PeakRule {
+                limit,
+                reserved: true,
+            }),
             true,
-        ),
-        (
-            "baseline-live",
-            "live at the end",
-            |d| d.end_allocated_bytes,
-            false,
-        ),
-    ];
-    for (rule, what, get, at_peak) in specs {
-        // The device that exceeds its baseline by the most.
-        let mut best: Option<RuleResult> = None;
-        for d in &s.devices {
-            let Some(bd) = b.device(&d.device) else {
-                continue;
-            };
-            let mut r = RuleResult::limit(
-                rule,
-                Unit::Bytes,
-                get(d) as f64,
-                grown(get(bd)),
-                &format!("{what} on {}", d.device),
-            );
-            r.message.push_str(&format!(
-                " (baseline {} + {:.1}%)",
-                units::bytes(get(bd)),
-                tol * 100.0
-            ));
-            if r.failed() {
-                let (now, then) = if at_peak {
-                    (&d.sites_at_peak, &bd.sites_at_peak)
-                } else {
-                    (&d.sites_at_end, &bd.sites_at_end)
-                };
-                let changes = diff::site_changes(then, now);
-                r.site = changes
-                    .iter()
-                    .find(|c| c.delta_bytes > 0)
-                    .and_then(|c| c.site.clone());
-                r.evidence = changes
-                    .iter()
-                    .filter(|c| c.delta_bytes > 0)
-                    .take(EVIDENCE)
-                    .map(|c| c.describe())
-                    .collect();
-            }
-            let excess = r.measured.unwrap_or(0.0) - r.limit.unwrap_or(0.0);
-            if best
-                .as_ref()
-                .is_none_or(|b| excess > b.measured.unwrap_or(0.0) - b.limit.unwrap_or(0.0))
-            {
-                best = Some(r);
-            }
-        }
-        out.push(best.unwrap_or_else(|| {
-            RuleResult::skip(rule, Unit::Bytes, "no device in common with the baseline")
-        }));
+        ));
     }
-    match (s.max_growth_per_step(), b.max_growth_per_step()) {
-        (Some((now, l)), Some((then, _))) => {
-            let mut r = RuleResult::limit(
-                "baseline-growth-per-step",
-                Unit::BytesPerStep,
-                now,
-                then * (1.0 + tol),
-                "largest growth",
-            );
-            if r.failed() {
-                if let Some(l) = l {
-                    r.site = l.site.clone();
-                    leak_evidence(l, &mut r.evidence);
-                }
-            }
-            out.push(r);
-        }
-        _ => out.push(RuleResult::skip(
-            "baseline-growth-per-step",
-            Unit::BytesPerStep,
-            "per-step growth not analysed in the input or the baseline",
-        )),
+    if let Some(limit) = cfg.max_growth_per_step {
+        rules.push((Box::new(rules::GrowthPerStepRule { limit }), true));
     }
-    match (s.max_graph_growth(), b.max_graph_growth()) {
-        (Some((now, g)), Some((then, _))) => {
-            let mut r = RuleResult::limit(
-                "baseline-graph-growth",
-                Unit::NodesPerStep,
-                now,
-                then * (1.0 + tol),
-                "graph growth",
-            );
-            if r.failed() {
-                if let Some(g) = g {
-                    r.site = g.site.clone();
-                    r.evidence.push(graph_evidence(g));
-                }
-            }
-            out.push(r);
-        }
-        (None, None) => {}
-        _ => out.push(RuleResult::skip(
-            "baseline-graph-growth",
-            Unit::NodesPerStep,
-            "graph growth analysed on one side only",
-        )),
+    if let Some(limit) = cfg.max_graph_growth {
+        rules.push((
+            Box::new(rules::GraphGrowthRule {
+                id: "max-graph-growth",
+                limit,
+            }),
+            true,
+        ));
     }
+    rules
 }
 
-fn peak_of(s: &InputSummary) -> u64 {
-    s.devices
-        .iter()
-        .map(|d| d.peak_allocated_bytes)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Runs every configured rule over `inputs` (one per rank when several).
+/// Runs every configured rule over `inputs`; `explicit_ranks[i]` is input `i`'s `--rank`.
+///
+/// A limit the user set (`--max-peak`, `--max-reserved`, `--max-growth-per-step`,
+/// `--max-graph-growth`, `--max-imbalance`) is an error where an input of a kind it applies
+/// to holds nothing to measure (a trace without memory events, a capture too short to judge
+/// growth), or where no input is of such a kind: never a silent PASS.
 pub fn check(
     inputs: &[InputSummary],
+    explicit_ranks: &[Option<u32>],
     cfg: &CheckConfig,
     baseline: Option<(&str, &Baseline)>,
-) -> CheckReport {
-    let fail_on = cfg.fail_on();
+) -> Result<CheckReport, CheckError> {
+    let rules = rules_of(cfg);
+    for (rule, set) in &rules {
+        if !*set {
+            continue;
+        }
+        let mut applies = false;
+        for s in inputs {
+            match rule.measurable(s) {
+                Measurable::Yes => applies = true,
+                Measurable::NotThisKind(_) => {}
+                Measurable::Nothing(why) => {
+                    return Err(CheckError(format!(
+                        "--{} is set, but {} has nothing to measure: {why}",
+                        rule.id(),
+                        s.path
+                    )))
+                }
+            }
+        }
+        if !applies && !inputs.is_empty() {
+            let why = match rule.measurable(&inputs[0]) {
+                Measurable::NotThisKind(w) | Measurable::Nothing(w) => w,
+                Measurable::Yes => String::new(),
+            };
+            return Err(CheckError(format!(
+                "--{} is set, but no input has anything to measure: {why}",
+                rule.id()
+            )));
+        }
+    }
     let mut files = Vec::new();
     for (i, s) in inputs.iter().enumerate() {
-        let mut rules = Vec::new();
-        for f in &fail_on {
-            rules.push(match f {
-                FailOn::Oom => rule_oom(s),
-                FailOn::Fragmentation => rule_fragmentation(s),
-                FailOn::Leak => rule_leak(s),
-                FailOn::GraphGrowth => rule_graph(s, "graph-growth", 0.0),
-            });
-        }
-        if let Some(l) = cfg.max_peak {
-            rules.push(rule_peak(s, "max-peak", l, false));
-        }
-        if let Some(l) = cfg.max_reserved {
-            rules.push(rule_peak(s, "max-reserved", l, true));
-        }
-        if let Some(l) = cfg.max_growth_per_step {
-            rules.push(rule_growth(s, l));
-        }
-        if let Some(l) = cfg.max_graph_growth {
-            rules.push(rule_graph(s, "max-graph-growth", l));
-        }
+        let mut results: Vec<RuleResult> = rules.iter().map(|(r, _)| r.apply(s)).collect();
+        let line_unknown = !rules::lines_known(s);
         if let Some((_, b)) = baseline {
             match b.entry_for(i, inputs.len(), s.file_name()) {
-                Some(e) => baseline_rules(s, e, cfg.tolerance(), &mut rules),
-                None => rules.push(RuleResult {
+                Some(e) => rules::baseline_rules(s, e, cfg.tolerance(), &mut results),
+                None => results.push(RuleResult {
                     rule: "baseline",
                     status: Status::Fail,
                     measured: None,
@@ -606,71 +326,53 @@ pub fn check(
                         b.inputs.len()
                     ),
                     site: None,
+                    line_unknown: false,
                     evidence: Vec::new(),
                 }),
             }
         }
+        for r in &mut results {
+            r.line_unknown = line_unknown && r.site.is_some();
+        }
         files.push(FileResult {
             path: s.path.clone(),
             kind: s.kind.clone(),
-            passed: !rules.iter().any(RuleResult::failed),
-            rules,
+            passed: !results.iter().any(RuleResult::failed),
+            rules: results,
         });
     }
-    let mut ranks = Vec::new();
-    let mut imbalance = None;
+    let passed: Vec<bool> = files.iter().map(|f| f.passed).collect();
+    let groups = ranks::group(inputs, explicit_ranks, &passed);
     let mut ranks_rules = Vec::new();
-    if inputs.len() > 1 {
-        for (i, (s, f)) in inputs.iter().zip(&files).enumerate() {
-            ranks.push(RankRow {
-                rank: i,
-                path: s.path.clone(),
-                peak_allocated_bytes: peak_of(s),
-                peak_reserved_bytes: s
-                    .devices
-                    .iter()
-                    .map(|d| d.peak_reserved_bytes)
-                    .max()
-                    .unwrap_or(0),
-                end_allocated_bytes: s
-                    .devices
-                    .iter()
-                    .map(|d| d.end_allocated_bytes)
-                    .max()
-                    .unwrap_or(0),
-                ooms: s.ooms.len(),
-                leaks: s.leaks.as_ref().map(Vec::len),
-                passed: f.passed,
-            });
+    if let Some(l) = cfg.max_imbalance {
+        if groups.is_empty() && inputs.len() > 1 {
+            return Err(CheckError(
+                "--max-imbalance is set, but no two inputs are ranks of one run and kind \
+                 (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)"
+                    .into(),
+            ));
         }
-        let max = ranks
-            .iter()
-            .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
-            .unwrap();
-        let min = ranks
-            .iter()
-            .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
-            .unwrap();
-        let fraction = if max.peak_allocated_bytes == 0 {
-            0.0
-        } else {
-            (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
-                / max.peak_allocated_bytes as f64
-        };
-        let im = Imbalance {
-            fraction,
-            max_rank: max.rank,
-            max_bytes: max.peak_allocated_bytes,
-            min_rank: min.rank,
-            min_bytes: min.peak_allocated_bytes,
-        };
-        if let Some(l) = cfg.max_imbalance {
+        if groups.is_empty() {
+            return Err(CheckError(
+                "--max-imbalance is set, but there is one input: imbalance needs two ranks".into(),
+            ));
+        }
+        for g in &groups {
+            if let Some(r) = g.ranks.iter().find(|r| !r.has_memory) {
+                return Err(CheckError(format!(
+                    "--max-imbalance is set, but rank {} of the {} ({}) recorded no device memory",
+                    r.rank,
+                    g.label(),
+                    r.path
+                )));
+            }
+            let im = &g.imbalance;
             let mut r = RuleResult::limit(
                 "max-imbalance",
                 Unit::Fraction,
-                fraction,
+                im.fraction,
                 l,
-                "peak imbalance between ranks",
+                &format!("peak imbalance between {}", g.label()),
             );
             r.evidence.push(format!(
                 "rank {} peaks at {}, rank {} at {}",
@@ -681,30 +383,28 @@ pub fn check(
             ));
             ranks_rules.push(r);
         }
-        imbalance = Some(im);
     }
     let passed = files.iter().all(|f| f.passed) && !ranks_rules.iter().any(RuleResult::failed);
-    CheckReport {
+    Ok(CheckReport {
         schema: CHECK_SCHEMA,
         passed,
         files,
         ranks_rules,
-        ranks,
-        imbalance,
+        groups,
         config: CheckConfig {
-            fail_on: Some(fail_on),
+            fail_on: Some(cfg.fail_on()),
             tolerance: Some(cfg.tolerance()),
             ..cfg.clone()
         },
         baseline: baseline.map(|(p, _)| p.to_owned()),
-    }
+    })
 }
 
 /// What a file given to `check`, `baseline` or `diff` turned out to be.
 pub enum Loaded {
     Analysis(Box<Analysis>),
     Baseline(Baseline),
-    /// A profiler trace, summarized from its memory timeline and autograd graph.
+    /// A profiler trace, summarized (with its `distributedInfo` rank, where it has one).
     Trace(Box<InputSummary>),
 }
 
@@ -750,9 +450,47 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loaded, InputError> {
     let trace =
         crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
-    Ok(Loaded::Analysis(Box::new(crate::analysis::analyze_trace(
-        &trace, path, file_len,
-    ))))
+    let a = crate::analysis::analyze_trace(&trace, path, file_len);
+    let mut s = summarize(&a);
+    s.rank = distributed_info(bytes);
+    Ok(Loaded::Trace(Box::new(s)))
+}
+
+/// The trace's `distributedInfo` (`{"backend": "nccl", "rank": 0, "world_size": 128}`, which
+/// Kineto writes at the top level of a distributed run's trace), read from the raw text.
+pub fn distributed_info(bytes: &[u8]) -> Option<summary::RankInfo> {
+    const KEY: &[u8] = b"\"distributedInfo\"";
+    let at = bytes.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let open = at + bytes[at..].iter().position(|&b| b == b'{')?;
+    // The matching brace (`pg_config` nests objects), outside strings; bounded so that a
+    // hostile file costs little.
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    let mut end = None;
+    for (i, &b) in bytes[open..].iter().enumerate().take(1 << 20) {
+        match (in_str, esc, b) {
+            (true, true, _) => esc = false,
+            (true, false, b'\\') => esc = true,
+            (true, false, b'"') => in_str = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_str = true,
+            (false, _, b'{') => depth += 1,
+            (false, _, b'}') => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes[open..=end?]).ok()?;
+    let num = |k: &str| v.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
+    Some(summary::RankInfo {
+        rank: num("rank")?,
+        world_size: num("world_size"),
+        source: summary::RankSource::DistributedInfo,
+    })
 }
 
 /// Loads inputs and summarizes them; a baseline file given as input contributes its entries.
@@ -770,6 +508,18 @@ pub fn load_summaries_with_progress(
     allow_baseline: bool,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<InputSummary>, InputError> {
+    Ok(load_summaries_per_file(paths, allow_baseline, progress)?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// [`load_summaries_with_progress`], one list per file (a summary file holds several).
+pub fn load_summaries_per_file(
+    paths: &[impl AsRef<Path> + Sync],
+    allow_baseline: bool,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Vec<InputSummary>>, InputError> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let one = |p: &Path| -> Result<Vec<InputSummary>, InputError> {
@@ -780,7 +530,10 @@ pub fn load_summaries_with_progress(
                 vec![s]
             }
             Loaded::Baseline(b) => b.inputs,
-            Loaded::Trace(s) => vec![*s],
+            Loaded::Trace(mut s) => {
+                s.path = p.display().to_string();
+                vec![*s]
+            }
         })
     };
     let workers = std::thread::available_parallelism()
@@ -809,7 +562,7 @@ pub fn load_summaries_with_progress(
     });
     let mut out = Vec::new();
     for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        out.extend(r.expect("every index was taken by a worker")?);
+        out.push(r.expect("every index was taken by a worker")?);
     }
     Ok(out)
 }

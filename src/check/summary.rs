@@ -1,10 +1,14 @@
 //! The small, stable summary of one capture that checks, baselines and diffs compare.
 //!
-//! It is read from the [`Analysis`](crate::analysis::Analysis) through its public JSON form
-//! (`memscope.report/1`) rather than its Rust fields: the JSON schema is the contract that
-//! only ever grows, so findings that other analyses add to it (`leaks`, `graph.growth`,
-//! `steps`, `categories`) are picked up where present, and a summary of a capture analysed
-//! without them says "not analysed" (`None`) instead of "none found".
+//! It is built from the [`Analysis`](crate::analysis::Analysis)'s own Rust fields (see
+//! [`super::typed`]), never from a re-read of its JSON: a renamed field is a compile error in
+//! the gate, not a rule that silently reads 0. Optional parts say "not analysed" (`None`)
+//! instead of "none found", and [`InputSummary::leak_judgement`] says whether the capture
+//! could support a leak judgement at all (the leak rules SKIP where it could not).
+//!
+//! A summary is also a file (`memscope.summary/1`, written by `memscope summarize`): `check`
+//! and `diff` accept it wherever they accept a capture, so a cluster's job array can reduce
+//! each rank's capture to a summary where it was recorded.
 //!
 //! A baseline file (`memscope.baseline/1`) is a list of these summaries, one per input (one
 //! per rank), with sorted keys and no timings or absolute figures that vary between runs of
@@ -16,7 +20,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analysis::sites::Site;
-use crate::analysis::Analysis;
 
 pub const BASELINE_SCHEMA: &str = "memscope.baseline/1";
 
@@ -28,6 +31,10 @@ pub struct SiteBytes {
     pub bytes: u64,
     #[serde(default)]
     pub blocks: u64,
+    /// The functions of the site's heaviest stack, innermost first: what `diff` matches
+    /// sites by, so that a line that moved is "moved", not new and gone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<String>,
 }
 
 /// One device (a CUDA device of a snapshot, or a memory device of a trace).
@@ -119,6 +126,81 @@ pub struct InputSummary {
     /// Allocated bytes by category (at the peak where the analysis gives it), sorted by name.
     #[serde(default)]
     pub categories: Option<BTreeMap<String, u64>>,
+    /// Whether the capture could support a leak judgement (`None`: a summary written before
+    /// memscope recorded it; its `leaks` are then taken as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak_judgement: Option<Judgement>,
+    /// Why the trace's autograd graph could not be judged for growth (no grad-mode ops, no
+    /// backward pass, fewer than three profiled steps); `None` where it was, or for snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_not_judged: Option<String>,
+    /// Which rank of which run the capture is, where anything says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<RankInfo>,
+}
+
+/// [`crate::analysis::LeakJudgement`], as kept in a summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub judged: bool,
+    /// Complete steps the judgement rests on.
+    pub steps: usize,
+    /// Fewest steps a judgement needs.
+    pub min_steps: usize,
+    /// Why not (`no_history`, `single_pass`, `too_few_steps`, `no_memory_events`, `cpu_only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Judgement {
+    /// Why the capture could not be judged, in words (`None` when it was judged).
+    pub fn why_not(&self) -> Option<String> {
+        if self.judged {
+            return None;
+        }
+        Some(match self.reason.as_deref() {
+            Some("no_history") => {
+                "the capture has no allocation history (only the state at the dump)".into()
+            }
+            Some("single_pass") => "the capture is one pass through the program, not a loop".into(),
+            Some("too_few_steps") => format!(
+                "the capture has {} complete step{}; a leak judgement needs {}",
+                self.steps,
+                if self.steps == 1 { "" } else { "s" },
+                self.min_steps
+            ),
+            Some("no_memory_events") => {
+                "the trace holds no memory events (recorded without profile_memory=True)".into()
+            }
+            Some("cpu_only") => "the trace's memory events are all on the CPU".into(),
+            Some(other) => format!("the capture cannot support a leak judgement ({other})"),
+            None => "the capture cannot support a leak judgement".into(),
+        })
+    }
+}
+
+/// Where a rank number came from, strongest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankSource {
+    /// `--rank N=FILE` on the command line.
+    Explicit,
+    /// The trace's `distributedInfo.rank`.
+    DistributedInfo,
+    /// The file name (`rank3`, `rank-3`, `_3.pt.trace`).
+    FileName,
+    /// The one CUDA device a snapshot's memory lives on.
+    Device,
+}
+
+/// Which rank of which run a capture is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankInfo {
+    pub rank: u32,
+    /// `distributedInfo.world_size`, where the trace gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    pub source: RankSource,
 }
 
 impl InputSummary {
@@ -198,259 +280,4 @@ impl Baseline {
     }
 }
 
-fn u64_of(v: &Value, key: &str) -> Option<u64> {
-    v.get(key)
-        .and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
-}
-
-fn f64_of(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64)
-}
-
-fn str_of(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn site_of(v: Option<&Value>) -> Option<Site> {
-    let v = v?;
-    if v.is_null() {
-        return None;
-    }
-    serde_json::from_value(v.clone()).ok()
-}
-
-fn device_label(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::Number(n)) => format!("cuda:{n}"),
-        Some(Value::String(s)) => s.clone(),
-        _ => "cuda:?".into(),
-    }
-}
-
-fn sites(v: Option<&Value>) -> Vec<SiteBytes> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|s| SiteBytes {
-                    site: site_of(s.get("site")),
-                    bytes: u64_of(s, "bytes").unwrap_or(0),
-                    blocks: u64_of(s, "blocks").unwrap_or(0),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `leaks`, `steps`, ...: at the top level of the report, else gathered from every device.
-fn gathered<'a>(report: &'a Value, key: &str) -> Option<Vec<&'a Value>> {
-    if let Some(a) = report.get(key).and_then(Value::as_array) {
-        return Some(a.iter().collect());
-    }
-    let mut found = false;
-    let mut out = Vec::new();
-    for d in report
-        .get("devices")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(a) = d.get(key).and_then(Value::as_array) {
-            found = true;
-            out.extend(a.iter());
-        }
-    }
-    found.then_some(out)
-}
-
-const CATEGORY_NAMES: [&str; 7] = [
-    "parameter",
-    "optimizer_state",
-    "gradient",
-    "activation",
-    "temporary",
-    "before_recording",
-    "other",
-];
-
-/// Bytes by category from a `categories` value: an object with the category names as numeric
-/// fields, or one holding such objects (`at_peak` preferred), or a list of `{category, bytes}`.
-fn categories_of(v: &Value) -> Option<BTreeMap<String, u64>> {
-    match v {
-        Value::Object(o) => {
-            let direct: BTreeMap<String, u64> = CATEGORY_NAMES
-                .iter()
-                .filter_map(|&n| o.get(n).and_then(Value::as_u64).map(|b| (n.to_owned(), b)))
-                .collect();
-            if !direct.is_empty() {
-                return Some(direct);
-            }
-            if o.values().all(|x| x.is_u64()) && !o.is_empty() {
-                return Some(
-                    o.iter()
-                        .filter_map(|(k, x)| x.as_u64().map(|b| (k.clone(), b)))
-                        .collect(),
-                );
-            }
-            for key in ["at_peak", "peak", "at_end", "end"] {
-                if let Some(c) = o.get(key).and_then(categories_of) {
-                    return Some(c);
-                }
-            }
-            o.values().find_map(categories_of)
-        }
-        Value::Array(a) => {
-            let m: BTreeMap<String, u64> = a
-                .iter()
-                .filter_map(|e| {
-                    let name = e.get("category").or_else(|| e.get("name"))?.as_str()?;
-                    Some((name.to_owned(), u64_of(e, "bytes")?))
-                })
-                .collect();
-            (!m.is_empty()).then_some(m)
-        }
-        _ => None,
-    }
-}
-
-/// Summarizes an analysis report (the `memscope.report/1` JSON value).
-pub fn summarize_value(report: &Value) -> InputSummary {
-    let input = report.get("input").cloned().unwrap_or(Value::Null);
-    let mut devices = Vec::new();
-    let mut ooms = Vec::new();
-    for d in report
-        .get("devices")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let label = device_label(d.get("device"));
-        let end_alloc = u64_of(d, "allocated_bytes").unwrap_or(0);
-        let end_res = u64_of(d, "reserved_bytes").unwrap_or(0);
-        let peak_alloc = u64_of(d, "peak_allocated_bytes")
-            .or_else(|| u64_of(d, "observed_peak_allocated_bytes"))
-            .unwrap_or(end_alloc)
-            .max(end_alloc);
-        let peak_res = u64_of(d, "peak_reserved_bytes")
-            .or_else(|| u64_of(d, "observed_peak_reserved_bytes"))
-            .unwrap_or(end_res)
-            .max(end_res);
-        let mut at_peak = sites(d.get("top_sites_at_peak"));
-        let at_end = sites(d.get("top_sites"));
-        if at_peak.is_empty() {
-            at_peak = at_end.clone();
-        }
-        devices.push(DeviceSummary {
-            device: label.clone(),
-            peak_allocated_bytes: peak_alloc,
-            peak_reserved_bytes: peak_res,
-            peak_exact: d
-                .get("peak_exact")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            end_allocated_bytes: end_alloc,
-            end_reserved_bytes: end_res,
-            sites_at_peak: at_peak,
-            sites_at_end: at_end,
-        });
-        for o in d
-            .get("ooms")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            ooms.push(OomSummary {
-                device: label.clone(),
-                cause: str_of(o, "cause"),
-                requested_bytes: u64_of(o, "rounded_bytes")
-                    .or_else(|| u64_of(o, "requested_bytes"))
-                    .unwrap_or(0),
-                site: site_of(o.get("site")),
-                summary: str_of(o, "summary"),
-            });
-        }
-    }
-    let leaks = gathered(report, "leaks").map(|ls| {
-        ls.into_iter()
-            .map(|l| LeakSummary {
-                kind: str_of(l, "kind"),
-                site: site_of(l.get("site")),
-                cause_site: site_of(l.get("cause_site")),
-                growth_bytes_per_step: f64_of(l, "growth_bytes_per_step").unwrap_or(0.0),
-                steps: u64_of(l, "steps").unwrap_or(0),
-                live_bytes: u64_of(l, "live_bytes").unwrap_or(0),
-                explanation: str_of(l, "explanation"),
-                fix: str_of(l, "fix"),
-            })
-            .collect()
-    });
-    let graph_growth = report.get("graph").map(|g| {
-        g.get("growth")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|e| GraphGrowthSummary {
-                op: str_of(e, "op"),
-                site: site_of(e.get("site")),
-                nodes_per_step: f64_of(e, "nodes_per_step").unwrap_or(0.0),
-                steps: u64_of(e, "steps").unwrap_or(0),
-            })
-            .collect()
-    });
-    let steps = gathered(report, "steps").map(|ss| {
-        ss.into_iter()
-            .map(|s| StepSummary {
-                name: str_of(s, "name"),
-                peak_allocated_bytes: u64_of(s, "peak_allocated_bytes").unwrap_or(0),
-                end_allocated_bytes: u64_of(s, "end_allocated_bytes").unwrap_or(0),
-            })
-            .collect()
-    });
-    let categories = report
-        .get("categories")
-        .and_then(categories_of)
-        .or_else(|| {
-            // Per device: summed over devices.
-            let mut sum: Option<BTreeMap<String, u64>> = None;
-            for d in report
-                .get("devices")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(c) = d.get("categories").and_then(categories_of) {
-                    let s = sum.get_or_insert_with(BTreeMap::new);
-                    for (k, v) in c {
-                        *s.entry(k).or_default() += v;
-                    }
-                }
-            }
-            sum
-        });
-    InputSummary {
-        path: str_of(&input, "path"),
-        kind: input
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("snapshot")
-            .to_owned(),
-        verdict: report
-            .get("verdict")
-            .map(|v| str_of(v, "kind"))
-            .unwrap_or_default(),
-        devices,
-        ooms,
-        leaks,
-        graph_growth,
-        steps,
-        categories,
-    }
-}
-
-/// Summarizes an analysis.
-pub fn summarize(analysis: &Analysis) -> InputSummary {
-    let v = serde_json::to_value(analysis).expect("an Analysis always serializes");
-    summarize_value(&v)
-}
+pub use super::typed::summarize;

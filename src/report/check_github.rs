@@ -2,6 +2,10 @@
 //! responsible lines, at most [`MAX_ANNOTATIONS`]) and a Markdown job summary for
 //! `$GITHUB_STEP_SUMMARY`.
 //!
+//! Annotations name files from the repository root, mapped from the recorded paths by a
+//! [`PathMap`] (library files are never annotated), and a finding whose line is not known
+//! (profiler traces) is annotated at file level with its function named, never at a line.
+//!
 //! Workflow commands are escaped per GitHub's rules (the runner's `toolkit/command.ts`): in the
 //! message `%`, `\r`, `\n` become `%25`, `%0D`, `%0A`; in properties (`file=`, `line=`,
 //! `title=`) `:` and `,` also become `%3A` and `%2C`.
@@ -10,6 +14,7 @@ use std::io::{self, Write};
 
 use super::check::CheckFormat;
 use super::Options;
+use crate::check::paths::{PathMap, Target};
 use crate::check::{CheckReport, RuleResult, Status};
 
 /// GitHub shows at most 10 error annotations per step; more are dropped by the runner.
@@ -27,8 +32,12 @@ pub fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// `::error` annotations for the failed rules (stderr in the binary).
-pub struct GithubAnnotations;
+/// `::error` annotations for the failed rules (stderr in the binary). The default map takes
+/// recorded paths as they are (library files are still left out).
+#[derive(Default)]
+pub struct GithubAnnotations {
+    pub paths: PathMap,
+}
 
 fn annotation_message(r: &RuleResult) -> String {
     let mut m = r.message.clone();
@@ -47,22 +56,34 @@ impl CheckFormat for GithubAnnotations {
             .collect();
         for (file, r) in failed.iter().take(MAX_ANNOTATIONS) {
             let mut props = Vec::new();
+            let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            let mut title = format!("memscope {}: {name}", r.rule);
+            let mut message = annotation_message(r);
             if let Some(s) = &r.site {
-                props.push(format!("file={}", escape_property(&s.file)));
-                if s.line > 0 {
-                    props.push(format!("line={}", s.line));
+                match self.paths.target(&s.file) {
+                    Target::File(f) => {
+                        props.push(format!("file={}", escape_property(&f)));
+                        if r.line_unknown {
+                            title.push_str(&format!(" (in {})", s.function));
+                        } else if s.line > 0 {
+                            props.push(format!("line={}", s.line));
+                        }
+                    }
+                    Target::Library => {}
+                    Target::NotFound => {
+                        message.push_str(&format!(
+                            "\n(recorded at {}; not found in the checkout: see --source-root, --strip-prefix)",
+                            s.file
+                        ));
+                    }
                 }
             }
-            let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
-            props.push(format!(
-                "title={}",
-                escape_property(&format!("memscope {}: {name}", r.rule))
-            ));
+            props.push(format!("title={}", escape_property(&title)));
             writeln!(
                 out,
                 "::error {}::{}",
                 props.join(","),
-                escape_data(&annotation_message(r))
+                escape_data(&message)
             )?;
         }
         if failed.len() > MAX_ANNOTATIONS {
@@ -115,10 +136,13 @@ impl CheckFormat for GithubSummary {
                 Status::Fail => "❌ **fail**",
                 Status::Skip => "⏭️ skip",
             };
-            let site = r
-                .site
-                .as_ref()
-                .map_or_else(String::new, |s| format!("`{}:{}`", cell(&s.file), s.line));
+            let site = r.site.as_ref().map_or_else(String::new, |s| {
+                if r.line_unknown {
+                    format!("`{}` in `{}`", cell(&s.file), cell(&s.function))
+                } else {
+                    format!("`{}:{}`", cell(&s.file), s.line)
+                }
+            });
             let mut details = r.message.clone();
             if r.status == Status::Fail {
                 for e in &r.evidence {
@@ -136,14 +160,16 @@ impl CheckFormat for GithubSummary {
                 cell(&details)
             )?;
         }
-        if !report.ranks.is_empty() {
+        for g in &report.groups {
+            writeln!(out)?;
+            writeln!(out, "{}:", cell(&g.label()))?;
             writeln!(out)?;
             writeln!(
                 out,
                 "| rank | file | peak allocated | peak reserved | OOMs | result |"
             )?;
             writeln!(out, "|---|---|---|---|---|---|")?;
-            for r in &report.ranks {
+            for r in &g.ranks {
                 writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} |",
@@ -155,10 +181,12 @@ impl CheckFormat for GithubSummary {
                     if r.passed { "pass" } else { "**fail**" }
                 )?;
             }
-            if let Some(im) = &report.imbalance {
-                writeln!(out)?;
-                writeln!(out, "Imbalance between ranks: {:.1}%.", im.fraction * 100.0)?;
-            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Imbalance between ranks: {:.1}%.",
+                g.imbalance.fraction * 100.0
+            )?;
         }
         Ok(())
     }

@@ -30,7 +30,16 @@ fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()>
     )?;
     if r.status == Status::Fail {
         if let Some(s) = &r.site {
-            writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+            if r.line_unknown {
+                let at = format!("{} in {}", s.file, s.function);
+                writeln!(
+                    out,
+                    "       at {} (a trace does not record the line)",
+                    st.cyan(&at)
+                )?;
+            } else {
+                writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+            }
         }
         for e in &r.evidence {
             writeln!(out, "       - {e}")?;
@@ -68,9 +77,9 @@ impl CheckFormat for CheckText {
                 write_rule(out, &st, r)?;
             }
         }
-        if !report.ranks.is_empty() {
+        for g in &report.groups {
             writeln!(out)?;
-            writeln!(out, "{}", st.bold("RANKS"))?;
+            writeln!(out, "{}", st.bold(&g.label().to_uppercase()))?;
             writeln!(
                 out,
                 "  {}",
@@ -79,7 +88,7 @@ impl CheckFormat for CheckText {
                     "rank", "peak alloc", "peak reserved", "live at end", "OOMs", "leaks", "result"
                 ))
             )?;
-            for r in &report.ranks {
+            for r in &g.ranks {
                 writeln!(
                     out,
                     "  {:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  {}",
@@ -93,17 +102,26 @@ impl CheckFormat for CheckText {
                     r.path
                 )?;
             }
-            if let Some(im) = &report.imbalance {
+            if g.ranks.iter().all(|r| r.source.is_none()) {
                 writeln!(
                     out,
-                    "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
-                    im.fraction * 100.0,
-                    im.max_rank,
-                    bytes(im.max_bytes),
-                    im.min_rank,
-                    bytes(im.min_bytes)
+                    "  {}",
+                    st.dim("(ranks in the order given: nothing in the files numbers them)")
                 )?;
             }
+            let im = &g.imbalance;
+            writeln!(
+                out,
+                "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
+                im.fraction * 100.0,
+                im.max_rank,
+                bytes(im.max_bytes),
+                im.min_rank,
+                bytes(im.min_bytes)
+            )?;
+        }
+        if !report.ranks_rules.is_empty() {
+            writeln!(out)?;
             for r in &report.ranks_rules {
                 write_rule(out, &st, r)?;
             }
@@ -179,16 +197,51 @@ impl DiffFormat for DiffText {
             }
             writeln!(out)?;
             writeln!(out, "{}", st.bold(title))?;
-            for n in v.iter().take(SHOWN) {
-                let b = |x: Option<u64>| x.map_or_else(|| "absent".into(), bytes);
-                writeln!(
-                    out,
-                    "  {:>12}  {:<20} ({} -> {})",
-                    crate::units::signed_bytes(n.delta),
-                    n.name,
-                    b(n.before),
-                    b(n.after)
-                )?;
+            let (both, one): (Vec<_>, Vec<_>) = v
+                .iter()
+                .partition(|n| n.before.is_some() && n.after.is_some());
+            for side in ["before", "after"] {
+                let only: Vec<&str> = one
+                    .iter()
+                    .filter(|n| n.before.is_some() == (side == "before"))
+                    .map(|n| n.name.as_str())
+                    .collect();
+                if let (Some(first), Some(last)) = (only.first(), only.last()) {
+                    let range = if only.len() == 1 {
+                        (*first).to_owned()
+                    } else {
+                        format!("{first} .. {last}")
+                    };
+                    writeln!(
+                        out,
+                        "  {} only {side}: {range}",
+                        if only.len() == 1 {
+                            "1 entry".to_owned()
+                        } else {
+                            format!("{} entries", only.len())
+                        }
+                    )?;
+                }
+            }
+            for n in both.iter().take(SHOWN) {
+                match (n.before, n.after) {
+                    (Some(b), Some(a)) => writeln!(
+                        out,
+                        "  {:>12}  {:<20} ({} -> {})",
+                        crate::units::signed_bytes(n.delta),
+                        n.name,
+                        bytes(b),
+                        bytes(a)
+                    )?,
+                    (b, a) => writeln!(
+                        out,
+                        "  {:>12}  {:<20} (only {}: {})",
+                        "",
+                        n.name,
+                        if b.is_some() { "before" } else { "after" },
+                        bytes(b.or(a).unwrap_or(0))
+                    )?,
+                }
             }
             Ok(())
         };

@@ -1,0 +1,270 @@
+//! Which inputs are ranks of one run, so that imbalance compares like with like.
+//!
+//! Several files given to `check` are not always ranks: a snapshot and a trace of one run are
+//! two views of the same rank, checked side by side. Inputs are grouped by kind and run;
+//! only inputs of one group are ranks, and imbalance is computed within a group. A rank
+//! number comes from, strongest first: `--rank N=FILE`, the trace's `distributedInfo.rank`,
+//! the file name (`rank3`, `rank-3`, `rank_3`, `…_3.pt.trace.json`), the one CUDA device a
+//! snapshot's memory lives on. Where a group's numbers are missing or repeat, its members are
+//! ranks in the order given (and the table says so).
+
+use serde::Serialize;
+
+use super::summary::{InputSummary, RankInfo, RankSource};
+
+/// A rank number read from a file name, and the name up to the number followed by `*` (the
+/// run's name pattern: what follows the number often holds a time or a host, which differ
+/// between the ranks of one run).
+pub fn from_file_name(path: &str) -> Option<(u32, String)> {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let lower = name.to_ascii_lowercase();
+    let digits_at = |i: usize| -> Option<(usize, usize)> {
+        let end = i + name[i..].bytes().take_while(u8::is_ascii_digit).count();
+        (end > i && end - i <= 6).then_some((i, end))
+    };
+    let mut found = None;
+    let mut from = 0;
+    while let Some(p) = lower[from..].find("rank") {
+        let mut i = from + p + 4;
+        if matches!(lower.as_bytes().get(i), Some(b'-' | b'_' | b'.')) {
+            i += 1;
+        }
+        if let Some(d) = digits_at(i) {
+            found = Some(d);
+            break;
+        }
+        from += p + 4;
+    }
+    if found.is_none() {
+        // `name_3.pt.trace.json`: torch.profiler's tensorboard handler names files
+        // `<worker>.<time>.pt.trace.json`; launchers often put the rank before the suffix.
+        if let Some(p) = lower.find(".pt.trace") {
+            let head = &name[..p];
+            let start = head.len() - head.bytes().rev().take_while(u8::is_ascii_digit).count();
+            if start < head.len() && start > 0 && matches!(head.as_bytes()[start - 1], b'_' | b'-')
+            {
+                found = digits_at(start);
+            }
+        }
+    }
+    let (a, b) = found?;
+    let rank = name[a..b].parse().ok()?;
+    Some((rank, format!("{}*", &name[..a])))
+}
+
+/// One rank of a group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankRow {
+    /// Index of the input (into the report's `files`).
+    pub input: usize,
+    pub rank: u32,
+    /// Where the number came from (`None`: the order given).
+    pub source: Option<RankSource>,
+    pub path: String,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub end_allocated_bytes: u64,
+    pub ooms: usize,
+    /// `None`: leaks not analysed, or the capture could not support a judgement.
+    pub leaks: Option<usize>,
+    /// Whether the capture recorded device memory (else its peaks are no measurement).
+    pub has_memory: bool,
+    pub passed: bool,
+}
+
+/// How far apart the ranks' peaks are.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Imbalance {
+    /// `(max - min) / max` of the ranks' peak allocated bytes.
+    pub fraction: f64,
+    pub max_rank: u32,
+    pub max_bytes: u64,
+    pub min_rank: u32,
+    pub min_bytes: u64,
+}
+
+/// Ranks of one run and kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankGroup {
+    /// `snapshot` or `trace`.
+    pub kind: String,
+    /// What ties the group together: `world size 128`, a file-name pattern, or `""`.
+    pub run: String,
+    pub ranks: Vec<RankRow>,
+    pub imbalance: Imbalance,
+}
+
+impl RankGroup {
+    /// `trace ranks (world size 128)`, for messages.
+    pub fn label(&self) -> String {
+        if self.run.is_empty() {
+            format!("{} ranks", self.kind)
+        } else {
+            format!("{} ranks ({})", self.kind, self.run)
+        }
+    }
+}
+
+/// The strongest rank hint of an input, and its run key.
+fn hint(s: &InputSummary, explicit: Option<u32>) -> (Option<RankInfo>, String) {
+    if let Some(rank) = explicit {
+        let info = RankInfo {
+            rank,
+            world_size: None,
+            source: RankSource::Explicit,
+        };
+        return (Some(info), String::new());
+    }
+    if let Some(r) = s
+        .rank
+        .as_ref()
+        .filter(|r| r.source <= RankSource::DistributedInfo)
+    {
+        let run = r
+            .world_size
+            .map_or_else(String::new, |w| format!("world size {w}"));
+        return (Some(r.clone()), run);
+    }
+    if let Some((rank, pattern)) = from_file_name(&s.path) {
+        let info = RankInfo {
+            rank,
+            world_size: None,
+            source: RankSource::FileName,
+        };
+        return (Some(info), pattern);
+    }
+    (s.rank.clone(), String::new())
+}
+
+fn peak(s: &InputSummary) -> u64 {
+    s.devices
+        .iter()
+        .map(|d| d.peak_allocated_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Groups `inputs` into runs of ranks; `explicit[i]` is input `i`'s `--rank`, `passed[i]`
+/// its result. Only groups of two ranks or more are returned.
+pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool]) -> Vec<RankGroup> {
+    // (kind, run) -> (input index, rank hint), in the order given.
+    type Members = Vec<(usize, Option<RankInfo>)>;
+    let mut keyed: Vec<((String, String), Members)> = Vec::new();
+    for (i, s) in inputs.iter().enumerate() {
+        let (info, run) = hint(s, explicit.get(i).copied().flatten());
+        let key = (s.kind.clone(), run);
+        match keyed.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push((i, info)),
+            None => keyed.push((key, vec![(i, info)])),
+        }
+    }
+    let mut out = Vec::new();
+    for ((kind, run), members) in keyed {
+        if members.len() < 2 {
+            continue;
+        }
+        let mut numbers: Vec<u32> = members
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().map(|r| r.rank))
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let numbered = numbers.len() == members.len();
+        let mut ranks: Vec<RankRow> = members
+            .iter()
+            .enumerate()
+            .map(|(n, (i, info))| {
+                let s = &inputs[*i];
+                let (rank, source) = match info {
+                    Some(r) if numbered => (r.rank, Some(r.source)),
+                    _ => (n as u32, None),
+                };
+                RankRow {
+                    input: *i,
+                    rank,
+                    source,
+                    path: s.path.clone(),
+                    peak_allocated_bytes: peak(s),
+                    peak_reserved_bytes: s
+                        .devices
+                        .iter()
+                        .map(|d| d.peak_reserved_bytes)
+                        .max()
+                        .unwrap_or(0),
+                    end_allocated_bytes: s
+                        .devices
+                        .iter()
+                        .map(|d| d.end_allocated_bytes)
+                        .max()
+                        .unwrap_or(0),
+                    ooms: s.ooms.len(),
+                    leaks: s
+                        .leaks
+                        .as_ref()
+                        .filter(|l| {
+                            !l.is_empty() || s.leak_judgement.as_ref().is_none_or(|j| j.judged)
+                        })
+                        .map(Vec::len),
+                    has_memory: !s.devices.is_empty(),
+                    passed: passed.get(*i).copied().unwrap_or(true),
+                }
+            })
+            .collect();
+        ranks.sort_by_key(|r| r.rank);
+        let max = ranks
+            .iter()
+            .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
+            .expect("two ranks or more");
+        let min = ranks
+            .iter()
+            .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
+            .expect("two ranks or more");
+        let fraction = if max.peak_allocated_bytes == 0 {
+            0.0
+        } else {
+            (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
+                / max.peak_allocated_bytes as f64
+        };
+        let imbalance = Imbalance {
+            fraction,
+            max_rank: max.rank,
+            max_bytes: max.peak_allocated_bytes,
+            min_rank: min.rank,
+            min_bytes: min.peak_allocated_bytes,
+        };
+        out.push(RankGroup {
+            kind,
+            run,
+            ranks,
+            imbalance,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_file_name;
+
+    #[test]
+    fn rank_from_file_names() {
+        let r = |p: &str| from_file_name(p);
+        assert_eq!(r("out/rank3.pickle"), Some((3, "rank*".into())));
+        assert_eq!(
+            r("sampled_rank-1.json.gz"),
+            Some((1, "sampled_rank-*".into()))
+        );
+        assert_eq!(
+            r("rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
+            Some((0, "rank-*".into()))
+        );
+        assert_eq!(
+            r("job/worker_12.pt.trace.json"),
+            Some((12, "worker_*".into()))
+        );
+        assert_eq!(r("RANK_7_mem.pickle"), Some((7, "RANK_*".into())));
+        assert_eq!(r("rank_unavailable/rank_not_found.json.gz"), None);
+        assert_eq!(r("clean_training.pickle"), None);
+        assert_eq!(r("trace.json"), None);
+    }
+}

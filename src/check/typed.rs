@@ -1,0 +1,228 @@
+//! Builds an [`InputSummary`] from an [`Analysis`] by its Rust fields.
+//!
+//! This is the one place the gate reads the analysis. It reads typed fields and maps enums
+//! by exhaustive `match`, so renaming a field or adding a variant upstream breaks the build
+//! here instead of turning a rule into a silent PASS (the old summary re-read the report's
+//! JSON with `unwrap_or(0)`).
+
+use std::collections::BTreeMap;
+
+use super::summary::{
+    DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
+    RankSource, SiteBytes, StepSummary,
+};
+use crate::analysis::oom::Cause;
+use crate::analysis::sites::SiteTotal;
+use crate::analysis::trace_report::GraphSection;
+use crate::analysis::{Analysis, LeakJudgement, NotJudged};
+
+fn cause_id(c: Cause) -> &'static str {
+    match c {
+        Cause::Fragmentation => "fragmentation",
+        Cause::Capacity => "capacity",
+        Cause::Leak => "leak",
+        Cause::Unknown => "unknown",
+    }
+}
+
+fn not_judged_id(r: NotJudged) -> &'static str {
+    match r {
+        NotJudged::NoHistory => "no_history",
+        NotJudged::SinglePass => "single_pass",
+        NotJudged::TooFewSteps => "too_few_steps",
+        NotJudged::NoMemoryEvents => "no_memory_events",
+        NotJudged::CpuOnly => "cpu_only",
+    }
+}
+
+/// The summary form of a [`LeakJudgement`].
+pub fn judgement(j: &LeakJudgement) -> Judgement {
+    Judgement {
+        judged: j.judged,
+        steps: j.steps,
+        min_steps: j.min_steps,
+        reason: j.reason.map(|r| not_judged_id(r).to_owned()),
+    }
+}
+
+fn sites(v: &[SiteTotal]) -> Vec<SiteBytes> {
+    v.iter()
+        .map(|s| SiteBytes {
+            site: s.site.clone(),
+            bytes: s.bytes,
+            blocks: s.blocks,
+            chain: chain(s),
+        })
+        .collect()
+}
+
+/// The functions of a site's stack from the innermost frame up to the site's own frame: what
+/// the site's line does (`forward`, `mse_loss`, ...), not who called it, so that one line
+/// reached from two callers is still one site.
+fn chain(s: &SiteTotal) -> Vec<String> {
+    let own = s.site.as_ref().map(|x| format!("{}:{} ", x.file, x.line));
+    let mut out = Vec::new();
+    for f in &s.stack {
+        out.push(function_of(f).to_owned());
+        if own.as_deref().is_some_and(|o| f.starts_with(o)) {
+            break;
+        }
+    }
+    out
+}
+
+/// The function of a `file:line function` stack label.
+fn function_of(label: &str) -> &str {
+    let after_line = label.rfind(':').map_or(0, |i| i + 1);
+    label[after_line..]
+        .split_once(' ')
+        .map_or(label, |(_, f)| f)
+}
+
+fn label(device: u32) -> String {
+    format!("cuda:{device}")
+}
+
+/// Profiled steps graph growth needs (`analysis::graph` says so in a note below it).
+const GRAPH_MIN_STEPS: usize = 3;
+
+/// Why a graph section cannot support a judgement on growth, as `analysis::graph` decides.
+fn graph_not_judged(g: &GraphSection) -> Option<String> {
+    if !g.growth.is_empty() {
+        return None;
+    }
+    if g.forward_nodes == 0 {
+        return Some(
+            "no op carries an autograd sequence number: the graph cannot be followed".into(),
+        );
+    }
+    if g.backward_nodes == 0 {
+        return Some(format!(
+            "{} forward ops ran with grad mode on but the trace holds no backward pass",
+            g.forward_nodes
+        ));
+    }
+    (g.steps < GRAPH_MIN_STEPS).then(|| {
+        format!(
+            "{} profiled step{}: graph growth across steps needs at least {GRAPH_MIN_STEPS}",
+            g.steps,
+            if g.steps == 1 { "" } else { "s" }
+        )
+    })
+}
+
+/// Summarizes an analysis.
+pub fn summarize(a: &Analysis) -> InputSummary {
+    let mut devices = Vec::new();
+    let mut ooms = Vec::new();
+    for d in &a.devices {
+        let end_alloc = d.allocated_bytes;
+        let end_res = d.reserved_bytes;
+        let peak_alloc = d
+            .peak_allocated_bytes
+            .unwrap_or(d.observed_peak_allocated_bytes)
+            .max(end_alloc);
+        let peak_res = d
+            .peak_reserved_bytes
+            .unwrap_or(d.observed_peak_reserved_bytes)
+            .max(end_res);
+        let at_end = sites(&d.top_sites);
+        let at_peak = if d.top_sites_at_peak.is_empty() {
+            at_end.clone()
+        } else {
+            sites(&d.top_sites_at_peak)
+        };
+        devices.push(DeviceSummary {
+            device: label(d.device),
+            peak_allocated_bytes: peak_alloc,
+            peak_reserved_bytes: peak_res,
+            peak_exact: d.peak_exact,
+            end_allocated_bytes: end_alloc,
+            end_reserved_bytes: end_res,
+            sites_at_peak: at_peak,
+            sites_at_end: at_end,
+        });
+        for o in &d.ooms {
+            ooms.push(OomSummary {
+                device: label(d.device),
+                cause: cause_id(o.cause).to_owned(),
+                requested_bytes: o.rounded_bytes.max(o.requested_bytes),
+                site: o.site.clone(),
+                summary: o.summary.clone(),
+            });
+        }
+    }
+    let leaks = a
+        .leaks
+        .iter()
+        .map(|l| LeakSummary {
+            kind: l.leak.kind.id().to_owned(),
+            site: l.leak.site.clone(),
+            cause_site: l.leak.cause_site.clone(),
+            growth_bytes_per_step: l.leak.growth_bytes_per_step,
+            steps: l.leak.steps as u64,
+            live_bytes: l.leak.live_bytes,
+            explanation: l.leak.explanation.clone(),
+            fix: l.leak.fix.clone(),
+        })
+        .collect();
+    let graph_growth = a.graph.as_ref().map(|g| {
+        g.growth
+            .iter()
+            .map(|e| GraphGrowthSummary {
+                op: e.op.clone(),
+                site: e.site.clone(),
+                nodes_per_step: e.nodes_per_step,
+                steps: e.steps as u64,
+            })
+            .collect()
+    });
+    let steps = a
+        .steps
+        .iter()
+        .map(|s| StepSummary {
+            name: s.name.clone(),
+            peak_allocated_bytes: s.peak_allocated_bytes,
+            end_allocated_bytes: s.end_allocated_bytes,
+        })
+        .collect();
+    let categories = a.categories.as_ref().map(|c| {
+        let k = &c.categories;
+        BTreeMap::from([
+            ("activation".to_owned(), k.activation),
+            ("before_recording".to_owned(), k.before_recording),
+            ("gradient".to_owned(), k.gradient),
+            ("optimizer_state".to_owned(), k.optimizer_state),
+            ("other".to_owned(), k.other),
+            ("parameter".to_owned(), k.parameter),
+            ("temporary".to_owned(), k.temporary),
+        ])
+    });
+    // A snapshot whose memory lives on one CUDA device: that device is the rank's, where each
+    // rank uses `cuda:<local rank>` (a weak hint: the file name or `--rank` overrides it).
+    let used: Vec<u32> = a
+        .devices
+        .iter()
+        .filter(|d| d.reserved_bytes > 0 || d.has_history)
+        .map(|d| d.device)
+        .collect();
+    let rank = (a.input.kind == "snapshot" && used.len() == 1).then(|| RankInfo {
+        rank: used[0],
+        world_size: None,
+        source: RankSource::Device,
+    });
+    InputSummary {
+        path: a.input.path.clone(),
+        kind: a.input.kind.to_owned(),
+        verdict: a.verdict.kind.id().to_owned(),
+        devices,
+        ooms,
+        leaks: Some(leaks),
+        graph_growth,
+        steps: Some(steps),
+        categories,
+        leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
+        graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
+        rank,
+    }
+}
