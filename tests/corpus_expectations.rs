@@ -258,7 +258,6 @@ fn captures_load_as_what_they_are() {
 
 /// A log records allocations or it does not; a lone free is not a history.
 #[test]
-#[ignore = "fails until issue 14/15 lands: a log of one free_completed counts as history (sketchkv2); torch 1.9 Bytes-only [memory] events are not read"]
 fn history_is_read_as_recorded() {
     let mut f = Failures::new();
     for (c, a, _) in snapshots() {
@@ -302,7 +301,6 @@ fn snapshot_steps_are_real_iterations() {
 
 /// A trace's steps are its `ProfilerStep#N` spans, whatever their `cat`.
 #[test]
-#[ignore = "fails until issue 15 lands: ProfilerStep spans with cat Operator (torch 1.9) are not read"]
 fn trace_steps_are_the_profiler_steps() {
     let mut f = Failures::new();
     for (c, a) in traces() {
@@ -464,7 +462,6 @@ fn no_backward_nodes_in_traces_where_no_backward_ran() {
 /// A backward the file shows must be seen, including torch 1.9's unwrapped `*Backward` ops and
 /// cut-down traces without the engine's wrapper.
 #[test]
-#[ignore = "fails until issue 15 lands: a backward of AccumulateGrad evaluations only (rank_non_gpu and its 3 copies) is not counted"]
 fn backward_nodes_in_traces_where_backward_ran() {
     let mut f = Failures::new();
     for (c, a) in traces() {
@@ -602,7 +599,6 @@ fn peaks_match_the_independent_reading() {
 /// torch 1.9: `[memory]` events with only `Bytes` and `ProfilerStep#N` spans with
 /// `cat: "Operator"` still give six steps and the 2.6 GiB the steps reach above the start.
 #[test]
-#[ignore = "fails until issue 15 lands: torch 1.9 [memory] events (Bytes only) and Operator steps"]
 fn torch19_trace_gives_steps_and_memory() {
     let rel = "traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz";
     let Some((c, a)) = traces().find(|(c, _)| c.rel == rel) else {

@@ -156,3 +156,33 @@ fn capture_context_manager_oom() {
     assert_eq!(u(&o["largest_free_block_bytes"]), 4 * MIB);
     assert_eq!(u(&o["free_reserved_bytes"]), 100 * MIB);
 }
+
+/// `--profile-steps A:B` after the recorder gave the profiler a schedule (a second GPU run of
+/// `clean_steps.py` with a binary of merge commit 70a6bc7's tree, `fixtures/run/logs/profile*.log`):
+/// the trace marks exactly the steps asked for, so `3:4` gives `ProfilerStep#3` and `#4` (too few
+/// to judge leaks), and `2:8` gives seven steps of a loop that keeps nothing: no leak.
+#[test]
+fn profile_steps_mark_the_steps_asked_for() {
+    let v = analyze("profile/steps3_4.trace.json.gz");
+    let names: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ProfilerStep#3", "ProfilerStep#4"]);
+    assert_eq!(v["verdict"]["kind"], "unjudged");
+    assert_eq!(v["verdict"]["leak_judgement"]["reason"], "too_few_steps");
+
+    let v = analyze("profile/steps2_8.trace.json.gz");
+    let names: Vec<String> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    let want: Vec<String> = (2..=8).map(|n| format!("ProfilerStep#{n}")).collect();
+    assert_eq!(names, want);
+    assert_eq!(v["verdict"]["kind"], "ok");
+    assert!(v["leaks"].as_array().unwrap().is_empty());
+}

@@ -68,7 +68,7 @@ fn every_generation_gives_its_steps_and_memory() {
             assert!(a.verdict.summary.contains("allocated peak"), "{rel}");
         } else {
             assert!(
-                a.verdict.summary.contains("no memory recorded")
+                a.verdict.summary.contains("no memory recorded"),
                 "{rel}: {}",
                 a.verdict.summary
             );

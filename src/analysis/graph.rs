@@ -162,10 +162,17 @@ pub fn build(t: &Trace) -> AutogradGraph {
     let mut op_node: HashMap<OpIdx, NodeIndex> = HashMap::default();
     let mut backward: HashMap<(Option<i64>, i64), NodeIndex> = HashMap::default();
     for (i, o) in t.ops.iter().enumerate() {
+        let op = OpIdx(i as u32);
         let Some(seq) = o.seq.filter(|&s| s >= 0) else {
+            // The engine's evaluation of a node without a sequence number (AccumulateGrad,
+            // which writes a leaf's .grad) is backward work too, linked to no forward op.
+            let name = t.stacks.str(o.name);
+            if name.starts_with("autograd::engine::evaluate_function") {
+                let n = graph.add_node(Node::Backward { op });
+                op_node.insert(op, n);
+            }
             continue;
         };
-        let op = OpIdx(i as u32);
         if is_backward_name(t.stacks.str(o.name)) {
             let n = *backward
                 .entry((o.fwd_tid, seq))

@@ -397,10 +397,16 @@ fn device_report(
             largest_free = largest_free.max(s.total_size);
         }
     }
+    // An allocation history shows memory being taken: an alloc, a new segment or mapping, or
+    // an OOM. A log of a few frees (the tail of an overflowed ring, a dump taken while a free
+    // completed) is not one.
     let has_history = dev.events.iter().any(|e| {
-        !matches!(
+        matches!(
             e.action,
-            crate::model::Action::Snapshot | crate::model::Action::Other
+            crate::model::Action::Alloc
+                | crate::model::Action::SegmentAlloc
+                | crate::model::Action::SegmentMap
+                | crate::model::Action::Oom
         )
     });
     let exact = !tl.starts_mid_run && has_history;
