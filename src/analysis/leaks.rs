@@ -1016,19 +1016,30 @@ fn second_pass(
         at.entry(bounds[c.window.end].0).or_default().push(ci);
     }
     let mut out = vec![Details::default(); cands.len()];
+    // Site -> candidates, to count each candidate's allocations inside its window in this pass.
+    let mut by_site: HashMap<SiteId, Vec<usize>> = HashMap::default();
+    for (ci, c) in cands.iter().enumerate() {
+        by_site.entry(c.site).or_default().push(ci);
+    }
     let mut live: HashMap<u64, Rec> = HashMap::default();
     let last = at.keys().next_back().copied().unwrap_or(0);
     for i in 0..=last.min(dev.events.len().saturating_sub(1)) {
         apply(dev, snap, sites, &mut live, i);
+        if dev.events[i].action == Action::Alloc {
+            if let Some(cs) = by_site.get(&sites.of(dev.events[i].stack)) {
+                for &ci in cs {
+                    let w = cands[ci].window;
+                    if i > bounds[w.start].0 && i <= bounds[w.end].0 {
+                        out[ci].allocations += 1;
+                    }
+                }
+            }
+        }
         let Some(cs) = at.get(&i) else { continue };
         for &ci in cs {
             let c = &cands[ci];
             let from = bounds[c.window.start].0 as u32;
             let d = &mut out[ci];
-            d.allocations = dev.events[from as usize + 1..=i]
-                .iter()
-                .filter(|e| e.action == Action::Alloc && sites.of(e.stack) == c.site)
-                .count();
             for (&addr, r) in &live {
                 if r.site == c.site && r.alloc > from {
                     d.survivors.push((addr, *r));
