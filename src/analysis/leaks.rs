@@ -222,6 +222,10 @@ pub struct Leak {
     /// What `site` is: the loop line, the graph's root, the retaining backward, or the
     /// allocating line.
     pub blame: Blame,
+    /// Whether the sites' lines are the lines of the statements. A profiler trace records a
+    /// frame's line as of when the frame was entered (or when profiling began), so for traces
+    /// this is `false` and only the files and functions are reliable.
+    pub line_known: bool,
     /// The innermost user frame that allocated the memory (the evidence behind `site`).
     pub allocation_site: Option<Site>,
     /// What keeps it alive, where that is a different line and the log shows it.
@@ -1434,6 +1438,7 @@ fn group(
             kind: mat.kind,
             site: main_loop.clone().or_else(|| ev.site.clone()),
             blame,
+            line_known: true,
             allocation_site: ev.site.clone(),
             cause_site,
             confidence,

@@ -50,7 +50,7 @@ pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
 /// Where a loop goes back to: the depth of its frame, the calling context above it (the
 /// lines of the outer frames), the function and the target line.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct LoopKey {
+pub(crate) struct LoopKey {
     depth: usize,
     context: Vec<Link>,
     file: Sym,
@@ -84,6 +84,47 @@ pub struct Level {
     pub starts: Vec<usize>,
     /// The loops of this level, outermost first.
     pub loops: Vec<LoopSite>,
+    /// The iteration that begins at the last start: where it ends (exclusive) and whether it ran
+    /// to its end. Nothing follows it to mark its end, so it ends before the first allocation
+    /// outside its loop (the program's epilogue, or the end of the log); it is complete when it
+    /// reached the line the iteration before it reached and no OOM cut it short.
+    pub last: LastIteration,
+    /// Where this level's loops go back to (same order as `loops`).
+    pub(crate) keys: Vec<LoopKey>,
+}
+
+impl Level {
+    /// In how many of `ranges` this level's loop bodies run: an allocation inside one of its
+    /// loops (see [`inside`]) falls in the range.
+    pub(crate) fn runs_in(
+        &self,
+        snap: &Snapshot,
+        dev: &Device,
+        ranges: &[std::ops::Range<usize>],
+    ) -> usize {
+        let mut chains = Chains::new(&snap.stacks);
+        ranges
+            .iter()
+            .filter(|r| {
+                dev.events[r.start.min(dev.events.len())..r.end.min(dev.events.len())]
+                    .iter()
+                    .any(|e| {
+                        e.action == Action::Alloc && {
+                            let c = chains.of(e.stack);
+                            let ch = &chains.chains[c as usize];
+                            self.keys.iter().any(|k| inside(ch, k))
+                        }
+                    })
+            })
+            .count()
+    }
+}
+
+/// The extent of a loop level's final iteration (see [`Level::last`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastIteration {
+    pub end: usize,
+    pub complete: bool,
 }
 
 impl Level {
@@ -208,6 +249,7 @@ pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
     for l in 0..=max_level {
         let mut starts: Vec<usize> = Vec::new();
         let mut sites = Vec::new();
+        let mut keys = Vec::new();
         for (g, lp) in loops.iter().enumerate() {
             if level[g] > l {
                 continue;
@@ -218,6 +260,7 @@ pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
             }
             starts.extend(&lp.jumps);
             if level[g] == l {
+                keys.push(lp.key.clone());
                 sites.push(LoopSite {
                     file: snap.stacks.str(lp.key.file).to_owned(),
                     function: snap.stacks.str(lp.key.function).to_owned(),
@@ -229,9 +272,25 @@ pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
         starts.sort_unstable();
         starts.dedup();
         if !sites.is_empty() {
+            // The loop whose iteration starts last owns the final iteration.
+            let owner = loops
+                .iter()
+                .enumerate()
+                .filter(|&(g, _)| level[g] <= l)
+                .max_by_key(|(_, lp)| *lp.jumps.last().unwrap_or(&lp.start))
+                .map(|(_, lp)| lp);
+            let last = match owner {
+                Some(lp) => last_iteration(dev, &chains, &seq, lp, range.end),
+                None => LastIteration {
+                    end: range.end,
+                    complete: false,
+                },
+            };
             levels.push(Level {
                 starts,
                 loops: sites,
+                last,
+                keys,
             });
         }
     }
@@ -251,18 +310,77 @@ fn first_iteration(
     let pos = seq.partition_point(|&(i, _)| i < first_jump);
     let mut start = first_jump;
     for &(i, c) in seq[..pos].iter().rev() {
-        let ch = &chains.chains[c as usize];
-        let inside = ch.len() > key.depth
-            && ch[..key.depth] == key.context[..]
-            && ch[key.depth].0 == key.file
-            && ch[key.depth].1 == key.function
-            && ch[key.depth].2 >= key.target;
-        if !inside {
+        if !inside(&chains.chains[c as usize], key) {
             break;
         }
         start = i;
     }
     start.max(floor)
+}
+
+/// Whether a user chain runs inside the loop `key`: the same calling context and function at
+/// its depth, at or after the loop's first line (or deeper in a call made from there).
+fn inside(ch: &[Link], key: &LoopKey) -> bool {
+    ch.len() > key.depth
+        && ch[..key.depth] == key.context[..]
+        && ch[key.depth].0 == key.file
+        && ch[key.depth].1 == key.function
+        && ch[key.depth].2 >= key.target
+}
+
+/// The extent of a loop's final iteration, which starts at its last back-jump: it runs until
+/// the first allocation outside the loop (another function, or a line of the loop's function
+/// past the last line its earlier iterations reached), or `end`; it is complete when it reached at least
+/// the line the previous iteration reached at the loop's depth and no OOM happened in it.
+fn last_iteration(
+    dev: &Device,
+    chains: &Chains,
+    seq: &[(usize, u32)],
+    lp: &LoopJumps,
+    end: usize,
+) -> LastIteration {
+    let from = *lp.jumps.last().unwrap_or(&lp.start);
+    let prev = if lp.jumps.len() >= 2 {
+        lp.jumps[lp.jumps.len() - 2]
+    } else {
+        lp.start
+    };
+    let line_at = |c: u32| chains.chains[c as usize][lp.key.depth].2;
+    let pos_prev = seq.partition_point(|&(i, _)| i < prev);
+    let pos_from = seq.partition_point(|&(i, _)| i < from);
+    let prev_reach = seq[pos_prev..pos_from]
+        .iter()
+        .filter(|&&(_, c)| inside(&chains.chains[c as usize], &lp.key))
+        .map(|&(_, c)| line_at(c))
+        .max();
+    // The loop body's last line, over all earlier iterations: a later line of the same
+    // function is the code after the loop.
+    let pos_start = seq.partition_point(|&(i, _)| i < lp.start);
+    let body_end = seq[pos_start..pos_from]
+        .iter()
+        .filter(|&&(_, c)| inside(&chains.chains[c as usize], &lp.key))
+        .map(|&(_, c)| line_at(c))
+        .max();
+    let mut stop = end;
+    let mut reach = None;
+    for &(i, c) in &seq[pos_from..] {
+        if i >= end {
+            break;
+        }
+        let ch = &chains.chains[c as usize];
+        if !inside(ch, &lp.key) || Some(line_at(c)) > body_end {
+            stop = i;
+            break;
+        }
+        reach = reach.max(Some(line_at(c)));
+    }
+    let oom = dev.events[from..stop.min(dev.events.len())]
+        .iter()
+        .any(|e| e.action == Action::Oom);
+    LastIteration {
+        end: stop,
+        complete: !oom && reach.is_some() && reach >= prev_reach,
+    }
 }
 
 /// Whether the iterations `starts` (event indices) are those of a working loop, not one that

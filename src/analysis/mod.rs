@@ -235,8 +235,11 @@ pub enum NotJudged {
     NoHistory,
     /// One pass through the program (a single forward, one benchmark call): not a loop.
     SinglePass,
-    /// Fewer complete steps than growth needs to be told from warm-up.
+    /// Fewer complete steps than any judgement needs.
     TooFewSteps,
+    /// Enough steps to judge, but memory rose at the end of every one of them, and too few of
+    /// them for a leak finding: growth seen that cannot be told from warm-up.
+    RisingTooFewSteps,
     /// The trace holds no `[memory]` events (recorded without `profile_memory=True`).
     NoMemoryEvents,
     /// The trace's memory events are all on the CPU.
@@ -296,7 +299,7 @@ pub fn judge_steps(step_ends: &[u64], single_pass: bool) -> LeakJudgement {
         .windows(2)
         .all(|w| w[1] > w[0].saturating_add(1 << 20));
     if n <= leaks::MIN_RISING_STEPS && rising {
-        return LeakJudgement::not(NotJudged::TooFewSteps, n);
+        return LeakJudgement::not(NotJudged::RisingTooFewSteps, n);
     }
     LeakJudgement::judged(n)
 }
@@ -702,7 +705,7 @@ pub fn not_judged_reason(j: &LeakJudgement) -> String {
         None => "judged".into(),
         Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen".into(),
         Some(NotJudged::SinglePass) => "the log is one pass through the program (its user frames never go back to an earlier line of a loop), so there are no steps to compare".into(),
-        Some(NotJudged::TooFewSteps) if j.steps >= j.min_steps => format!(
+        Some(NotJudged::RisingTooFewSteps) => format!(
             "memory rose at the end of every one of the {} steps recorded, too few to tell a leak from warm-up (a leak finding needs {} rising steps)",
             j.steps,
             leaks::MIN_RISING_STEPS

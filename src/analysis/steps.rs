@@ -176,13 +176,33 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                     .find(|(_, l)| l.iterations() >= JUDGE_ITERATIONS)
                     .or_else(|| working.iter().max_by_key(|(_, l)| l.iterations()))
                     .copied();
+                // After the annotated steps, a loop whose body ran in some of them but not all
+                // is a loop inside the annotated one (validation every few steps) finishing its
+                // last iteration, not steps of its own; one that ran in every annotated step is
+                // the annotated loop going on unannotated, and one that ran in none is a phase
+                // of its own (evaluation after training).
+                let annotated: Vec<Range<usize>> = out
+                    .iter()
+                    .filter(|x| x.source == StepSource::Annotation)
+                    .map(|x| x.range.clone())
+                    .collect();
+                let nested_in_annotated = |level: &loops::Level| {
+                    s.source == StepSource::Tail && !annotated.is_empty() && {
+                        let n = level.runs_in(snap, dev, &annotated);
+                        n > 0 && n < annotated.len()
+                    }
+                };
                 match pick {
+                    Some((_, level)) if nested_in_annotated(level) => {
+                        structure.nested_loops.extend(level.loops.iter().cloned());
+                        out.push(s);
+                    }
                     Some((k, level)) => {
                         structure.loops.extend(level.loops.iter().cloned());
                         for inner in &levels[k + 1..] {
                             structure.nested_loops.extend(inner.loops.iter().cloned());
                         }
-                        push_loop_segments(&mut out, s, &level.starts);
+                        push_loop_segments(&mut out, s, &level.starts, level.last);
                     }
                     None => {
                         passes += 1;
@@ -383,8 +403,8 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<(Vec<Seg>, &'sta
 
 /// Splits `s` at `anchors` (iteration starts, sorted, inside `s.range`) into: the stretch
 /// before the first (joined to the previous segment when there is one), one loop step per pair
-/// of starts, and a trailing partial iteration.
-fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
+/// of starts, the final iteration (complete or cut short, as `last` says), and what follows it.
+fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize], last: loops::LastIteration) {
     if anchors.len() < 2 {
         out.push(s);
         return;
@@ -409,9 +429,15 @@ fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize]) {
             complete: true,
         });
     }
-    let last = *anchors.last().unwrap_or(&s.range.end);
+    let from = *anchors.last().unwrap_or(&s.range.end);
+    let to = last.end.clamp(from, s.range.end);
     out.push(Seg {
-        range: last..s.range.end,
+        range: from..to,
+        source: StepSource::Loop,
+        complete: last.complete,
+    });
+    out.push(Seg {
+        range: to..s.range.end,
         source: StepSource::Tail,
         complete: false,
     });
@@ -528,12 +554,13 @@ mod tests {
             .iter()
             .filter(|s| s.source == StepSource::Loop)
             .collect();
-        // 10 anchors: 9 complete iterations and a trailing one.
-        assert_eq!(iters.len(), 9);
+        // 10 iterations: the last one reached the line the others reach (train.py:11) and
+        // nothing follows it, so it is complete too, and there is no tail.
+        assert_eq!(iters.len(), 10);
         assert!(iters
             .iter()
-            .all(|s| s.end_event.0 - s.start_event.0 + 1 == 12));
-        assert_eq!(steps.last().map(|s| s.source), Some(StepSource::Tail));
+            .all(|s| s.end_event.0 - s.start_event.0 + 1 == 12 && s.complete));
+        assert_eq!(steps.last().map(|s| s.source), Some(StepSource::Loop));
         // Every event is covered once, in order.
         let mut next = 0;
         for s in &steps {
@@ -541,6 +568,43 @@ mod tests {
             next = s.end_event.0 + 1;
         }
         assert_eq!(next as usize, dev.events.len());
+    }
+
+    #[test]
+    fn last_iteration_cut_by_an_oom_or_followed_by_an_epilogue() {
+        // The final iteration allocates its input and then OOMs: it began, it is a step, but
+        // it did not run to its end.
+        let (mut snap, mut dev) = loop_snapshot(6);
+        let s_in = dev.events[1].stack;
+        dev.events.push(ev(Action::Alloc, 9 << 20, 4096, s_in, 7));
+        let mut oom = ev(Action::Oom, 0, 1 << 30, s_in, 7);
+        oom.device_free = Some(0);
+        dev.events.push(oom);
+        let tl = crate::analysis::replay::replay(&dev, &snap.settings);
+        let steps = split(&snap, &dev, &tl);
+        let iters: Vec<_> = steps.iter().filter(|s| s.is_iteration()).collect();
+        assert_eq!(iters.len(), 7);
+        assert!(iters[..6].iter().all(|s| s.complete));
+        assert!(!iters[6].complete);
+
+        // After the loop, the program allocates in another function, or at a later line of the
+        // loop's own function: that is the tail, not part of the last iteration.
+        for (line, function) in [(30, "report"), (40, "main")] {
+            let (_, mut dev) = loop_snapshot(6);
+            let after = snap.stacks.intern_frame("train.py", line, function);
+            let s_after = snap.stacks.intern_stack(&[after]);
+            dev.events
+                .push(ev(Action::Alloc, 9 << 20, 4096, s_after, 7));
+            let n = dev.events.len();
+            let tl = crate::analysis::replay::replay(&dev, &snap.settings);
+            let steps = split(&snap, &dev, &tl);
+            let iters: Vec<_> = steps.iter().filter(|s| s.is_iteration()).collect();
+            assert_eq!(iters.len(), 6, "{function}:{line}");
+            assert!(iters.iter().all(|s| s.complete));
+            let tail = steps.last().expect("a tail");
+            assert_eq!(tail.source, StepSource::Tail);
+            assert_eq!(tail.start_event.0 as usize, n - 1);
+        }
     }
 
     #[test]

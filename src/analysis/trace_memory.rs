@@ -10,7 +10,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
-use crate::model::StackId;
+use crate::model::{FrameId, FrameKind, StackId};
 
 /// A point of the memory timeline (after the event at `ts`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -57,6 +57,13 @@ pub struct StepMemory {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LiveGrowth {
     pub site: Option<Site>,
+    /// The innermost user frame of their stacks that was already running when profiling began:
+    /// the function whose loop runs the profiled steps, and so keeps what survives them. Its
+    /// line is the one current when profiling began, not the line that keeps the memory.
+    pub keeper: Option<Site>,
+    /// Bytes of these survivors made by ops that recorded an autograd node (grad mode on) that
+    /// no backward in the trace consumed: survivors that hold a graph.
+    pub graph_bytes: u64,
     /// Innermost op of the allocations (the first one seen).
     pub op: Option<String>,
     /// Per profiled step: bytes allocated in that step at this site and alive at the end.
@@ -199,6 +206,24 @@ impl StackResolver {
         }
         StackId::EMPTY
     }
+}
+
+/// Whether an allocation was made under a forward op that recorded an autograd node (it has a
+/// sequence number: grad mode was on) which no backward op of the trace consumed.
+fn holds_graph(t: &Trace, m: &MemEvent, backward_seqs: &rustc_hash::FxHashSet<i64>) -> bool {
+    let mut cur = m.op;
+    for _ in 0..t.ops.len() {
+        let Some(o) = cur else { break };
+        let op = t.op(o);
+        if is_backward_name(t.stacks.str(op.name)) {
+            return false;
+        }
+        if let Some(seq) = op.seq {
+            return !backward_seqs.contains(&seq);
+        }
+        cur = op.parent;
+    }
+    false
 }
 
 /// Names of backward-pass ops: `autograd::engine::evaluate_function: XBackward0`, `XBackward0`.
@@ -376,9 +401,22 @@ fn device_memory(
     let mut frees = 0;
     let mut live_at_end_bytes = 0u64;
     let mut live_at_end_count = 0usize;
-    // (site, op name) -> per-step bytes and counts of allocations alive at the end.
-    type Key = (Option<Site>, Option<String>);
-    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>)> = HashMap::default();
+    // (site, op name, keeper) -> per-step bytes and counts of allocations alive at the end,
+    // and the bytes of those that hold an unconsumed autograd node.
+    type Key = (Option<Site>, Option<String>, Option<Site>);
+    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>, u64)> = HashMap::default();
+    let preexisting: rustc_hash::FxHashSet<FrameId> = t
+        .python
+        .iter()
+        .filter(|p| p.preexisting)
+        .map(|p| p.frame)
+        .collect();
+    let backward_seqs: rustc_hash::FxHashSet<i64> = t
+        .ops
+        .iter()
+        .filter(|o| is_backward_name(t.stacks.str(o.name)))
+        .filter_map(|o| o.seq)
+        .collect();
     for &i in &idx {
         let m = &t.memory[i];
         let step = t.step_at(m.ts).map(|s| s.0 as usize);
@@ -403,13 +441,26 @@ fn device_memory(
         };
         steps[s].live_at_end_bytes += m.bytes as u64;
         steps[s].live_at_end_count += 1;
-        let site = t.user_site(resolver.stack_of(t, m));
+        let stack = resolver.stack_of(t, m);
+        let site = t.user_site(stack);
+        let keeper = t
+            .stacks
+            .frames(stack)
+            .iter()
+            .copied()
+            .find(|&f| {
+                preexisting.contains(&f) && t.frame_kind(t.stacks.frame(f)) == FrameKind::User
+            })
+            .map(|f| t.site(t.stacks.frame(f)));
         let op = m.op.map(|o| t.op_name(o).to_owned());
         let g = groups
-            .entry((site, op))
-            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps]));
+            .entry((site, op, keeper))
+            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps], 0));
         g.0[s] += m.bytes as u64;
         g.1[s] += 1;
+        if holds_graph(t, m, &backward_seqs) {
+            g.2 += m.bytes as u64;
+        }
     }
     let frees_of_earlier_blocks = pairing
         .unmatched_frees
@@ -419,17 +470,17 @@ fn device_memory(
 
     let mut growth: Vec<LiveGrowth> = groups
         .into_iter()
-        .filter(|(_, (_, counts))| steady(counts))
-        .map(|((site, op), (per_step_bytes, per_step_count))| {
-            let total_bytes: u64 = per_step_bytes.iter().sum();
-            let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
-            let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
-            let place = match &site {
-                Some(s) => format!("in `{}` ({})", s.function, s.file),
-                None => "with no user frame recorded".to_owned(),
-            };
-            let explanation =
-                format!(
+        .filter(|(_, (_, counts, _))| steady(counts))
+        .map(
+            |((site, op, keeper), (per_step_bytes, per_step_count, graph_bytes))| {
+                let total_bytes: u64 = per_step_bytes.iter().sum();
+                let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
+                let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
+                let place = match &site {
+                    Some(s) => format!("in `{}` ({})", s.function, s.file),
+                    None => "with no user frame recorded".to_owned(),
+                };
+                let explanation = format!(
                 "allocations made {place}{} in {steps_with_live} of {n_steps} profiled steps are \
                  still alive when the trace ends, about {} per step ({} in all): memory kept \
                  across iterations grows with every step",
@@ -437,17 +488,20 @@ fn device_memory(
                 fmt_bytes(bytes_per_step as u64),
                 fmt_bytes(total_bytes),
             );
-            LiveGrowth {
-                site,
-                op,
-                per_step_bytes,
-                per_step_count,
-                steps_with_live,
-                bytes_per_step,
-                total_bytes,
-                explanation,
-            }
-        })
+                LiveGrowth {
+                    site,
+                    keeper,
+                    graph_bytes,
+                    op,
+                    per_step_bytes,
+                    per_step_count,
+                    steps_with_live,
+                    bytes_per_step,
+                    total_bytes,
+                    explanation,
+                }
+            },
+        )
         .collect();
     growth.sort_by(|a, b| {
         b.total_bytes

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::{Blame, Confidence, Leak, LeakKind};
+use super::leaks::{Blame, Confidence, Leak, LeakKind, RelatedSite};
 use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
@@ -42,66 +42,168 @@ fn cumulative_r2(per_step: &[u64]) -> f64 {
     super::leaks::r_squared(&ys)
 }
 
-/// One finding per user site: the trace groups survivors by (site, op), but a user fixes a line.
+/// One finding per thing the user fixes. Survivors kept across the steps by the same loop (the
+/// same `keeper`: the frame that was running when profiling began) are one finding, however
+/// many sites made them: one retained graph, or one list of kept tensors. Without a keeper (no
+/// Python stacks), one finding per allocating site. A finding whose survivors mostly hold
+/// autograd nodes that no backward consumed is a retained graph.
 fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
-    let mut by_site: Vec<(Option<crate::model::Site>, Vec<&LiveGrowth>)> = Vec::new();
+    type Key = (Option<(String, String)>, Option<crate::model::Site>);
+    let mut groups: Vec<(Key, Vec<&LiveGrowth>)> = Vec::new();
     for g in growth {
-        match by_site.iter_mut().find(|(s, _)| *s == g.site) {
+        let key: Key = match &g.keeper {
+            Some(k) => (Some((k.file.clone(), k.function.clone())), None),
+            None => (None, g.site.clone()),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(g),
-            None => by_site.push((g.site.clone(), vec![g])),
+            None => groups.push((key, vec![g])),
         }
     }
-    let mut out: Vec<Leak> = by_site
+    let n_steps = growth
+        .iter()
+        .map(|g| g.per_step_bytes.len())
+        .max()
+        .unwrap_or(0);
+    let n = n_steps.max(1) as f64;
+    let mut out: Vec<Leak> = groups
         .into_iter()
-        .map(|(site, gs)| {
-            let n_steps = gs.iter().map(|g| g.per_step_bytes.len()).max().unwrap_or(0);
+        .map(|(_, gs)| {
+            // The group's sites, largest first: (site, bytes, count, ops).
+            let mut sites: Vec<(Option<crate::model::Site>, u64, u64, Vec<String>)> = Vec::new();
             let mut per_step = vec![0u64; n_steps];
-            let mut count = 0u64;
-            let mut total = 0u64;
-            let mut with_live = 0usize;
+            let (mut total, mut count, mut graph_bytes, mut with_live) = (0u64, 0u64, 0u64, 0);
             for g in &gs {
                 for (i, b) in g.per_step_bytes.iter().enumerate() {
                     per_step[i] += b;
                 }
-                count += g.per_step_count.iter().map(|&c| c as u64).sum::<u64>();
+                let c: u64 = g.per_step_count.iter().map(|&c| c as u64).sum();
                 total += g.total_bytes;
+                count += c;
+                graph_bytes += g.graph_bytes;
                 with_live = with_live.max(g.steps_with_live);
+                let i = match sites.iter().position(|x| x.0 == g.site) {
+                    Some(i) => i,
+                    None => {
+                        sites.push((g.site.clone(), 0, 0, Vec::new()));
+                        sites.len() - 1
+                    }
+                };
+                sites[i].1 += g.total_bytes;
+                sites[i].2 += c;
+                sites[i].3.extend(g.op.clone());
             }
-            let ops: Vec<String> = gs.iter().filter_map(|g| g.op.clone()).collect();
-            let n = n_steps.max(1) as f64;
-            let place = site.as_ref().map(|s| format!("in `{}` ({})", s.function, s.file)).unwrap_or_else(|| "with no user frame recorded".into());
-            let explanation = format!(
-                "allocations made {place} by {} in {with_live} of {n_steps} profiled steps are still alive when the trace ends, about {} per step ({} in all): memory kept across iterations grows with every step. A profiler trace gives a frame's line as recorded when the frame was entered or when profiling began, so the line may be off by a few; the function is reliable.",
-                ops.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", "),
-                bytes((total as f64 / n) as u64),
-                bytes(total)
-            );
+            sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let keeper = gs[0].keeper.clone();
+            let graph = graph_bytes * 2 >= total && graph_bytes > 0;
+            let (main_site, main_bytes, main_count, main_ops) = sites[0].clone();
+            let place = |s: &Option<crate::model::Site>| {
+                s.as_ref()
+                    .map(|s| format!("`{}` ({})", s.function, s.file))
+                    .unwrap_or_else(|| "code with no user frame recorded".into())
+            };
+            let ops: Vec<String> = {
+                let mut v: Vec<String> = sites.iter().flat_map(|x| x.3.clone()).collect();
+                v.dedup();
+                v.into_iter().take(6).map(|o| format!("`{o}`")).collect()
+            };
+            let made = if sites.len() == 1 {
+                format!("made in {}", place(&main_site))
+            } else {
+                format!(
+                    "made at {} sites (most in {}, {})",
+                    sites.len(),
+                    place(&main_site),
+                    bytes(main_bytes)
+                )
+            };
+            let what = if graph {
+                format!(
+                    "Allocations {made} by {} under grad mode, whose autograd nodes no backward in \
+                     the trace consumed, survive {with_live} of {n_steps} profiled steps: about {} \
+                     per step ({} in all). They are the activations each step's graph saved for a \
+                     backward that never ran, and something the loop keeps from step to step \
+                     holds each graph: typically a loss stored or summed as a tensor in an \
+                     evaluation without `torch.no_grad()` (`losses.append(loss)`, `total += loss`).",
+                    ops.join(", "),
+                    bytes((total as f64 / n) as u64),
+                    bytes(total)
+                )
+            } else {
+                format!(
+                    "Allocations {made} by {} survive {with_live} of {n_steps} profiled steps: \
+                     about {} per step ({} in all); memory kept across iterations grows with \
+                     every step.",
+                    ops.join(", "),
+                    bytes((total as f64 / n) as u64),
+                    bytes(total)
+                )
+            };
+            let line_note = match &keeper {
+                Some(k) => format!(
+                    " What keeps them is in the loop of `{}` ({}). The trace cannot give that \
+                     line: `{}` was already running when profiling began, so its recorded line \
+                     {} is the line it was at then, and a profiler trace gives other frames at \
+                     the line where they were entered; the functions are reliable.",
+                    k.function, k.file, k.function, k.line
+                ),
+                None => " A profiler trace gives a frame's line as recorded when the frame was \
+                          entered or when profiling began, so the lines may be off; the \
+                          functions are reliable."
+                    .into(),
+            };
+            let fix = if graph {
+                "run evaluation under `torch.no_grad()` (or `torch.inference_mode()`), and keep \
+                 `loss.item()` or `loss.detach()` rather than the loss tensor"
+            } else {
+                "keep only what the next step needs: `.item()` or `.detach().cpu()` before \
+                 storing results, and bound or clear caches"
+            };
             Leak {
-                kind: LeakKind::SteadyGrowth,
-                allocation_site: site.clone(),
-                site,
+                kind: if graph {
+                    LeakKind::RetainedGraph
+                } else {
+                    LeakKind::SteadyGrowth
+                },
+                allocation_site: main_site.clone(),
+                site: main_site.clone(),
                 blame: Blame::AllocatingLine,
-                cause_site: None,
+                line_known: false,
+                // The keeper named apart only where it is not the function that allocated.
+                cause_site: keeper.filter(|k| {
+                    main_site
+                        .as_ref()
+                        .is_none_or(|m| (&m.file, &m.function) != (&k.file, &k.function))
+                }),
                 confidence: Confidence::Medium,
-                live_bytes: total,
-                count,
-                growth_bytes_per_step: total as f64 / n,
-                growth_tensors_per_step: count as f64 / n,
+                live_bytes: main_bytes,
+                count: main_count,
+                growth_bytes_per_step: main_bytes as f64 / n,
+                growth_tensors_per_step: main_count as f64 / n,
                 steps: with_live,
                 first_step: steps.first().cloned().unwrap_or_default(),
                 last_step: steps.last().cloned().unwrap_or_default(),
                 window_start_event: EventIdx(0),
                 window_end_event: EventIdx(0),
                 r2: cumulative_r2(&per_step),
-                explanation,
-                fix: "keep only what the next step needs: `.item()` or `.detach().cpu()` before storing results, run evaluation under `torch.no_grad()`, and clear caches".into(),
+                explanation: format!("{what}{line_note}"),
+                fix: fix.into(),
                 samples: Vec::new(),
-                related_sites: Vec::new(),
+                related_sites: sites[1..]
+                    .iter()
+                    .map(|(site, b, c, _)| RelatedSite {
+                        site: site.clone(),
+                        live_bytes: *b,
+                        count: *c,
+                        growth_bytes_per_step: *b as f64 / n,
+                        growth_tensors_per_step: *c as f64 / n,
+                    })
+                    .collect(),
                 stack: Vec::new(),
             }
         })
         .collect();
-    out.sort_by_key(|b| std::cmp::Reverse(b.live_bytes));
+    out.sort_by(|a, b| b.grown_bytes().total_cmp(&a.grown_bytes()));
     out
 }
 
@@ -268,15 +370,28 @@ pub fn analyze_trace_with_memory(
             .leak
             .site
             .as_ref()
-            .map(|s| format!(" at {}:{}", s.file, s.line))
+            .map(|s| format!(" made in {} ({})", s.function, s.file))
             .unwrap_or_default();
+        let kept = l
+            .leak
+            .cause_site
+            .as_ref()
+            .map(|k| format!(" kept by the loop in {}", k.function))
+            .unwrap_or_default();
+        let sites = 1 + l.leak.related_sites.len();
+        let more = if sites > 1 {
+            format!(" and {} more site(s)", sites - 1)
+        } else {
+            String::new()
+        };
         Verdict {
             kind: VerdictKind::Leak,
             summary: format!(
-                "memory leak on cuda:{}: allocations{at} from {} steps are still alive, {} per step",
+                "memory leak on cuda:{}: {}{kept}: allocations{at}{more} in {} steps are still alive, {} per step",
                 l.device,
+                l.leak.kind.label(),
                 l.leak.steps,
-                bytes(l.leak.growth_bytes_per_step.max(0.0) as u64)
+                bytes((l.leak.grown_bytes() / l.leak.steps.max(1) as f64).max(0.0) as u64)
             ),
             leak_judgement: judgement,
         }

@@ -147,7 +147,8 @@ pub struct Judgement {
     pub steps: usize,
     /// Fewest steps a judgement needs.
     pub min_steps: usize,
-    /// Why not (`no_history`, `single_pass`, `too_few_steps`, `no_memory_events`, `cpu_only`).
+    /// Why not (`no_history`, `single_pass`, `too_few_steps`, `rising_too_few_steps`,
+    /// `no_memory_events`, `cpu_only`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -168,6 +169,12 @@ impl Judgement {
                 self.steps,
                 if self.steps == 1 { "" } else { "s" },
                 self.min_steps
+            ),
+            Some("rising_too_few_steps") => format!(
+                "memory rose at the end of every one of the capture's {} complete steps, too \
+                 few to tell a leak from warm-up (a leak finding needs {} rising steps)",
+                self.steps,
+                crate::analysis::leaks::MIN_RISING_STEPS
             ),
             Some("no_memory_events") => {
                 "the trace holds no memory events (recorded without profile_memory=True)".into()

@@ -30,6 +30,7 @@ fn not_judged_id(r: NotJudged) -> &'static str {
         NotJudged::NoHistory => "no_history",
         NotJudged::SinglePass => "single_pass",
         NotJudged::TooFewSteps => "too_few_steps",
+        NotJudged::RisingTooFewSteps => "rising_too_few_steps",
         NotJudged::NoMemoryEvents => "no_memory_events",
         NotJudged::CpuOnly => "cpu_only",
     }

@@ -271,10 +271,12 @@ fn write_leak(
             l.confidence
         ))
     )?;
-    let site = |s: &Option<Site>| {
-        s.as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| "(no Python stack)".into())
+    // A trace's lines are those current when a frame was entered or profiling began: name
+    // the function and file, never a line that is not the statement's.
+    let site = |s: &Option<Site>| match s {
+        None => "(no Python stack)".into(),
+        Some(s) if l.line_known => s.to_string(),
+        Some(s) => format!("{} in {} (line not recorded)", s.file, s.function),
     };
     use crate::analysis::leaks::Blame;
     match l.blame {
