@@ -28,7 +28,8 @@ Scoring:
 - The verdict is right when `verdict.kind` is the one the truth implies: `oom_CAUSE` for an OOM,
   `unjudged` for a single pass (one iteration: no leak judgement is possible), `leak` (or
   `graph_growth` for a trace) for a leak, `ok` otherwise.
-- The step count is right when the number of `steps[]` that are iterations (not `setup`/`tail`)
+- The step count is right when the number of `steps[]` that are iterations (not `setup`/`tail`),
+  or 1 where memscope calls the log one pass through the program (`structure.single_pass`),
   equals the truth's count. Truth without a count is not scored.
 
 Fields the JSON does not have yet (`blame`, an `unjudged` verdict) are read when present and shown as
@@ -208,6 +209,11 @@ def judge(case, rep, err):
         steps = rep.get("steps")
         r["steps"] = (sum(1 for s in steps if s.get("source") not in ("setup", "tail"))
                       if isinstance(steps, list) else None)
+        # A log memscope calls one pass through the program (structure.single_pass on every
+        # device with history) is one step: the pass itself.
+        structures = [d.get("structure") or {} for d in rep.get("devices") or []]
+        if r["steps"] == 0 and structures and all(s.get("single_pass") for s in structures):
+            r["steps"] = 1
     # Scores: True / False / None (not scored).
     r["leak_ok"] = None if case["leak"] == NOT_SCORABLE else (r["found"] == case["leak"])
     if case["leak"] is True and case["line"]:

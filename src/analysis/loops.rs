@@ -211,7 +211,10 @@ pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
         }
     }
     if groups.is_empty() {
-        return Structure::SinglePass;
+        return match calls_of_one_line(snap, dev, &chains, &seq, range.clone()) {
+            Some(level) => Structure::Loops(vec![level]),
+            None => Structure::SinglePass,
+        };
     }
     let mut loops: Vec<LoopJumps> = groups
         .into_iter()
@@ -296,6 +299,137 @@ pub fn find(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Structure {
     }
     Structure::Loops(levels)
 }
+
+/// Repeated calls made from one line: `for i in range(50): model(x)` allocates from a single
+/// user line, so its frames never go back to an earlier line. What tells the calls apart from
+/// one long call (a model's layers, an op's chunks) is memory: after each call, what the calls
+/// made is freed down to the same level, a level it never goes below again (a workspace made by
+/// the first call may stay). A single pass that keeps what it makes (a forward saving its
+/// activations) climbs instead, and one long call returns to the level only once, at its end.
+/// Every allocation of the stretch must have the same user chain, and the calls must be alike
+/// (allocation counts within a factor of two of the median); at least [`MIN_CALLS`] of them.
+fn calls_of_one_line(
+    snap: &Snapshot,
+    dev: &Device,
+    chains: &Chains,
+    seq: &[(usize, u32)],
+    range: Range<usize>,
+) -> Option<Level> {
+    let ch = &chains.chains[seq.first()?.1 as usize];
+    if seq.iter().any(|&(_, c)| chains.chains[c as usize] != *ch) {
+        return None;
+    }
+    let &(file, function, line) = ch.last()?;
+    // Live bytes of the blocks allocated in the stretch, after each event.
+    let mut live: HashMap<u64, u64> = HashMap::default();
+    let mut level = 0u64;
+    let mut after = Vec::with_capacity(range.len());
+    let mut allocs_before = Vec::with_capacity(range.len());
+    let mut n_allocs = 0usize;
+    for i in range.clone() {
+        let e = &dev.events[i];
+        match e.action {
+            Action::Alloc => {
+                if let Some(old) = live.insert(e.addr, e.size) {
+                    level = level.saturating_sub(old);
+                }
+                level = level.saturating_add(e.size);
+                n_allocs += 1;
+            }
+            Action::FreeRequested => {
+                if let Some(b) = live.remove(&e.addr) {
+                    level = level.saturating_sub(b);
+                }
+            }
+            _ => {}
+        }
+        after.push(level);
+        allocs_before.push(n_allocs);
+    }
+    // Suffix minimum: the lowest level from each event on.
+    let mut floor = vec![0u64; after.len()];
+    let mut m = u64::MAX;
+    for k in (0..after.len()).rev() {
+        m = m.min(after[k]);
+        floor[k] = m;
+    }
+    // Ends of calls: a free that brings the level down to a floor it keeps, after allocations
+    // since the previous end, at the same level as the previous end.
+    let mut ends: Vec<usize> = Vec::new();
+    let mut last_allocs = 0usize;
+    for k in 0..after.len() {
+        let i = range.start + k;
+        if dev.events[i].action != Action::FreeRequested
+            || after[k] != floor[k]
+            || allocs_before[k] == last_allocs
+        {
+            continue;
+        }
+        if let Some(&prev) = ends.last() {
+            if after[prev - range.start] != after[k] {
+                return None;
+            }
+        }
+        ends.push(i);
+        last_allocs = allocs_before[k];
+    }
+    if ends.len() < MIN_CALLS {
+        return None;
+    }
+    // Each call starts at the first allocation after the previous call's end.
+    let first_alloc_after = |i: usize| {
+        seq[seq.partition_point(|&(e, _)| e <= i)..]
+            .first()
+            .map(|&(e, _)| e)
+    };
+    let mut starts = vec![seq[0].0];
+    starts.extend(
+        ends[..ends.len() - 1]
+            .iter()
+            .filter_map(|&e| first_alloc_after(e)),
+    );
+    let counts: Vec<usize> = starts
+        .iter()
+        .zip(&ends)
+        .map(|(&a, &b)| seq.iter().filter(|&&(e, _)| e >= a && e <= b).count())
+        .collect();
+    let mut sorted = counts.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    if counts.iter().any(|&c| c * 2 < median || c > median * 2) {
+        return None;
+    }
+    // Allocations after the last end: a call cut short (or code after the calls).
+    let tail_start = first_alloc_after(*ends.last()?);
+    let mut end = ends.last()? + 1;
+    let mut complete = true;
+    if let Some(t) = tail_start {
+        starts.push(t);
+        end = range.end;
+        complete = false;
+    }
+    let key = LoopKey {
+        depth: ch.len() - 1,
+        context: ch[..ch.len() - 1].to_vec(),
+        file,
+        function,
+        target: line,
+    };
+    Some(Level {
+        loops: vec![LoopSite {
+            file: snap.stacks.str(file).to_owned(),
+            function: snap.stacks.str(function).to_owned(),
+            line,
+            iterations: starts.len(),
+        }],
+        starts,
+        last: LastIteration { end, complete },
+        keys: vec![key],
+    })
+}
+
+/// Fewest alike calls from one line for them to be taken as a loop's iterations.
+const MIN_CALLS: usize = 3;
 
 /// The event that started a loop's first iteration: walking back from its first back-jump,
 /// the earliest allocation still inside the loop (same context and function, at or after the
@@ -470,6 +604,19 @@ mod tests {
                 device_free: None,
             });
         }
+        /// Frees the block allocated `back` allocations ago (1 = the last one).
+        fn free(&mut self, back: u64) {
+            let addr = self.addr - (back - 1) * (1 << 20);
+            self.events.push(Event {
+                action: Action::FreeRequested,
+                addr,
+                size: 4096,
+                stream: 0,
+                time_us: None,
+                stack: StackId::EMPTY,
+                device_free: None,
+            });
+        }
         fn find(self) -> Structure {
             let dev = Device {
                 index: 0,
@@ -494,6 +641,63 @@ mod tests {
             Structure::Loops(levels) => levels.iter().map(|l| l.iterations()).collect(),
             _ => Vec::new(),
         }
+    }
+
+    const LINEAR: &str = "/v/lib/python3.12/site-packages/torch/nn/modules/linear.py";
+
+    fn layer(log: &mut Log) {
+        log.alloc(&[
+            ("bench.py", 5, "<module>"),
+            ("bench.py", 41, "main"),
+            (MODULE, 1775, "_call_impl"),
+            (LINEAR, 134, "forward"),
+        ]);
+    }
+
+    #[test]
+    fn calls_from_one_line_are_steps_when_memory_returns_to_its_level() {
+        // for i in range(20): model(x) under no_grad: each call's 3 layers free their inputs,
+        // and the result is dropped; the first call also keeps a workspace.
+        let mut log = Log::new();
+        for call in 0..20 {
+            if call == 0 {
+                layer(&mut log); // the workspace, kept for good
+            }
+            layer(&mut log);
+            for _ in 0..2 {
+                layer(&mut log);
+                log.free(2);
+            }
+            log.free(1);
+        }
+        let s = log.find();
+        assert_eq!(iterations(&s), vec![20]);
+        let Structure::Loops(levels) = s else {
+            unreachable!()
+        };
+        assert_eq!(levels[0].loops[0].line, 41);
+        assert!(levels[0].last.complete);
+    }
+
+    #[test]
+    fn one_call_from_one_line_is_one_pass() {
+        // One forward that keeps its activations (autograd on): memory only climbs.
+        let mut log = Log::new();
+        for _ in 0..32 {
+            layer(&mut log);
+            layer(&mut log);
+            log.free(1); // a temporary
+        }
+        assert_eq!(log.find(), Structure::SinglePass);
+        // One long no_grad call whose layers free their inputs: back at the level only once.
+        let mut log = Log::new();
+        layer(&mut log);
+        for _ in 0..32 {
+            layer(&mut log);
+            log.free(2);
+        }
+        log.free(1);
+        assert_eq!(log.find(), Structure::SinglePass);
     }
 
     #[test]
