@@ -34,10 +34,10 @@ pub struct SiteChange {
 
 impl SiteChange {
     pub fn describe(&self) -> String {
-        let site = self
-            .site
-            .as_ref()
-            .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+        let site = self.site.as_ref().map_or_else(
+            || "(no Python stack)".into(),
+            |s| super::site_words(s, true),
+        );
         let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
         let site = match &self.moved_from {
             Some(m) if m.file == self.site.as_ref().map_or("", |s| &s.file) => {
