@@ -787,3 +787,50 @@ fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
         "{case}"
     );
 }
+
+/// A trace whose memory events are all on the CPU: `kineto_resnet50_torch19_mem` (corpus)
+/// with its CUDA memory events (`"Device Type": 1`) removed at test time. Leaks are not
+/// judged (SKIP), and limits on device memory or growth have nothing to measure (exit 2).
+#[test]
+fn cpu_only_memory_is_not_judged() {
+    let Some(src) = shared::corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")
+    else {
+        return;
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = v["traceEvents"].as_array_mut().unwrap();
+    let before = events.len();
+    let cuda = |e: &serde_json::Value| e["name"] == "[memory]" && e["args"]["Device Type"] == 1;
+    let cpu = events
+        .iter()
+        .filter(|e| e["name"] == "[memory]" && !cuda(e))
+        .count();
+    events.retain(|e| !cuda(e));
+    assert!(cpu > 0 && events.len() < before, "{cpu} CPU events");
+    let dir = std::env::temp_dir().join(format!("memscope-gate-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("cpu_only_mem.json");
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (code, out, _) = run(bin().arg(&p));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("SKIP leak") && l.contains("all on the CPU")),
+        "{out}"
+    );
+    for limit in [["--max-growth-per-step", "1MiB"], ["--max-peak", "1MiB"]] {
+        let (code, _, err) = run(bin().args(limit).arg(&p));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(limit[0]) && err.contains("nothing to measure"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
