@@ -335,6 +335,19 @@ fn ranks_from_distributed_info_file_names_and_flags() {
         .unwrap()
         .ends_with("rank_not_found.json.gz"));
     assert_eq!(ranks[1]["rank"].as_u64(), Some(5));
+    // One rank given to two files is a contradiction: exit 2, naming both.
+    let (code, _, err) = run(bin()
+        .arg("--rank")
+        .arg(arg(0, &none))
+        .arg("--rank")
+        .arg(arg(0, &norank)));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--rank 0 is given to two files")
+            && err.contains("distributed_info_not_found")
+            && err.contains("rank_not_found"),
+        "{err}"
+    );
     // ... and without anything, they are ranks in the order given, and the table says so.
     let (_, out, _) = run(bin().arg(&none).arg(&norank));
     assert!(out.contains("ranks in the order given"), "{out}");

@@ -295,6 +295,18 @@ pub fn check(
     cfg: &CheckConfig,
     baseline: Option<(&str, &Baseline)>,
 ) -> Result<CheckReport, CheckError> {
+    // Two files given one `--rank`: the user's numbering is contradictory, not absent.
+    for (i, r) in explicit_ranks.iter().enumerate() {
+        let Some(r) = r else { continue };
+        if let Some(j) = explicit_ranks[..i].iter().position(|x| x == &Some(*r)) {
+            if let (Some(a), Some(b)) = (inputs.get(j), inputs.get(i)) {
+                return Err(CheckError(format!(
+                    "--rank {r} is given to two files: {} and {}",
+                    a.path, b.path
+                )));
+            }
+        }
+    }
     let rules = rules_of(cfg);
     for (rule, set) in &rules {
         if !*set {
