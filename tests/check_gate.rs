@@ -847,3 +847,35 @@ fn cpu_only_memory_is_not_judged() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Profiler traces record memory events without stacks: a diff of two (trace_clean and
+/// trace_val_no_grad, fixtures/README.md) cannot name a site that grew, and says so instead
+/// of "no site holds more memory"; two snapshots can.
+#[test]
+fn diff_of_traces_does_not_claim_no_site_grew() {
+    let diff = |a: &str, b: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+            .env("NO_COLOR", "1")
+            .arg("diff")
+            .arg(own(a))
+            .arg(own(b))
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let out = diff("trace_clean.trace.json.gz", "trace_val_no_grad.trace.json");
+    assert!(
+        out.contains("LARGEST GROWTH unknown: neither side records memory by site"),
+        "{out}"
+    );
+    let sum = |p: &str| check::load_summaries(&[own(p)], false).unwrap().remove(0);
+    let d = check::diff::diff(
+        &sum("trace_clean.trace.json.gz"),
+        &sum("trace_val_no_grad.trace.json"),
+    );
+    assert!(!d.sites_recorded && d.largest_growth.is_none());
+    assert!(d.devices[0].peak_allocated.delta > 0, "{:?}", d.devices[0]);
+    let d = check::diff::diff(&sum("clean.pickle"), &sum("leak_val_no_grad.pickle"));
+    assert!(d.sites_recorded && d.largest_growth.is_some());
+}

@@ -172,10 +172,18 @@ impl DiffFormat for DiffText {
                 st.cyan(
                     &c.site
                         .as_ref()
-                        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+                        .map_or_else(|| "(no Python stack)".into(), |s| {
+                            crate::check::site_words(s, true)
+                        })
                 )
             )?,
-            None => writeln!(out, "LARGEST GROWTH none: no site holds more memory")?,
+            None if d.sites_recorded => {
+                writeln!(out, "LARGEST GROWTH none: no site holds more memory")?
+            }
+            None => writeln!(
+                out,
+                "LARGEST GROWTH unknown: neither side records memory by site (a profiler trace's memory events carry no stack)"
+            )?,
         }
         for dev in &d.devices {
             writeln!(out)?;
