@@ -189,7 +189,7 @@ pub struct FileResult {
     pub rules: Vec<RuleResult>,
 }
 
-/// Everything `memscope check` found: the `memscope.check/1` JSON document.
+/// Everything `memscope check` found: the `memscope.check/2` JSON document.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     pub schema: &'static str,
