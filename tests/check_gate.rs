@@ -11,7 +11,7 @@ use std::process::Command;
 
 use memscope::analysis::{Analysis, NotJudged};
 use memscope::check::rules::{
-    GraphGrowthRule, GrowthPerStepRule, LeakRule, OomRule, PeakRule, Rule,
+    FragmentationRule, GraphGrowthRule, GrowthPerStepRule, LeakRule, OomRule, PeakRule, Rule,
 };
 use memscope::check::summary::{RankInfo, RankSource};
 use memscope::check::{self, Loaded, Measurable, Status};
@@ -339,6 +339,19 @@ fn ranks_from_distributed_info_file_names_and_flags() {
         .unwrap()
         .ends_with("rank_not_found.json.gz"));
     assert_eq!(ranks[1]["rank"].as_u64(), Some(5));
+    // One rank given to two files is a contradiction: exit 2, naming both.
+    let (code, _, err) = run(bin()
+        .arg("--rank")
+        .arg(arg(0, &none))
+        .arg("--rank")
+        .arg(arg(0, &norank)));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--rank 0 is given to two files")
+            && err.contains("distributed_info_not_found")
+            && err.contains("rank_not_found"),
+        "{err}"
+    );
     // ... and without anything, they are ranks in the order given, and the table says so.
     let (_, out, _) = run(bin().arg(&none).arg(&norank));
     assert!(out.contains("ranks in the order given"), "{out}");
@@ -558,4 +571,315 @@ fn baselines_store_repository_paths_and_the_version() {
         b["generator"],
         concat!("memscope ", env!("CARGO_PKG_VERSION"))
     );
+}
+
+/// What a capture could not have recorded is not judged: ranks without device memory have no
+/// figures (not zeros) and no imbalance, and a capture that could not have recorded an OOM
+/// does not PASS `oom`.
+#[test]
+fn what_was_not_recorded_is_not_judged() {
+    let hta = "traces/hta/trace_filter/";
+    let (Some(r0), Some(r1), Some(torch20), Some(verl)) = (
+        shared::corpus(&format!("{hta}sampled_rank-0.json.gz")),
+        shared::corpus(&format!("{hta}sampled_rank-1.json.gz")),
+        shared::corpus("snapshots/llm_inference_oom.pickle"),
+        shared::corpus("snapshots/verl_pending_free.pickle"),
+    ) else {
+        return;
+    };
+    // The two HTA ranks: no `[memory]` events (`zcat | grep -c '\[memory\]'` = 0), so
+    // neither an OOM nor a peak could have been recorded.
+    let (code, v) = json(bin().arg(&r0).arg(&r1));
+    assert_eq!(code, 0, "{v}");
+    let g = &v["groups"][0];
+    assert!(g["imbalance"].is_null(), "{g}");
+    assert!(g["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["has_memory"] == false));
+    for f in v["files"].as_array().unwrap() {
+        let oom = f["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == "oom")
+            .unwrap();
+        assert_eq!(oom["status"], "skip", "{oom}");
+        assert!(
+            oom["message"]
+                .as_str()
+                .unwrap()
+                .contains("no memory events"),
+            "{oom}"
+        );
+    }
+    let (_, out, _) = run(bin().arg(&r0).arg(&r1));
+    assert!(
+        out.contains("imbalance: not measured (2 of 2 ranks recorded no device memory)"),
+        "{out}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 ") && l.contains("sampled_rank-0"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(!row.contains(" B "), "no byte figures for rank 0: {row}");
+    assert_eq!(
+        row.split_whitespace().take(4).collect::<Vec<_>>(),
+        ["0", "-", "-", "-"],
+        "{row}"
+    );
+    // Two snapshots without allocation history (corpus/README.md: llm_inference_oom is a
+    // torch 2.0 layout holding one `snapshot` trace entry, verl_pending_free has no event
+    // history): a snapshot records OOMs in that history, so `oom` and `fragmentation` SKIP.
+    for p in [&torch20, &verl] {
+        let a = analysis(p);
+        assert!(a
+            .devices
+            .iter()
+            .all(|d| !d.has_history && d.ooms.is_empty()));
+        let s = check::summarize(&a);
+        for rule in [&OomRule as &dyn Rule, &FragmentationRule] {
+            assert!(
+                matches!(rule.measurable(&s), Measurable::Nothing(_)),
+                "{}",
+                p.display()
+            );
+            let r = rule.apply(&s);
+            assert_eq!(r.status, Status::Skip, "{r:?}");
+            assert!(r.message.contains("no allocation history"), "{r:?}");
+        }
+    }
+    let (code, out, _) = run(bin()
+        .args(["--fail-on", "oom,fragmentation"])
+        .arg(&torch20)
+        .arg(own("fragmentation_oom.pickle")));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("SKIP oom") && out.contains("FAIL fragmentation"),
+        "{out}"
+    );
+    // A snapshot with history and no OOM (fixtures/README.md: clean.pickle, 14 steps) earns
+    // its PASS.
+    let s = check::summarize(&analysis(&own("clean.pickle")));
+    assert_eq!(OomRule.apply(&s).status, Status::Pass);
+    assert_eq!(FragmentationRule.apply(&s).status, Status::Pass);
+    // A baseline of a trace without memory says why there is nothing to compare.
+    let dir = std::env::temp_dir().join(format!("memscope-gate-nomem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("base.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .arg("baseline")
+        .arg(&r0)
+        .arg("-o")
+        .arg(&base)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, out, _) = run(bin().arg("--baseline").arg(&base).arg(&r0));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines().any(|l| l.contains("SKIP baseline-peak")
+            && l.contains("no device memory recorded, here or in the baseline")),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A native site (no Python frame; `cs336_silmont_mem.pickle` holds 512 MiB blocks whose
+/// frames are all C++ with line 0: `python3 -c 'import pickle; ...'` over `device_traces`)
+/// has no file and no line: never annotated at one, in any format.
+#[test]
+fn native_sites_name_the_function_not_a_file() {
+    let Some(p) = shared::corpus("snapshots/cs336_silmont_mem.pickle") else {
+        return;
+    };
+    let (code, out, _) = run(bin().args(["--max-peak", "1MiB"]).arg(&p));
+    assert_eq!(code, 1, "{out}");
+    let at = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("at "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        at.contains("_empty_generic") && at.ends_with("(native; no Python frame)"),
+        "{at}"
+    );
+    assert!(!out.contains(":0 in"), "{out}");
+    let o = bin()
+        .args(["--max-peak", "1MiB", "--format", "junit"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let xml = String::from_utf8(o.stdout).unwrap();
+    let case = xml
+        .lines()
+        .find(|l| l.contains("<testcase name=\"max-peak\""))
+        .unwrap();
+    assert!(!case.contains("file=") && !case.contains("line="), "{case}");
+    let ws = std::env::temp_dir().join(format!("memscope-gate-native-{}", std::process::id()));
+    std::fs::create_dir_all(&ws).unwrap();
+    let o = bin()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_WORKSPACE", &ws)
+        .args(["--max-peak", "1MiB"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(o.stderr).unwrap();
+    let a = err.lines().find(|l| l.starts_with("::error")).unwrap();
+    assert!(
+        a.starts_with("::error title=") && !a.contains("not found in the checkout"),
+        "{a}"
+    );
+    std::fs::remove_dir_all(&ws).ok();
+}
+
+/// A recorded absolute path of another machine lands in the checkout:
+/// `octree_nca_b_segment_free.pickle` peaks at
+/// `/gris/gris-f/homestud/nlemke/NCA/src/models/Model_BasicNCA3D.py:77` (its top site at the
+/// peak, `memscope analyze`; the path is in the pickle's frames), and a trace's JUnit case
+/// names the file but never the frame's stale line.
+#[test]
+fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
+    let Some(p) = shared::corpus("snapshots/octree_nca_b_segment_free.pickle") else {
+        return;
+    };
+    let ws = std::env::temp_dir().join(format!("memscope-gate-abs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("NCA/src/models")).unwrap();
+    std::fs::create_dir_all(ws.join("other/models")).unwrap();
+    std::fs::write(ws.join("NCA/src/models/Model_BasicNCA3D.py"), "# here\n").unwrap();
+    std::fs::write(ws.join("other/models/Model_BasicNCA3D.py"), "# a decoy\n").unwrap();
+    let annotate = |workspace: &Path, extra: &[&str]| {
+        let o = bin()
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_WORKSPACE", workspace)
+            .current_dir(workspace)
+            .args(["--max-peak", "1MiB"])
+            .args(extra)
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(o.stderr).unwrap();
+        err.lines()
+            .find(|l| l.starts_with("::error"))
+            .unwrap_or_else(|| panic!("{err}"))
+            .to_owned()
+    };
+    // The longest suffix that exists wins over the decoy with a shorter one.
+    let a = annotate(&ws, &[]);
+    assert!(
+        a.starts_with("::error file=NCA/src/models/Model_BasicNCA3D.py,line=77,"),
+        "{a}"
+    );
+    // The repository is NCA/: the path is written from its root.
+    let a = annotate(&ws.join("NCA"), &[]);
+    assert!(
+        a.starts_with("::error file=src/models/Model_BasicNCA3D.py,line=77,"),
+        "{a}"
+    );
+    let a = annotate(
+        &ws.join("NCA"),
+        &["--strip-prefix", "/gris/gris-f/homestud/nlemke/NCA/"],
+    );
+    assert!(
+        a.starts_with("::error file=src/models/Model_BasicNCA3D.py,line=77,"),
+        "{a}"
+    );
+    std::fs::remove_dir_all(&ws).ok();
+
+    // trace_total_loss: graph growth in sc_trace_total_loss (fixtures/README.md).
+    let o = bin()
+        .args(["--format", "junit"])
+        .arg(own("trace_total_loss.trace.json.gz"))
+        .output()
+        .unwrap();
+    let xml = String::from_utf8(o.stdout).unwrap();
+    let case = xml
+        .lines()
+        .find(|l| l.contains("<testcase name=\"graph-growth\""))
+        .unwrap();
+    assert!(
+        case.contains("file=\"fixtures/generate.py\"") && !case.contains("line="),
+        "{case}"
+    );
+}
+
+/// A trace whose memory events are all on the CPU: `kineto_resnet50_torch19_mem` (corpus)
+/// with its CUDA memory events (`"Device Type": 1`) removed at test time. Leaks are not
+/// judged (SKIP), and limits on device memory or growth have nothing to measure (exit 2).
+#[test]
+fn cpu_only_memory_is_not_judged() {
+    let Some(src) = shared::corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")
+    else {
+        return;
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = v["traceEvents"].as_array_mut().unwrap();
+    let before = events.len();
+    let cuda = |e: &serde_json::Value| e["name"] == "[memory]" && e["args"]["Device Type"] == 1;
+    let cpu = events
+        .iter()
+        .filter(|e| e["name"] == "[memory]" && !cuda(e))
+        .count();
+    events.retain(|e| !cuda(e));
+    assert!(cpu > 0 && events.len() < before, "{cpu} CPU events");
+    let dir = std::env::temp_dir().join(format!("memscope-gate-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("cpu_only_mem.json");
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (code, out, _) = run(bin().arg(&p));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("SKIP leak") && l.contains("all on the CPU")),
+        "{out}"
+    );
+    for limit in [["--max-growth-per-step", "1MiB"], ["--max-peak", "1MiB"]] {
+        let (code, _, err) = run(bin().args(limit).arg(&p));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(limit[0]) && err.contains("nothing to measure"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Profiler traces record memory events without stacks: a diff of two (trace_clean and
+/// trace_val_no_grad, fixtures/README.md) cannot name a site that grew, and says so instead
+/// of "no site holds more memory"; two snapshots can.
+#[test]
+fn diff_of_traces_does_not_claim_no_site_grew() {
+    let diff = |a: &str, b: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+            .env("NO_COLOR", "1")
+            .arg("diff")
+            .arg(own(a))
+            .arg(own(b))
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let out = diff("trace_clean.trace.json.gz", "trace_val_no_grad.trace.json");
+    assert!(
+        out.contains("LARGEST GROWTH unknown: neither side records memory by site"),
+        "{out}"
+    );
+    let sum = |p: &str| check::load_summaries(&[own(p)], false).unwrap().remove(0);
+    let d = check::diff::diff(
+        &sum("trace_clean.trace.json.gz"),
+        &sum("trace_val_no_grad.trace.json"),
+    );
+    assert!(!d.sites_recorded && d.largest_growth.is_none());
+    assert!(d.devices[0].peak_allocated.delta > 0, "{:?}", d.devices[0]);
+    let d = check::diff::diff(&sum("clean.pickle"), &sum("leak_val_no_grad.pickle"));
+    assert!(d.sites_recorded && d.largest_growth.is_some());
 }

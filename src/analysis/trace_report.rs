@@ -72,14 +72,13 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
             // The group's sites, largest first: (site, bytes, count, ops).
             let mut sites: Vec<(Option<crate::model::Site>, u64, u64, Vec<String>)> = Vec::new();
             let mut per_step = vec![0u64; n_steps];
-            let (mut total, mut count, mut graph_bytes, mut with_live) = (0u64, 0u64, 0u64, 0);
+            let (mut total, mut graph_bytes, mut with_live) = (0u64, 0u64, 0);
             for g in &gs {
                 for (i, b) in g.per_step_bytes.iter().enumerate() {
                     per_step[i] += b;
                 }
                 let c: u64 = g.per_step_count.iter().map(|&c| c as u64).sum();
                 total += g.total_bytes;
-                count += c;
                 graph_bytes += g.graph_bytes;
                 with_live = with_live.max(g.steps_with_live);
                 let i = match sites.iter().position(|x| x.0 == g.site) {
@@ -96,7 +95,7 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
             sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let keeper = gs[0].keeper.clone();
             let graph = graph_bytes * 2 >= total && graph_bytes > 0;
-            let (main_site, main_bytes, main_count, main_ops) = sites[0].clone();
+            let (main_site, main_bytes, main_count, _) = sites[0].clone();
             let place = |s: &Option<crate::model::Site>| {
                 s.as_ref()
                     .map(|s| format!("`{}` ({})", s.function, s.file))

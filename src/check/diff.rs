@@ -34,10 +34,10 @@ pub struct SiteChange {
 
 impl SiteChange {
     pub fn describe(&self) -> String {
-        let site = self
-            .site
-            .as_ref()
-            .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+        let site = self.site.as_ref().map_or_else(
+            || "(no Python stack)".into(),
+            |s| super::site_words(s, true),
+        );
         let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
         let site = match &self.moved_from {
             Some(m) if m.file == self.site.as_ref().map_or("", |s| &s.file) => {
@@ -304,6 +304,10 @@ pub struct Diff {
     /// The line whose live bytes grew the most (at the peak or at the end), the first
     /// answer to "what added this memory".
     pub largest_growth: Option<SiteChange>,
+    /// Whether either side records live bytes by site at all (profiler traces do not: their
+    /// memory events carry no stack), so that no `largest_growth` means "none grew" only
+    /// where sites were there to compare.
+    pub sites_recorded: bool,
     pub devices: Vec<DeviceDiff>,
     pub ooms: Delta,
     /// Allocated bytes by category; empty when either side has no categories.
@@ -385,6 +389,11 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             }
         })
         .collect();
+    let sites_recorded = [before, after].iter().any(|x| {
+        x.devices
+            .iter()
+            .any(|d| !d.sites_at_peak.is_empty() || !d.sites_at_end.is_empty())
+    });
     let largest_growth = devices
         .iter()
         .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
@@ -484,6 +493,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
         before: before.path.clone(),
         after: after.path.clone(),
         largest_growth,
+        sites_recorded,
         devices,
         ooms: Delta::new(before.ooms.len() as u64, after.ooms.len() as u64),
         categories,

@@ -87,6 +87,24 @@ fn trim_float(v: f64) -> String {
     }
 }
 
+/// Whether a site is a native frame (no Python frame in its stack, e.g. the autograd
+/// engine's thread or a C++ allocation): no file, no line.
+pub fn is_native(site: &Site) -> bool {
+    site.line == 0 && !site.file.ends_with(".py")
+}
+
+/// A site in words: `file:line in function`; `file in function` where the line is not the
+/// statement's (profiler traces); `function (native; no Python frame)` for a native frame.
+pub fn site_words(site: &Site, line_known: bool) -> String {
+    if is_native(site) {
+        format!("{} (native; no Python frame)", site.function)
+    } else if line_known {
+        site.to_string()
+    } else {
+        format!("{} in {}", site.file, site.function)
+    }
+}
+
 /// The outcome of one rule on one input.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RuleResult {
@@ -171,7 +189,7 @@ pub struct FileResult {
     pub rules: Vec<RuleResult>,
 }
 
-/// Everything `memscope check` found: the `memscope.check/1` JSON document.
+/// Everything `memscope check` found: the `memscope.check/2` JSON document.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     pub schema: &'static str,
@@ -277,6 +295,18 @@ pub fn check(
     cfg: &CheckConfig,
     baseline: Option<(&str, &Baseline)>,
 ) -> Result<CheckReport, CheckError> {
+    // Two files given one `--rank`: the user's numbering is contradictory, not absent.
+    for (i, r) in explicit_ranks.iter().enumerate() {
+        let Some(r) = r else { continue };
+        if let Some(j) = explicit_ranks[..i].iter().position(|x| x == &Some(*r)) {
+            if let (Some(a), Some(b)) = (inputs.get(j), inputs.get(i)) {
+                return Err(CheckError(format!(
+                    "--rank {r} is given to two files: {} and {}",
+                    a.path, b.path
+                )));
+            }
+        }
+    }
     let rules = rules_of(cfg);
     for (rule, set) in &rules {
         if !*set {
@@ -358,15 +388,15 @@ pub fn check(
             ));
         }
         for g in &groups {
-            if let Some(r) = g.ranks.iter().find(|r| !r.has_memory) {
+            let Some(im) = &g.imbalance else {
+                let r = g.ranks.iter().find(|r| !r.has_memory);
                 return Err(CheckError(format!(
                     "--max-imbalance is set, but rank {} of the {} ({}) recorded no device memory",
-                    r.rank,
+                    r.map_or(0, |r| r.rank),
                     g.label(),
-                    r.path
+                    r.map_or("", |r| r.path.as_str())
                 )));
-            }
-            let im = &g.imbalance;
+            };
             let mut r = RuleResult::limit(
                 "max-imbalance",
                 Unit::Fraction,

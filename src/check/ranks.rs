@@ -91,7 +91,9 @@ pub struct RankGroup {
     /// What ties the group together: `world size 128`, a file-name pattern, or `""`.
     pub run: String,
     pub ranks: Vec<RankRow>,
-    pub imbalance: Imbalance,
+    /// `None` where a rank recorded no device memory (a trace without memory events): its
+    /// peak is no measurement, so neither is the imbalance.
+    pub imbalance: Option<Imbalance>,
 }
 
 impl RankGroup {
@@ -211,27 +213,10 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
             })
             .collect();
         ranks.sort_by_key(|r| r.rank);
-        let max = ranks
+        let imbalance = ranks
             .iter()
-            .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
-            .expect("two ranks or more");
-        let min = ranks
-            .iter()
-            .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
-            .expect("two ranks or more");
-        let fraction = if max.peak_allocated_bytes == 0 {
-            0.0
-        } else {
-            (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
-                / max.peak_allocated_bytes as f64
-        };
-        let imbalance = Imbalance {
-            fraction,
-            max_rank: max.rank,
-            max_bytes: max.peak_allocated_bytes,
-            min_rank: min.rank,
-            min_bytes: min.peak_allocated_bytes,
-        };
+            .all(|r| r.has_memory)
+            .then(|| imbalance(&ranks));
         out.push(RankGroup {
             kind,
             run,
@@ -240,6 +225,31 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
         });
     }
     out
+}
+
+/// How far apart the peaks of `ranks` (two or more, each with device memory) are.
+fn imbalance(ranks: &[RankRow]) -> Imbalance {
+    let max = ranks
+        .iter()
+        .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
+        .expect("two ranks or more");
+    let min = ranks
+        .iter()
+        .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
+        .expect("two ranks or more");
+    let fraction = if max.peak_allocated_bytes == 0 {
+        0.0
+    } else {
+        (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
+            / max.peak_allocated_bytes as f64
+    };
+    Imbalance {
+        fraction,
+        max_rank: max.rank,
+        max_bytes: max.peak_allocated_bytes,
+        min_rank: min.rank,
+        min_bytes: min.peak_allocated_bytes,
+    }
 }
 
 #[cfg(test)]

@@ -57,8 +57,7 @@ fn leaks_judged(s: &InputSummary) -> Result<&[summary::LeakSummary], String> {
 fn site_text(s: &Option<Site>, line_known: bool) -> String {
     match s {
         None => "(no Python stack)".into(),
-        Some(s) if line_known => s.to_string(),
-        Some(s) => format!("{} in {}", s.file, s.function),
+        Some(s) => super::site_words(s, line_known),
     }
 }
 
@@ -89,19 +88,37 @@ fn worst(
     s.devices.iter().max_by_key(|d| f(d))
 }
 
+/// Whether `s` could have recorded an OOM: `Nothing(why)` for a capture without OOMs that
+/// could not have recorded one (a snapshot without allocation history, a trace without
+/// memory events), where "no OOM recorded" is no evidence that none happened.
+fn oom_measurable(s: &InputSummary) -> Measurable {
+    let why = s
+        .ooms
+        .is_empty()
+        .then(|| s.leak_judgement.as_ref()?.why_no_oom_record())
+        .flatten();
+    match why {
+        Some(why) => Measurable::Nothing(format!("OOMs not judged: {why}")),
+        None => Measurable::Yes,
+    }
+}
+
 /// `oom` (`--fail-on oom`): FAILs when the capture recorded an OOM. Measures the OOM count;
-/// evidence: the last OOM's summary and its line. Never SKIPs: a capture without OOM events
-/// recorded none.
+/// evidence: the last OOM's summary and its line. SKIPs where the capture could not have
+/// recorded one (no allocation history, a trace without memory events).
 pub struct OomRule;
 
 impl Rule for OomRule {
     fn id(&self) -> &'static str {
         "oom"
     }
-    fn measurable(&self, _: &InputSummary) -> Measurable {
-        Measurable::Yes
+    fn measurable(&self, s: &InputSummary) -> Measurable {
+        oom_measurable(s)
     }
     fn apply(&self, s: &InputSummary) -> RuleResult {
+        if let Some(r) = skip_unless(self, Unit::Count, s) {
+            return r;
+        }
         rule_oom(s)
     }
 }
@@ -126,17 +143,21 @@ fn rule_oom(s: &InputSummary) -> RuleResult {
 }
 
 /// `fragmentation` (`--fail-on fragmentation`): FAILs on an OOM whose cause is fragmentation
-/// (enough free cached memory, no block large enough). Evidence: that OOM's summary.
+/// (enough free cached memory, no block large enough). Evidence: that OOM's summary. SKIPs
+/// where the capture could not have recorded an OOM, as `oom` does.
 pub struct FragmentationRule;
 
 impl Rule for FragmentationRule {
     fn id(&self) -> &'static str {
         "fragmentation"
     }
-    fn measurable(&self, _: &InputSummary) -> Measurable {
-        Measurable::Yes
+    fn measurable(&self, s: &InputSummary) -> Measurable {
+        oom_measurable(s)
     }
     fn apply(&self, s: &InputSummary) -> RuleResult {
+        if let Some(r) = skip_unless(self, Unit::Count, s) {
+            return r;
+        }
         rule_fragmentation(s)
     }
 }
@@ -430,6 +451,27 @@ fn rule_growth(s: &InputSummary, limit: u64) -> RuleResult {
     r
 }
 
+/// Why `s` and its baseline entry `b` have no device to compare.
+fn no_common_device(s: &InputSummary, b: &InputSummary) -> String {
+    let names = |x: &InputSummary| {
+        x.devices
+            .iter()
+            .map(|d| d.device.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (s.devices.is_empty(), b.devices.is_empty()) {
+        (true, true) => "no device memory recorded, here or in the baseline".into(),
+        (true, false) => "no device memory recorded (the baseline has some)".into(),
+        (false, true) => "the baseline recorded no device memory".into(),
+        (false, false) => format!(
+            "no device in common with the baseline ({} here, {} there)",
+            names(s),
+            names(b)
+        ),
+    }
+}
+
 /// Rules against the baseline entry `b`: `baseline-peak`, `baseline-reserved`, `baseline-live`
 /// (per device in common, the one furthest over), `baseline-growth-per-step` and
 /// `baseline-graph-growth`, each held to the baseline's figure plus the tolerance. Evidence:
@@ -502,9 +544,9 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
                 best = Some(r);
             }
         }
-        out.push(best.unwrap_or_else(|| {
-            RuleResult::skip(rule, Unit::Bytes, "no device in common with the baseline")
-        }));
+        out.push(
+            best.unwrap_or_else(|| RuleResult::skip(rule, Unit::Bytes, no_common_device(s, b))),
+        );
     }
     fn judged(x: &InputSummary) -> Result<Option<(f64, Option<&summary::LeakSummary>)>, String> {
         leaks_judged(x).map(|_| x.max_growth_per_step())

@@ -6,9 +6,10 @@
 //! instead of "none found", and [`InputSummary::leak_judgement`] says whether the capture
 //! could support a leak judgement at all (the leak rules SKIP where it could not).
 //!
-//! A summary is also a file (`memscope.summary/1`, written by `memscope summarize`): `check`
-//! and `diff` accept it wherever they accept a capture, so a cluster's job array can reduce
-//! each rank's capture to a summary where it was recorded.
+//! A summary is also a file: `memscope baseline CAPTURE -o s.json` writes a
+//! `memscope.baseline/1` document holding one, and `check` and `diff` accept it wherever they
+//! accept a capture, so a cluster's job array can reduce each rank's capture to a summary
+//! where it was recorded.
 //!
 //! A baseline file (`memscope.baseline/1`) is a list of these summaries, one per input (one
 //! per rank), with sorted keys and no timings or absolute figures that vary between runs of
@@ -147,10 +148,25 @@ pub struct Judgement {
     pub steps: usize,
     /// Fewest steps a judgement needs.
     pub min_steps: usize,
-    /// Why not (`no_history`, `single_pass`, `too_few_steps`, `rising_too_few_steps`,
-    /// `no_memory_events`, `cpu_only`).
+    /// Why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Unjudged>,
+}
+
+/// Why a capture could not support a leak judgement (the summary's form of the analysis'
+/// `NotJudged`, mapped by an exhaustive `match` in [`super::typed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unjudged {
+    /// A snapshot without allocation history: only the state at the dump.
+    NoHistory,
+    SinglePass,
+    TooFewSteps,
+    /// Memory rose at every complete step, too few of them for a leak finding.
+    RisingTooFewSteps,
+    /// A trace recorded without `profile_memory=True`.
+    NoMemoryEvents,
+    CpuOnly,
 }
 
 impl Judgement {
@@ -159,30 +175,49 @@ impl Judgement {
         if self.judged {
             return None;
         }
-        Some(match self.reason.as_deref() {
-            Some("no_history") => {
+        Some(match self.reason {
+            Some(Unjudged::NoHistory) => {
                 "the capture has no allocation history (only the state at the dump)".into()
             }
-            Some("single_pass") => "the capture is one pass through the program, not a loop".into(),
-            Some("too_few_steps") => format!(
+            Some(Unjudged::SinglePass) => {
+                "the capture is one pass through the program, not a loop".into()
+            }
+            Some(Unjudged::TooFewSteps) => format!(
                 "the capture has {} complete step{}; a leak judgement needs {}",
                 self.steps,
                 if self.steps == 1 { "" } else { "s" },
                 self.min_steps
             ),
-            Some("rising_too_few_steps") => format!(
+            Some(Unjudged::RisingTooFewSteps) => format!(
                 "memory rose at the end of every one of the capture's {} complete steps, too \
                  few to tell a leak from warm-up (a leak finding needs {} rising steps)",
                 self.steps,
                 crate::analysis::leaks::MIN_RISING_STEPS
             ),
-            Some("no_memory_events") => {
+            Some(Unjudged::NoMemoryEvents) => {
                 "the trace holds no memory events (recorded without profile_memory=True)".into()
             }
-            Some("cpu_only") => "the trace's memory events are all on the CPU".into(),
-            Some(other) => format!("the capture cannot support a leak judgement ({other})"),
+            Some(Unjudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
             None => "the capture cannot support a leak judgement".into(),
         })
+    }
+
+    /// Why an OOM could not have been recorded, where it could not: a snapshot records OOMs
+    /// in its allocation history, a trace as memory events.
+    pub fn why_no_oom_record(&self) -> Option<&'static str> {
+        match self.reason? {
+            Unjudged::NoHistory => {
+                Some("the capture has no allocation history, where a snapshot records its OOMs")
+            }
+            Unjudged::NoMemoryEvents => Some(
+                "the trace holds no memory events (recorded without profile_memory=True), \
+                 where a trace records its OOMs",
+            ),
+            Unjudged::SinglePass
+            | Unjudged::TooFewSteps
+            | Unjudged::RisingTooFewSteps
+            | Unjudged::CpuOnly => None,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::summary::{
     DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
-    RankSource, SiteBytes, StepSummary,
+    RankSource, SiteBytes, StepSummary, Unjudged,
 };
 use crate::analysis::oom::Cause;
 use crate::analysis::sites::SiteTotal;
@@ -25,14 +25,14 @@ fn cause_id(c: Cause) -> &'static str {
     }
 }
 
-fn not_judged_id(r: NotJudged) -> &'static str {
+fn unjudged(r: NotJudged) -> Unjudged {
     match r {
-        NotJudged::NoHistory => "no_history",
-        NotJudged::SinglePass => "single_pass",
-        NotJudged::TooFewSteps => "too_few_steps",
-        NotJudged::RisingTooFewSteps => "rising_too_few_steps",
-        NotJudged::NoMemoryEvents => "no_memory_events",
-        NotJudged::CpuOnly => "cpu_only",
+        NotJudged::NoHistory => Unjudged::NoHistory,
+        NotJudged::SinglePass => Unjudged::SinglePass,
+        NotJudged::TooFewSteps => Unjudged::TooFewSteps,
+        NotJudged::RisingTooFewSteps => Unjudged::RisingTooFewSteps,
+        NotJudged::NoMemoryEvents => Unjudged::NoMemoryEvents,
+        NotJudged::CpuOnly => Unjudged::CpuOnly,
     }
 }
 
@@ -42,7 +42,7 @@ pub fn judgement(j: &LeakJudgement) -> Judgement {
         judged: j.judged,
         steps: j.steps,
         min_steps: j.min_steps,
-        reason: j.reason.map(|r| not_judged_id(r).to_owned()),
+        reason: j.reason.map(unjudged),
     }
 }
 

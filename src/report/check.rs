@@ -2,7 +2,7 @@
 //! counterparts of [`Format`](super::Format) for [`CheckReport`] and [`Diff`].
 //!
 //! Formats: human text ([`super::check_text`]), JSON ([`CheckJson`], schema
-//! `memscope.check/1`), JUnit XML ([`super::check_junit`]), GitHub Actions annotations and a
+//! `memscope.check/2`), JUnit XML ([`super::check_junit`]), GitHub Actions annotations and a
 //! step-summary Markdown table ([`super::check_github`]).
 
 use std::io::{self, Write};
@@ -37,7 +37,7 @@ pub fn diff_to_string(f: &dyn DiffFormat, diff: &Diff, opts: &Options) -> String
     String::from_utf8(v).expect("formats write UTF-8")
 }
 
-/// `memscope.check/1`, pretty-printed.
+/// `memscope.check/2`, pretty-printed.
 pub struct CheckJson;
 
 impl CheckFormat for CheckJson {

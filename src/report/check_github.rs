@@ -59,7 +59,7 @@ impl CheckFormat for GithubAnnotations {
             let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
             let mut title = format!("memscope {}: {name}", r.rule);
             let mut message = annotation_message(r);
-            if let Some(s) = &r.site {
+            if let Some(s) = r.site.as_ref().filter(|s| !crate::check::is_native(s)) {
                 match self.paths.target(&s.file) {
                     Target::File(f) => {
                         props.push(format!("file={}", escape_property(&f)));
@@ -137,7 +137,9 @@ impl CheckFormat for GithubSummary {
                 Status::Skip => "⏭️ skip",
             };
             let site = r.site.as_ref().map_or_else(String::new, |s| {
-                if r.line_unknown {
+                if crate::check::is_native(s) {
+                    format!("`{}` (native)", cell(&s.function))
+                } else if r.line_unknown {
                     format!("`{}` in `{}`", cell(&s.file), cell(&s.function))
                 } else {
                     format!("`{}:{}`", cell(&s.file), s.line)
@@ -170,23 +172,32 @@ impl CheckFormat for GithubSummary {
             )?;
             writeln!(out, "|---|---|---|---|---|---|")?;
             for r in &g.ranks {
+                let mem = |b: u64| {
+                    if r.has_memory {
+                        crate::units::bytes(b)
+                    } else {
+                        "-".into()
+                    }
+                };
                 writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} |",
                     r.rank,
                     cell(&r.path),
-                    crate::units::bytes(r.peak_allocated_bytes),
-                    crate::units::bytes(r.peak_reserved_bytes),
+                    mem(r.peak_allocated_bytes),
+                    mem(r.peak_reserved_bytes),
                     r.ooms,
                     if r.passed { "pass" } else { "**fail**" }
                 )?;
             }
             writeln!(out)?;
-            writeln!(
-                out,
-                "Imbalance between ranks: {:.1}%.",
-                g.imbalance.fraction * 100.0
-            )?;
+            match &g.imbalance {
+                Some(im) => writeln!(out, "Imbalance between ranks: {:.1}%.", im.fraction * 100.0)?,
+                None => writeln!(
+                    out,
+                    "Imbalance between ranks: not measured (a rank recorded no device memory)."
+                )?,
+            }
         }
         Ok(())
     }

@@ -44,8 +44,12 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
         xml_escape(r.rule),
         xml_escape(classname)
     )?;
-    if let Some(s) = &r.site {
-        write!(out, " file=\"{}\" line=\"{}\"", xml_escape(&s.file), s.line)?;
+    // A native frame has no file; a trace's line is not the statement's: never a wrong line.
+    if let Some(s) = r.site.as_ref().filter(|s| !crate::check::is_native(s)) {
+        write!(out, " file=\"{}\"", xml_escape(&s.file))?;
+        if !r.line_unknown {
+            write!(out, " line=\"{}\"", s.line)?;
+        }
     }
     match r.status {
         Status::Pass => writeln!(out, "/>"),
@@ -66,7 +70,10 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
                 r.limit_text()
             );
             if let Some(s) = &r.site {
-                body.push_str(&format!("\nat {s}"));
+                body.push_str(&format!(
+                    "\nat {}",
+                    crate::check::site_words(s, !r.line_unknown)
+                ));
             }
             for e in &r.evidence {
                 body.push_str(&format!("\n- {e}"));

@@ -30,15 +30,15 @@ fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()>
     )?;
     if r.status == Status::Fail {
         if let Some(s) = &r.site {
-            if r.line_unknown {
-                let at = format!("{} in {}", s.file, s.function);
+            let at = crate::check::site_words(s, !r.line_unknown);
+            if r.line_unknown && !crate::check::is_native(s) {
                 writeln!(
                     out,
                     "       at {} (a trace does not record the line)",
                     st.cyan(&at)
                 )?;
             } else {
-                writeln!(out, "       at {}", st.cyan(&s.to_string()))?;
+                writeln!(out, "       at {}", st.cyan(&at))?;
             }
         }
         for e in &r.evidence {
@@ -89,13 +89,15 @@ impl CheckFormat for CheckText {
                 ))
             )?;
             for r in &g.ranks {
+                // A rank that recorded no device memory has no figures, not zeros.
+                let mem = |b: u64| if r.has_memory { bytes(b) } else { "-".into() };
                 writeln!(
                     out,
                     "  {:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  {}",
                     r.rank,
-                    bytes(r.peak_allocated_bytes),
-                    bytes(r.peak_reserved_bytes),
-                    bytes(r.end_allocated_bytes),
+                    mem(r.peak_allocated_bytes),
+                    mem(r.peak_reserved_bytes),
+                    mem(r.end_allocated_bytes),
                     r.ooms,
                     r.leaks.map_or_else(|| "-".into(), |n| n.to_string()),
                     if r.passed { "pass" } else { "FAIL" },
@@ -109,16 +111,25 @@ impl CheckFormat for CheckText {
                     st.dim("(ranks in the order given: nothing in the files numbers them)")
                 )?;
             }
-            let im = &g.imbalance;
-            writeln!(
-                out,
-                "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
-                im.fraction * 100.0,
-                im.max_rank,
-                bytes(im.max_bytes),
-                im.min_rank,
-                bytes(im.min_bytes)
-            )?;
+            match &g.imbalance {
+                Some(im) => writeln!(
+                    out,
+                    "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
+                    im.fraction * 100.0,
+                    im.max_rank,
+                    bytes(im.max_bytes),
+                    im.min_rank,
+                    bytes(im.min_bytes)
+                )?,
+                None => {
+                    let none = g.ranks.iter().filter(|r| !r.has_memory).count();
+                    writeln!(
+                        out,
+                        "  imbalance: not measured ({none} of {} ranks recorded no device memory)",
+                        g.ranks.len()
+                    )?
+                }
+            }
         }
         if !report.ranks_rules.is_empty() {
             writeln!(out)?;
@@ -161,10 +172,18 @@ impl DiffFormat for DiffText {
                 st.cyan(
                     &c.site
                         .as_ref()
-                        .map_or_else(|| "(no Python stack)".into(), |s| s.to_string())
+                        .map_or_else(|| "(no Python stack)".into(), |s| {
+                            crate::check::site_words(s, true)
+                        })
                 )
             )?,
-            None => writeln!(out, "LARGEST GROWTH none: no site holds more memory")?,
+            None if d.sites_recorded => {
+                writeln!(out, "LARGEST GROWTH none: no site holds more memory")?
+            }
+            None => writeln!(
+                out,
+                "LARGEST GROWTH unknown: neither side records memory by site (a profiler trace's memory events carry no stack)"
+            )?,
         }
         for dev in &d.devices {
             writeln!(out)?;
@@ -261,10 +280,10 @@ impl DiffFormat for DiffText {
             writeln!(out)?;
             writeln!(out, "{}", st.bold(title))?;
             for f in v {
-                let site = f
-                    .site
-                    .as_ref()
-                    .map_or_else(|| "(no Python stack)".into(), |s| s.to_string());
+                let site = f.site.as_ref().map_or_else(
+                    || "(no Python stack)".into(),
+                    |s| crate::check::site_words(s, true),
+                );
                 writeln!(
                     out,
                     "  {:<4} {} at {site} ({})",
