@@ -294,9 +294,9 @@ mod tests {
         let t = [
             Some(0),
             Some(3_662_313),
-            Some(3_667_957),
+            Some(3_663_957),
             None,
-            Some(3_667_957),
+            Some(3_663_957),
         ];
         let l = time_labels(&t);
         assert_eq!(
