@@ -66,7 +66,7 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:10px 12px;margin:8px 0;overflow-x:auto}
 .ms-chart{display:block;max-width:1150px}.ms-chart text{fill:#3b4252}.ms-leak text{font:11px system-ui,sans-serif}
 .legend svg{vertical-align:1px}
-.legend span{display:inline-block;margin-right:14px;font-size:12px;white-space:nowrap}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}.legend span:not(.sub){white-space:nowrap}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px;border-radius:2px}
 #ms-readout{font:12px ui-monospace,monospace;color:#3b4252;min-height:1.4em}
 .segrow{display:flex;align-items:center;gap:8px;margin:1px 0;height:14px}
