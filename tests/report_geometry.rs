@@ -290,8 +290,8 @@ fn check_chart(name: &str, svg: &str, ooms: usize, has_peak: bool) -> usize {
             );
         }
     }
-    // Every counter drawn, each in its own colour and dash; a line drawn over an identical
-    // one is dashed, so the one beneath shows through.
+    // Every counter drawn, each in its own colour and dash, and none hidden: a line whose
+    // points mostly lie under a later solid line at least as wide would not be seen.
     let lines: Vec<(&El, &Vec<(f64, f64)>)> = curves
         .iter()
         .filter(|(c, _)| c.a("class") == "ms-series")
@@ -309,14 +309,22 @@ fn check_chart(name: &str, svg: &str, ooms: usize, has_peak: bool) -> usize {
         assert!(!styles[..i].contains(s), "{name}: two series drawn alike");
     }
     for (i, (c, p)) in lines.iter().enumerate() {
-        for (_, q) in &lines[..i] {
-            if p == q {
-                assert!(
-                    !c.a("stroke-dasharray").is_empty(),
-                    "{name}: {} hides the identical line beneath it",
-                    c.a("data-series")
-                );
+        for (d, q) in &lines[i + 1..] {
+            if !d.a("stroke-dasharray").is_empty() || d.f("stroke-width") < c.f("stroke-width") {
+                continue;
             }
+            let under = p
+                .iter()
+                .zip(q.iter())
+                .filter(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1.5)
+                .count();
+            assert!(
+                under * 2 <= p.len(),
+                "{name}: {} lies under the solid {} at {under} of {} points",
+                c.a("data-series"),
+                d.a("data-series"),
+                p.len()
+            );
         }
     }
     texts.len()

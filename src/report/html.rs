@@ -91,16 +91,47 @@ fn xpos(i: usize, n: usize, x0: f64, w: f64) -> f64 {
     }
 }
 
-/// The three counters as drawn: name, values, colour, dash pattern (`""`: solid), band or not.
-/// Active memory is usually equal to allocated memory, so it is a dashed line drawn last: the
-/// allocated curve shows through its gaps and neither hides the other.
-fn series(
-    s: &crate::analysis::replay::Series,
-) -> [(&'static str, &[u64], &'static str, &'static str, bool); 3] {
+/// How one counter is drawn.
+struct Curve<'a> {
+    name: &'static str,
+    values: &'a [u64],
+    colour: &'static str,
+    /// `""`: solid.
+    dash: &'static str,
+    width: f64,
+    band: bool,
+}
+
+/// The three counters, in drawing order. Where two are equal their lines coincide, so none may
+/// hide another: reserved is drawn wide, allocated narrow over it (reserved shows as an edge
+/// on both sides), and active (usually equal to allocated) dashed on top, allocated showing
+/// through its gaps.
+fn curves(s: &crate::analysis::replay::Series) -> [Curve<'_>; 3] {
     [
-        ("reserved", &s.reserved, C_RES, "", true),
-        ("allocated", &s.allocated, C_ALLOC, "", true),
-        ("active", &s.active, C_ACTIVE, "7,5", false),
+        Curve {
+            name: "reserved",
+            values: &s.reserved,
+            colour: C_RES,
+            dash: "",
+            width: 3.2,
+            band: true,
+        },
+        Curve {
+            name: "allocated",
+            values: &s.allocated,
+            colour: C_ALLOC,
+            dash: "",
+            width: 1.3,
+            band: true,
+        },
+        Curve {
+            name: "active",
+            values: &s.active,
+            colour: C_ACTIVE,
+            dash: "7,5",
+            width: 1.4,
+            band: false,
+        },
     ]
 }
 
@@ -253,7 +284,8 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
     }
     // The curves: each bucket's min-max band, its max as a line.
     let mut data = String::from("[");
-    for (name, v, col, dash, band) in series(s) {
+    for c in curves(s) {
+        let (name, v, col, dash, band) = (c.name, c.values, c.colour, c.dash, c.band);
         let mut hi = Vec::with_capacity(b);
         let mut lo = Vec::with_capacity(b);
         for k in 0..b {
@@ -282,7 +314,7 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
             out,
             r#"<polyline class="ms-series" data-series="{name}" points="{}" fill="none" stroke="{col}" stroke-width="{}"{}><title>{name}</title></polyline>"#,
             hi.join(" "),
-            if band { "1.3" } else { "1.6" },
+            c.width,
             if dash.is_empty() {
                 String::new()
             } else {
@@ -362,8 +394,8 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
         )
     };
     out.push_str(r#"<div class="legend">"#);
-    for (name, _, col, dash, _) in series(s) {
-        let _ = write!(out, "<span>{} {name}</span>", swatch(col, dash));
+    for c in curves(s) {
+        let _ = write!(out, "<span>{} {}</span>", swatch(c.colour, c.dash), c.name);
     }
     let _ = write!(
         out,
