@@ -107,7 +107,7 @@ pub fn event_ticks(n: usize, most: usize) -> Vec<usize> {
     let mut step = 1usize;
     'find: loop {
         for m in [1, 2, 5] {
-            if (n - 1) / (step * m) + 1 <= most {
+            if (n - 1) / (step * m) < most {
                 step *= m;
                 break 'find;
             }

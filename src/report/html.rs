@@ -141,9 +141,7 @@ fn label(
     class: &str,
     text: &str,
     size: f64,
-    x: f64,
-    y: f64,
-    a: Anchor,
+    (x, y, a): (f64, f64, Anchor),
     style: &str,
 ) {
     let _ = write!(
@@ -251,7 +249,7 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
             r##"<line x1="{x0:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#e3e6ea"/>"##,
             x0 + pw
         );
-        label(out, "ms-ytick", t, fs, x0 - 6.0, y + 4.0, Anchor::End, "");
+        label(out, "ms-ytick", t, fs, (x0 - 6.0, y + 4.0, Anchor::End), "");
     }
     // Steps: faint dashed lines in the plot, about 60 at most, labelled above it where a
     // label fits between its neighbours and the markers' leaders.
@@ -274,9 +272,7 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
                 "ms-step-label",
                 &s.name,
                 fs_step,
-                x + 2.0,
-                y0 - 4.0,
-                Anchor::Start,
+                (x + 2.0, y0 - 4.0, Anchor::Start),
                 "fill:#5b6475",
             );
             last_box = Some(bx);
@@ -376,7 +372,7 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
             let Some(text) = text else { continue };
             let half = chart::text_width(&text, fs) / 2.0;
             let x = x.clamp(half + 1.0, w - half - 1.0);
-            label(out, class, &text, fs, x, y, Anchor::Middle, "");
+            label(out, class, &text, fs, (x, y, Anchor::Middle), "");
         }
     }
     let _ = write!(
