@@ -335,3 +335,59 @@ fn html_report_renders_in_a_headless_browser() {
     eprintln!("screenshot: {}", shot.display());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A frame too narrow for its whole label keeps the function name (`forward transf..`), never
+/// only the end of the file name (`..sformer.py:22`): in the static text and in the script's
+/// redraw after a zoom.
+#[test]
+fn flamegraph_truncation_keeps_the_function_name() {
+    let (_, snap, tls) = load("leak_oom.pickle");
+    let (dev, tl) = (&snap.devices[0], &tls[0]);
+    let m = fg::moment(dev, tl, fg::At::Oom).unwrap();
+    let st = fg::state_at(&snap, dev, tl, &m);
+    let f = fg::fold(&snap, dev, tl, &st, fg::By::Stack);
+    for no_javascript in [true, false] {
+        let mut svg = Vec::new();
+        let o = fg::SvgOptions {
+            title: "t".into(),
+            subtitle: None,
+            no_javascript,
+            width: Some(600),
+        };
+        fg::write_svg(&f, &o, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        if !no_javascript {
+            assert!(
+                svg.contains("var truncate_text_right = true;"),
+                "zoom redraw"
+            );
+        }
+        // Each frame: `<g><title>function file:line (N KiB, x%)</title><rect .../><text ...>label</text>`.
+        let (mut cut, mut whole_name) = (0, 0);
+        for g in svg.split("<g><title>").skip(1) {
+            let title = &g[..g.find("</title>").unwrap()];
+            let Some(t) = g.find("<text") else { continue };
+            let t = &g[t..];
+            let label = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            let Some(kept) = label.strip_suffix("..") else {
+                continue;
+            };
+            cut += 1;
+            assert!(!label.starts_with(".."), "cut from the left: {label}");
+            assert!(
+                title.starts_with(kept),
+                "{label} is not the start of {title}"
+            );
+            let function = title.split(' ').next().unwrap();
+            if kept.len() >= function.len() {
+                assert!(kept.starts_with(function), "{label} lost {function}");
+                whole_name += 1;
+            }
+        }
+        assert!(cut >= 5, "600 px leaves some labels cut ({cut})");
+        assert!(
+            whole_name >= 1,
+            "a cut label still holds its function's name"
+        );
+    }
+}

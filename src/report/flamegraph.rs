@@ -290,6 +290,10 @@ pub fn write_svg(f: &Folded, o: &SvgOptions, out: &mut dyn Write) -> io::Result<
     opt.image_width = o.width;
     opt.min_width = 0.5;
     opt.deterministic = true;
+    // Labels are `function file.py:line`: a frame too narrow for all of it keeps the function
+    // name and loses the end, in the static text and in the script's redraw after a zoom
+    // (inferno's default cuts from the left, which leaves `..sformer.py:22`).
+    opt.text_truncate_direction = fg::TextTruncateDirection::Right;
     if f.lines.is_empty() {
         // inferno refuses an empty profile; draw a note instead of failing.
         return writeln!(

@@ -12,6 +12,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::chart::{self, Anchor};
 use super::flamegraph::{self, At, By, SvgOptions};
 use super::{Format, Options};
 use crate::analysis::leaks::Leak;
@@ -63,11 +64,13 @@ td,th{padding:3px 10px;border-bottom:1px solid #e6e8ec;text-align:left;vertical-
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:10px 12px;margin:8px 0;overflow-x:auto}
-.ms-chart text{font:11px system-ui,sans-serif;fill:#3b4252}
-.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.ms-chart{display:block;max-width:1150px}.ms-chart text{fill:#3b4252}.ms-leak text{font:11px system-ui,sans-serif}
+.legend svg{vertical-align:1px}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}.legend span:not(.sub){white-space:nowrap}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px;border-radius:2px}
 #ms-readout{font:12px ui-monospace,monospace;color:#3b4252;min-height:1.4em}
 .segrow{display:flex;align-items:center;gap:8px;margin:1px 0;height:14px}
+.segrow .bar{flex:1;min-width:0;height:12px}.segrow .bar svg{display:block;min-width:1px}
 .segrow .lbl{width:250px;flex:none;font:11px ui-monospace,monospace;color:#3b4252;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .user{color:#b4480f;font-weight:600}.lib{color:#6b7280}
 ul.notes li{color:#4b5563;font-size:13px}
@@ -88,60 +91,231 @@ fn xpos(i: usize, n: usize, x0: f64, w: f64) -> f64 {
     }
 }
 
-/// Memory-over-time chart: min/max envelopes of allocated, active and reserved per bucket.
-fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snapshot) {
+/// How one counter is drawn.
+struct Curve<'a> {
+    name: &'static str,
+    values: &'a [u64],
+    colour: &'static str,
+    /// `""`: solid.
+    dash: &'static str,
+    width: f64,
+    band: bool,
+}
+
+/// The three counters, in drawing order. Where two are equal their lines coincide, so none may
+/// hide another: reserved is drawn wide, allocated narrow over it (reserved shows as an edge
+/// on both sides), and active (usually equal to allocated) dashed on top, allocated showing
+/// through its gaps.
+fn curves(s: &crate::analysis::replay::Series) -> [Curve<'_>; 3] {
+    [
+        Curve {
+            name: "reserved",
+            values: &s.reserved,
+            colour: C_RES,
+            dash: "",
+            width: 3.2,
+            band: true,
+        },
+        Curve {
+            name: "allocated",
+            values: &s.allocated,
+            colour: C_ALLOC,
+            dash: "",
+            width: 1.3,
+            band: true,
+        },
+        Curve {
+            name: "active",
+            values: &s.active,
+            colour: C_ACTIVE,
+            dash: "7,5",
+            width: 1.4,
+            band: false,
+        },
+    ]
+}
+
+/// Text of the chart: monospace so that its width is known (see [`chart::CHAR_EM`]).
+fn label(
+    out: &mut String,
+    class: &str,
+    text: &str,
+    size: f64,
+    (x, y, a): (f64, f64, Anchor),
+    style: &str,
+) {
+    let _ = write!(
+        out,
+        r#"<text class="{class}" x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{}"{}>{}</text>"#,
+        a.svg(),
+        if style.is_empty() {
+            String::new()
+        } else {
+            format!(r#" style="{style}""#)
+        },
+        esc(text)
+    );
+}
+
+/// Memory-over-time chart: min/max envelopes of allocated and reserved per bucket, active as a
+/// dashed line. Every label sits in a margin (axes left and below, steps and markers above), so
+/// none covers a curve; round ticks on both axes.
+fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
     let n = tl.len();
     if n == 0 {
         out.push_str("<p class=sub>No allocation history in this capture: no chart.</p>");
         return;
     }
-    let (w, h, x0, y0, pw, ph) = (1240.0, 320.0, 78.0, 24.0, 1140.0, 250.0);
+    let (w, ph, fs, fs_step) = (900.0, 250.0, 12.0, 11.0);
     let b = CHART_BUCKETS.min(n);
     let s = &tl.series;
-    let ymax = (tl.peaks.reserved.bytes.max(tl.peaks.allocated.bytes).max(1) as f64) * 1.08;
-    let yp = |v: u64| y0 + ph - ph * v as f64 / ymax;
+    let (ystep, ytop) = chart::byte_ticks(tl.peaks.reserved.bytes.max(tl.peaks.allocated.bytes));
+    let yticks: Vec<(u64, String)> = (0..=ytop / ystep)
+        .map(|k| (k * ystep, chart::tick_bytes(k * ystep)))
+        .collect();
+    let x0 = yticks
+        .iter()
+        .map(|t| chart::text_width(&t.1, fs))
+        .fold(30.0, f64::max)
+        + 12.0;
+    let pw = w - x0 - 16.0;
+    let xe = |i: usize| xpos(i * b / n, b, x0, pw);
+
+    // Markers above the plot: the OOMs (latest first), then the peak.
+    let mut marks: Vec<(chart::Marker, &str, String)> = Vec::new();
+    for o in tl.ooms.iter().rev() {
+        let text = format!("OOM {} (event {})", bytes(o.rounded_bytes), o.event.0);
+        let m = chart::Marker {
+            x: xe(o.event.0 as usize),
+            text: text.clone(),
+        };
+        marks.push((m, "#d93025", format!("oom-{}", o.event.0)));
+    }
+    if let Some(p) = tl.peaks.allocated.event {
+        let text = format!("peak {} (event {})", bytes(tl.peaks.allocated.bytes), p.0);
+        let m = chart::Marker {
+            x: xe(p.0 as usize),
+            text,
+        };
+        marks.push((m, "#7c3aed", "peak".into()));
+    }
+    let lane_h = fs + 4.0;
+    let only: Vec<chart::Marker> = marks.iter().map(|m| m.0.clone()).collect();
+    let placed = chart::place_markers(&only, fs, lane_h, 3, 2.0, w - 2.0);
+    let lanes = placed
+        .iter()
+        .flatten()
+        .map(|p| p.lane + 1)
+        .max()
+        .unwrap_or(0);
+    let iters: Vec<&Step> = st.iter().filter(|s| s.is_iteration()).collect();
+    let step_h = if iters.is_empty() { 0.0 } else { fs_step + 6.0 };
+    // The markers' lanes sit above the steps' lane, which sits on the plot.
+    // At least room for the top y tick's label, which is centred on the plot's top edge.
+    let y0 = (4.0 + lanes as f64 * lane_h + step_h).max(fs);
+    let origin = y0 - step_h;
+    let yb = y0 + ph;
+    let t0 = dev.events.iter().find_map(|e| e.time_us);
+    let xt = chart::event_ticks(
+        n,
+        (pw / (chart::text_width(&format!("event {n}"), fs) + 28.0)) as usize,
+    );
+    let times = chart::time_labels(
+        &xt.iter()
+            .map(|&i| Some(dev.events.get(i)?.time_us? - t0?))
+            .collect::<Vec<_>>(),
+    );
+    let h = yb
+        + if times.iter().any(|t| t.is_some()) {
+            36.0
+        } else {
+            22.0
+        };
+    let yp = |v: u64| yb - ph * v as f64 / ytop as f64;
     let _ = write!(
         out,
-        r#"<svg class="ms-chart" id="ms-chart-{}" viewBox="0 0 {w} {h}" width="100%" preserveAspectRatio="xMidYMid meet" role="img">"#,
-        dev.index
+        r#"<svg class="ms-chart" id="ms-chart-{}" viewBox="0 0 {w} {h:.0}" width="100%" preserveAspectRatio="xMidYMid meet" role="img" font-family='{}'>"#,
+        dev.index,
+        chart::FONT
     );
-    // Grid and y labels.
-    for k in 0..=4 {
-        let v = (ymax / 1.08) * k as f64 / 4.0;
-        let y = yp(v as u64);
+    let _ = write!(
+        out,
+        r##"<rect class="ms-plot" x="{x0:.1}" y="{y0:.1}" width="{pw:.1}" height="{ph}" fill="#fff" stroke="#c5cad3"/>"##
+    );
+    for (v, t) in &yticks {
+        let y = yp(*v);
         let _ = write!(
             out,
-            r##"<line x1="{x0}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e3e6ea"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            x0 + pw,
-            x0 - 6.0,
-            y + 4.0,
-            bytes(v as u64)
+            r##"<line x1="{x0:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#e3e6ea"/>"##,
+            x0 + pw
         );
+        label(out, "ms-ytick", t, fs, (x0 - 6.0, y + 4.0, Anchor::End), "");
     }
+    // Steps: faint dashed lines in the plot, about 60 at most, labelled above it where a
+    // label fits between its neighbours and the markers' leaders.
+    let every = (iters.len() / 60).max(1);
+    let mut last_box: Option<chart::Rect> = None;
+    for s in iters.iter().step_by(every) {
+        let x = xe(s.start_event.0 as usize);
+        let _ = write!(
+            out,
+            r##"<line class="ms-step" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{yb:.1}" stroke="#9aa3b2" stroke-dasharray="2,3" stroke-width="0.7"><title>{}</title></line>"##,
+            esc(&s.name)
+        );
+        let bx = chart::text_box(&s.name, fs_step, x + 2.0, y0 - 4.0, Anchor::Start);
+        let fits = bx.x2 <= w - 2.0
+            && last_box.is_none_or(|l| !bx.hits(&l, 10.0))
+            && only.iter().all(|m| m.x < bx.x1 - 2.0 || m.x > bx.x2 + 2.0);
+        if fits {
+            label(
+                out,
+                "ms-step-label",
+                &s.name,
+                fs_step,
+                (x + 2.0, y0 - 4.0, Anchor::Start),
+                "fill:#5b6475",
+            );
+            last_box = Some(bx);
+        }
+    }
+    // The curves: each bucket's min-max band, its max as a line.
     let mut data = String::from("[");
-    for (name, v, col) in [
-        ("reserved", &s.reserved, C_RES),
-        ("active", &s.active, C_ACTIVE),
-        ("allocated", &s.allocated, C_ALLOC),
-    ] {
+    for c in curves(s) {
+        let (name, v, col, dash, band) = (c.name, c.values, c.colour, c.dash, c.band);
         let mut hi = Vec::with_capacity(b);
         let mut lo = Vec::with_capacity(b);
         for k in 0..b {
             let (a, e) = (k * n / b, ((k + 1) * n / b).max(k * n / b + 1).min(n));
             let sl = &v[a..e];
-            let mx = sl.iter().copied().max().unwrap_or(0);
-            let mn = sl.iter().copied().min().unwrap_or(0);
             let x = xpos(k, b, x0, pw);
-            hi.push(format!("{x:.1},{:.1}", yp(mx)));
-            lo.push(format!("{x:.1},{:.1}", yp(mn)));
+            hi.push(format!(
+                "{x:.1},{:.1}",
+                yp(sl.iter().copied().max().unwrap_or(0))
+            ));
+            lo.push(format!(
+                "{x:.1},{:.1}",
+                yp(sl.iter().copied().min().unwrap_or(0))
+            ));
         }
         lo.reverse();
+        if band {
+            let _ = write!(
+                out,
+                r#"<polygon class="ms-band" data-series="{name}" points="{} {}" fill="{col}" fill-opacity="0.22" stroke="none"><title>{name}</title></polygon>"#,
+                hi.join(" "),
+                lo.join(" ")
+            );
+        }
         let _ = write!(
             out,
-            r#"<polygon points="{} {}" fill="{col}" fill-opacity="0.28" stroke="none"><title>{name}</title></polygon><polyline points="{}" fill="none" stroke="{col}" stroke-width="1.2"/>"#,
+            r#"<polyline class="ms-series" data-series="{name}" points="{}" fill="none" stroke="{col}" stroke-width="{}"{}><title>{name}</title></polyline>"#,
             hi.join(" "),
-            lo.join(" "),
-            hi.join(" ")
+            c.width,
+            if dash.is_empty() {
+                String::new()
+            } else {
+                format!(r#" stroke-dasharray="{dash}""#)
+            }
         );
     }
     // Hover data: per bucket [first event, allocated max, active max, reserved max].
@@ -158,84 +332,82 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step], snap: &Snap
         );
     }
     data.push(']');
-    let xe = |i: usize| xpos(i * b / n.max(1), b, x0, pw);
-    // Steps: faint ticks along the top, labelled when few.
-    let iters: Vec<&Step> = st.iter().filter(|s| s.is_iteration()).collect();
-    // Hundreds of steps would hatch the chart: draw every k-th, about 60 in all.
-    let every = (iters.len() / 60).max(1);
-    for (k, s) in iters.iter().enumerate().filter(|(k, _)| k % every == 0) {
-        let x = xe(s.start_event.0 as usize);
-        let _ = write!(
-            out,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#9aa3b2" stroke-dasharray="2,3" stroke-width="0.7"><title>{}</title></line>"##,
-            y0 + ph,
-            esc(&s.name)
-        );
-        if iters.len() <= 24 || k % (iters.len() / 12).max(1) < every {
-            let _ = write!(
-                out,
-                r#"<text x="{:.1}" y="{}" font-size="9">{}</text>"#,
-                x + 2.0,
-                y0 - 4.0,
-                esc(&s.name)
-            );
-        }
-    }
-    if let Some(p) = tl.peaks.allocated.event {
-        let x = xe(p.0 as usize);
-        let _ = write!(
-            out,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#7c3aed" stroke-width="1.4"/><text x="{:.1}" y="{:.1}" text-anchor="{}" style="fill:#7c3aed;font-weight:600">peak {} (event {})</text>"##,
-            y0 + ph,
-            if x > x0 + pw / 2.0 { x - 4.0 } else { x + 4.0 },
-            yp(tl.peaks.allocated.bytes) + 14.0,
-            if x > x0 + pw / 2.0 { "end" } else { "start" },
-            bytes(tl.peaks.allocated.bytes),
-            p.0
-        );
-    }
-    for o in &tl.ooms {
-        let x = xe(o.event.0 as usize);
-        let _ = write!(
-            out,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{}" stroke="#d93025" stroke-width="2"/><text x="{:.1}" y="{}" text-anchor="end" style="fill:#d93025;font-weight:700">OOM {}</text>"##,
-            y0 + ph,
-            x - 4.0,
-            y0 + 12.0,
-            bytes(o.rounded_bytes)
-        );
-    }
-    // X axis: event index, and seconds since the first event where the log has times.
-    let t0 = dev.events.iter().find_map(|e| e.time_us);
-    for k in 0..=5 {
-        let i = (n - 1) * k / 5;
-        let x = xpos(i, n, x0, pw);
-        let t = match (t0, dev.events.get(i).and_then(|e| e.time_us)) {
-            (Some(a), Some(t)) => format!(" · {:.1} s", (t - a) as f64 / 1e6),
-            _ => String::new(),
+    // Markers: a line through the plot, its label in its lane above, joined by the line.
+    // Drawn in reverse so that the OOMs' lines lie over the peak's where they meet.
+    for ((m, col, id), p) in marks.iter().zip(&placed).rev() {
+        let top = match p {
+            Some(p) => origin - (p.lane + 1) as f64 * lane_h + 2.0,
+            None => origin,
         };
         let _ = write!(
             out,
-            r#"<text x="{x:.1}" y="{}" text-anchor="middle">event {i}{t}</text>"#,
-            y0 + ph + 18.0
+            r#"<line class="ms-marker" data-for="{id}" x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{yb:.1}" stroke="{col}" stroke-width="1.6"><title>{}</title></line>"#,
+            esc(&m.text),
+            x = m.x
         );
+        if let Some(p) = p {
+            let y = origin - p.lane as f64 * lane_h - fs * 0.25 - 2.0;
+            let _ = write!(
+                out,
+                r#"<text class="ms-marker-label" data-for="{id}" x="{:.1}" y="{y:.1}" font-size="{fs}" text-anchor="{}" style="fill:{col};font-weight:700">{}</text>"#,
+                p.x,
+                p.anchor.svg(),
+                esc(&m.text)
+            );
+        }
+    }
+    // X axis: round event indices; below them, seconds since the first event where the log
+    // has times, with the decimals that tell neighbouring ticks apart.
+    for (&i, t) in xt.iter().zip(&times) {
+        let x = xe(i);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{yb:.1}" y2="{:.1}" stroke="#9aa3b2"/>"##,
+            yb + 4.0
+        );
+        for (class, text, y) in [
+            ("ms-xtick", Some(format!("event {i}")), yb + 17.0),
+            ("ms-xtime", t.clone(), yb + 31.0),
+        ] {
+            let Some(text) = text else { continue };
+            let half = chart::text_width(&text, fs) / 2.0;
+            let x = x.clamp(half + 1.0, w - half - 1.0);
+            label(out, class, &text, fs, (x, y, Anchor::Middle), "");
+        }
     }
     let _ = write!(
         out,
-        r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#c5cad3"/><line class="ms-cursor" x1="0" x2="0" y1="{y0}" y2="{}" stroke="#111" stroke-width="0.6" visibility="hidden"/></svg>"##,
-        y0 + ph
+        r##"<line class="ms-cursor" x1="0" x2="0" y1="{y0:.1}" y2="{yb:.1}" stroke="#111" stroke-width="0.6" visibility="hidden"/></svg>"##
     );
+    let swatch = |col: &str, dash: &str| {
+        format!(
+            r#"<svg width="26" height="10"><line x1="0" x2="26" y1="5" y2="5" stroke="{col}" stroke-width="2.5"{}/></svg>"#,
+            if dash.is_empty() {
+                String::new()
+            } else {
+                format!(r#" stroke-dasharray="{dash}""#)
+            }
+        )
+    };
+    out.push_str(r#"<div class="legend">"#);
+    for c in curves(s) {
+        let _ = write!(out, "<span>{} {}</span>", swatch(c.colour, c.dash), c.name);
+    }
     let _ = write!(
         out,
-        r#"<div class="legend"><span><i style="background:{C_RES}"></i>reserved</span><span><i style="background:{C_ACTIVE}"></i>active</span><span><i style="background:{C_ALLOC}"></i>allocated</span><span class=sub>bands show each bucket's min–max ({b} buckets over {n} events); dashed lines are steps</span></div><div id="ms-readout-{}" class="ms-readout sub">&nbsp;</div>"#,
+        r#"<span class=sub>shaded: each bucket's min–max ({b} buckets over {n} events); dotted lines are steps; x axis: event index{}</span></div><div id="ms-readout-{}" class="ms-readout sub">&nbsp;</div>"#,
+        if t0.is_some() {
+            " and seconds since the first event"
+        } else {
+            ""
+        },
         dev.index
     );
     let _ = write!(
         out,
-        r#"<script type="application/json" class="ms-data" data-dev="{}" data-n="{n}" data-x0="{x0}" data-pw="{pw}" data-w="{w}">{data}</script>"#,
+        r#"<script type="application/json" class="ms-data" data-dev="{}" data-n="{n}" data-x0="{x0:.1}" data-pw="{pw:.1}" data-w="{w}">{data}</script>"#,
         dev.index
     );
-    let _ = snap;
 }
 
 /// Allocator map: each segment a bar, its blocks coloured by state, free space left pale.
@@ -250,32 +422,34 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
         r##"<div class="legend"><span><i style="background:{C_ALLOC}"></i>allocated (user site)</span><span><i style="background:#c08a6c"></i>allocated (library site)</span><span><i style="background:#9b59b6"></i>freed, pending on a stream</span><span><i style="background:#e4e7eb;border:1px solid #c5cad3"></i>free (cached)</span><span class=sub>bar length ∝ segment size (largest {} of {total} segments)</span></div>"##,
         MAP_SEGMENTS.min(total)
     );
+    // Bars are sized in percent of the row, so their lengths stay proportional to the segments'
+    // sizes at any page width; `bw` reference units are the largest segment's length.
     for s in segs.iter().take(MAP_SEGMENTS) {
-        let width = (bw * s.size as f64 / maxsize as f64).max(4.0);
+        let width = bw * s.size as f64 / maxsize as f64;
         let sc = width / s.size.max(1) as f64;
         let free: u64 = s.free_ranges().map(|(a, b)| b - a).sum();
         let _ = write!(
             out,
-            r##"<div class="segrow"><div class="lbl" title="0x{:x}">{} {} {}{} · {} free</div><svg width="{:.0}" height="12"><rect width="{:.1}" height="12" fill="#e4e7eb" stroke="#c5cad3"/>"##,
+            r##"<div class="segrow" data-bytes="{}"><div class="lbl" title="0x{:x}">{} {}{}{} · {} free</div><div class="bar"><svg width="{:.3}%" height="12" viewBox="0 0 {width:.3} 12" preserveAspectRatio="none"><rect width="{width:.3}" height="12" fill="#e4e7eb" stroke="#c5cad3" vector-effect="non-scaling-stroke"/>"##,
+            s.size,
             s.address,
             bytes(s.size),
             s.pool.name(),
             if s.stream != 0 {
-                format!("stream {} ", s.stream)
+                format!(" stream {}", s.stream)
             } else {
                 String::new()
             },
-            if s.expandable { "expandable" } else { "" },
+            if s.expandable { " expandable" } else { "" },
             bytes(free),
-            width + 1.0,
-            width
+            100.0 * width / bw,
         );
         // Blocks narrower than a pixel are merged into runs so huge segments stay light.
         let mut run: Option<(f64, f64, &str)> = None;
         let flush = |out: &mut String, r: (f64, f64, &str)| {
             let _ = write!(
                 out,
-                r#"<rect x="{:.1}" width="{:.1}" height="12" fill="{}"/>"#,
+                r#"<rect x="{:.3}" width="{:.3}" height="12" fill="{}"/>"#,
                 r.0,
                 (r.1 - r.0).max(0.5),
                 r.2
@@ -300,7 +474,7 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
                     .unwrap_or_else(|| "no stack".into());
                 let _ = write!(
                     out,
-                    r##"<rect x="{x1:.1}" width="{:.1}" height="12" fill="{col}" stroke="#fff" stroke-width="0.6"><title>{} at 0x{:x}: {}</title></rect>"##,
+                    r##"<rect x="{x1:.3}" width="{:.3}" height="12" fill="{col}" stroke="#fff" stroke-width="0.6" vector-effect="non-scaling-stroke"><title>{} at 0x{:x}: {}</title></rect>"##,
                     x2 - x1,
                     bytes(b.size),
                     b.address,
@@ -320,7 +494,7 @@ fn allocator_map(out: &mut String, snap: &Snapshot, state: &State) {
         if let Some(r) = run.take() {
             flush(out, r);
         }
-        out.push_str("</svg></div>");
+        out.push_str("</svg></div></div>");
     }
     if total > MAP_SEGMENTS {
         let rest: u64 = segs.iter().skip(MAP_SEGMENTS).map(|s| s.size).sum();
@@ -377,7 +551,7 @@ fn leak_chart(out: &mut String, it: &[&StepReport], l: &Leak) {
     let bw = (w - 80.0) / it.len() as f64;
     let _ = write!(
         out,
-        r#"<svg class="ms-chart" viewBox="0 0 {w} {}" width="{w}" height="{}">"#,
+        r#"<svg class="ms-chart ms-leak" viewBox="0 0 {w} {}" width="{w}" height="{}">"#,
         h + 20.0,
         h + 20.0
     );
@@ -484,7 +658,7 @@ impl Html<'_> {
         );
         device_figures(out, d);
         out.push_str(r#"<div class="card">"#);
-        chart(out, dev, tl, &st, snap);
+        chart(out, dev, tl, &st);
         out.push_str("</div></section>");
         for o in &d.ooms {
             let _ = write!(

@@ -3,6 +3,7 @@
 //! Every output format implements [`Format`], so adding one (JUnit, GitHub annotations, HTML)
 //! never touches the analyses, and each format has its own snapshot test.
 
+pub mod chart;
 pub mod check;
 pub mod check_github;
 pub mod check_junit;
