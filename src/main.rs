@@ -279,9 +279,17 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        fmt.render(&report, &opts, &mut out)
-            .context("writing the check report")?;
-        out.flush().context("writing the check report")?;
+        let written = fmt
+            .render(&report, &opts, &mut out)
+            .and_then(|()| out.flush())
+            .context("writing the check report");
+        // A closed pipe (`memscope check ... | head`) cuts the report, not the verdict: a failed
+        // check still exits 1, and the annotations below are still written.
+        if let Err(e) = written {
+            if !is_broken_pipe(&e) {
+                return Err(e);
+            }
+        }
     }
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();
