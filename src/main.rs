@@ -205,8 +205,15 @@ fn load_with_progress(
     // A summary file's entries keep their own ranks; `--rank` applies to a one-entry file.
     let mut out = Vec::new();
     let mut ranks = Vec::new();
-    for (v, r) in r?.into_iter().zip(explicit) {
+    for ((v, r), file) in r?.into_iter().zip(explicit).zip(files) {
         let one = v.len() == 1;
+        if let (Some(n), false) = (r, one) {
+            eprintln!(
+                "memscope: note: --rank {n}={} does nothing: that summary holds {} inputs, which keep their own ranks",
+                file.display(),
+                v.len()
+            );
+        }
         for s in v {
             ranks.push(r.filter(|_| one));
             out.push(s);

@@ -301,3 +301,35 @@ fn tail(why: &str) -> &'static str {
         _ => "",
     }
 }
+
+/// `--rank N=FILE` numbers one capture; a summary of several inputs keeps its entries' ranks, and
+/// the flag, doing nothing there, says so (once, naming the file), while the check still runs.
+#[test]
+fn rank_on_a_summary_of_several_inputs_says_it_does_nothing() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rank_on_summary");
+    std::fs::create_dir_all(&dir).unwrap();
+    let two = dir.join("two.json");
+    let one = dir.join("one.json");
+    let (clean, leak) = (fixture("clean.pickle"), fixture("leak_val_no_grad.pickle"));
+    let (code, _, err) = run(&["baseline", &clean, &leak, "-o", two.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(&["baseline", &clean, "-o", one.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let arg = format!("3={}", two.display());
+    let (code, out, err) = run(&["check", "--no-config", "--rank", &arg]);
+    assert_eq!(code, Some(1), "the leak still fails: {out}");
+    assert_eq!(
+        err,
+        format!(
+            "memscope: note: --rank {arg} does nothing: that summary holds 2 inputs, which keep their own ranks\n"
+        )
+    );
+    assert!(out.contains("\n     0 ") && out.contains("\n     1 "), "{out}");
+    assert!(!out.contains("\n     3 "), "{out}");
+    // A one-input summary takes the rank: no note.
+    let arg = format!("5={}", one.display());
+    let (code, out, err) = run(&["check", "--no-config", "--rank", &arg, &leak]);
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("\n     5 "), "{out}");
+}
