@@ -163,6 +163,21 @@ fn command_line_handling() {
     assert!(err.contains("[possible values: oom, exit, both]"), "{err}");
     let (code, err) = run(&["-o", "x", "--max-entries", "0", "--", "true"]);
     assert_eq!(code, Some(2), "{err}");
+    // `-o -` means stdout elsewhere; here it is refused before the program runs, and no
+    // directory named `-` appears.
+    let r = bin()
+        .current_dir(&d)
+        .args(["run", "-o", "-", "--", "sh", "-c", "echo ran"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(r.stdout.is_empty(), "the program did not run");
+    assert_eq!(
+        err,
+        "memscope: error: -o -: memscope run writes its snapshots and traces (one file per rank) into a directory, not to stdout; give one, e.g. -o mem/\n"
+    );
+    assert!(!d.join("-").exists());
     // `-o` is required; a command that does not exist is an error naming it.
     let (code, _) = run(&["--", "true"]);
     assert_eq!(code, Some(2));
