@@ -333,3 +333,21 @@ fn rank_on_a_summary_of_several_inputs_says_it_does_nothing() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("\n     5 "), "{out}");
 }
+
+/// `-` as input and `-o -` as output are in each command's help where they work.
+#[test]
+fn help_says_where_dash_means_stdin_or_stdout() {
+    for (cmd, stdin, stdout) in [
+        ("analyze", true, false),
+        ("whatif", true, false),
+        ("flamegraph", true, true),
+        ("report", true, true),
+        ("export", true, true),
+        ("baseline", false, true),
+    ] {
+        let (code, help, _) = run(&[cmd, "--help"]);
+        assert_eq!(code, Some(0));
+        assert_eq!(help.contains("`-` reads stdin"), stdin, "{cmd}: {help}");
+        assert_eq!(help.contains("`-` for stdout"), stdout, "{cmd}: {help}");
+    }
+}
