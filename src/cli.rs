@@ -167,10 +167,18 @@ pub fn subcommand_names() -> Vec<String> {
 /// When the first argument that is not a flag is neither a subcommand nor an existing file but
 /// is close to a subcommand's name, the message to print ("did you mean `report`?").
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
-    let word = args.iter().skip(1).find(|a| {
+    // The first word that is neither a flag nor the value of the one top-level flag that takes
+    // one (`--color never`).
+    let mut rest = args.iter().skip(1);
+    let word = loop {
+        let a = rest.next()?;
         let s = a.to_string_lossy();
-        !s.starts_with('-')
-    })?;
+        if s == "--color" {
+            rest.next();
+        } else if !s.starts_with('-') {
+            break a;
+        }
+    };
     let word = word.to_str()?;
     let names = subcommand_names();
     if names.iter().any(|n| n == word) || word == "help" || std::path::Path::new(word).exists() {

@@ -99,6 +99,13 @@ fn mistyped_subcommands_get_a_suggestion() {
             format!("memscope: error: `{typo}` is neither a subcommand nor a file; did you mean `{want}`?\n")
         );
     }
+    // After a top-level flag and its value too.
+    let (code, _, err) = run(&["--color", "never", "reprot", "x.pickle"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err,
+        "memscope: error: `reprot` is neither a subcommand nor a file; did you mean `report`?\n"
+    );
     // Far from every name: the ordinary missing-file error, no guess.
     let (code, _, err) = run(&["train_run_42.pickle"]);
     assert_eq!(code, Some(2));
