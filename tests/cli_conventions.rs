@@ -203,7 +203,10 @@ fn check_into_a_closed_pipe_keeps_its_verdict() {
         let mut child = c.spawn().unwrap();
         drop(child.stdout.take());
         let o = child.wait_with_output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     for format in ["text", "json", "junit"] {
         assert_eq!(
@@ -219,7 +222,10 @@ fn check_into_a_closed_pipe_keeps_its_verdict() {
     }
     let (code, err) = closed("leak_oom.pickle", "text", true);
     assert_eq!(code, Some(1));
-    assert!(err.starts_with("::error"), "annotations still written: {err}");
+    assert!(
+        err.starts_with("::error"),
+        "annotations still written: {err}"
+    );
     assert!(!err.contains("pipe"), "{err}");
 }
 
@@ -246,8 +252,14 @@ fn unreadable_inputs_get_one_line_naming_the_file() {
     let root = unsafe { libc::geteuid() } == 0;
     let clean = fixture("clean.pickle");
     let cases = [
-        (dir.join("captures.pickle"), "is a directory, not a capture file"),
-        (fifo, "nothing came through for 300ms (a FIFO with no writer?)"),
+        (
+            dir.join("captures.pickle"),
+            "is a directory, not a capture file",
+        ),
+        (
+            fifo,
+            "nothing came through for 300ms (a FIFO with no writer?)",
+        ),
         (locked.clone(), "cannot read: Permission denied"),
     ];
     for (input, why) in &cases {
@@ -331,7 +343,10 @@ fn rank_on_a_summary_of_several_inputs_says_it_does_nothing() {
             "memscope: note: --rank {arg} does nothing: that summary holds 2 inputs, which keep their own ranks\n"
         )
     );
-    assert!(out.contains("\n     0 ") && out.contains("\n     1 "), "{out}");
+    assert!(
+        out.contains("\n     0 ") && out.contains("\n     1 "),
+        "{out}"
+    );
     assert!(!out.contains("\n     3 "), "{out}");
     // A one-input summary takes the rank: no note.
     let arg = format!("5={}", one.display());

@@ -134,7 +134,9 @@ fn excerpt_of(block: &[&str], log: &str) -> Result<(), String> {
             None => rest.any(|l| l == *want),
         };
         if !found {
-            return Err(format!("{want:?} is not in the log (after the lines before it)"));
+            return Err(format!(
+                "{want:?} is not in the log (after the lines before it)"
+            ));
         }
     }
     Ok(())
@@ -183,5 +185,8 @@ fn an_excerpt_must_follow_the_log() {
     assert!(excerpt_of(&["b b [...]", "c"], log).is_ok());
     assert!(excerpt_of(&["c", "a"], log).is_err(), "order counts");
     assert!(excerpt_of(&["a", "d"], log).is_err());
-    assert!(excerpt_of(&["b b"], log).is_err(), "a whole line, unless it ends in [...]");
+    assert!(
+        excerpt_of(&["b b"], log).is_err(),
+        "a whole line, unless it ends in [...]"
+    );
 }

@@ -312,7 +312,11 @@ if os.environ["RANK"] == "1":
             &std::fs::read(out.join(format!("memscope-trace-rank{rank}.json"))).unwrap(),
         )
         .unwrap();
-        assert_eq!(trace["fake_steps"], serde_json::json!([2, 3]), "rank {rank}");
+        assert_eq!(
+            trace["fake_steps"],
+            serde_json::json!([2, 3]),
+            "rank {rank}"
+        );
     }
     // Each worker recorded with the settings asked for; the launcher never did.
     let calls: Vec<serde_json::Value> = std::fs::read_to_string(&log)
