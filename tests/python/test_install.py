@@ -77,6 +77,10 @@ class PipLayouts(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def pip_install(self, python, *args, env=None):
+        # Everything goes to temporary directories, never into the system: a distribution's
+        # Python that is "externally managed" (PEP 668) may let pip do that. Older pips ignore
+        # the variable.
+        env = dict(os.environ if env is None else env, PIP_BREAK_SYSTEM_PACKAGES="1")
         r = subprocess.run([python, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
                             "--disable-pip-version-check", *args, self.wheel],
                            env=env, capture_output=True, text=True, timeout=300)
@@ -138,7 +142,7 @@ class PipLayouts(unittest.TestCase):
         if probe is None or "dist-packages" not in probe.stdout or not has_pip(python):
             self.skipTest("no Debian-style system Python with pip here")
         p = os.path.join(self.tmp, "debian-prefix")
-        self.pip_install(python, "--break-system-packages", "--prefix", p)
+        self.pip_install(python, "--prefix", p)
         site = os.path.join(p, probe.stdout.strip()[len("P/"):])
         self.assertTrue(os.path.isfile(os.path.join(p, "local", "bin", "memscope")))
         self.run_memscope(python, self.clean_env(PYTHONPATH=site))
