@@ -233,14 +233,25 @@ fn check_into_a_closed_pipe_keeps_its_verdict() {
 /// command that reads a capture: one line on stderr that names the file, exit 2. Root reads a
 /// mode-000 file regardless, so under root the commands run as `nobody` (uid and gid 65534,
 /// dropped in the child before `exec`): the permission check is then the kernel's, as for a user.
+/// `nobody` may not reach the checkout (a clone in a private directory), so the binary and the
+/// readable capture are copied into a world-readable directory under the system's temp dir.
 #[test]
 fn unreadable_inputs_get_one_line_naming_the_file() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("unreadable_inputs");
+    let dir = std::env::temp_dir().join(format!("memscope-unreadable-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("captures.pickle")).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("memscope");
+    std::fs::copy(env!("CARGO_BIN_EXE_memscope"), &exe).unwrap();
+    let clean = dir.join("clean.pickle");
+    std::fs::copy(fixture("clean.pickle"), &clean).unwrap();
+    for f in [&exe, &clean] {
+        let mode = if *f == exe { 0o755 } else { 0o644 };
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let clean = clean.to_str().unwrap().to_string();
     let fifo = dir.join("fifo.pickle");
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
@@ -250,7 +261,6 @@ fn unreadable_inputs_get_one_line_naming_the_file() {
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let clean = fixture("clean.pickle");
     let cases = [
         (
             dir.join("captures.pickle"),
@@ -275,8 +285,9 @@ fn unreadable_inputs_get_one_line_naming_the_file() {
             vec!["report", input, "-o", "-"],
             vec!["export", input, "-o", "-"],
         ] {
-            let mut c = bin();
+            let mut c = Command::new(&exe);
             c.args(&args)
+                .current_dir(&dir)
                 .env("MEMSCOPE_PIPE_TIMEOUT", "0.3")
                 .stdin(Stdio::null());
             if root {
@@ -294,7 +305,7 @@ fn unreadable_inputs_get_one_line_naming_the_file() {
                 }
             }
             let o = c.output().unwrap_or_else(|e| {
-                panic!("{args:?}: cannot run memscope as nobody ({e}): its path must be world-readable")
+                panic!("{args:?}: cannot run {} as nobody: {e}", exe.display())
             });
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
@@ -310,6 +321,7 @@ fn unreadable_inputs_get_one_line_naming_the_file() {
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (code, _, err) = run(&["analyze", locked.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What follows each reason on its line.
