@@ -167,10 +167,18 @@ pub fn subcommand_names() -> Vec<String> {
 /// When the first argument that is not a flag is neither a subcommand nor an existing file but
 /// is close to a subcommand's name, the message to print ("did you mean `report`?").
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
-    let word = args.iter().skip(1).find(|a| {
+    // The first word that is neither a flag nor the value of the one top-level flag that takes
+    // one (`--color never`).
+    let mut rest = args.iter().skip(1);
+    let word = loop {
+        let a = rest.next()?;
         let s = a.to_string_lossy();
-        !s.starts_with('-')
-    })?;
+        if s == "--color" {
+            rest.next();
+        } else if !s.starts_with('-') {
+            break a;
+        }
+    };
     let word = word.to_str()?;
     let names = subcommand_names();
     if names.iter().any(|n| n == word) || word == "help" || std::path::Path::new(word).exists() {
@@ -213,7 +221,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[derive(clap::Args, Debug)]
 pub struct WhatifArgs {
-    /// Snapshot pickle (optionally .gz) with an allocation history.
+    /// Snapshot pickle (optionally .gz) with an allocation history; `-` reads stdin.
     pub file: PathBuf,
     /// Settings to try, as in PYTORCH_CUDA_ALLOC_CONF (overrides the recorded ones), e.g.
     /// `expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:4`.
@@ -230,7 +238,7 @@ pub struct WhatifArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct TuiArgs {
-    /// Snapshot pickle (optionally .gz).
+    /// Snapshot pickle or Chrome trace JSON (either optionally .gz).
     pub file: PathBuf,
 }
 
@@ -360,7 +368,7 @@ pub struct DiffArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {
-    /// Snapshot pickle (optionally .gz).
+    /// Snapshot pickle (optionally .gz); `-` reads stdin.
     pub file: PathBuf,
     /// Moment to draw: `end`, `peak`, `oom` or an event index.
     #[arg(long, default_value = "end")]
@@ -374,7 +382,7 @@ pub struct FlamegraphArgs {
     /// Write folded stacks (`frame;frame;frame bytes`, outermost first) instead of SVG.
     #[arg(long)]
     pub folded: bool,
-    /// Output file.
+    /// Output file (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
 }
@@ -388,20 +396,20 @@ pub enum FlameBy {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// Snapshot pickle (optionally .gz).
+    /// Snapshot pickle (optionally .gz); `-` reads stdin.
     pub file: PathBuf,
-    /// Output HTML file.
+    /// Output HTML file (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
-    /// Snapshot pickle (optionally .gz).
+    /// Snapshot pickle (optionally .gz); `-` reads stdin.
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
     pub format: ExportFormat,
-    /// Output file.
+    /// Output file (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
 }
@@ -414,7 +422,7 @@ pub enum ExportFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct AnalyzeArgs {
-    /// Snapshot pickle or Chrome trace JSON (either optionally .gz).
+    /// Snapshot pickle or Chrome trace JSON (either optionally .gz); `-` reads stdin.
     pub file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]

@@ -205,8 +205,15 @@ fn load_with_progress(
     // A summary file's entries keep their own ranks; `--rank` applies to a one-entry file.
     let mut out = Vec::new();
     let mut ranks = Vec::new();
-    for (v, r) in r?.into_iter().zip(explicit) {
+    for ((v, r), file) in r?.into_iter().zip(explicit).zip(files) {
         let one = v.len() == 1;
+        if let (Some(n), false) = (r, one) {
+            eprintln!(
+                "memscope: note: --rank {n}={} does nothing: that summary holds {} inputs, which keep their own ranks",
+                file.display(),
+                v.len()
+            );
+        }
         for s in v {
             ranks.push(r.filter(|_| one));
             out.push(s);
@@ -279,9 +286,17 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        fmt.render(&report, &opts, &mut out)
-            .context("writing the check report")?;
-        out.flush().context("writing the check report")?;
+        let written = fmt
+            .render(&report, &opts, &mut out)
+            .and_then(|()| out.flush())
+            .context("writing the check report");
+        // A closed pipe (`memscope check ... | head`) cuts the report, not the verdict: a failed
+        // check still exits 1, and the annotations below are still written.
+        if let Err(e) = written {
+            if !is_broken_pipe(&e) {
+                return Err(e);
+            }
+        }
     }
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();

@@ -131,6 +131,12 @@ fn outputs(dir: &Path) -> HashMap<PathBuf, Option<SystemTime>> {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    // Elsewhere `-o -` is stdout; here the output is a directory of files, one per rank and kind.
+    if args.output.as_os_str() == "-" {
+        anyhow::bail!(
+            "-o -: memscope run writes its snapshots and traces (one file per rank) into a directory, not to stdout; give one, e.g. -o mem/"
+        );
+    }
     std::fs::create_dir_all(&args.output).with_context(|| {
         format!(
             "{}: cannot create the output directory",

@@ -4,6 +4,11 @@
 //! `<!-- example: memscope ARGS [| head -n N] -->`. This test runs each command (from the
 //! repository root, without colour) and compares its stdout with the block; with
 //! `UPDATE_README=1` it rewrites the blocks instead (after an intended change of output).
+//!
+//! Output memscope printed elsewhere (on the GPU machine, by `memscope run`) is a ```` ```text ````
+//! block after `<!-- log: PATH -->`: its lines are lines of that bundled log, in order (a line
+//! ending in ` [...]` stands for a line of the log that starts with what precedes it). Every
+//! ```` ```text ```` block in the README is one or the other.
 
 use std::path::Path;
 use std::process::Command;
@@ -115,5 +120,73 @@ fn readme_examples_are_real_output() {
         stale.is_empty(),
         "{}\n\nrun `UPDATE_README=1 cargo test --locked --test readme_examples` after an intended change",
         stale.join("\n\n")
+    );
+}
+
+const LOG_MARKER: &str = "<!-- log: ";
+
+/// Whether `block` is an excerpt of `log`: its lines appear there in order.
+fn excerpt_of(block: &[&str], log: &str) -> Result<(), String> {
+    let mut rest = log.lines();
+    for want in block {
+        let found = match want.strip_suffix(" [...]") {
+            Some(prefix) => rest.any(|l| l.starts_with(prefix)),
+            None => rest.any(|l| l == *want),
+        };
+        if !found {
+            return Err(format!(
+                "{want:?} is not in the log (after the lines before it)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn readme_logs_are_excerpts_of_the_bundled_logs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut checked = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if *l != "```text" {
+            continue;
+        }
+        let before = if i > 0 { lines[i - 1] } else { "" };
+        if before.starts_with(MARKER) {
+            continue; // an example: `readme_examples_are_real_output`
+        }
+        let log = before
+            .strip_prefix(LOG_MARKER)
+            .and_then(|r| r.strip_suffix(" -->"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "README.md:{}: a ```text block with neither `{MARKER}memscope ... -->` nor `{LOG_MARKER}PATH -->` before it",
+                    i + 1
+                )
+            });
+        let end = (i + 1..lines.len())
+            .find(|&j| lines[j] == "```")
+            .unwrap_or_else(|| panic!("README.md:{}: unterminated block", i + 1));
+        let log_text = std::fs::read_to_string(root.join(log))
+            .unwrap_or_else(|e| panic!("README.md:{}: {log}: {e}", i));
+        if let Err(e) = excerpt_of(&lines[i + 1..end], &log_text) {
+            panic!("README.md:{}: not what {log} holds: {e}", i + 1);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 1, "the README quotes memscope run's output");
+}
+
+#[test]
+fn an_excerpt_must_follow_the_log() {
+    let log = "a\nb b b\nc\n";
+    assert!(excerpt_of(&["a", "c"], log).is_ok());
+    assert!(excerpt_of(&["b b [...]", "c"], log).is_ok());
+    assert!(excerpt_of(&["c", "a"], log).is_err(), "order counts");
+    assert!(excerpt_of(&["a", "d"], log).is_err());
+    assert!(
+        excerpt_of(&["b b"], log).is_err(),
+        "a whole line, unless it ends in [...]"
     );
 }

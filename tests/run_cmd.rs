@@ -163,6 +163,21 @@ fn command_line_handling() {
     assert!(err.contains("[possible values: oom, exit, both]"), "{err}");
     let (code, err) = run(&["-o", "x", "--max-entries", "0", "--", "true"]);
     assert_eq!(code, Some(2), "{err}");
+    // `-o -` means stdout elsewhere; here it is refused before the program runs, and no
+    // directory named `-` appears.
+    let r = bin()
+        .current_dir(&d)
+        .args(["run", "-o", "-", "--", "sh", "-c", "echo ran"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(r.stdout.is_empty(), "the program did not run");
+    assert_eq!(
+        err,
+        "memscope: error: -o -: memscope run writes its snapshots and traces (one file per rank) into a directory, not to stdout; give one, e.g. -o mem/\n"
+    );
+    assert!(!d.join("-").exists());
     // `-o` is required; a command that does not exist is an error naming it.
     let (code, _) = run(&["--", "true"]);
     assert_eq!(code, Some(2));
@@ -217,4 +232,138 @@ fn end_to_end_with_python3_and_a_stand_in_torch() {
     let a = bin().arg("analyze").arg(&snap).output().unwrap();
     assert_eq!(a.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&a.stdout).contains("VERDICT OOM on cuda:0"));
+}
+
+/// Every option of `memscope run` through to the files, with a real `python3`, the stand-in
+/// torch, and a `torchrun` stand-in: a launcher that imports torch but never touches CUDA (as
+/// torchrun's does) and starts two workers with `RANK`/`LOCAL_RANK` set. Each worker steps an
+/// optimizer 5 times and ends cleanly; rank 1 then raises an OOM. Asked for: snapshots on both,
+/// 777 entries, a trace of steps 2 to 3.
+#[test]
+fn options_and_ranks_under_a_torchrun_like_launcher() {
+    let d = scratch("run_torchrun");
+    let bin_dir = d.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let launcher = bin_dir.join("torchrun");
+    std::fs::write(
+        &launcher,
+        r#"#!/usr/bin/env python3
+import os, subprocess, sys
+import torch  # the launcher imports torch, never initialises CUDA
+procs = []
+for rank in range(2):
+    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
+    procs.append(subprocess.Popen([sys.executable, *sys.argv[1:]], env=env))
+sys.exit(max(p.wait() for p in procs))
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        d.join("train.py"),
+        r#"import os, torch
+x = torch.cuda.empty(16)
+opt = torch.optim.Optimizer()
+for _ in range(5):
+    opt.step()
+if os.environ["RANK"] == "1":
+    raise torch.OutOfMemoryError("CUDA out of memory")
+"#,
+    )
+    .unwrap();
+    let out = d.join("out");
+    let log = d.join("torch.log");
+    let r = bin()
+        .args(["run", "--snapshot-on", "both", "--max-entries", "777"])
+        .args(["--profile-steps", "2:3", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&launcher)
+        .arg(d.join("train.py"))
+        .env("PYTHONPATH", root().join("tests/python/fake_torch"))
+        .env("FAKE_TORCH_SNAPSHOT", root().join("fixtures/clean.pickle"))
+        .env("FAKE_TORCH_LOG", &log)
+        .env_remove("RANK")
+        .env_remove("LOCAL_RANK")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "rank 1's OOM: {stderr}");
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // `both`: the exit snapshot where no OOM escaped, the OOM one where it did; the launcher
+    // wrote nothing (no `memscope-*.pickle` without a rank).
+    assert_eq!(
+        names,
+        [
+            "memscope-exit-rank0.pickle",
+            "memscope-oom-rank1.pickle",
+            "memscope-trace-rank0.json",
+            "memscope-trace-rank1.json",
+        ],
+        "{stderr}"
+    );
+    for rank in 0..2 {
+        let trace: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(out.join(format!("memscope-trace-rank{rank}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            trace["fake_steps"],
+            serde_json::json!([2, 3]),
+            "rank {rank}"
+        );
+    }
+    // Each worker recorded with the settings asked for; the launcher never did.
+    let calls: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let records: Vec<&serde_json::Value> = calls
+        .iter()
+        .filter(|c| c["event"] == "record" && c["enabled"] == "all")
+        .collect();
+    assert_eq!(records.len(), 2, "{calls:?}");
+    for c in records {
+        assert_eq!(c["max_entries"], 777);
+        assert_eq!(c["stacks"], "python");
+    }
+    assert_eq!(calls.iter().filter(|c| c["event"] == "import").count(), 3);
+    // What to run next names every file, and the two snapshots together.
+    let o = std::fs::canonicalize(&out).unwrap();
+    let o = o.display();
+    for f in [
+        "memscope-exit-rank0.pickle",
+        "memscope-oom-rank1.pickle",
+        "memscope-trace-rank1.json",
+    ] {
+        assert!(
+            stderr.contains(&format!("  memscope analyze {o}/{f}\n")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!(
+            "  memscope check {o}/memscope-exit-rank0.pickle {o}/memscope-oom-rank1.pickle    # all ranks side by side\n"
+        )),
+        "{stderr}"
+    );
+    // The files memscope run wrote are ones memscope reads.
+    let a = bin()
+        .args(["check", "--no-config"])
+        .arg(out.join("memscope-exit-rank0.pickle"))
+        .arg(out.join("memscope-oom-rank1.pickle"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        a.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&a.stdout)
+    );
 }

@@ -3,8 +3,10 @@
 pip installs a `bin` wheel's executable into the scheme's scripts directory, which depends on how
 it was installed: a virtualenv or the system (`sysconfig` scripts of this interpreter or its base),
 `pip install --user` (the user scheme), `pip install --prefix P` (`P/bin`, with this package under
-`P/lib/pythonX.Y/site-packages/memscope`) or `pip install --target T` (`T/bin`, with this package
-at `T/memscope`). The same search uv's `find_uv_bin` does.
+`P/lib/pythonX.Y/site-packages/memscope`; `lib64/` on Fedora and RHEL, whose platform wheels go
+there; `P/local/bin` and `P/local/lib/pythonX.Y/dist-packages` with Debian's and Ubuntu's Python)
+or `pip install --target T` (`T/bin`, with this package at `T/memscope`). The search uv's
+`find_uv_bin` does, with those distributions' layouts too.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def _strip_suffix(path: str, pattern: str) -> str | None:
 def candidate_dirs(package_dir: str | None = None) -> list[str]:
     """The directories searched, in order, without duplicates."""
     package_dir = package_dir or os.path.dirname(os.path.abspath(__file__))
-    prefix_root = _strip_suffix(package_dir, "lib/python*/site-packages/memscope")
+    # `lib` or `lib64`; `site-packages`, or `dist-packages` (Debian's Python, under `P/local`).
+    prefix_root = _strip_suffix(package_dir, "lib*/python*/*-packages/memscope")
     target_root = _strip_suffix(package_dir, "memscope")
     dirs = [
         sysconfig.get_path("scripts"),

@@ -290,6 +290,14 @@ class FindBin(unittest.TestCase):
         self.assertIn(os.path.join("/opt", "p", "bin"), _find_bin.candidate_dirs(prefix_pkg))
         target_pkg = os.path.join("/opt", "t", "memscope")
         self.assertEqual(_find_bin.candidate_dirs(target_pkg)[-1], os.path.join("/opt", "t", "bin"))
+        # Fedora / RHEL put a platform wheel under lib64; Debian's Python under local/.../dist-packages.
+        lib64_pkg = os.path.join("/opt", "q", "lib64", "python3.9", "site-packages", "memscope")
+        self.assertIn(os.path.join("/opt", "q", "bin"), _find_bin.candidate_dirs(lib64_pkg))
+        deb_pkg = os.path.join("/opt", "d", "local", "lib", "python3.11", "dist-packages", "memscope")
+        self.assertIn(os.path.join("/opt", "d", "local", "bin"), _find_bin.candidate_dirs(deb_pkg))
+        # Not a prefix layout: no `bin` beside `lib`.
+        other = os.path.join("/opt", "x", "python3.11", "site-packages", "memscope")
+        self.assertNotIn(os.path.join("/opt", "bin"), _find_bin.candidate_dirs(other))
 
     def test_python_m_memscope_runs_the_binary_of_a_target_install(self):
         t = tempfile.mkdtemp()
