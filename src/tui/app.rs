@@ -14,6 +14,7 @@ use ratatui::layout::Rect;
 use super::data::{Data, Jump, Loaded, MarkerKind};
 use super::sites::{self, Row, SiteNode, SortBy};
 use super::trace::{OpSort, StepOps, TraceData};
+use super::widgets::Scroll;
 use crate::analysis::categories::{Category, Classifier};
 use crate::analysis::replay::{LiveBlock, SegState, State};
 use crate::model::{Action as EvAction, StackId};
@@ -99,6 +100,8 @@ pub enum Action {
     CategoryToggle,
     /// Timeline: the x axis is events or time.
     TimeAxisToggle,
+    /// Timeline: show reserved memory behind the allocated curve, and scale to it.
+    ReservedToggle,
     NextDevice,
     Search,
     SearchChar(char),
@@ -185,6 +188,8 @@ pub struct App {
     pub map_by_category: bool,
     /// The timeline's x axis is time (equal spans of time per column), not events.
     pub by_time: bool,
+    /// The timeline draws reserved memory behind the allocated curve (and scales to it).
+    pub reserved_shown: bool,
     /// The device whose classifier is built, and the classifier (built on first use).
     classifier: Option<(usize, Classifier)>,
     pub expanded_sites: HashSet<String>,
@@ -210,6 +215,8 @@ pub struct App {
     pub op_open: bool,
     pub op_ev_sel: usize,
     pub graph_sel: usize,
+    /// The text panes' scroll positions: the overview's, the leaks', the graph's, the map's.
+    texts: [Scroll; 4],
 }
 
 /// Rows of the screen: tabs on top, status at the bottom, the view between.
@@ -284,6 +291,8 @@ impl App {
             op_open: false,
             op_ev_sel: 0,
             graph_sel: 0,
+            reserved_shown: false,
+            texts: Default::default(),
         }
     }
 
@@ -559,6 +568,7 @@ impl App {
             return;
         }
         let views = self.views();
+        let before = self.text_key();
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -612,6 +622,12 @@ impl App {
                 }
             }
             Action::FoldToggle => self.unfold = !self.unfold,
+            Action::ReservedToggle => {
+                self.reserved_shown = !self.reserved_shown;
+                if self.view != View::Timeline {
+                    self.message = "r shows reserved memory on the timeline (view 2)".into();
+                }
+            }
             Action::TimeAxisToggle => {
                 self.by_time = !self.by_time;
                 if self.by_time && self.time_axis().is_none() {
@@ -636,6 +652,12 @@ impl App {
                     self.message = "no allocating event in the log for this selection".into();
                 }
             }
+            Action::Scroll(d, x, y) if self.text(self.view).is_some_and(|t| t.contains(x, y)) => {
+                if let Some(t) = self.text(self.view) {
+                    t.by(3 * d as i32)
+                }
+            }
+            other if self.apply_text(other) => {}
             Action::Click(x, y) => self.click(x, y),
             Action::Scroll(d, _, _) => {
                 let act = if d < 0 { Action::Up } else { Action::Down };
@@ -648,7 +670,65 @@ impl App {
             }
             other => self.apply_view(other),
         }
+        // A new selection shows its text from the top.
+        let after = self.text_key();
+        if after != before && after.0 == before.0 {
+            if let Some(t) = self.text(self.view) {
+                t.reset()
+            }
+        }
         self.sync();
+    }
+
+    /// The text pane of view `v`, where it has one.
+    pub fn text(&self, v: View) -> Option<&Scroll> {
+        let i = match v {
+            View::Overview => 0,
+            View::Leaks => 1,
+            View::Graph => 2,
+            View::Map => 3,
+            _ => return None,
+        };
+        self.texts.get(i)
+    }
+
+    /// The current view and what its text pane explains (its selection).
+    fn text_key(&self) -> (View, usize, usize) {
+        match self.view {
+            View::Overview => (self.view, self.overview_sel, 0),
+            View::Leaks => (self.view, self.leaks_sel, 0),
+            View::Graph => (self.view, self.graph_sel, 0),
+            View::Map => (self.view, self.map_seg, self.map_part),
+            v => (v, 0, 0),
+        }
+    }
+
+    /// Keys that act on the text pane of a view with a list and an explanation: `PgUp`/`PgDn`
+    /// scroll it, `→`/`l` focus it (then `↑↓`/`j k` scroll it), `←`/`h` give the keys back to
+    /// the list. The map keeps its keys (its arrows move blocks); its pane scrolls with the wheel.
+    fn apply_text(&mut self, a: Action) -> bool {
+        let i = match self.view {
+            View::Overview => 0,
+            View::Leaks => 1,
+            View::Graph => 2,
+            _ => return false,
+        };
+        let t = &mut self.texts[i];
+        match a {
+            Action::PageDown => t.page(1),
+            Action::PageUp => t.page(-1),
+            Action::Right => {
+                t.focused = true;
+                self.message = "the text has the keys: ↑↓ jk scroll, ← back to the list".into();
+            }
+            Action::Left => t.focused = false,
+            Action::Down if t.focused => t.by(1),
+            Action::Up if t.focused => t.by(-1),
+            Action::Top if t.focused => t.reset(),
+            Action::Bottom if t.focused => t.by(i32::from(u16::MAX)),
+            _ => return false,
+        }
+        true
     }
 
     fn apply_typing(&mut self, a: Action) {
@@ -1193,33 +1273,16 @@ impl App {
 /// Width of the map's per-segment label column.
 pub const MAP_LABEL_W: u16 = 30;
 
-/// The overview's findings list: first row and height.
+/// The overview's findings list: first row and height. It takes the bottom of the body, as
+/// many rows as there are findings up to half the body; the text pane scrolls above it.
 pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
-    let ndev = match (&app.data, &app.trace) {
-        (Some(d), _) => d.analysis.devices.len(),
-        (_, Some(t)) => t.analysis.devices.len(),
+    let n = match (&app.data, &app.trace) {
+        (Some(d), _) => d.findings.len(),
+        (_, Some(t)) => t.findings.len(),
         _ => 0,
     } as u16;
-    // Verdict (3 lines) + device table (header + one per device) + blank + OOM block (up to 5) + title.
-    let top = 3 + 1 + ndev + 1 + app_oom_lines(app) + 1;
-    let top = top.min(b.height.saturating_sub(3));
-    (b.y + top, b.height.saturating_sub(top))
-}
-
-/// Lines the overview gives to the OOM explanation.
-pub fn app_oom_lines(app: &App) -> u16 {
-    if app.trace.is_some() {
-        return super::trace_views::OVERVIEW_LINES;
-    }
-    let has_oom = app
-        .data
-        .as_ref()
-        .is_some_and(|d| d.analysis.devices.iter().any(|x| !x.ooms.is_empty()));
-    if has_oom {
-        6
-    } else {
-        0
-    }
+    let h = n.clamp(1, (b.height / 2).max(1));
+    (b.y + b.height.saturating_sub(h), h)
 }
 
 pub fn tab_label(i: usize, v: View) -> String {

@@ -53,6 +53,7 @@ pub fn map_key(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('f') => Action::FoldToggle,
         KeyCode::Char('c') if !ctrl => Action::CategoryToggle,
         KeyCode::Char('t') => Action::TimeAxisToggle,
+        KeyCode::Char('r') => Action::ReservedToggle,
         KeyCode::Char('d') => Action::NextDevice,
         _ => return None,
     })

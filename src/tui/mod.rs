@@ -19,6 +19,7 @@ pub mod trace;
 mod trace_app;
 pub mod trace_views;
 pub mod views;
+pub mod widgets;
 
 use std::io::{self, Write};
 use std::path::Path;

@@ -11,6 +11,7 @@ use ratatui::widgets::Widget;
 
 use super::app::{chart_area, App, Window, AXIS_W};
 use super::data::{Marker, MarkerKind};
+use super::widgets::put_pieces;
 use crate::units::bytes;
 
 /// Min and max of `series[lo..hi]` per column, `cols` columns.
@@ -142,6 +143,36 @@ pub struct Chart<'a> {
     pub hints: &'a str,
     /// Each event's time in seconds from the first, when the x axis is time.
     pub times: Option<&'a [f64]>,
+    /// Reserved memory drawn (and scaled to) behind the allocated curve; off, the scale is
+    /// what is allocated, so the memory that matters fills the chart.
+    pub reserved_shown: bool,
+}
+
+/// A round step for a bytes axis whose top is `top`, giving at most `ticks` steps: a power of
+/// two of B, KiB, MiB, GiB or TiB (`0, 256 MiB, 512 MiB`).
+pub fn tick_step(top: u64, ticks: u64) -> u64 {
+    let ticks = ticks.max(1);
+    let mut step = 1u64;
+    while top.div_ceil(step) > ticks {
+        step = step.saturating_mul(2);
+    }
+    step
+}
+
+/// A tick's label: whole units without a decimal (`256 MiB`), else one decimal.
+pub fn tick_label(v: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut u = 0;
+    let mut x = v as f64;
+    while x >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if x.fract() == 0.0 {
+        format!("{x:.0} {}", UNITS[u])
+    } else {
+        format!("{x:.1} {}", UNITS[u])
+    }
 }
 
 impl Widget for Chart<'_> {
@@ -150,11 +181,11 @@ impl Widget for Chart<'_> {
         let n = c.allocated.len();
         let cur = c.cursor;
         let w = c.window;
-        buf.set_stringn(
-            area.x,
-            area.y,
+        put(
+            area,
+            buf,
+            0,
             &c.header,
-            area.width as usize,
             Style::default().add_modifier(Modifier::BOLD),
         );
         let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
@@ -163,34 +194,23 @@ impl Widget for Chart<'_> {
         if c.active.is_some() {
             legend_items.push(("▒ active ", Style::default().fg(Color::Yellow)));
         }
-        legend_items.push(("░ reserved  ", Style::default().fg(Color::Blue)));
+        if c.reserved_shown {
+            legend_items.push(("░ reserved (r hides)  ", Style::default().fg(Color::Blue)));
+        } else {
+            legend_items.push(("r: reserved  ", Style::default().fg(Color::Blue)));
+        }
         legend_items.push(("P peak ", Style::default().fg(Color::Magenta)));
         if c.active.is_some() {
             legend_items.push(("X OOM ", Style::default().fg(Color::Red)));
         }
-        legend_items.push((c.marker_legend, Style::default().fg(Color::Cyan)));
-        let mut x = area.x;
-        for (txt, st) in legend_items {
-            if x >= area.x + area.width {
-                break;
-            }
-            let (nx, _) =
-                buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
-            x = nx;
-        }
+        let marker_legend = format!("{}  ", c.marker_legend);
+        legend_items.push((&marker_legend, Style::default().fg(Color::Cyan)));
         let win = match c.times {
-            Some(_) => format!("  time axis, events {}..{} ×{zoom:.1}", w.lo, w.hi),
-            None => format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi),
+            Some(_) => format!("time axis, events {}..{} ×{zoom:.1}", w.lo, w.hi),
+            None => format!("events {}..{} ×{zoom:.1}", w.lo, w.hi),
         };
-        if x < area.x + area.width {
-            buf.set_stringn(
-                x,
-                area.y + 1,
-                win,
-                (area.x + area.width - x) as usize,
-                Style::default().fg(Color::DarkGray),
-            );
-        }
+        legend_items.push((&win, Style::default().fg(Color::DarkGray)));
+        put_pieces(buf, area, 1, &legend_items);
 
         let chart = chart_area(area);
         if chart.width == 0 || chart.height == 0 {
@@ -209,15 +229,19 @@ impl Widget for Chart<'_> {
         let alloc = series(c.allocated);
         let active = c.active.map(series);
         let reserved = series(c.reserved);
-        let top = reserved
+        let shown_max = active
             .iter()
-            .chain(active.iter().flatten())
+            .flatten()
             .chain(alloc.iter())
+            .chain(reserved.iter().filter(|_| c.reserved_shown))
             .map(|x| x.1)
             .max()
             .unwrap_or(0)
             .max(1);
         let h = chart.height as u64;
+        // The data fills the chart; round ticks, about one every four rows, label it.
+        let step = tick_step(shown_max, (h / 4).max(1));
+        let top = shown_max;
         let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
         let cur_col = col_of(cur);
         for col in 0..cols.min(alloc.len()) {
@@ -244,7 +268,7 @@ impl Widget for Chart<'_> {
                     )
                 } else if lact > base {
                     ('▒', Style::default().fg(Color::Yellow))
-                } else if lres > base {
+                } else if c.reserved_shown && lres > base {
                     ('░', Style::default().fg(Color::Blue))
                 } else {
                     (' ', Style::default())
@@ -263,31 +287,24 @@ impl Widget for Chart<'_> {
                 }
             }
         }
-        // Y axis.
-        let ax = |v: u64| format!("{:>9}", bytes(v));
-        buf.set_stringn(
-            area.x,
-            chart.y,
-            ax(top),
-            AXIS_W as usize - 1,
-            Style::default().fg(Color::DarkGray),
-        );
-        if chart.height > 4 {
-            buf.set_stringn(
-                area.x,
-                chart.y + chart.height / 2,
-                ax(top / 2),
-                AXIS_W as usize - 1,
-                Style::default().fg(Color::DarkGray),
-            );
+        // Y axis: a label at each round tick, where the ticks are rows apart.
+        let mut last_row = None;
+        let mut v = 0;
+        while v <= top {
+            // The row whose cells reach `v`.
+            let row = ((v as u128 * h as u128 / top as u128) as u64).min(h - 1);
+            if last_row.is_none_or(|l: u64| row >= l + 2) && row < h {
+                buf.set_stringn(
+                    area.x,
+                    chart.y + chart.height - 1 - row as u16,
+                    format!("{:>8} ", tick_label(v)),
+                    AXIS_W as usize - 1,
+                    Style::default().fg(Color::DarkGray),
+                );
+                last_row = Some(row);
+            }
+            v += step;
         }
-        buf.set_stringn(
-            area.x,
-            chart.y + chart.height - 1,
-            ax(0),
-            AXIS_W as usize - 1,
-            Style::default().fg(Color::DarkGray),
-        );
         // Markers, one row under the chart; OOM and peak win over steps and annotations.
         let my = chart.y + chart.height;
         let ms = c.markers;
@@ -374,9 +391,13 @@ impl Widget for Chart<'_> {
                 info.push_str(&format!("in: {} (from event {})", p.label, p.event));
             }
             let info = format!("{info}   {}", c.hints);
-            buf.set_stringn(area.x, iy, info, area.width as usize, Style::default());
+            put(area, buf, iy - area.y, &info, Style::default());
         }
     }
+}
+
+fn put(area: Rect, buf: &mut Buffer, dy: u16, s: &str, st: Style) {
+    super::widgets::put(buf, area, dy, s, st)
 }
 
 /// The timeline view of a snapshot.
@@ -454,6 +475,7 @@ impl Widget for TimelineView<'_> {
             marker_legend: "│ step/annotation",
             hints: "p: peak  o: OOM  [ ]: markers +/- zoom t: time axis Enter: map",
             times: app.time_axis(),
+            reserved_shown: app.reserved_shown,
         }
         .render(area, buf);
     }

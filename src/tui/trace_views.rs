@@ -4,14 +4,14 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
-use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Widget, Wrap};
+use ratatui::widgets::Widget;
 
-use super::app::{list_offset, App, AXIS_W};
+use super::app::{list_offset, App, View, AXIS_W};
 use super::sites::short;
 use super::timeline::Chart;
 use super::trace::{OpRow, TraceData};
 use super::views::{bold, dim, put, sel_style};
+use super::widgets::TextPane;
 use crate::units::bytes;
 
 /// A list row: yellow where something survives to the end of the trace, reversed if selected.
@@ -38,9 +38,6 @@ fn signed(v: i128) -> String {
     }
 }
 
-/// Lines of the overview between the device table and the findings.
-pub const OVERVIEW_LINES: u16 = 3;
-
 /// The steps list inside the body: under the title and the column header.
 pub fn steps_list_area(body: Rect) -> Rect {
     Rect::new(
@@ -62,28 +59,22 @@ pub fn ops_list_area(body: Rect) -> Rect {
     )
 }
 
-/// Verdict, per-device figures, the graph, findings.
+/// Verdict, per-device figures, the graph (a text pane that scrolls), findings.
 pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let a = &t.analysis;
-    super::views::verdict(&a.verdict, area, buf);
-    let mut y = 3u16;
-    put(
-        buf,
-        area,
-        y,
-        &format!(
-            "{:<8}{:>23}{:>23}{:>14}{:>9}",
-            "device", "allocated end/peak", "reserved end/peak", "alive at end", "events"
-        ),
-        dim(),
-    );
-    y += 1;
+    let mut lines = vec![super::views::verdict_line(&a.verdict)];
+    let mut rows = vec![vec![
+        "device".to_owned(),
+        "allocated end/peak".to_owned(),
+        "reserved end/peak".to_owned(),
+        "alive at end".to_owned(),
+        "events".to_owned(),
+    ]];
     for d in &a.devices {
         let dm = t
             .dev_of_cuda(d.device)
             .and_then(|i| t.mem.devices.get(t.devs[i].mem));
-        let line = format!(
-            "{:<8}{:>23}{:>23}{:>14}{:>9}",
+        rows.push(vec![
             format!("cuda:{}", d.device),
             format!(
                 "{} / {}",
@@ -96,21 +87,19 @@ pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
                 bytes(d.observed_peak_reserved_bytes)
             ),
             dm.map(|m| bytes(m.live_at_end_bytes)).unwrap_or_default(),
-            d.events,
-        );
-        put(buf, area, y, &line, Style::default());
-        y += 1;
+            d.events.to_string(),
+        ]);
     }
-    y += 1;
-    let mut lines: Vec<Line> = Vec::new();
+    lines.extend(super::views::device_table(&rows, area.width));
+    lines.push((String::new(), Style::default()));
     if let Some(g) = &a.graph {
-        lines.push(Line::from(format!(
+        lines.push((format!(
             "autograd graph: {} forward ops with grad history, {} backward, {} never backpropagated, over {} steps",
             g.forward_nodes, g.backward_nodes, g.unconsumed_nodes, g.steps
-        )));
+        ), Style::default()));
     }
     let counts = &t.trace.counts;
-    lines.push(Line::styled(
+    lines.push((
         format!(
             "trace: {} events ({} ops, {} memory events, {} steps){}",
             counts.events,
@@ -125,16 +114,10 @@ pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         ),
         dim(),
     ));
-    if let Some(n) = a.notes.first() {
-        lines.push(Line::styled(format!("note: {n}"), dim()));
+    for n in &a.notes {
+        lines.push((format!("note: {n}"), dim()));
     }
-    lines.truncate(OVERVIEW_LINES as usize);
-    for l in lines {
-        if y < area.height {
-            buf.set_line(area.x, area.y + y, &l, area.width);
-        }
-        y += 1;
-    }
+    super::views::overview_pane(app, lines, area, buf);
     super::views::findings_list(app, &t.findings, &["graph growth", "leak"], area, buf);
 }
 
@@ -229,6 +212,7 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         marker_legend: "│ step",
         hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
         times: app.time_axis(),
+        reserved_shown: app.reserved_shown,
     }
     .render(area, buf);
 }
@@ -288,7 +272,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         area,
         1,
         &format!(
-            "  {}  end of step (above lowest)",
+            "  {}  {}",
             step_columns(
                 wide,
                 [
@@ -303,7 +287,12 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
                     "alive@end"
                 ]
                 .map(String::from)
-            )
+            ),
+            if steps_bar_w(area, wide) >= 26 {
+                "end of step (above lowest)"
+            } else {
+                ""
+            }
         ),
         dim(),
     );
@@ -318,13 +307,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         .collect();
     let min_end = ends.iter().copied().min().unwrap_or(0);
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
-    let bar_w = (l.width as usize).saturating_sub(
-        2 + if wide {
-            18 + 9 + 11 * 8
-        } else {
-            18 + 9 + 11 * 4
-        } + 2,
-    );
+    let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
         let on = k == app.steps_sel;
         let m = sm.get(k);
@@ -405,16 +388,29 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     );
 }
 
+/// Cells left for the steps list's bars after its columns.
+fn steps_bar_w(body: Rect, wide: bool) -> usize {
+    let l = steps_list_area(body);
+    (l.width as usize).saturating_sub(
+        2 + if wide {
+            18 + 9 + 11 * 8
+        } else {
+            18 + 9 + 11 * 4
+        } + 2
+            + 1,
+    )
+}
+
 /// The steps list's columns: all nine from 120 columns on; below, the step, its duration, peak,
 /// end, change and what is alive at the end.
 fn step_columns(wide: bool, v: [String; 9]) -> String {
     let [step, ms, start, peak, end, delta, allocated, freed, alive] = v;
     if wide {
         format!(
-            "{step:<18}{ms:>9}{start:>11}{peak:>11}{end:>11}{delta:>11}{allocated:>11}{freed:>11}{alive:>11}"
+            "{step:<17}  {ms:>8} {start:>10} {peak:>10} {end:>10} {delta:>10} {allocated:>10} {freed:>10} {alive:>10}"
         )
     } else {
-        format!("{step:<18}{ms:>9}{peak:>11}{end:>11}{delta:>11}{alive:>11}")
+        format!("{step:<17}  {ms:>8} {peak:>10} {end:>10} {delta:>10} {alive:>10}")
     }
 }
 
@@ -424,10 +420,10 @@ fn op_columns(wide: bool, v: [String; 8]) -> String {
     let [start, dur, allocs, allocated, frees, freed, alive, peak] = v;
     if wide {
         format!(
-            "{start:>9}{dur:>9}{allocs:>7}{allocated:>11}{frees:>7}{freed:>11}{alive:>11}{peak:>11}"
+            " {start:>8} {dur:>8} {allocs:>6} {allocated:>10} {frees:>6} {freed:>10} {alive:>10} {peak:>10}"
         )
     } else {
-        format!("{start:>9}{allocated:>11}{freed:>11}{alive:>11}")
+        format!(" {start:>8} {allocated:>10} {freed:>10} {alive:>10}")
     }
 }
 
@@ -810,27 +806,34 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         );
         y += chart_h;
         let lines = vec![
-            Line::from(f.explanation.clone()),
-            Line::styled(format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
+            (f.explanation.clone(), Style::default()),
+            (format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
         ];
-        if y < area.height {
-            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-                Rect::new(area.x, area.y + y, area.width, area.height - y),
-                buf,
-            );
-        }
+        text_pane(app, View::Graph, lines, area, y, buf);
     } else {
-        let lines: Vec<Line> = g
+        let lines = g
             .notes
             .iter()
-            .map(|n| Line::styled(format!("note: {n}"), dim()))
+            .map(|n| (format!("note: {n}"), dim()))
             .collect();
-        if y < area.height {
-            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-                Rect::new(area.x, area.y + y, area.width, area.height - y),
-                buf,
-            );
-        }
+        text_pane(app, View::Graph, lines, area, y, buf);
+    }
+}
+
+/// The view's text pane, from row `y` of `area` to its bottom.
+fn text_pane(
+    app: &App,
+    v: View,
+    lines: Vec<(String, Style)>,
+    area: Rect,
+    y: u16,
+    buf: &mut Buffer,
+) {
+    if let (true, Some(s)) = (y < area.height, app.text(v)) {
+        TextPane { lines, scroll: s }.render(
+            Rect::new(area.x, area.y + y, area.width, area.height - y),
+            buf,
+        );
     }
 }
 
@@ -889,19 +892,23 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
         y += chart_h;
     }
-    let lines = vec![
-        Line::from(l.leak.explanation.clone()),
-        Line::styled(
+    let mut lines = vec![
+        (l.leak.explanation.clone(), Style::default()),
+        (
             format!("fix: {}", l.leak.fix),
             Style::default().fg(Color::Green),
         ),
     ];
-    if y < area.height {
-        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-            Rect::new(area.x, area.y + y, area.width, area.height - y),
-            buf,
-        );
+    if !l.leak.stack.is_empty() {
+        lines.push((
+            "allocation stack (where the leaked memory is allocated, innermost first):".into(),
+            dim(),
+        ));
     }
+    for f in &l.leak.stack {
+        lines.push((format!("  {f}"), dim()));
+    }
+    text_pane(app, View::Leaks, lines, area, y, buf);
 }
 
 /// The status line's cursor part for a trace.

@@ -6,8 +6,10 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
+
+use super::widgets::{put_pieces, table, Align, TextPane};
 
 use super::app::{
     body, list_offset, map_list_area, overview_list, parts, tab_label, App, View, MAP_LABEL_W,
@@ -19,27 +21,7 @@ use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
 
-pub(super) fn dim() -> Style {
-    Style::default().fg(Color::DarkGray)
-}
-
-pub(super) fn bold() -> Style {
-    Style::default().add_modifier(Modifier::BOLD)
-}
-
-pub(super) fn sel_style(on: bool) -> Style {
-    if on {
-        Style::default().add_modifier(Modifier::REVERSED)
-    } else {
-        Style::default()
-    }
-}
-
-pub(super) fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
-    if dy < area.height {
-        buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
-    }
-}
+pub(super) use super::widgets::{bold, dim, put, sel_style};
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -59,9 +41,18 @@ impl Widget for &App {
                 Some(e) => format!("memscope: cannot open {}: {e}", app.path),
                 None => format!("memscope: loading {} …", app.path),
             };
-            let y = area.y + area.height / 2;
-            let x = area.x + area.width.saturating_sub(msg.chars().count() as u16) / 2;
-            buf.set_stringn(x.max(area.x), y, &msg, area.width as usize, bold());
+            // The message whole, wrapped, centred when it fits on a line.
+            let w = area.width as usize - 1;
+            let lines = super::widgets::wrap(&msg, w);
+            let mut y = area.y + (area.height / 2).saturating_sub(lines.len() as u16 / 2);
+            for l in &lines {
+                let x = area.x + (w.saturating_sub(l.chars().count()) / 2) as u16;
+                if y + 1 < area.y + area.height {
+                    buf.set_stringn(x, y, l, w, bold());
+                    y += 1;
+                }
+            }
+            let y = y - 1;
             if app.error.is_some() {
                 buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
             } else if !app.loading_note.is_empty() {
@@ -119,11 +110,11 @@ impl Widget for StatusLine<'_> {
         let st = Style::default().bg(Color::DarkGray).fg(Color::White);
         buf.set_style(area, st);
         if let Some(q) = &app.typing {
-            buf.set_stringn(
-                area.x,
-                area.y,
-                format!("/{q}▏  (Enter: search, Esc: cancel)"),
-                area.width as usize,
+            put(
+                buf,
+                area,
+                0,
+                &format!("/{q}▏  (Enter: search, Esc: cancel)"),
                 st,
             );
             return;
@@ -141,7 +132,7 @@ impl Widget for StatusLine<'_> {
                 .unwrap_or_default();
             let (devname, cur) = trace_views::trace_status(app, t);
             let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
-            buf.set_stringn(area.x, area.y, s, area.width as usize, st);
+            put(buf, area, 0, &s, st);
             return;
         }
         let Some(data) = &app.data else { return };
@@ -163,7 +154,7 @@ impl Widget for StatusLine<'_> {
         };
         let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
         let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
-        buf.set_stringn(area.x, area.y, s, area.width as usize, st);
+        put(buf, area, 0, &s, st);
     }
 }
 
@@ -181,13 +172,14 @@ pub const HELP: &[&str] = &[
     "             map block → its site, site → its stacks → frames;",
     "             traces: timeline → the step's ops, step → ops → allocations",
     "+ / -        zoom the timeline    H / L      one event left / right",
-    "t            timeline x axis: events / time",
+    "t / r        timeline x axis: events / time; reserved memory shown / hidden",
     "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
     "a            map: the block's allocation; traces: allocation ↔ free",
     "/ n N        search sites, files, functions; next / previous match",
     "s            sort sites by bytes / count; a step's ops by time / bytes",
     "f            show / fold library frames     c   map: colour by category",
     "d            next device",
+    "PgUp PgDn    scroll the explanation; → / l focus it (↑↓ jk), ← back",
     "mouse        click tabs, timeline, rows; wheel scrolls",
 ];
 
@@ -213,7 +205,7 @@ impl Widget for HelpView {
     }
 }
 
-/// Verdict, figures, the OOM explained, findings.
+/// Verdict, figures, the OOM explained (a text pane that scrolls), findings.
 pub struct OverviewView<'a>(pub &'a App);
 
 impl Widget for OverviewView<'_> {
@@ -221,25 +213,19 @@ impl Widget for OverviewView<'_> {
         let app = self.0;
         let Some(data) = &app.data else { return };
         let a = &data.analysis;
-        verdict(&a.verdict, area, buf);
-        let mut y = 3u16;
-        put(
-            buf,
-            area,
-            y,
-            &format!(
-                "{:<8}{:>21}{:>21}{:>21}{:>11}",
-                "device", "allocated cur/peak", "reserved cur/peak", "free reserved/hole", "events"
-            ),
-            dim(),
-        );
-        y += 1;
+        let mut lines = vec![verdict_line(&a.verdict)];
+        let mut rows = vec![vec![
+            "device".to_owned(),
+            "allocated cur/peak".to_owned(),
+            "reserved cur/peak".to_owned(),
+            "free reserved/hole".to_owned(),
+            "events".to_owned(),
+        ]];
         for d in &a.devices {
             let pk = |p: Option<u64>, obs: u64| {
                 p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)))
             };
-            let line = format!(
-                "{:<8}{:>21}{:>21}{:>21}{:>11}",
+            rows.push(vec![
                 format!("cuda:{}", d.device),
                 format!(
                     "{} / {}",
@@ -258,12 +244,10 @@ impl Widget for OverviewView<'_> {
                         .map(bytes)
                         .unwrap_or_else(|| "?".into())
                 ),
-                d.events
-            );
-            put(buf, area, y, &line, Style::default());
-            y += 1;
+                d.events.to_string(),
+            ]);
         }
-        y += 1;
+        lines.extend(device_table(&rows, area.width));
         // The OOM that ended the run, explained.
         let oom = a
             .devices
@@ -271,62 +255,73 @@ impl Widget for OverviewView<'_> {
             .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
             .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
         if let Some((dev, o)) = oom {
-            let mut lines = vec![Line::from(vec![
-                Span::styled(
-                    format!("OOM on cuda:{dev} at event {}: ", o.event),
-                    bold().fg(Color::Red),
-                ),
-                Span::raw(format!(
-                    "{} requested ({} rounded), cause: {}",
+            lines.push((String::new(), Style::default()));
+            lines.push((
+                format!(
+                    "OOM on cuda:{dev} at event {}: {} requested ({} rounded), cause: {}",
+                    o.event,
                     bytes(o.requested_bytes),
                     bytes(o.rounded_bytes),
                     o.cause.name()
-                )),
-            ])];
-            lines.push(Line::from(format!(
-                "  {} allocated, {} reserved, {} reserved but free, largest free block {}",
-                bytes(o.allocated_bytes),
-                bytes(o.reserved_bytes),
-                bytes(o.free_reserved_bytes),
-                bytes(o.largest_free_block_bytes)
-            )));
+                ),
+                bold().fg(Color::Red),
+            ));
+            lines.push((
+                format!(
+                    "  {} allocated, {} reserved, {} reserved but free, largest free block {}",
+                    bytes(o.allocated_bytes),
+                    bytes(o.reserved_bytes),
+                    bytes(o.free_reserved_bytes),
+                    bytes(o.largest_free_block_bytes)
+                ),
+                Style::default(),
+            ));
             if let Some(s) = &o.site {
-                lines.push(Line::from(format!("  failing request from {s}")));
+                lines.push((format!("  failing request from {s}"), Style::default()));
             }
-            for e in o.evidence.iter().take(2) {
-                lines.push(Line::from(format!("  - {e}")));
+            for e in &o.evidence {
+                lines.push((format!("  - {e}"), Style::default()));
             }
-            if let Some(r) = o.remedies.first() {
-                lines.push(Line::from(format!("  fix: {}", r.action)));
-            }
-            lines.truncate(super::app::app_oom_lines(app) as usize);
-            for l in lines {
-                if y < area.height {
-                    buf.set_line(area.x, area.y + y, &l, area.width);
-                }
-                y += 1;
+            for r in &o.remedies {
+                lines.push((
+                    format!("  fix: {}", r.action),
+                    Style::default().fg(Color::Green),
+                ));
             }
         }
+        overview_pane(app, lines, area, buf);
         findings_list(app, &data.findings, &["OOM"], area, buf);
     }
 }
 
-/// The overview's first lines: the verdict, green when all is well.
-pub(super) fn verdict(v: &crate::analysis::Verdict, area: Rect, buf: &mut Buffer) {
+/// The verdict, green when all is well.
+pub(super) fn verdict_line(v: &crate::analysis::Verdict) -> (String, Style) {
     let style = match v.kind {
         crate::analysis::VerdictKind::Ok => bold().fg(Color::Green),
         crate::analysis::VerdictKind::Unjudged => bold().fg(Color::Yellow),
         _ => bold().fg(Color::Red),
     };
-    Paragraph::new(Line::from(vec![
-        Span::styled("VERDICT ", style),
-        Span::raw(v.summary.clone()),
-    ]))
-    .wrap(Wrap { trim: true })
-    .render(
-        Rect::new(area.x, area.y, area.width, 3.min(area.height)),
-        buf,
-    );
+    (format!("VERDICT {}", v.summary), style)
+}
+
+/// The overview's device table: a header and one row per device, columns from their content.
+pub(super) fn device_table(rows: &[Vec<String>], w: u16) -> Vec<(String, Style)> {
+    let mut align = vec![Align::Left];
+    align.extend(std::iter::repeat_n(Align::Right, rows[0].len() - 1));
+    table(rows, &align, (w as usize).saturating_sub(1))
+        .into_iter()
+        .enumerate()
+        .map(|(k, l)| (l, if k == 0 { dim() } else { Style::default() }))
+        .collect()
+}
+
+/// The overview's text, above its findings list.
+pub(super) fn overview_pane(app: &App, lines: Vec<(String, Style)>, area: Rect, buf: &mut Buffer) {
+    let (ly, _) = overview_list(area, app);
+    let h = ly.saturating_sub(area.y + 1);
+    if let Some(s) = app.text(View::Overview) {
+        TextPane { lines, scroll: s }.render(Rect::new(area.x, area.y, area.width, h), buf);
+    }
 }
 
 /// The overview's findings list, those whose label starts with one of `alarms` in red.
@@ -432,22 +427,21 @@ impl Widget for MapView<'_> {
                     area,
                     1,
                     &format!(
-                        "OOM here: needs {} ({} pool, stream {}), largest hole there {}: {}",
+                        "OOM here: {} {}, largest hole {} ({} pool, stream {})",
                         bytes(o.rounded_bytes),
-                        o.pool.name(),
-                        o.stream,
-                        bytes(o.largest_free_block_bytes),
                         if fits {
-                            "it fit (see diagnosis)"
+                            "fits (see the diagnosis)"
                         } else {
                             "does not fit"
-                        }
+                        },
+                        bytes(o.largest_free_block_bytes),
+                        o.pool.name(),
+                        o.stream,
                     ),
                     Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
                 );
             }
             None => {
-                let mut x = area.x;
                 let by_state = [
                     ("█ allocated  ", Style::default().fg(Color::Green)),
                     ("▓ pending free  ", Style::default().fg(Color::Yellow)),
@@ -472,18 +466,7 @@ impl Widget for MapView<'_> {
                 } else {
                     &by_state
                 };
-                for &(t, s) in items {
-                    if x < area.x + area.width {
-                        let (nx, _) = buf.set_stringn(
-                            x,
-                            area.y + 1,
-                            t,
-                            (area.x + area.width - x) as usize,
-                            s,
-                        );
-                        x = nx;
-                    }
-                }
+                put_pieces(buf, area, 1, items);
             }
         }
         let list = map_list_area(area);
@@ -592,8 +575,8 @@ impl Widget for MapView<'_> {
         };
         let ps = parts(seg);
         let stacks = &data.snap.stacks;
-        let mut lines: Vec<Line> = Vec::new();
-        lines.push(Line::styled(
+        let mut lines: Vec<(String, Style)> = Vec::new();
+        lines.push((
             format!(
                 "segment 0x{:x}: {} {} pool, stream {}{}, {} blocks, largest hole {}",
                 seg.address,
@@ -614,7 +597,7 @@ impl Widget for MapView<'_> {
                         BlockState::ActivePendingFree => "pending free",
                         BlockState::Inactive => "free",
                     };
-                    lines.push(Line::styled(
+                    lines.push((
                         format!(
                             "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
                             app.map_part + 1,
@@ -634,14 +617,12 @@ impl Widget for MapView<'_> {
                         .filter(|_| app.map_by_category)
                         .and_then(|m| m.get(&b.address))
                     {
-                        lines.push(Line::styled(
-                            format!("  {}: {rule}", c.name()),
-                            cat_style(*c),
-                        ));
+                        lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
                     }
                     let frames = stacks.frames(b.stack);
+                    lines.push(("allocation stack (innermost first):".to_owned(), dim()));
                     if frames.is_empty() {
-                        lines.push(Line::styled("  (no stack recorded)", dim()));
+                        lines.push(("  (no stack recorded)".to_owned(), dim()));
                     }
                     for &f in frames {
                         let fr = stacks.frame(f);
@@ -650,10 +631,10 @@ impl Widget for MapView<'_> {
                         } else {
                             dim()
                         };
-                        lines.push(Line::styled(format!("  {}", stacks.frame_label(fr)), s));
+                        lines.push((format!("  {}", stacks.frame_label(fr)), s));
                     }
                 }
-                None => lines.push(Line::styled(
+                None => lines.push((
                     format!(
                         "part {}/{} 0x{:x}: free range of {}",
                         app.map_part + 1,
@@ -664,10 +645,10 @@ impl Widget for MapView<'_> {
                     bold(),
                 )),
             },
-            None => lines.push(Line::from("empty segment")),
+            None => lines.push(("empty segment".to_owned(), Style::default())),
         }
-        for (k, l) in lines.iter().enumerate().take(det.height as usize) {
-            buf.set_line(det.x, det.y + k as u16, l, det.width);
+        if let Some(s) = app.text(View::Map) {
+            TextPane { lines, scroll: s }.render(det, buf);
         }
     }
 }
@@ -848,7 +829,7 @@ impl Widget for LeaksView<'_> {
             }
         }
         let mut lines = vec![
-            Line::styled(
+            (
                 format!(
                     "growth from {} to {} (events {}..{}), r² {:.2}",
                     l.leak.first_step,
@@ -859,21 +840,29 @@ impl Widget for LeaksView<'_> {
                 ),
                 dim(),
             ),
-            Line::from(l.leak.explanation.clone()),
-            Line::styled(
+            (l.leak.explanation.clone(), Style::default()),
+            (
                 format!("fix: {}", l.leak.fix),
                 Style::default().fg(Color::Green),
             ),
         ];
         if let Some(c) = &l.leak.cause_site {
-            lines.push(Line::from(format!("kept alive by {c}")));
+            lines.push((format!("kept alive by {c} (the keeper's line)"), bold()));
+        }
+        if !l.leak.stack.is_empty() {
+            lines.push((
+                "allocation stack (where the leaked memory is allocated, innermost first):".into(),
+                dim(),
+            ));
         }
         for f in &l.leak.stack {
-            lines.push(Line::styled(format!("  {f}"), dim()));
+            lines.push((format!("  {f}"), dim()));
         }
-        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-            Rect::new(area.x, area.y + dy, area.width, area.height - dy),
-            buf,
-        );
+        if let Some(s) = app.text(View::Leaks) {
+            TextPane { lines, scroll: s }.render(
+                Rect::new(area.x, area.y + dy, area.width, area.height - dy),
+                buf,
+            );
+        }
     }
 }
