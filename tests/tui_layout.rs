@@ -10,6 +10,7 @@ use memscope::tui::App;
 use ratatui::crossterm::event::KeyCode;
 
 mod common;
+mod shared;
 
 use common::{code, key, load, screen};
 
@@ -80,7 +81,7 @@ fn problems(s: &str, w: usize, whole: &HashSet<&str>) -> Vec<String> {
                 }
             }
         }
-        for word in words(line) {
+        for word in words(line).filter(|_| !glyphs) {
             if !whole.contains(word) {
                 out.push(format!("row {y}: {word:?} is not a whole word: {line:?}"));
             }
@@ -137,4 +138,68 @@ fn the_checker_catches_touching_columns_and_cut_words() {
     assert!(!problems("cause: frag", 80, &whole).is_empty());
     assert!(!problems("   even", 7, &whole).is_empty());
     assert!(problems("cause: fragmentation  697 events", 80, &whole).is_empty());
+}
+
+/// The captures under `dir` (snapshots and traces, compressed or not), recursively.
+fn captures(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() {
+            captures(&p, out);
+        } else if [
+            ".pickle",
+            ".pickle.gz",
+            ".trace.json",
+            ".trace.json.gz",
+            ".pt.trace.json",
+            ".pt.trace.json.gz",
+        ]
+        .iter()
+        .any(|s| name.ends_with(s))
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// Every view of every capture at 80×24: the project's fixtures, the GPU machine's, the public
+/// corpus. One app per capture, each view rendered huge (its whole words) and at 80×24.
+#[test]
+fn every_capture_lays_out_at_80x24() {
+    let mut files = Vec::new();
+    captures(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        &mut files,
+    );
+    for rel in ["fixtures", "corpus"] {
+        if let Some(p) = shared::path(rel) {
+            captures(&p, &mut files);
+        }
+    }
+    let mut bad = Vec::new();
+    let mut seen = 0;
+    for f in &files {
+        let Ok(loaded) = memscope::tui::Loaded::load(f) else {
+            continue; // a capture the loader refuses is the loader's test's business
+        };
+        seen += 1;
+        let mut app = App::with(loaded);
+        app.path = f.file_name().unwrap().to_string_lossy().into_owned();
+        for i in 0..app.views().len() {
+            key(&mut app, char::from_digit(i as u32 + 1, 10).unwrap());
+            let big = screen(&mut app, 400, 150);
+            let whole: HashSet<&str> = words(&big).collect();
+            let s = screen(&mut app, 80, 24);
+            for p in problems(&s, 80, &whole) {
+                bad.push(format!("{} view {}: {p}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(seen >= 40, "only {seen} captures loaded");
+    assert!(bad.is_empty(), "{}\n{} problems", bad.join("\n"), bad.len());
 }

@@ -358,7 +358,8 @@ impl Widget for Chart<'_> {
                 ),
                 None => (format!("{}", w.lo), format!("{}", w.hi.saturating_sub(1))),
             };
-            let rx = (chart.x + chart.width).saturating_sub(r.len() as u16);
+            // One column short of the edge, like every text.
+            let rx = (chart.x + chart.width).saturating_sub(r.len() as u16 + 1);
             let cx = cur_col.map(|col| chart.x + col as u16);
             // Edge labels give way to the cursor's caret.
             if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
@@ -423,12 +424,11 @@ impl Widget for TimelineView<'_> {
         };
         let n = dev.events.len();
         if n == 0 {
-            buf.set_string(
-                area.x,
-                area.y,
-                "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot",
-                Style::default(),
-            );
+            let msg = "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot";
+            let w = area.width.saturating_sub(1) as usize;
+            for (k, l) in super::widgets::wrap(msg, w).iter().enumerate() {
+                put(area, buf, k as u16, l, Style::default());
+            }
             return;
         }
         let cur = app.cursor().unwrap_or(0);

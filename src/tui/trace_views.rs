@@ -716,6 +716,7 @@ pub fn step_bars(
         "{first}{:>w$}",
         last,
         w = (cols.len() * per)
+            .min(chart.width as usize - 1)
             .saturating_sub(first.chars().count())
             .max(last.chars().count() + 2)
     );
