@@ -434,9 +434,10 @@ impl App {
         }
         if self.view == View::Map && self.map_by_category {
             if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
-                if let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) {
-                    let steps = crate::analysis::steps::split(&data.snap, d, tl);
-                    self.classifier = Some((dev, Classifier::new(&data.snap, d, &steps)));
+                if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev))
+                {
+                    let c = Classifier::from_ranges(&data.snap, d, r.clone());
+                    self.classifier = Some((dev, c));
                 }
             }
             if let (Some(c), Some((_, cl)), Some(d)) = (

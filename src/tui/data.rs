@@ -118,12 +118,15 @@ pub struct Data {
     /// Per device: each event's time in seconds from the first, where every event has one and
     /// they are in order (the timeline's time axis).
     pub times: Vec<Option<Vec<f64>>>,
+    /// Per device: the steps the analysis found, `(start, end)` events (the map's categories
+    /// need them; the TUI never splits the log itself).
+    pub step_ranges: Vec<Vec<(usize, usize)>>,
 }
 
 impl Data {
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
-        let (analysis, timelines) =
-            analysis::analyze_snapshot_with_timelines(&snap, path, file_len);
+        let (analysis, timelines, step_ranges) =
+            analysis::analyze_snapshot_for_views(&snap, path, file_len);
         let markers = snap
             .devices
             .iter()
@@ -146,6 +149,7 @@ impl Data {
             findings,
             leak_series,
             times,
+            step_ranges,
         }
     }
 
