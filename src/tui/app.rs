@@ -9,9 +9,11 @@ use std::collections::HashSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use ratatui::layout::Rect;
-
-use super::data::{Data, Jump, Loaded, MarkerKind};
+use super::data::{Data, Jump, MarkerKind};
+pub use super::layout::{
+    body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
+};
+use super::loaded::Loaded;
 use super::sites::{self, Row, SiteNode, SortBy};
 use super::trace::{OpSort, StepOps, TraceData};
 use super::widgets::Scroll;
@@ -155,14 +157,6 @@ pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
     out
 }
 
-/// Where the timeline looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
-    pub lo: usize,
-    /// Exclusive.
-    pub hi: usize,
-}
-
 /// The whole TUI state.
 pub struct App {
     pub path: String,
@@ -217,35 +211,6 @@ pub struct App {
     pub graph_sel: usize,
     /// The text panes' scroll positions: the overview's, the leaks', the graph's, the map's.
     texts: [Scroll; 4],
-}
-
-/// Rows of the screen: tabs on top, status at the bottom, the view between.
-pub fn body(width: u16, height: u16) -> Rect {
-    Rect::new(0, 1, width, height.saturating_sub(2))
-}
-
-/// Left margin of the timeline chart (the y-axis labels).
-pub const AXIS_W: u16 = 10;
-
-/// The timeline's chart area inside the body.
-pub fn chart_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x + AXIS_W,
-        body.y + 2,
-        body.width.saturating_sub(AXIS_W),
-        body.height.saturating_sub(5),
-    )
-}
-
-/// Segment rows of the map view inside the body (the rest is the summary and block details).
-pub fn map_list_area(body: Rect) -> Rect {
-    let details = (body.height / 3).max(6).min(body.height.saturating_sub(4));
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(2 + details),
-    )
 }
 
 impl App {
@@ -1205,7 +1170,7 @@ impl App {
                 let c = chart_area(b);
                 if x >= c.x && x < c.x + c.width && y >= c.y && y < b.y + b.height {
                     let w = self.window();
-                    let ev = super::timeline::event_at_column(
+                    let ev = super::widgets::chart::event_at_column(
                         self.time_axis(),
                         w.lo,
                         w.hi,
@@ -1256,7 +1221,7 @@ impl App {
                 }
             }
             View::Overview => {
-                let (list_y, h) = overview_list(b, self);
+                let (list_y, h) = overview_list(b, self.findings().len());
                 if y >= list_y && y < list_y + h {
                     let off = list_offset(self.overview_sel, h as usize);
                     let i = off + (y - list_y) as usize;
@@ -1271,31 +1236,8 @@ impl App {
     }
 }
 
-/// Width of the map's per-segment label column.
-pub const MAP_LABEL_W: u16 = 30;
-
-/// The overview's findings list: first row and height. It takes the bottom of the body, as
-/// many rows as there are findings up to half the body; the text pane scrolls above it.
-pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
-    let n = match (&app.data, &app.trace) {
-        (Some(d), _) => d.findings.len(),
-        (_, Some(t)) => t.findings.len(),
-        _ => 0,
-    } as u16;
-    let h = n.clamp(1, (b.height / 2).max(1));
-    (b.y + b.height.saturating_sub(h), h)
-}
-
 pub fn tab_label(i: usize, v: View) -> String {
     format!(" {} {} ", i + 1, v.title())
-}
-
-/// The first visible row of a list of `height` rows that keeps `sel` in view (centred paging).
-pub fn list_offset(sel: usize, height: usize) -> usize {
-    if height == 0 {
-        return sel;
-    }
-    (sel / height) * height
 }
 
 pub(super) fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
@@ -1331,22 +1273,4 @@ pub(super) fn cycle(
         .find(|&i| hit(i))
 }
 
-/// One line for a leak finding.
-pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
-    let site = l
-        .leak
-        .site
-        .as_ref()
-        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
-        .unwrap_or_else(|| "(no stack)".into());
-    format!(
-        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
-        l.leak.kind,
-        l.leak.confidence,
-        l.device,
-        crate::units::bytes(l.leak.live_bytes),
-        l.leak.count,
-        crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
-        l.leak.steps
-    )
-}
+pub use super::data::leak_label;

@@ -9,10 +9,30 @@
 //! shows a loading screen and still answers `q`. The terminal is restored however the loop
 //! ends: on quit, on error (a drop guard), and on a panic (a hook that restores it before the
 //! panic message is printed, so the message is readable).
+//!
+//! The modules form a graph without a circle; each uses only those below it:
+//!
+//! ```text
+//!   mod (run, events)
+//!    └ screen (tabs, status, help; picks the view for the capture's kind)
+//!       ├ overview · timeline · views (snapshot) · trace_views (trace)
+//!       │    └ app (state, App::apply) ── trace_app (the trace views' actions, impl App)
+//!       │         ├ input (keys → Action; uses app's Action only)
+//!       │         └ loaded (the capture: a snapshot's Data or a TraceData)
+//!       │              ├ data (snapshot: analysis, timelines, markers, findings)
+//!       │              └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
+//!       └ widgets (text pane, table, fitted lines) ── widgets::chart (memory chart, step bars)
+//!            └ layout (pure geometry) · data (markers)
+//!   sites (the live-memory tree) and layout depend on nothing in src/tui.
+//! ```
 
 pub mod app;
 pub mod data;
 pub mod input;
+pub mod layout;
+pub mod loaded;
+pub mod overview;
+pub mod screen;
 pub mod sites;
 pub mod timeline;
 pub mod trace;
@@ -31,8 +51,9 @@ use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use crossterm::execute;
 
 pub use app::{Action, App, View};
-pub use data::{Data, Loaded};
+pub use data::Data;
 pub use input::{map_key, map_mouse, map_search_key};
+pub use loaded::Loaded;
 pub use trace::TraceData;
 
 use crate::load::{LoadError, Progress};

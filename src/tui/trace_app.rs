@@ -8,8 +8,8 @@ use ratatui::layout::Rect;
 
 use super::app::{cycle, list_offset, move_sel, Action, App, View};
 use super::data::Jump;
+use super::layout::{ops_list_area, steps_list_area};
 use super::trace::{OpRow, OpSort, TraceData};
-use super::trace_views::{ops_list_area, steps_list_area};
 
 impl App {
     fn tr(&self) -> Option<&TraceData> {

@@ -6,12 +6,14 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::widgets::Widget;
 
-use super::app::{list_offset, App, View, AXIS_W};
+use super::app::{App, View};
+use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::sites::short;
-use super::timeline::Chart;
 use super::trace::{OpRow, TraceData};
-use super::views::{bold, dim, put, sel_style};
+use super::widgets::chart::Chart;
+use super::widgets::chart::{bar, step_bars};
 use super::widgets::TextPane;
+use super::widgets::{bold, dim, put, sel_style};
 use crate::units::bytes;
 
 /// A list row: yellow where something survives to the end of the trace, reversed if selected.
@@ -36,89 +38,6 @@ fn signed(v: i128) -> String {
     } else {
         format!("-{}", bytes(v.unsigned_abs() as u64))
     }
-}
-
-/// The steps list inside the body: under the title and the column header.
-pub fn steps_list_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(3),
-    )
-}
-
-/// The ops (or an op's events) list inside the body: under the title and the column header,
-/// above the selection's details.
-pub fn ops_list_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(2 + 3),
-    )
-}
-
-/// Verdict, per-device figures, the graph (a text pane that scrolls), findings.
-pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let a = &t.analysis;
-    let mut lines = vec![super::views::verdict_line(&a.verdict)];
-    let mut rows = vec![vec![
-        "device".to_owned(),
-        "allocated end/peak".to_owned(),
-        "reserved end/peak".to_owned(),
-        "alive at end".to_owned(),
-        "events".to_owned(),
-    ]];
-    for d in &a.devices {
-        let dm = t
-            .dev_of_cuda(d.device)
-            .and_then(|i| t.mem.devices.get(t.devs[i].mem));
-        rows.push(vec![
-            format!("cuda:{}", d.device),
-            format!(
-                "{} / {}",
-                bytes(d.allocated_bytes),
-                bytes(d.observed_peak_allocated_bytes)
-            ),
-            format!(
-                "{} / {}",
-                bytes(d.reserved_bytes),
-                bytes(d.observed_peak_reserved_bytes)
-            ),
-            dm.map(|m| bytes(m.live_at_end_bytes)).unwrap_or_default(),
-            d.events.to_string(),
-        ]);
-    }
-    lines.extend(super::views::device_table(&rows, area.width));
-    lines.push((String::new(), Style::default()));
-    if let Some(g) = &a.graph {
-        lines.push((format!(
-            "autograd graph: {} forward ops with grad history, {} backward, {} never backpropagated, over {} steps",
-            g.forward_nodes, g.backward_nodes, g.unconsumed_nodes, g.steps
-        ), Style::default()));
-    }
-    let counts = &t.trace.counts;
-    lines.push((
-        format!(
-            "trace: {} events ({} ops, {} memory events, {} steps){}",
-            counts.events,
-            t.trace.ops.len(),
-            t.trace.memory.len(),
-            t.trace.steps.len(),
-            if t.trace.truncated {
-                ", truncated: read up to where it was cut"
-            } else {
-                ""
-            }
-        ),
-        dim(),
-    ));
-    for n in &a.notes {
-        lines.push((format!("note: {n}"), dim()));
-    }
-    super::views::overview_pane(app, lines, area, buf);
-    super::views::findings_list(app, &t.findings, &["graph growth", "leak"], area, buf);
 }
 
 /// One memory event as a line: when, what, under which op, the totals after it, its fate.
@@ -215,22 +134,6 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         reserved_shown: app.reserved_shown,
     }
     .render(area, buf);
-}
-
-/// A bar of `w` cells for `v` out of `max`.
-fn bar(v: u64, max: u64, w: usize) -> String {
-    if max == 0 || w == 0 {
-        return " ".repeat(w);
-    }
-    let eighths = (v as u128 * (w as u128 * 8) / max as u128) as usize;
-    let mut s = "█".repeat(eighths / 8);
-    if !eighths.is_multiple_of(8) && s.chars().count() < w {
-        s.push(['▏', '▎', '▍', '▌', '▋', '▊', '▉'][eighths % 8 - 1]);
-    }
-    while s.chars().count() < w {
-        s.push(' ');
-    }
-    s
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
@@ -630,103 +533,6 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             );
         }
     }
-}
-
-/// Per-step values as vertical bars, with the maximum on the axis.
-pub fn step_bars(
-    buf: &mut Buffer,
-    area: Rect,
-    title: &str,
-    values: &[u64],
-    fmt: &dyn Fn(u64) -> String,
-    (first, last): (&str, &str),
-) {
-    if area.height < 3 || area.width <= AXIS_W + 2 {
-        return;
-    }
-    put(buf, area, 0, title, dim());
-    let chart = Rect::new(
-        area.x + AXIS_W,
-        area.y + 1,
-        area.width - AXIS_W,
-        area.height - 2,
-    );
-    let n = values.len();
-    if n == 0 || chart.height == 0 {
-        return;
-    }
-    let avail = chart.width as usize;
-    // One bar per step, up to 3 cells wide; more steps than cells: the max per cell.
-    let (cols, per): (Vec<u64>, usize) = if n <= avail {
-        let w = (avail / n).clamp(1, 3);
-        (values.to_vec(), w)
-    } else {
-        (
-            (0..avail)
-                .map(|c| {
-                    let a = c * n / avail;
-                    let b = ((c + 1) * n / avail).max(a + 1).min(n);
-                    values[a..b].iter().copied().max().unwrap_or(0)
-                })
-                .collect(),
-            1,
-        )
-    };
-    let top = cols.iter().copied().max().unwrap_or(0).max(1);
-    let h = chart.height as u64;
-    const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    for (c, &v) in cols.iter().enumerate() {
-        let lv = (v as u128 * (h as u128 * 8) / top as u128) as u64;
-        for r in 0..h {
-            let base = r * 8;
-            let ch = if lv >= base + 8 {
-                '█'
-            } else if lv > base {
-                EIGHTHS[(lv - base) as usize]
-            } else {
-                continue;
-            };
-            for k in 0..per.saturating_sub(if per > 1 { 1 } else { 0 }).max(1) {
-                let x = chart.x + (c * per + k) as u16;
-                let y = chart.y + chart.height - 1 - r as u16;
-                if x < chart.x + chart.width {
-                    if let Some(cell) = buf.cell_mut((x, y)) {
-                        cell.set_char(ch)
-                            .set_style(Style::default().fg(Color::Yellow));
-                    }
-                }
-            }
-        }
-    }
-    buf.set_stringn(
-        area.x,
-        chart.y,
-        format!("{:>9}", fmt(top)),
-        AXIS_W as usize - 1,
-        dim(),
-    );
-    buf.set_stringn(
-        area.x,
-        chart.y + chart.height - 1,
-        format!("{:>9}", fmt(0)),
-        AXIS_W as usize - 1,
-        dim(),
-    );
-    let axis = format!(
-        "{first}{:>w$}",
-        last,
-        w = (cols.len() * per)
-            .min(chart.width as usize - 1)
-            .saturating_sub(first.chars().count())
-            .max(last.chars().count() + 2)
-    );
-    buf.set_stringn(
-        chart.x,
-        chart.y + chart.height,
-        axis,
-        chart.width as usize,
-        dim(),
-    );
 }
 
 fn step_range(t: &TraceData) -> (&str, &str) {

@@ -5,7 +5,10 @@
 //! column of a pane (a word that reaches the edge is indistinguishable from a cut one), a line
 //! that does not fit is cut at a word boundary and marked `…`, and a path that does not fit
 //! keeps its end (`…/model.py:22 forward`), where the file name and the function are.
-//! This module depends on nothing else in `src/tui`.
+//! The charts are in [`chart`]. This module depends only on [`super::layout`] and the
+//! markers of [`super::data`].
+
+pub mod chart;
 
 use std::cell::Cell;
 
