@@ -305,7 +305,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
         key(&mut app, '3');
         key(&mut app, 'c');
         assert!(app.map_by_category);
-        let want = app.data.as_ref().unwrap().analysis.devices[0]
+        let want = app.data().unwrap().analysis.devices[0]
             .categories_at_peak
             .clone()
             .expect("categories at the peak");

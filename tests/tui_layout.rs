@@ -36,7 +36,7 @@ fn views(app: &App) -> Vec<(String, Vec<K>)> {
         })
         .collect();
     let (enter, down) = (K::Code(KeyCode::Enter), K::Code(KeyCode::Down));
-    if app.trace.is_some() {
+    if app.trace().is_some() {
         out.push(("step_ops".into(), vec![K::C('3'), down, enter]));
         out.push(("op_events".into(), vec![K::C('3'), down, enter, enter]));
     } else {

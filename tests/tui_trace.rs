@@ -12,7 +12,7 @@ use common::{code, key, screen};
 /// A trace fixture in the app.
 fn load(name: &str) -> App {
     let app = common::load(name);
-    assert!(app.trace.is_some(), "{name} is a trace");
+    assert!(app.trace().is_some(), "{name} is a trace");
     app
 }
 
@@ -101,7 +101,7 @@ fn ops_of_each_step_add_up_to_the_step() {
         "trace_clean.trace.json.gz",
     ] {
         let app = load(f);
-        let t = app.trace.as_ref().unwrap();
+        let t = app.trace().unwrap();
         for (di, d) in t.devs.iter().enumerate() {
             let dm = &t.mem.devices[d.mem];
             assert_eq!(dm.steps.len(), t.trace.steps.len());
@@ -167,7 +167,7 @@ fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
     // Enter there: the ops of the last complete step that grew, on `aten::add_`.
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let so = app.step_ops.as_ref().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#10");
     let op = app.selected_op().unwrap();
@@ -190,7 +190,7 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
     assert_eq!(app.op_sort, OpSort::LiveAtEnd);
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let so = app.step_ops.as_ref().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#2");
     let op = app.selected_op().unwrap();
@@ -203,7 +203,7 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     let live = (0..op_events(&app))
         .find(|&k| {
             let e = app.selected_op().unwrap().events[k];
-            let t = app.trace.as_ref().unwrap();
+            let t = app.trace().unwrap();
             t.event(app.dev, e).unwrap().bytes > 0 && t.freed_at(app.dev, e).is_none()
         })
         .expect("a surviving allocation");
@@ -230,7 +230,7 @@ fn timeline_keys_peak_steps_enter_and_alloc_free() {
     key(&mut app, 'g');
     assert_eq!(app.cursor(), Some(0));
     key(&mut app, ']');
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let second_step = t.devs[0].step_events[1].0;
     let peak_at = t.devs[0]
         .allocated
@@ -247,19 +247,19 @@ fn timeline_keys_peak_steps_enter_and_alloc_free() {
     let s = screen(&mut app, 120, 30);
     assert!(s.contains("here: peak 129.1 MiB allocated"), "{s}");
     let peak = app.cursor().unwrap();
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     assert_eq!(
         t.devs[0].allocated[peak],
         *t.devs[0].allocated.iter().max().unwrap()
     );
     // `a` from an allocation goes to its free, and back.
     key(&mut app, 'g');
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let m0 = *t.event(0, 0).unwrap();
     assert!(m0.bytes > 0);
     key(&mut app, 'a');
     let f = app.cursor().unwrap();
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let mf = t.event(0, f).unwrap();
     assert_eq!((mf.addr, mf.bytes), (m0.addr, -m0.bytes));
     key(&mut app, 'a');
@@ -286,7 +286,7 @@ fn search_finds_ops_in_a_step_and_events_on_the_timeline() {
     typed(&mut app, "mse_loss");
     let c = app.cursor().unwrap();
     assert!(c > 0);
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let (inner, top) = t.event_ops(0, c);
     assert!(
         inner.unwrap().contains("mse_loss") || top.unwrap().contains("mse_loss"),
@@ -362,10 +362,7 @@ fn trace_timeline_has_a_time_axis_too() {
     key(&mut app, '2');
     key(&mut app, 't');
     let times = app.time_axis().expect("trace events have times");
-    assert_eq!(
-        times.len(),
-        app.trace.as_ref().unwrap().devs[0].events.len()
-    );
+    assert_eq!(times.len(), app.trace().unwrap().devs[0].events.len());
     assert!(times.windows(2).all(|w| w[0] <= w[1]));
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("time axis, events 0..570"), "{s}");

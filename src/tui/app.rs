@@ -157,10 +157,33 @@ pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
     out
 }
 
+/// The capture the app shows, by kind.
+pub enum Mode {
+    Loading,
+    Snapshot(Box<Data>),
+    Trace(Box<TraceData>),
+}
+
+impl Mode {
+    pub fn data(&self) -> Option<&Data> {
+        match self {
+            Mode::Snapshot(d) => Some(d),
+            _ => None,
+        }
+    }
+    pub fn trace(&self) -> Option<&TraceData> {
+        match self {
+            Mode::Trace(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// The whole TUI state.
 pub struct App {
     pub path: String,
-    pub data: Option<Data>,
+    /// The capture, by kind: what decides the views and what they act on.
+    pub(super) mode: Mode,
     pub error: Option<String>,
     pub view: View,
     pub help: bool,
@@ -198,8 +221,6 @@ pub struct App {
     /// While loading: how far it has got.
     pub loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
-    /// A loaded trace (then `data` is `None`).
-    pub trace: Option<TraceData>,
     pub steps_sel: usize,
     /// The step whose ops are listed (the steps view drilled in).
     pub step_ops: Option<StepOps>,
@@ -218,7 +239,7 @@ impl App {
     pub fn loading(path: &str) -> App {
         App {
             path: path.to_owned(),
-            data: None,
+            mode: Mode::Loading,
             error: None,
             view: View::Overview,
             help: false,
@@ -247,7 +268,6 @@ impl App {
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
-            trace: None,
             steps_sel: 0,
             step_ops: None,
             ops_sel: 0,
@@ -282,7 +302,7 @@ impl App {
     /// Shows a trace, with the cursor at the end of each device's memory events.
     pub fn set_trace(&mut self, t: TraceData) {
         self.start_at_end(t.devs.iter().map(|d| d.events.len()));
-        self.trace = Some(t);
+        self.mode = Mode::Trace(Box::new(t));
     }
 
     /// One cursor and window per device, of `lens` events each: the whole log in view, the
@@ -292,17 +312,26 @@ impl App {
         self.windows = lens.map(|n| Window { lo: 0, hi: n }).collect();
     }
 
+    /// The loaded snapshot, if the capture is one.
+    pub fn data(&self) -> Option<&Data> {
+        self.mode.data()
+    }
+
+    /// The loaded trace, if the capture is one.
+    pub fn trace(&self) -> Option<&TraceData> {
+        self.mode.trace()
+    }
+
     /// Whether a capture is loaded (a snapshot or a trace).
     pub fn loaded(&self) -> bool {
-        self.data.is_some() || self.trace.is_some()
+        !matches!(self.mode, Mode::Loading)
     }
 
     /// The views of the loaded capture, in tab order.
     pub fn views(&self) -> &'static [View] {
-        if self.trace.is_some() {
-            &View::TRACE
-        } else {
-            &View::ALL
+        match self.mode {
+            Mode::Trace(_) => &View::TRACE,
+            _ => &View::ALL,
         }
     }
 
@@ -316,7 +345,7 @@ impl App {
     /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
-        self.data = Some(data);
+        self.mode = Mode::Snapshot(Box::new(data));
         self.sync();
     }
 
@@ -336,11 +365,11 @@ impl App {
     }
 
     pub(super) fn events_len(&self) -> usize {
-        if let Some(t) = &self.trace {
+        if let Some(t) = self.mode.trace() {
             return t.devs.get(self.dev).map(|d| d.events.len()).unwrap_or(0);
         }
-        self.data
-            .as_ref()
+        self.mode
+            .data()
             .and_then(|d| d.snap.devices.get(self.dev))
             .map(|d| d.events.len())
             .unwrap_or(0)
@@ -360,7 +389,7 @@ impl App {
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        match &self.data {
+        match self.mode.data() {
             Some(d) => sites::rows(
                 self.tree(),
                 &d.snap.stacks,
@@ -374,11 +403,11 @@ impl App {
 
     /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
     fn sync(&mut self) {
-        if self.trace.is_some() {
-            self.sync_trace();
-            return;
-        }
-        let Some(data) = &self.data else { return };
+        let data = match &self.mode {
+            Mode::Loading => return,
+            Mode::Trace(_) => return self.sync_trace(),
+            Mode::Snapshot(d) => d,
+        };
         let (dev, event) = (self.dev, self.cursor());
         let stale = self
             .cache
@@ -564,7 +593,7 @@ impl App {
                 }
             }
             Action::NextDevice => {
-                let n = match (&self.data, &self.trace) {
+                let n = match (self.mode.data(), self.mode.trace()) {
                     (Some(d), _) => d.snap.devices.len(),
                     (_, Some(t)) => t.devs.len(),
                     _ => 0,
@@ -580,7 +609,7 @@ impl App {
             Action::Search => self.typing = Some(String::new()),
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
-            Action::SortToggle if self.trace.is_some() => self.trace_sort(),
+            Action::SortToggle if matches!(self.mode, Mode::Trace(_)) => self.trace_sort(),
             Action::SortToggle => {
                 self.sort = match self.sort {
                     SortBy::Bytes => SortBy::Count,
@@ -608,7 +637,7 @@ impl App {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
-            Action::AllocEvent if self.trace.is_some() => self.trace_alloc_event(),
+            Action::AllocEvent if matches!(self.mode, Mode::Trace(_)) => self.trace_alloc_event(),
             Action::AllocEvent => {
                 if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
                     self.push_history();
@@ -716,7 +745,7 @@ impl App {
     }
 
     fn compute_matches(&mut self) {
-        let Some(d) = &self.data else { return };
+        let Some(d) = self.mode.data() else { return };
         let q = self.query.to_lowercase();
         let st = &d.snap.stacks;
         self.matches = (0..st.stack_count())
@@ -739,17 +768,16 @@ impl App {
             self.message = "no search: press / to search".into();
             return;
         }
-        if self.trace.is_some() {
-            self.trace_search(forward);
-            return;
+        if let Mode::Trace(_) = self.mode {
+            return self.trace_search(forward);
         }
         let q = self.query.to_lowercase();
         match self.view {
             View::Overview => {
-                let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
+                let n = self.mode.data().map(|d| d.findings.len()).unwrap_or(0);
                 let found = cycle(self.overview_sel, n, forward, |i| {
-                    self.data
-                        .as_ref()
+                    self.mode
+                        .data()
                         .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
                 });
                 self.found(found, |s, i| s.overview_sel = i);
@@ -783,7 +811,7 @@ impl App {
                 self.found(found, |_, _| {});
             }
             View::Timeline | View::Map | View::Leaks | View::Steps | View::Graph => {
-                let Some(d) = &self.data else { return };
+                let Some(d) = self.mode.data() else { return };
                 let Some(dev) = d.snap.devices.get(self.dev) else {
                     return;
                 };
@@ -820,15 +848,15 @@ impl App {
     }
 
     pub(super) fn markers(&self) -> &[super::data::Marker] {
-        if let Some(t) = &self.trace {
+        if let Some(t) = self.mode.trace() {
             return t
                 .devs
                 .get(self.dev)
                 .map(|d| d.markers.as_slice())
                 .unwrap_or(&[]);
         }
-        self.data
-            .as_ref()
+        self.mode
+            .data()
             .and_then(|d| d.markers.get(self.dev))
             .map(|v| v.as_slice())
             .unwrap_or(&[])
@@ -891,7 +919,7 @@ impl App {
         if !self.by_time {
             return None;
         }
-        match (&self.data, &self.trace) {
+        match (self.mode.data(), self.mode.trace()) {
             (Some(d), _) => d.times.get(self.dev)?.as_deref(),
             (_, Some(t)) => t.devs.get(self.dev).map(|d| d.times.as_slice()),
             _ => None,
@@ -900,7 +928,7 @@ impl App {
 
     /// The overview's findings (snapshot or trace).
     pub fn findings(&self) -> &[super::data::Finding] {
-        match (&self.data, &self.trace) {
+        match (self.mode.data(), self.mode.trace()) {
             (Some(d), _) => &d.findings,
             (_, Some(t)) => &t.findings,
             _ => &[],
@@ -928,7 +956,7 @@ impl App {
             View::Sites => self.apply_sites(a),
             View::Steps => self.apply_steps(a),
             View::Graph => self.apply_graph(a),
-            View::Leaks if self.trace.is_some() => self.apply_trace_leaks(a),
+            View::Leaks if matches!(self.mode, Mode::Trace(_)) => self.apply_trace_leaks(a),
             View::Leaks => {
                 let n = self.leak_items().len();
                 if a == Action::Enter {
@@ -945,7 +973,7 @@ impl App {
     /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
     /// OOMs the diagnosis blames on a leak.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let Some(d) = &self.data else {
+        let Some(d) = self.mode.data() else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -1014,7 +1042,7 @@ impl App {
                     };
                 }
             }
-            Action::Enter if self.trace.is_some() => self.open_step_at_cursor(),
+            Action::Enter if matches!(self.mode, Mode::Trace(_)) => self.open_step_at_cursor(),
             Action::Enter => {
                 self.push_history();
                 self.view = View::Map;

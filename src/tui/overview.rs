@@ -18,7 +18,7 @@ pub struct OverviewView<'a>(pub &'a App);
 impl Widget for OverviewView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         let a = &data.analysis;
         let mut lines = vec![verdict_line(&a.verdict)];
         let mut rows = vec![vec![

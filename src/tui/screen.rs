@@ -71,7 +71,7 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view, &app.trace) {
+        match (app.view, app.trace()) {
             (View::Overview, Some(t)) => trace_overview(app, t, b, buf),
             (View::Timeline, Some(t)) => trace_views::trace_timeline(app, t, b, buf),
             (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
@@ -117,7 +117,7 @@ impl Widget for StatusLine<'_> {
         } else {
             app.message.clone()
         };
-        if let Some(t) = &app.trace {
+        if let Some(t) = app.trace() {
             let file = t
                 .path
                 .file_name()
@@ -128,7 +128,7 @@ impl Widget for StatusLine<'_> {
             put(buf, area, 0, &s, st);
             return;
         }
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         let file = data
             .path
             .file_name()

@@ -26,7 +26,7 @@ pub struct TimelineView<'a>(pub &'a App);
 impl Widget for TimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
         else {
             buf.set_string(

@@ -13,7 +13,7 @@ use super::trace::{OpRow, OpSort, TraceData};
 
 impl App {
     fn tr(&self) -> Option<&TraceData> {
-        self.trace.as_ref()
+        self.trace()
     }
 
     /// The op row selected in the open step.
@@ -27,7 +27,7 @@ impl App {
     }
 
     pub(super) fn sync_trace(&mut self) {
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         self.steps_sel = self.steps_sel.min(t.trace.steps.len().saturating_sub(1));
         if let Some(so) = &self.step_ops {
             if so.dev != self.dev || so.sort != self.op_sort {
@@ -59,7 +59,7 @@ impl App {
     }
 
     fn open_step(&mut self, step: usize) {
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         self.step_ops = Some(t.step_ops(self.dev, step, self.op_sort));
         self.steps_sel = step;
         self.ops_sel = 0;
@@ -99,7 +99,7 @@ impl App {
                 }
                 self.open_step(*step);
                 let Some(op) = op else { return };
-                let (Some(t), Some(so)) = (&self.trace, &self.step_ops) else {
+                let (Some(t), Some(so)) = (self.mode.trace(), &self.step_ops) else {
                     return;
                 };
                 let by_name = so.rows.iter().position(|r| &r.name == op);
@@ -135,7 +135,7 @@ impl App {
 
     /// `Esc` in the steps view closes a drill-down level first.
     pub(super) fn trace_back(&mut self) -> bool {
-        if self.trace.is_none() || self.view != View::Steps {
+        if self.trace().is_none() || self.view != View::Steps {
             return false;
         }
         if self.op_open {
@@ -160,7 +160,7 @@ impl App {
 
     /// `a`: from an allocation to its free and back, on the timeline.
     pub(super) fn trace_alloc_event(&mut self) {
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         let at = match self.view {
             View::Steps if self.op_open => self.selected_op_event(),
             View::Timeline => self.cursor(),
@@ -372,7 +372,7 @@ impl App {
 
     pub(super) fn trace_search(&mut self, forward: bool) {
         let q = self.query.to_lowercase();
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         let has = |s: &str| s.to_lowercase().contains(&q);
         let site_has = |s: &Option<crate::model::Site>| {
             s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))

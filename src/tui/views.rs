@@ -38,7 +38,7 @@ pub struct MapView<'a>(pub &'a App);
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
             return;
         };
         let st = &cache.state;
@@ -314,7 +314,7 @@ pub struct SitesView<'a>(pub &'a App);
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
             return;
         };
         let tree = app.tree();
@@ -430,7 +430,7 @@ pub struct LeaksView<'a>(pub &'a App);
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         put(
             buf,
             area,
