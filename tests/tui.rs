@@ -421,7 +421,7 @@ fn the_leak_explanation_scrolls_to_its_fix_with_keys_and_the_wheel() {
     assert_eq!(screen(&mut app, 80, 24), first);
     key(&mut app, 'h');
     key(&mut app, 'j');
-    assert_eq!(app.leaks_sel, 1);
+    assert_eq!(app.leaks_sel(), 1);
     key(&mut app, 'k');
     // The wheel over the text scrolls it; the fix comes into view.
     let s = screen(&mut app, 80, 24);
@@ -438,7 +438,7 @@ fn the_leak_explanation_scrolls_to_its_fix_with_keys_and_the_wheel() {
         s = screen(&mut app, 80, 24);
     }
     assert!(s.contains("fix: "), "{s}");
-    assert_eq!(app.leaks_sel, 0);
+    assert_eq!(app.leaks_sel(), 0);
 }
 
 #[test]

@@ -9,6 +9,8 @@ use std::collections::HashSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
+pub use super::action::{move_sel, Action, View};
+use super::components::ListText;
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
@@ -20,102 +22,6 @@ use super::widgets::Scroll;
 use crate::analysis::categories::{Category, Classifier};
 use crate::analysis::replay::{LiveBlock, SegState, State};
 use crate::model::{Action as EvAction, StackId};
-
-/// The views, in tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Overview,
-    Timeline,
-    Map,
-    Sites,
-    Leaks,
-    /// Traces: the profiler steps with their memory, and the ops inside one.
-    Steps,
-    /// Traces: autograd-graph growth.
-    Graph,
-}
-
-impl View {
-    /// A snapshot's views, in tab order.
-    pub const ALL: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Map,
-        View::Sites,
-        View::Leaks,
-    ];
-    /// A trace's views, in tab order.
-    pub const TRACE: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Steps,
-        View::Graph,
-        View::Leaks,
-    ];
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "Overview",
-            View::Timeline => "Timeline",
-            View::Map => "Allocator map",
-            View::Sites => "Sites",
-            View::Leaks => "Leaks",
-            View::Steps => "Steps",
-            View::Graph => "Graph",
-        }
-    }
-}
-
-/// Everything the user can ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Quit,
-    Help,
-    View(View),
-    /// The n-th view of the capture's tab bar (number keys; 0-based).
-    Tab(usize),
-    NextView,
-    PrevView,
-    Up,
-    Down,
-    Left,
-    Right,
-    /// One event left/right on the timeline.
-    FineLeft,
-    FineRight,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
-    Enter,
-    Back,
-    ZoomIn,
-    ZoomOut,
-    Peak,
-    Oom,
-    NextMarker,
-    PrevMarker,
-    /// Jump to the event that allocated the selected block.
-    AllocEvent,
-    SortToggle,
-    FoldToggle,
-    /// Map: colour blocks by state or by category.
-    CategoryToggle,
-    /// Timeline: the x axis is events or time.
-    TimeAxisToggle,
-    /// Timeline: show reserved memory behind the allocated curve, and scale to it.
-    ReservedToggle,
-    NextDevice,
-    Search,
-    SearchChar(char),
-    SearchBackspace,
-    SearchSubmit,
-    SearchCancel,
-    SearchNext,
-    SearchPrev,
-    Click(u16, u16),
-    Scroll(i8, u16, u16),
-    Resize(u16, u16),
-}
 
 /// The allocator state at the cursor and what is derived from it.
 pub struct Cursor {
@@ -195,7 +101,8 @@ pub struct App {
     pub cursors: Vec<Option<usize>>,
     pub windows: Vec<Window>,
     pub cache: Option<Cursor>,
-    pub overview_sel: usize,
+    /// The overview's findings and the text above them.
+    pub(super) overview: ListText,
     pub map_seg: usize,
     pub map_part: usize,
     pub sites_sel: usize,
@@ -211,7 +118,8 @@ pub struct App {
     classifier: Option<(usize, Classifier)>,
     pub expanded_sites: HashSet<String>,
     pub expanded_stacks: HashSet<StackId>,
-    pub leaks_sel: usize,
+    /// The leaks list and the selected leak's explanation.
+    pub(super) leaks: ListText,
     /// The query being typed, while typing.
     pub typing: Option<String>,
     pub query: String,
@@ -229,9 +137,10 @@ pub struct App {
     /// The selected op's memory events are listed.
     pub op_open: bool,
     pub op_ev_sel: usize,
-    pub graph_sel: usize,
-    /// The text panes' scroll positions: the overview's, the leaks', the graph's, the map's.
-    texts: [Scroll; 4],
+    /// The graph-growth list and the selected finding's explanation.
+    pub(super) graph: ListText,
+    /// The allocator map's details pane.
+    map_text: Scroll,
 }
 
 impl App {
@@ -250,7 +159,7 @@ impl App {
             cursors: Vec::new(),
             windows: Vec::new(),
             cache: None,
-            overview_sel: 0,
+            overview: ListText::default(),
             map_seg: 0,
             map_part: 0,
             sites_sel: 0,
@@ -261,7 +170,7 @@ impl App {
             classifier: None,
             expanded_sites: HashSet::new(),
             expanded_stacks: HashSet::new(),
-            leaks_sel: 0,
+            leaks: ListText::default(),
             typing: None,
             query: String::new(),
             matches: Vec::new(),
@@ -275,9 +184,9 @@ impl App {
             op_sort: OpSort::Allocated,
             op_open: false,
             op_ev_sel: 0,
-            graph_sel: 0,
+            graph: ListText::default(),
             reserved_shown: false,
-            texts: Default::default(),
+            map_text: Scroll::default(),
         }
     }
 
@@ -563,7 +472,7 @@ impl App {
             return;
         }
         let views = self.views();
-        let before = self.text_key();
+        let before = (self.map_seg, self.map_part);
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -652,7 +561,6 @@ impl App {
                     t.by(3 * d as i32)
                 }
             }
-            other if self.apply_text(other) => {}
             Action::Click(x, y) => self.click(x, y),
             Action::Scroll(d, _, _) => {
                 let act = if d < 0 { Action::Up } else { Action::Down };
@@ -665,65 +573,27 @@ impl App {
             }
             other => self.apply_view(other),
         }
-        // A new selection shows its text from the top.
-        let after = self.text_key();
-        if after != before && after.0 == before.0 {
-            if let Some(t) = self.text(self.view) {
-                t.reset()
-            }
+        // A new block shows its details from the top.
+        if (self.map_seg, self.map_part) != before {
+            self.map_text.reset()
         }
         self.sync();
     }
 
     /// The text pane of view `v`, where it has one.
     pub fn text(&self, v: View) -> Option<&Scroll> {
-        let i = match v {
-            View::Overview => 0,
-            View::Leaks => 1,
-            View::Graph => 2,
-            View::Map => 3,
-            _ => return None,
-        };
-        self.texts.get(i)
-    }
-
-    /// The current view and what its text pane explains (its selection).
-    fn text_key(&self) -> (View, usize, usize) {
-        match self.view {
-            View::Overview => (self.view, self.overview_sel, 0),
-            View::Leaks => (self.view, self.leaks_sel, 0),
-            View::Graph => (self.view, self.graph_sel, 0),
-            View::Map => (self.view, self.map_seg, self.map_part),
-            v => (v, 0, 0),
+        match v {
+            View::Overview => Some(self.overview.text()),
+            View::Leaks => Some(self.leaks.text()),
+            View::Graph => Some(self.graph.text()),
+            View::Map => Some(&self.map_text),
+            _ => None,
         }
     }
 
-    /// Keys that act on the text pane of a view with a list and an explanation: `PgUp`/`PgDn`
-    /// scroll it, `→`/`l` focus it (then `↑↓`/`j k` scroll it), `←`/`h` give the keys back to
-    /// the list. The map keeps its keys (its arrows move blocks); its pane scrolls with the wheel.
-    fn apply_text(&mut self, a: Action) -> bool {
-        let i = match self.view {
-            View::Overview => 0,
-            View::Leaks => 1,
-            View::Graph => 2,
-            _ => return false,
-        };
-        let t = &mut self.texts[i];
-        match a {
-            Action::PageDown => t.page(1),
-            Action::PageUp => t.page(-1),
-            Action::Right => {
-                t.focused = true;
-                self.message = "the text has the keys: ↑↓ jk scroll, ← back to the list".into();
-            }
-            Action::Left => t.focused = false,
-            Action::Down if t.focused => t.by(1),
-            Action::Up if t.focused => t.by(-1),
-            Action::Top if t.focused => t.reset(),
-            Action::Bottom if t.focused => t.by(i32::from(u16::MAX)),
-            _ => return false,
-        }
-        true
+    /// The leak selected in the leaks view.
+    pub fn leaks_sel(&self) -> usize {
+        self.leaks.sel()
     }
 
     fn apply_typing(&mut self, a: Action) {
@@ -775,12 +645,12 @@ impl App {
         match self.view {
             View::Overview => {
                 let n = self.mode.data().map(|d| d.findings.len()).unwrap_or(0);
-                let found = cycle(self.overview_sel, n, forward, |i| {
+                let found = cycle(self.overview.sel(), n, forward, |i| {
                     self.mode
                         .data()
                         .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
                 });
-                self.found(found, |s, i| s.overview_sel = i);
+                self.found(found, |s, i| s.overview.select(i));
             }
             View::Sites => {
                 self.sync();
@@ -942,13 +812,14 @@ impl App {
                 if a == Action::Enter {
                     if let Some(f) = self
                         .findings()
-                        .get(self.overview_sel)
+                        .get(self.overview.sel())
                         .map(|f| f.jump.clone())
                     {
                         self.jump(&f);
                     }
                 } else {
-                    self.overview_sel = move_sel(self.overview_sel, n, a, self.page());
+                    let page = self.page();
+                    self.overview.handle(a, n, page);
                 }
             }
             View::Timeline => self.apply_timeline(a),
@@ -960,11 +831,12 @@ impl App {
             View::Leaks => {
                 let n = self.leak_items().len();
                 if a == Action::Enter {
-                    if let Some(j) = self.leak_items().get(self.leaks_sel).map(|x| x.1.clone()) {
+                    if let Some(j) = self.leak_items().get(self.leaks.sel()).map(|x| x.1.clone()) {
                         self.jump(&j);
                     }
                 } else {
-                    self.leaks_sel = move_sel(self.leaks_sel, n, a, self.page());
+                    let page = self.page();
+                    self.leaks.handle(a, n, page);
                 }
             }
         }
@@ -1251,10 +1123,10 @@ impl App {
             View::Overview => {
                 let (list_y, h) = overview_list(b, self.findings().len());
                 if y >= list_y && y < list_y + h {
-                    let off = list_offset(self.overview_sel, h as usize);
+                    let off = list_offset(self.overview.sel(), h as usize);
                     let i = off + (y - list_y) as usize;
                     if i < self.findings().len() {
-                        self.overview_sel = i;
+                        self.overview.select(i);
                     }
                 }
             }
@@ -1266,21 +1138,6 @@ impl App {
 
 pub fn tab_label(i: usize, v: View) -> String {
     format!(" {} {} ", i + 1, v.title())
-}
-
-pub(super) fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    match a {
-        Action::Up => sel.saturating_sub(1),
-        Action::Down => (sel + 1).min(n - 1),
-        Action::PageUp => sel.saturating_sub(page),
-        Action::PageDown => (sel + page).min(n - 1),
-        Action::Top => 0,
-        Action::Bottom => n - 1,
-        _ => sel.min(n - 1),
-    }
 }
 
 /// The next index after (or before) `from`, wrapping, for which `hit` holds.

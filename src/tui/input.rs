@@ -5,7 +5,7 @@ use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 
-use super::app::Action;
+use super::action::Action;
 
 /// Maps a key in normal mode (not while typing a search).
 pub fn map_key(key: KeyEvent) -> Option<Action> {

@@ -16,8 +16,10 @@
 //!   mod (run, events)
 //!    └ screen (tabs, status, help; picks the view for the capture's kind)
 //!       ├ overview · timeline · views (snapshot) · trace_views (trace)
-//!       │    └ app (state, App::apply) ── trace_app (the trace views' actions, impl App)
-//!       │         ├ input (keys → Action; uses app's Action only)
+//!       │    └ app (state: enum Mode, App::apply) ── trace_app (the trace views' actions)
+//!       │         ├ components (ListText: a list and its scrolling explanation, own keys)
+//!       │         │    └ action (View, Action: what keys and the mouse ask for) · widgets
+//!       │         ├ input (keys → Action) ── action
 //!       │         └ loaded (the capture: a snapshot's Data or a TraceData)
 //!       │              ├ data (snapshot: analysis, timelines, markers, findings)
 //!       │              └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
@@ -26,7 +28,9 @@
 //!   sites (the live-memory tree) and layout depend on nothing in src/tui.
 //! ```
 
+pub mod action;
 pub mod app;
+pub mod components;
 pub mod data;
 pub mod input;
 pub mod layout;

@@ -54,8 +54,9 @@ impl App {
             .as_ref()
             .map(|g| g.growth.len())
             .unwrap_or(0);
-        self.graph_sel = self.graph_sel.min(ngraph.saturating_sub(1));
-        self.leaks_sel = self.leaks_sel.min(t.analysis.leaks.len().saturating_sub(1));
+        self.graph.clamp(ngraph);
+        let nleaks = t.analysis.leaks.len();
+        self.leaks.clamp(nleaks);
     }
 
     fn open_step(&mut self, step: usize) {
@@ -72,12 +73,12 @@ impl App {
             Jump::Graph(i) => {
                 self.push_history();
                 self.view = View::Graph;
-                self.graph_sel = *i;
+                self.graph.select(*i);
             }
             Jump::Leak(i) => {
                 self.push_history();
                 self.view = View::Leaks;
-                self.leaks_sel = *i;
+                self.leaks.select(*i);
             }
             Jump::Steps { dev } => {
                 self.push_history();
@@ -318,24 +319,26 @@ impl App {
             .map(|g| g.growth.len())
             .unwrap_or(0);
         if a == Action::Enter {
-            match self.graph_evidence(self.graph_sel) {
+            match self.graph_evidence(self.graph.sel()) {
                 Some(j) => self.jump(&j),
                 None => self.message = "no graph growth finding to open".into(),
             }
         } else {
-            self.graph_sel = move_sel(self.graph_sel, n, a, self.page());
+            let page = self.page();
+            self.graph.handle(a, n, page);
         }
     }
 
     pub(super) fn apply_trace_leaks(&mut self, a: Action) {
         let n = self.tr().map(|t| t.analysis.leaks.len()).unwrap_or(0);
         if a == Action::Enter {
-            match self.leak_evidence(self.leaks_sel) {
+            match self.leak_evidence(self.leaks.sel()) {
                 Some(j) => self.jump(&j),
                 None => self.message = "no leak finding to open".into(),
             }
         } else {
-            self.leaks_sel = move_sel(self.leaks_sel, n, a, self.page());
+            let page = self.page();
+            self.leaks.handle(a, n, page);
         }
     }
 
@@ -380,8 +383,13 @@ impl App {
         match self.view {
             View::Overview => {
                 let fs = &t.findings;
-                let found = cycle(self.overview_sel, fs.len(), forward, |i| has(&fs[i].label));
-                self.found(found, |s, i| s.overview_sel = i);
+                let found = cycle(
+                    self.overview.sel(),
+                    fs.len(),
+                    forward,
+                    |i| has(&fs[i].label),
+                );
+                self.found(found, |s, i| s.overview.select(i));
             }
             View::Graph => {
                 let g = t
@@ -390,17 +398,17 @@ impl App {
                     .as_ref()
                     .map(|g| g.growth.as_slice())
                     .unwrap_or(&[]);
-                let found = cycle(self.graph_sel, g.len(), forward, |i| {
+                let found = cycle(self.graph.sel(), g.len(), forward, |i| {
                     has(&g[i].op) || site_has(&g[i].site)
                 });
-                self.found(found, |s, i| s.graph_sel = i);
+                self.found(found, |s, i| s.graph.select(i));
             }
             View::Leaks => {
                 let ls = &t.analysis.leaks;
-                let found = cycle(self.leaks_sel, ls.len(), forward, |i| {
+                let found = cycle(self.leaks.sel(), ls.len(), forward, |i| {
                     has(&super::app::leak_label(&ls[i]))
                 });
-                self.found(found, |s, i| s.leaks_sel = i);
+                self.found(found, |s, i| s.leaks.select(i));
             }
             View::Steps => match &self.step_ops {
                 Some(so) => {

@@ -571,9 +571,9 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         y += 1;
     }
     let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
-    let off = list_offset(app.graph_sel, list_h.max(1) as usize);
+    let off = list_offset(app.graph.sel(), list_h.max(1) as usize);
     for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.graph_sel;
+        let on = k == app.graph.sel();
         let text = format!(
             "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
             if on { "›" } else { " " },
@@ -600,7 +600,7 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     }
     y += 1;
     let rest = area.height.saturating_sub(y);
-    if let Some(f) = g.growth.get(app.graph_sel) {
+    if let Some(f) = g.growth.get(app.graph.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
         step_bars(
@@ -667,9 +667,9 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
     let list_h = (ls.len() as u16)
         .min(area.height.saturating_sub(2) / 3)
         .max(1);
-    let off = list_offset(app.leaks_sel, list_h as usize);
+    let off = list_offset(app.leaks.sel(), list_h as usize);
     for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.leaks_sel;
+        let on = k == app.leaks.sel();
         put(
             buf,
             area,
@@ -683,11 +683,11 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
     }
     let mut y = 2 + list_h;
-    let Some(l) = ls.get(app.leaks_sel) else {
+    let Some(l) = ls.get(app.leaks.sel()) else {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(app.leaks_sel) {
+    if let Some((_, series)) = t.leak_series.get(app.leaks.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,

@@ -445,10 +445,10 @@ impl Widget for LeaksView<'_> {
         let list_h = (items.len() as u16)
             .min(area.height.saturating_sub(2) / 2)
             .max(1);
-        let off = list_offset(app.leaks_sel, list_h as usize);
+        let off = list_offset(app.leaks.sel(), list_h as usize);
         let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
         for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
-            let on = k == app.leaks_sel;
+            let on = k == app.leaks.sel();
             put(
                 buf,
                 area,
@@ -458,14 +458,14 @@ impl Widget for LeaksView<'_> {
             );
         }
         // The selected leak in full: why it is one, how to fix it, where it is allocated.
-        let Some(l) = data.analysis.leaks.get(app.leaks_sel) else {
+        let Some(l) = data.analysis.leaks.get(app.leaks.sel()) else {
             return;
         };
         let mut dy = y0 + list_h + 1;
         if dy >= area.height {
             return;
         }
-        if let Some((names, series)) = data.leak_series.get(app.leaks_sel) {
+        if let Some((names, series)) = data.leak_series.get(app.leaks.sel()) {
             let rest = area.height - dy;
             if series.len() >= 2 && rest >= 10 {
                 let chart_h = (rest / 3).clamp(4, 8);
