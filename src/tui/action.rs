@@ -1,4 +1,4 @@
-//! Everything the user can ask for, as values: keys and the mouse map to these ([`super::input`]),
+//! Everything the user can ask for, as values: keys and the mouse map to these (in `input`),
 //! and the app and its components act on them. Depends on nothing else in `src/tui`.
 
 /// The views, in tab order.
