@@ -57,9 +57,9 @@ fn step_ops_trace_hook_cache() {
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Enter);
     // Sorted by bytes allocated until `s` sorts by what is still alive at the end.
-    assert_eq!(app.op_sort, OpSort::Allocated);
+    assert_eq!(app.op_sort(), OpSort::Allocated);
     key(&mut app, 's');
-    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
+    assert_eq!(app.op_sort(), OpSort::LiveAtEnd);
     insta::assert_snapshot!(screen(&mut app, 120, 30));
 }
 
@@ -70,7 +70,7 @@ fn op_events_trace_hook_cache() {
     code(&mut app, KeyCode::Enter);
     key(&mut app, 'g');
     code(&mut app, KeyCode::Enter);
-    assert!(app.op_open);
+    assert!(app.op_open());
     // The op that allocates most in the step: the optimizer's state update.
     assert_eq!(app.selected_op().unwrap().name, "aten::_foreach_sqrt");
     insta::assert_snapshot!(screen(&mut app, 120, 30));
@@ -135,14 +135,14 @@ fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Down);
     let picked = app.selected_op().unwrap().op;
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::Allocated);
     assert!(so
         .rows
         .windows(2)
         .all(|w| w[0].alloc_bytes >= w[1].alloc_bytes));
     key(&mut app, 's');
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::LiveAtEnd);
     assert!(so
         .rows
@@ -150,12 +150,12 @@ fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
         .all(|w| w[0].live_at_end_bytes >= w[1].live_at_end_bytes));
     assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::Time);
     assert!(so.rows.windows(2).all(|w| w[0].ts <= w[1].ts));
     assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
-    assert_eq!(app.op_sort, OpSort::Allocated);
+    assert_eq!(app.op_sort(), OpSort::Allocated);
 }
 
 #[test]
@@ -168,14 +168,14 @@ fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
     let t = app.trace().unwrap();
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#10");
     let op = app.selected_op().unwrap();
     assert_eq!(op.name, "aten::add_");
     assert_eq!(op.site.as_ref().unwrap().function, "sc_trace_total_loss");
     // Esc climbs back: steps list, then the graph view, then the overview.
     code(&mut app, KeyCode::Esc);
-    assert!(app.step_ops.is_none());
+    assert!(app.step_ops().is_none());
     assert_eq!(app.view, View::Steps);
     code(&mut app, KeyCode::Esc);
     assert_eq!(app.view, View::Graph);
@@ -189,9 +189,9 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     key(&mut app, '5');
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
-    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
+    assert_eq!(app.op_sort(), OpSort::LiveAtEnd);
     let t = app.trace().unwrap();
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#2");
     let op = app.selected_op().unwrap();
     assert!(op.live_at_end_bytes > 0, "{op:?}");
@@ -348,12 +348,12 @@ fn mouse_selects_steps_and_ops() {
     assert_eq!(app.view, View::Steps);
     // Body starts on row 1; the list under its title and header, on row 3.
     app.apply(Action::Click(10, 3 + 4));
-    assert_eq!(app.steps_sel, 4);
+    assert_eq!(app.steps_sel(), 4);
     code(&mut app, KeyCode::Enter);
     app.apply(Action::Click(10, 3 + 2));
-    assert_eq!(app.ops_sel, 2);
+    assert_eq!(app.ops_sel(), 2);
     app.apply(Action::Scroll(1, 10, 10));
-    assert_eq!(app.ops_sel, 3);
+    assert_eq!(app.ops_sel(), 3);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use rustc_hash::FxHashMap as HashMap;
 
 pub use super::action::{move_sel, Action, View};
-use super::components::ListText;
+use super::components::{ListText, Steps};
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
@@ -129,14 +129,8 @@ pub struct App {
     /// While loading: how far it has got.
     pub loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
-    pub steps_sel: usize,
-    /// The step whose ops are listed (the steps view drilled in).
-    pub step_ops: Option<StepOps>,
-    pub ops_sel: usize,
-    pub op_sort: OpSort,
-    /// The selected op's memory events are listed.
-    pub op_open: bool,
-    pub op_ev_sel: usize,
+    /// The trace's steps view: its step, op and allocation selections.
+    pub(super) steps: Steps,
     /// The graph-growth list and the selected finding's explanation.
     pub(super) graph: ListText,
     /// The allocator map's details pane.
@@ -177,13 +171,7 @@ impl App {
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
-            steps_sel: 0,
-            step_ops: None,
-            ops_sel: 0,
-            // A step can run thousands of ops; the ones that allocate most come first.
-            op_sort: OpSort::Allocated,
-            op_open: false,
-            op_ev_sel: 0,
+            steps: Steps::default(),
             graph: ListText::default(),
             reserved_shown: false,
             map_text: Scroll::default(),
@@ -589,6 +577,31 @@ impl App {
             View::Map => Some(&self.map_text),
             _ => None,
         }
+    }
+
+    /// The step selected in the steps view.
+    pub fn steps_sel(&self) -> usize {
+        self.steps.sel
+    }
+
+    /// The ops of the step the steps view is drilled into.
+    pub fn step_ops(&self) -> Option<&StepOps> {
+        self.steps.ops.as_ref()
+    }
+
+    /// The op selected in a step's ops.
+    pub fn ops_sel(&self) -> usize {
+        self.steps.ops_sel
+    }
+
+    /// How a step's ops are ordered.
+    pub fn op_sort(&self) -> OpSort {
+        self.steps.sort
+    }
+
+    /// Whether the selected op's allocations are listed.
+    pub fn op_open(&self) -> bool {
+        self.steps.op_open
     }
 
     /// The leak selected in the leaks view.

@@ -1,7 +1,8 @@
 //! Components that own their state and handle their own keys, shared by the views built from
-//! them. Depends only on [`super::action`] and [`super::widgets`].
+//! them. Depends only on [`super::action`], [`super::widgets`] and the trace's step model.
 
 use super::action::{move_sel, Action};
+use super::trace::{OpSort, StepOps};
 use super::widgets::Scroll;
 
 /// A list with the selected item's explanation below it (the overview, the leaks and the graph
@@ -56,5 +57,33 @@ impl ListText {
             _ => return false,
         }
         true
+    }
+}
+
+/// The trace's steps view, three levels deep: the steps, the ops of the step drilled into, the
+/// allocations of the op opened.
+#[derive(Debug)]
+pub struct Steps {
+    pub(super) sel: usize,
+    /// The step whose ops are listed (the steps view drilled in).
+    pub(super) ops: Option<StepOps>,
+    pub(super) ops_sel: usize,
+    pub(super) sort: OpSort,
+    /// The selected op's memory events are listed.
+    pub(super) op_open: bool,
+    pub(super) ev_sel: usize,
+}
+
+impl Default for Steps {
+    fn default() -> Steps {
+        Steps {
+            sel: 0,
+            ops: None,
+            ops_sel: 0,
+            // A step can run thousands of ops; the ones that allocate most come first.
+            sort: OpSort::Allocated,
+            op_open: false,
+            ev_sel: 0,
+        }
     }
 }

@@ -142,7 +142,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
-    if let Some(so) = &app.step_ops {
+    if let Some(so) = &app.steps.ops {
         ops_view(app, t, so, area, buf);
         return;
     }
@@ -200,7 +200,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         dim(),
     );
     let l = steps_list_area(area);
-    let off = list_offset(app.steps_sel, l.height as usize);
+    let off = list_offset(app.steps.sel, l.height as usize);
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
@@ -212,7 +212,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
     let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps_sel;
+        let on = k == app.steps.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
@@ -352,7 +352,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     let l = ops_list_area(area);
     // Under 120 columns only the figures that matter most keep room for the op's name.
     let wide = area.width >= 120;
-    if app.op_open {
+    if app.steps.op_open {
         let Some(r) = app.selected_op() else { return };
         put(
             buf,
@@ -381,7 +381,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             ),
             dim(),
         );
-        let off = list_offset(app.op_ev_sel, l.height as usize);
+        let off = list_offset(app.steps.ev_sel, l.height as usize);
         for (k, &e) in r
             .events
             .iter()
@@ -389,7 +389,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             .skip(off)
             .take(l.height as usize)
         {
-            let on = k == app.op_ev_sel;
+            let on = k == app.steps.ev_sel;
             let line = event_line(t, so.dev, e);
             put(
                 buf,
@@ -457,9 +457,9 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    let off = list_offset(app.ops_sel, l.height as usize);
+    let off = list_offset(app.steps.ops_sel, l.height as usize);
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.ops_sel;
+        let on = k == app.steps.ops_sel;
         let site = site_text(&r.site);
         let cols = op_columns(
             wide,
