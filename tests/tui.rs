@@ -304,7 +304,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
         key(&mut app, 'p');
         key(&mut app, '3');
         key(&mut app, 'c');
-        assert!(app.map_by_category);
+        assert!(app.map_by_category());
         let want = app.data().unwrap().analysis.devices[0]
             .categories_at_peak
             .clone()
@@ -338,7 +338,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             "{s}"
         );
         key(&mut app, 'c');
-        assert!(!app.map_by_category);
+        assert!(!app.map_by_category());
         assert!(screen(&mut app, 100, 30).contains("█ allocated"));
     }
 }

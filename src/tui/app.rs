@@ -5,12 +5,10 @@
 //! cursor moves). Rendering therefore never replays, and a keypress costs at most one
 //! checkpoint-to-cursor replay, whatever the size of the log.
 
-use std::collections::HashSet;
-
 use rustc_hash::FxHashMap as HashMap;
 
 pub use super::action::{move_sel, Action, View};
-use super::components::{ListText, Steps};
+use super::components::{ListText, MapState, SitesState, Steps};
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
@@ -103,21 +101,16 @@ pub struct App {
     pub cache: Option<Cursor>,
     /// The overview's findings and the text above them.
     pub(super) overview: ListText,
-    pub map_seg: usize,
-    pub map_part: usize,
-    pub sites_sel: usize,
-    pub sort: SortBy,
-    pub unfold: bool,
-    /// The map colours blocks by category (parameters, activations, ...) instead of by state.
-    pub map_by_category: bool,
+    /// The allocator map: its segment, block, colouring and details pane.
+    pub(super) map: MapState,
+    /// The sites tree: its row, order, folding and what is open.
+    pub(super) sites: SitesState,
     /// The timeline's x axis is time (equal spans of time per column), not events.
     pub by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
     pub reserved_shown: bool,
     /// The device whose classifier is built, and the classifier (built on first use).
     classifier: Option<(usize, Classifier)>,
-    pub expanded_sites: HashSet<String>,
-    pub expanded_stacks: HashSet<StackId>,
     /// The leaks list and the selected leak's explanation.
     pub(super) leaks: ListText,
     /// The query being typed, while typing.
@@ -133,8 +126,6 @@ pub struct App {
     pub(super) steps: Steps,
     /// The graph-growth list and the selected finding's explanation.
     pub(super) graph: ListText,
-    /// The allocator map's details pane.
-    map_text: Scroll,
 }
 
 impl App {
@@ -154,16 +145,10 @@ impl App {
             windows: Vec::new(),
             cache: None,
             overview: ListText::default(),
-            map_seg: 0,
-            map_part: 0,
-            sites_sel: 0,
-            sort: SortBy::Bytes,
-            unfold: false,
-            map_by_category: false,
+            map: MapState::default(),
+            sites: SitesState::default(),
             by_time: false,
             classifier: None,
-            expanded_sites: HashSet::new(),
-            expanded_stacks: HashSet::new(),
             leaks: ListText::default(),
             typing: None,
             query: String::new(),
@@ -174,7 +159,6 @@ impl App {
             steps: Steps::default(),
             graph: ListText::default(),
             reserved_shown: false,
-            map_text: Scroll::default(),
         }
     }
 
@@ -290,9 +274,9 @@ impl App {
             Some(d) => sites::rows(
                 self.tree(),
                 &d.snap.stacks,
-                &self.expanded_sites,
-                &self.expanded_stacks,
-                self.unfold,
+                &self.sites.open_sites,
+                &self.sites.open_stacks,
+                self.sites.unfold,
             ),
             None => Vec::new(),
         }
@@ -323,7 +307,7 @@ impl App {
                 cats: None,
             });
         }
-        if self.view == View::Map && self.map_by_category {
+        if self.view == View::Map && self.map.by_category {
             if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
                 if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev))
                 {
@@ -348,10 +332,10 @@ impl App {
         }
         let want_tree = self.view == View::Sites;
         if let Some(c) = &mut self.cache {
-            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sort) {
+            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sites.sort) {
                 c.tree = Some((
-                    self.sort,
-                    sites::build(&data.snap.stacks, &c.state, self.sort),
+                    self.sites.sort,
+                    sites::build(&data.snap.stacks, &c.state, self.sites.sort),
                 ));
             }
         }
@@ -360,9 +344,9 @@ impl App {
             .as_ref()
             .map(|c| c.state.segments.len())
             .unwrap_or(0);
-        self.map_seg = self.map_seg.min(nseg.saturating_sub(1));
+        self.map.seg = self.map.seg.min(nseg.saturating_sub(1));
         let nrows = self.rows().len();
-        self.sites_sel = self.sites_sel.min(nrows.saturating_sub(1));
+        self.sites.sel = self.sites.sel.min(nrows.saturating_sub(1));
     }
 
     pub(super) fn set_cursor(&mut self, ev: usize) {
@@ -419,8 +403,8 @@ impl App {
                 self.sync();
                 if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
-                    self.sites_sel = self
+                    self.sites.open_sites.insert(lab);
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Site(i))
@@ -460,7 +444,7 @@ impl App {
             return;
         }
         let views = self.views();
-        let before = (self.map_seg, self.map_part);
+        let before = (self.map.seg, self.map.part);
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -508,12 +492,12 @@ impl App {
             Action::SearchPrev => self.search_step(false),
             Action::SortToggle if matches!(self.mode, Mode::Trace(_)) => self.trace_sort(),
             Action::SortToggle => {
-                self.sort = match self.sort {
+                self.sites.sort = match self.sites.sort {
                     SortBy::Bytes => SortBy::Count,
                     SortBy::Count => SortBy::Bytes,
                 }
             }
-            Action::FoldToggle => self.unfold = !self.unfold,
+            Action::FoldToggle => self.sites.unfold = !self.sites.unfold,
             Action::ReservedToggle => {
                 self.reserved_shown = !self.reserved_shown;
                 if self.view != View::Timeline {
@@ -529,8 +513,8 @@ impl App {
                 }
             }
             Action::CategoryToggle => {
-                self.map_by_category = !self.map_by_category;
-                if self.map_by_category && self.view != View::Map {
+                self.map.by_category = !self.map.by_category;
+                if self.map.by_category && self.view != View::Map {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
@@ -562,8 +546,8 @@ impl App {
             other => self.apply_view(other),
         }
         // A new block shows its details from the top.
-        if (self.map_seg, self.map_part) != before {
-            self.map_text.reset()
+        if (self.map.seg, self.map.part) != before {
+            self.map.text.reset()
         }
         self.sync();
     }
@@ -574,9 +558,14 @@ impl App {
             View::Overview => Some(self.overview.text()),
             View::Leaks => Some(self.leaks.text()),
             View::Graph => Some(self.graph.text()),
-            View::Map => Some(&self.map_text),
+            View::Map => Some(&self.map.text),
             _ => None,
         }
+    }
+
+    /// Whether the map colours blocks by category.
+    pub fn map_by_category(&self) -> bool {
+        self.map.by_category
     }
 
     /// The step selected in the steps view.
@@ -668,7 +657,7 @@ impl App {
             View::Sites => {
                 self.sync();
                 let tree_len = self.tree().len();
-                let cur_site = match self.rows().get(self.sites_sel) {
+                let cur_site = match self.rows().get(self.sites.sel) {
                     Some(
                         Row::Site(i)
                         | Row::Stack(i, _)
@@ -684,8 +673,8 @@ impl App {
                 });
                 if let Some(i) = found {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
-                    self.sites_sel = self
+                    self.sites.open_sites.insert(lab);
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Site(i))
@@ -943,12 +932,12 @@ impl App {
             .state
             .segments
             .values()
-            .nth(self.map_seg)
+            .nth(self.map.seg)
     }
 
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
         let seg = self.selected_segment()?;
-        parts(seg).get(self.map_part).and_then(|p| p.block)
+        parts(seg).get(self.map.part).and_then(|p| p.block)
     }
 
     fn apply_map(&mut self, a: Action) {
@@ -959,8 +948,8 @@ impl App {
             .unwrap_or(0);
         let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
         match a {
-            Action::Left => self.map_part = self.map_part.saturating_sub(1),
-            Action::Right => self.map_part = (self.map_part + 1).min(nparts.saturating_sub(1)),
+            Action::Left => self.map.part = self.map.part.saturating_sub(1),
+            Action::Right => self.map.part = (self.map.part + 1).min(nparts.saturating_sub(1)),
             Action::Enter => {
                 // Drill into who allocated the selected block: its site in the sites view.
                 let Some(b) = self.selected_part_block() else {
@@ -977,13 +966,13 @@ impl App {
                     .position(|s| s.stacks.iter().any(|k| k.stack == stack))
                 {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
+                    self.sites.open_sites.insert(lab);
                     let ki = self.tree()[i]
                         .stacks
                         .iter()
                         .position(|k| k.stack == stack)
                         .unwrap_or(0);
-                    self.sites_sel = self
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Stack(i, ki))
@@ -991,10 +980,10 @@ impl App {
                 }
             }
             other => {
-                let before = self.map_seg;
-                self.map_seg = move_sel(self.map_seg, nseg, other, self.page());
-                if before != self.map_seg {
-                    self.map_part = 0;
+                let before = self.map.seg;
+                self.map.seg = move_sel(self.map.seg, nseg, other, self.page());
+                if before != self.map.seg {
+                    self.map.part = 0;
                 }
             }
         }
@@ -1002,7 +991,7 @@ impl App {
 
     fn apply_sites(&mut self, a: Action) {
         let rows = self.rows();
-        let Some(row) = rows.get(self.sites_sel).cloned() else {
+        let Some(row) = rows.get(self.sites.sel).cloned() else {
             return;
         };
         let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
@@ -1010,10 +999,10 @@ impl App {
             Action::Enter | Action::Right => match row {
                 Row::Site(i) => {
                     if let Some(l) = tree_label(self, i) {
-                        if a == Action::Enter && self.expanded_sites.contains(&l) {
-                            self.expanded_sites.remove(&l);
+                        if a == Action::Enter && self.sites.open_sites.contains(&l) {
+                            self.sites.open_sites.remove(&l);
                         } else {
-                            self.expanded_sites.insert(l);
+                            self.sites.open_sites.insert(l);
                         }
                     }
                 }
@@ -1024,20 +1013,20 @@ impl App {
                         .and_then(|x| x.stacks.get(k))
                         .map(|x| x.stack)
                     {
-                        if a == Action::Enter && self.expanded_stacks.contains(&s) {
-                            self.expanded_stacks.remove(&s);
+                        if a == Action::Enter && self.sites.open_stacks.contains(&s) {
+                            self.sites.open_stacks.remove(&s);
                         } else {
-                            self.expanded_stacks.insert(s);
+                            self.sites.open_stacks.insert(s);
                         }
                     }
                 }
-                Row::Folded(..) => self.unfold = true,
+                Row::Folded(..) => self.sites.unfold = true,
                 Row::Frame(..) => {}
             },
             Action::Left => match row {
                 Row::Site(i) => {
                     if let Some(l) = tree_label(self, i) {
-                        self.expanded_sites.remove(&l);
+                        self.sites.open_sites.remove(&l);
                     }
                 }
                 Row::Stack(i, k) => {
@@ -1046,20 +1035,20 @@ impl App {
                         .get(i)
                         .and_then(|x| x.stacks.get(k))
                         .map(|x| x.stack);
-                    if let Some(s) = s.filter(|s| self.expanded_stacks.contains(s)) {
-                        self.expanded_stacks.remove(&s);
+                    if let Some(s) = s.filter(|s| self.sites.open_stacks.contains(s)) {
+                        self.sites.open_stacks.remove(&s);
                     } else {
-                        self.sites_sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                        self.sites.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
                     }
                 }
                 Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites_sel = rows
+                    self.sites.sel = rows
                         .iter()
                         .position(|r| *r == Row::Stack(i, k))
                         .unwrap_or(0);
                 }
             },
-            other => self.sites_sel = move_sel(self.sites_sel, rows.len(), other, self.page()),
+            other => self.sites.sel = move_sel(self.sites.sel, rows.len(), other, self.page()),
         }
     }
 
@@ -1096,7 +1085,7 @@ impl App {
             View::Map => {
                 let l = map_list_area(b);
                 if y >= l.y && y < l.y + l.height {
-                    let off = list_offset(self.map_seg, l.height as usize);
+                    let off = list_offset(self.map.seg, l.height as usize);
                     let nseg = self
                         .cache
                         .as_ref()
@@ -1104,8 +1093,8 @@ impl App {
                         .unwrap_or(0);
                     let i = off + (y - l.y) as usize;
                     if i < nseg {
-                        self.map_seg = i;
-                        self.map_part = 0;
+                        self.map.seg = i;
+                        self.map.part = 0;
                         // Select the part under the click within the bar.
                         let bar_x = l.x + MAP_LABEL_W;
                         let bar_w = l.width.saturating_sub(MAP_LABEL_W).max(1);
@@ -1113,7 +1102,7 @@ impl App {
                             if let Some(seg) = self.selected_segment() {
                                 let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
                                 let ps = parts(seg);
-                                self.map_part = ps
+                                self.map.part = ps
                                     .iter()
                                     .position(|p| at >= p.addr && at < p.addr + p.size)
                                     .unwrap_or(0);
@@ -1126,10 +1115,10 @@ impl App {
                 let list_y = b.y + 1;
                 let h = b.height.saturating_sub(1) as usize;
                 if y >= list_y {
-                    let off = list_offset(self.sites_sel, h);
+                    let off = list_offset(self.sites.sel, h);
                     let i = off + (y - list_y) as usize;
                     if i < self.rows().len() {
-                        self.sites_sel = i;
+                        self.sites.sel = i;
                     }
                 }
             }

@@ -1,9 +1,14 @@
 //! Components that own their state and handle their own keys, shared by the views built from
-//! them. Depends only on [`super::action`], [`super::widgets`] and the trace's step model.
+//! them. Depends only on [`super::action`], [`super::widgets`] and the models they select in
+//! ([`super::sites`], [`super::trace`]).
 
 use super::action::{move_sel, Action};
+use std::collections::HashSet;
+
+use super::sites::SortBy;
 use super::trace::{OpSort, StepOps};
 use super::widgets::Scroll;
+use crate::model::StackId;
 
 /// A list with the selected item's explanation below it (the overview, the leaks and the graph
 /// views): the selection, and the explanation's scroll position, which starts at the top for
@@ -84,6 +89,40 @@ impl Default for Steps {
             sort: OpSort::Allocated,
             op_open: false,
             ev_sel: 0,
+        }
+    }
+}
+
+/// The allocator map's state: the selected segment and block (part), the colouring, and the
+/// details pane's scroll.
+#[derive(Default, Debug)]
+pub struct MapState {
+    pub(super) seg: usize,
+    pub(super) part: usize,
+    /// Blocks coloured by category (parameters, activations, ...) instead of by state.
+    pub(super) by_category: bool,
+    pub(super) text: Scroll,
+}
+
+/// The sites tree's state: the selected row, the order, library frames shown or folded, and the
+/// sites and stacks that are open.
+#[derive(Debug)]
+pub struct SitesState {
+    pub(super) sel: usize,
+    pub(super) sort: SortBy,
+    pub(super) unfold: bool,
+    pub(super) open_sites: HashSet<String>,
+    pub(super) open_stacks: HashSet<StackId>,
+}
+
+impl Default for SitesState {
+    fn default() -> SitesState {
+        SitesState {
+            sel: 0,
+            sort: SortBy::Bytes,
+            unfold: false,
+            open_sites: HashSet::new(),
+            open_stacks: HashSet::new(),
         }
     }
 }

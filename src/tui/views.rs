@@ -116,7 +116,7 @@ impl Widget for MapView<'_> {
                     ("█ other ", cat_style(Category::Other)),
                     ("· free  c: by state", dim()),
                 ];
-                let items: &[(&str, Style)] = if app.map_by_category {
+                let items: &[(&str, Style)] = if app.map.by_category {
                     &by_cat
                 } else {
                     &by_state
@@ -125,7 +125,7 @@ impl Widget for MapView<'_> {
             }
         }
         let list = map_list_area(area);
-        let off = list_offset(app.map_seg, list.height as usize);
+        let off = list_offset(app.map.seg, list.height as usize);
         let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
         for (row, (i, seg)) in st
             .segments
@@ -136,7 +136,7 @@ impl Widget for MapView<'_> {
             .enumerate()
         {
             let y = list.y + row as u16;
-            let on = i == app.map_seg;
+            let on = i == app.map.seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
             let label = format!(
                 "{}{:>10} {}{} s{:<2}{:>4}% ",
@@ -175,7 +175,7 @@ impl Widget for MapView<'_> {
                     if ov > best.0 {
                         best = (ov, k);
                     }
-                    if on && k == app.map_part {
+                    if on && k == app.map.part {
                         selected_here = true;
                     }
                     k += 1;
@@ -183,7 +183,7 @@ impl Widget for MapView<'_> {
                 let p = ps.get(best.1);
                 let cat = p
                     .and_then(|p| p.block)
-                    .filter(|_| app.map_by_category)
+                    .filter(|_| app.map.by_category)
                     .and_then(|b| cache.cats.as_ref()?.get(&b.address));
                 let (ch, mut s) = match p.and_then(|p| p.block) {
                     Some(b) if cat.is_some() => (
@@ -244,7 +244,7 @@ impl Widget for MapView<'_> {
             ),
             dim(),
         ));
-        match ps.get(app.map_part) {
+        match ps.get(app.map.part) {
             Some(p) => match p.block {
                 Some(b) => {
                     let state = match b.state {
@@ -255,7 +255,7 @@ impl Widget for MapView<'_> {
                     lines.push((
                         format!(
                             "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
-                            app.map_part + 1,
+                            app.map.part + 1,
                             ps.len(),
                             b.address,
                             bytes(b.size),
@@ -269,7 +269,7 @@ impl Widget for MapView<'_> {
                     if let Some((c, rule)) = cache
                         .cats
                         .as_ref()
-                        .filter(|_| app.map_by_category)
+                        .filter(|_| app.map.by_category)
                         .and_then(|m| m.get(&b.address))
                     {
                         lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
@@ -292,7 +292,7 @@ impl Widget for MapView<'_> {
                 None => lines.push((
                     format!(
                         "part {}/{} 0x{:x}: free range of {}",
-                        app.map_part + 1,
+                        app.map.part + 1,
                         ps.len(),
                         p.addr,
                         bytes(p.size)
@@ -332,24 +332,24 @@ impl Widget for SitesView<'_> {
                 "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
                 bytes(total),
                 tree.len(),
-                match app.sort {
+                match app.sites.sort {
                     SortBy::Bytes => "bytes",
                     SortBy::Count => "count",
                 },
-                if app.unfold { "shown" } else { "folded" }
+                if app.sites.unfold { "shown" } else { "folded" }
             ),
             bold(),
         );
         let rows = app.rows();
         let h = area.height.saturating_sub(1) as usize;
-        let off = list_offset(app.sites_sel, h);
+        let off = list_offset(app.sites.sel, h);
         let stacks = &data.snap.stacks;
         for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == app.sites_sel;
+            let on = k == app.sites.sel;
             let (text, st) = match *r {
                 Row::Site(i) => {
                     let s = &tree[i];
-                    let open = if app.expanded_sites.contains(&s.label) {
+                    let open = if app.sites.open_sites.contains(&s.label) {
                         '▾'
                     } else {
                         '▸'
@@ -362,7 +362,7 @@ impl Widget for SitesView<'_> {
                 }
                 Row::Stack(i, j) => {
                     let n = &tree[i].stacks[j];
-                    let open = if app.expanded_stacks.contains(&n.stack) {
+                    let open = if app.sites.open_stacks.contains(&n.stack) {
                         '▾'
                     } else {
                         '▸'
