@@ -132,6 +132,17 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
 }
 
 fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
+    // A file that cannot be read is said here, whole, on the normal terminal (exit 2), not on
+    // an alternate screen cut at its width; and before asking for a terminal, so that
+    // `memscope tui missing </dev/null` says the one thing that is wrong.
+    if file.as_os_str() != "-" {
+        let meta =
+            std::fs::metadata(file).with_context(|| format!("cannot open {}", file.display()))?;
+        if meta.is_dir() {
+            anyhow::bail!("cannot open {}: it is a directory", file.display());
+        }
+        std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    }
     // Said once, before the alternate screen or raw mode could be touched.
     if !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal()) {
         anyhow::bail!(

@@ -125,6 +125,27 @@ fn mistyped_subcommands_get_a_suggestion() {
 }
 
 #[test]
+fn tui_on_a_file_that_cannot_be_opened_says_so_once_before_any_screen() {
+    let missing = fixture("no_such_capture.pickle");
+    let (code, out, err) = run(&["tui", &missing]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty(), "no alternate screen: {out:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("memscope: error: cannot open {missing}: ")),
+        "{err}"
+    );
+    // A directory is not a capture either.
+    let dir = fixture("unit");
+    let (code, _, err) = run(&["tui", &dir]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err,
+        format!("memscope: error: cannot open {dir}: it is a directory\n")
+    );
+}
+
+#[test]
 fn tui_without_a_terminal_says_so_once() {
     let (code, out, err) = run(&["tui", &fixture("clean.pickle")]);
     assert_eq!(code, Some(2));

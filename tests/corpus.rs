@@ -136,9 +136,9 @@ fn every_corpus_capture_opens_in_the_tui_and_every_view_renders() {
             }
         };
         let devices = if trace {
-            app.trace.as_ref().unwrap().devs.len()
+            app.trace().unwrap().devs.len()
         } else {
-            app.data.as_ref().unwrap().snap.devices.len()
+            app.data().unwrap().snap.devices.len()
         };
         for _ in 0..devices.max(1) {
             for keys in [

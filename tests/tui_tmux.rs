@@ -55,6 +55,11 @@ impl Drop for Tmux {
 /// `memscope ARGS FIXTURE` in a detached tmux session of `w`x30; afterwards the shell reports the
 /// exit status and whether the terminal is back in canonical (cooked) mode.
 fn start(tag: &str, args: &str, fixture: &str, w: u16) -> Option<Tmux> {
+    start_sized(tag, args, fixture, w, 30)
+}
+
+/// `start` on a `w`x`h` terminal.
+fn start_sized(tag: &str, args: &str, fixture: &str, w: u16, h: u16) -> Option<Tmux> {
     if Command::new("tmux").arg("-V").output().is_err() {
         println!("SKIP: tmux is not installed (apt-get install -y tmux to run this test)");
         return None;
@@ -73,7 +78,7 @@ fn start(tag: &str, args: &str, fixture: &str, w: u16) -> Option<Tmux> {
         "-x",
         &w.to_string(),
         "-y",
-        "30",
+        &h.to_string(),
         "-s",
         &t.session,
         "sh",
@@ -149,5 +154,61 @@ fn tui_in_tmux_opens_a_trace_and_drills_into_a_step() {
     t.wait_for("AUTOGRAD GRAPH");
     t.keys("Enter");
     t.wait_for("ProfilerStep#10 on cuda:0");
+    quit_and_check_restored(&t);
+}
+
+/// No line of the pane has a letter or digit in its last column: a word there is a cut word.
+fn assert_nothing_runs_into_the_edge(s: &str, w: usize) {
+    for line in s.lines() {
+        let cells: Vec<char> = line.chars().collect();
+        if cells.len() >= w && !line.starts_with("  markers ") {
+            assert!(
+                !cells[w - 1].is_alphanumeric(),
+                "a word runs into the edge: {line:?}\n{s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tui_in_tmux_at_80x24_visits_every_view_and_scrolls_an_explanation_to_its_fix() {
+    let Some(t) = start_sized("small", "tui", "leak_oom.pickle", 80, 24) else {
+        return;
+    };
+    let s = t.wait_for("VERDICT");
+    assert_nothing_runs_into_the_edge(&s, 80);
+    for (k, what) in [
+        ("2", "markers"),
+        ("3", "segments, reserved"),
+        ("4", "blocks, 6 sites"),
+        ("5", "LEAKS AND GROWTH"),
+    ] {
+        t.keys(k);
+        let s = t.wait_for(what);
+        assert_nothing_runs_into_the_edge(&s, 80);
+    }
+    // The leak's explanation is longer than the pane: its fix is below, reached with PgDn.
+    let s = t.capture();
+    assert!(
+        !s.contains("fix: "),
+        "the fix is not on the first page:\n{s}"
+    );
+    let mut s = s;
+    for _ in 0..10 {
+        if s.contains("fix: ") {
+            break;
+        }
+        t.keys("PageDown");
+        std::thread::sleep(Duration::from_millis(300));
+        s = t.capture();
+    }
+    assert!(s.contains("fix: "), "PgDn never reached the fix:\n{s}");
+    assert!(s.contains("allocation stack"), "{s}");
+    assert_nothing_runs_into_the_edge(&s, 80);
+    // The list still has its keys, and the text scrolls back with PgUp.
+    for _ in 0..10 {
+        t.keys("PageUp");
+    }
+    t.wait_for("growth from step 2 to step 24");
     quit_and_check_restored(&t);
 }

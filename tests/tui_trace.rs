@@ -12,7 +12,7 @@ use common::{code, key, screen};
 /// A trace fixture in the app.
 fn load(name: &str) -> App {
     let app = common::load(name);
-    assert!(app.trace.is_some(), "{name} is a trace");
+    assert!(app.trace().is_some(), "{name} is a trace");
     app
 }
 
@@ -57,9 +57,9 @@ fn step_ops_trace_hook_cache() {
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Enter);
     // Sorted by bytes allocated until `s` sorts by what is still alive at the end.
-    assert_eq!(app.op_sort, OpSort::Allocated);
+    assert_eq!(app.op_sort(), OpSort::Allocated);
     key(&mut app, 's');
-    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
+    assert_eq!(app.op_sort(), OpSort::LiveAtEnd);
     insta::assert_snapshot!(screen(&mut app, 120, 30));
 }
 
@@ -70,7 +70,7 @@ fn op_events_trace_hook_cache() {
     code(&mut app, KeyCode::Enter);
     key(&mut app, 'g');
     code(&mut app, KeyCode::Enter);
-    assert!(app.op_open);
+    assert!(app.op_open());
     // The op that allocates most in the step: the optimizer's state update.
     assert_eq!(app.selected_op().unwrap().name, "aten::_foreach_sqrt");
     insta::assert_snapshot!(screen(&mut app, 120, 30));
@@ -101,7 +101,7 @@ fn ops_of_each_step_add_up_to_the_step() {
         "trace_clean.trace.json.gz",
     ] {
         let app = load(f);
-        let t = app.trace.as_ref().unwrap();
+        let t = app.trace().unwrap();
         for (di, d) in t.devs.iter().enumerate() {
             let dm = &t.mem.devices[d.mem];
             assert_eq!(dm.steps.len(), t.trace.steps.len());
@@ -135,14 +135,14 @@ fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
     code(&mut app, KeyCode::Down);
     code(&mut app, KeyCode::Down);
     let picked = app.selected_op().unwrap().op;
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::Allocated);
     assert!(so
         .rows
         .windows(2)
         .all(|w| w[0].alloc_bytes >= w[1].alloc_bytes));
     key(&mut app, 's');
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::LiveAtEnd);
     assert!(so
         .rows
@@ -150,12 +150,12 @@ fn sorting_the_ops_orders_by_bytes_and_keeps_the_selection() {
         .all(|w| w[0].live_at_end_bytes >= w[1].live_at_end_bytes));
     assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
-    let so = app.step_ops.as_ref().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(so.sort, OpSort::Time);
     assert!(so.rows.windows(2).all(|w| w[0].ts <= w[1].ts));
     assert_eq!(app.selected_op().unwrap().op, picked);
     key(&mut app, 's');
-    assert_eq!(app.op_sort, OpSort::Allocated);
+    assert_eq!(app.op_sort(), OpSort::Allocated);
 }
 
 #[test]
@@ -167,15 +167,15 @@ fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
     // Enter there: the ops of the last complete step that grew, on `aten::add_`.
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
-    let t = app.trace.as_ref().unwrap();
-    let so = app.step_ops.as_ref().unwrap();
+    let t = app.trace().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#10");
     let op = app.selected_op().unwrap();
     assert_eq!(op.name, "aten::add_");
     assert_eq!(op.site.as_ref().unwrap().function, "sc_trace_total_loss");
     // Esc climbs back: steps list, then the graph view, then the overview.
     code(&mut app, KeyCode::Esc);
-    assert!(app.step_ops.is_none());
+    assert!(app.step_ops().is_none());
     assert_eq!(app.view, View::Steps);
     code(&mut app, KeyCode::Esc);
     assert_eq!(app.view, View::Graph);
@@ -189,9 +189,9 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     key(&mut app, '5');
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Steps);
-    assert_eq!(app.op_sort, OpSort::LiveAtEnd);
-    let t = app.trace.as_ref().unwrap();
-    let so = app.step_ops.as_ref().unwrap();
+    assert_eq!(app.op_sort(), OpSort::LiveAtEnd);
+    let t = app.trace().unwrap();
+    let so = app.step_ops().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#2");
     let op = app.selected_op().unwrap();
     assert!(op.live_at_end_bytes > 0, "{op:?}");
@@ -203,7 +203,7 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     let live = (0..op_events(&app))
         .find(|&k| {
             let e = app.selected_op().unwrap().events[k];
-            let t = app.trace.as_ref().unwrap();
+            let t = app.trace().unwrap();
             t.event(app.dev, e).unwrap().bytes > 0 && t.freed_at(app.dev, e).is_none()
         })
         .expect("a surviving allocation");
@@ -230,7 +230,7 @@ fn timeline_keys_peak_steps_enter_and_alloc_free() {
     key(&mut app, 'g');
     assert_eq!(app.cursor(), Some(0));
     key(&mut app, ']');
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let second_step = t.devs[0].step_events[1].0;
     let peak_at = t.devs[0]
         .allocated
@@ -247,19 +247,19 @@ fn timeline_keys_peak_steps_enter_and_alloc_free() {
     let s = screen(&mut app, 120, 30);
     assert!(s.contains("here: peak 129.1 MiB allocated"), "{s}");
     let peak = app.cursor().unwrap();
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     assert_eq!(
         t.devs[0].allocated[peak],
         *t.devs[0].allocated.iter().max().unwrap()
     );
     // `a` from an allocation goes to its free, and back.
     key(&mut app, 'g');
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let m0 = *t.event(0, 0).unwrap();
     assert!(m0.bytes > 0);
     key(&mut app, 'a');
     let f = app.cursor().unwrap();
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let mf = t.event(0, f).unwrap();
     assert_eq!((mf.addr, mf.bytes), (m0.addr, -m0.bytes));
     key(&mut app, 'a');
@@ -286,7 +286,7 @@ fn search_finds_ops_in_a_step_and_events_on_the_timeline() {
     typed(&mut app, "mse_loss");
     let c = app.cursor().unwrap();
     assert!(c > 0);
-    let t = app.trace.as_ref().unwrap();
+    let t = app.trace().unwrap();
     let (inner, top) = t.event_ops(0, c);
     assert!(
         inner.unwrap().contains("mse_loss") || top.unwrap().contains("mse_loss"),
@@ -348,12 +348,12 @@ fn mouse_selects_steps_and_ops() {
     assert_eq!(app.view, View::Steps);
     // Body starts on row 1; the list under its title and header, on row 3.
     app.apply(Action::Click(10, 3 + 4));
-    assert_eq!(app.steps_sel, 4);
+    assert_eq!(app.steps_sel(), 4);
     code(&mut app, KeyCode::Enter);
     app.apply(Action::Click(10, 3 + 2));
-    assert_eq!(app.ops_sel, 2);
+    assert_eq!(app.ops_sel(), 2);
     app.apply(Action::Scroll(1, 10, 10));
-    assert_eq!(app.ops_sel, 3);
+    assert_eq!(app.ops_sel(), 3);
 }
 
 #[test]
@@ -362,10 +362,7 @@ fn trace_timeline_has_a_time_axis_too() {
     key(&mut app, '2');
     key(&mut app, 't');
     let times = app.time_axis().expect("trace events have times");
-    assert_eq!(
-        times.len(),
-        app.trace.as_ref().unwrap().devs[0].events.len()
-    );
+    assert_eq!(times.len(), app.trace().unwrap().devs[0].events.len());
     assert!(times.windows(2).all(|w| w[0] <= w[1]));
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("time axis, events 0..570"), "{s}");

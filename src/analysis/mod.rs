@@ -731,6 +731,20 @@ pub fn analyze_snapshot_with_timelines(
     path: &Path,
     file_bytes: u64,
 ) -> (Analysis, Vec<Timeline>) {
+    let (a, tls, _) = analyze_snapshot_for_views(snap, path, file_bytes);
+    (a, tls)
+}
+
+/// [`analyze_snapshot_with_timelines`], also handing back each device's step ranges
+/// (`(start, end)` events, inclusive, every step the split found), so that a view can build a
+/// [`categories::Classifier`] without splitting the log into steps again.
+#[allow(clippy::type_complexity)]
+pub fn analyze_snapshot_for_views(
+    snap: &Snapshot,
+    path: &Path,
+    file_bytes: u64,
+) -> (Analysis, Vec<Timeline>, Vec<Vec<(usize, usize)>>) {
+    let mut step_ranges = Vec::new();
     let mut notes = snap.load_notes.clone();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
@@ -752,6 +766,7 @@ pub fn analyze_snapshot_with_timelines(
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
             (tl, found)
         });
+        step_ranges.push(bounds.ranges());
         let f = device_report(snap, d, &tl, bounds, classifier, leaks.len(), &mut notes);
         timelines.push(tl);
         leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
@@ -828,5 +843,5 @@ pub fn analyze_snapshot_with_timelines(
         graph: None,
         notes,
     };
-    (analysis, timelines)
+    (analysis, timelines, step_ranges)
 }

@@ -5,112 +5,21 @@
 //! cursor moves). Rendering therefore never replays, and a keypress costs at most one
 //! checkpoint-to-cursor replay, whatever the size of the log.
 
-use std::collections::HashSet;
-
 use rustc_hash::FxHashMap as HashMap;
 
-use ratatui::layout::Rect;
-
-use super::data::{Data, Jump, Loaded, MarkerKind};
+pub use super::action::{move_sel, Action, View};
+use super::components::{ListText, MapState, SitesState, Steps};
+use super::data::{Data, Jump, MarkerKind};
+pub use super::layout::{
+    body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
+};
+use super::loaded::Loaded;
 use super::sites::{self, Row, SiteNode, SortBy};
 use super::trace::{OpSort, StepOps, TraceData};
+use super::widgets::Scroll;
 use crate::analysis::categories::{Category, Classifier};
 use crate::analysis::replay::{LiveBlock, SegState, State};
 use crate::model::{Action as EvAction, StackId};
-
-/// The views, in tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Overview,
-    Timeline,
-    Map,
-    Sites,
-    Leaks,
-    /// Traces: the profiler steps with their memory, and the ops inside one.
-    Steps,
-    /// Traces: autograd-graph growth.
-    Graph,
-}
-
-impl View {
-    /// A snapshot's views, in tab order.
-    pub const ALL: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Map,
-        View::Sites,
-        View::Leaks,
-    ];
-    /// A trace's views, in tab order.
-    pub const TRACE: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Steps,
-        View::Graph,
-        View::Leaks,
-    ];
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "Overview",
-            View::Timeline => "Timeline",
-            View::Map => "Allocator map",
-            View::Sites => "Sites",
-            View::Leaks => "Leaks",
-            View::Steps => "Steps",
-            View::Graph => "Graph",
-        }
-    }
-}
-
-/// Everything the user can ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Quit,
-    Help,
-    View(View),
-    /// The n-th view of the capture's tab bar (number keys; 0-based).
-    Tab(usize),
-    NextView,
-    PrevView,
-    Up,
-    Down,
-    Left,
-    Right,
-    /// One event left/right on the timeline.
-    FineLeft,
-    FineRight,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
-    Enter,
-    Back,
-    ZoomIn,
-    ZoomOut,
-    Peak,
-    Oom,
-    NextMarker,
-    PrevMarker,
-    /// Jump to the event that allocated the selected block.
-    AllocEvent,
-    SortToggle,
-    FoldToggle,
-    /// Map: colour blocks by state or by category.
-    CategoryToggle,
-    /// Timeline: the x axis is events or time.
-    TimeAxisToggle,
-    NextDevice,
-    Search,
-    SearchChar(char),
-    SearchBackspace,
-    SearchSubmit,
-    SearchCancel,
-    SearchNext,
-    SearchPrev,
-    Click(u16, u16),
-    Scroll(i8, u16, u16),
-    Resize(u16, u16),
-}
 
 /// The allocator state at the cursor and what is derived from it.
 pub struct Cursor {
@@ -152,18 +61,33 @@ pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
     out
 }
 
-/// Where the timeline looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
-    pub lo: usize,
-    /// Exclusive.
-    pub hi: usize,
+/// The capture the app shows, by kind.
+pub enum Mode {
+    Loading,
+    Snapshot(Box<Data>),
+    Trace(Box<TraceData>),
+}
+
+impl Mode {
+    pub fn data(&self) -> Option<&Data> {
+        match self {
+            Mode::Snapshot(d) => Some(d),
+            _ => None,
+        }
+    }
+    pub fn trace(&self) -> Option<&TraceData> {
+        match self {
+            Mode::Trace(t) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 /// The whole TUI state.
 pub struct App {
     pub path: String,
-    pub data: Option<Data>,
+    /// The capture, by kind: what decides the views and what they act on.
+    pub(super) mode: Mode,
     pub error: Option<String>,
     pub view: View,
     pub help: bool,
@@ -175,21 +99,20 @@ pub struct App {
     pub cursors: Vec<Option<usize>>,
     pub windows: Vec<Window>,
     pub cache: Option<Cursor>,
-    pub overview_sel: usize,
-    pub map_seg: usize,
-    pub map_part: usize,
-    pub sites_sel: usize,
-    pub sort: SortBy,
-    pub unfold: bool,
-    /// The map colours blocks by category (parameters, activations, ...) instead of by state.
-    pub map_by_category: bool,
+    /// The overview's findings and the text above them.
+    pub(super) overview: ListText,
+    /// The allocator map: its segment, block, colouring and details pane.
+    pub(super) map: MapState,
+    /// The sites tree: its row, order, folding and what is open.
+    pub(super) sites: SitesState,
     /// The timeline's x axis is time (equal spans of time per column), not events.
     pub by_time: bool,
+    /// The timeline draws reserved memory behind the allocated curve (and scales to it).
+    pub reserved_shown: bool,
     /// The device whose classifier is built, and the classifier (built on first use).
     classifier: Option<(usize, Classifier)>,
-    pub expanded_sites: HashSet<String>,
-    pub expanded_stacks: HashSet<StackId>,
-    pub leaks_sel: usize,
+    /// The leaks list and the selected leak's explanation.
+    pub(super) leaks: ListText,
     /// The query being typed, while typing.
     pub typing: Option<String>,
     pub query: String,
@@ -199,46 +122,10 @@ pub struct App {
     /// While loading: how far it has got.
     pub loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
-    /// A loaded trace (then `data` is `None`).
-    pub trace: Option<TraceData>,
-    pub steps_sel: usize,
-    /// The step whose ops are listed (the steps view drilled in).
-    pub step_ops: Option<StepOps>,
-    pub ops_sel: usize,
-    pub op_sort: OpSort,
-    /// The selected op's memory events are listed.
-    pub op_open: bool,
-    pub op_ev_sel: usize,
-    pub graph_sel: usize,
-}
-
-/// Rows of the screen: tabs on top, status at the bottom, the view between.
-pub fn body(width: u16, height: u16) -> Rect {
-    Rect::new(0, 1, width, height.saturating_sub(2))
-}
-
-/// Left margin of the timeline chart (the y-axis labels).
-pub const AXIS_W: u16 = 10;
-
-/// The timeline's chart area inside the body.
-pub fn chart_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x + AXIS_W,
-        body.y + 2,
-        body.width.saturating_sub(AXIS_W),
-        body.height.saturating_sub(5),
-    )
-}
-
-/// Segment rows of the map view inside the body (the rest is the summary and block details).
-pub fn map_list_area(body: Rect) -> Rect {
-    let details = (body.height / 3).max(6).min(body.height.saturating_sub(4));
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(2 + details),
-    )
+    /// The trace's steps view: its step, op and allocation selections.
+    pub(super) steps: Steps,
+    /// The graph-growth list and the selected finding's explanation.
+    pub(super) graph: ListText,
 }
 
 impl App {
@@ -246,7 +133,7 @@ impl App {
     pub fn loading(path: &str) -> App {
         App {
             path: path.to_owned(),
-            data: None,
+            mode: Mode::Loading,
             error: None,
             view: View::Overview,
             help: false,
@@ -257,33 +144,21 @@ impl App {
             cursors: Vec::new(),
             windows: Vec::new(),
             cache: None,
-            overview_sel: 0,
-            map_seg: 0,
-            map_part: 0,
-            sites_sel: 0,
-            sort: SortBy::Bytes,
-            unfold: false,
-            map_by_category: false,
+            overview: ListText::default(),
+            map: MapState::default(),
+            sites: SitesState::default(),
             by_time: false,
             classifier: None,
-            expanded_sites: HashSet::new(),
-            expanded_stacks: HashSet::new(),
-            leaks_sel: 0,
+            leaks: ListText::default(),
             typing: None,
             query: String::new(),
             matches: Vec::new(),
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
-            trace: None,
-            steps_sel: 0,
-            step_ops: None,
-            ops_sel: 0,
-            // A step can run thousands of ops; the ones that allocate most come first.
-            op_sort: OpSort::Allocated,
-            op_open: false,
-            op_ev_sel: 0,
-            graph_sel: 0,
+            steps: Steps::default(),
+            graph: ListText::default(),
+            reserved_shown: false,
         }
     }
 
@@ -308,7 +183,7 @@ impl App {
     /// Shows a trace, with the cursor at the end of each device's memory events.
     pub fn set_trace(&mut self, t: TraceData) {
         self.start_at_end(t.devs.iter().map(|d| d.events.len()));
-        self.trace = Some(t);
+        self.mode = Mode::Trace(Box::new(t));
     }
 
     /// One cursor and window per device, of `lens` events each: the whole log in view, the
@@ -318,17 +193,26 @@ impl App {
         self.windows = lens.map(|n| Window { lo: 0, hi: n }).collect();
     }
 
+    /// The loaded snapshot, if the capture is one.
+    pub fn data(&self) -> Option<&Data> {
+        self.mode.data()
+    }
+
+    /// The loaded trace, if the capture is one.
+    pub fn trace(&self) -> Option<&TraceData> {
+        self.mode.trace()
+    }
+
     /// Whether a capture is loaded (a snapshot or a trace).
     pub fn loaded(&self) -> bool {
-        self.data.is_some() || self.trace.is_some()
+        !matches!(self.mode, Mode::Loading)
     }
 
     /// The views of the loaded capture, in tab order.
     pub fn views(&self) -> &'static [View] {
-        if self.trace.is_some() {
-            &View::TRACE
-        } else {
-            &View::ALL
+        match self.mode {
+            Mode::Trace(_) => &View::TRACE,
+            _ => &View::ALL,
         }
     }
 
@@ -342,7 +226,7 @@ impl App {
     /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
-        self.data = Some(data);
+        self.mode = Mode::Snapshot(Box::new(data));
         self.sync();
     }
 
@@ -362,11 +246,11 @@ impl App {
     }
 
     pub(super) fn events_len(&self) -> usize {
-        if let Some(t) = &self.trace {
+        if let Some(t) = self.mode.trace() {
             return t.devs.get(self.dev).map(|d| d.events.len()).unwrap_or(0);
         }
-        self.data
-            .as_ref()
+        self.mode
+            .data()
             .and_then(|d| d.snap.devices.get(self.dev))
             .map(|d| d.events.len())
             .unwrap_or(0)
@@ -386,13 +270,13 @@ impl App {
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        match &self.data {
+        match self.mode.data() {
             Some(d) => sites::rows(
                 self.tree(),
                 &d.snap.stacks,
-                &self.expanded_sites,
-                &self.expanded_stacks,
-                self.unfold,
+                &self.sites.open_sites,
+                &self.sites.open_stacks,
+                self.sites.unfold,
             ),
             None => Vec::new(),
         }
@@ -400,11 +284,11 @@ impl App {
 
     /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
     fn sync(&mut self) {
-        if self.trace.is_some() {
-            self.sync_trace();
-            return;
-        }
-        let Some(data) = &self.data else { return };
+        let data = match &self.mode {
+            Mode::Loading => return,
+            Mode::Trace(_) => return self.sync_trace(),
+            Mode::Snapshot(d) => d,
+        };
         let (dev, event) = (self.dev, self.cursor());
         let stale = self
             .cache
@@ -423,11 +307,12 @@ impl App {
                 cats: None,
             });
         }
-        if self.view == View::Map && self.map_by_category {
+        if self.view == View::Map && self.map.by_category {
             if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
-                if let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) {
-                    let steps = crate::analysis::steps::split(&data.snap, d, tl);
-                    self.classifier = Some((dev, Classifier::new(&data.snap, d, &steps)));
+                if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev))
+                {
+                    let c = Classifier::from_ranges(&data.snap, d, r.clone());
+                    self.classifier = Some((dev, c));
                 }
             }
             if let (Some(c), Some((_, cl)), Some(d)) = (
@@ -447,10 +332,10 @@ impl App {
         }
         let want_tree = self.view == View::Sites;
         if let Some(c) = &mut self.cache {
-            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sort) {
+            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sites.sort) {
                 c.tree = Some((
-                    self.sort,
-                    sites::build(&data.snap.stacks, &c.state, self.sort),
+                    self.sites.sort,
+                    sites::build(&data.snap.stacks, &c.state, self.sites.sort),
                 ));
             }
         }
@@ -459,9 +344,9 @@ impl App {
             .as_ref()
             .map(|c| c.state.segments.len())
             .unwrap_or(0);
-        self.map_seg = self.map_seg.min(nseg.saturating_sub(1));
+        self.map.seg = self.map.seg.min(nseg.saturating_sub(1));
         let nrows = self.rows().len();
-        self.sites_sel = self.sites_sel.min(nrows.saturating_sub(1));
+        self.sites.sel = self.sites.sel.min(nrows.saturating_sub(1));
     }
 
     pub(super) fn set_cursor(&mut self, ev: usize) {
@@ -518,8 +403,8 @@ impl App {
                 self.sync();
                 if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
-                    self.sites_sel = self
+                    self.sites.open_sites.insert(lab);
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Site(i))
@@ -559,6 +444,7 @@ impl App {
             return;
         }
         let views = self.views();
+        let before = (self.map.seg, self.map.part);
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -588,7 +474,7 @@ impl App {
                 }
             }
             Action::NextDevice => {
-                let n = match (&self.data, &self.trace) {
+                let n = match (self.mode.data(), self.mode.trace()) {
                     (Some(d), _) => d.snap.devices.len(),
                     (_, Some(t)) => t.devs.len(),
                     _ => 0,
@@ -604,14 +490,20 @@ impl App {
             Action::Search => self.typing = Some(String::new()),
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
-            Action::SortToggle if self.trace.is_some() => self.trace_sort(),
+            Action::SortToggle if matches!(self.mode, Mode::Trace(_)) => self.trace_sort(),
             Action::SortToggle => {
-                self.sort = match self.sort {
+                self.sites.sort = match self.sites.sort {
                     SortBy::Bytes => SortBy::Count,
                     SortBy::Count => SortBy::Bytes,
                 }
             }
-            Action::FoldToggle => self.unfold = !self.unfold,
+            Action::FoldToggle => self.sites.unfold = !self.sites.unfold,
+            Action::ReservedToggle => {
+                self.reserved_shown = !self.reserved_shown;
+                if self.view != View::Timeline {
+                    self.message = "r shows reserved memory on the timeline (view 2)".into();
+                }
+            }
             Action::TimeAxisToggle => {
                 self.by_time = !self.by_time;
                 if self.by_time && self.time_axis().is_none() {
@@ -621,12 +513,12 @@ impl App {
                 }
             }
             Action::CategoryToggle => {
-                self.map_by_category = !self.map_by_category;
-                if self.map_by_category && self.view != View::Map {
+                self.map.by_category = !self.map.by_category;
+                if self.map.by_category && self.view != View::Map {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
-            Action::AllocEvent if self.trace.is_some() => self.trace_alloc_event(),
+            Action::AllocEvent if matches!(self.mode, Mode::Trace(_)) => self.trace_alloc_event(),
             Action::AllocEvent => {
                 if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
                     self.push_history();
@@ -634,6 +526,11 @@ impl App {
                     self.view = View::Timeline;
                 } else {
                     self.message = "no allocating event in the log for this selection".into();
+                }
+            }
+            Action::Scroll(d, x, y) if self.text(self.view).is_some_and(|t| t.contains(x, y)) => {
+                if let Some(t) = self.text(self.view) {
+                    t.by(3 * d as i32)
                 }
             }
             Action::Click(x, y) => self.click(x, y),
@@ -648,7 +545,57 @@ impl App {
             }
             other => self.apply_view(other),
         }
+        // A new block shows its details from the top.
+        if (self.map.seg, self.map.part) != before {
+            self.map.text.reset()
+        }
         self.sync();
+    }
+
+    /// The text pane of view `v`, where it has one.
+    pub fn text(&self, v: View) -> Option<&Scroll> {
+        match v {
+            View::Overview => Some(self.overview.text()),
+            View::Leaks => Some(self.leaks.text()),
+            View::Graph => Some(self.graph.text()),
+            View::Map => Some(&self.map.text),
+            _ => None,
+        }
+    }
+
+    /// Whether the map colours blocks by category.
+    pub fn map_by_category(&self) -> bool {
+        self.map.by_category
+    }
+
+    /// The step selected in the steps view.
+    pub fn steps_sel(&self) -> usize {
+        self.steps.sel
+    }
+
+    /// The ops of the step the steps view is drilled into.
+    pub fn step_ops(&self) -> Option<&StepOps> {
+        self.steps.ops.as_ref()
+    }
+
+    /// The op selected in a step's ops.
+    pub fn ops_sel(&self) -> usize {
+        self.steps.ops_sel
+    }
+
+    /// How a step's ops are ordered.
+    pub fn op_sort(&self) -> OpSort {
+        self.steps.sort
+    }
+
+    /// Whether the selected op's allocations are listed.
+    pub fn op_open(&self) -> bool {
+        self.steps.op_open
+    }
+
+    /// The leak selected in the leaks view.
+    pub fn leaks_sel(&self) -> usize {
+        self.leaks.sel()
     }
 
     fn apply_typing(&mut self, a: Action) {
@@ -670,7 +617,7 @@ impl App {
     }
 
     fn compute_matches(&mut self) {
-        let Some(d) = &self.data else { return };
+        let Some(d) = self.mode.data() else { return };
         let q = self.query.to_lowercase();
         let st = &d.snap.stacks;
         self.matches = (0..st.stack_count())
@@ -693,25 +640,24 @@ impl App {
             self.message = "no search: press / to search".into();
             return;
         }
-        if self.trace.is_some() {
-            self.trace_search(forward);
-            return;
+        if let Mode::Trace(_) = self.mode {
+            return self.trace_search(forward);
         }
         let q = self.query.to_lowercase();
         match self.view {
             View::Overview => {
-                let n = self.data.as_ref().map(|d| d.findings.len()).unwrap_or(0);
-                let found = cycle(self.overview_sel, n, forward, |i| {
-                    self.data
-                        .as_ref()
+                let n = self.mode.data().map(|d| d.findings.len()).unwrap_or(0);
+                let found = cycle(self.overview.sel(), n, forward, |i| {
+                    self.mode
+                        .data()
                         .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
                 });
-                self.found(found, |s, i| s.overview_sel = i);
+                self.found(found, |s, i| s.overview.select(i));
             }
             View::Sites => {
                 self.sync();
                 let tree_len = self.tree().len();
-                let cur_site = match self.rows().get(self.sites_sel) {
+                let cur_site = match self.rows().get(self.sites.sel) {
                     Some(
                         Row::Site(i)
                         | Row::Stack(i, _)
@@ -727,8 +673,8 @@ impl App {
                 });
                 if let Some(i) = found {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
-                    self.sites_sel = self
+                    self.sites.open_sites.insert(lab);
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Site(i))
@@ -737,7 +683,7 @@ impl App {
                 self.found(found, |_, _| {});
             }
             View::Timeline | View::Map | View::Leaks | View::Steps | View::Graph => {
-                let Some(d) = &self.data else { return };
+                let Some(d) = self.mode.data() else { return };
                 let Some(dev) = d.snap.devices.get(self.dev) else {
                     return;
                 };
@@ -774,15 +720,15 @@ impl App {
     }
 
     pub(super) fn markers(&self) -> &[super::data::Marker] {
-        if let Some(t) = &self.trace {
+        if let Some(t) = self.mode.trace() {
             return t
                 .devs
                 .get(self.dev)
                 .map(|d| d.markers.as_slice())
                 .unwrap_or(&[]);
         }
-        self.data
-            .as_ref()
+        self.mode
+            .data()
             .and_then(|d| d.markers.get(self.dev))
             .map(|v| v.as_slice())
             .unwrap_or(&[])
@@ -845,7 +791,7 @@ impl App {
         if !self.by_time {
             return None;
         }
-        match (&self.data, &self.trace) {
+        match (self.mode.data(), self.mode.trace()) {
             (Some(d), _) => d.times.get(self.dev)?.as_deref(),
             (_, Some(t)) => t.devs.get(self.dev).map(|d| d.times.as_slice()),
             _ => None,
@@ -854,7 +800,7 @@ impl App {
 
     /// The overview's findings (snapshot or trace).
     pub fn findings(&self) -> &[super::data::Finding] {
-        match (&self.data, &self.trace) {
+        match (self.mode.data(), self.mode.trace()) {
             (Some(d), _) => &d.findings,
             (_, Some(t)) => &t.findings,
             _ => &[],
@@ -868,13 +814,14 @@ impl App {
                 if a == Action::Enter {
                     if let Some(f) = self
                         .findings()
-                        .get(self.overview_sel)
+                        .get(self.overview.sel())
                         .map(|f| f.jump.clone())
                     {
                         self.jump(&f);
                     }
                 } else {
-                    self.overview_sel = move_sel(self.overview_sel, n, a, self.page());
+                    let page = self.page();
+                    self.overview.handle(a, n, page);
                 }
             }
             View::Timeline => self.apply_timeline(a),
@@ -882,15 +829,16 @@ impl App {
             View::Sites => self.apply_sites(a),
             View::Steps => self.apply_steps(a),
             View::Graph => self.apply_graph(a),
-            View::Leaks if self.trace.is_some() => self.apply_trace_leaks(a),
+            View::Leaks if matches!(self.mode, Mode::Trace(_)) => self.apply_trace_leaks(a),
             View::Leaks => {
                 let n = self.leak_items().len();
                 if a == Action::Enter {
-                    if let Some(j) = self.leak_items().get(self.leaks_sel).map(|x| x.1.clone()) {
+                    if let Some(j) = self.leak_items().get(self.leaks.sel()).map(|x| x.1.clone()) {
                         self.jump(&j);
                     }
                 } else {
-                    self.leaks_sel = move_sel(self.leaks_sel, n, a, self.page());
+                    let page = self.page();
+                    self.leaks.handle(a, n, page);
                 }
             }
         }
@@ -899,7 +847,7 @@ impl App {
     /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
     /// OOMs the diagnosis blames on a leak.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let Some(d) = &self.data else {
+        let Some(d) = self.mode.data() else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -968,7 +916,7 @@ impl App {
                     };
                 }
             }
-            Action::Enter if self.trace.is_some() => self.open_step_at_cursor(),
+            Action::Enter if matches!(self.mode, Mode::Trace(_)) => self.open_step_at_cursor(),
             Action::Enter => {
                 self.push_history();
                 self.view = View::Map;
@@ -984,12 +932,12 @@ impl App {
             .state
             .segments
             .values()
-            .nth(self.map_seg)
+            .nth(self.map.seg)
     }
 
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
         let seg = self.selected_segment()?;
-        parts(seg).get(self.map_part).and_then(|p| p.block)
+        parts(seg).get(self.map.part).and_then(|p| p.block)
     }
 
     fn apply_map(&mut self, a: Action) {
@@ -1000,8 +948,8 @@ impl App {
             .unwrap_or(0);
         let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
         match a {
-            Action::Left => self.map_part = self.map_part.saturating_sub(1),
-            Action::Right => self.map_part = (self.map_part + 1).min(nparts.saturating_sub(1)),
+            Action::Left => self.map.part = self.map.part.saturating_sub(1),
+            Action::Right => self.map.part = (self.map.part + 1).min(nparts.saturating_sub(1)),
             Action::Enter => {
                 // Drill into who allocated the selected block: its site in the sites view.
                 let Some(b) = self.selected_part_block() else {
@@ -1018,13 +966,13 @@ impl App {
                     .position(|s| s.stacks.iter().any(|k| k.stack == stack))
                 {
                     let lab = self.tree()[i].label.clone();
-                    self.expanded_sites.insert(lab);
+                    self.sites.open_sites.insert(lab);
                     let ki = self.tree()[i]
                         .stacks
                         .iter()
                         .position(|k| k.stack == stack)
                         .unwrap_or(0);
-                    self.sites_sel = self
+                    self.sites.sel = self
                         .rows()
                         .iter()
                         .position(|r| *r == Row::Stack(i, ki))
@@ -1032,10 +980,10 @@ impl App {
                 }
             }
             other => {
-                let before = self.map_seg;
-                self.map_seg = move_sel(self.map_seg, nseg, other, self.page());
-                if before != self.map_seg {
-                    self.map_part = 0;
+                let before = self.map.seg;
+                self.map.seg = move_sel(self.map.seg, nseg, other, self.page());
+                if before != self.map.seg {
+                    self.map.part = 0;
                 }
             }
         }
@@ -1043,7 +991,7 @@ impl App {
 
     fn apply_sites(&mut self, a: Action) {
         let rows = self.rows();
-        let Some(row) = rows.get(self.sites_sel).cloned() else {
+        let Some(row) = rows.get(self.sites.sel).cloned() else {
             return;
         };
         let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
@@ -1051,10 +999,10 @@ impl App {
             Action::Enter | Action::Right => match row {
                 Row::Site(i) => {
                     if let Some(l) = tree_label(self, i) {
-                        if a == Action::Enter && self.expanded_sites.contains(&l) {
-                            self.expanded_sites.remove(&l);
+                        if a == Action::Enter && self.sites.open_sites.contains(&l) {
+                            self.sites.open_sites.remove(&l);
                         } else {
-                            self.expanded_sites.insert(l);
+                            self.sites.open_sites.insert(l);
                         }
                     }
                 }
@@ -1065,20 +1013,20 @@ impl App {
                         .and_then(|x| x.stacks.get(k))
                         .map(|x| x.stack)
                     {
-                        if a == Action::Enter && self.expanded_stacks.contains(&s) {
-                            self.expanded_stacks.remove(&s);
+                        if a == Action::Enter && self.sites.open_stacks.contains(&s) {
+                            self.sites.open_stacks.remove(&s);
                         } else {
-                            self.expanded_stacks.insert(s);
+                            self.sites.open_stacks.insert(s);
                         }
                     }
                 }
-                Row::Folded(..) => self.unfold = true,
+                Row::Folded(..) => self.sites.unfold = true,
                 Row::Frame(..) => {}
             },
             Action::Left => match row {
                 Row::Site(i) => {
                     if let Some(l) = tree_label(self, i) {
-                        self.expanded_sites.remove(&l);
+                        self.sites.open_sites.remove(&l);
                     }
                 }
                 Row::Stack(i, k) => {
@@ -1087,20 +1035,20 @@ impl App {
                         .get(i)
                         .and_then(|x| x.stacks.get(k))
                         .map(|x| x.stack);
-                    if let Some(s) = s.filter(|s| self.expanded_stacks.contains(s)) {
-                        self.expanded_stacks.remove(&s);
+                    if let Some(s) = s.filter(|s| self.sites.open_stacks.contains(s)) {
+                        self.sites.open_stacks.remove(&s);
                     } else {
-                        self.sites_sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                        self.sites.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
                     }
                 }
                 Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites_sel = rows
+                    self.sites.sel = rows
                         .iter()
                         .position(|r| *r == Row::Stack(i, k))
                         .unwrap_or(0);
                 }
             },
-            other => self.sites_sel = move_sel(self.sites_sel, rows.len(), other, self.page()),
+            other => self.sites.sel = move_sel(self.sites.sel, rows.len(), other, self.page()),
         }
     }
 
@@ -1124,7 +1072,7 @@ impl App {
                 let c = chart_area(b);
                 if x >= c.x && x < c.x + c.width && y >= c.y && y < b.y + b.height {
                     let w = self.window();
-                    let ev = super::timeline::event_at_column(
+                    let ev = super::widgets::chart::event_at_column(
                         self.time_axis(),
                         w.lo,
                         w.hi,
@@ -1137,7 +1085,7 @@ impl App {
             View::Map => {
                 let l = map_list_area(b);
                 if y >= l.y && y < l.y + l.height {
-                    let off = list_offset(self.map_seg, l.height as usize);
+                    let off = list_offset(self.map.seg, l.height as usize);
                     let nseg = self
                         .cache
                         .as_ref()
@@ -1145,8 +1093,8 @@ impl App {
                         .unwrap_or(0);
                     let i = off + (y - l.y) as usize;
                     if i < nseg {
-                        self.map_seg = i;
-                        self.map_part = 0;
+                        self.map.seg = i;
+                        self.map.part = 0;
                         // Select the part under the click within the bar.
                         let bar_x = l.x + MAP_LABEL_W;
                         let bar_w = l.width.saturating_sub(MAP_LABEL_W).max(1);
@@ -1154,7 +1102,7 @@ impl App {
                             if let Some(seg) = self.selected_segment() {
                                 let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
                                 let ps = parts(seg);
-                                self.map_part = ps
+                                self.map.part = ps
                                     .iter()
                                     .position(|p| at >= p.addr && at < p.addr + p.size)
                                     .unwrap_or(0);
@@ -1167,20 +1115,20 @@ impl App {
                 let list_y = b.y + 1;
                 let h = b.height.saturating_sub(1) as usize;
                 if y >= list_y {
-                    let off = list_offset(self.sites_sel, h);
+                    let off = list_offset(self.sites.sel, h);
                     let i = off + (y - list_y) as usize;
                     if i < self.rows().len() {
-                        self.sites_sel = i;
+                        self.sites.sel = i;
                     }
                 }
             }
             View::Overview => {
-                let (list_y, h) = overview_list(b, self);
+                let (list_y, h) = overview_list(b, self.findings().len());
                 if y >= list_y && y < list_y + h {
-                    let off = list_offset(self.overview_sel, h as usize);
+                    let off = list_offset(self.overview.sel(), h as usize);
                     let i = off + (y - list_y) as usize;
                     if i < self.findings().len() {
-                        self.overview_sel = i;
+                        self.overview.select(i);
                     }
                 }
             }
@@ -1190,63 +1138,8 @@ impl App {
     }
 }
 
-/// Width of the map's per-segment label column.
-pub const MAP_LABEL_W: u16 = 30;
-
-/// The overview's findings list: first row and height.
-pub fn overview_list(b: Rect, app: &App) -> (u16, u16) {
-    let ndev = match (&app.data, &app.trace) {
-        (Some(d), _) => d.analysis.devices.len(),
-        (_, Some(t)) => t.analysis.devices.len(),
-        _ => 0,
-    } as u16;
-    // Verdict (3 lines) + device table (header + one per device) + blank + OOM block (up to 5) + title.
-    let top = 3 + 1 + ndev + 1 + app_oom_lines(app) + 1;
-    let top = top.min(b.height.saturating_sub(3));
-    (b.y + top, b.height.saturating_sub(top))
-}
-
-/// Lines the overview gives to the OOM explanation.
-pub fn app_oom_lines(app: &App) -> u16 {
-    if app.trace.is_some() {
-        return super::trace_views::OVERVIEW_LINES;
-    }
-    let has_oom = app
-        .data
-        .as_ref()
-        .is_some_and(|d| d.analysis.devices.iter().any(|x| !x.ooms.is_empty()));
-    if has_oom {
-        6
-    } else {
-        0
-    }
-}
-
 pub fn tab_label(i: usize, v: View) -> String {
     format!(" {} {} ", i + 1, v.title())
-}
-
-/// The first visible row of a list of `height` rows that keeps `sel` in view (centred paging).
-pub fn list_offset(sel: usize, height: usize) -> usize {
-    if height == 0 {
-        return sel;
-    }
-    (sel / height) * height
-}
-
-pub(super) fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    match a {
-        Action::Up => sel.saturating_sub(1),
-        Action::Down => (sel + 1).min(n - 1),
-        Action::PageUp => sel.saturating_sub(page),
-        Action::PageDown => (sel + page).min(n - 1),
-        Action::Top => 0,
-        Action::Bottom => n - 1,
-        _ => sel.min(n - 1),
-    }
 }
 
 /// The next index after (or before) `from`, wrapping, for which `hit` holds.
@@ -1267,22 +1160,4 @@ pub(super) fn cycle(
         .find(|&i| hit(i))
 }
 
-/// One line for a leak finding.
-pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
-    let site = l
-        .leak
-        .site
-        .as_ref()
-        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
-        .unwrap_or_else(|| "(no stack)".into());
-    format!(
-        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
-        l.leak.kind,
-        l.leak.confidence,
-        l.device,
-        crate::units::bytes(l.leak.live_bytes),
-        l.leak.count,
-        crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
-        l.leak.steps
-    )
-}
+pub use super::data::leak_label;

@@ -6,11 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::trace::TraceData;
 use crate::analysis::replay::Timeline;
 use crate::analysis::steps::StepSource;
 use crate::analysis::{self, Analysis};
-use crate::load::{self, Capture, LoadError};
 use crate::model::StackId;
 use crate::model::{Device, Snapshot};
 use crate::units::bytes;
@@ -74,34 +72,6 @@ pub struct Finding {
     pub jump: Jump,
 }
 
-/// What `memscope tui FILE` opened: a snapshot or a profiler trace.
-pub enum Loaded {
-    Snapshot(Data),
-    Trace(TraceData),
-}
-
-impl Loaded {
-    /// Reads, parses and analyses a snapshot or a trace, whichever the file holds.
-    pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-        Loaded::load_with_progress(path, &load::Progress::default())
-    }
-
-    /// [`Loaded::load`], reporting how far the decoding has got in `progress`.
-    pub fn load_with_progress(path: &Path, progress: &load::Progress) -> Result<Loaded, LoadError> {
-        let capture = load::load_with_progress(path, progress)?;
-        let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
-        // Decoded: what is left is the analysis.
-        progress.done.store(
-            progress.total.load(std::sync::atomic::Ordering::Relaxed),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        Ok(match capture {
-            Capture::Snapshot(s) => Loaded::Snapshot(Data::from_snapshot(path, s, file_len)),
-            Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
-        })
-    }
-}
-
 /// A loaded snapshot.
 pub struct Data {
     pub path: PathBuf,
@@ -118,12 +88,15 @@ pub struct Data {
     /// Per device: each event's time in seconds from the first, where every event has one and
     /// they are in order (the timeline's time axis).
     pub times: Vec<Option<Vec<f64>>>,
+    /// Per device: the steps the analysis found, `(start, end)` events (the map's categories
+    /// need them; the TUI never splits the log itself).
+    pub step_ranges: Vec<Vec<(usize, usize)>>,
 }
 
 impl Data {
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
-        let (analysis, timelines) =
-            analysis::analyze_snapshot_with_timelines(&snap, path, file_len);
+        let (analysis, timelines, step_ranges) =
+            analysis::analyze_snapshot_for_views(&snap, path, file_len);
         let markers = snap
             .devices
             .iter()
@@ -146,6 +119,7 @@ impl Data {
             findings,
             leak_series,
             times,
+            step_ranges,
         }
     }
 
@@ -285,7 +259,7 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
     let dev_pos = |d: u32| snap.devices.iter().position(|x| x.index == d).unwrap_or(0);
     for l in &a.leaks {
         out.push(Finding {
-            label: super::app::leak_label(l),
+            label: leak_label(l),
             jump: Jump::Event {
                 dev: dev_pos(l.device),
                 event: l.leak.window_end_event.0 as usize,
@@ -364,4 +338,24 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// One line for a leak finding.
+pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
+    let site = l
+        .leak
+        .site
+        .as_ref()
+        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
+        .unwrap_or_else(|| "(no stack)".into());
+    format!(
+        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
+        l.leak.kind,
+        l.leak.confidence,
+        l.device,
+        crate::units::bytes(l.leak.live_bytes),
+        l.leak.count,
+        crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
+        l.leak.steps
+    )
 }

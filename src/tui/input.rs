@@ -5,7 +5,7 @@ use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 
-use super::app::Action;
+use super::action::Action;
 
 /// Maps a key in normal mode (not while typing a search).
 pub fn map_key(key: KeyEvent) -> Option<Action> {
@@ -53,6 +53,7 @@ pub fn map_key(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('f') => Action::FoldToggle,
         KeyCode::Char('c') if !ctrl => Action::CategoryToggle,
         KeyCode::Char('t') => Action::TimeAxisToggle,
+        KeyCode::Char('r') => Action::ReservedToggle,
         KeyCode::Char('d') => Action::NextDevice,
         _ => return None,
     })

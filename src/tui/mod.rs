@@ -9,16 +9,41 @@
 //! shows a loading screen and still answers `q`. The terminal is restored however the loop
 //! ends: on quit, on error (a drop guard), and on a panic (a hook that restores it before the
 //! panic message is printed, so the message is readable).
+//!
+//! The modules form a graph without a circle; each uses only those below it:
+//!
+//! ```text
+//!   mod (run, events)
+//!    └ screen (tabs, status, help; picks the view for the capture's kind)
+//!       ├ overview · timeline · views (snapshot) · trace_views (trace)
+//!       │    └ app (state: enum Mode, App::apply) ── trace_app (the trace views' actions)
+//!       │         ├ components (ListText: a list and its scrolling explanation, own keys)
+//!       │         │    └ action (View, Action: what keys and the mouse ask for) · widgets
+//!       │         ├ input (keys → Action) ── action
+//!       │         └ loaded (the capture: a snapshot's Data or a TraceData)
+//!       │              ├ data (snapshot: analysis, timelines, markers, findings)
+//!       │              └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
+//!       └ widgets (text pane, table, fitted lines) ── widgets::chart (memory chart, step bars)
+//!            └ layout (pure geometry) · data (markers)
+//!   sites (the live-memory tree) and layout depend on nothing in src/tui.
+//! ```
 
+pub mod action;
 pub mod app;
+pub mod components;
 pub mod data;
 pub mod input;
+pub mod layout;
+pub mod loaded;
+pub mod overview;
+pub mod screen;
 pub mod sites;
 pub mod timeline;
 pub mod trace;
 mod trace_app;
 pub mod trace_views;
 pub mod views;
+pub mod widgets;
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -30,8 +55,9 @@ use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use crossterm::execute;
 
 pub use app::{Action, App, View};
-pub use data::{Data, Loaded};
+pub use data::Data;
 pub use input::{map_key, map_mouse, map_search_key};
+pub use loaded::Loaded;
 pub use trace::TraceData;
 
 use crate::load::{LoadError, Progress};

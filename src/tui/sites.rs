@@ -82,6 +82,9 @@ pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
         });
     }
     let mut out: Vec<SiteNode> = sites.into_values().collect();
+    for n in &mut out {
+        disambiguate(stacks, &mut n.stacks);
+    }
     let key = |bytes: u64, count: u64| match sort {
         SortBy::Bytes => (bytes, count),
         SortBy::Count => (count, bytes),
@@ -99,6 +102,45 @@ pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
             .then_with(|| a.label.cmp(&b.label))
     });
     out
+}
+
+/// Two stacks of a site can share their user frames and differ only in library frames: each
+/// such label gets the first frame where its stack differs from the others, so no two children
+/// of a site read the same.
+fn disambiguate(stacks: &Stacks, nodes: &mut [StackNode]) {
+    let mut by: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        by.entry(n.label.clone()).or_default().push(i);
+    }
+    for group in by.into_values().filter(|g| g.len() > 1) {
+        let frames: Vec<&[crate::model::FrameId]> = group
+            .iter()
+            .map(|&i| stacks.frames(nodes[i].stack))
+            .collect();
+        for (k, &i) in group.iter().enumerate() {
+            let fr = frames[k];
+            let at = (0..fr.len().max(1)).find(|&j| {
+                frames
+                    .iter()
+                    .enumerate()
+                    .any(|(m, o)| m != k && o.get(j) != fr.get(j))
+            });
+            let extra = match at.and_then(|j| fr.get(j)) {
+                Some(&f) => {
+                    let f = stacks.frame(f);
+                    format!(
+                        "via {}:{} {}",
+                        short(stacks.str(f.file)),
+                        f.line,
+                        stacks.str(f.name)
+                    )
+                }
+                None => format!("stack #{}", nodes[i].stack.0),
+            };
+            // First, so that a narrow terminal cutting the label keeps what tells them apart.
+            nodes[i].label = format!("{extra} · {}", nodes[i].label);
+        }
+    }
 }
 
 /// The file name without its directories.

@@ -1,4 +1,4 @@
-//! Memory over the event log, downsampled to the screen.
+//! The timeline view of a snapshot: its memory over the event log, on the shared [`Chart`].
 //!
 //! A capture can hold a million events and a terminal has a hundred columns, so each column
 //! shows the minimum and maximum of its bucket of events: one pass over the visible window per
@@ -6,377 +6,18 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::Style;
 use ratatui::widgets::Widget;
 
-use super::app::{chart_area, App, Window, AXIS_W};
-use super::data::{Marker, MarkerKind};
+use super::app::App;
+pub use super::widgets::chart::{
+    column_of, column_of_bucket, downsample, downsample_buckets, event_at_column, tick_label,
+    tick_step, time_buckets, Chart,
+};
 use crate::units::bytes;
 
-/// Min and max of `series[lo..hi]` per column, `cols` columns.
-pub fn downsample(series: &[u64], lo: usize, hi: usize, cols: usize) -> Vec<(u64, u64)> {
-    let hi = hi.min(series.len());
-    if cols == 0 || lo >= hi {
-        return Vec::new();
-    }
-    let span = hi - lo;
-    (0..cols)
-        .map(|c| {
-            let a = lo + c * span / cols;
-            let b = (lo + (c + 1) * span / cols).max(a + 1).min(hi);
-            let s = &series[a.min(hi - 1)..b.max(a.min(hi - 1) + 1)];
-            let mut mn = u64::MAX;
-            let mut mx = 0;
-            for &v in s {
-                mn = mn.min(v);
-                mx = mx.max(v);
-            }
-            (mn, mx)
-        })
-        .collect()
-}
-
-/// Column of event `ev` in a window of `cols` columns.
-pub fn column_of(ev: usize, lo: usize, hi: usize, cols: usize) -> Option<usize> {
-    if ev < lo || ev >= hi || hi <= lo {
-        return None;
-    }
-    Some(((ev - lo) as u128 * cols as u128 / (hi - lo) as u128) as usize)
-}
-
-/// The event range `[a, b)` of each of `cols` columns of `lo..hi` when the x axis is time:
-/// equal spans of time, so idle stretches show as flat runs and bursts as steep ones. A column
-/// with no event is empty (`a == b`); `times` is sorted.
-pub fn time_buckets(times: &[f64], lo: usize, hi: usize, cols: usize) -> Vec<(usize, usize)> {
-    let hi = hi.min(times.len());
-    if cols == 0 || lo >= hi {
-        return Vec::new();
-    }
-    let (t0, t1) = (times[lo], times[hi - 1]);
-    let dt = (t1 - t0) / cols as f64;
-    let mut out = Vec::with_capacity(cols);
-    let mut a = lo;
-    for c in 0..cols {
-        let b = if c + 1 == cols || dt <= 0.0 {
-            hi
-        } else {
-            let edge = t0 + dt * (c + 1) as f64;
-            a + times[a..hi].partition_point(|&t| t < edge)
-        };
-        out.push((a, b));
-        a = b;
-    }
-    out
-}
-
-/// Min and max of a series per bucket; an empty bucket holds the value of the event before it
-/// (the state after an event lasts until the next one).
-pub fn downsample_buckets(series: &[u64], buckets: &[(usize, usize)]) -> Vec<(u64, u64)> {
-    buckets
-        .iter()
-        .map(|&(a, b)| {
-            if a < b {
-                series[a..b]
-                    .iter()
-                    .fold((u64::MAX, 0), |(mn, mx), &v| (mn.min(v), mx.max(v)))
-            } else {
-                let v = series.get(a.saturating_sub(1)).copied().unwrap_or(0);
-                (v, v)
-            }
-        })
-        .collect()
-}
-
-/// Column of event `ev` in time buckets.
-pub fn column_of_bucket(ev: usize, buckets: &[(usize, usize)]) -> Option<usize> {
-    let i = buckets.partition_point(|&(_, b)| b <= ev);
-    buckets
-        .get(i)
-        .filter(|&&(a, b)| ev >= a && ev < b)
-        .map(|_| i)
-}
-
-/// The event a chart column stands for: the first of its bucket (time axis), or its share of the
-/// window (event axis).
-pub fn event_at_column(
-    times: Option<&[f64]>,
-    lo: usize,
-    hi: usize,
-    cols: usize,
-    col: usize,
-) -> usize {
-    match times {
-        Some(t) => {
-            let b = time_buckets(t, lo, hi, cols);
-            // An empty column: the event that holds there, the last one before it.
-            b.get(col)
-                .map(|&(a, e)| {
-                    if a < e {
-                        a
-                    } else {
-                        a.saturating_sub(1).max(lo)
-                    }
-                })
-                .unwrap_or(lo)
-        }
-        None => lo + col * (hi - lo) / cols.max(1),
-    }
-}
-
-const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-
-/// What the chart draws: the series, the window on them, the cursor and the markers.
-pub struct Chart<'a> {
-    /// The first line: the figures at the cursor.
-    pub header: String,
-    pub allocated: &'a [u64],
-    /// Snapshots only (a trace logs no `active` total).
-    pub active: Option<&'a [u64]>,
-    pub reserved: &'a [u64],
-    pub window: Window,
-    pub cursor: usize,
-    pub markers: &'a [Marker],
-    /// The legend's last item (what `│` stands for).
-    pub marker_legend: &'a str,
-    /// Keys worth knowing here, after what the cursor is on.
-    pub hints: &'a str,
-    /// Each event's time in seconds from the first, when the x axis is time.
-    pub times: Option<&'a [f64]>,
-}
-
-impl Widget for Chart<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let c = self;
-        let n = c.allocated.len();
-        let cur = c.cursor;
-        let w = c.window;
-        buf.set_stringn(
-            area.x,
-            area.y,
-            &c.header,
-            area.width as usize,
-            Style::default().add_modifier(Modifier::BOLD),
-        );
-        let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
-        let mut legend_items: Vec<(&str, Style)> =
-            vec![("█ allocated ", Style::default().fg(Color::Green))];
-        if c.active.is_some() {
-            legend_items.push(("▒ active ", Style::default().fg(Color::Yellow)));
-        }
-        legend_items.push(("░ reserved  ", Style::default().fg(Color::Blue)));
-        legend_items.push(("P peak ", Style::default().fg(Color::Magenta)));
-        if c.active.is_some() {
-            legend_items.push(("X OOM ", Style::default().fg(Color::Red)));
-        }
-        legend_items.push((c.marker_legend, Style::default().fg(Color::Cyan)));
-        let mut x = area.x;
-        for (txt, st) in legend_items {
-            if x >= area.x + area.width {
-                break;
-            }
-            let (nx, _) =
-                buf.set_stringn(x, area.y + 1, txt, (area.x + area.width - x) as usize, st);
-            x = nx;
-        }
-        let win = match c.times {
-            Some(_) => format!("  time axis, events {}..{} ×{zoom:.1}", w.lo, w.hi),
-            None => format!("  events {}..{} ×{zoom:.1}", w.lo, w.hi),
-        };
-        if x < area.x + area.width {
-            buf.set_stringn(
-                x,
-                area.y + 1,
-                win,
-                (area.x + area.width - x) as usize,
-                Style::default().fg(Color::DarkGray),
-            );
-        }
-
-        let chart = chart_area(area);
-        if chart.width == 0 || chart.height == 0 {
-            return;
-        }
-        let cols = chart.width as usize;
-        let buckets = c.times.map(|t| time_buckets(t, w.lo, w.hi, cols));
-        let series = |s: &[u64]| match &buckets {
-            Some(b) => downsample_buckets(s, b),
-            None => downsample(s, w.lo, w.hi, cols),
-        };
-        let col_of = |ev: usize| match &buckets {
-            Some(b) => column_of_bucket(ev, b),
-            None => column_of(ev, w.lo, w.hi, cols),
-        };
-        let alloc = series(c.allocated);
-        let active = c.active.map(series);
-        let reserved = series(c.reserved);
-        let top = reserved
-            .iter()
-            .chain(active.iter().flatten())
-            .chain(alloc.iter())
-            .map(|x| x.1)
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let h = chart.height as u64;
-        let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
-        let cur_col = col_of(cur);
-        for col in 0..cols.min(alloc.len()) {
-            let (amin, amax) = alloc[col];
-            let la = level(amax);
-            let lmin = level(amin);
-            let lact = active.as_ref().map(|a| level(a[col].1)).unwrap_or(0);
-            let lres = level(reserved[col].1);
-            for r in 0..h {
-                let y = chart.y + chart.height - 1 - r as u16;
-                let x = chart.x + col as u16;
-                let base = r * 8;
-                let (ch, mut st) = if la >= base + 8 {
-                    let colr = if lmin >= base + 8 {
-                        Color::Green
-                    } else {
-                        Color::LightGreen
-                    };
-                    ('█', Style::default().fg(colr))
-                } else if la > base {
-                    (
-                        EIGHTHS[(la - base) as usize],
-                        Style::default().fg(Color::LightGreen),
-                    )
-                } else if lact > base {
-                    ('▒', Style::default().fg(Color::Yellow))
-                } else if lres > base {
-                    ('░', Style::default().fg(Color::Blue))
-                } else {
-                    (' ', Style::default())
-                };
-                let mut ch = ch;
-                if cur_col == Some(col) {
-                    if ch == ' ' {
-                        ch = '│';
-                        st = Style::default().fg(Color::White);
-                    } else {
-                        st = st.add_modifier(Modifier::REVERSED);
-                    }
-                }
-                if let Some(cell) = buf.cell_mut((x, y)) {
-                    cell.set_char(ch).set_style(st);
-                }
-            }
-        }
-        // Y axis.
-        let ax = |v: u64| format!("{:>9}", bytes(v));
-        buf.set_stringn(
-            area.x,
-            chart.y,
-            ax(top),
-            AXIS_W as usize - 1,
-            Style::default().fg(Color::DarkGray),
-        );
-        if chart.height > 4 {
-            buf.set_stringn(
-                area.x,
-                chart.y + chart.height / 2,
-                ax(top / 2),
-                AXIS_W as usize - 1,
-                Style::default().fg(Color::DarkGray),
-            );
-        }
-        buf.set_stringn(
-            area.x,
-            chart.y + chart.height - 1,
-            ax(0),
-            AXIS_W as usize - 1,
-            Style::default().fg(Color::DarkGray),
-        );
-        // Markers, one row under the chart; OOM and peak win over steps and annotations.
-        let my = chart.y + chart.height;
-        let ms = c.markers;
-        if my < area.y + area.height {
-            buf.set_string(
-                area.x,
-                my,
-                "  markers ",
-                Style::default().fg(Color::DarkGray),
-            );
-            let lo_i = ms.partition_point(|m| m.event < w.lo);
-            for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
-                let Some(col) = col_of(m.event) else {
-                    continue;
-                };
-                let (ch, st) = match m.kind {
-                    MarkerKind::Oom => (
-                        'X',
-                        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
-                    ),
-                    MarkerKind::Peak => (
-                        'P',
-                        Style::default()
-                            .fg(Color::Magenta)
-                            .add_modifier(Modifier::BOLD),
-                    ),
-                    MarkerKind::Annotation | MarkerKind::Step => {
-                        ('│', Style::default().fg(Color::Cyan))
-                    }
-                };
-                if let Some(cell) = buf.cell_mut((chart.x + col as u16, my)) {
-                    if matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step)
-                        && matches!(cell.symbol(), "X" | "P")
-                    {
-                        continue;
-                    }
-                    cell.set_char(ch).set_style(st);
-                }
-            }
-        }
-        // Event axis.
-        let ay = my + 1;
-        if ay < area.y + area.height {
-            let (l, r) = match c.times {
-                Some(t) => (
-                    format!("+{:.3} s", t.get(w.lo).copied().unwrap_or(0.0)),
-                    format!(
-                        "+{:.3} s",
-                        t.get(w.hi.saturating_sub(1)).copied().unwrap_or(0.0)
-                    ),
-                ),
-                None => (format!("{}", w.lo), format!("{}", w.hi.saturating_sub(1))),
-            };
-            let rx = (chart.x + chart.width).saturating_sub(r.len() as u16);
-            let cx = cur_col.map(|col| chart.x + col as u16);
-            // Edge labels give way to the cursor's caret.
-            if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
-                buf.set_string(chart.x, ay, &l, Style::default().fg(Color::DarkGray));
-            }
-            if cx.is_none_or(|cx| cx < rx) {
-                buf.set_string(rx, ay, &r, Style::default().fg(Color::DarkGray));
-            }
-            if let Some(cx) = cx {
-                buf.set_string(cx, ay, "^", Style::default().fg(Color::White));
-            }
-        }
-        // What the cursor is on: the markers there, or the step/annotation it is in.
-        let iy = ay + 1;
-        if iy < area.y + area.height {
-            let at = ms.partition_point(|m| m.event < cur);
-            let here: Vec<&str> = ms[at..]
-                .iter()
-                .take_while(|m| m.event == cur)
-                .map(|m| m.label.as_str())
-                .collect();
-            let prev = ms[..ms.partition_point(|m| m.event <= cur)]
-                .iter()
-                .rev()
-                .find(|m| matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step));
-            let mut info = String::new();
-            if !here.is_empty() {
-                info.push_str(&format!("here: {}", here.join(", ")));
-            } else if let Some(p) = prev {
-                info.push_str(&format!("in: {} (from event {})", p.label, p.event));
-            }
-            let info = format!("{info}   {}", c.hints);
-            buf.set_stringn(area.x, iy, info, area.width as usize, Style::default());
-        }
-    }
+fn put(area: Rect, buf: &mut Buffer, dy: u16, s: &str, st: Style) {
+    super::widgets::put(buf, area, dy, s, st)
 }
 
 /// The timeline view of a snapshot.
@@ -385,11 +26,7 @@ pub struct TimelineView<'a>(pub &'a App);
 impl Widget for TimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        if let Some(t) = &app.trace {
-            super::trace_views::trace_timeline(app, t, area, buf);
-            return;
-        }
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
         else {
             buf.set_string(
@@ -402,12 +39,11 @@ impl Widget for TimelineView<'_> {
         };
         let n = dev.events.len();
         if n == 0 {
-            buf.set_string(
-                area.x,
-                area.y,
-                "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot",
-                Style::default(),
-            );
+            let msg = "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot";
+            let w = area.width.saturating_sub(1) as usize;
+            for (k, l) in super::widgets::wrap(msg, w).iter().enumerate() {
+                put(area, buf, k as u16, l, Style::default());
+            }
             return;
         }
         let cur = app.cursor().unwrap_or(0);
@@ -454,6 +90,7 @@ impl Widget for TimelineView<'_> {
             marker_legend: "│ step/annotation",
             hints: "p: peak  o: OOM  [ ]: markers +/- zoom t: time axis Enter: map",
             times: app.time_axis(),
+            reserved_shown: app.reserved_shown,
         }
         .render(area, buf);
     }

@@ -458,7 +458,7 @@ fn findings(d: &TraceData) -> Vec<Finding> {
     }
     for (i, l) in d.analysis.leaks.iter().enumerate() {
         out.push(Finding {
-            label: super::app::leak_label(l),
+            label: super::data::leak_label(l),
             jump: Jump::Leak(i),
         });
     }

@@ -8,63 +8,64 @@ use ratatui::layout::Rect;
 
 use super::app::{cycle, list_offset, move_sel, Action, App, View};
 use super::data::Jump;
+use super::layout::{ops_list_area, steps_list_area};
 use super::trace::{OpRow, OpSort, TraceData};
-use super::trace_views::{ops_list_area, steps_list_area};
 
 impl App {
     fn tr(&self) -> Option<&TraceData> {
-        self.trace.as_ref()
+        self.trace()
     }
 
     /// The op row selected in the open step.
     pub fn selected_op(&self) -> Option<&OpRow> {
-        self.step_ops.as_ref()?.rows.get(self.ops_sel)
+        self.steps.ops.as_ref()?.rows.get(self.steps.ops_sel)
     }
 
     /// The device event selected in the open op's event list.
     pub fn selected_op_event(&self) -> Option<usize> {
-        self.selected_op()?.events.get(self.op_ev_sel).copied()
+        self.selected_op()?.events.get(self.steps.ev_sel).copied()
     }
 
     pub(super) fn sync_trace(&mut self) {
-        let Some(t) = &self.trace else { return };
-        self.steps_sel = self.steps_sel.min(t.trace.steps.len().saturating_sub(1));
-        if let Some(so) = &self.step_ops {
-            if so.dev != self.dev || so.sort != self.op_sort {
+        let Some(t) = self.mode.trace() else { return };
+        self.steps.sel = self.steps.sel.min(t.trace.steps.len().saturating_sub(1));
+        if let Some(so) = &self.steps.ops {
+            if so.dev != self.dev || so.sort != self.steps.sort {
                 // Re-sorted or another device: keep the same op selected where it still is.
                 let keep = self.selected_op().map(|r| r.op);
                 let step = so.step;
-                let fresh = t.step_ops(self.dev, step, self.op_sort);
-                self.ops_sel = keep
+                let fresh = t.step_ops(self.dev, step, self.steps.sort);
+                self.steps.ops_sel = keep
                     .and_then(|k| fresh.rows.iter().position(|r| r.op == k))
                     .unwrap_or(0);
-                self.step_ops = Some(fresh);
+                self.steps.ops = Some(fresh);
             }
         }
-        let nrows = self.step_ops.as_ref().map(|s| s.rows.len()).unwrap_or(0);
-        self.ops_sel = self.ops_sel.min(nrows.saturating_sub(1));
+        let nrows = self.steps.ops.as_ref().map(|s| s.rows.len()).unwrap_or(0);
+        self.steps.ops_sel = self.steps.ops_sel.min(nrows.saturating_sub(1));
         if nrows == 0 {
-            self.op_open = false;
+            self.steps.op_open = false;
         }
         let nev = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
-        self.op_ev_sel = self.op_ev_sel.min(nev.saturating_sub(1));
+        self.steps.ev_sel = self.steps.ev_sel.min(nev.saturating_sub(1));
         let ngraph = t
             .analysis
             .graph
             .as_ref()
             .map(|g| g.growth.len())
             .unwrap_or(0);
-        self.graph_sel = self.graph_sel.min(ngraph.saturating_sub(1));
-        self.leaks_sel = self.leaks_sel.min(t.analysis.leaks.len().saturating_sub(1));
+        self.graph.clamp(ngraph);
+        let nleaks = t.analysis.leaks.len();
+        self.leaks.clamp(nleaks);
     }
 
     fn open_step(&mut self, step: usize) {
-        let Some(t) = &self.trace else { return };
-        self.step_ops = Some(t.step_ops(self.dev, step, self.op_sort));
-        self.steps_sel = step;
-        self.ops_sel = 0;
-        self.op_open = false;
-        self.op_ev_sel = 0;
+        let Some(t) = self.mode.trace() else { return };
+        self.steps.ops = Some(t.step_ops(self.dev, step, self.steps.sort));
+        self.steps.sel = step;
+        self.steps.ops_sel = 0;
+        self.steps.op_open = false;
+        self.steps.ev_sel = 0;
     }
 
     pub(super) fn jump_trace(&mut self, j: &Jump) {
@@ -72,18 +73,18 @@ impl App {
             Jump::Graph(i) => {
                 self.push_history();
                 self.view = View::Graph;
-                self.graph_sel = *i;
+                self.graph.select(*i);
             }
             Jump::Leak(i) => {
                 self.push_history();
                 self.view = View::Leaks;
-                self.leaks_sel = *i;
+                self.leaks.select(*i);
             }
             Jump::Steps { dev } => {
                 self.push_history();
                 self.dev = *dev;
                 self.view = View::Steps;
-                self.step_ops = None;
+                self.steps.ops = None;
             }
             Jump::StepOps {
                 dev,
@@ -95,11 +96,11 @@ impl App {
                 self.dev = *dev;
                 self.view = View::Steps;
                 if *live {
-                    self.op_sort = OpSort::LiveAtEnd;
+                    self.steps.sort = OpSort::LiveAtEnd;
                 }
                 self.open_step(*step);
                 let Some(op) = op else { return };
-                let (Some(t), Some(so)) = (&self.trace, &self.step_ops) else {
+                let (Some(t), Some(so)) = (self.mode.trace(), &self.steps.ops) else {
                     return;
                 };
                 let by_name = so.rows.iter().position(|r| &r.name == op);
@@ -113,7 +114,7 @@ impl App {
                     })
                 };
                 match by_name.or_else(inner) {
-                    Some(i) => self.ops_sel = i,
+                    Some(i) => self.steps.ops_sel = i,
                     None => {
                         let step_name = t
                             .trace
@@ -124,7 +125,7 @@ impl App {
                         let dev = t.devs.get(*dev).map(|d| d.label.as_str()).unwrap_or("");
                         self.message = format!(
                             "`{op}` made no allocation on {dev} in {step_name}; sorted by {}",
-                            self.op_sort.name()
+                            self.steps.sort.name()
                         );
                     }
                 }
@@ -135,24 +136,24 @@ impl App {
 
     /// `Esc` in the steps view closes a drill-down level first.
     pub(super) fn trace_back(&mut self) -> bool {
-        if self.trace.is_none() || self.view != View::Steps {
+        if self.trace().is_none() || self.view != View::Steps {
             return false;
         }
-        if self.op_open {
-            self.op_open = false;
+        if self.steps.op_open {
+            self.steps.op_open = false;
             return true;
         }
-        if self.step_ops.is_some() {
-            self.step_ops = None;
+        if self.steps.ops.is_some() {
+            self.steps.ops = None;
             return true;
         }
         false
     }
 
     pub(super) fn trace_sort(&mut self) {
-        if self.view == View::Steps && self.step_ops.is_some() {
-            self.op_sort = self.op_sort.next();
-            self.message = format!("ops sorted by {}", self.op_sort.name());
+        if self.view == View::Steps && self.steps.ops.is_some() {
+            self.steps.sort = self.steps.sort.next();
+            self.message = format!("ops sorted by {}", self.steps.sort.name());
         } else {
             self.message = "s sorts the ops of a step (Enter on a step lists them)".into();
         }
@@ -160,9 +161,9 @@ impl App {
 
     /// `a`: from an allocation to its free and back, on the timeline.
     pub(super) fn trace_alloc_event(&mut self) {
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         let at = match self.view {
-            View::Steps if self.op_open => self.selected_op_event(),
+            View::Steps if self.steps.op_open => self.selected_op_event(),
             View::Timeline => self.cursor(),
             _ => None,
         };
@@ -212,18 +213,18 @@ impl App {
         self.push_history();
         self.view = View::Steps;
         self.open_step(step);
-        if let Some(so) = &self.step_ops {
+        if let Some(so) = &self.steps.ops {
             if let Some(i) = so.rows.iter().position(|r| r.events.contains(&cur)) {
-                self.ops_sel = i;
+                self.steps.ops_sel = i;
                 let k = so.rows[i].events.iter().position(|&e| e == cur);
-                self.op_ev_sel = k.unwrap_or(0);
+                self.steps.ev_sel = k.unwrap_or(0);
             }
         }
     }
 
     pub(super) fn apply_steps(&mut self, a: Action) {
         let page = self.page();
-        if self.op_open {
+        if self.steps.op_open {
             let n = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
             match a {
                 Action::Enter => {
@@ -233,26 +234,26 @@ impl App {
                         self.view = View::Timeline;
                     }
                 }
-                Action::Left => self.op_open = false,
-                other => self.op_ev_sel = move_sel(self.op_ev_sel, n, other, page),
+                Action::Left => self.steps.op_open = false,
+                other => self.steps.ev_sel = move_sel(self.steps.ev_sel, n, other, page),
             }
             return;
         }
-        if let Some(so) = &self.step_ops {
+        if let Some(so) = &self.steps.ops {
             let n = so.rows.len();
             match a {
                 Action::Enter | Action::Right => {
                     if n > 0 {
-                        self.op_open = true;
-                        self.op_ev_sel = 0;
+                        self.steps.op_open = true;
+                        self.steps.ev_sel = 0;
                     }
                 }
-                Action::Left => self.step_ops = None,
+                Action::Left => self.steps.ops = None,
                 other => {
-                    let before = self.ops_sel;
-                    self.ops_sel = move_sel(self.ops_sel, n, other, page);
-                    if before != self.ops_sel {
-                        self.op_ev_sel = 0;
+                    let before = self.steps.ops_sel;
+                    self.steps.ops_sel = move_sel(self.steps.ops_sel, n, other, page);
+                    if before != self.steps.ops_sel {
+                        self.steps.ev_sel = 0;
                     }
                 }
             }
@@ -262,10 +263,10 @@ impl App {
         match a {
             Action::Enter | Action::Right => {
                 if n > 0 {
-                    self.open_step(self.steps_sel);
+                    self.open_step(self.steps.sel);
                 }
             }
-            other => self.steps_sel = move_sel(self.steps_sel, n, other, page),
+            other => self.steps.sel = move_sel(self.steps.sel, n, other, page),
         }
     }
 
@@ -318,53 +319,55 @@ impl App {
             .map(|g| g.growth.len())
             .unwrap_or(0);
         if a == Action::Enter {
-            match self.graph_evidence(self.graph_sel) {
+            match self.graph_evidence(self.graph.sel()) {
                 Some(j) => self.jump(&j),
                 None => self.message = "no graph growth finding to open".into(),
             }
         } else {
-            self.graph_sel = move_sel(self.graph_sel, n, a, self.page());
+            let page = self.page();
+            self.graph.handle(a, n, page);
         }
     }
 
     pub(super) fn apply_trace_leaks(&mut self, a: Action) {
         let n = self.tr().map(|t| t.analysis.leaks.len()).unwrap_or(0);
         if a == Action::Enter {
-            match self.leak_evidence(self.leaks_sel) {
+            match self.leak_evidence(self.leaks.sel()) {
                 Some(j) => self.jump(&j),
                 None => self.message = "no leak finding to open".into(),
             }
         } else {
-            self.leaks_sel = move_sel(self.leaks_sel, n, a, self.page());
+            let page = self.page();
+            self.leaks.handle(a, n, page);
         }
     }
 
     pub(super) fn click_steps(&mut self, b: Rect, y: u16) {
-        if self.op_open {
+        if self.steps.op_open {
             let l = ops_list_area(b);
             if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.op_ev_sel, l.height as usize);
+                let off = list_offset(self.steps.ev_sel, l.height as usize);
                 let i = off + (y - l.y) as usize;
                 if self.selected_op().is_some_and(|r| i < r.events.len()) {
-                    self.op_ev_sel = i;
+                    self.steps.ev_sel = i;
                 }
             }
-        } else if let Some(so) = &self.step_ops {
+        } else if let Some(so) = &self.steps.ops {
             let l = ops_list_area(b);
             if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.ops_sel, l.height as usize);
+                let off = list_offset(self.steps.ops_sel, l.height as usize);
                 let i = off + (y - l.y) as usize;
                 if i < so.rows.len() {
-                    self.ops_sel = i;
+                    self.steps.ops_sel = i;
                 }
             }
         } else {
             let l = steps_list_area(b);
             if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.steps_sel, l.height as usize);
+                let off = list_offset(self.steps.sel, l.height as usize);
                 let i = off + (y - l.y) as usize;
                 if self.tr().is_some_and(|t| i < t.trace.steps.len()) {
-                    self.steps_sel = i;
+                    self.steps.sel = i;
                 }
             }
         }
@@ -372,7 +375,7 @@ impl App {
 
     pub(super) fn trace_search(&mut self, forward: bool) {
         let q = self.query.to_lowercase();
-        let Some(t) = &self.trace else { return };
+        let Some(t) = self.mode.trace() else { return };
         let has = |s: &str| s.to_lowercase().contains(&q);
         let site_has = |s: &Option<crate::model::Site>| {
             s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))
@@ -380,8 +383,13 @@ impl App {
         match self.view {
             View::Overview => {
                 let fs = &t.findings;
-                let found = cycle(self.overview_sel, fs.len(), forward, |i| has(&fs[i].label));
-                self.found(found, |s, i| s.overview_sel = i);
+                let found = cycle(
+                    self.overview.sel(),
+                    fs.len(),
+                    forward,
+                    |i| has(&fs[i].label),
+                );
+                self.found(found, |s, i| s.overview.select(i));
             }
             View::Graph => {
                 let g = t
@@ -390,22 +398,22 @@ impl App {
                     .as_ref()
                     .map(|g| g.growth.as_slice())
                     .unwrap_or(&[]);
-                let found = cycle(self.graph_sel, g.len(), forward, |i| {
+                let found = cycle(self.graph.sel(), g.len(), forward, |i| {
                     has(&g[i].op) || site_has(&g[i].site)
                 });
-                self.found(found, |s, i| s.graph_sel = i);
+                self.found(found, |s, i| s.graph.select(i));
             }
             View::Leaks => {
                 let ls = &t.analysis.leaks;
-                let found = cycle(self.leaks_sel, ls.len(), forward, |i| {
+                let found = cycle(self.leaks.sel(), ls.len(), forward, |i| {
                     has(&super::app::leak_label(&ls[i]))
                 });
-                self.found(found, |s, i| s.leaks_sel = i);
+                self.found(found, |s, i| s.leaks.select(i));
             }
-            View::Steps => match &self.step_ops {
+            View::Steps => match &self.steps.ops {
                 Some(so) => {
                     let rows = &so.rows;
-                    let found = cycle(self.ops_sel, rows.len(), forward, |i| {
+                    let found = cycle(self.steps.ops_sel, rows.len(), forward, |i| {
                         has(&rows[i].name)
                             || site_has(&rows[i].site)
                             || rows[i]
@@ -414,19 +422,19 @@ impl App {
                                 .any(|&e| t.event_ops(so.dev, e).0.is_some_and(has))
                     });
                     self.found(found, |s, i| {
-                        s.ops_sel = i;
-                        s.op_open = false;
+                        s.steps.ops_sel = i;
+                        s.steps.op_open = false;
                     });
                 }
                 None => {
                     let steps = &t.trace.steps;
                     let found = cycle(
-                        self.steps_sel,
+                        self.steps.sel,
                         steps.len(),
                         forward,
                         |i| has(&steps[i].name),
                     );
-                    self.found(found, |s, i| s.steps_sel = i);
+                    self.found(found, |s, i| s.steps.sel = i);
                 }
             },
             _ => {

@@ -4,14 +4,16 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
-use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Widget, Wrap};
+use ratatui::widgets::Widget;
 
-use super::app::{list_offset, App, AXIS_W};
+use super::app::{App, View};
+use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::sites::short;
-use super::timeline::Chart;
 use super::trace::{OpRow, TraceData};
-use super::views::{bold, dim, put, sel_style};
+use super::widgets::chart::Chart;
+use super::widgets::chart::{bar, step_bars};
+use super::widgets::TextPane;
+use super::widgets::{bold, dim, put, sel_style};
 use crate::units::bytes;
 
 /// A list row: yellow where something survives to the end of the trace, reversed if selected.
@@ -36,106 +38,6 @@ fn signed(v: i128) -> String {
     } else {
         format!("-{}", bytes(v.unsigned_abs() as u64))
     }
-}
-
-/// Lines of the overview between the device table and the findings.
-pub const OVERVIEW_LINES: u16 = 3;
-
-/// The steps list inside the body: under the title and the column header.
-pub fn steps_list_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(3),
-    )
-}
-
-/// The ops (or an op's events) list inside the body: under the title and the column header,
-/// above the selection's details.
-pub fn ops_list_area(body: Rect) -> Rect {
-    Rect::new(
-        body.x,
-        body.y + 2,
-        body.width,
-        body.height.saturating_sub(2 + 3),
-    )
-}
-
-/// Verdict, per-device figures, the graph, findings.
-pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let a = &t.analysis;
-    super::views::verdict(&a.verdict, area, buf);
-    let mut y = 3u16;
-    put(
-        buf,
-        area,
-        y,
-        &format!(
-            "{:<8}{:>23}{:>23}{:>14}{:>9}",
-            "device", "allocated end/peak", "reserved end/peak", "alive at end", "events"
-        ),
-        dim(),
-    );
-    y += 1;
-    for d in &a.devices {
-        let dm = t
-            .dev_of_cuda(d.device)
-            .and_then(|i| t.mem.devices.get(t.devs[i].mem));
-        let line = format!(
-            "{:<8}{:>23}{:>23}{:>14}{:>9}",
-            format!("cuda:{}", d.device),
-            format!(
-                "{} / {}",
-                bytes(d.allocated_bytes),
-                bytes(d.observed_peak_allocated_bytes)
-            ),
-            format!(
-                "{} / {}",
-                bytes(d.reserved_bytes),
-                bytes(d.observed_peak_reserved_bytes)
-            ),
-            dm.map(|m| bytes(m.live_at_end_bytes)).unwrap_or_default(),
-            d.events,
-        );
-        put(buf, area, y, &line, Style::default());
-        y += 1;
-    }
-    y += 1;
-    let mut lines: Vec<Line> = Vec::new();
-    if let Some(g) = &a.graph {
-        lines.push(Line::from(format!(
-            "autograd graph: {} forward ops with grad history, {} backward, {} never backpropagated, over {} steps",
-            g.forward_nodes, g.backward_nodes, g.unconsumed_nodes, g.steps
-        )));
-    }
-    let counts = &t.trace.counts;
-    lines.push(Line::styled(
-        format!(
-            "trace: {} events ({} ops, {} memory events, {} steps){}",
-            counts.events,
-            t.trace.ops.len(),
-            t.trace.memory.len(),
-            t.trace.steps.len(),
-            if t.trace.truncated {
-                ", truncated: read up to where it was cut"
-            } else {
-                ""
-            }
-        ),
-        dim(),
-    ));
-    if let Some(n) = a.notes.first() {
-        lines.push(Line::styled(format!("note: {n}"), dim()));
-    }
-    lines.truncate(OVERVIEW_LINES as usize);
-    for l in lines {
-        if y < area.height {
-            buf.set_line(area.x, area.y + y, &l, area.width);
-        }
-        y += 1;
-    }
-    super::views::findings_list(app, &t.findings, &["graph growth", "leak"], area, buf);
 }
 
 /// One memory event as a line: when, what, under which op, the totals after it, its fate.
@@ -229,24 +131,9 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         marker_legend: "│ step",
         hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
         times: app.time_axis(),
+        reserved_shown: app.reserved_shown,
     }
     .render(area, buf);
-}
-
-/// A bar of `w` cells for `v` out of `max`.
-fn bar(v: u64, max: u64, w: usize) -> String {
-    if max == 0 || w == 0 {
-        return " ".repeat(w);
-    }
-    let eighths = (v as u128 * (w as u128 * 8) / max as u128) as usize;
-    let mut s = "█".repeat(eighths / 8);
-    if !eighths.is_multiple_of(8) && s.chars().count() < w {
-        s.push(['▏', '▎', '▍', '▌', '▋', '▊', '▉'][eighths % 8 - 1]);
-    }
-    while s.chars().count() < w {
-        s.push(' ');
-    }
-    s
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
@@ -255,7 +142,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
-    if let Some(so) = &app.step_ops {
+    if let Some(so) = &app.steps.ops {
         ops_view(app, t, so, area, buf);
         return;
     }
@@ -288,7 +175,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         area,
         1,
         &format!(
-            "  {}  end of step (above lowest)",
+            "  {}  {}",
             step_columns(
                 wide,
                 [
@@ -303,12 +190,17 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
                     "alive@end"
                 ]
                 .map(String::from)
-            )
+            ),
+            if steps_bar_w(area, wide) >= 26 {
+                "end of step (above lowest)"
+            } else {
+                ""
+            }
         ),
         dim(),
     );
     let l = steps_list_area(area);
-    let off = list_offset(app.steps_sel, l.height as usize);
+    let off = list_offset(app.steps.sel, l.height as usize);
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
@@ -318,15 +210,9 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         .collect();
     let min_end = ends.iter().copied().min().unwrap_or(0);
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
-    let bar_w = (l.width as usize).saturating_sub(
-        2 + if wide {
-            18 + 9 + 11 * 8
-        } else {
-            18 + 9 + 11 * 4
-        } + 2,
-    );
+    let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps_sel;
+        let on = k == app.steps.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
@@ -405,16 +291,29 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     );
 }
 
+/// Cells left for the steps list's bars after its columns.
+fn steps_bar_w(body: Rect, wide: bool) -> usize {
+    let l = steps_list_area(body);
+    (l.width as usize).saturating_sub(
+        2 + if wide {
+            18 + 9 + 11 * 8
+        } else {
+            18 + 9 + 11 * 4
+        } + 2
+            + 1,
+    )
+}
+
 /// The steps list's columns: all nine from 120 columns on; below, the step, its duration, peak,
 /// end, change and what is alive at the end.
 fn step_columns(wide: bool, v: [String; 9]) -> String {
     let [step, ms, start, peak, end, delta, allocated, freed, alive] = v;
     if wide {
         format!(
-            "{step:<18}{ms:>9}{start:>11}{peak:>11}{end:>11}{delta:>11}{allocated:>11}{freed:>11}{alive:>11}"
+            "{step:<17}  {ms:>8} {start:>10} {peak:>10} {end:>10} {delta:>10} {allocated:>10} {freed:>10} {alive:>10}"
         )
     } else {
-        format!("{step:<18}{ms:>9}{peak:>11}{end:>11}{delta:>11}{alive:>11}")
+        format!("{step:<17}  {ms:>8} {peak:>10} {end:>10} {delta:>10} {alive:>10}")
     }
 }
 
@@ -424,10 +323,10 @@ fn op_columns(wide: bool, v: [String; 8]) -> String {
     let [start, dur, allocs, allocated, frees, freed, alive, peak] = v;
     if wide {
         format!(
-            "{start:>9}{dur:>9}{allocs:>7}{allocated:>11}{frees:>7}{freed:>11}{alive:>11}{peak:>11}"
+            " {start:>8} {dur:>8} {allocs:>6} {allocated:>10} {frees:>6} {freed:>10} {alive:>10} {peak:>10}"
         )
     } else {
-        format!("{start:>9}{allocated:>11}{freed:>11}{alive:>11}")
+        format!(" {start:>8} {allocated:>10} {freed:>10} {alive:>10}")
     }
 }
 
@@ -453,7 +352,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     let l = ops_list_area(area);
     // Under 120 columns only the figures that matter most keep room for the op's name.
     let wide = area.width >= 120;
-    if app.op_open {
+    if app.steps.op_open {
         let Some(r) = app.selected_op() else { return };
         put(
             buf,
@@ -482,7 +381,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             ),
             dim(),
         );
-        let off = list_offset(app.op_ev_sel, l.height as usize);
+        let off = list_offset(app.steps.ev_sel, l.height as usize);
         for (k, &e) in r
             .events
             .iter()
@@ -490,7 +389,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             .skip(off)
             .take(l.height as usize)
         {
-            let on = k == app.op_ev_sel;
+            let on = k == app.steps.ev_sel;
             let line = event_line(t, so.dev, e);
             put(
                 buf,
@@ -558,9 +457,9 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    let off = list_offset(app.ops_sel, l.height as usize);
+    let off = list_offset(app.steps.ops_sel, l.height as usize);
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.ops_sel;
+        let on = k == app.steps.ops_sel;
         let site = site_text(&r.site);
         let cols = op_columns(
             wide,
@@ -636,102 +535,6 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     }
 }
 
-/// Per-step values as vertical bars, with the maximum on the axis.
-pub fn step_bars(
-    buf: &mut Buffer,
-    area: Rect,
-    title: &str,
-    values: &[u64],
-    fmt: &dyn Fn(u64) -> String,
-    (first, last): (&str, &str),
-) {
-    if area.height < 3 || area.width <= AXIS_W + 2 {
-        return;
-    }
-    put(buf, area, 0, title, dim());
-    let chart = Rect::new(
-        area.x + AXIS_W,
-        area.y + 1,
-        area.width - AXIS_W,
-        area.height - 2,
-    );
-    let n = values.len();
-    if n == 0 || chart.height == 0 {
-        return;
-    }
-    let avail = chart.width as usize;
-    // One bar per step, up to 3 cells wide; more steps than cells: the max per cell.
-    let (cols, per): (Vec<u64>, usize) = if n <= avail {
-        let w = (avail / n).clamp(1, 3);
-        (values.to_vec(), w)
-    } else {
-        (
-            (0..avail)
-                .map(|c| {
-                    let a = c * n / avail;
-                    let b = ((c + 1) * n / avail).max(a + 1).min(n);
-                    values[a..b].iter().copied().max().unwrap_or(0)
-                })
-                .collect(),
-            1,
-        )
-    };
-    let top = cols.iter().copied().max().unwrap_or(0).max(1);
-    let h = chart.height as u64;
-    const EIGHTHS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    for (c, &v) in cols.iter().enumerate() {
-        let lv = (v as u128 * (h as u128 * 8) / top as u128) as u64;
-        for r in 0..h {
-            let base = r * 8;
-            let ch = if lv >= base + 8 {
-                '█'
-            } else if lv > base {
-                EIGHTHS[(lv - base) as usize]
-            } else {
-                continue;
-            };
-            for k in 0..per.saturating_sub(if per > 1 { 1 } else { 0 }).max(1) {
-                let x = chart.x + (c * per + k) as u16;
-                let y = chart.y + chart.height - 1 - r as u16;
-                if x < chart.x + chart.width {
-                    if let Some(cell) = buf.cell_mut((x, y)) {
-                        cell.set_char(ch)
-                            .set_style(Style::default().fg(Color::Yellow));
-                    }
-                }
-            }
-        }
-    }
-    buf.set_stringn(
-        area.x,
-        chart.y,
-        format!("{:>9}", fmt(top)),
-        AXIS_W as usize - 1,
-        dim(),
-    );
-    buf.set_stringn(
-        area.x,
-        chart.y + chart.height - 1,
-        format!("{:>9}", fmt(0)),
-        AXIS_W as usize - 1,
-        dim(),
-    );
-    let axis = format!(
-        "{first}{:>w$}",
-        last,
-        w = (cols.len() * per)
-            .saturating_sub(first.chars().count())
-            .max(last.chars().count() + 2)
-    );
-    buf.set_stringn(
-        chart.x,
-        chart.y + chart.height,
-        axis,
-        chart.width as usize,
-        dim(),
-    );
-}
-
 fn step_range(t: &TraceData) -> (&str, &str) {
     let s = &t.trace.steps;
     (
@@ -768,9 +571,9 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         y += 1;
     }
     let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
-    let off = list_offset(app.graph_sel, list_h.max(1) as usize);
+    let off = list_offset(app.graph.sel(), list_h.max(1) as usize);
     for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.graph_sel;
+        let on = k == app.graph.sel();
         let text = format!(
             "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
             if on { "›" } else { " " },
@@ -797,7 +600,7 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     }
     y += 1;
     let rest = area.height.saturating_sub(y);
-    if let Some(f) = g.growth.get(app.graph_sel) {
+    if let Some(f) = g.growth.get(app.graph.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
         step_bars(
@@ -810,27 +613,34 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         );
         y += chart_h;
         let lines = vec![
-            Line::from(f.explanation.clone()),
-            Line::styled(format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
+            (f.explanation.clone(), Style::default()),
+            (format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
         ];
-        if y < area.height {
-            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-                Rect::new(area.x, area.y + y, area.width, area.height - y),
-                buf,
-            );
-        }
+        text_pane(app, View::Graph, lines, area, y, buf);
     } else {
-        let lines: Vec<Line> = g
+        let lines = g
             .notes
             .iter()
-            .map(|n| Line::styled(format!("note: {n}"), dim()))
+            .map(|n| (format!("note: {n}"), dim()))
             .collect();
-        if y < area.height {
-            Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-                Rect::new(area.x, area.y + y, area.width, area.height - y),
-                buf,
-            );
-        }
+        text_pane(app, View::Graph, lines, area, y, buf);
+    }
+}
+
+/// The view's text pane, from row `y` of `area` to its bottom.
+fn text_pane(
+    app: &App,
+    v: View,
+    lines: Vec<(String, Style)>,
+    area: Rect,
+    y: u16,
+    buf: &mut Buffer,
+) {
+    if let (true, Some(s)) = (y < area.height, app.text(v)) {
+        TextPane { lines, scroll: s }.render(
+            Rect::new(area.x, area.y + y, area.width, area.height - y),
+            buf,
+        );
     }
 }
 
@@ -857,9 +667,9 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
     let list_h = (ls.len() as u16)
         .min(area.height.saturating_sub(2) / 3)
         .max(1);
-    let off = list_offset(app.leaks_sel, list_h as usize);
+    let off = list_offset(app.leaks.sel(), list_h as usize);
     for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.leaks_sel;
+        let on = k == app.leaks.sel();
         put(
             buf,
             area,
@@ -873,11 +683,11 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
     }
     let mut y = 2 + list_h;
-    let Some(l) = ls.get(app.leaks_sel) else {
+    let Some(l) = ls.get(app.leaks.sel()) else {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(app.leaks_sel) {
+    if let Some((_, series)) = t.leak_series.get(app.leaks.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,
@@ -889,19 +699,23 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
         y += chart_h;
     }
-    let lines = vec![
-        Line::from(l.leak.explanation.clone()),
-        Line::styled(
+    let mut lines = vec![
+        (l.leak.explanation.clone(), Style::default()),
+        (
             format!("fix: {}", l.leak.fix),
             Style::default().fg(Color::Green),
         ),
     ];
-    if y < area.height {
-        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-            Rect::new(area.x, area.y + y, area.width, area.height - y),
-            buf,
-        );
+    if !l.leak.stack.is_empty() {
+        lines.push((
+            "allocation stack (where the leaked memory is allocated, innermost first):".into(),
+            dim(),
+        ));
     }
+    for f in &l.leak.stack {
+        lines.push((format!("  {f}"), dim()));
+    }
+    text_pane(app, View::Leaks, lines, area, y, buf);
 }
 
 /// The status line's cursor part for a trace.

@@ -1,373 +1,23 @@
-//! The screen: tab bar, the current view, the status line, and the help overlay.
+//! A snapshot's allocator map, sites and leaks views.
 //!
 //! Each view is a [`Widget`] over a borrowed [`App`], so it renders into any buffer (a
-//! terminal's, or a test's) and owns no state of its own: what it shows is a function of the app.
+//! terminal's, or a test's).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+use ratatui::widgets::Widget;
 
-use super::app::{
-    body, list_offset, map_list_area, overview_list, parts, tab_label, App, View, MAP_LABEL_W,
-};
+use super::widgets::chart::step_bars;
+use super::widgets::{put_pieces, TextPane};
+
+use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
 use super::sites::{short, Row, SortBy};
-use super::timeline::TimelineView;
-use super::trace_views;
 use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
 
-pub(super) fn dim() -> Style {
-    Style::default().fg(Color::DarkGray)
-}
-
-pub(super) fn bold() -> Style {
-    Style::default().add_modifier(Modifier::BOLD)
-}
-
-pub(super) fn sel_style(on: bool) -> Style {
-    if on {
-        Style::default().add_modifier(Modifier::REVERSED)
-    } else {
-        Style::default()
-    }
-}
-
-pub(super) fn put(buf: &mut Buffer, area: Rect, dy: u16, s: &str, st: Style) {
-    if dy < area.height {
-        buf.set_stringn(area.x, area.y + dy, s, area.width as usize, st);
-    }
-}
-
-impl Widget for &App {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self;
-        if area.width < 20 || area.height < 5 {
-            buf.set_stringn(
-                area.x,
-                area.y,
-                "terminal too small",
-                area.width as usize,
-                Style::default(),
-            );
-            return;
-        }
-        if !app.loaded() {
-            let msg = match &app.error {
-                Some(e) => format!("memscope: cannot open {}: {e}", app.path),
-                None => format!("memscope: loading {} …", app.path),
-            };
-            let y = area.y + area.height / 2;
-            let x = area.x + area.width.saturating_sub(msg.chars().count() as u16) / 2;
-            buf.set_stringn(x.max(area.x), y, &msg, area.width as usize, bold());
-            if app.error.is_some() {
-                buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
-            } else if !app.loading_note.is_empty() {
-                let n = &app.loading_note;
-                let x = area.x + area.width.saturating_sub(n.chars().count() as u16) / 2;
-                buf.set_stringn(x.max(area.x), y + 1, n, area.width as usize, dim());
-            }
-            return;
-        };
-        // Tabs.
-        let mut x = area.x;
-        for (i, v) in app.views().iter().enumerate() {
-            let t = tab_label(i, *v);
-            let st = if *v == app.view {
-                Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
-            } else {
-                dim()
-            };
-            if x >= area.x + area.width {
-                break;
-            }
-            let (nx, _) = buf.set_stringn(x, area.y, &t, (area.x + area.width - x) as usize, st);
-            x = nx;
-        }
-        let b = body(area.width, area.height);
-        let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view, &app.trace) {
-            (View::Overview, Some(t)) => trace_views::trace_overview(app, t, b, buf),
-            (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
-            (View::Graph, Some(t)) => trace_views::graph_view(app, t, b, buf),
-            (View::Leaks, Some(t)) => trace_views::trace_leaks_view(app, t, b, buf),
-            (View::Overview, _) => OverviewView(app).render(b, buf),
-            (View::Timeline, _) => TimelineView(app).render(b, buf),
-            (View::Map, _) => MapView(app).render(b, buf),
-            (View::Sites, _) => SitesView(app).render(b, buf),
-            (View::Leaks, _) => LeaksView(app).render(b, buf),
-            (View::Steps | View::Graph, None) => {}
-        }
-        StatusLine(app).render(
-            Rect::new(area.x, area.y + area.height - 1, area.width, 1),
-            buf,
-        );
-        if app.help {
-            HelpView.render(area, buf);
-        }
-    }
-}
-
-/// The bottom line: file, cursor, hints (or the search being typed).
-pub struct StatusLine<'a>(pub &'a App);
-
-impl Widget for StatusLine<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let st = Style::default().bg(Color::DarkGray).fg(Color::White);
-        buf.set_style(area, st);
-        if let Some(q) = &app.typing {
-            buf.set_stringn(
-                area.x,
-                area.y,
-                format!("/{q}▏  (Enter: search, Esc: cancel)"),
-                area.width as usize,
-                st,
-            );
-            return;
-        }
-        let hint = if app.message.is_empty() {
-            "?:help q:quit Tab:views /:search".to_owned()
-        } else {
-            app.message.clone()
-        };
-        if let Some(t) = &app.trace {
-            let file = t
-                .path
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let (devname, cur) = trace_views::trace_status(app, t);
-            let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
-            buf.set_stringn(area.x, area.y, s, area.width as usize, st);
-            return;
-        }
-        let Some(data) = &app.data else { return };
-        let file = data
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let dev = data.snap.devices.get(app.dev);
-        let cur = match (app.cursor(), dev) {
-            (Some(c), Some(d)) => {
-                let t = data
-                    .rel_time_us(app.dev, c)
-                    .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
-                    .unwrap_or_default();
-                format!("event {c}/{}{t}", d.events.len().saturating_sub(1))
-            }
-            _ => "no events".to_owned(),
-        };
-        let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
-        let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
-        buf.set_stringn(area.x, area.y, s, area.width as usize, st);
-    }
-}
-
-/// Keys, as a popup.
-pub struct HelpView;
-
-pub const HELP: &[&str] = &[
-    "memscope TUI: keys",
-    "",
-    "q, Ctrl-C    quit                 ?          this help",
-    "Tab, 1-5     switch view          Esc        back (after a jump)",
-    "↑↓ / jk      move selection       ←→ / hl    move / collapse-expand",
-    "g / G        first / last         PgUp PgDn  page",
-    "Enter        drill in: finding → evidence, timeline → map,",
-    "             map block → its site, site → its stacks → frames;",
-    "             traces: timeline → the step's ops, step → ops → allocations",
-    "+ / -        zoom the timeline    H / L      one event left / right",
-    "t            timeline x axis: events / time",
-    "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
-    "a            map: the block's allocation; traces: allocation ↔ free",
-    "/ n N        search sites, files, functions; next / previous match",
-    "s            sort sites by bytes / count; a step's ops by time / bytes",
-    "f            show / fold library frames     c   map: colour by category",
-    "d            next device",
-    "mouse        click tabs, timeline, rows; wheel scrolls",
-];
-
-impl Widget for HelpView {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let w = 80.min(area.width);
-        let h = (HELP.len() as u16 + 2).min(area.height);
-        let r = Rect::new(
-            area.x + (area.width - w) / 2,
-            area.y + (area.height - h) / 2,
-            w,
-            h,
-        );
-        Clear.render(r, buf);
-        let lines: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
-        Paragraph::new(lines)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" help (any key closes) "),
-            )
-            .render(r, buf);
-    }
-}
-
-/// Verdict, figures, the OOM explained, findings.
-pub struct OverviewView<'a>(pub &'a App);
-
-impl Widget for OverviewView<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(data) = &app.data else { return };
-        let a = &data.analysis;
-        verdict(&a.verdict, area, buf);
-        let mut y = 3u16;
-        put(
-            buf,
-            area,
-            y,
-            &format!(
-                "{:<8}{:>21}{:>21}{:>21}{:>11}",
-                "device", "allocated cur/peak", "reserved cur/peak", "free reserved/hole", "events"
-            ),
-            dim(),
-        );
-        y += 1;
-        for d in &a.devices {
-            let pk = |p: Option<u64>, obs: u64| {
-                p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)))
-            };
-            let line = format!(
-                "{:<8}{:>21}{:>21}{:>21}{:>11}",
-                format!("cuda:{}", d.device),
-                format!(
-                    "{} / {}",
-                    bytes(d.allocated_bytes),
-                    pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)
-                ),
-                format!(
-                    "{} / {}",
-                    bytes(d.reserved_bytes),
-                    pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)
-                ),
-                format!(
-                    "{} / {}",
-                    bytes(d.free_reserved_bytes),
-                    d.largest_free_block_bytes
-                        .map(bytes)
-                        .unwrap_or_else(|| "?".into())
-                ),
-                d.events
-            );
-            put(buf, area, y, &line, Style::default());
-            y += 1;
-        }
-        y += 1;
-        // The OOM that ended the run, explained.
-        let oom = a
-            .devices
-            .iter()
-            .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
-            .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
-        if let Some((dev, o)) = oom {
-            let mut lines = vec![Line::from(vec![
-                Span::styled(
-                    format!("OOM on cuda:{dev} at event {}: ", o.event),
-                    bold().fg(Color::Red),
-                ),
-                Span::raw(format!(
-                    "{} requested ({} rounded), cause: {}",
-                    bytes(o.requested_bytes),
-                    bytes(o.rounded_bytes),
-                    o.cause.name()
-                )),
-            ])];
-            lines.push(Line::from(format!(
-                "  {} allocated, {} reserved, {} reserved but free, largest free block {}",
-                bytes(o.allocated_bytes),
-                bytes(o.reserved_bytes),
-                bytes(o.free_reserved_bytes),
-                bytes(o.largest_free_block_bytes)
-            )));
-            if let Some(s) = &o.site {
-                lines.push(Line::from(format!("  failing request from {s}")));
-            }
-            for e in o.evidence.iter().take(2) {
-                lines.push(Line::from(format!("  - {e}")));
-            }
-            if let Some(r) = o.remedies.first() {
-                lines.push(Line::from(format!("  fix: {}", r.action)));
-            }
-            lines.truncate(super::app::app_oom_lines(app) as usize);
-            for l in lines {
-                if y < area.height {
-                    buf.set_line(area.x, area.y + y, &l, area.width);
-                }
-                y += 1;
-            }
-        }
-        findings_list(app, &data.findings, &["OOM"], area, buf);
-    }
-}
-
-/// The overview's first lines: the verdict, green when all is well.
-pub(super) fn verdict(v: &crate::analysis::Verdict, area: Rect, buf: &mut Buffer) {
-    let style = match v.kind {
-        crate::analysis::VerdictKind::Ok => bold().fg(Color::Green),
-        crate::analysis::VerdictKind::Unjudged => bold().fg(Color::Yellow),
-        _ => bold().fg(Color::Red),
-    };
-    Paragraph::new(Line::from(vec![
-        Span::styled("VERDICT ", style),
-        Span::raw(v.summary.clone()),
-    ]))
-    .wrap(Wrap { trim: true })
-    .render(
-        Rect::new(area.x, area.y, area.width, 3.min(area.height)),
-        buf,
-    );
-}
-
-/// The overview's findings list, those whose label starts with one of `alarms` in red.
-pub(super) fn findings_list(
-    app: &App,
-    findings: &[super::data::Finding],
-    alarms: &[&str],
-    area: Rect,
-    buf: &mut Buffer,
-) {
-    let (ly, lh) = overview_list(area, app);
-    if ly > area.y {
-        put(
-            buf,
-            area,
-            ly - area.y - 1,
-            "FINDINGS (Enter: jump to the evidence)",
-            bold(),
-        );
-    }
-    let off = list_offset(app.overview_sel, lh as usize);
-    for (k, f) in findings.iter().enumerate().skip(off).take(lh as usize) {
-        let on = k == app.overview_sel;
-        let st = if alarms.iter().any(|a| f.label.starts_with(a)) {
-            Style::default().fg(Color::Red)
-        } else {
-            Style::default()
-        };
-        let text = format!("{} {}", if on { "›" } else { " " }, f.label);
-        put(
-            buf,
-            area,
-            ly - area.y + (k - off) as u16,
-            &text,
-            st.patch(sel_style(on)),
-        );
-    }
-    if findings.is_empty() {
-        put(buf, area, ly - area.y, "  no findings", dim());
-    }
-}
+use super::widgets::{bold, dim, put, sel_style};
 
 /// A category's colour in the map.
 fn cat_style(c: Category) -> Style {
@@ -388,7 +38,7 @@ pub struct MapView<'a>(pub &'a App);
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
             return;
         };
         let st = &cache.state;
@@ -432,22 +82,21 @@ impl Widget for MapView<'_> {
                     area,
                     1,
                     &format!(
-                        "OOM here: needs {} ({} pool, stream {}), largest hole there {}: {}",
+                        "OOM here: {} {}, largest hole {} ({} pool, stream {})",
                         bytes(o.rounded_bytes),
-                        o.pool.name(),
-                        o.stream,
-                        bytes(o.largest_free_block_bytes),
                         if fits {
-                            "it fit (see diagnosis)"
+                            "fits (see the diagnosis)"
                         } else {
                             "does not fit"
-                        }
+                        },
+                        bytes(o.largest_free_block_bytes),
+                        o.pool.name(),
+                        o.stream,
                     ),
                     Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
                 );
             }
             None => {
-                let mut x = area.x;
                 let by_state = [
                     ("█ allocated  ", Style::default().fg(Color::Green)),
                     ("▓ pending free  ", Style::default().fg(Color::Yellow)),
@@ -467,27 +116,16 @@ impl Widget for MapView<'_> {
                     ("█ other ", cat_style(Category::Other)),
                     ("· free  c: by state", dim()),
                 ];
-                let items: &[(&str, Style)] = if app.map_by_category {
+                let items: &[(&str, Style)] = if app.map.by_category {
                     &by_cat
                 } else {
                     &by_state
                 };
-                for &(t, s) in items {
-                    if x < area.x + area.width {
-                        let (nx, _) = buf.set_stringn(
-                            x,
-                            area.y + 1,
-                            t,
-                            (area.x + area.width - x) as usize,
-                            s,
-                        );
-                        x = nx;
-                    }
-                }
+                put_pieces(buf, area, 1, items);
             }
         }
         let list = map_list_area(area);
-        let off = list_offset(app.map_seg, list.height as usize);
+        let off = list_offset(app.map.seg, list.height as usize);
         let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
         for (row, (i, seg)) in st
             .segments
@@ -498,7 +136,7 @@ impl Widget for MapView<'_> {
             .enumerate()
         {
             let y = list.y + row as u16;
-            let on = i == app.map_seg;
+            let on = i == app.map.seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
             let label = format!(
                 "{}{:>10} {}{} s{:<2}{:>4}% ",
@@ -537,7 +175,7 @@ impl Widget for MapView<'_> {
                     if ov > best.0 {
                         best = (ov, k);
                     }
-                    if on && k == app.map_part {
+                    if on && k == app.map.part {
                         selected_here = true;
                     }
                     k += 1;
@@ -545,7 +183,7 @@ impl Widget for MapView<'_> {
                 let p = ps.get(best.1);
                 let cat = p
                     .and_then(|p| p.block)
-                    .filter(|_| app.map_by_category)
+                    .filter(|_| app.map.by_category)
                     .and_then(|b| cache.cats.as_ref()?.get(&b.address));
                 let (ch, mut s) = match p.and_then(|p| p.block) {
                     Some(b) if cat.is_some() => (
@@ -592,8 +230,8 @@ impl Widget for MapView<'_> {
         };
         let ps = parts(seg);
         let stacks = &data.snap.stacks;
-        let mut lines: Vec<Line> = Vec::new();
-        lines.push(Line::styled(
+        let mut lines: Vec<(String, Style)> = Vec::new();
+        lines.push((
             format!(
                 "segment 0x{:x}: {} {} pool, stream {}{}, {} blocks, largest hole {}",
                 seg.address,
@@ -606,7 +244,7 @@ impl Widget for MapView<'_> {
             ),
             dim(),
         ));
-        match ps.get(app.map_part) {
+        match ps.get(app.map.part) {
             Some(p) => match p.block {
                 Some(b) => {
                     let state = match b.state {
@@ -614,10 +252,10 @@ impl Widget for MapView<'_> {
                         BlockState::ActivePendingFree => "pending free",
                         BlockState::Inactive => "free",
                     };
-                    lines.push(Line::styled(
+                    lines.push((
                         format!(
                             "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
-                            app.map_part + 1,
+                            app.map.part + 1,
                             ps.len(),
                             b.address,
                             bytes(b.size),
@@ -631,17 +269,15 @@ impl Widget for MapView<'_> {
                     if let Some((c, rule)) = cache
                         .cats
                         .as_ref()
-                        .filter(|_| app.map_by_category)
+                        .filter(|_| app.map.by_category)
                         .and_then(|m| m.get(&b.address))
                     {
-                        lines.push(Line::styled(
-                            format!("  {}: {rule}", c.name()),
-                            cat_style(*c),
-                        ));
+                        lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
                     }
                     let frames = stacks.frames(b.stack);
+                    lines.push(("allocation stack (innermost first):".to_owned(), dim()));
                     if frames.is_empty() {
-                        lines.push(Line::styled("  (no stack recorded)", dim()));
+                        lines.push(("  (no stack recorded)".to_owned(), dim()));
                     }
                     for &f in frames {
                         let fr = stacks.frame(f);
@@ -650,13 +286,13 @@ impl Widget for MapView<'_> {
                         } else {
                             dim()
                         };
-                        lines.push(Line::styled(format!("  {}", stacks.frame_label(fr)), s));
+                        lines.push((format!("  {}", stacks.frame_label(fr)), s));
                     }
                 }
-                None => lines.push(Line::styled(
+                None => lines.push((
                     format!(
                         "part {}/{} 0x{:x}: free range of {}",
-                        app.map_part + 1,
+                        app.map.part + 1,
                         ps.len(),
                         p.addr,
                         bytes(p.size)
@@ -664,10 +300,10 @@ impl Widget for MapView<'_> {
                     bold(),
                 )),
             },
-            None => lines.push(Line::from("empty segment")),
+            None => lines.push(("empty segment".to_owned(), Style::default())),
         }
-        for (k, l) in lines.iter().enumerate().take(det.height as usize) {
-            buf.set_line(det.x, det.y + k as u16, l, det.width);
+        if let Some(s) = app.text(View::Map) {
+            TextPane { lines, scroll: s }.render(det, buf);
         }
     }
 }
@@ -678,7 +314,7 @@ pub struct SitesView<'a>(pub &'a App);
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let (Some(data), Some(cache)) = (&app.data, &app.cache) else {
+        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
             return;
         };
         let tree = app.tree();
@@ -696,24 +332,24 @@ impl Widget for SitesView<'_> {
                 "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
                 bytes(total),
                 tree.len(),
-                match app.sort {
+                match app.sites.sort {
                     SortBy::Bytes => "bytes",
                     SortBy::Count => "count",
                 },
-                if app.unfold { "shown" } else { "folded" }
+                if app.sites.unfold { "shown" } else { "folded" }
             ),
             bold(),
         );
         let rows = app.rows();
         let h = area.height.saturating_sub(1) as usize;
-        let off = list_offset(app.sites_sel, h);
+        let off = list_offset(app.sites.sel, h);
         let stacks = &data.snap.stacks;
         for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == app.sites_sel;
+            let on = k == app.sites.sel;
             let (text, st) = match *r {
                 Row::Site(i) => {
                     let s = &tree[i];
-                    let open = if app.expanded_sites.contains(&s.label) {
+                    let open = if app.sites.open_sites.contains(&s.label) {
                         '▾'
                     } else {
                         '▸'
@@ -726,7 +362,7 @@ impl Widget for SitesView<'_> {
                 }
                 Row::Stack(i, j) => {
                     let n = &tree[i].stacks[j];
-                    let open = if app.expanded_stacks.contains(&n.stack) {
+                    let open = if app.sites.open_stacks.contains(&n.stack) {
                         '▾'
                     } else {
                         '▸'
@@ -794,7 +430,7 @@ pub struct LeaksView<'a>(pub &'a App);
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(data) = &app.data else { return };
+        let Some(data) = app.data() else { return };
         put(
             buf,
             area,
@@ -809,10 +445,10 @@ impl Widget for LeaksView<'_> {
         let list_h = (items.len() as u16)
             .min(area.height.saturating_sub(2) / 2)
             .max(1);
-        let off = list_offset(app.leaks_sel, list_h as usize);
+        let off = list_offset(app.leaks.sel(), list_h as usize);
         let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
         for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
-            let on = k == app.leaks_sel;
+            let on = k == app.leaks.sel();
             put(
                 buf,
                 area,
@@ -822,18 +458,18 @@ impl Widget for LeaksView<'_> {
             );
         }
         // The selected leak in full: why it is one, how to fix it, where it is allocated.
-        let Some(l) = data.analysis.leaks.get(app.leaks_sel) else {
+        let Some(l) = data.analysis.leaks.get(app.leaks.sel()) else {
             return;
         };
         let mut dy = y0 + list_h + 1;
         if dy >= area.height {
             return;
         }
-        if let Some((names, series)) = data.leak_series.get(app.leaks_sel) {
+        if let Some((names, series)) = data.leak_series.get(app.leaks.sel()) {
             let rest = area.height - dy;
             if series.len() >= 2 && rest >= 10 {
                 let chart_h = (rest / 3).clamp(4, 8);
-                trace_views::step_bars(
+                step_bars(
                     buf,
                     Rect::new(area.x, area.y + dy, area.width, chart_h),
                     "bytes live from these sites at the end of each step (allocations in the log)",
@@ -848,7 +484,7 @@ impl Widget for LeaksView<'_> {
             }
         }
         let mut lines = vec![
-            Line::styled(
+            (
                 format!(
                     "growth from {} to {} (events {}..{}), r² {:.2}",
                     l.leak.first_step,
@@ -859,21 +495,29 @@ impl Widget for LeaksView<'_> {
                 ),
                 dim(),
             ),
-            Line::from(l.leak.explanation.clone()),
-            Line::styled(
+            (l.leak.explanation.clone(), Style::default()),
+            (
                 format!("fix: {}", l.leak.fix),
                 Style::default().fg(Color::Green),
             ),
         ];
         if let Some(c) = &l.leak.cause_site {
-            lines.push(Line::from(format!("kept alive by {c}")));
+            lines.push((format!("kept alive by {c} (the keeper's line)"), bold()));
+        }
+        if !l.leak.stack.is_empty() {
+            lines.push((
+                "allocation stack (where the leaked memory is allocated, innermost first):".into(),
+                dim(),
+            ));
         }
         for f in &l.leak.stack {
-            lines.push(Line::styled(format!("  {f}"), dim()));
+            lines.push((format!("  {f}"), dim()));
         }
-        Paragraph::new(lines).wrap(Wrap { trim: false }).render(
-            Rect::new(area.x, area.y + dy, area.width, area.height - dy),
-            buf,
-        );
+        if let Some(s) = app.text(View::Leaks) {
+            TextPane { lines, scroll: s }.render(
+                Rect::new(area.x, area.y + dy, area.width, area.height - dy),
+                buf,
+            );
+        }
     }
 }

@@ -1,0 +1,35 @@
+//! What `memscope tui FILE` opened, loaded and analysed: the capture's kind decides the views.
+
+use std::path::Path;
+
+use super::data::Data;
+use super::trace::TraceData;
+use crate::load::{self, Capture, LoadError};
+
+/// What `memscope tui FILE` opened: a snapshot or a profiler trace.
+pub enum Loaded {
+    Snapshot(Data),
+    Trace(TraceData),
+}
+
+impl Loaded {
+    /// Reads, parses and analyses a snapshot or a trace, whichever the file holds.
+    pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+        Loaded::load_with_progress(path, &load::Progress::default())
+    }
+
+    /// [`Loaded::load`], reporting how far the decoding has got in `progress`.
+    pub fn load_with_progress(path: &Path, progress: &load::Progress) -> Result<Loaded, LoadError> {
+        let capture = load::load_with_progress(path, progress)?;
+        let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
+        // Decoded: what is left is the analysis.
+        progress.done.store(
+            progress.total.load(std::sync::atomic::Ordering::Relaxed),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(match capture {
+            Capture::Snapshot(s) => Loaded::Snapshot(Data::from_snapshot(path, s, file_len)),
+            Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
+        })
+    }
+}

@@ -1,0 +1,199 @@
+//! The screen: tab bar, the current view, the status line, and the help overlay. The one place
+//! that dispatches on the capture's kind to draw a view.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
+
+use super::app::{tab_label, App, View};
+use super::layout::body;
+use super::overview::{trace_overview, OverviewView};
+use super::timeline::TimelineView;
+use super::trace_views;
+use super::views::{LeaksView, MapView, SitesView};
+use super::widgets::{bold, dim, put};
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self;
+        if area.width < 20 || area.height < 5 {
+            buf.set_stringn(
+                area.x,
+                area.y,
+                "terminal too small",
+                area.width as usize,
+                Style::default(),
+            );
+            return;
+        }
+        if !app.loaded() {
+            let msg = match &app.error {
+                Some(e) => format!("memscope: cannot open {}: {e}", app.path),
+                None => format!("memscope: loading {} …", app.path),
+            };
+            // The message whole, wrapped, centred when it fits on a line.
+            let w = area.width as usize - 1;
+            let lines = super::widgets::wrap(&msg, w);
+            let mut y = area.y + (area.height / 2).saturating_sub(lines.len() as u16 / 2);
+            for l in &lines {
+                let x = area.x + (w.saturating_sub(l.chars().count()) / 2) as u16;
+                if y + 1 < area.y + area.height {
+                    buf.set_stringn(x, y, l, w, bold());
+                    y += 1;
+                }
+            }
+            let y = y - 1;
+            if app.error.is_some() {
+                buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
+            } else if !app.loading_note.is_empty() {
+                let n = &app.loading_note;
+                let x = area.x + area.width.saturating_sub(n.chars().count() as u16) / 2;
+                buf.set_stringn(x.max(area.x), y + 1, n, area.width as usize, dim());
+            }
+            return;
+        };
+        // Tabs.
+        let mut x = area.x;
+        for (i, v) in app.views().iter().enumerate() {
+            let t = tab_label(i, *v);
+            let st = if *v == app.view {
+                Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+            } else {
+                dim()
+            };
+            if x >= area.x + area.width {
+                break;
+            }
+            let (nx, _) = buf.set_stringn(x, area.y, &t, (area.x + area.width - x) as usize, st);
+            x = nx;
+        }
+        let b = body(area.width, area.height);
+        let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
+        match (app.view, app.trace()) {
+            (View::Overview, Some(t)) => trace_overview(app, t, b, buf),
+            (View::Timeline, Some(t)) => trace_views::trace_timeline(app, t, b, buf),
+            (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
+            (View::Graph, Some(t)) => trace_views::graph_view(app, t, b, buf),
+            (View::Leaks, Some(t)) => trace_views::trace_leaks_view(app, t, b, buf),
+            (View::Overview, _) => OverviewView(app).render(b, buf),
+            (View::Timeline, _) => TimelineView(app).render(b, buf),
+            (View::Map, _) => MapView(app).render(b, buf),
+            (View::Sites, _) => SitesView(app).render(b, buf),
+            (View::Leaks, _) => LeaksView(app).render(b, buf),
+            (View::Steps | View::Graph, None) => {}
+        }
+        StatusLine(app).render(
+            Rect::new(area.x, area.y + area.height - 1, area.width, 1),
+            buf,
+        );
+        if app.help {
+            HelpView.render(area, buf);
+        }
+    }
+}
+
+/// The bottom line: file, cursor, hints (or the search being typed).
+pub struct StatusLine<'a>(pub &'a App);
+
+impl Widget for StatusLine<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.0;
+        let st = Style::default().bg(Color::DarkGray).fg(Color::White);
+        buf.set_style(area, st);
+        if let Some(q) = &app.typing {
+            put(
+                buf,
+                area,
+                0,
+                &format!("/{q}▏  (Enter: search, Esc: cancel)"),
+                st,
+            );
+            return;
+        }
+        let hint = if app.message.is_empty() {
+            "?:help q:quit Tab:views /:search".to_owned()
+        } else {
+            app.message.clone()
+        };
+        if let Some(t) = app.trace() {
+            let file = t
+                .path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let (devname, cur) = trace_views::trace_status(app, t);
+            let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
+            put(buf, area, 0, &s, st);
+            return;
+        }
+        let Some(data) = app.data() else { return };
+        let file = data
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dev = data.snap.devices.get(app.dev);
+        let cur = match (app.cursor(), dev) {
+            (Some(c), Some(d)) => {
+                let t = data
+                    .rel_time_us(app.dev, c)
+                    .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
+                    .unwrap_or_default();
+                format!("event {c}/{}{t}", d.events.len().saturating_sub(1))
+            }
+            _ => "no events".to_owned(),
+        };
+        let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
+        let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
+        put(buf, area, 0, &s, st);
+    }
+}
+
+/// Keys, as a popup.
+pub struct HelpView;
+
+pub const HELP: &[&str] = &[
+    "memscope TUI: keys",
+    "",
+    "q, Ctrl-C    quit                 ?          this help",
+    "Tab, 1-5     switch view          Esc        back (after a jump)",
+    "↑↓ / jk      move selection       ←→ / hl    move / collapse-expand",
+    "g / G        first / last         PgUp PgDn  page",
+    "Enter        drill in: finding → evidence, timeline → map,",
+    "             map block → its site, site → its stacks → frames;",
+    "             traces: timeline → the step's ops, step → ops → allocations",
+    "+ / -        zoom the timeline    H / L      one event left / right",
+    "t / r        timeline x axis: events / time; reserved memory shown / hidden",
+    "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
+    "a            map: the block's allocation; traces: allocation ↔ free",
+    "/ n N        search sites, files, functions; next / previous match",
+    "s            sort sites by bytes / count; a step's ops by time / bytes",
+    "f            show / fold library frames     c   map: colour by category",
+    "d            next device",
+    "PgUp PgDn    scroll the explanation; → / l focus it (↑↓ jk), ← back",
+    "mouse        click tabs, timeline, rows; wheel scrolls",
+];
+
+impl Widget for HelpView {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let w = 80.min(area.width);
+        let h = (HELP.len() as u16 + 2).min(area.height);
+        let r = Rect::new(
+            area.x + (area.width - w) / 2,
+            area.y + (area.height - h) / 2,
+            w,
+            h,
+        );
+        Clear.render(r, buf);
+        let lines: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" help (any key closes) "),
+            )
+            .render(r, buf);
+    }
+}
