@@ -661,3 +661,85 @@ fn piped_input_reports_its_bytes_in_the_html_report() {
         .unwrap_or_default();
     assert!(sub.contains("- · snapshot · 191.1 KiB"), "{sub}");
 }
+
+/// A sparse file holding `pickle` with its first `needle` (a protocol-4 SHORT_BINUNICODE
+/// `str`) replaced by a BINUNICODE of `n` zero bytes, which take no disk.
+fn sparse_with_huge_str(path: &Path, pickle: &[u8], needle: &[u8], n: u32) {
+    let i = pickle
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the needle");
+    let mut head = pickle[..i].to_vec();
+    head.push(b'X');
+    head.extend_from_slice(&n.to_le_bytes());
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&head).unwrap();
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(head.len() as u64 + n as u64))
+        .unwrap();
+    f.write_all(&pickle[i + needle.len()..]).unwrap();
+}
+
+#[test]
+fn a_gigabyte_string_in_a_snapshot_is_never_copied_whole() {
+    // A 3 GiB file (sparse) where a frame's file name, or the top-level dict's key, is one
+    // 3 GiB string: copied into the model (twice, by the interner) or into the error message,
+    // it aborted under a 4 GiB address-space limit ("memory allocation of 3221221376 bytes
+    // failed", signal 6). Such strings are cut at 64 KiB now.
+    let dir = tmpdir("hugestr");
+    let n = (3u32 << 30) - 4096;
+    let real = std::fs::read(unit("fixtures/clean.pickle")).unwrap();
+    let p = dir.join("name.pickle");
+    sparse_with_huge_str(&p, &real, b"\x8c\x14fixtures/generate.py", n);
+    let mut c = bin();
+    c.args(["analyze", "--format", "json"]).arg(&p);
+    let o = run(c, Some(4 << 30), Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.max_rss < 256 * MIB, "peak RSS {}", o.max_rss);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let len = std::fs::metadata(&p).unwrap().len();
+    assert_eq!(v["input"]["bytes"].as_u64(), Some(len));
+    assert!(
+        o.stdout.len() < 4 << 20,
+        "names cut: {} bytes",
+        o.stdout.len()
+    );
+    let _ = std::fs::remove_file(&p);
+
+    // The top-level dict's only key: the error describes the dict by its first characters.
+    let p = dir.join("key.pickle");
+    sparse_with_huge_str(&p, b"\x80\x04}\x8c\x01kNs.", b"\x8c\x01k", n);
+    let o = run(analyze(&p), Some(4 << 30), Duration::from_secs(120));
+    assert_refused(&o, &p, "the pickle holds dict with keys [");
+    assert!(o.max_rss < 256 * MIB, "peak RSS {}", o.max_rss);
+    let _ = std::fs::remove_file(&p);
+}
+
+#[test]
+fn a_huge_name_in_a_trace_is_never_copied_whole() {
+    // An op named by 256 MiB of text: the model interned it (two copies), which needed more
+    // than a 400 MiB address space holds and aborted; names are cut at 64 KiB now.
+    let dir = tmpdir("hugename");
+    let p = dir.join("name.trace.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    f.write_all(br#"{"traceEvents":[{"ph":"X","cat":"cpu_op","name":""#)
+        .unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..256 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(
+        br#"","pid":1,"tid":1,"ts":1,"dur":2,"args":{}},{"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":1,"s":"t","args":{"Addr":1,"Bytes":512,"Total Allocated":512,"Total Reserved":2097152,"Device Id":0,"Device Type":1}}]}"#,
+    )
+    .unwrap();
+    f.flush().unwrap();
+    drop(f);
+    let o = run(analyze(&p), Some(400 * MIB), Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("(trace, 256.0 MiB"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(300)])
+    );
+    let _ = std::fs::remove_file(&p);
+}
