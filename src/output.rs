@@ -5,7 +5,8 @@
 //!   inode), so a hard link, a symlink or a `./` spelling of the capture cannot be overwritten.
 //! - A regular file is written to a temporary file beside it and renamed over it at the end, so
 //!   a reader never sees half a file and two memscopes writing the same `-o` never mix their
-//!   bytes (the last rename wins, whole). A device or FIFO (`/dev/null`) is written in place.
+//!   bytes (the last rename wins, whole). A symbolic link is followed: the file it points to
+//!   is replaced, the link stays. A device or FIFO (`/dev/null`) is written in place.
 //! - Every error names the output path; the error's kind is kept, so a closed pipe on stdout
 //!   is still recognised (and ends memscope quietly with exit 0, see `main`).
 
@@ -20,8 +21,9 @@ enum Sink {
     Stdout(BufWriter<io::Stdout>),
     /// Written in place (a device or a FIFO named by `-o`).
     InPlace(BufWriter<File>),
-    /// A temporary file renamed over the output by [`Output::finish`].
-    Temp(BufWriter<File>, PathBuf),
+    /// A temporary file renamed by [`Output::finish`] over the output (the file a symbolic
+    /// link named by `-o` points to).
+    Temp(BufWriter<File>, PathBuf, PathBuf),
 }
 
 /// An output being written; [`Output::finish`] makes it appear, dropping it discards it.
@@ -31,9 +33,45 @@ pub struct Output {
     written: u64,
 }
 
-/// True when `a` and `b` are the same file (device and inode), whatever the paths say.
+/// True when `a` and `b` are the same file (device and inode), whatever the paths say. An
+/// input of `-` is whatever stdin is: `memscope export - -o run.pickle < run.pickle` would
+/// otherwise replace the capture it reads.
 fn same_file(a: &std::fs::Metadata, b: &Path) -> bool {
-    std::fs::metadata(b).is_ok_and(|m| m.dev() == a.dev() && m.ino() == a.ino())
+    let m = if b.as_os_str() == "-" {
+        stdin_metadata()
+    } else {
+        std::fs::metadata(b).ok()
+    };
+    m.is_some_and(|m| m.dev() == a.dev() && m.ino() == a.ino())
+}
+
+/// What stdin is (`fstat(0)`), if it is open.
+fn stdin_metadata() -> Option<std::fs::Metadata> {
+    use std::os::fd::AsFd;
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    File::from(fd).metadata().ok()
+}
+
+/// Where writing to `path` lands: a symbolic link is followed (to its target, even one that
+/// does not exist yet), so the rename replaces the file it points to, not the link.
+fn resolve(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As many links as the kernel follows (ELOOP past 40).
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(t) => {
+                    p = match p.parent() {
+                        Some(dir) if t.is_relative() => dir.join(t),
+                        _ => t,
+                    }
+                }
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    p
 }
 
 /// A temporary name beside `path`, unique to this process and call.
@@ -81,10 +119,7 @@ impl Output {
         } else {
             let existing = std::fs::metadata(path).ok();
             if let Some(m) = &existing {
-                if let Some(input) = inputs
-                    .iter()
-                    .find(|i| i.as_os_str() != "-" && same_file(m, i))
-                {
+                if let Some(input) = inputs.iter().find(|i| same_file(m, i)) {
                     bail!(
                         "{}: refusing to overwrite the input file {} (they are the same file; give another -o)",
                         path.display(),
@@ -101,7 +136,8 @@ impl Output {
             match existing {
                 Some(m) if !m.is_file() => Sink::InPlace(BufWriter::new(open_in_place(path, &m)?)),
                 _ => {
-                    let tmp = temp_beside(path);
+                    let target = resolve(path);
+                    let tmp = temp_beside(&target);
                     let f = std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
@@ -110,7 +146,7 @@ impl Output {
                     if let Some(m) = &existing {
                         let _ = f.set_permissions(m.permissions());
                     }
-                    Sink::Temp(BufWriter::with_capacity(1 << 16, f), tmp)
+                    Sink::Temp(BufWriter::with_capacity(1 << 16, f), tmp, target)
                 }
             }
         };
@@ -139,11 +175,11 @@ impl Output {
         let r = match self.sink.take() {
             Some(Sink::Stdout(mut w)) => w.flush().map_err(|e| self.named(e)),
             Some(Sink::InPlace(mut w)) => w.flush().map_err(|e| self.named(e)),
-            Some(Sink::Temp(mut w, tmp)) => {
+            Some(Sink::Temp(mut w, tmp, target)) => {
                 let r = w.flush().map_err(|e| self.named(e));
                 drop(w);
                 let r = r.and_then(|()| {
-                    std::fs::rename(&tmp, &self.path).map_err(|e| {
+                    std::fs::rename(&tmp, &target).map_err(|e| {
                         io::Error::new(
                             e.kind(),
                             format!("{}: cannot replace: {e}", self.path.display()),
@@ -166,7 +202,7 @@ impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let r = match self.sink.as_mut() {
             Some(Sink::Stdout(w)) => w.write(buf),
-            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _)) => w.write(buf),
+            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _, _)) => w.write(buf),
             None => Ok(0),
         };
         match r {
@@ -181,7 +217,7 @@ impl Write for Output {
     fn flush(&mut self) -> io::Result<()> {
         let r = match self.sink.as_mut() {
             Some(Sink::Stdout(w)) => w.flush(),
-            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _)) => w.flush(),
+            Some(Sink::InPlace(w)) | Some(Sink::Temp(w, _, _)) => w.flush(),
             None => Ok(()),
         };
         r.map_err(|e| self.named(e))
@@ -191,7 +227,7 @@ impl Write for Output {
 impl Drop for Output {
     fn drop(&mut self) {
         // Not finished (an error on the way): the temporary file goes, the output is untouched.
-        if let Some(Sink::Temp(w, tmp)) = self.sink.take() {
+        if let Some(Sink::Temp(w, tmp, _)) = self.sink.take() {
             drop(w.into_parts());
             let _ = std::fs::remove_file(tmp);
         }

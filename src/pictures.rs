@@ -17,9 +17,8 @@ use memscope::report::{self, flamegraph as fg, Format};
 use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
-    let snap = memscope::load::load_snapshot(file)?;
-    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-    Ok((snap, len))
+    // The size as read: a pipe's bytes count too (`-` has no file size).
+    Ok(memscope::load::load_snapshot_sized(file)?)
 }
 
 fn timelines(snap: &Snapshot) -> Vec<Timeline> {

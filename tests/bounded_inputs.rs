@@ -511,3 +511,235 @@ fn a_malformed_config_is_one_line() {
     let o = run(c, None, Duration::from_secs(60));
     assert_refused(&o, &cfg, "line 1, column 7: unclosed table");
 }
+
+#[test]
+fn stdin_redirected_from_the_capture_is_the_input_too() {
+    // `memscope export - -o run.pickle < run.pickle`: stdin is the capture itself (same
+    // device and inode), so writing `-o` there would replace the only copy with its JSON.
+    let dir = tmpdir("stdin-same");
+    let (cap, bytes) = capture_in(&dir);
+    let hard = dir.join("also.pickle");
+    std::fs::hard_link(&cap, &hard).unwrap();
+    for (cmd, out) in [
+        ("export", &cap),
+        ("report", &hard),
+        ("flamegraph", &cap),
+        ("baseline", &hard),
+    ] {
+        let mut c = bin();
+        c.arg(cmd).arg("-").arg("-o").arg(out);
+        let c = c
+            .stdin(std::fs::File::open(&cap).unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&c.stderr);
+        assert_eq!(c.status.code(), Some(2), "{cmd}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{cmd}: {err}");
+        assert!(
+            err.contains("refusing to overwrite the input file -"),
+            "{cmd}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&cap).unwrap(),
+            bytes,
+            "{cmd} kept the capture"
+        );
+    }
+    // Piped (a pipe is not the file): the output is written, and a hard link of the capture
+    // named as -o is replaced by the output, the capture left alone.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cat '{}' | '{}' export - -o '{}'",
+            cap.display(),
+            env!("CARGO_BIN_EXE_memscope"),
+            hard.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(std::fs::read(&cap).unwrap(), bytes);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&hard).unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().is_some_and(|a| !a.is_empty()));
+}
+
+#[test]
+fn an_output_that_is_a_symbolic_link_is_written_through() {
+    // `-o latest.json` where latest.json -> runs/real.json: the file the link points to gets
+    // the output (as a shell's `>` would do), the link stays a link, nothing is left beside.
+    let dir = tmpdir("symlink-out");
+    let (cap, _) = capture_in(&dir);
+    std::fs::create_dir(dir.join("runs")).unwrap();
+    let link = dir.join("latest.json");
+    std::os::unix::fs::symlink("runs/real.json", &link).unwrap();
+    for round in 0..2 {
+        // Round 0: the target does not exist yet (a dangling link); round 1: it does.
+        let mut c = bin();
+        c.arg("export").arg(&cap).arg("-o").arg(&link);
+        let o = run(c, None, Duration::from_secs(60));
+        assert_eq!(o.code, Some(0), "round {round}: {o:?}");
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert!(m.file_type().is_symlink(), "round {round}: the link stays");
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("runs/real.json")).unwrap()).unwrap();
+        assert!(v["traceEvents"].as_array().is_some_and(|a| !a.is_empty()));
+    }
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&dir), ["latest.json", "run.pickle", "runs"]);
+    assert_eq!(names(&dir.join("runs")), ["real.json"]);
+    // A link to the capture is still the capture.
+    let to_cap = dir.join("cap-link.json");
+    std::os::unix::fs::symlink("run.pickle", &to_cap).unwrap();
+    let mut c = bin();
+    c.arg("export").arg(&cap).arg("-o").arg(&to_cap);
+    let o = run(c, None, Duration::from_secs(60));
+    assert_refused(&o, &to_cap, "refusing to overwrite the input file");
+}
+
+#[test]
+fn a_gzip_capture_rewritten_after_it_was_decompressed_is_not_a_change() {
+    // The compressed bytes are done with once decompressed: a training job writing its next
+    // dump over the file then does not make the load fail (it did: the size and mtime were
+    // compared only at the end of the analysis). A change before that still counts.
+    let dir = tmpdir("gz-rewrite");
+    let raw = std::fs::read(unit("fixtures/clean.pickle")).unwrap();
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&raw).unwrap();
+    let gz = e.finish().unwrap();
+    let p = dir.join("dump.pickle.gz");
+    std::fs::write(&p, &gz).unwrap();
+    let input = memscope::load::input::read(&p).unwrap();
+    assert_eq!(&input[..], &raw[..]);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&p, &gz[..gz.len() / 2]).unwrap();
+    let r = input.settle(&p, memscope::load::snapshot_from_bytes(&p, &input));
+    let snap = r.unwrap_or_else(|e| panic!("decompressed before the rewrite: {e}"));
+    assert!(!snap.devices.is_empty());
+
+    // Uncompressed, the map is the data: the same rewrite is "the file changed".
+    let p = dir.join("dump.pickle");
+    std::fs::write(&p, &raw).unwrap();
+    let input = memscope::load::input::read(&p).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(raw.len() as u64 + 1).unwrap();
+    drop(f);
+    let r = input.settle(&p, Ok(()));
+    assert!(
+        matches!(r, Err(memscope::load::LoadError::Changed { .. })),
+        "{:?}",
+        r.err().map(|e| e.to_string())
+    );
+}
+
+#[test]
+fn piped_input_reports_its_bytes_in_the_html_report() {
+    let file = unit("fixtures/clean.pickle");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cat '{}' | '{}' report - -o -",
+            file.display(),
+            env!("CARGO_BIN_EXE_memscope")
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let html = String::from_utf8_lossy(&out.stdout);
+    // The sub-title names the input, its kind and its size: 195,722 bytes, not 0 B.
+    let sub = html
+        .split("<div class=sub>")
+        .nth(1)
+        .and_then(|s| s.split("</div>").next())
+        .unwrap_or_default();
+    assert!(sub.contains("- · snapshot · 191.1 KiB"), "{sub}");
+}
+
+/// A sparse file holding `pickle` with its first `needle` (a protocol-4 SHORT_BINUNICODE
+/// `str`) replaced by a BINUNICODE of `n` zero bytes, which take no disk.
+fn sparse_with_huge_str(path: &Path, pickle: &[u8], needle: &[u8], n: u32) {
+    let i = pickle
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the needle");
+    let mut head = pickle[..i].to_vec();
+    head.push(b'X');
+    head.extend_from_slice(&n.to_le_bytes());
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&head).unwrap();
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(head.len() as u64 + n as u64))
+        .unwrap();
+    f.write_all(&pickle[i + needle.len()..]).unwrap();
+}
+
+#[test]
+fn a_gigabyte_string_in_a_snapshot_is_never_copied_whole() {
+    // A 3 GiB file (sparse) where a frame's file name, or the top-level dict's key, is one
+    // 3 GiB string: copied into the model (twice, by the interner) or into the error message,
+    // it aborted under a 4 GiB address-space limit ("memory allocation of 3221221376 bytes
+    // failed", signal 6). Such strings are cut at 64 KiB now.
+    let dir = tmpdir("hugestr");
+    let n = (3u32 << 30) - 4096;
+    let real = std::fs::read(unit("fixtures/clean.pickle")).unwrap();
+    let p = dir.join("name.pickle");
+    sparse_with_huge_str(&p, &real, b"\x8c\x14fixtures/generate.py", n);
+    let mut c = bin();
+    c.args(["analyze", "--format", "json"]).arg(&p);
+    let o = run(c, Some(4 << 30), Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.max_rss < 256 * MIB, "peak RSS {}", o.max_rss);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let len = std::fs::metadata(&p).unwrap().len();
+    assert_eq!(v["input"]["bytes"].as_u64(), Some(len));
+    assert!(
+        o.stdout.len() < 4 << 20,
+        "names cut: {} bytes",
+        o.stdout.len()
+    );
+    let _ = std::fs::remove_file(&p);
+
+    // The top-level dict's only key: the error describes the dict by its first characters.
+    let p = dir.join("key.pickle");
+    sparse_with_huge_str(&p, b"\x80\x04}\x8c\x01kNs.", b"\x8c\x01k", n);
+    let o = run(analyze(&p), Some(4 << 30), Duration::from_secs(120));
+    assert_refused(&o, &p, "the pickle holds dict with keys [");
+    assert!(o.max_rss < 256 * MIB, "peak RSS {}", o.max_rss);
+    let _ = std::fs::remove_file(&p);
+}
+
+#[test]
+fn a_huge_name_in_a_trace_is_never_copied_whole() {
+    // An op named by 256 MiB of text: the model interned it (two copies), which needed more
+    // than a 400 MiB address space holds and aborted; names are cut at 64 KiB now.
+    let dir = tmpdir("hugename");
+    let p = dir.join("name.trace.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    f.write_all(br#"{"traceEvents":[{"ph":"X","cat":"cpu_op","name":""#)
+        .unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..256 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(
+        br#"","pid":1,"tid":1,"ts":1,"dur":2,"args":{}},{"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":1,"s":"t","args":{"Addr":1,"Bytes":512,"Total Allocated":512,"Total Reserved":2097152,"Device Id":0,"Device Type":1}}]}"#,
+    )
+    .unwrap();
+    f.flush().unwrap();
+    drop(f);
+    let o = run(analyze(&p), Some(400 * MIB), Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("(trace, 256.0 MiB"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(300)])
+    );
+    let _ = std::fs::remove_file(&p);
+}

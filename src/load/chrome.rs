@@ -19,6 +19,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use super::pickle::MAX_TEXT;
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
 
 mod fast;
@@ -597,7 +598,7 @@ fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
     match s {
         Scalar::Str(name) => match name.trim().parse::<i64>() {
             Ok(n) => Tid(n),
-            Err(_) => b.named_tid(name),
+            Err(_) => b.named_tid(&bounded(name)),
         },
         other => Tid(other.as_i64().unwrap_or(0)),
     }
@@ -651,11 +652,28 @@ enum Rec<'a> {
     },
 }
 
+/// A string field as the model keeps it: cut to [`MAX_TEXT`] bytes (marked with `…`), so a
+/// hostile gigabyte name costs no gigabyte copy into the model (an allocation that would abort
+/// under a tight address-space limit). Real op, function and thread names are far shorter.
 fn scalar_str<'a>(s: &Scalar<'a>) -> Cow<'a, str> {
     match s {
-        Scalar::Str(s) => s.clone(),
+        Scalar::Str(s) => bounded(s),
         _ => Cow::Borrowed(""),
     }
+}
+
+fn bounded<'a>(s: &Cow<'a, str>) -> Cow<'a, str> {
+    if s.len() <= MAX_TEXT {
+        return s.clone();
+    }
+    let mut end = MAX_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = String::with_capacity(end + 3);
+    cut.push_str(&s[..end]);
+    cut.push('…');
+    Cow::Owned(cut)
 }
 
 /// Keeps what the analyses use from one event.

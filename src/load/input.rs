@@ -51,6 +51,8 @@ pub fn pipe_timeout() -> std::time::Duration {
 
 /// An input's bytes (decompressed), and what is needed to tell whether it changed meanwhile.
 pub struct Input {
+    /// First, so it is dropped (unregistered) before the map it guards is unmapped.
+    _guard: Option<super::guard::Registration>,
     pub data: Bytes,
     /// Bytes as stored: the file's size, or what was read from a pipe (compressed or not).
     pub stored_len: u64,
@@ -58,7 +60,6 @@ pub struct Input {
     pub damage: Option<(u64, std::io::Error)>,
     /// A mapped or read regular file: its handle and (size, mtime) when opened.
     file: Option<(File, u64, i64, i64)>,
-    _guard: Option<super::guard::Registration>,
 }
 
 impl std::ops::Deref for Input {
@@ -105,9 +106,15 @@ pub fn read_lenient(path: &Path) -> Result<Input, LoadError> {
     let mut input = read_raw(path)?;
     if super::sniff(&input.data) == super::Sniffed::Gzip {
         let (out, damage) = gunzip(path, &input.data)?;
+        // The stored bytes are done with: a file that changed while they were decompressed
+        // is reported now, and one rewritten later (a training job's next dump) no longer
+        // matters, since what was read is in memory, whole.
+        input.settle(path, Ok(()))?;
+        input.file = None;
+        // Unregistered before the map goes, so the range is never guarded while unmapped.
+        input._guard = None;
         input.data = Bytes::Owned(out);
         input.damage = damage;
-        input._guard = None;
         if input.damage.is_none() && input.data.is_empty() {
             return Err(LoadError::Empty {
                 path: path.to_owned(),

@@ -278,9 +278,15 @@ fn damaged(path: &Path, input: Input) -> LoadError {
 
 /// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
+    load_snapshot_sized(path).map(|(s, _)| s)
+}
+
+/// [`load_snapshot`], with the input's size as stored (a file's size, or the bytes that came
+/// through a pipe: `metadata` of `-` says nothing about them).
+pub fn load_snapshot_sized(path: &Path) -> Result<(Snapshot, u64), LoadError> {
     let input = read_input(path)?;
     let r = snapshot_from_input(path, &input.data, None);
-    input.settle(path, r)
+    input.settle(path, r).map(|s| (s, input.stored_len))
 }
 
 /// Decodes a snapshot from what [`read_input`] returned, releasing a mapped file's pages behind

@@ -214,6 +214,10 @@ pub(crate) fn reserve_hint<T>(v: &mut Vec<T>, n: usize) {
     let _ = v.try_reserve(n);
 }
 
+/// The longest `str` (in bytes) taken whole into a model: file and function names, settings
+/// and annotation names are far shorter (PATH_MAX is 4 KiB); a longer one is cut.
+pub const MAX_TEXT: usize = 64 << 10;
+
 /// The containers and decoded strings of a pickle; borrows the input for everything else.
 #[derive(Debug)]
 pub struct Arena<'a> {
@@ -1428,6 +1432,24 @@ impl<'a> Arena<'a> {
         }
     }
 
+    /// [`Arena::str`], cut to [`MAX_TEXT`] bytes (and marked with `…`): what the snapshot
+    /// builder takes into the model, so a hostile gigabyte string (a frame's file name, say)
+    /// costs no gigabyte copy and no allocation that could abort.
+    pub fn str_bounded(&self, v: Value) -> Option<std::borrow::Cow<'_, str>> {
+        match v {
+            Value::Str(_) => {
+                let b = self.raw_bytes(v)?;
+                if b.len() <= MAX_TEXT {
+                    return Some(String::from_utf8_lossy(b));
+                }
+                let mut s = String::from_utf8_lossy(&b[..MAX_TEXT]).into_owned();
+                s.push('…');
+                Some(std::borrow::Cow::Owned(s))
+            }
+            _ => self.str(v),
+        }
+    }
+
     /// Whether `v` is the `str` `key`, compared as bytes (no decoding).
     #[inline]
     pub fn str_eq(&self, v: Value, key: &str) -> bool {
@@ -1468,12 +1490,25 @@ impl<'a> Arena<'a> {
         }
     }
 
+    /// The first `n` characters of a `str` value, reading no more of it than they need (a
+    /// string may be gigabytes of a hostile file: decoding or copying it all is not bounded).
+    fn str_prefix(&self, v: Value, n: usize) -> Option<String> {
+        let s = match v {
+            Value::Str(_) => {
+                let b = self.raw_bytes(v)?;
+                // A character is at most 4 bytes; a cut one at the end becomes U+FFFD.
+                String::from_utf8_lossy(&b[..b.len().min(4 * n)]).into_owned()
+            }
+            _ => self.str(v)?.into_owned(),
+        };
+        Some(s.chars().take(n).collect())
+    }
+
     /// A short, bounded description of a value for error messages (never recurses deeply).
     pub fn describe(&self, v: Value) -> String {
         match v {
             Value::Str(_) | Value::OwnedStr(_) => {
-                let s = self.str(v).unwrap_or_default();
-                let short: String = s.chars().take(40).collect();
+                let short = self.str_prefix(v, 40).unwrap_or_default();
                 format!("str {short:?}")
             }
             Value::Int(i) => format!("int {i}"),
@@ -1484,8 +1519,7 @@ impl<'a> Arena<'a> {
                     .iter()
                     .take(6)
                     .map(|(k, _)| {
-                        self.str(*k)
-                            .map(|s| s.into_owned())
+                        self.str_prefix(*k, 40)
                             .unwrap_or_else(|| k.kind().to_string())
                     })
                     .collect();

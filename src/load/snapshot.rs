@@ -142,10 +142,10 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     fn frame_from_pairs(&mut self, pairs: &[(Value, Value)]) -> FrameId {
         let p = self.p;
         let file = get_in(p, pairs, "filename")
-            .and_then(|x| p.str(x))
+            .and_then(|x| p.str_bounded(x))
             .unwrap_or_default();
         let name = get_in(p, pairs, "name")
-            .and_then(|x| p.str(x))
+            .and_then(|x| p.str_bounded(x))
             .unwrap_or_default();
         let line = get_in(p, pairs, "line")
             .and_then(|x| p.int(x))
@@ -223,7 +223,11 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         })?;
         let device = self.int(v, "device").unwrap_or(0).max(0) as u32;
         let stream = self.u64_of(v, "stream").unwrap_or(0);
-        let pool = match p.get(v, "segment_type").and_then(|x| p.str(x)).as_deref() {
+        let pool = match p
+            .get(v, "segment_type")
+            .and_then(|x| p.str_bounded(x))
+            .as_deref()
+        {
             Some("small") => Pool::Small,
             Some("large") => Pool::Large,
             _ => {
@@ -254,7 +258,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             }
             let size = self.u64_of(b, "size").unwrap_or(0);
             let requested_size = self.u64_of(b, "requested_size").unwrap_or(0);
-            let state_s = p.get(b, "state").and_then(|x| p.str(x));
+            let state_s = p.get(b, "state").and_then(|x| p.str_bounded(x));
             let state = match state_s.as_deref().and_then(BlockState::parse) {
                 Some(s) => s,
                 None => {
@@ -333,7 +337,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                 _ => {}
             }
         }
-        let action = Action::parse(&p.str(action?)?);
+        let action = Action::parse(&p.str_bounded(action?)?);
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(Event {
             action,
@@ -360,7 +364,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                         .iter()
                         .filter_map(|(k, val)| {
                             let k: u64 = p
-                                .str(*k)?
+                                .str_bounded(*k)?
                                 .parse()
                                 .ok()
                                 .or_else(|| p.int(*k).map(|i| i as u64))?;
@@ -381,7 +385,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         AllocatorSettings {
             conf: p
                 .get(v, "PYTORCH_CUDA_ALLOC_CONF")
-                .and_then(|x| p.str(x))
+                .and_then(|x| p.str_bounded(x))
                 .map(|s| s.into_owned()),
             max_split_size: match max_split {
                 Some(m) if m > 0 && (m as u64) < u64::MAX / 2 => Some(m as u64),
@@ -609,10 +613,13 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
     if p.dict(root).is_some() {
         if let Some(items) = p.get(root, "external_annotations").and_then(|a| p.seq(a)) {
             for &a in items {
-                let Some(name) = p.get(a, "name").and_then(|x| p.str(x)) else {
+                let Some(name) = p.get(a, "name").and_then(|x| p.str_bounded(x)) else {
                     continue;
                 };
-                let stage = p.get(a, "stage").and_then(|x| p.str(x)).unwrap_or_default();
+                let stage = p
+                    .get(a, "stage")
+                    .and_then(|x| p.str_bounded(x))
+                    .unwrap_or_default();
                 annotations.push(Annotation {
                     device: b.int(a, "device").unwrap_or(0).max(0) as u32,
                     name: name.into_owned(),

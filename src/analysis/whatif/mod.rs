@@ -620,7 +620,7 @@ fn compare_placement(
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CapInfo {
     pub bytes: Option<u64>,
-    /// `given`, `meta.json`, `derived from the OOM`, `none`.
+    /// `given (--cap)`, `derived from the OOM ...`, `none`.
     pub source: String,
     /// When derived: the range the recorded run allows.
     pub range: Option<(u64, u64)>,
