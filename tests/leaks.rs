@@ -315,3 +315,40 @@ fn print_all() {
         }
     }
 }
+
+/// Steps begun and steps finished, on captures whose loops are known from their generators
+/// (fixtures/realistic/generate.py, fixtures/generate.py), written down before memscope ran.
+#[test]
+fn steps_are_the_iterations_the_program_ran() {
+    let iters = |name: &str| {
+        let r = run(&local(name)).expect("a project fixture");
+        let it: Vec<(bool, steps::StepSource)> = r
+            .steps
+            .iter()
+            .filter(|s| s.is_iteration())
+            .map(|s| (s.complete, s.source))
+            .collect();
+        it
+    };
+    // 12 evaluation batches, the last one ending at the dump: all 12 complete.
+    let v = iters("realistic/eval_clean.pickle.gz");
+    assert_eq!(v.len(), 12);
+    assert!(v.iter().all(|(c, _)| *c));
+    // 6 training steps (Optimizer.step marks their ends), then a 64 x 2048 batch whose forward
+    // OOMs: 7 steps begun, the 7th not finished.
+    let v = iters("realistic/long_batch_oom.pickle.gz");
+    assert_eq!(v.len(), 7);
+    assert!(v[..6].iter().all(|(c, _)| *c) && !v[6].0);
+    // 10 steps, each ending with side-stream work after opt.step(): that work after the last
+    // optimizer step is the end of step 10, not an 11th step.
+    assert_eq!(iters("two_streams.pickle").len(), 10);
+    // for i in range(50): model(x) under no_grad: one line, 50 calls, each freeing what it made.
+    let v = iters("realistic/fwd_bench.pickle.gz");
+    assert_eq!(v.len(), 50);
+    assert!(v.iter().all(|(c, s)| *c && *s == steps::StepSource::Loop));
+    // One forward of a 32-block model: the blocks are not steps.
+    assert!(iters("realistic/single_pass_32.pickle.gz").is_empty());
+    // 12 training steps with validation (3 batches) every 4 steps: the validation after the
+    // last step is part of step 12, not 3 more steps.
+    assert_eq!(iters("clean.pickle").len(), 12);
+}

@@ -428,6 +428,51 @@ fn calls_of_one_line(
     })
 }
 
+/// Whether `part` begins the work of the steps `seen` again: every allocation of it that has a
+/// user frame runs user code already seen there (the same chain of user frames), and one of
+/// them runs the code the first of those steps began with. (Steps cut at the optimizer's end
+/// begin with what follows `opt.step()` in the loop's body; a stretch holding only that is the
+/// end of the last iteration, not a new one.)
+pub(crate) fn repeats(
+    snap: &Snapshot,
+    dev: &Device,
+    part: Range<usize>,
+    seen: &[Range<usize>],
+) -> bool {
+    let mut chains = Chains::new(&snap.stacks);
+    let clamp = |r: &Range<usize>| r.start.min(dev.events.len())..r.end.min(dev.events.len());
+    let mut known: rustc_hash::FxHashSet<Vec<Link>> = Default::default();
+    let mut first: Option<Vec<Link>> = None;
+    for r in seen {
+        for e in &dev.events[clamp(r)] {
+            if e.action == Action::Alloc {
+                let c = chains.of(e.stack);
+                let ch = &chains.chains[c as usize];
+                if first.is_none() && !ch.is_empty() {
+                    first = Some(ch.clone());
+                }
+                known.insert(ch.clone());
+            }
+        }
+    }
+    let mut any = false;
+    for e in &dev.events[clamp(&part)] {
+        if e.action != Action::Alloc {
+            continue;
+        }
+        let c = chains.of(e.stack);
+        let ch = &chains.chains[c as usize];
+        if ch.is_empty() {
+            continue;
+        }
+        if !known.contains(ch) {
+            return false;
+        }
+        any |= first.as_ref() == Some(ch);
+    }
+    any
+}
+
 /// Fewest alike calls from one line for them to be taken as a loop's iterations.
 const MIN_CALLS: usize = 3;
 

@@ -128,9 +128,11 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
         };
     }
     let model = ModelCode::new(&snap.stacks);
+    let mut ends_marked = false;
     let mut segs: Vec<Seg> = match annotation_segments(snap, dev) {
         Some((s, family)) => {
             structure.annotation = Some(family.to_owned());
+            ends_marked = family != "ProfilerStep";
             s
         }
         None => vec![Seg {
@@ -159,8 +161,28 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                 out.push(s);
             }
             loops::Structure::SinglePass => {
-                passes += 1;
-                out.push(s);
+                // After steps whose ends are marked (`Optimizer.step`), a stretch that runs
+                // only code those steps ran is the next step, begun and not finished (an OOM or
+                // the dump cut it): a step, incomplete.
+                let annotated: Vec<Range<usize>> = out
+                    .iter()
+                    .filter(|x| x.source == StepSource::Annotation)
+                    .map(|x| x.range.clone())
+                    .collect();
+                if s.source == StepSource::Tail
+                    && ends_marked
+                    && !annotated.is_empty()
+                    && loops::repeats(snap, dev, s.range.clone(), &annotated)
+                {
+                    out.push(Seg {
+                        range: s.range,
+                        source: StepSource::Annotation,
+                        complete: false,
+                    });
+                } else {
+                    passes += 1;
+                    out.push(s);
+                }
             }
             loops::Structure::Loops(levels) => {
                 let end = s.range.end;
