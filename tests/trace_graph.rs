@@ -297,3 +297,41 @@ fn timings() {
         );
     }
 }
+
+/// The project's own realistic trace pair (fixtures/realistic/README.md): evaluation without
+/// `no_grad` keeping each batch's loss, and the same loop under `no_grad` with `.item()`.
+fn own(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/realistic")
+        .join(name)
+}
+
+#[test]
+fn one_retained_graph_is_one_finding_and_its_clean_twin_has_none() {
+    let p = own("trace_eval_leak.trace.json.gz");
+    let t = load::load_trace(&p).unwrap();
+    let a = memscope::analysis::analyze_trace(&t, &p, 0);
+    // Survivors made at four sites (the blocks' forward, the loss, the embeddings, the token
+    // batch), all kept by the loop of sc_trace_eval_leak: one finding, the others its sites.
+    assert_eq!(a.leaks.len(), 1, "{:#?}", a.leaks);
+    let l = &a.leaks[0].leak;
+    assert_eq!(l.kind, memscope::analysis::leaks::LeakKind::RetainedGraph);
+    assert!(!l.line_known);
+    assert_eq!(l.related_sites.len(), 3);
+    let keeper = l.cause_site.as_ref().expect("the keeping loop's function");
+    assert_eq!(keeper.function, "sc_trace_eval_leak");
+    assert_eq!(l.steps, 8);
+    // A trace line is never given as the line to change.
+    assert!(
+        l.explanation.contains("cannot give that line"),
+        "{}",
+        l.explanation
+    );
+
+    let p = own("trace_eval_clean.trace.json.gz");
+    let t = load::load_trace(&p).unwrap();
+    let a = memscope::analysis::analyze_trace(&t, &p, 0);
+    assert!(a.leaks.is_empty(), "{:#?}", a.leaks);
+    assert_eq!(a.verdict.kind, memscope::analysis::VerdictKind::Ok);
+    assert_eq!(a.steps.len(), 8);
+}
