@@ -497,6 +497,40 @@ fn memory_before_recording_is_attributed() {
                     format!("{} cuda:{}: an exact peak without a log", c.rel, d.device)
                 });
             }
+            // What predates recording is still counted apart, at the dump: in the categories
+            // and as its own site row (never blamed on autograd's engine thread).
+            let cat: u64 = a
+                .devices
+                .iter()
+                .filter_map(|d| d.categories_at_dump.as_ref())
+                .map(|k| k.before_recording)
+                .sum();
+            f.check(
+                if pre == 0 {
+                    cat == 0
+                } else {
+                    close_above(cat, pre)
+                },
+                || {
+                    format!(
+                        "{}: {cat} B counted before recording at the dump, the reading says {pre}",
+                        c.rel
+                    )
+                },
+            );
+            let rows: u64 = a
+                .devices
+                .iter()
+                .flat_map(|d| &d.top_sites)
+                .filter(|s| s.before_recording)
+                .map(|s| s.bytes)
+                .sum();
+            f.check(rows == cat, || {
+                format!(
+                    "{}: {rows} B in before-recording site rows, {cat} B in the category",
+                    c.rel
+                )
+            });
             continue;
         }
         let got: u64 = initial.iter().sum();

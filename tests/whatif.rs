@@ -488,3 +488,56 @@ fn remedy_assessed_from_a_mid_run_log() {
         "{a}"
     );
 }
+
+/// With no OOM and no `--cap`, the allocator's own retries in the log (segment frees, then a
+/// segment that fits) bound the limit the run met: the model reproduces the recorded run under
+/// that cap, and predicts the other setting's real run from it.
+#[test]
+fn cap_from_the_allocator_retries() {
+    // The project's spikes capture under a 1.6 GiB cap and no OOM; the real run of the same
+    // requests under expandable segments is wi_spikes_expandable.
+    let snap = memscope::load::load_snapshot(&own().join("wi_spikes_default.pickle")).unwrap();
+    let meta = json(&own().join("wi_spikes_default.meta.json"));
+    let real_cap = cap_of(&meta).unwrap();
+    let w = whatif::what_if(
+        &snap,
+        &whatif::parse_alloc_conf("expandable_segments:True").unwrap(),
+        None,
+        None,
+    )
+    .unwrap();
+    let w = &w[0];
+    let (low, high) = w.cap.range.expect("a range from the retries");
+    assert!(
+        w.cap.source.contains("retries") && low <= real_cap && real_cap <= high,
+        "{:?} against the real cap {real_cap}",
+        w.cap
+    );
+    let rec = &w.model_recorded_settings;
+    assert_eq!(rec.placement.offset_rate(), 1.0);
+    assert_eq!(rec.stats.peak_reserved, w.recorded.peak_reserved_bytes);
+    let real = json(&own().join("wi_spikes_expandable.stats.json")).unwrap();
+    let real_peak = stat(&real, "reserved_bytes.all.peak");
+    let err = (w.predicted.stats.peak_reserved as f64 - real_peak as f64).abs() / real_peak as f64;
+    assert!(
+        err <= 0.05,
+        "predicted {} against {real_peak}",
+        w.predicted.stats.peak_reserved
+    );
+    assert!(w.predicted.ooms.is_empty() && stat(&real, "num_ooms") == 0);
+    // Under a garbage-collection threshold the frees come before any failure: no cap from them.
+    let gc = memscope::load::load_snapshot(&own().join("wi_mixed_gc05.pickle")).unwrap();
+    let w = whatif::what_if(&gc, &AllocConf::default(), None, None).unwrap();
+    assert!(w[0].cap.bytes.is_none(), "{:?}", w[0].cap);
+    // A public capture (3D cellular automaton inference, recording begun mid-run) that released
+    // its cache and retried: without the bound the model reserved 23.5 GiB, not 20.7.
+    let Some(p) = shared::corpus("snapshots/octree_nca_b_segment_free.pickle") else {
+        return;
+    };
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    let w = whatif::what_if(&snap, &AllocConf::default(), None, None).unwrap();
+    let rec = &w[0].model_recorded_settings;
+    assert!(w[0].cap.source.contains("retries"), "{:?}", w[0].cap);
+    assert_eq!(rec.stats.peak_reserved, w[0].recorded.peak_reserved_bytes);
+    assert!(rec.placement.offset_rate() >= 0.99);
+}

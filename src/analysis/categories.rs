@@ -23,10 +23,14 @@
 //! - before recording: blocks alive at the log's first entry, allocated before recording began (no
 //!   stack) or before the ring buffer's oldest entry (own stack kept). They are counted apart,
 //!   unless their own stack names them (optimizer, `Module._apply`, a backward).
+//! - a snapshot with no log (only the state at the dump): each block by its own stack, and a block
+//!   with no stack by what the whole capture says ([`crate::analysis::sites::FramelessEvidence`]):
+//!   before recording where it can only predate recording, else `other`, said to be either.
 
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::replay::{LiveBlock, State};
+use crate::analysis::sites::Origin;
 use crate::analysis::steps::Step;
 use crate::model::{Action, BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
 
@@ -143,6 +147,16 @@ const R_BEFORE_REC: &str = "allocated before recording began (no stack recorded)
 const R_BEFORE_LOG: &str = "allocated before the log's first entry (the ring buffer dropped its event; the block keeps its own stack, which does not say what it is)";
 const R_WORKSPACE: &str = "allocated by at::cuda::getNewWorkspace: a cuBLAS workspace, kept per thread and handle (with Python-only stacks, the backward thread's workspace has no frame and is counted with the gradients)";
 const R_PENDING: &str = "freed by the program, awaiting another stream (record_stream)";
+const R_DUMP_BEFORE_CPP: &str = "no stack, in a snapshot with no log: allocated before recording began (other stacks carry C++ frames, which every thread records, autograd's engine included)";
+const R_DUMP_BEFORE_NO_BWD: &str = "no stack, in a snapshot with no log: allocated before recording began (no stack anywhere shows a backward, so autograd's engine thread, which records no Python frame, made none of it)";
+const R_DUMP_EITHER: &str = "no stack, in a snapshot with no log and Python-only stacks where a backward ran: allocated before recording began, or by autograd's engine thread (gradients); the capture cannot tell which";
+const R_UNLOGGED_EITHER: &str = "allocated before the log's first entry with no stack: before recording began, or by autograd's engine thread before the ring buffer's oldest entry (Python-only stacks record no frame there)";
+const R_DUMP_GRAD: &str = "its own stack shows autograd's engine or a backward node (no log to say more): allocated by a backward pass, kept at the dump";
+const R_DUMP_ACT: &str = "allocated inside a torch.nn module call and alive at the dump (no log to say when it would be freed): activations or module outputs";
+const R_DUMP_USER: &str =
+    "allocated by user code outside model calls and alive at the dump: inputs, buffers, user tensors, caches";
+const R_DUMP_NATIVE: &str =
+    "allocated with no Python frame and no backward in its stack, alive at the dump: native work";
 
 /// Frame facts of one stack.
 #[derive(Clone, Copy, Debug, Default)]
@@ -273,6 +287,8 @@ pub struct Classifier {
     /// `(start, end)` events of each step.
     steps: Vec<(usize, usize)>,
     facts: HashMap<StackId, Facts>,
+    /// What the capture says about blocks with no stack.
+    frameless: crate::analysis::sites::FramelessEvidence,
 }
 
 impl Classifier {
@@ -320,6 +336,7 @@ impl Classifier {
             frees: free_events(dev),
             steps,
             facts: facts_memo,
+            frameless: crate::analysis::sites::FramelessEvidence::of(stacks, dev),
         }
     }
 
@@ -350,6 +367,34 @@ impl Classifier {
         }
         let f = self.fact(stacks, b.stack);
         match b.alloc_event {
+            None if !self.frameless.has_log => {
+                // No log at all: the block's own stack is everything there is.
+                if f.workspace {
+                    (Category::Other, R_WORKSPACE)
+                } else if f.optim {
+                    (Category::OptimizerState, R_OPTIM)
+                } else if f.apply {
+                    (Category::Parameter, R_APPLY)
+                } else if f.backward {
+                    (Category::Gradient, R_DUMP_GRAD)
+                } else if f.empty {
+                    match self.frameless.stackless_unlogged() {
+                        Origin::BeforeRecording if self.frameless.native_frames => {
+                            (Category::BeforeRecording, R_DUMP_BEFORE_CPP)
+                        }
+                        Origin::BeforeRecording => {
+                            (Category::BeforeRecording, R_DUMP_BEFORE_NO_BWD)
+                        }
+                        _ => (Category::Other, R_DUMP_EITHER),
+                    }
+                } else if f.module {
+                    (Category::Activation, R_DUMP_ACT)
+                } else if f.python {
+                    (Category::Other, R_DUMP_USER)
+                } else {
+                    (Category::Other, R_DUMP_NATIVE)
+                }
+            }
             None => {
                 if f.optim {
                     (Category::OptimizerState, R_OPTIM)
@@ -358,7 +403,10 @@ impl Classifier {
                 } else if f.backward {
                     (Category::Gradient, R_PRE_GRAD)
                 } else if f.empty {
-                    (Category::BeforeRecording, R_BEFORE_REC)
+                    match self.frameless.stackless_unlogged() {
+                        Origin::BeforeRecording => (Category::BeforeRecording, R_BEFORE_REC),
+                        _ => (Category::BeforeRecording, R_UNLOGGED_EITHER),
+                    }
                 } else {
                     (Category::BeforeRecording, R_BEFORE_LOG)
                 }

@@ -119,6 +119,9 @@ pub struct DeviceReport {
     pub top_sites_at_peak: Vec<SiteTotal>,
     /// Allocated memory at the allocated peak, by category.
     pub categories_at_peak: Option<Categories>,
+    /// Allocated memory at the dump, by category, for a snapshot with no log (which has no peak
+    /// to break down): each block by its own stack.
+    pub categories_at_dump: Option<Categories>,
     /// What the log showed of the program's loops (how the steps were found).
     pub structure: steps::Structure,
     /// Whether this device's capture could support a judgement on leaks.
@@ -159,7 +162,7 @@ pub struct StepReport {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CategoriesReport {
     pub device: u32,
-    /// `oom` or `peak`.
+    /// `oom`, `peak`, or `dump` (a snapshot with no log).
     pub at: &'static str,
     #[serde(flatten)]
     pub categories: Categories,
@@ -417,6 +420,7 @@ fn device_report(
     let peak = |v: u64| exact.then_some(v);
     // Blocks live at the end whose allocation is not in the log were made before it began.
     let allocated_in_log = sites::live_allocated_in_log(dev);
+    let frameless = sites::FramelessEvidence::of(&snap.stacks, dev);
     let end_sites = sites::group_marked(
         &snap.stacks,
         dev.segments
@@ -424,8 +428,10 @@ fn device_report(
             .flat_map(|s| s.blocks.iter())
             .filter(|b| b.state.is_active())
             .map(|b| {
-                let pre = has_history && !allocated_in_log.contains(&b.address);
-                (b.stack, b.size, pre)
+                let logged = allocated_in_log.contains(&b.address);
+                let origin =
+                    sites::origin_at_dump(&snap.stacks, &frameless, b.state, b.stack, logged);
+                (b.stack, b.size, origin)
             }),
     );
     let structure = bounds.structure.clone();
@@ -443,7 +449,11 @@ fn device_report(
                 &snap.stacks,
                 st.live_blocks()
                     .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
-                    .map(|b| (b.stack, b.size, b.alloc_event.is_none())),
+                    .map(|b| {
+                        let logged = b.alloc_event.is_some();
+                        let o = sites::origin_replayed(&snap.stacks, &frameless, b.stack, logged);
+                        (b.stack, b.size, o)
+                    }),
             ),
             _ => Vec::new(),
         };
@@ -466,6 +476,8 @@ fn device_report(
         leaks,
         bounded_growth,
     } = found;
+    let categories_at_dump = (!has_history && !dev.segments.is_empty())
+        .then(|| categories::at_state_with(&mut classifier, snap, dev, &tl.end, None));
     let step_ends: Vec<u64> = steps
         .iter()
         .filter(|s| s.is_iteration() && s.complete)
@@ -500,7 +512,11 @@ fn device_report(
                 &snap.stacks,
                 st.live_blocks()
                     .filter(|b| b.state == crate::model::BlockState::ActiveAllocated)
-                    .map(|b| (b.stack, b.size, b.alloc_event.is_none())),
+                    .map(|b| {
+                        let logged = b.alloc_event.is_some();
+                        let o = sites::origin_replayed(&snap.stacks, &frameless, b.stack, logged);
+                        (b.stack, b.size, o)
+                    }),
             );
             OomReport {
                 event: o.event.0,
@@ -532,8 +548,18 @@ fn device_report(
         })
         .collect();
     if tl.starts_mid_run && has_history {
+        // Which of the two, where the blocks from before the log can tell (sites::FramelessEvidence).
+        let why = if frameless.unlogged_stacks {
+            "the ring buffer dropped the oldest entries: blocks from before the log keep their own stacks"
+        } else if frameless.unlogged_stackless
+            && frameless.stackless_unlogged() == sites::Origin::BeforeRecording
+        {
+            "recording began late: no block from before the log has a stack"
+        } else {
+            "recording began late, or the ring buffer dropped the oldest entries"
+        };
         notes.push(format!(
-            "device {}: the event log starts while {} were already reserved (recording began late, or the ring buffer dropped the oldest entries); peaks before the first entry are unknown, so peak figures are lower bounds",
+            "device {}: the event log starts while {} were already reserved ({why}); peaks before the first entry are unknown, so peak figures are lower bounds",
             dev.index,
             crate::units::bytes(tl.initial.counters.reserved)
         ));
@@ -591,6 +617,7 @@ fn device_report(
         top_sites: top(end_sites),
         top_sites_at_peak: top(peak_sites),
         categories_at_peak,
+        categories_at_dump,
         structure,
         leak_judgement,
     };
@@ -813,6 +840,15 @@ pub fn analyze_snapshot_for_views(
                 d.categories_at_peak.clone().map(|c| CategoriesReport {
                     device: d.device,
                     at: "peak",
+                    categories: c,
+                })
+            })
+        })
+        .or_else(|| {
+            devices.iter().find_map(|d| {
+                d.categories_at_dump.clone().map(|c| CategoriesReport {
+                    device: d.device,
+                    at: "dump",
                     categories: c,
                 })
             })

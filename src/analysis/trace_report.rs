@@ -252,6 +252,7 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         top_sites: Vec::new(),
         top_sites_at_peak: Vec::new(),
         categories_at_peak: None,
+        categories_at_dump: None,
         structure: Default::default(),
         leak_judgement: if d.events == 0 {
             LeakJudgement::not(NotJudged::NoMemoryEvents, 0)

@@ -124,6 +124,49 @@ fn is_recording_machinery(name: &str) -> bool {
         || name.contains("CUDACachingAllocator")
 }
 
+/// Native frames that turn a request into a tensor and route it to a kernel: the empty-tensor
+/// factories (`at::detail::_empty_generic`, `empty_cuda`, `empty_strided_cuda`), the structured
+/// kernels' output set-up, the dispatcher's wrappers and redispatches. Every tensor an operator
+/// makes passes through them, so they name no operator; the operator's own entry
+/// (`at::_ops::bmm::call`) or the autograd node that ran it does.
+fn is_tensor_plumbing(file: &str, name: &str) -> bool {
+    let file = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    file.starts_with("Register")
+        || file.starts_with("VariableType")
+        || file.starts_with("ADInplaceOrView")
+        || file.starts_with("TraceType")
+        || [
+            "empty_generic",
+            "empty_strided_generic",
+            "at::detail::empty",
+            "at::native::empty",
+            "at::empty(",
+            "at::_ops::empty",
+            "at::_ops::new_empty",
+            "at::native::new_empty",
+            "create_out(",
+            "set_output_raw_strided",
+            "set_output_strided",
+            "wrap_kernel_functor_unboxed_",
+            "::redispatch(",
+            "c10::Dispatcher::",
+            "c10::impl::",
+            "TensorIteratorBase::",
+            "at::meta::",
+            "torch::autograd::VariableType::",
+            "wrapper_CUDA_",
+            "torch::autograd::Node::operator()",
+        ]
+        .iter()
+        .any(|p| name.contains(p))
+}
+
+/// An autograd node's `apply` (`BmmBackward0::apply`, `AccumulateGrad::apply`): the backward
+/// step that allocated, the most telling name a native stack of the engine's thread has.
+fn is_autograd_node(name: &str) -> bool {
+    is_backward_node(name) || name.starts_with("torch::autograd::AccumulateGrad::apply")
+}
+
 /// Native frames of the C library, the C++ runtime and thread start-up (`__clone3` in glibc's
 /// `sysdeps/.../clone3.S`, `start_thread`, `execute_native_thread_routine`): every thread starts
 /// there, so they never say who asked for the memory.
@@ -299,18 +342,46 @@ impl Stacks {
     /// recording itself (with `stacks="all"`, every native stack starts `torch::unwind::unwind`,
     /// `CapturedTraceback::gather`, `CUDACachingAllocator::...malloc`), nor libc / thread start-up
     /// (`__clone3`, `start_thread`), which end every stack of a thread that is not Python's.
+    ///
+    /// Among native frames: the autograd node that allocated (`BmmBackward0::apply`), unless a
+    /// cuBLAS workspace (`getNewWorkspace`) lies inside it; else the innermost frame past the
+    /// allocator and the tensor plumbing of [`is_tensor_plumbing`] (an operator, a workspace); a
+    /// stack cut short inside the plumbing is named by its outermost plumbing frame.
     pub fn site_frame(&self, id: StackId) -> Option<&Frame> {
         self.user_frame(id)
             .or_else(|| self.first_python_frame(id))
-            .or_else(|| {
-                self.frames(id).iter().map(|&f| self.frame(f)).find(|f| {
-                    let name = self.str(f.name);
-                    !is_recording_machinery(name)
-                        && !is_runtime_start(self.str(f.file), name)
-                        && !name.is_empty()
-                })
-            })
+            .or_else(|| self.native_site_frame(id))
             .or_else(|| self.frames(id).first().map(|&f| self.frame(f)))
+    }
+
+    fn native_site_frame(&self, id: StackId) -> Option<&Frame> {
+        let frames: Vec<&Frame> = self
+            .frames(id)
+            .iter()
+            .map(|&f| self.frame(f))
+            .filter(|f| {
+                let name = self.str(f.name);
+                !is_recording_machinery(name)
+                    && !is_runtime_start(self.str(f.file), name)
+                    && !name.is_empty()
+            })
+            .collect();
+        let node = frames
+            .iter()
+            .position(|f| is_autograd_node(self.str(f.name)));
+        let first_meaningful = frames
+            .iter()
+            .position(|f| !is_tensor_plumbing(self.str(f.file), self.str(f.name)));
+        let pick = match (first_meaningful, node) {
+            // A named resource (a cuBLAS workspace) inside the node keeps its name.
+            (Some(m), Some(n)) if m < n && self.str(frames[m].name).contains("Workspace") => {
+                Some(m)
+            }
+            (_, Some(n)) => Some(n),
+            (Some(m), None) => Some(m),
+            (None, None) => frames.len().checked_sub(1),
+        };
+        pick.map(|i| frames[i])
     }
 
     /// Whether a stack shows autograd's backward pass at work: a frame of

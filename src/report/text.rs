@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use super::style::Style;
 use super::{Format, Options};
 use crate::analysis::categories::Categories;
-use crate::analysis::sites::{Site, SiteTotal};
+use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::units::bytes;
 
@@ -23,6 +23,22 @@ fn opt_bytes(v: Option<u64>, observed: u64) -> String {
 
 /// How a site row is named, in every format that lists sites.
 pub(crate) fn site_label(s: &SiteTotal) -> String {
+    match s.origin {
+        Origin::PendingFree => {
+            let what = "freed by the program, awaiting another stream's work (record_stream)";
+            return match &s.site {
+                None => format!("({what}; no stack recorded)"),
+                Some(site) if site.line == 0 && !site.file.ends_with(".py") => {
+                    format!("{} (native; {what})", site.function)
+                }
+                Some(site) => format!("{}:{} in {} ({what})", site.file, site.line, site.function),
+            };
+        }
+        Origin::BeforeRecordingOrOffThread if s.site.is_none() => {
+            return "(no stack recorded: allocated before recording began, or by autograd's engine thread, which records no Python frame; the capture cannot tell which)".into();
+        }
+        _ => {}
+    }
     if s.before_recording {
         return match &s.site {
             None => "(allocated before recording began; no stack recorded)".into(),
@@ -512,16 +528,18 @@ impl Format for Text {
             write_steps(out, &st, &a.steps, &a.devices)?;
         }
         if let Some(c) = &a.categories {
-            if c.at == "peak" {
+            let at = match c.at {
+                "peak" => Some("at the allocated peak"),
+                "dump" => Some("at the dump (no log: by each block's own stack)"),
+                _ => None,
+            };
+            if let Some(at) = at {
                 write_categories(
                     out,
                     &c.categories,
                     &format!(
                         "{} ",
-                        st.bold(&format!(
-                            "BY CATEGORY cuda:{} at the allocated peak:",
-                            c.device
-                        ))
+                        st.bold(&format!("BY CATEGORY cuda:{} {at}:", c.device))
                     ),
                 )?;
             }

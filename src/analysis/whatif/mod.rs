@@ -631,8 +631,25 @@ pub struct CapInfo {
 /// the cap lies between the recorded reserved peak and that sum; the lower end is used (the
 /// prediction errs towards an OOM). When the driver itself had less free memory than the
 /// request, the device was full: the cap is reserved + the driver's free memory.
+///
+/// With no OOM, the allocator's own retries bound the cap too: a run of segment frees followed
+/// by a new segment is `cudaMalloc` failing, the cache released, and the request served
+/// ([`retry_cap_range`]).
 pub fn derive_cap(tl: &Timeline) -> CapInfo {
+    derive_cap_with_retries(tl, None)
+}
+
+/// [`derive_cap`], with the bounds of the log's allocator retries where no OOM was recorded.
+pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> CapInfo {
     let Some(o) = tl.ooms.first() else {
+        if let Some((low, high)) = retries {
+            let low = low.max(tl.peaks.reserved.bytes);
+            return CapInfo {
+                bytes: Some(low),
+                source: "derived from the allocator's retries in the log (cudaMalloc failed, the cache was released, the segment then fit): the lower end of the range they allow".into(),
+                range: Some((low, high.max(low))),
+            };
+        }
         return CapInfo {
             bytes: None,
             source: "none: no OOM recorded and no cap given, so no OOM can be predicted".into(),
@@ -657,6 +674,45 @@ pub fn derive_cap(tl: &Timeline) -> CapInfo {
         source: "derived from the OOM (per-process fraction): the lower end of the range the recorded run allows".into(),
         range: Some((low, high)),
     }
+}
+
+/// The device limit the log's allocator retries imply, as `(low, high)`: before each run of
+/// segment frees that ends in a new segment (not in an OOM), `reserved + new > limit`; after it,
+/// `reserved + new <= limit`. `None` when the log holds no such retry. Not meaningful under a
+/// `garbage_collection_threshold`, whose frees come before any failure.
+pub fn retry_cap_range(dev: &Device, initial_reserved: u64) -> Option<(u64, u64)> {
+    let ev = &dev.events;
+    let mut reserved = initial_reserved;
+    let mut range: Option<(u64, u64)> = None;
+    // A run that opens the log may have begun before it: its start is unknown.
+    let mut run_start: Option<Option<u64>> = None;
+    for (i, e) in ev.iter().enumerate() {
+        match e.action {
+            Action::SegmentFree | Action::SegmentUnmap => {
+                run_start.get_or_insert((i > 0).then_some(reserved));
+                reserved = reserved.saturating_sub(e.size);
+            }
+            Action::SegmentAlloc | Action::SegmentMap => {
+                if let Some(Some(before)) = run_start.take() {
+                    let low = reserved + e.size;
+                    let high = (before + e.size).saturating_sub(1);
+                    if low <= high {
+                        range = Some(match range {
+                            // Other processes may have changed what was free: where the
+                            // retries disagree, the latest one stands.
+                            Some((l, h)) if l.max(low) <= h.min(high) => (l.max(low), h.min(high)),
+                            _ => (low, high),
+                        });
+                    }
+                }
+                run_start = None;
+                reserved += e.size;
+            }
+            Action::FreeCompleted | Action::Snapshot | Action::Other => {}
+            _ => run_start = None,
+        }
+    }
+    range
 }
 
 /// The recorded run, in the same terms as a [`RunResult`].
@@ -816,7 +872,18 @@ pub fn what_if(
             return Err(WhatIfError::Implausible(dev.index));
         }
         let tl = replay::replay(dev, &snap.settings);
-        let cap = cap.clone().unwrap_or_else(|| derive_cap(&tl));
+        // Under a garbage-collection threshold the allocator frees cache before cudaMalloc
+        // fails (at a fraction of the cap): its frees then bound the threshold, not the cap.
+        let gc = snap
+            .settings
+            .garbage_collection_threshold
+            .is_some_and(|t| t > 0.0);
+        let retries = (!gc)
+            .then(|| retry_cap_range(dev, tl.initial.counters.reserved))
+            .flatten();
+        let cap = cap
+            .clone()
+            .unwrap_or_else(|| derive_cap_with_retries(&tl, retries));
         let base = config(&snap.settings, cap.bytes, gpu_total);
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
         let model_rec = simulate(snap, dev, base, &tl.initial);
