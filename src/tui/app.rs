@@ -85,20 +85,20 @@ impl Mode {
 
 /// The whole TUI state.
 pub struct App {
-    pub path: String,
+    pub(super) path: String,
     /// The capture, by kind: what decides the views and what they act on.
     pub(super) mode: Mode,
-    pub error: Option<String>,
-    pub view: View,
-    pub help: bool,
-    pub quit: bool,
-    pub width: u16,
-    pub height: u16,
-    pub dev: usize,
+    pub(super) error: Option<String>,
+    pub(super) view: View,
+    pub(super) help: bool,
+    pub(super) quit: bool,
+    pub(super) width: u16,
+    pub(super) height: u16,
+    pub(super) dev: usize,
     /// Timeline cursor per device (`None`: the device has no events).
-    pub cursors: Vec<Option<usize>>,
-    pub windows: Vec<Window>,
-    pub cache: Option<Cursor>,
+    pub(super) cursors: Vec<Option<usize>>,
+    pub(super) windows: Vec<Window>,
+    pub(super) cache: Option<Cursor>,
     /// The overview's findings and the text above them.
     pub(super) overview: ListText,
     /// The allocator map: its segment, block, colouring and details pane.
@@ -106,21 +106,21 @@ pub struct App {
     /// The sites tree: its row, order, folding and what is open.
     pub(super) sites: SitesState,
     /// The timeline's x axis is time (equal spans of time per column), not events.
-    pub by_time: bool,
+    pub(super) by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
-    pub reserved_shown: bool,
+    pub(super) reserved_shown: bool,
     /// The device whose classifier is built, and the classifier (built on first use).
     classifier: Option<(usize, Classifier)>,
     /// The leaks list and the selected leak's explanation.
     pub(super) leaks: ListText,
     /// The query being typed, while typing.
-    pub typing: Option<String>,
-    pub query: String,
+    pub(super) typing: Option<String>,
+    pub(super) query: String,
     /// Per stack id: whether one of its frames matches the query.
     matches: Vec<bool>,
-    pub message: String,
+    pub(super) message: String,
     /// While loading: how far it has got.
-    pub loading_note: String,
+    pub(super) loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
     /// The trace's steps view: its step, op and allocation selections.
     pub(super) steps: Steps,
@@ -160,6 +160,51 @@ impl App {
             graph: ListText::default(),
             reserved_shown: false,
         }
+    }
+
+    /// The view shown.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The device shown.
+    pub fn dev(&self) -> usize {
+        self.dev
+    }
+
+    /// Whether the user asked to quit.
+    pub fn quit(&self) -> bool {
+        self.quit
+    }
+
+    /// The status line's message after the last action.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The query being typed, while typing.
+    pub fn typing(&self) -> Option<&str> {
+        self.typing.as_deref()
+    }
+
+    /// Whether the timeline's x axis is time.
+    pub fn by_time(&self) -> bool {
+        self.by_time
+    }
+
+    /// The allocator state at the cursor, once built.
+    pub fn cache(&self) -> Option<&Cursor> {
+        self.cache.as_ref()
+    }
+
+    /// The file shown in the title.
+    pub fn set_path(&mut self, path: String) {
+        self.path = path;
+    }
+
+    /// While loading: how far it has got.
+    pub fn set_loading_note(&mut self, note: String) {
+        self.loading_note = note;
     }
 
     /// An app showing a snapshot or a trace.
