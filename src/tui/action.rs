@@ -112,3 +112,16 @@ pub fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
         _ => sel.min(n - 1),
     }
 }
+
+/// The next index after (or before) `from`, wrapping, for which `hit` holds.
+pub fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> Option<usize> {
+    (1..=n)
+        .map(|k| {
+            if forward {
+                (from + k) % n
+            } else {
+                (from + n * 2 - k) % n
+            }
+        })
+        .find(|&i| hit(i))
+}

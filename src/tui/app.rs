@@ -7,15 +7,16 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-pub use super::action::{move_sel, Action, View};
-use super::components::{ListText, MapState, SitesState, Steps};
+pub use super::action::{cycle, move_sel, Action, View};
+use super::components::{ListText, MapState, SitesState};
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
 };
 use super::loaded::Loaded;
 use super::sites::{self, Row, SiteNode, SortBy};
-use super::trace::{OpSort, StepOps, TraceData};
+use super::trace::{OpRow, OpSort, StepOps, TraceData};
+use super::trace_mode::{Ctx, Effect, TraceMode};
 use super::widgets::Scroll;
 use crate::analysis::categories::{Category, Classifier};
 use crate::analysis::replay::{LiveBlock, SegState, State};
@@ -65,7 +66,7 @@ pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
 pub enum Mode {
     Loading,
     Snapshot(Box<Data>),
-    Trace(Box<TraceData>),
+    Trace(Box<TraceMode>),
 }
 
 impl Mode {
@@ -76,6 +77,12 @@ impl Mode {
         }
     }
     pub fn trace(&self) -> Option<&TraceData> {
+        match self {
+            Mode::Trace(t) => Some(&t.data),
+            _ => None,
+        }
+    }
+    pub fn trace_mode(&self) -> Option<&TraceMode> {
         match self {
             Mode::Trace(t) => Some(t),
             _ => None,
@@ -111,7 +118,7 @@ pub struct App {
     pub(super) reserved_shown: bool,
     /// The device whose classifier is built, and the classifier (built on first use).
     classifier: Option<(usize, Classifier)>,
-    /// The leaks list and the selected leak's explanation.
+    /// The snapshot's leaks list and the selected leak's explanation.
     pub(super) leaks: ListText,
     /// The query being typed, while typing.
     pub(super) typing: Option<String>,
@@ -122,10 +129,6 @@ pub struct App {
     /// While loading: how far it has got.
     pub(super) loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
-    /// The trace's steps view: its step, op and allocation selections.
-    pub(super) steps: Steps,
-    /// The graph-growth list and the selected finding's explanation.
-    pub(super) graph: ListText,
 }
 
 impl App {
@@ -156,8 +159,6 @@ impl App {
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
-            steps: Steps::default(),
-            graph: ListText::default(),
             reserved_shown: false,
         }
     }
@@ -228,7 +229,7 @@ impl App {
     /// Shows a trace, with the cursor at the end of each device's memory events.
     pub fn set_trace(&mut self, t: TraceData) {
         self.start_at_end(t.devs.iter().map(|d| d.events.len()));
-        self.mode = Mode::Trace(Box::new(t));
+        self.mode = Mode::Trace(Box::new(TraceMode::new(t)));
     }
 
     /// One cursor and window per device, of `lens` events each: the whole log in view, the
@@ -329,9 +330,11 @@ impl App {
 
     /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
     fn sync(&mut self) {
+        if let Mode::Trace(tm) = &mut self.mode {
+            return tm.sync(self.dev);
+        }
         let data = match &self.mode {
-            Mode::Loading => return,
-            Mode::Trace(_) => return self.sync_trace(),
+            Mode::Loading | Mode::Trace(_) => return,
             Mode::Snapshot(d) => d,
         };
         let (dev, event) = (self.dev, self.cursor());
@@ -457,7 +460,25 @@ impl App {
                 }
             }
             Jump::Graph(_) | Jump::Leak(_) | Jump::Steps { .. } | Jump::StepOps { .. } => {
-                self.jump_trace(j)
+                let Mode::Trace(tm) = &mut self.mode else {
+                    return;
+                };
+                self.history
+                    .push((self.view, self.dev, self.cursors.clone()));
+                if self.history.len() > 64 {
+                    self.history.remove(0);
+                }
+                self.view = match j {
+                    Jump::Graph(_) => View::Graph,
+                    Jump::Leak(_) => View::Leaks,
+                    _ => View::Steps,
+                };
+                if let Jump::Steps { dev } | Jump::StepOps { dev, .. } = j {
+                    self.dev = *dev;
+                }
+                if let Some(m) = tm.jump(j) {
+                    self.message = m;
+                }
             }
             Jump::None => {}
         }
@@ -506,7 +527,7 @@ impl App {
             Action::PrevView => {
                 self.view = views[(self.view_index() + views.len() - 1) % views.len()]
             }
-            Action::Back if self.trace_back() => {}
+            Action::Back if self.mode_back() => {}
             Action::Back => {
                 if let Some((v, d, c)) = self.history.pop() {
                     self.view = v;
@@ -535,13 +556,18 @@ impl App {
             Action::Search => self.typing = Some(String::new()),
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
-            Action::SortToggle if matches!(self.mode, Mode::Trace(_)) => self.trace_sort(),
-            Action::SortToggle => {
-                self.sites.sort = match self.sites.sort {
-                    SortBy::Bytes => SortBy::Count,
-                    SortBy::Count => SortBy::Bytes,
+            Action::SortToggle => match &mut self.mode {
+                Mode::Trace(tm) => {
+                    let e = tm.sort(self.view);
+                    self.effect(e)
                 }
-            }
+                _ => {
+                    self.sites.sort = match self.sites.sort {
+                        SortBy::Bytes => SortBy::Count,
+                        SortBy::Count => SortBy::Bytes,
+                    }
+                }
+            },
             Action::FoldToggle => self.sites.unfold = !self.sites.unfold,
             Action::ReservedToggle => {
                 self.reserved_shown = !self.reserved_shown;
@@ -563,16 +589,21 @@ impl App {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
-            Action::AllocEvent if matches!(self.mode, Mode::Trace(_)) => self.trace_alloc_event(),
-            Action::AllocEvent => {
-                if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
-                    self.push_history();
-                    self.set_cursor(ev.0 as usize);
-                    self.view = View::Timeline;
-                } else {
-                    self.message = "no allocating event in the log for this selection".into();
+            Action::AllocEvent => match self.mode.trace_mode() {
+                Some(tm) => {
+                    let e = tm.alloc_event(self.ctx());
+                    self.effect(e)
                 }
-            }
+                None => {
+                    if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
+                        self.push_history();
+                        self.set_cursor(ev.0 as usize);
+                        self.view = View::Timeline;
+                    } else {
+                        self.message = "no allocating event in the log for this selection".into();
+                    }
+                }
+            },
             Action::Scroll(d, x, y) if self.text(self.view).is_some_and(|t| t.contains(x, y)) => {
                 if let Some(t) = self.text(self.view) {
                     t.by(3 * d as i32)
@@ -601,8 +632,11 @@ impl App {
     pub fn text(&self, v: View) -> Option<&Scroll> {
         match v {
             View::Overview => Some(self.overview.text()),
-            View::Leaks => Some(self.leaks.text()),
-            View::Graph => Some(self.graph.text()),
+            View::Leaks => Some(match self.mode.trace_mode() {
+                Some(tm) => tm.leaks.text(),
+                None => self.leaks.text(),
+            }),
+            View::Graph => Some(self.mode.trace_mode()?.graph.text()),
             View::Map => Some(&self.map.text),
             _ => None,
         }
@@ -615,32 +649,90 @@ impl App {
 
     /// The step selected in the steps view.
     pub fn steps_sel(&self) -> usize {
-        self.steps.sel
+        self.mode.trace_mode().map_or(0, |tm| tm.steps.sel)
     }
 
     /// The ops of the step the steps view is drilled into.
     pub fn step_ops(&self) -> Option<&StepOps> {
-        self.steps.ops.as_ref()
+        self.mode.trace_mode()?.steps.ops.as_ref()
     }
 
     /// The op selected in a step's ops.
     pub fn ops_sel(&self) -> usize {
-        self.steps.ops_sel
+        self.mode.trace_mode().map_or(0, |tm| tm.steps.ops_sel)
     }
 
     /// How a step's ops are ordered.
     pub fn op_sort(&self) -> OpSort {
-        self.steps.sort
+        self.mode
+            .trace_mode()
+            .map_or(OpSort::Allocated, |tm| tm.steps.sort)
     }
 
     /// Whether the selected op's allocations are listed.
     pub fn op_open(&self) -> bool {
-        self.steps.op_open
+        self.mode.trace_mode().is_some_and(|tm| tm.steps.op_open)
     }
 
     /// The leak selected in the leaks view.
     pub fn leaks_sel(&self) -> usize {
-        self.leaks.sel()
+        match self.mode.trace_mode() {
+            Some(tm) => tm.leaks.sel(),
+            None => self.leaks.sel(),
+        }
+    }
+
+    /// The op row selected in the open step of a trace.
+    pub fn selected_op(&self) -> Option<&OpRow> {
+        self.mode.trace_mode()?.selected_op()
+    }
+
+    /// The device event selected in the open op's event list.
+    pub fn selected_op_event(&self) -> Option<usize> {
+        self.mode.trace_mode()?.selected_op_event()
+    }
+
+    /// What the components need to know of the app.
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            view: self.view,
+            dev: self.dev,
+            cursor: self.cursor(),
+            page: self.page(),
+        }
+    }
+
+    /// Does what a component asked for.
+    fn effect(&mut self, e: Effect) {
+        match e {
+            Effect::None => {}
+            Effect::Message(m) => self.message = m,
+            Effect::Jump(j) => self.jump(&j),
+            Effect::Event(ev, m) => {
+                self.push_history();
+                self.set_cursor(ev);
+                self.view = View::Timeline;
+                if let Some(m) = m {
+                    self.message = m;
+                }
+            }
+            Effect::Cursor(ev, m) => {
+                self.set_cursor(ev);
+                self.message = m;
+            }
+            Effect::Show(v) => {
+                self.push_history();
+                self.view = v;
+            }
+        }
+    }
+
+    /// `Esc`: the mode closes a level of its own first (the steps' drill-down).
+    fn mode_back(&mut self) -> bool {
+        match &mut self.mode {
+            Mode::Trace(tm) => tm.back(self.view),
+            _ => false,
+        }
     }
 
     fn apply_typing(&mut self, a: Action) {
@@ -685,8 +777,12 @@ impl App {
             self.message = "no search: press / to search".into();
             return;
         }
-        if let Mode::Trace(_) = self.mode {
-            return self.trace_search(forward);
+        let c = self.ctx();
+        if let Mode::Trace(tm) = &mut self.mode {
+            let overview = &mut self.overview;
+            let from = overview.sel();
+            let e = tm.search(c, &self.query, forward, from, &mut |i| overview.select(i));
+            return self.effect(e);
         }
         let q = self.query.to_lowercase();
         match self.view {
@@ -872,9 +968,19 @@ impl App {
             View::Timeline => self.apply_timeline(a),
             View::Map => self.apply_map(a),
             View::Sites => self.apply_sites(a),
-            View::Steps => self.apply_steps(a),
-            View::Graph => self.apply_graph(a),
-            View::Leaks if matches!(self.mode, Mode::Trace(_)) => self.apply_trace_leaks(a),
+            View::Steps | View::Graph | View::Leaks if self.mode.trace_mode().is_some() => {
+                let c = self.ctx();
+                let Mode::Trace(tm) = &mut self.mode else {
+                    return;
+                };
+                let e = match self.view {
+                    View::Steps => tm.apply_steps(a, c),
+                    View::Graph => tm.apply_graph(a, c),
+                    _ => tm.apply_leaks(a, c),
+                };
+                self.effect(e)
+            }
+            View::Steps | View::Graph => {}
             View::Leaks => {
                 let n = self.leak_items().len();
                 if a == Action::Enter {
@@ -961,10 +1067,13 @@ impl App {
                     };
                 }
             }
-            Action::Enter if matches!(self.mode, Mode::Trace(_)) => self.open_step_at_cursor(),
             Action::Enter => {
-                self.push_history();
-                self.view = View::Map;
+                let c = self.ctx();
+                let e = match &mut self.mode {
+                    Mode::Trace(tm) => tm.open_step_at_cursor(c),
+                    _ => Effect::Show(View::Map),
+                };
+                self.effect(e)
             }
             _ => {}
         }
@@ -1177,7 +1286,11 @@ impl App {
                     }
                 }
             }
-            View::Steps => self.click_steps(b, y),
+            View::Steps => {
+                if let Mode::Trace(tm) = &mut self.mode {
+                    tm.click_steps(b, y)
+                }
+            }
             View::Leaks | View::Graph => {}
         }
     }
@@ -1185,24 +1298,6 @@ impl App {
 
 pub fn tab_label(i: usize, v: View) -> String {
     format!(" {} {} ", i + 1, v.title())
-}
-
-/// The next index after (or before) `from`, wrapping, for which `hit` holds.
-pub(super) fn cycle(
-    from: usize,
-    n: usize,
-    forward: bool,
-    hit: impl Fn(usize) -> bool,
-) -> Option<usize> {
-    (1..=n)
-        .map(|k| {
-            if forward {
-                (from + k) % n
-            } else {
-                (from + n * 2 - k) % n
-            }
-        })
-        .find(|&i| hit(i))
 }
 
 pub use super::data::leak_label;

@@ -40,7 +40,7 @@ pub mod screen;
 pub mod sites;
 pub mod timeline;
 pub mod trace;
-mod trace_app;
+pub mod trace_mode;
 pub mod trace_views;
 pub mod views;
 pub mod widgets;

@@ -71,12 +71,12 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view, app.trace()) {
-            (View::Overview, Some(t)) => trace_overview(app, t, b, buf),
-            (View::Timeline, Some(t)) => trace_views::trace_timeline(app, t, b, buf),
-            (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
-            (View::Graph, Some(t)) => trace_views::graph_view(app, t, b, buf),
-            (View::Leaks, Some(t)) => trace_views::trace_leaks_view(app, t, b, buf),
+        match (app.view, app.mode.trace_mode()) {
+            (View::Overview, Some(tm)) => trace_overview(app, &tm.data, b, buf),
+            (View::Timeline, Some(tm)) => trace_views::trace_timeline(app, &tm.data, b, buf),
+            (View::Steps, Some(tm)) => trace_views::steps_view(app, tm, b, buf),
+            (View::Graph, Some(tm)) => trace_views::graph_view(app, tm, b, buf),
+            (View::Leaks, Some(tm)) => trace_views::trace_leaks_view(app, tm, b, buf),
             (View::Overview, _) => OverviewView(app).render(b, buf),
             (View::Timeline, _) => TimelineView(app).render(b, buf),
             (View::Map, _) => MapView(app).render(b, buf),

@@ -10,6 +10,7 @@ use super::app::{App, View};
 use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::sites::short;
 use super::trace::{OpRow, TraceData};
+use super::trace_mode::TraceMode;
 use super::widgets::chart::Chart;
 use super::widgets::chart::{bar, step_bars};
 use super::widgets::TextPane;
@@ -137,13 +138,14 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
-pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+pub fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     let Some(d) = t.devs.get(app.dev) else {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
-    if let Some(so) = &app.steps.ops {
-        ops_view(app, t, so, area, buf);
+    if let Some(so) = &tm.steps.ops {
+        ops_view(tm, so, area, buf);
         return;
     }
     let wide = area.width >= 120;
@@ -200,7 +202,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         dim(),
     );
     let l = steps_list_area(area);
-    let off = list_offset(app.steps.sel, l.height as usize);
+    let off = list_offset(tm.steps.sel, l.height as usize);
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
@@ -212,7 +214,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
     let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps.sel;
+        let on = k == tm.steps.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
@@ -343,7 +345,8 @@ fn op_name(r: &OpRow) -> String {
     }
 }
 
-fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
+fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     let Some(s) = t.trace.steps.get(so.step) else {
         return;
     };
@@ -352,8 +355,8 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     let l = ops_list_area(area);
     // Under 120 columns only the figures that matter most keep room for the op's name.
     let wide = area.width >= 120;
-    if app.steps.op_open {
-        let Some(r) = app.selected_op() else { return };
+    if tm.steps.op_open {
+        let Some(r) = tm.selected_op() else { return };
         put(
             buf,
             area,
@@ -381,7 +384,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             ),
             dim(),
         );
-        let off = list_offset(app.steps.ev_sel, l.height as usize);
+        let off = list_offset(tm.steps.ev_sel, l.height as usize);
         for (k, &e) in r
             .events
             .iter()
@@ -389,7 +392,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             .skip(off)
             .take(l.height as usize)
         {
-            let on = k == app.steps.ev_sel;
+            let on = k == tm.steps.ev_sel;
             let line = event_line(t, so.dev, e);
             put(
                 buf,
@@ -400,7 +403,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             );
         }
         let dy = l.y - area.y + l.height;
-        if let Some(e) = app.selected_op_event() {
+        if let Some(e) = tm.selected_op_event() {
             let site = t
                 .event_site(so.dev, e)
                 .map(|s| format!("user frame: {s}"))
@@ -457,9 +460,9 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    let off = list_offset(app.steps.ops_sel, l.height as usize);
+    let off = list_offset(tm.steps.ops_sel, l.height as usize);
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps.ops_sel;
+        let on = k == tm.steps.ops_sel;
         let site = site_text(&r.site);
         let cols = op_columns(
             wide,
@@ -514,7 +517,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    if let Some(r) = app.selected_op() {
+    if let Some(r) = tm.selected_op() {
         if let Some(site) = r.site.as_ref() {
             put(
                 buf,
@@ -544,7 +547,8 @@ fn step_range(t: &TraceData) -> (&str, &str) {
 }
 
 /// Autograd-graph growth: each finding with its nodes per step.
-pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+pub fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     let Some(g) = &t.analysis.graph else {
         put(buf, area, 0, "no autograd graph section", dim());
         return;
@@ -571,9 +575,9 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         y += 1;
     }
     let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
-    let off = list_offset(app.graph.sel(), list_h.max(1) as usize);
+    let off = list_offset(tm.graph.sel(), list_h.max(1) as usize);
     for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.graph.sel();
+        let on = k == tm.graph.sel();
         let text = format!(
             "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
             if on { "›" } else { " " },
@@ -600,7 +604,7 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     }
     y += 1;
     let rest = area.height.saturating_sub(y);
-    if let Some(f) = g.growth.get(app.graph.sel()) {
+    if let Some(f) = g.growth.get(tm.graph.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
         step_bars(
@@ -645,7 +649,8 @@ fn text_pane(
 }
 
 /// Leaks found in a trace: allocations from earlier steps still alive at the end.
-pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+pub fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     put(
         buf,
         area,
@@ -667,9 +672,9 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
     let list_h = (ls.len() as u16)
         .min(area.height.saturating_sub(2) / 3)
         .max(1);
-    let off = list_offset(app.leaks.sel(), list_h as usize);
+    let off = list_offset(tm.leaks.sel(), list_h as usize);
     for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.leaks.sel();
+        let on = k == tm.leaks.sel();
         put(
             buf,
             area,
@@ -683,11 +688,11 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
     }
     let mut y = 2 + list_h;
-    let Some(l) = ls.get(app.leaks.sel()) else {
+    let Some(l) = ls.get(tm.leaks.sel()) else {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(app.leaks.sel()) {
+    if let Some((_, series)) = t.leak_series.get(tm.leaks.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,

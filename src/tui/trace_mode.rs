@@ -1,19 +1,64 @@
-//! What the keys do in a trace's views.
+//! A trace's mode: the trace, and the state of the views that only a trace has (the steps
+//! drill-down, the graph findings, the trace's leaks), with what their keys do.
 //!
 //! The steps view is a drill-down of three levels (steps, the ops of one step, the memory
 //! events of one op), and `Esc` climbs it before it goes back through the jump history, so a
 //! jump from a finding into a step's ops can be undone level by level.
+//!
+//! The components change only their own state; what the app must do besides (jump, move the
+//! cursor, say something) comes back as an [`Effect`].
 
 use ratatui::layout::Rect;
 
-use super::app::{cycle, list_offset, move_sel, Action, App, View};
-use super::data::Jump;
-use super::layout::{ops_list_area, steps_list_area};
+use super::action::{cycle, move_sel, Action, View};
+use super::components::{ListText, Steps};
+use super::data::{leak_label, Jump};
+use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::trace::{OpRow, OpSort, TraceData};
 
-impl App {
-    fn tr(&self) -> Option<&TraceData> {
-        self.trace()
+/// What the app does after a component handled a key.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    None,
+    Message(String),
+    Jump(Jump),
+    /// The event on the timeline (a step back in the history), then the message if any.
+    Event(usize, Option<String>),
+    /// The cursor moves there (no history), and the message.
+    Cursor(usize, String),
+    /// The view is shown (a step back in the history).
+    Show(View),
+}
+
+/// What the app's components need to know of it: the view shown, the device, the timeline
+/// cursor, a page's rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub view: View,
+    pub dev: usize,
+    pub cursor: Option<usize>,
+    pub page: usize,
+}
+
+/// A trace and its views' state.
+pub struct TraceMode {
+    pub(super) data: TraceData,
+    /// The steps view: its step, op and allocation selections.
+    pub(super) steps: Steps,
+    /// The graph-growth list and the selected finding's explanation.
+    pub(super) graph: ListText,
+    /// The leaks list and the selected leak's explanation.
+    pub(super) leaks: ListText,
+}
+
+impl TraceMode {
+    pub fn new(data: TraceData) -> TraceMode {
+        TraceMode {
+            data,
+            steps: Steps::default(),
+            graph: ListText::default(),
+            leaks: ListText::default(),
+        }
     }
 
     /// The op row selected in the open step.
@@ -26,15 +71,16 @@ impl App {
         self.selected_op()?.events.get(self.steps.ev_sel).copied()
     }
 
-    pub(super) fn sync_trace(&mut self) {
-        let Some(t) = self.mode.trace() else { return };
+    /// Keeps the selections inside what device `dev` shows.
+    pub(super) fn sync(&mut self, dev: usize) {
+        let t = &self.data;
         self.steps.sel = self.steps.sel.min(t.trace.steps.len().saturating_sub(1));
         if let Some(so) = &self.steps.ops {
-            if so.dev != self.dev || so.sort != self.steps.sort {
+            if so.dev != dev || so.sort != self.steps.sort {
                 // Re-sorted or another device: keep the same op selected where it still is.
                 let keep = self.selected_op().map(|r| r.op);
                 let step = so.step;
-                let fresh = t.step_ops(self.dev, step, self.steps.sort);
+                let fresh = t.step_ops(dev, step, self.steps.sort);
                 self.steps.ops_sel = keep
                     .and_then(|k| fresh.rows.iter().position(|r| r.op == k))
                     .unwrap_or(0);
@@ -48,6 +94,7 @@ impl App {
         }
         let nev = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
         self.steps.ev_sel = self.steps.ev_sel.min(nev.saturating_sub(1));
+        let t = &self.data;
         let ngraph = t
             .analysis
             .graph
@@ -59,50 +106,33 @@ impl App {
         self.leaks.clamp(nleaks);
     }
 
-    fn open_step(&mut self, step: usize) {
-        let Some(t) = self.mode.trace() else { return };
-        self.steps.ops = Some(t.step_ops(self.dev, step, self.steps.sort));
+    fn open_step(&mut self, dev: usize, step: usize) {
+        self.steps.ops = Some(self.data.step_ops(dev, step, self.steps.sort));
         self.steps.sel = step;
         self.steps.ops_sel = 0;
         self.steps.op_open = false;
         self.steps.ev_sel = 0;
     }
 
-    pub(super) fn jump_trace(&mut self, j: &Jump) {
+    /// Shows a jump's target in this mode's views, once the app has switched to `dev` and the
+    /// view: what it says, if anything.
+    pub(super) fn jump(&mut self, j: &Jump) -> Option<String> {
         match j {
-            Jump::Graph(i) => {
-                self.push_history();
-                self.view = View::Graph;
-                self.graph.select(*i);
-            }
-            Jump::Leak(i) => {
-                self.push_history();
-                self.view = View::Leaks;
-                self.leaks.select(*i);
-            }
-            Jump::Steps { dev } => {
-                self.push_history();
-                self.dev = *dev;
-                self.view = View::Steps;
-                self.steps.ops = None;
-            }
+            Jump::Graph(i) => self.graph.select(*i),
+            Jump::Leak(i) => self.leaks.select(*i),
+            Jump::Steps { .. } => self.steps.ops = None,
             Jump::StepOps {
                 dev,
                 step,
                 op,
                 live,
             } => {
-                self.push_history();
-                self.dev = *dev;
-                self.view = View::Steps;
                 if *live {
                     self.steps.sort = OpSort::LiveAtEnd;
                 }
-                self.open_step(*step);
-                let Some(op) = op else { return };
-                let (Some(t), Some(so)) = (self.mode.trace(), &self.steps.ops) else {
-                    return;
-                };
+                self.open_step(*dev, *step);
+                let op = op.as_ref()?;
+                let (t, so) = (&self.data, self.steps.ops.as_ref()?);
                 let by_name = so.rows.iter().position(|r| &r.name == op);
                 // The op may run inside another (`aten::add_` under a module call): look for
                 // the row whose events it made.
@@ -123,20 +153,21 @@ impl App {
                             .map(|s| s.name.as_str())
                             .unwrap_or("the step");
                         let dev = t.devs.get(*dev).map(|d| d.label.as_str()).unwrap_or("");
-                        self.message = format!(
+                        return Some(format!(
                             "`{op}` made no allocation on {dev} in {step_name}; sorted by {}",
                             self.steps.sort.name()
-                        );
+                        ));
                     }
                 }
             }
             _ => {}
         }
+        None
     }
 
-    /// `Esc` in the steps view closes a drill-down level first.
-    pub(super) fn trace_back(&mut self) -> bool {
-        if self.trace().is_none() || self.view != View::Steps {
+    /// `Esc` in the steps view closes a drill-down level first: whether it did.
+    pub(super) fn back(&mut self, view: View) -> bool {
+        if view != View::Steps {
             return false;
         }
         if self.steps.op_open {
@@ -150,69 +181,65 @@ impl App {
         false
     }
 
-    pub(super) fn trace_sort(&mut self) {
-        if self.view == View::Steps && self.steps.ops.is_some() {
+    /// `s`: the order of a step's ops.
+    pub(super) fn sort(&mut self, view: View) -> Effect {
+        Effect::Message(if view == View::Steps && self.steps.ops.is_some() {
             self.steps.sort = self.steps.sort.next();
-            self.message = format!("ops sorted by {}", self.steps.sort.name());
+            format!("ops sorted by {}", self.steps.sort.name())
         } else {
-            self.message = "s sorts the ops of a step (Enter on a step lists them)".into();
-        }
+            "s sorts the ops of a step (Enter on a step lists them)".into()
+        })
     }
 
     /// `a`: from an allocation to its free and back, on the timeline.
-    pub(super) fn trace_alloc_event(&mut self) {
-        let Some(t) = self.mode.trace() else { return };
-        let at = match self.view {
+    pub(super) fn alloc_event(&self, c: Ctx) -> Effect {
+        let t = &self.data;
+        let at = match c.view {
             View::Steps if self.steps.op_open => self.selected_op_event(),
-            View::Timeline => self.cursor(),
+            View::Timeline => c.cursor,
             _ => None,
         };
         let Some(at) = at else {
-            self.message =
+            return Effect::Message(
                 "a: on the timeline or an op's event, jumps between an allocation and its free"
-                    .into();
-            return;
+                    .into(),
+            );
         };
-        let Some(m) = t.event(self.dev, at) else {
-            return;
-        };
-        let target = if m.bytes > 0 {
-            t.freed_at(self.dev, at)
-        } else {
-            t.allocated_at(self.dev, at)
+        let Some(m) = t.event(c.dev, at) else {
+            return Effect::None;
         };
         let alloc = m.bytes > 0;
+        let target = if alloc {
+            t.freed_at(c.dev, at)
+        } else {
+            t.allocated_at(c.dev, at)
+        };
         match target {
-            Some(e) => {
-                self.push_history();
-                self.set_cursor(e);
-                self.view = View::Timeline;
-                self.message = if alloc {
+            Some(e) => Effect::Event(
+                e,
+                Some(if alloc {
                     format!("the free of the block allocated at event {at}")
                 } else {
                     format!("the allocation of the block freed at event {at}")
-                };
-            }
-            None => {
-                self.message = if alloc {
-                    "this block is never freed in the trace: alive at the end".into()
-                } else {
-                    "this block was allocated before the trace began".into()
-                }
-            }
+                }),
+            ),
+            None => Effect::Message(if alloc {
+                "this block is never freed in the trace: alive at the end".into()
+            } else {
+                "this block was allocated before the trace began".into()
+            }),
         }
     }
 
     /// Timeline `Enter`: the ops of the step around the cursor, the cursor's op selected.
-    pub(super) fn open_step_at_cursor(&mut self) {
-        let Some(cur) = self.cursor() else { return };
-        let Some(step) = self.tr().and_then(|t| t.step_of_event(self.dev, cur)) else {
-            self.message = "this event is outside any profiled step".into();
-            return;
+    pub(super) fn open_step_at_cursor(&mut self, c: Ctx) -> Effect {
+        let Some(cur) = c.cursor else {
+            return Effect::None;
         };
-        self.push_history();
-        self.view = View::Steps;
-        self.open_step(step);
+        let Some(step) = self.data.step_of_event(c.dev, cur) else {
+            return Effect::Message("this event is outside any profiled step".into());
+        };
+        self.open_step(c.dev, step);
         if let Some(so) = &self.steps.ops {
             if let Some(i) = so.rows.iter().position(|r| r.events.contains(&cur)) {
                 self.steps.ops_sel = i;
@@ -220,24 +247,24 @@ impl App {
                 self.steps.ev_sel = k.unwrap_or(0);
             }
         }
+        Effect::Show(View::Steps)
     }
 
-    pub(super) fn apply_steps(&mut self, a: Action) {
-        let page = self.page();
+    /// The keys of the steps view.
+    pub(super) fn apply_steps(&mut self, a: Action, c: Ctx) -> Effect {
+        let page = c.page;
         if self.steps.op_open {
             let n = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
             match a {
                 Action::Enter => {
                     if let Some(e) = self.selected_op_event() {
-                        self.push_history();
-                        self.set_cursor(e);
-                        self.view = View::Timeline;
+                        return Effect::Event(e, None);
                     }
                 }
                 Action::Left => self.steps.op_open = false,
                 other => self.steps.ev_sel = move_sel(self.steps.ev_sel, n, other, page),
             }
-            return;
+            return Effect::None;
         }
         if let Some(so) = &self.steps.ops {
             let n = so.rows.len();
@@ -257,22 +284,23 @@ impl App {
                     }
                 }
             }
-            return;
+            return Effect::None;
         }
-        let n = self.tr().map(|t| t.trace.steps.len()).unwrap_or(0);
+        let n = self.data.trace.steps.len();
         match a {
             Action::Enter | Action::Right => {
                 if n > 0 {
-                    self.open_step(self.steps.sel);
+                    self.open_step(c.dev, self.steps.sel);
                 }
             }
             other => self.steps.sel = move_sel(self.steps.sel, n, other, page),
         }
+        Effect::None
     }
 
     /// The evidence of graph finding `i`: the ops of the last step it grew in.
     fn graph_evidence(&self, i: usize) -> Option<Jump> {
-        let t = self.tr()?;
+        let t = &self.data;
         let f = t.analysis.graph.as_ref()?.growth.get(i)?;
         // The last step's nodes may still be waiting for a backward when the trace ends: the
         // evidence is the last step before it that grew.
@@ -291,7 +319,7 @@ impl App {
 
     /// The evidence of leak `i`: the first step whose allocations from its site survive.
     fn leak_evidence(&self, i: usize) -> Option<Jump> {
-        let t = self.tr()?;
+        let t = &self.data;
         let l = t.analysis.leaks.get(i)?;
         let (dev, series) = t.leak_series.get(i)?;
         let step = series.iter().position(|&b| b > 0)?;
@@ -303,7 +331,7 @@ impl App {
             })
         });
         // The growth groups allocations by their innermost op; the ops view lists top-level
-        // ops, and `jump_trace` finds the row that holds the inner op's events.
+        // ops, and `jump` finds the row that holds the inner op's events.
         Some(Jump::StepOps {
             dev: *dev,
             step,
@@ -312,36 +340,39 @@ impl App {
         })
     }
 
-    pub(super) fn apply_graph(&mut self, a: Action) {
+    /// The keys of the graph view.
+    pub(super) fn apply_graph(&mut self, a: Action, c: Ctx) -> Effect {
         let n = self
-            .tr()
-            .and_then(|t| t.analysis.graph.as_ref())
+            .data
+            .analysis
+            .graph
+            .as_ref()
             .map(|g| g.growth.len())
             .unwrap_or(0);
         if a == Action::Enter {
-            match self.graph_evidence(self.graph.sel()) {
-                Some(j) => self.jump(&j),
-                None => self.message = "no graph growth finding to open".into(),
-            }
-        } else {
-            let page = self.page();
-            self.graph.handle(a, n, page);
+            return match self.graph_evidence(self.graph.sel()) {
+                Some(j) => Effect::Jump(j),
+                None => Effect::Message("no graph growth finding to open".into()),
+            };
         }
+        self.graph.handle(a, n, c.page);
+        Effect::None
     }
 
-    pub(super) fn apply_trace_leaks(&mut self, a: Action) {
-        let n = self.tr().map(|t| t.analysis.leaks.len()).unwrap_or(0);
+    /// The keys of the leaks view.
+    pub(super) fn apply_leaks(&mut self, a: Action, c: Ctx) -> Effect {
+        let n = self.data.analysis.leaks.len();
         if a == Action::Enter {
-            match self.leak_evidence(self.leaks.sel()) {
-                Some(j) => self.jump(&j),
-                None => self.message = "no leak finding to open".into(),
-            }
-        } else {
-            let page = self.page();
-            self.leaks.handle(a, n, page);
+            return match self.leak_evidence(self.leaks.sel()) {
+                Some(j) => Effect::Jump(j),
+                None => Effect::Message("no leak finding to open".into()),
+            };
         }
+        self.leaks.handle(a, n, c.page);
+        Effect::None
     }
 
+    /// A click on row `y` of the steps view drawn in `b`.
     pub(super) fn click_steps(&mut self, b: Rect, y: u16) {
         if self.steps.op_open {
             let l = ops_list_area(b);
@@ -366,30 +397,41 @@ impl App {
             if y >= l.y && y < l.y + l.height {
                 let off = list_offset(self.steps.sel, l.height as usize);
                 let i = off + (y - l.y) as usize;
-                if self.tr().is_some_and(|t| i < t.trace.steps.len()) {
+                if i < self.data.trace.steps.len() {
                     self.steps.sel = i;
                 }
             }
         }
     }
 
-    pub(super) fn trace_search(&mut self, forward: bool) {
-        let q = self.query.to_lowercase();
-        let Some(t) = self.mode.trace() else { return };
+    /// `n`/`N` with query `query`: the next match in the view shown. The overview's list
+    /// belongs to the app and comes in as `overview`, selected through `select_overview`.
+    pub(super) fn search(
+        &mut self,
+        c: Ctx,
+        query: &str,
+        forward: bool,
+        overview: usize,
+        select_overview: &mut dyn FnMut(usize),
+    ) -> Effect {
+        let q = query.to_lowercase();
+        let t = &self.data;
         let has = |s: &str| s.to_lowercase().contains(&q);
         let site_has = |s: &Option<crate::model::Site>| {
             s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))
         };
-        match self.view {
+        let found = |f: Option<usize>| match f {
+            Some(_) => Effect::Message(format!("/{query}")),
+            None => Effect::Message(format!("/{query}: no match")),
+        };
+        match c.view {
             View::Overview => {
                 let fs = &t.findings;
-                let found = cycle(
-                    self.overview.sel(),
-                    fs.len(),
-                    forward,
-                    |i| has(&fs[i].label),
-                );
-                self.found(found, |s, i| s.overview.select(i));
+                let f = cycle(overview, fs.len(), forward, |i| has(&fs[i].label));
+                if let Some(i) = f {
+                    select_overview(i);
+                }
+                found(f)
             }
             View::Graph => {
                 let g = t
@@ -398,22 +440,28 @@ impl App {
                     .as_ref()
                     .map(|g| g.growth.as_slice())
                     .unwrap_or(&[]);
-                let found = cycle(self.graph.sel(), g.len(), forward, |i| {
+                let f = cycle(self.graph.sel(), g.len(), forward, |i| {
                     has(&g[i].op) || site_has(&g[i].site)
                 });
-                self.found(found, |s, i| s.graph.select(i));
+                if let Some(i) = f {
+                    self.graph.select(i);
+                }
+                found(f)
             }
             View::Leaks => {
                 let ls = &t.analysis.leaks;
-                let found = cycle(self.leaks.sel(), ls.len(), forward, |i| {
-                    has(&super::app::leak_label(&ls[i]))
+                let f = cycle(self.leaks.sel(), ls.len(), forward, |i| {
+                    has(&leak_label(&ls[i]))
                 });
-                self.found(found, |s, i| s.leaks.select(i));
+                if let Some(i) = f {
+                    self.leaks.select(i);
+                }
+                found(f)
             }
             View::Steps => match &self.steps.ops {
                 Some(so) => {
                     let rows = &so.rows;
-                    let found = cycle(self.steps.ops_sel, rows.len(), forward, |i| {
+                    let f = cycle(self.steps.ops_sel, rows.len(), forward, |i| {
                         has(&rows[i].name)
                             || site_has(&rows[i].site)
                             || rows[i]
@@ -421,28 +469,33 @@ impl App {
                                 .iter()
                                 .any(|&e| t.event_ops(so.dev, e).0.is_some_and(has))
                     });
-                    self.found(found, |s, i| {
-                        s.steps.ops_sel = i;
-                        s.steps.op_open = false;
-                    });
+                    if let Some(i) = f {
+                        self.steps.ops_sel = i;
+                        self.steps.op_open = false;
+                    }
+                    found(f)
                 }
                 None => {
                     let steps = &t.trace.steps;
-                    let found = cycle(
+                    let f = cycle(
                         self.steps.sel,
                         steps.len(),
                         forward,
                         |i| has(&steps[i].name),
                     );
-                    self.found(found, |s, i| s.steps.sel = i);
+                    if let Some(i) = f {
+                        self.steps.sel = i;
+                    }
+                    found(f)
                 }
             },
             _ => {
                 // The timeline: the next memory event whose op or user frame matches.
-                let dev = self.dev;
-                let Some(d) = t.devs.get(dev) else { return };
+                let Some(d) = t.devs.get(c.dev) else {
+                    return Effect::None;
+                };
                 let n = d.events.len();
-                let cur = self.cursor().unwrap_or(0);
+                let cur = c.cursor.unwrap_or(0);
                 let mut memo: rustc_hash::FxHashMap<(u32, bool), bool> = Default::default();
                 let mut hit = |i: usize| {
                     let m = &t.trace.memory[d.events[i] as usize];
@@ -456,17 +509,14 @@ impl App {
                         .entry((m.stack.0, false))
                         .or_insert_with(|| site_has(&t.trace.user_site(m.stack)))
                 };
-                let found = if forward {
+                let f = if forward {
                     (cur + 1..n).find(|&i| hit(i))
                 } else {
                     (0..cur.min(n)).rev().find(|&i| hit(i))
                 };
-                match found {
-                    Some(i) => {
-                        self.set_cursor(i);
-                        self.message = format!("/{}: event {i}", self.query);
-                    }
-                    None => self.message = format!("/{}: no further event matches", self.query),
+                match f {
+                    Some(i) => Effect::Cursor(i, format!("/{query}: event {i}")),
+                    None => Effect::Message(format!("/{query}: no further event matches")),
                 }
             }
         }
