@@ -11,7 +11,7 @@ use super::app::{tab_label, App, View};
 use super::layout::body;
 use super::overview::{trace_overview, OverviewView};
 use super::timeline::TimelineView;
-use super::trace_views;
+use super::trace_views::{self, GraphView, StepsView, TraceLeaksView, TraceTimelineView};
 use super::views::{LeaksView, MapView, SitesView};
 use super::widgets::{bold, dim, put};
 
@@ -73,10 +73,10 @@ impl Widget for &App {
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
         match (app.view, app.mode.trace_mode()) {
             (View::Overview, Some(tm)) => trace_overview(app, &tm.data, b, buf),
-            (View::Timeline, Some(tm)) => trace_views::trace_timeline(app, &tm.data, b, buf),
-            (View::Steps, Some(tm)) => trace_views::steps_view(app, tm, b, buf),
-            (View::Graph, Some(tm)) => trace_views::graph_view(app, tm, b, buf),
-            (View::Leaks, Some(tm)) => trace_views::trace_leaks_view(app, tm, b, buf),
+            (View::Timeline, Some(tm)) => TraceTimelineView(app, &tm.data).render(b, buf),
+            (View::Steps, Some(tm)) => StepsView(app, tm).render(b, buf),
+            (View::Graph, Some(tm)) => GraphView(app, tm).render(b, buf),
+            (View::Leaks, Some(tm)) => TraceLeaksView(app, tm).render(b, buf),
             (View::Overview, _) => OverviewView(app).render(b, buf),
             (View::Timeline, _) => TimelineView(app).render(b, buf),
             (View::Map, _) => MapView(app).render(b, buf),

@@ -81,7 +81,16 @@ fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
 }
 
 /// The memory curve of a trace device.
-pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+/// A trace view (the memory curve of the device shown): a widget over the app and the trace's state.
+pub struct TraceTimelineView<'a>(pub &'a App, pub &'a TraceData);
+
+impl Widget for TraceTimelineView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        trace_timeline(self.0, self.1, area, buf)
+    }
+}
+
+fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let Some(d) = t.devs.get(app.dev) else {
         put(
             buf,
@@ -138,7 +147,16 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
-pub fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+/// A trace view (the steps, a step's ops, an op's memory events): a widget over the app and the trace's state.
+pub struct StepsView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for StepsView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        steps_view(self.0, self.1, area, buf)
+    }
+}
+
+fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let t = &tm.data;
     let Some(d) = t.devs.get(app.dev) else {
         put(buf, area, 0, "this trace has no [memory] events", dim());
@@ -547,7 +565,16 @@ fn step_range(t: &TraceData) -> (&str, &str) {
 }
 
 /// Autograd-graph growth: each finding with its nodes per step.
-pub fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+/// A trace view (the autograd graph's growth findings): a widget over the app and the trace's state.
+pub struct GraphView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for GraphView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        graph_view(self.0, self.1, area, buf)
+    }
+}
+
+fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let t = &tm.data;
     let Some(g) = &t.analysis.graph else {
         put(buf, area, 0, "no autograd graph section", dim());
@@ -649,7 +676,16 @@ fn text_pane(
 }
 
 /// Leaks found in a trace: allocations from earlier steps still alive at the end.
-pub fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+/// A trace view (the trace's leaks with their evidence): a widget over the app and the trace's state.
+pub struct TraceLeaksView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for TraceLeaksView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        trace_leaks_view(self.0, self.1, area, buf)
+    }
+}
+
+fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let t = &tm.data;
     put(
         buf,
