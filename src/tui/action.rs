@@ -125,3 +125,27 @@ pub fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) 
         })
         .find(|&i| hit(i))
 }
+
+/// What the app does after a component handled a key.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    None,
+    Message(String),
+    Jump(super::data::Jump),
+    /// The event on the timeline (a step back in the history), then the message if any.
+    Event(usize, Option<String>),
+    /// The cursor moves there (no history), and the message.
+    Cursor(usize, String),
+    /// The view is shown (a step back in the history).
+    Show(View),
+}
+
+/// What the app's components need to know of it: the view shown, the device, the timeline
+/// cursor, a page's rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub view: View,
+    pub dev: usize,
+    pub cursor: Option<usize>,
+    pub page: usize,
+}

@@ -1,78 +1,43 @@
 //! The TUI's state and the one function that changes it, [`App::apply`].
 //!
-//! Everything a view draws is either in [`Data`] (computed once) or in the cursor cache here
-//! (the allocator state at the cursor, rebuilt from the nearest replay checkpoint only when the
-//! cursor moves). Rendering therefore never replays, and a keypress costs at most one
-//! checkpoint-to-cursor replay, whatever the size of the log.
-
-use rustc_hash::FxHashMap as HashMap;
+//! The app holds what every capture has (the view, the device, the timeline's cursors and
+//! windows, the jump history, the overview's list, the search, the status message) and the
+//! [`Mode`]: the capture by kind, with the state of its own views. Keys that belong to a view
+//! go to the mode's component for it, which answers with an [`Effect`] the app carries out.
 
 pub use super::action::{cycle, move_sel, Action, View};
-use super::components::{ListText, MapState, SitesState};
+use super::action::{Ctx, Effect};
+use super::components::ListText;
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
 };
 use super::loaded::Loaded;
-use super::sites::{self, Row, SiteNode, SortBy};
+use super::sites::{Row, SiteNode};
+use super::snapshot_mode::SnapshotMode;
+pub use super::snapshot_mode::{parts, Cursor, Part};
 use super::trace::{OpRow, OpSort, StepOps, TraceData};
-use super::trace_mode::{Ctx, Effect, TraceMode};
+use super::trace_mode::TraceMode;
 use super::widgets::Scroll;
-use crate::analysis::categories::{Category, Classifier};
-use crate::analysis::replay::{LiveBlock, SegState, State};
-use crate::model::{Action as EvAction, StackId};
-
-/// The allocator state at the cursor and what is derived from it.
-pub struct Cursor {
-    pub dev: usize,
-    pub event: Option<usize>,
-    pub state: State,
-    /// Built on demand (sites view, searches): `None` until then.
-    pub tree: Option<(SortBy, Vec<SiteNode>)>,
-    /// Built on demand (the map coloured by category): each live block's category and the
-    /// rule that put it there, by address.
-    pub cats: Option<HashMap<u64, (Category, &'static str)>>,
-}
-
-/// One part of a segment in address order: a live block or a free range.
-#[derive(Clone, Copy, Debug)]
-pub struct Part<'a> {
-    pub addr: u64,
-    pub size: u64,
-    pub block: Option<&'a LiveBlock>,
-}
-
-/// A segment's parts, blocks and holes interleaved in address order.
-pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
-    let mut out: Vec<Part<'_>> = seg
-        .blocks
-        .values()
-        .map(|b| Part {
-            addr: b.address,
-            size: b.size,
-            block: Some(b),
-        })
-        .chain(seg.free_ranges().map(|(a, e)| Part {
-            addr: a,
-            size: e - a,
-            block: None,
-        }))
-        .collect();
-    out.sort_by_key(|p| p.addr);
-    out
-}
+use crate::analysis::replay::{LiveBlock, SegState};
 
 /// The capture the app shows, by kind.
 pub enum Mode {
     Loading,
-    Snapshot(Box<Data>),
+    Snapshot(Box<SnapshotMode>),
     Trace(Box<TraceMode>),
 }
 
 impl Mode {
     pub fn data(&self) -> Option<&Data> {
         match self {
-            Mode::Snapshot(d) => Some(d),
+            Mode::Snapshot(s) => Some(&s.data),
+            _ => None,
+        }
+    }
+    pub fn snapshot_mode(&self) -> Option<&SnapshotMode> {
+        match self {
+            Mode::Snapshot(s) => Some(s),
             _ => None,
         }
     }
@@ -105,26 +70,15 @@ pub struct App {
     /// Timeline cursor per device (`None`: the device has no events).
     pub(super) cursors: Vec<Option<usize>>,
     pub(super) windows: Vec<Window>,
-    pub(super) cache: Option<Cursor>,
     /// The overview's findings and the text above them.
     pub(super) overview: ListText,
-    /// The allocator map: its segment, block, colouring and details pane.
-    pub(super) map: MapState,
-    /// The sites tree: its row, order, folding and what is open.
-    pub(super) sites: SitesState,
     /// The timeline's x axis is time (equal spans of time per column), not events.
     pub(super) by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
     pub(super) reserved_shown: bool,
-    /// The device whose classifier is built, and the classifier (built on first use).
-    classifier: Option<(usize, Classifier)>,
-    /// The snapshot's leaks list and the selected leak's explanation.
-    pub(super) leaks: ListText,
     /// The query being typed, while typing.
     pub(super) typing: Option<String>,
     pub(super) query: String,
-    /// Per stack id: whether one of its frames matches the query.
-    matches: Vec<bool>,
     pub(super) message: String,
     /// While loading: how far it has got.
     pub(super) loading_note: String,
@@ -146,16 +100,10 @@ impl App {
             dev: 0,
             cursors: Vec::new(),
             windows: Vec::new(),
-            cache: None,
             overview: ListText::default(),
-            map: MapState::default(),
-            sites: SitesState::default(),
             by_time: false,
-            classifier: None,
-            leaks: ListText::default(),
             typing: None,
             query: String::new(),
-            matches: Vec::new(),
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
@@ -195,7 +143,7 @@ impl App {
 
     /// The allocator state at the cursor, once built.
     pub fn cache(&self) -> Option<&Cursor> {
-        self.cache.as_ref()
+        self.mode.snapshot_mode()?.cache.as_ref()
     }
 
     /// The file shown in the title.
@@ -272,7 +220,7 @@ impl App {
     /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
-        self.mode = Mode::Snapshot(Box::new(data));
+        self.mode = Mode::Snapshot(Box::new(SnapshotMode::new(data)));
         self.sync();
     }
 
@@ -306,95 +254,26 @@ impl App {
         chart_area(body(self.width, self.height)).width.max(1) as usize
     }
 
-    /// The tree at the cursor, built if needed.
+    /// The sites tree at the cursor, once built.
     pub fn tree(&self) -> &[SiteNode] {
-        self.cache
-            .as_ref()
-            .and_then(|c| c.tree.as_ref())
-            .map(|t| t.1.as_slice())
-            .unwrap_or(&[])
+        self.mode.snapshot_mode().map_or(&[], |s| s.tree())
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        match self.mode.data() {
-            Some(d) => sites::rows(
-                self.tree(),
-                &d.snap.stacks,
-                &self.sites.open_sites,
-                &self.sites.open_stacks,
-                self.sites.unfold,
-            ),
-            None => Vec::new(),
-        }
+        self.mode
+            .snapshot_mode()
+            .map(|s| s.rows())
+            .unwrap_or_default()
     }
 
-    /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
+    /// Keeps the mode's state in step with the cursor, the device and the view.
     fn sync(&mut self) {
-        if let Mode::Trace(tm) = &mut self.mode {
-            return tm.sync(self.dev);
+        let c = self.ctx();
+        match &mut self.mode {
+            Mode::Trace(tm) => tm.sync(c.dev),
+            Mode::Snapshot(sm) => sm.sync(c),
+            Mode::Loading => {}
         }
-        let data = match &self.mode {
-            Mode::Loading | Mode::Trace(_) => return,
-            Mode::Snapshot(d) => d,
-        };
-        let (dev, event) = (self.dev, self.cursor());
-        let stale = self
-            .cache
-            .as_ref()
-            .is_none_or(|c| c.dev != dev || c.event != event);
-        if stale {
-            let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) else {
-                return;
-            };
-            let state = tl.state_after(d, &data.snap.settings, event);
-            self.cache = Some(Cursor {
-                dev,
-                event,
-                state,
-                tree: None,
-                cats: None,
-            });
-        }
-        if self.view == View::Map && self.map.by_category {
-            if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
-                if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev))
-                {
-                    let c = Classifier::from_ranges(&data.snap, d, r.clone());
-                    self.classifier = Some((dev, c));
-                }
-            }
-            if let (Some(c), Some((_, cl)), Some(d)) = (
-                &mut self.cache,
-                &mut self.classifier,
-                data.snap.devices.get(dev),
-            ) {
-                if c.cats.is_none() {
-                    c.cats = Some(
-                        c.state
-                            .live_blocks()
-                            .map(|b| (b.address, cl.classify(&data.snap, d, b)))
-                            .collect(),
-                    );
-                }
-            }
-        }
-        let want_tree = self.view == View::Sites;
-        if let Some(c) = &mut self.cache {
-            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sites.sort) {
-                c.tree = Some((
-                    self.sites.sort,
-                    sites::build(&data.snap.stacks, &c.state, self.sites.sort),
-                ));
-            }
-        }
-        let nseg = self
-            .cache
-            .as_ref()
-            .map(|c| c.state.segments.len())
-            .unwrap_or(0);
-        self.map.seg = self.map.seg.min(nseg.saturating_sub(1));
-        let nrows = self.rows().len();
-        self.sites.sel = self.sites.sel.min(nrows.saturating_sub(1));
     }
 
     pub(super) fn set_cursor(&mut self, ev: usize) {
@@ -449,14 +328,8 @@ impl App {
                 }
                 self.view = View::Sites;
                 self.sync();
-                if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Site(i))
-                        .unwrap_or(0);
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.show_site(label);
                 }
             }
             Jump::Graph(_) | Jump::Leak(_) | Jump::Steps { .. } | Jump::StepOps { .. } => {
@@ -510,7 +383,7 @@ impl App {
             return;
         }
         let views = self.views();
-        let before = (self.map.seg, self.map.part);
+        let before = self.mode.snapshot_mode().map(|s| (s.map.seg, s.map.part));
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -561,14 +434,14 @@ impl App {
                     let e = tm.sort(self.view);
                     self.effect(e)
                 }
-                _ => {
-                    self.sites.sort = match self.sites.sort {
-                        SortBy::Bytes => SortBy::Count,
-                        SortBy::Count => SortBy::Bytes,
-                    }
-                }
+                Mode::Snapshot(sm) => sm.sort(),
+                Mode::Loading => {}
             },
-            Action::FoldToggle => self.sites.unfold = !self.sites.unfold,
+            Action::FoldToggle => {
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.sites.unfold = !sm.sites.unfold
+                }
+            }
             Action::ReservedToggle => {
                 self.reserved_shown = !self.reserved_shown;
                 if self.view != View::Timeline {
@@ -584,26 +457,25 @@ impl App {
                 }
             }
             Action::CategoryToggle => {
-                self.map.by_category = !self.map.by_category;
-                if self.map.by_category && self.view != View::Map {
+                let on = match &mut self.mode {
+                    Mode::Snapshot(sm) => {
+                        sm.map.by_category = !sm.map.by_category;
+                        sm.map.by_category
+                    }
+                    _ => true,
+                };
+                if on && self.view != View::Map {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
-            Action::AllocEvent => match self.mode.trace_mode() {
-                Some(tm) => {
-                    let e = tm.alloc_event(self.ctx());
-                    self.effect(e)
-                }
-                None => {
-                    if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
-                        self.push_history();
-                        self.set_cursor(ev.0 as usize);
-                        self.view = View::Timeline;
-                    } else {
-                        self.message = "no allocating event in the log for this selection".into();
-                    }
-                }
-            },
+            Action::AllocEvent => {
+                let e = match &self.mode {
+                    Mode::Trace(tm) => tm.alloc_event(self.ctx()),
+                    Mode::Snapshot(sm) => sm.alloc_event(),
+                    Mode::Loading => Effect::None,
+                };
+                self.effect(e)
+            }
             Action::Scroll(d, x, y) if self.text(self.view).is_some_and(|t| t.contains(x, y)) => {
                 if let Some(t) = self.text(self.view) {
                     t.by(3 * d as i32)
@@ -622,8 +494,10 @@ impl App {
             other => self.apply_view(other),
         }
         // A new block shows its details from the top.
-        if (self.map.seg, self.map.part) != before {
-            self.map.text.reset()
+        if let Mode::Snapshot(sm) = &mut self.mode {
+            if Some((sm.map.seg, sm.map.part)) != before {
+                sm.map.text.reset()
+            }
         }
         self.sync();
     }
@@ -632,19 +506,20 @@ impl App {
     pub fn text(&self, v: View) -> Option<&Scroll> {
         match v {
             View::Overview => Some(self.overview.text()),
-            View::Leaks => Some(match self.mode.trace_mode() {
-                Some(tm) => tm.leaks.text(),
-                None => self.leaks.text(),
-            }),
+            View::Leaks => match &self.mode {
+                Mode::Trace(tm) => Some(tm.leaks.text()),
+                Mode::Snapshot(sm) => Some(sm.leaks.text()),
+                Mode::Loading => None,
+            },
             View::Graph => Some(self.mode.trace_mode()?.graph.text()),
-            View::Map => Some(&self.map.text),
+            View::Map => Some(&self.mode.snapshot_mode()?.map.text),
             _ => None,
         }
     }
 
     /// Whether the map colours blocks by category.
     pub fn map_by_category(&self) -> bool {
-        self.map.by_category
+        self.mode.snapshot_mode().is_some_and(|s| s.map.by_category)
     }
 
     /// The step selected in the steps view.
@@ -676,9 +551,10 @@ impl App {
 
     /// The leak selected in the leaks view.
     pub fn leaks_sel(&self) -> usize {
-        match self.mode.trace_mode() {
-            Some(tm) => tm.leaks.sel(),
-            None => self.leaks.sel(),
+        match &self.mode {
+            Mode::Trace(tm) => tm.leaks.sel(),
+            Mode::Snapshot(sm) => sm.leaks.sel(),
+            Mode::Loading => 0,
         }
     }
 
@@ -746,30 +622,13 @@ impl App {
             Action::SearchSubmit => {
                 self.query = std::mem::take(q);
                 self.typing = None;
-                self.compute_matches();
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.compute_matches(&self.query);
+                }
                 self.search_step(true);
             }
             _ => {}
         }
-    }
-
-    fn compute_matches(&mut self) {
-        let Some(d) = self.mode.data() else { return };
-        let q = self.query.to_lowercase();
-        let st = &d.snap.stacks;
-        self.matches = (0..st.stack_count())
-            .map(|i| {
-                !q.is_empty()
-                    && st.frames(StackId(i as u32)).iter().any(|&f| {
-                        let f = st.frame(f);
-                        st.frame_label(f).to_lowercase().contains(&q)
-                    })
-            })
-            .collect();
-    }
-
-    fn stack_matches(&self, s: StackId) -> bool {
-        self.matches.get(s.0 as usize).copied().unwrap_or(false)
     }
 
     fn search_step(&mut self, forward: bool) {
@@ -778,86 +637,15 @@ impl App {
             return;
         }
         let c = self.ctx();
-        if let Mode::Trace(tm) = &mut self.mode {
-            let overview = &mut self.overview;
-            let from = overview.sel();
-            let e = tm.search(c, &self.query, forward, from, &mut |i| overview.select(i));
-            return self.effect(e);
-        }
-        let q = self.query.to_lowercase();
-        match self.view {
-            View::Overview => {
-                let n = self.mode.data().map(|d| d.findings.len()).unwrap_or(0);
-                let found = cycle(self.overview.sel(), n, forward, |i| {
-                    self.mode
-                        .data()
-                        .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
-                });
-                self.found(found, |s, i| s.overview.select(i));
-            }
-            View::Sites => {
-                self.sync();
-                let tree_len = self.tree().len();
-                let cur_site = match self.rows().get(self.sites.sel) {
-                    Some(
-                        Row::Site(i)
-                        | Row::Stack(i, _)
-                        | Row::Frame(i, _, _)
-                        | Row::Folded(i, _, _, _),
-                    ) => *i,
-                    None => 0,
-                };
-                let found = cycle(cur_site, tree_len, forward, |i| {
-                    let s = &self.tree()[i];
-                    s.label.to_lowercase().contains(&q)
-                        || s.stacks.iter().any(|k| self.stack_matches(k.stack))
-                });
-                if let Some(i) = found {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Site(i))
-                        .unwrap_or(0);
-                }
-                self.found(found, |_, _| {});
-            }
-            View::Timeline | View::Map | View::Leaks | View::Steps | View::Graph => {
-                let Some(d) = self.mode.data() else { return };
-                let Some(dev) = d.snap.devices.get(self.dev) else {
-                    return;
-                };
-                let n = dev.events.len();
-                let cur = self.cursor().unwrap_or(0);
-                let hit = |i: usize| {
-                    let e = &dev.events[i];
-                    matches!(e.action, EvAction::Alloc | EvAction::Oom)
-                        && self.stack_matches(e.stack)
-                };
-                let found = if forward {
-                    (cur + 1..n).find(|&i| hit(i))
-                } else {
-                    (0..cur.min(n)).rev().find(|&i| hit(i))
-                };
-                if let Some(i) = found {
-                    self.set_cursor(i);
-                    self.message = format!("/{}: event {i}", self.query);
-                } else {
-                    self.message = format!("/{}: no further allocation matches", self.query);
-                }
-            }
-        }
-    }
-
-    pub(super) fn found(&mut self, found: Option<usize>, set: impl FnOnce(&mut App, usize)) {
-        match found {
-            Some(i) => {
-                set(self, i);
-                self.message = format!("/{}", self.query);
-            }
-            None => self.message = format!("/{}: no match", self.query),
-        }
+        let overview = &mut self.overview;
+        let from = overview.sel();
+        let mut select = |i| overview.select(i);
+        let e = match &mut self.mode {
+            Mode::Trace(tm) => tm.search(c, &self.query, forward, from, &mut select),
+            Mode::Snapshot(sm) => sm.search(c, &self.query, forward, from, &mut select),
+            Mode::Loading => Effect::None,
+        };
+        self.effect(e)
     }
 
     pub(super) fn markers(&self) -> &[super::data::Marker] {
@@ -966,69 +754,31 @@ impl App {
                 }
             }
             View::Timeline => self.apply_timeline(a),
-            View::Map => self.apply_map(a),
-            View::Sites => self.apply_sites(a),
-            View::Steps | View::Graph | View::Leaks if self.mode.trace_mode().is_some() => {
+            view => {
+                // The mode's own views: the component of the view shown takes the key.
                 let c = self.ctx();
-                let Mode::Trace(tm) = &mut self.mode else {
-                    return;
-                };
-                let e = match self.view {
-                    View::Steps => tm.apply_steps(a, c),
-                    View::Graph => tm.apply_graph(a, c),
-                    _ => tm.apply_leaks(a, c),
+                let e = match (&mut self.mode, view) {
+                    (Mode::Trace(tm), View::Steps) => tm.apply_steps(a, c),
+                    (Mode::Trace(tm), View::Graph) => tm.apply_graph(a, c),
+                    (Mode::Trace(tm), View::Leaks) => tm.apply_leaks(a, c),
+                    (Mode::Snapshot(sm), View::Map) => sm.apply_map(a, c),
+                    (Mode::Snapshot(sm), View::Sites) => {
+                        sm.apply_sites(a, c);
+                        Effect::None
+                    }
+                    (Mode::Snapshot(sm), View::Leaks) => sm.apply_leaks(a, c),
+                    _ => Effect::None,
                 };
                 self.effect(e)
             }
-            View::Steps | View::Graph => {}
-            View::Leaks => {
-                let n = self.leak_items().len();
-                if a == Action::Enter {
-                    if let Some(j) = self.leak_items().get(self.leaks.sel()).map(|x| x.1.clone()) {
-                        self.jump(&j);
-                    }
-                } else {
-                    let page = self.page();
-                    self.leaks.handle(a, n, page);
-                }
-            }
         }
     }
-
-    /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
-    /// OOMs the diagnosis blames on a leak.
+    /// A snapshot's leak findings and the OOMs blamed on a leak, with where Enter goes.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let Some(d) = self.mode.data() else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for l in &d.analysis.leaks {
-            let dev = d
-                .snap
-                .devices
-                .iter()
-                .position(|x| x.index == l.device)
-                .unwrap_or(0);
-            out.push((
-                leak_label(l),
-                Jump::Event {
-                    dev,
-                    event: l.leak.window_end_event.0 as usize,
-                },
-            ));
-        }
-        for (di, dr) in d.analysis.devices.iter().enumerate() {
-            for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
-                out.push((
-                    format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
-                    Jump::Event {
-                        dev: di,
-                        event: o.event as usize,
-                    },
-                ));
-            }
-        }
-        out
+        self.mode
+            .snapshot_mode()
+            .map(|s| s.leak_items())
+            .unwrap_or_default()
     }
 
     fn apply_timeline(&mut self, a: Action) {
@@ -1071,6 +821,7 @@ impl App {
                 let c = self.ctx();
                 let e = match &mut self.mode {
                     Mode::Trace(tm) => tm.open_step_at_cursor(c),
+                    // The allocator map at the cursor.
                     _ => Effect::Show(View::Map),
                 };
                 self.effect(e)
@@ -1079,131 +830,14 @@ impl App {
         }
     }
 
-    /// The segment selected in the map, and its parts.
+    /// The segment selected in the map.
     pub fn selected_segment(&self) -> Option<&SegState> {
-        self.cache
-            .as_ref()?
-            .state
-            .segments
-            .values()
-            .nth(self.map.seg)
+        self.mode.snapshot_mode()?.selected_segment()
     }
 
+    /// The block selected in the map's segment (none on a free range).
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
-        let seg = self.selected_segment()?;
-        parts(seg).get(self.map.part).and_then(|p| p.block)
-    }
-
-    fn apply_map(&mut self, a: Action) {
-        let nseg = self
-            .cache
-            .as_ref()
-            .map(|c| c.state.segments.len())
-            .unwrap_or(0);
-        let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
-        match a {
-            Action::Left => self.map.part = self.map.part.saturating_sub(1),
-            Action::Right => self.map.part = (self.map.part + 1).min(nparts.saturating_sub(1)),
-            Action::Enter => {
-                // Drill into who allocated the selected block: its site in the sites view.
-                let Some(b) = self.selected_part_block() else {
-                    self.message = "a free range: nothing allocated it".into();
-                    return;
-                };
-                let stack = b.stack;
-                self.push_history();
-                self.view = View::Sites;
-                self.sync();
-                if let Some(i) = self
-                    .tree()
-                    .iter()
-                    .position(|s| s.stacks.iter().any(|k| k.stack == stack))
-                {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    let ki = self.tree()[i]
-                        .stacks
-                        .iter()
-                        .position(|k| k.stack == stack)
-                        .unwrap_or(0);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, ki))
-                        .unwrap_or(0);
-                }
-            }
-            other => {
-                let before = self.map.seg;
-                self.map.seg = move_sel(self.map.seg, nseg, other, self.page());
-                if before != self.map.seg {
-                    self.map.part = 0;
-                }
-            }
-        }
-    }
-
-    fn apply_sites(&mut self, a: Action) {
-        let rows = self.rows();
-        let Some(row) = rows.get(self.sites.sel).cloned() else {
-            return;
-        };
-        let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
-        match a {
-            Action::Enter | Action::Right => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        if a == Action::Enter && self.sites.open_sites.contains(&l) {
-                            self.sites.open_sites.remove(&l);
-                        } else {
-                            self.sites.open_sites.insert(l);
-                        }
-                    }
-                }
-                Row::Stack(i, k) => {
-                    if let Some(s) = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack)
-                    {
-                        if a == Action::Enter && self.sites.open_stacks.contains(&s) {
-                            self.sites.open_stacks.remove(&s);
-                        } else {
-                            self.sites.open_stacks.insert(s);
-                        }
-                    }
-                }
-                Row::Folded(..) => self.sites.unfold = true,
-                Row::Frame(..) => {}
-            },
-            Action::Left => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        self.sites.open_sites.remove(&l);
-                    }
-                }
-                Row::Stack(i, k) => {
-                    let s = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack);
-                    if let Some(s) = s.filter(|s| self.sites.open_stacks.contains(s)) {
-                        self.sites.open_stacks.remove(&s);
-                    } else {
-                        self.sites.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
-                    }
-                }
-                Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites.sel = rows
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, k))
-                        .unwrap_or(0);
-                }
-            },
-            other => self.sites.sel = move_sel(self.sites.sel, rows.len(), other, self.page()),
-        }
+        self.mode.snapshot_mode()?.selected_part_block()
     }
 
     fn click(&mut self, x: u16, y: u16) {
@@ -1237,43 +871,13 @@ impl App {
                 }
             }
             View::Map => {
-                let l = map_list_area(b);
-                if y >= l.y && y < l.y + l.height {
-                    let off = list_offset(self.map.seg, l.height as usize);
-                    let nseg = self
-                        .cache
-                        .as_ref()
-                        .map(|c| c.state.segments.len())
-                        .unwrap_or(0);
-                    let i = off + (y - l.y) as usize;
-                    if i < nseg {
-                        self.map.seg = i;
-                        self.map.part = 0;
-                        // Select the part under the click within the bar.
-                        let bar_x = l.x + MAP_LABEL_W;
-                        let bar_w = l.width.saturating_sub(MAP_LABEL_W).max(1);
-                        if x >= bar_x {
-                            if let Some(seg) = self.selected_segment() {
-                                let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
-                                let ps = parts(seg);
-                                self.map.part = ps
-                                    .iter()
-                                    .position(|p| at >= p.addr && at < p.addr + p.size)
-                                    .unwrap_or(0);
-                            }
-                        }
-                    }
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.click_map(map_list_area(b), x, y)
                 }
             }
             View::Sites => {
-                let list_y = b.y + 1;
-                let h = b.height.saturating_sub(1) as usize;
-                if y >= list_y {
-                    let off = list_offset(self.sites.sel, h);
-                    let i = off + (y - list_y) as usize;
-                    if i < self.rows().len() {
-                        self.sites.sel = i;
-                    }
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.click_sites(b, y)
                 }
             }
             View::Overview => {

@@ -38,6 +38,7 @@ pub mod loaded;
 pub mod overview;
 pub mod screen;
 pub mod sites;
+pub mod snapshot_mode;
 pub mod timeline;
 pub mod trace;
 pub mod trace_mode;

@@ -10,35 +10,11 @@
 
 use ratatui::layout::Rect;
 
-use super::action::{cycle, move_sel, Action, View};
+use super::action::{cycle, move_sel, Action, Ctx, Effect, View};
 use super::components::{ListText, Steps};
 use super::data::{leak_label, Jump};
 use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::trace::{OpRow, OpSort, TraceData};
-
-/// What the app does after a component handled a key.
-#[derive(Debug, PartialEq)]
-pub enum Effect {
-    None,
-    Message(String),
-    Jump(Jump),
-    /// The event on the timeline (a step back in the history), then the message if any.
-    Event(usize, Option<String>),
-    /// The cursor moves there (no history), and the message.
-    Cursor(usize, String),
-    /// The view is shown (a step back in the history).
-    Show(View),
-}
-
-/// What the app's components need to know of it: the view shown, the device, the timeline
-/// cursor, a page's rows.
-#[derive(Clone, Copy, Debug)]
-pub struct Ctx {
-    pub view: View,
-    pub dev: usize,
-    pub cursor: Option<usize>,
-    pub page: usize,
-}
 
 /// A trace and its views' state.
 pub struct TraceMode {
