@@ -57,31 +57,31 @@ impl Mode {
 
 /// The whole TUI state.
 pub struct App {
-    pub(super) path: String,
+    path: String,
     /// The capture, by kind: what decides the views and what they act on.
-    pub(super) mode: Mode,
-    pub(super) error: Option<String>,
-    pub(super) view: View,
-    pub(super) help: bool,
-    pub(super) quit: bool,
-    pub(super) width: u16,
-    pub(super) height: u16,
-    pub(super) dev: usize,
+    mode: Mode,
+    error: Option<String>,
+    view: View,
+    help: bool,
+    quit: bool,
+    width: u16,
+    height: u16,
+    dev: usize,
     /// Timeline cursor per device (`None`: the device has no events).
-    pub(super) cursors: Vec<Option<usize>>,
-    pub(super) windows: Vec<Window>,
+    cursors: Vec<Option<usize>>,
+    windows: Vec<Window>,
     /// The overview's findings and the text above them.
-    pub(super) overview: ListText,
+    overview: ListText,
     /// The timeline's x axis is time (equal spans of time per column), not events.
-    pub(super) by_time: bool,
+    by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
-    pub(super) reserved_shown: bool,
+    reserved_shown: bool,
     /// The query being typed, while typing.
-    pub(super) typing: Option<String>,
-    pub(super) query: String,
-    pub(super) message: String,
+    typing: Option<String>,
+    query: String,
+    message: String,
     /// While loading: how far it has got.
-    pub(super) loading_note: String,
+    loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
 }
 
@@ -144,6 +144,41 @@ impl App {
     /// The allocator state at the cursor, once built.
     pub fn cache(&self) -> Option<&Cursor> {
         self.mode.snapshot_mode()?.cache.as_ref()
+    }
+
+    /// The file shown in the title.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Why the capture could not be opened, if it could not.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Whether the help is shown.
+    pub fn help(&self) -> bool {
+        self.help
+    }
+
+    /// While loading: how far it has got.
+    pub fn loading_note(&self) -> &str {
+        &self.loading_note
+    }
+
+    /// Whether the timeline draws reserved memory behind the allocated curve.
+    pub fn reserved_shown(&self) -> bool {
+        self.reserved_shown
+    }
+
+    /// The overview's findings list and the text above them.
+    pub fn overview(&self) -> &ListText {
+        &self.overview
+    }
+
+    /// The capture, by kind, with its views' state.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
     }
 
     /// The file shown in the title.

@@ -78,7 +78,7 @@ pub enum TuiError {
 pub fn handle_event(app: &mut App, ev: Event) {
     let action = match ev {
         Event::Key(k) => {
-            if app.typing.is_some() {
+            if app.typing().is_some() {
                 map_search_key(k)
             } else {
                 map_key(k)
@@ -154,7 +154,7 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
     let mut waiting = true;
     loop {
         if waiting {
-            app.loading_note = loading_note(&progress, started.elapsed());
+            app.set_loading_note(loading_note(&progress, started.elapsed()));
         }
         terminal.draw(|f| f.render_widget(&app, f.area()))?;
         if waiting {
@@ -181,7 +181,7 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
                 handle_event(&mut app, event::read()?);
             }
         }
-        if app.quit {
+        if app.quit() {
             break;
         }
     }

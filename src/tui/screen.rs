@@ -29,9 +29,9 @@ impl Widget for &App {
             return;
         }
         if !app.loaded() {
-            let msg = match &app.error {
-                Some(e) => format!("memscope: cannot open {}: {e}", app.path),
-                None => format!("memscope: loading {} …", app.path),
+            let msg = match &app.error() {
+                Some(e) => format!("memscope: cannot open {}: {e}", app.path()),
+                None => format!("memscope: loading {} …", app.path()),
             };
             // The message whole, wrapped, centred when it fits on a line.
             let w = area.width as usize - 1;
@@ -45,10 +45,10 @@ impl Widget for &App {
                 }
             }
             let y = y - 1;
-            if app.error.is_some() {
+            if app.error().is_some() {
                 buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
-            } else if !app.loading_note.is_empty() {
-                let n = &app.loading_note;
+            } else if !app.loading_note().is_empty() {
+                let n = &app.loading_note();
                 let x = area.x + area.width.saturating_sub(n.chars().count() as u16) / 2;
                 buf.set_stringn(x.max(area.x), y + 1, n, area.width as usize, dim());
             }
@@ -58,7 +58,7 @@ impl Widget for &App {
         let mut x = area.x;
         for (i, v) in app.views().iter().enumerate() {
             let t = tab_label(i, *v);
-            let st = if *v == app.view {
+            let st = if *v == app.view() {
                 Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
             } else {
                 dim()
@@ -71,7 +71,7 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view, app.mode.trace_mode()) {
+        match (app.view(), app.mode().trace_mode()) {
             (View::Overview, Some(tm)) => trace_overview(app, &tm.data, b, buf),
             (View::Timeline, Some(tm)) => TraceTimelineView(app, &tm.data).render(b, buf),
             (View::Steps, Some(tm)) => StepsView(app, tm).render(b, buf),
@@ -88,7 +88,7 @@ impl Widget for &App {
             Rect::new(area.x, area.y + area.height - 1, area.width, 1),
             buf,
         );
-        if app.help {
+        if app.help() {
             HelpView.render(area, buf);
         }
     }
@@ -102,7 +102,7 @@ impl Widget for StatusLine<'_> {
         let app = self.0;
         let st = Style::default().bg(Color::DarkGray).fg(Color::White);
         buf.set_style(area, st);
-        if let Some(q) = &app.typing {
+        if let Some(q) = &app.typing() {
             put(
                 buf,
                 area,
@@ -112,10 +112,10 @@ impl Widget for StatusLine<'_> {
             );
             return;
         }
-        let hint = if app.message.is_empty() {
+        let hint = if app.message().is_empty() {
             "?:help q:quit Tab:views /:search".to_owned()
         } else {
-            app.message.clone()
+            app.message().to_owned()
         };
         if let Some(t) = app.trace() {
             let file = t
@@ -134,11 +134,11 @@ impl Widget for StatusLine<'_> {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let dev = data.snap.devices.get(app.dev);
+        let dev = data.snap.devices.get(app.dev());
         let cur = match (app.cursor(), dev) {
             (Some(c), Some(d)) => {
                 let t = data
-                    .rel_time_us(app.dev, c)
+                    .rel_time_us(app.dev(), c)
                     .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
                     .unwrap_or_default();
                 format!("event {c}/{}{t}", d.events.len().saturating_sub(1))

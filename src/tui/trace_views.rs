@@ -91,7 +91,7 @@ impl Widget for TraceTimelineView<'_> {
 }
 
 fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let Some(d) = t.devs.get(app.dev) else {
+    let Some(d) = t.devs.get(app.dev()) else {
         put(
             buf,
             area,
@@ -106,21 +106,21 @@ fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         return;
     }
     let cur = app.cursor().unwrap_or(0).min(n - 1);
-    let m = t.event(app.dev, cur);
-    let (inner, top) = t.event_ops(app.dev, cur);
+    let m = t.event(app.dev(), cur);
+    let (inner, top) = t.event_ops(app.dev(), cur);
     let op = match (inner, top) {
         (Some(a), Some(b)) if a != b => format!(" {a} in {b}"),
         (Some(a), _) => format!(" {a}"),
         _ => String::new(),
     };
     let site = t
-        .event_site(app.dev, cur)
+        .event_site(app.dev(), cur)
         .map(|s| format!(" at {}:{}", short(&s.file), s.line))
         .unwrap_or_default();
     let header = format!(
         "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {} reserved {}",
         n - 1,
-        t.rel_time_us(app.dev, cur).unwrap_or(0.0) / 1e6,
+        t.rel_time_us(app.dev(), cur).unwrap_or(0.0) / 1e6,
         if m.is_some_and(|m| m.bytes < 0) {
             "free"
         } else {
@@ -141,7 +141,7 @@ fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         marker_legend: "│ step",
         hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
         times: app.time_axis(),
-        reserved_shown: app.reserved_shown,
+        reserved_shown: app.reserved_shown(),
     }
     .render(area, buf);
 }
@@ -158,7 +158,7 @@ impl Widget for StepsView<'_> {
 
 fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let t = &tm.data;
-    let Some(d) = t.devs.get(app.dev) else {
+    let Some(d) = t.devs.get(app.dev()) else {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
@@ -761,18 +761,18 @@ fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
 
 /// The status line's cursor part for a trace.
 pub fn trace_status(app: &App, t: &TraceData) -> (String, String) {
-    let dev = t.devs.get(app.dev);
+    let dev = t.devs.get(app.dev());
     let cur = match (app.cursor(), dev) {
         (Some(c), Some(d)) => {
             let step = t
-                .step_of_event(app.dev, c)
+                .step_of_event(app.dev(), c)
                 .and_then(|s| t.trace.steps.get(s))
                 .map(|s| format!(" {}", s.name))
                 .unwrap_or_default();
             format!(
                 "event {c}/{} +{:.3}s{step}",
                 d.events.len().saturating_sub(1),
-                t.rel_time_us(app.dev, c).unwrap_or(0.0) / 1e6
+                t.rel_time_us(app.dev(), c).unwrap_or(0.0) / 1e6
             )
         }
         _ => "no memory events".to_owned(),

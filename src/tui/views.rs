@@ -38,7 +38,7 @@ pub struct MapView<'a>(pub &'a App);
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(sm) = app.mode.snapshot_mode() else {
+        let Some(sm) = app.mode().snapshot_mode() else {
             return;
         };
         let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
@@ -72,7 +72,7 @@ impl Widget for MapView<'_> {
             bold(),
         );
         // At an OOM: the failed request against the holes it could have used.
-        let oom = data.timelines.get(app.dev).and_then(|tl| {
+        let oom = data.timelines.get(app.dev()).and_then(|tl| {
             tl.ooms
                 .iter()
                 .find(|o| Some(o.event.0 as usize) == cache.event)
@@ -317,7 +317,7 @@ pub struct SitesView<'a>(pub &'a App);
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(sm) = app.mode.snapshot_mode() else {
+        let Some(sm) = app.mode().snapshot_mode() else {
             return;
         };
         let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
@@ -436,7 +436,7 @@ pub struct LeaksView<'a>(pub &'a App);
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
-        let Some(sm) = app.mode.snapshot_mode() else {
+        let Some(sm) = app.mode().snapshot_mode() else {
             return;
         };
         let Some(data) = app.data() else { return };
