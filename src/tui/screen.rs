@@ -7,12 +7,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 
-use super::app::{tab_label, App, View};
+use super::app::{tab_label, App, Mode};
 use super::layout::body;
-use super::overview::{trace_overview, OverviewView};
-use super::timeline::TimelineView;
-use super::trace_views::{self, GraphView, StepsView, TraceLeaksView, TraceTimelineView};
-use super::views::{LeaksView, MapView, SitesView};
+use super::trace_views;
 use super::widgets::{bold, dim, put};
 
 impl Widget for &App {
@@ -71,18 +68,11 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view(), app.mode().trace_mode()) {
-            (View::Overview, Some(tm)) => trace_overview(app, &tm.data, b, buf),
-            (View::Timeline, Some(tm)) => TraceTimelineView(app, &tm.data).render(b, buf),
-            (View::Steps, Some(tm)) => StepsView(app, tm).render(b, buf),
-            (View::Graph, Some(tm)) => GraphView(app, tm).render(b, buf),
-            (View::Leaks, Some(tm)) => TraceLeaksView(app, tm).render(b, buf),
-            (View::Overview, _) => OverviewView(app).render(b, buf),
-            (View::Timeline, _) => TimelineView(app).render(b, buf),
-            (View::Map, _) => MapView(app).render(b, buf),
-            (View::Sites, _) => SitesView(app).render(b, buf),
-            (View::Leaks, _) => LeaksView(app).render(b, buf),
-            (View::Steps | View::Graph, None) => {}
+        // The mode draws its view.
+        match app.mode() {
+            Mode::Trace(tm) => tm.render_view(app, b, buf),
+            Mode::Snapshot(sm) => sm.render_view(app, b, buf),
+            Mode::Loading => {}
         }
         StatusLine(app).render(
             Rect::new(area.x, area.y + area.height - 1, area.width, 1),

@@ -8,6 +8,7 @@ use ratatui::widgets::Widget;
 
 use super::app::{App, View};
 use super::layout::{list_offset, ops_list_area, steps_list_area};
+use super::overview::trace_overview;
 use super::sites::short;
 use super::trace::{OpRow, TraceData};
 use super::trace_mode::TraceMode;
@@ -778,4 +779,18 @@ pub fn trace_status(app: &App, t: &TraceData) -> (String, String) {
         _ => "no memory events".to_owned(),
     };
     (dev.map(|d| d.label.clone()).unwrap_or_default(), cur)
+}
+
+impl TraceMode {
+    /// Draws the view shown: the trace's own, or the overview and the timeline over it.
+    pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
+        match app.view() {
+            View::Overview => trace_overview(app, &self.data, area, buf),
+            View::Timeline => TraceTimelineView(app, &self.data).render(area, buf),
+            View::Steps => StepsView(app, self).render(area, buf),
+            View::Graph => GraphView(app, self).render(area, buf),
+            View::Leaks => TraceLeaksView(app, self).render(area, buf),
+            View::Map | View::Sites => {}
+        }
+    }
 }

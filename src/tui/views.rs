@@ -12,7 +12,10 @@ use super::widgets::chart::step_bars;
 use super::widgets::{put_pieces, TextPane};
 
 use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
+use super::overview::OverviewView;
 use super::sites::{short, Row, SortBy};
+use super::snapshot_mode::SnapshotMode;
+use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
@@ -33,14 +36,11 @@ fn cat_style(c: Category) -> Style {
 }
 
 /// Every segment at the cursor as a bar of its blocks, and the selected block in full.
-pub struct MapView<'a>(pub &'a App);
+pub struct MapView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(sm) = app.mode().snapshot_mode() else {
-            return;
-        };
+        let (app, sm) = (self.0, self.1);
         let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
             return;
         };
@@ -312,14 +312,11 @@ impl Widget for MapView<'_> {
 }
 
 /// Live bytes by site and stack at the cursor.
-pub struct SitesView<'a>(pub &'a App);
+pub struct SitesView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(sm) = app.mode().snapshot_mode() else {
-            return;
-        };
+        let (app, sm) = (self.0, self.1);
         let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
             return;
         };
@@ -431,14 +428,11 @@ impl Widget for SitesView<'_> {
 }
 
 /// Leak findings and growth.
-pub struct LeaksView<'a>(pub &'a App);
+pub struct LeaksView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(sm) = app.mode().snapshot_mode() else {
-            return;
-        };
+        let (app, sm) = (self.0, self.1);
         let Some(data) = app.data() else { return };
         put(
             buf,
@@ -527,6 +521,20 @@ impl Widget for LeaksView<'_> {
                 Rect::new(area.x, area.y + dy, area.width, area.height - dy),
                 buf,
             );
+        }
+    }
+}
+
+impl SnapshotMode {
+    /// Draws the view shown: the snapshot's own, or the overview and the timeline over it.
+    pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
+        match app.view() {
+            View::Overview => OverviewView(app).render(area, buf),
+            View::Timeline => TimelineView(app).render(area, buf),
+            View::Map => MapView(app, self).render(area, buf),
+            View::Sites => SitesView(app, self).render(area, buf),
+            View::Leaks => LeaksView(app, self).render(area, buf),
+            View::Steps | View::Graph => {}
         }
     }
 }
