@@ -1,5 +1,7 @@
 //! Everything the user can ask for, as values: keys and the mouse map to these (in `input`),
-//! and the app and its components act on them. Depends on nothing else in `src/tui`.
+//! and the app and its components act on them; and what a component asks of the app in return
+//! ([`Effect`]), with what it knows of the app ([`Ctx`]). Depends only on [`super::data`]'s
+//! [`Jump`](super::data::Jump).
 
 /// The views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

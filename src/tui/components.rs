@@ -1,4 +1,6 @@
-//! Components that own their state and handle their own keys, shared by the views built from
+//! The views' state, one struct a view: a list with its explanation ([`ListText`], which
+//! handles its own keys), the steps' drill-down, the allocator map's and the sites tree's
+//! selections. The modes ([`super::snapshot_mode`], [`super::trace_mode`]) own them and act on
 //! them. Depends only on [`super::action`], [`super::widgets`] and the models they select in
 //! ([`super::sites`], [`super::trace`]).
 

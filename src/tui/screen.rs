@@ -1,5 +1,5 @@
-//! The screen: tab bar, the current view, the status line, and the help overlay. The one place
-//! that dispatches on the capture's kind to draw a view.
+//! The screen: tab bar, the current view (drawn by the capture's mode), the status line, and
+//! the help overlay.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

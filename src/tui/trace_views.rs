@@ -1,5 +1,6 @@
-//! The trace's views: overview, memory timeline, steps (and the ops inside one), graph growth
-//! and leaks. Like the snapshot views, each is a function of the app and draws into any buffer.
+//! The trace's views: memory timeline, steps (and the ops inside one), graph growth and leaks.
+//! Like the snapshot views, each is a widget over the app and the [`TraceMode`] that holds its
+//! state, and draws into any buffer; [`TraceMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

@@ -1,7 +1,8 @@
 //! A snapshot's allocator map, sites and leaks views.
 //!
-//! Each view is a [`Widget`] over a borrowed [`App`], so it renders into any buffer (a
-//! terminal's, or a test's).
+//! Each view is a [`Widget`] over a borrowed [`App`] and the [`SnapshotMode`] that holds its
+//! state, so it renders into any buffer (a terminal's, or a test's);
+//! [`SnapshotMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
