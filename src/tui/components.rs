@@ -1,14 +1,16 @@
-//! The views' state, one struct a view: a list with its explanation ([`ListText`], which
-//! handles its own keys), the steps' drill-down, the allocator map's and the sites tree's
-//! selections. The modes ([`super::snapshot_mode`], [`super::trace_mode`]) own them and act on
-//! them. Depends only on [`super::action`], [`super::widgets`] and the models they select in
-//! ([`super::sites`], [`super::trace`]).
+//! The views' state, one struct a view: a list with its explanation ([`ListText`]) and the
+//! steps' drill-down ([`Steps`]), which handle their own keys and clicks, and the allocator
+//! map's and the sites tree's selections. The modes ([`super::snapshot_mode`],
+//! [`super::trace_mode`]) own them. Depends only on [`super::action`], [`super::layout`],
+//! [`super::widgets`] and the models they select in ([`super::sites`], [`super::trace`]).
 
-use super::action::{move_sel, Action};
+use super::action::{move_sel, Action, Ctx, Effect};
+use super::layout::{list_offset, ops_list_area, steps_list_area};
+use ratatui::layout::Rect;
 use std::collections::HashSet;
 
 use super::sites::SortBy;
-use super::trace::{OpSort, StepOps};
+use super::trace::{OpRow, OpSort, StepOps, TraceData};
 use super::widgets::Scroll;
 use crate::model::StackId;
 
@@ -91,6 +93,107 @@ impl Default for Steps {
             sort: OpSort::Allocated,
             op_open: false,
             ev_sel: 0,
+        }
+    }
+}
+
+impl Steps {
+    /// The op row selected in the open step.
+    pub fn selected_op(&self) -> Option<&OpRow> {
+        self.ops.as_ref()?.rows.get(self.ops_sel)
+    }
+
+    /// The device event selected in the open op's event list.
+    pub fn selected_op_event(&self) -> Option<usize> {
+        self.selected_op()?.events.get(self.ev_sel).copied()
+    }
+
+    /// Drills into step `step` of device `dev`: its ops, the first selected.
+    pub(super) fn open(&mut self, t: &TraceData, dev: usize, step: usize) {
+        self.ops = Some(t.step_ops(dev, step, self.sort));
+        self.sel = step;
+        self.ops_sel = 0;
+        self.op_open = false;
+        self.ev_sel = 0;
+    }
+
+    /// The keys of the steps view, over trace `t`.
+    pub(super) fn handle(&mut self, a: Action, t: &TraceData, c: Ctx) -> Effect {
+        let page = c.page;
+        if self.op_open {
+            let n = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
+            match a {
+                Action::Enter => {
+                    if let Some(e) = self.selected_op_event() {
+                        return Effect::Event(e, None);
+                    }
+                }
+                Action::Left => self.op_open = false,
+                other => self.ev_sel = move_sel(self.ev_sel, n, other, page),
+            }
+            return Effect::None;
+        }
+        if let Some(so) = &self.ops {
+            let n = so.rows.len();
+            match a {
+                Action::Enter | Action::Right => {
+                    if n > 0 {
+                        self.op_open = true;
+                        self.ev_sel = 0;
+                    }
+                }
+                Action::Left => self.ops = None,
+                other => {
+                    let before = self.ops_sel;
+                    self.ops_sel = move_sel(self.ops_sel, n, other, page);
+                    if before != self.ops_sel {
+                        self.ev_sel = 0;
+                    }
+                }
+            }
+            return Effect::None;
+        }
+        let n = t.trace.steps.len();
+        match a {
+            Action::Enter | Action::Right => {
+                if n > 0 {
+                    self.open(t, c.dev, self.sel);
+                }
+            }
+            other => self.sel = move_sel(self.sel, n, other, page),
+        }
+        Effect::None
+    }
+
+    /// A click on row `y` of the steps view drawn in `b`.
+    pub(super) fn click(&mut self, b: Rect, y: u16, nsteps: usize) {
+        if self.op_open {
+            let l = ops_list_area(b);
+            if y >= l.y && y < l.y + l.height {
+                let off = list_offset(self.ev_sel, l.height as usize);
+                let i = off + (y - l.y) as usize;
+                if self.selected_op().is_some_and(|r| i < r.events.len()) {
+                    self.ev_sel = i;
+                }
+            }
+        } else if let Some(so) = &self.ops {
+            let l = ops_list_area(b);
+            if y >= l.y && y < l.y + l.height {
+                let off = list_offset(self.ops_sel, l.height as usize);
+                let i = off + (y - l.y) as usize;
+                if i < so.rows.len() {
+                    self.ops_sel = i;
+                }
+            }
+        } else {
+            let l = steps_list_area(b);
+            if y >= l.y && y < l.y + l.height {
+                let off = list_offset(self.sel, l.height as usize);
+                let i = off + (y - l.y) as usize;
+                if i < nsteps {
+                    self.sel = i;
+                }
+            }
         }
     }
 }

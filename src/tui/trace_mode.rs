@@ -10,10 +10,9 @@
 
 use ratatui::layout::Rect;
 
-use super::action::{cycle, move_sel, Action, Ctx, Effect, View};
+use super::action::{cycle, Action, Ctx, Effect, View};
 use super::components::{ListText, Steps};
 use super::data::{leak_label, Jump};
-use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::trace::{OpRow, OpSort, TraceData};
 
 /// A trace and its views' state.
@@ -39,12 +38,12 @@ impl TraceMode {
 
     /// The op row selected in the open step.
     pub fn selected_op(&self) -> Option<&OpRow> {
-        self.steps.ops.as_ref()?.rows.get(self.steps.ops_sel)
+        self.steps.selected_op()
     }
 
     /// The device event selected in the open op's event list.
     pub fn selected_op_event(&self) -> Option<usize> {
-        self.selected_op()?.events.get(self.steps.ev_sel).copied()
+        self.steps.selected_op_event()
     }
 
     /// Keeps the selections inside what device `dev` shows.
@@ -82,14 +81,6 @@ impl TraceMode {
         self.leaks.clamp(nleaks);
     }
 
-    fn open_step(&mut self, dev: usize, step: usize) {
-        self.steps.ops = Some(self.data.step_ops(dev, step, self.steps.sort));
-        self.steps.sel = step;
-        self.steps.ops_sel = 0;
-        self.steps.op_open = false;
-        self.steps.ev_sel = 0;
-    }
-
     /// Shows a jump's target in this mode's views, once the app has switched to `dev` and the
     /// view: what it says, if anything.
     pub(super) fn jump(&mut self, j: &Jump) -> Option<String> {
@@ -106,7 +97,7 @@ impl TraceMode {
                 if *live {
                     self.steps.sort = OpSort::LiveAtEnd;
                 }
-                self.open_step(*dev, *step);
+                self.steps.open(&self.data, *dev, *step);
                 let op = op.as_ref()?;
                 let (t, so) = (&self.data, self.steps.ops.as_ref()?);
                 let by_name = so.rows.iter().position(|r| &r.name == op);
@@ -215,7 +206,7 @@ impl TraceMode {
         let Some(step) = self.data.step_of_event(c.dev, cur) else {
             return Effect::Message("this event is outside any profiled step".into());
         };
-        self.open_step(c.dev, step);
+        self.steps.open(&self.data, c.dev, step);
         if let Some(so) = &self.steps.ops {
             if let Some(i) = so.rows.iter().position(|r| r.events.contains(&cur)) {
                 self.steps.ops_sel = i;
@@ -228,50 +219,12 @@ impl TraceMode {
 
     /// The keys of the steps view.
     pub(super) fn apply_steps(&mut self, a: Action, c: Ctx) -> Effect {
-        let page = c.page;
-        if self.steps.op_open {
-            let n = self.selected_op().map(|r| r.events.len()).unwrap_or(0);
-            match a {
-                Action::Enter => {
-                    if let Some(e) = self.selected_op_event() {
-                        return Effect::Event(e, None);
-                    }
-                }
-                Action::Left => self.steps.op_open = false,
-                other => self.steps.ev_sel = move_sel(self.steps.ev_sel, n, other, page),
-            }
-            return Effect::None;
-        }
-        if let Some(so) = &self.steps.ops {
-            let n = so.rows.len();
-            match a {
-                Action::Enter | Action::Right => {
-                    if n > 0 {
-                        self.steps.op_open = true;
-                        self.steps.ev_sel = 0;
-                    }
-                }
-                Action::Left => self.steps.ops = None,
-                other => {
-                    let before = self.steps.ops_sel;
-                    self.steps.ops_sel = move_sel(self.steps.ops_sel, n, other, page);
-                    if before != self.steps.ops_sel {
-                        self.steps.ev_sel = 0;
-                    }
-                }
-            }
-            return Effect::None;
-        }
-        let n = self.data.trace.steps.len();
-        match a {
-            Action::Enter | Action::Right => {
-                if n > 0 {
-                    self.open_step(c.dev, self.steps.sel);
-                }
-            }
-            other => self.steps.sel = move_sel(self.steps.sel, n, other, page),
-        }
-        Effect::None
+        self.steps.handle(a, &self.data, c)
+    }
+
+    /// A click on row `y` of the steps view drawn in `b`.
+    pub(super) fn click_steps(&mut self, b: Rect, y: u16) {
+        self.steps.click(b, y, self.data.trace.steps.len())
     }
 
     /// The evidence of graph finding `i`: the ops of the last step it grew in.
@@ -346,38 +299,6 @@ impl TraceMode {
         }
         self.leaks.handle(a, n, c.page);
         Effect::None
-    }
-
-    /// A click on row `y` of the steps view drawn in `b`.
-    pub(super) fn click_steps(&mut self, b: Rect, y: u16) {
-        if self.steps.op_open {
-            let l = ops_list_area(b);
-            if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.steps.ev_sel, l.height as usize);
-                let i = off + (y - l.y) as usize;
-                if self.selected_op().is_some_and(|r| i < r.events.len()) {
-                    self.steps.ev_sel = i;
-                }
-            }
-        } else if let Some(so) = &self.steps.ops {
-            let l = ops_list_area(b);
-            if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.steps.ops_sel, l.height as usize);
-                let i = off + (y - l.y) as usize;
-                if i < so.rows.len() {
-                    self.steps.ops_sel = i;
-                }
-            }
-        } else {
-            let l = steps_list_area(b);
-            if y >= l.y && y < l.y + l.height {
-                let off = list_offset(self.steps.sel, l.height as usize);
-                let i = off + (y - l.y) as usize;
-                if i < self.data.trace.steps.len() {
-                    self.steps.sel = i;
-                }
-            }
-        }
     }
 
     /// `n`/`N` with query `query`: the next match in the view shown. The overview's list
