@@ -1,6 +1,6 @@
-//! The views' state, one struct a view: a list with its explanation ([`ListText`]) and the
-//! steps' drill-down ([`Steps`]), which handle their own keys and clicks, and the allocator
-//! map's and the sites tree's selections. The modes ([`super::snapshot_mode`],
+//! The views' state, one struct a view: a list with its explanation ([`ListText`]), the
+//! steps' drill-down ([`Steps`]) and the sites tree ([`SitesState`]), which handle their own
+//! keys and clicks, and the allocator map's selection ([`MapState`]). The modes ([`super::snapshot_mode`],
 //! [`super::trace_mode`]) own them. Depends only on [`super::action`], [`super::layout`],
 //! [`super::widgets`] and the models they select in ([`super::sites`], [`super::trace`]).
 
@@ -9,7 +9,7 @@ use super::layout::{list_offset, ops_list_area, steps_list_area};
 use ratatui::layout::Rect;
 use std::collections::HashSet;
 
-use super::sites::SortBy;
+use super::sites::{Row, SiteNode, SortBy};
 use super::trace::{OpRow, OpSort, StepOps, TraceData};
 use super::widgets::Scroll;
 use crate::model::StackId;
@@ -218,6 +218,75 @@ pub struct SitesState {
     pub(super) unfold: bool,
     pub(super) open_sites: HashSet<String>,
     pub(super) open_stacks: HashSet<StackId>,
+}
+
+impl SitesState {
+    /// The keys of the sites tree, whose nodes are `tree` and rows `rows`.
+    pub(super) fn handle(&mut self, a: Action, tree: &[SiteNode], rows: &[Row], page: usize) {
+        let Some(row) = rows.get(self.sel).cloned() else {
+            return;
+        };
+        let tree_label = |i: usize| tree.get(i).map(|x| x.label.clone());
+        match a {
+            Action::Enter | Action::Right => match row {
+                Row::Site(i) => {
+                    if let Some(l) = tree_label(i) {
+                        if a == Action::Enter && self.open_sites.contains(&l) {
+                            self.open_sites.remove(&l);
+                        } else {
+                            self.open_sites.insert(l);
+                        }
+                    }
+                }
+                Row::Stack(i, k) => {
+                    if let Some(s) = tree.get(i).and_then(|x| x.stacks.get(k)).map(|x| x.stack) {
+                        if a == Action::Enter && self.open_stacks.contains(&s) {
+                            self.open_stacks.remove(&s);
+                        } else {
+                            self.open_stacks.insert(s);
+                        }
+                    }
+                }
+                Row::Folded(..) => self.unfold = true,
+                Row::Frame(..) => {}
+            },
+            Action::Left => match row {
+                Row::Site(i) => {
+                    if let Some(l) = tree_label(i) {
+                        self.open_sites.remove(&l);
+                    }
+                }
+                Row::Stack(i, k) => {
+                    let s = tree.get(i).and_then(|x| x.stacks.get(k)).map(|x| x.stack);
+                    if let Some(s) = s.filter(|s| self.open_stacks.contains(s)) {
+                        self.open_stacks.remove(&s);
+                    } else {
+                        self.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
+                    }
+                }
+                Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
+                    self.sel = rows
+                        .iter()
+                        .position(|r| *r == Row::Stack(i, k))
+                        .unwrap_or(0);
+                }
+            },
+            other => self.sel = move_sel(self.sel, rows.len(), other, page),
+        }
+    }
+
+    /// A click on row `y` of the sites tree drawn in `b`.
+    pub(super) fn click(&mut self, b: Rect, y: u16, nrows: usize) {
+        let list_y = b.y + 1;
+        let h = b.height.saturating_sub(1) as usize;
+        if y >= list_y {
+            let off = list_offset(self.sel, h);
+            let i = off + (y - list_y) as usize;
+            if i < nrows {
+                self.sel = i;
+            }
+        }
+    }
 }
 
 impl Default for SitesState {

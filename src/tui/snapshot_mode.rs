@@ -271,65 +271,13 @@ impl SnapshotMode {
     /// The keys of the sites tree.
     pub(super) fn apply_sites(&mut self, a: Action, c: Ctx) {
         let rows = self.rows();
-        let Some(row) = rows.get(self.sites.sel).cloned() else {
-            return;
-        };
-        let tree_label = |s: &SnapshotMode, i: usize| s.tree().get(i).map(|x| x.label.clone());
-        match a {
-            Action::Enter | Action::Right => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        if a == Action::Enter && self.sites.open_sites.contains(&l) {
-                            self.sites.open_sites.remove(&l);
-                        } else {
-                            self.sites.open_sites.insert(l);
-                        }
-                    }
-                }
-                Row::Stack(i, k) => {
-                    if let Some(s) = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack)
-                    {
-                        if a == Action::Enter && self.sites.open_stacks.contains(&s) {
-                            self.sites.open_stacks.remove(&s);
-                        } else {
-                            self.sites.open_stacks.insert(s);
-                        }
-                    }
-                }
-                Row::Folded(..) => self.sites.unfold = true,
-                Row::Frame(..) => {}
-            },
-            Action::Left => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        self.sites.open_sites.remove(&l);
-                    }
-                }
-                Row::Stack(i, k) => {
-                    let s = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack);
-                    if let Some(s) = s.filter(|s| self.sites.open_stacks.contains(s)) {
-                        self.sites.open_stacks.remove(&s);
-                    } else {
-                        self.sites.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
-                    }
-                }
-                Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites.sel = rows
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, k))
-                        .unwrap_or(0);
-                }
-            },
-            other => self.sites.sel = move_sel(self.sites.sel, rows.len(), other, c.page),
-        }
+        let tree = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.tree.as_ref())
+            .map(|t| t.1.as_slice())
+            .unwrap_or(&[]);
+        self.sites.handle(a, tree, &rows, c.page)
     }
 
     /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
@@ -406,15 +354,8 @@ impl SnapshotMode {
 
     /// A click on row `y` of the sites tree drawn in `b`.
     pub(super) fn click_sites(&mut self, b: Rect, y: u16) {
-        let list_y = b.y + 1;
-        let h = b.height.saturating_sub(1) as usize;
-        if y >= list_y {
-            let off = list_offset(self.sites.sel, h);
-            let i = off + (y - list_y) as usize;
-            if i < self.rows().len() {
-                self.sites.sel = i;
-            }
-        }
+        let n = self.rows().len();
+        self.sites.click(b, y, n)
     }
 
     /// Which stacks have a frame matching `query`.
