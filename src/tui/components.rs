@@ -1,6 +1,6 @@
 //! The views' state, one struct a view: a list with its explanation ([`ListText`]), the
 //! steps' drill-down ([`Steps`]) and the sites tree ([`SitesState`]), which handle their own
-//! keys and clicks, and the allocator map's selection ([`MapState`]). The modes ([`super::snapshot_mode`],
+//! keys and clicks, and the allocator map ([`MapState`]), which handles its moves. The modes ([`super::snapshot_mode`],
 //! [`super::trace_mode`]) own them. Depends only on [`super::action`], [`super::layout`],
 //! [`super::widgets`] and the models they select in ([`super::sites`], [`super::trace`]).
 
@@ -207,6 +207,24 @@ pub struct MapState {
     /// Blocks coloured by category (parameters, activations, ...) instead of by state.
     pub(super) by_category: bool,
     pub(super) text: Scroll,
+}
+
+impl MapState {
+    /// The map's moves over `nseg` segments, the selected one of `nparts` parts: `←→` the
+    /// part, `↑↓ PgUp PgDn g G` the segment (a new segment starts at its first part).
+    pub(super) fn handle(&mut self, a: Action, nseg: usize, nparts: usize, page: usize) {
+        match a {
+            Action::Left => self.part = self.part.saturating_sub(1),
+            Action::Right => self.part = (self.part + 1).min(nparts.saturating_sub(1)),
+            other => {
+                let before = self.seg;
+                self.seg = move_sel(self.seg, nseg, other, page);
+                if before != self.seg {
+                    self.part = 0;
+                }
+            }
+        }
+    }
 }
 
 /// The sites tree's state: the selected row, the order, library frames shown or folded, and the

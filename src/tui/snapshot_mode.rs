@@ -12,7 +12,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::action::{cycle, move_sel, Action, Ctx, Effect, View};
+use super::action::{cycle, Action, Ctx, Effect, View};
 use super::components::{ListText, MapState, SitesState};
 use super::data::{leak_label, Data, Jump};
 use super::layout::{list_offset, MAP_LABEL_W};
@@ -225,8 +225,6 @@ impl SnapshotMode {
         let nseg = self.nseg();
         let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
         match a {
-            Action::Left => self.map.part = self.map.part.saturating_sub(1),
-            Action::Right => self.map.part = (self.map.part + 1).min(nparts.saturating_sub(1)),
             Action::Enter => {
                 // Drill into who allocated the selected block: its site in the sites view.
                 let Some(b) = self.selected_part_block() else {
@@ -257,13 +255,7 @@ impl SnapshotMode {
                 }
                 return Effect::Show(View::Sites);
             }
-            other => {
-                let before = self.map.seg;
-                self.map.seg = move_sel(self.map.seg, nseg, other, c.page);
-                if before != self.map.seg {
-                    self.map.part = 0;
-                }
-            }
+            other => self.map.handle(other, nseg, nparts, c.page),
         }
         Effect::None
     }
