@@ -61,13 +61,13 @@ fn enter_on_the_oom_finding_jumps_the_cursor_to_the_oom() {
     assert!(screen(&mut app, 100, 30).contains("event 0/696"));
     key(&mut app, '1');
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Timeline);
+    assert_eq!(app.view(), View::Timeline);
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("event 696/696"), "{s}");
     assert!(s.contains("here: OOM requesting 512.0 MiB"), "{s}");
     // Esc goes back to where the jump came from.
     code(&mut app, KeyCode::Esc);
-    assert_eq!(app.view, View::Overview);
+    assert_eq!(app.view(), View::Overview);
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn peak_key_moves_to_the_peak_and_the_map_follows() {
     assert!(s.contains("event 347/696"), "{s}");
     assert!(s.contains("here: peak 1.5 GiB allocated"), "{s}");
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Map);
+    assert_eq!(app.view(), View::Map);
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("after event 347:"), "{s}");
     assert!(!s.contains("OOM here"), "{s}");
@@ -99,7 +99,7 @@ fn tab_cycles_views_and_numbers_select_them() {
     let order: Vec<View> = (0..5)
         .map(|_| {
             code(&mut app, KeyCode::Tab);
-            app.view
+            app.view()
         })
         .collect();
     assert_eq!(
@@ -113,7 +113,7 @@ fn tab_cycles_views_and_numbers_select_them() {
         ]
     );
     key(&mut app, '4');
-    assert_eq!(app.view, View::Sites);
+    assert_eq!(app.view(), View::Sites);
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn search_jumps_to_matching_allocations_and_sites() {
     key(&mut app, '2');
     key(&mut app, 'g');
     key(&mut app, '/');
-    assert!(app.typing.is_some());
+    assert!(app.typing().is_some());
     for c in "generate.py:178".chars() {
         app.apply(Action::SearchChar(c));
     }
@@ -181,7 +181,7 @@ fn map_enter_drills_into_the_blocks_site() {
     let s = screen(&mut app, 100, 30);
     assert!(s.contains("allocated, size"), "{s}");
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Sites);
+    assert_eq!(app.view(), View::Sites);
     let s = screen(&mut app, 100, 30);
     assert!(s.contains(" ▾ "), "{s}");
 }
@@ -192,7 +192,7 @@ fn mouse_clicks_select_tabs_and_move_the_cursor() {
     screen(&mut app, 100, 30);
     // " 1 Overview  2 Timeline ": the second tab starts at column 11.
     app.apply(Action::Click(14, 0));
-    assert_eq!(app.view, View::Timeline);
+    assert_eq!(app.view(), View::Timeline);
     // Click on the chart's first column: the cursor goes to the first event.
     app.apply(Action::Click(10, 10));
     assert_eq!(app.cursor(), Some(0));
@@ -225,10 +225,10 @@ fn every_view_renders_at_80x24_and_survives_tiny_terminals() {
 fn quit_and_ctrl_c() {
     let mut app = load("clean.pickle");
     key(&mut app, 'q');
-    assert!(app.quit);
+    assert!(app.quit());
     let mut app = load("clean.pickle");
     app.apply(map_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)).unwrap());
-    assert!(app.quit);
+    assert!(app.quit());
 }
 
 #[test]
@@ -237,7 +237,7 @@ fn loading_screen_comes_before_the_data() {
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("loading big.pickle"), "{s}");
     key(&mut app, 'q');
-    assert!(app.quit);
+    assert!(app.quit());
 }
 
 #[test]
@@ -247,7 +247,7 @@ fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
     key(&mut app, 'g');
     key(&mut app, '5');
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Timeline);
+    assert_eq!(app.view(), View::Timeline);
     assert!(screen(&mut app, 100, 30).contains("event 3666/3666"));
     // A capture without leaks says so rather than showing an empty list.
     let mut app = load("fragmentation_oom.pickle");
@@ -264,7 +264,10 @@ fn loading_screen_shows_how_far_the_decoder_got() {
     p.done.store(45 << 20, Ordering::Relaxed);
     p.kind.store(Progress::SNAPSHOT, Ordering::Relaxed);
     let mut app = App::loading("big.pickle");
-    app.loading_note = memscope::tui::loading_note(&p, std::time::Duration::from_millis(1200));
+    app.set_loading_note(memscope::tui::loading_note(
+        &p,
+        std::time::Duration::from_millis(1200),
+    ));
     let s = screen(&mut app, 100, 24);
     assert!(
         s.contains("decoding the snapshot: 45% (45.0 MiB of 100.0 MiB), 1.2 s"),
@@ -309,7 +312,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             .categories_at_peak
             .clone()
             .expect("categories at the peak");
-        let c = app.cache.as_ref().unwrap();
+        let c = app.cache().unwrap();
         let cats = c.cats.as_ref().expect("classified at the cursor");
         let mut got = [0u64; 7];
         for b in c.state.live_blocks() {
@@ -349,7 +352,7 @@ fn time_axis_spreads_columns_over_time_and_clicks_land_in_their_column() {
     let mut app = load("leak_oom.pickle");
     key(&mut app, '2');
     key(&mut app, 't');
-    assert!(app.by_time);
+    assert!(app.by_time());
     let times = app.time_axis().expect("leak_oom records times").to_vec();
     let n = times.len();
     let buckets = time_buckets(&times, 0, n, 90);
@@ -383,7 +386,7 @@ fn time_axis_spreads_columns_over_time_and_clicks_land_in_their_column() {
         b[col]
     );
     key(&mut app, 't');
-    assert!(!app.by_time);
+    assert!(!app.by_time());
     assert!(screen(&mut app, 100, 30).contains("  events 0..3667"));
 }
 

@@ -189,7 +189,7 @@ fn every_capture_lays_out_at_80x24() {
         };
         seen += 1;
         let mut app = App::with(loaded);
-        app.path = f.file_name().unwrap().to_string_lossy().into_owned();
+        app.set_path(f.file_name().unwrap().to_string_lossy().into_owned());
         for i in 0..app.views().len() {
             key(&mut app, char::from_digit(i as u32 + 1, 10).unwrap());
             let big = screen(&mut app, 400, 150);

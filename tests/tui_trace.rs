@@ -163,10 +163,10 @@ fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
     let mut app = load("trace_total_loss.trace.json.gz");
     // The overview's first finding is the graph growth; Enter shows it in the graph view.
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Graph);
+    assert_eq!(app.view(), View::Graph);
     // Enter there: the ops of the last complete step that grew, on `aten::add_`.
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.view(), View::Steps);
     let t = app.trace().unwrap();
     let so = app.step_ops().unwrap();
     assert_eq!(t.trace.steps[so.step].name, "ProfilerStep#10");
@@ -176,11 +176,11 @@ fn graph_finding_enter_opens_the_step_with_the_accumulating_op() {
     // Esc climbs back: steps list, then the graph view, then the overview.
     code(&mut app, KeyCode::Esc);
     assert!(app.step_ops().is_none());
-    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.view(), View::Steps);
     code(&mut app, KeyCode::Esc);
-    assert_eq!(app.view, View::Graph);
+    assert_eq!(app.view(), View::Graph);
     code(&mut app, KeyCode::Esc);
-    assert_eq!(app.view, View::Overview);
+    assert_eq!(app.view(), View::Overview);
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     let mut app = load("trace_hook_cache.trace.json.gz");
     key(&mut app, '5');
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.view(), View::Steps);
     assert_eq!(app.op_sort(), OpSort::LiveAtEnd);
     let t = app.trace().unwrap();
     let so = app.step_ops().unwrap();
@@ -204,7 +204,7 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
         .find(|&k| {
             let e = app.selected_op().unwrap().events[k];
             let t = app.trace().unwrap();
-            t.event(app.dev, e).unwrap().bytes > 0 && t.freed_at(app.dev, e).is_none()
+            t.event(app.dev(), e).unwrap().bytes > 0 && t.freed_at(app.dev(), e).is_none()
         })
         .expect("a surviving allocation");
     for _ in 0..live {
@@ -212,11 +212,11 @@ fn leak_enter_shows_the_surviving_allocations_of_the_first_leaking_step() {
     }
     let ev = app.selected_op_event().unwrap();
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Timeline);
+    assert_eq!(app.view(), View::Timeline);
     assert_eq!(app.cursor(), Some(ev));
     // `a` on an allocation that is never freed says so.
     key(&mut app, 'a');
-    assert!(app.message.contains("never freed"), "{}", app.message);
+    assert!(app.message().contains("never freed"), "{}", app.message());
 }
 
 fn op_events(app: &App) -> usize {
@@ -268,7 +268,7 @@ fn timeline_keys_peak_steps_enter_and_alloc_free() {
     key(&mut app, 'p');
     let peak = app.cursor().unwrap();
     code(&mut app, KeyCode::Enter);
-    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.view(), View::Steps);
     assert!(app.selected_op().unwrap().events.contains(&peak));
     assert_eq!(app.selected_op_event(), Some(peak));
     assert_eq!(app.selected_op().unwrap().name, "aten::_foreach_sqrt");
@@ -345,7 +345,7 @@ fn mouse_selects_steps_and_ops() {
     let mut app = load("trace_total_loss.trace.json.gz");
     screen(&mut app, 120, 30);
     app.apply(Action::Click(30, 0)); // the tab bar: `3 Steps`
-    assert_eq!(app.view, View::Steps);
+    assert_eq!(app.view(), View::Steps);
     // Body starts on row 1; the list under its title and header, on row 3.
     app.apply(Action::Click(10, 3 + 4));
     assert_eq!(app.steps_sel(), 4);

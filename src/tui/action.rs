@@ -1,5 +1,7 @@
 //! Everything the user can ask for, as values: keys and the mouse map to these (in `input`),
-//! and the app and its components act on them. Depends on nothing else in `src/tui`.
+//! and the app and its components act on them; and what a component asks of the app in return
+//! ([`Effect`]), with what it knows of the app ([`Ctx`]). Depends only on [`super::data`]'s
+//! [`Jump`](super::data::Jump).
 
 /// The views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,4 +113,41 @@ pub fn move_sel(sel: usize, n: usize, a: Action, page: usize) -> usize {
         Action::Bottom => n - 1,
         _ => sel.min(n - 1),
     }
+}
+
+/// The next index after (or before) `from`, wrapping, for which `hit` holds.
+pub fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) -> Option<usize> {
+    (1..=n)
+        .map(|k| {
+            if forward {
+                (from + k) % n
+            } else {
+                (from + n * 2 - k) % n
+            }
+        })
+        .find(|&i| hit(i))
+}
+
+/// What the app does after a component handled a key.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    None,
+    Message(String),
+    Jump(super::data::Jump),
+    /// The event on the timeline (a step back in the history), then the message if any.
+    Event(usize, Option<String>),
+    /// The cursor moves there (no history), and the message.
+    Cursor(usize, String),
+    /// The view is shown (a step back in the history).
+    Show(View),
+}
+
+/// What the app's components need to know of it: the view shown, the device, the timeline
+/// cursor, a page's rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub view: View,
+    pub dev: usize,
+    pub cursor: Option<usize>,
+    pub page: usize,
 }

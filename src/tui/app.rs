@@ -1,81 +1,53 @@
 //! The TUI's state and the one function that changes it, [`App::apply`].
 //!
-//! Everything a view draws is either in [`Data`] (computed once) or in the cursor cache here
-//! (the allocator state at the cursor, rebuilt from the nearest replay checkpoint only when the
-//! cursor moves). Rendering therefore never replays, and a keypress costs at most one
-//! checkpoint-to-cursor replay, whatever the size of the log.
+//! The app holds what every capture has (the view, the device, the timeline's cursors and
+//! windows, the jump history, the overview's list, the search, the status message) and the
+//! [`Mode`]: the capture by kind, with the state of its own views. Keys that belong to a view
+//! go to the mode's component for it, which answers with an [`Effect`] the app carries out.
 
-use rustc_hash::FxHashMap as HashMap;
-
-pub use super::action::{move_sel, Action, View};
-use super::components::{ListText, MapState, SitesState, Steps};
+pub use super::action::{cycle, move_sel, Action, View};
+use super::action::{Ctx, Effect};
+use super::components::ListText;
 use super::data::{Data, Jump, MarkerKind};
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
 };
 use super::loaded::Loaded;
-use super::sites::{self, Row, SiteNode, SortBy};
-use super::trace::{OpSort, StepOps, TraceData};
+use super::sites::{Row, SiteNode};
+use super::snapshot_mode::SnapshotMode;
+pub use super::snapshot_mode::{parts, Cursor, Part};
+use super::trace::{OpRow, OpSort, StepOps, TraceData};
+use super::trace_mode::TraceMode;
 use super::widgets::Scroll;
-use crate::analysis::categories::{Category, Classifier};
-use crate::analysis::replay::{LiveBlock, SegState, State};
-use crate::model::{Action as EvAction, StackId};
-
-/// The allocator state at the cursor and what is derived from it.
-pub struct Cursor {
-    pub dev: usize,
-    pub event: Option<usize>,
-    pub state: State,
-    /// Built on demand (sites view, searches): `None` until then.
-    pub tree: Option<(SortBy, Vec<SiteNode>)>,
-    /// Built on demand (the map coloured by category): each live block's category and the
-    /// rule that put it there, by address.
-    pub cats: Option<HashMap<u64, (Category, &'static str)>>,
-}
-
-/// One part of a segment in address order: a live block or a free range.
-#[derive(Clone, Copy, Debug)]
-pub struct Part<'a> {
-    pub addr: u64,
-    pub size: u64,
-    pub block: Option<&'a LiveBlock>,
-}
-
-/// A segment's parts, blocks and holes interleaved in address order.
-pub fn parts(seg: &SegState) -> Vec<Part<'_>> {
-    let mut out: Vec<Part<'_>> = seg
-        .blocks
-        .values()
-        .map(|b| Part {
-            addr: b.address,
-            size: b.size,
-            block: Some(b),
-        })
-        .chain(seg.free_ranges().map(|(a, e)| Part {
-            addr: a,
-            size: e - a,
-            block: None,
-        }))
-        .collect();
-    out.sort_by_key(|p| p.addr);
-    out
-}
+use crate::analysis::replay::{LiveBlock, SegState};
 
 /// The capture the app shows, by kind.
 pub enum Mode {
     Loading,
-    Snapshot(Box<Data>),
-    Trace(Box<TraceData>),
+    Snapshot(Box<SnapshotMode>),
+    Trace(Box<TraceMode>),
 }
 
 impl Mode {
     pub fn data(&self) -> Option<&Data> {
         match self {
-            Mode::Snapshot(d) => Some(d),
+            Mode::Snapshot(s) => Some(&s.data),
+            _ => None,
+        }
+    }
+    pub fn snapshot_mode(&self) -> Option<&SnapshotMode> {
+        match self {
+            Mode::Snapshot(s) => Some(s),
             _ => None,
         }
     }
     pub fn trace(&self) -> Option<&TraceData> {
+        match self {
+            Mode::Trace(t) => Some(&t.data),
+            _ => None,
+        }
+    }
+    pub fn trace_mode(&self) -> Option<&TraceMode> {
         match self {
             Mode::Trace(t) => Some(t),
             _ => None,
@@ -85,47 +57,32 @@ impl Mode {
 
 /// The whole TUI state.
 pub struct App {
-    pub path: String,
+    path: String,
     /// The capture, by kind: what decides the views and what they act on.
-    pub(super) mode: Mode,
-    pub error: Option<String>,
-    pub view: View,
-    pub help: bool,
-    pub quit: bool,
-    pub width: u16,
-    pub height: u16,
-    pub dev: usize,
+    mode: Mode,
+    error: Option<String>,
+    view: View,
+    help: bool,
+    quit: bool,
+    width: u16,
+    height: u16,
+    dev: usize,
     /// Timeline cursor per device (`None`: the device has no events).
-    pub cursors: Vec<Option<usize>>,
-    pub windows: Vec<Window>,
-    pub cache: Option<Cursor>,
+    cursors: Vec<Option<usize>>,
+    windows: Vec<Window>,
     /// The overview's findings and the text above them.
-    pub(super) overview: ListText,
-    /// The allocator map: its segment, block, colouring and details pane.
-    pub(super) map: MapState,
-    /// The sites tree: its row, order, folding and what is open.
-    pub(super) sites: SitesState,
+    overview: ListText,
     /// The timeline's x axis is time (equal spans of time per column), not events.
-    pub by_time: bool,
+    by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
-    pub reserved_shown: bool,
-    /// The device whose classifier is built, and the classifier (built on first use).
-    classifier: Option<(usize, Classifier)>,
-    /// The leaks list and the selected leak's explanation.
-    pub(super) leaks: ListText,
+    reserved_shown: bool,
     /// The query being typed, while typing.
-    pub typing: Option<String>,
-    pub query: String,
-    /// Per stack id: whether one of its frames matches the query.
-    matches: Vec<bool>,
-    pub message: String,
+    typing: Option<String>,
+    query: String,
+    message: String,
     /// While loading: how far it has got.
-    pub loading_note: String,
+    loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
-    /// The trace's steps view: its step, op and allocation selections.
-    pub(super) steps: Steps,
-    /// The graph-growth list and the selected finding's explanation.
-    pub(super) graph: ListText,
 }
 
 impl App {
@@ -143,23 +100,95 @@ impl App {
             dev: 0,
             cursors: Vec::new(),
             windows: Vec::new(),
-            cache: None,
             overview: ListText::default(),
-            map: MapState::default(),
-            sites: SitesState::default(),
             by_time: false,
-            classifier: None,
-            leaks: ListText::default(),
             typing: None,
             query: String::new(),
-            matches: Vec::new(),
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
-            steps: Steps::default(),
-            graph: ListText::default(),
             reserved_shown: false,
         }
+    }
+
+    /// The view shown.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The device shown.
+    pub fn dev(&self) -> usize {
+        self.dev
+    }
+
+    /// Whether the user asked to quit.
+    pub fn quit(&self) -> bool {
+        self.quit
+    }
+
+    /// The status line's message after the last action.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The query being typed, while typing.
+    pub fn typing(&self) -> Option<&str> {
+        self.typing.as_deref()
+    }
+
+    /// Whether the timeline's x axis is time.
+    pub fn by_time(&self) -> bool {
+        self.by_time
+    }
+
+    /// The allocator state at the cursor, once built.
+    pub fn cache(&self) -> Option<&Cursor> {
+        self.mode.snapshot_mode()?.cache.as_ref()
+    }
+
+    /// The file shown in the title.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Why the capture could not be opened, if it could not.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Whether the help is shown.
+    pub fn help(&self) -> bool {
+        self.help
+    }
+
+    /// While loading: how far it has got.
+    pub fn loading_note(&self) -> &str {
+        &self.loading_note
+    }
+
+    /// Whether the timeline draws reserved memory behind the allocated curve.
+    pub fn reserved_shown(&self) -> bool {
+        self.reserved_shown
+    }
+
+    /// The overview's findings list and the text above them.
+    pub fn overview(&self) -> &ListText {
+        &self.overview
+    }
+
+    /// The capture, by kind, with its views' state.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// The file shown in the title.
+    pub fn set_path(&mut self, path: String) {
+        self.path = path;
+    }
+
+    /// While loading: how far it has got.
+    pub fn set_loading_note(&mut self, note: String) {
+        self.loading_note = note;
     }
 
     /// An app showing a snapshot or a trace.
@@ -183,7 +212,7 @@ impl App {
     /// Shows a trace, with the cursor at the end of each device's memory events.
     pub fn set_trace(&mut self, t: TraceData) {
         self.start_at_end(t.devs.iter().map(|d| d.events.len()));
-        self.mode = Mode::Trace(Box::new(t));
+        self.mode = Mode::Trace(Box::new(TraceMode::new(t)));
     }
 
     /// One cursor and window per device, of `lens` events each: the whole log in view, the
@@ -226,7 +255,7 @@ impl App {
     /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
-        self.mode = Mode::Snapshot(Box::new(data));
+        self.mode = Mode::Snapshot(Box::new(SnapshotMode::new(data)));
         self.sync();
     }
 
@@ -260,93 +289,26 @@ impl App {
         chart_area(body(self.width, self.height)).width.max(1) as usize
     }
 
-    /// The tree at the cursor, built if needed.
+    /// The sites tree at the cursor, once built.
     pub fn tree(&self) -> &[SiteNode] {
-        self.cache
-            .as_ref()
-            .and_then(|c| c.tree.as_ref())
-            .map(|t| t.1.as_slice())
-            .unwrap_or(&[])
+        self.mode.snapshot_mode().map_or(&[], |s| s.tree())
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        match self.mode.data() {
-            Some(d) => sites::rows(
-                self.tree(),
-                &d.snap.stacks,
-                &self.sites.open_sites,
-                &self.sites.open_stacks,
-                self.sites.unfold,
-            ),
-            None => Vec::new(),
-        }
+        self.mode
+            .snapshot_mode()
+            .map(|s| s.rows())
+            .unwrap_or_default()
     }
 
-    /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
+    /// Keeps the mode's state in step with the cursor, the device and the view.
     fn sync(&mut self) {
-        let data = match &self.mode {
-            Mode::Loading => return,
-            Mode::Trace(_) => return self.sync_trace(),
-            Mode::Snapshot(d) => d,
-        };
-        let (dev, event) = (self.dev, self.cursor());
-        let stale = self
-            .cache
-            .as_ref()
-            .is_none_or(|c| c.dev != dev || c.event != event);
-        if stale {
-            let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) else {
-                return;
-            };
-            let state = tl.state_after(d, &data.snap.settings, event);
-            self.cache = Some(Cursor {
-                dev,
-                event,
-                state,
-                tree: None,
-                cats: None,
-            });
+        let c = self.ctx();
+        match &mut self.mode {
+            Mode::Trace(tm) => tm.sync(c.dev),
+            Mode::Snapshot(sm) => sm.sync(c),
+            Mode::Loading => {}
         }
-        if self.view == View::Map && self.map.by_category {
-            if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
-                if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev))
-                {
-                    let c = Classifier::from_ranges(&data.snap, d, r.clone());
-                    self.classifier = Some((dev, c));
-                }
-            }
-            if let (Some(c), Some((_, cl)), Some(d)) = (
-                &mut self.cache,
-                &mut self.classifier,
-                data.snap.devices.get(dev),
-            ) {
-                if c.cats.is_none() {
-                    c.cats = Some(
-                        c.state
-                            .live_blocks()
-                            .map(|b| (b.address, cl.classify(&data.snap, d, b)))
-                            .collect(),
-                    );
-                }
-            }
-        }
-        let want_tree = self.view == View::Sites;
-        if let Some(c) = &mut self.cache {
-            if want_tree && c.tree.as_ref().is_none_or(|t| t.0 != self.sites.sort) {
-                c.tree = Some((
-                    self.sites.sort,
-                    sites::build(&data.snap.stacks, &c.state, self.sites.sort),
-                ));
-            }
-        }
-        let nseg = self
-            .cache
-            .as_ref()
-            .map(|c| c.state.segments.len())
-            .unwrap_or(0);
-        self.map.seg = self.map.seg.min(nseg.saturating_sub(1));
-        let nrows = self.rows().len();
-        self.sites.sel = self.sites.sel.min(nrows.saturating_sub(1));
     }
 
     pub(super) fn set_cursor(&mut self, ev: usize) {
@@ -401,18 +363,30 @@ impl App {
                 }
                 self.view = View::Sites;
                 self.sync();
-                if let Some(i) = self.tree().iter().position(|s| &s.label == label) {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Site(i))
-                        .unwrap_or(0);
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.show_site(label);
                 }
             }
             Jump::Graph(_) | Jump::Leak(_) | Jump::Steps { .. } | Jump::StepOps { .. } => {
-                self.jump_trace(j)
+                let Mode::Trace(tm) = &mut self.mode else {
+                    return;
+                };
+                self.history
+                    .push((self.view, self.dev, self.cursors.clone()));
+                if self.history.len() > 64 {
+                    self.history.remove(0);
+                }
+                self.view = match j {
+                    Jump::Graph(_) => View::Graph,
+                    Jump::Leak(_) => View::Leaks,
+                    _ => View::Steps,
+                };
+                if let Jump::Steps { dev } | Jump::StepOps { dev, .. } = j {
+                    self.dev = *dev;
+                }
+                if let Some(m) = tm.jump(j) {
+                    self.message = m;
+                }
             }
             Jump::None => {}
         }
@@ -444,7 +418,7 @@ impl App {
             return;
         }
         let views = self.views();
-        let before = (self.map.seg, self.map.part);
+        let before = self.mode.snapshot_mode().map(|s| (s.map.seg, s.map.part));
         match a {
             Action::Help => self.help = true,
             Action::View(v) => {
@@ -461,7 +435,7 @@ impl App {
             Action::PrevView => {
                 self.view = views[(self.view_index() + views.len() - 1) % views.len()]
             }
-            Action::Back if self.trace_back() => {}
+            Action::Back if self.mode_back() => {}
             Action::Back => {
                 if let Some((v, d, c)) = self.history.pop() {
                     self.view = v;
@@ -490,14 +464,19 @@ impl App {
             Action::Search => self.typing = Some(String::new()),
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
-            Action::SortToggle if matches!(self.mode, Mode::Trace(_)) => self.trace_sort(),
-            Action::SortToggle => {
-                self.sites.sort = match self.sites.sort {
-                    SortBy::Bytes => SortBy::Count,
-                    SortBy::Count => SortBy::Bytes,
+            Action::SortToggle => match &mut self.mode {
+                Mode::Trace(tm) => {
+                    let e = tm.sort(self.view);
+                    self.effect(e)
+                }
+                Mode::Snapshot(sm) => sm.sort(),
+                Mode::Loading => {}
+            },
+            Action::FoldToggle => {
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.sites.unfold = !sm.sites.unfold
                 }
             }
-            Action::FoldToggle => self.sites.unfold = !self.sites.unfold,
             Action::ReservedToggle => {
                 self.reserved_shown = !self.reserved_shown;
                 if self.view != View::Timeline {
@@ -513,20 +492,24 @@ impl App {
                 }
             }
             Action::CategoryToggle => {
-                self.map.by_category = !self.map.by_category;
-                if self.map.by_category && self.view != View::Map {
+                let on = match &mut self.mode {
+                    Mode::Snapshot(sm) => {
+                        sm.map.by_category = !sm.map.by_category;
+                        sm.map.by_category
+                    }
+                    _ => true,
+                };
+                if on && self.view != View::Map {
                     self.message = "c colours the allocator map by category (view 3)".into();
                 }
             }
-            Action::AllocEvent if matches!(self.mode, Mode::Trace(_)) => self.trace_alloc_event(),
             Action::AllocEvent => {
-                if let Some(ev) = self.selected_part_block().and_then(|b| b.alloc_event) {
-                    self.push_history();
-                    self.set_cursor(ev.0 as usize);
-                    self.view = View::Timeline;
-                } else {
-                    self.message = "no allocating event in the log for this selection".into();
-                }
+                let e = match &self.mode {
+                    Mode::Trace(tm) => tm.alloc_event(self.ctx()),
+                    Mode::Snapshot(sm) => sm.alloc_event(),
+                    Mode::Loading => Effect::None,
+                };
+                self.effect(e)
             }
             Action::Scroll(d, x, y) if self.text(self.view).is_some_and(|t| t.contains(x, y)) => {
                 if let Some(t) = self.text(self.view) {
@@ -546,8 +529,10 @@ impl App {
             other => self.apply_view(other),
         }
         // A new block shows its details from the top.
-        if (self.map.seg, self.map.part) != before {
-            self.map.text.reset()
+        if let Mode::Snapshot(sm) = &mut self.mode {
+            if Some((sm.map.seg, sm.map.part)) != before {
+                sm.map.text.reset()
+            }
         }
         self.sync();
     }
@@ -556,46 +541,109 @@ impl App {
     pub fn text(&self, v: View) -> Option<&Scroll> {
         match v {
             View::Overview => Some(self.overview.text()),
-            View::Leaks => Some(self.leaks.text()),
-            View::Graph => Some(self.graph.text()),
-            View::Map => Some(&self.map.text),
+            View::Leaks => match &self.mode {
+                Mode::Trace(tm) => Some(tm.leaks.text()),
+                Mode::Snapshot(sm) => Some(sm.leaks.text()),
+                Mode::Loading => None,
+            },
+            View::Graph => Some(self.mode.trace_mode()?.graph.text()),
+            View::Map => Some(&self.mode.snapshot_mode()?.map.text),
             _ => None,
         }
     }
 
     /// Whether the map colours blocks by category.
     pub fn map_by_category(&self) -> bool {
-        self.map.by_category
+        self.mode.snapshot_mode().is_some_and(|s| s.map.by_category)
     }
 
     /// The step selected in the steps view.
     pub fn steps_sel(&self) -> usize {
-        self.steps.sel
+        self.mode.trace_mode().map_or(0, |tm| tm.steps.sel)
     }
 
     /// The ops of the step the steps view is drilled into.
     pub fn step_ops(&self) -> Option<&StepOps> {
-        self.steps.ops.as_ref()
+        self.mode.trace_mode()?.steps.ops.as_ref()
     }
 
     /// The op selected in a step's ops.
     pub fn ops_sel(&self) -> usize {
-        self.steps.ops_sel
+        self.mode.trace_mode().map_or(0, |tm| tm.steps.ops_sel)
     }
 
     /// How a step's ops are ordered.
     pub fn op_sort(&self) -> OpSort {
-        self.steps.sort
+        self.mode
+            .trace_mode()
+            .map_or(OpSort::Allocated, |tm| tm.steps.sort)
     }
 
     /// Whether the selected op's allocations are listed.
     pub fn op_open(&self) -> bool {
-        self.steps.op_open
+        self.mode.trace_mode().is_some_and(|tm| tm.steps.op_open)
     }
 
     /// The leak selected in the leaks view.
     pub fn leaks_sel(&self) -> usize {
-        self.leaks.sel()
+        match &self.mode {
+            Mode::Trace(tm) => tm.leaks.sel(),
+            Mode::Snapshot(sm) => sm.leaks.sel(),
+            Mode::Loading => 0,
+        }
+    }
+
+    /// The op row selected in the open step of a trace.
+    pub fn selected_op(&self) -> Option<&OpRow> {
+        self.mode.trace_mode()?.selected_op()
+    }
+
+    /// The device event selected in the open op's event list.
+    pub fn selected_op_event(&self) -> Option<usize> {
+        self.mode.trace_mode()?.selected_op_event()
+    }
+
+    /// What the components need to know of the app.
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            view: self.view,
+            dev: self.dev,
+            cursor: self.cursor(),
+            page: self.page(),
+        }
+    }
+
+    /// Does what a component asked for.
+    fn effect(&mut self, e: Effect) {
+        match e {
+            Effect::None => {}
+            Effect::Message(m) => self.message = m,
+            Effect::Jump(j) => self.jump(&j),
+            Effect::Event(ev, m) => {
+                self.push_history();
+                self.set_cursor(ev);
+                self.view = View::Timeline;
+                if let Some(m) = m {
+                    self.message = m;
+                }
+            }
+            Effect::Cursor(ev, m) => {
+                self.set_cursor(ev);
+                self.message = m;
+            }
+            Effect::Show(v) => {
+                self.push_history();
+                self.view = v;
+            }
+        }
+    }
+
+    /// `Esc`: the mode closes a level of its own first (the steps' drill-down).
+    fn mode_back(&mut self) -> bool {
+        match &mut self.mode {
+            Mode::Trace(tm) => tm.back(self.view),
+            _ => false,
+        }
     }
 
     fn apply_typing(&mut self, a: Action) {
@@ -609,30 +657,13 @@ impl App {
             Action::SearchSubmit => {
                 self.query = std::mem::take(q);
                 self.typing = None;
-                self.compute_matches();
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.compute_matches(&self.query);
+                }
                 self.search_step(true);
             }
             _ => {}
         }
-    }
-
-    fn compute_matches(&mut self) {
-        let Some(d) = self.mode.data() else { return };
-        let q = self.query.to_lowercase();
-        let st = &d.snap.stacks;
-        self.matches = (0..st.stack_count())
-            .map(|i| {
-                !q.is_empty()
-                    && st.frames(StackId(i as u32)).iter().any(|&f| {
-                        let f = st.frame(f);
-                        st.frame_label(f).to_lowercase().contains(&q)
-                    })
-            })
-            .collect();
-    }
-
-    fn stack_matches(&self, s: StackId) -> bool {
-        self.matches.get(s.0 as usize).copied().unwrap_or(false)
     }
 
     fn search_step(&mut self, forward: bool) {
@@ -640,83 +671,16 @@ impl App {
             self.message = "no search: press / to search".into();
             return;
         }
-        if let Mode::Trace(_) = self.mode {
-            return self.trace_search(forward);
-        }
-        let q = self.query.to_lowercase();
-        match self.view {
-            View::Overview => {
-                let n = self.mode.data().map(|d| d.findings.len()).unwrap_or(0);
-                let found = cycle(self.overview.sel(), n, forward, |i| {
-                    self.mode
-                        .data()
-                        .is_some_and(|d| d.findings[i].label.to_lowercase().contains(&q))
-                });
-                self.found(found, |s, i| s.overview.select(i));
-            }
-            View::Sites => {
-                self.sync();
-                let tree_len = self.tree().len();
-                let cur_site = match self.rows().get(self.sites.sel) {
-                    Some(
-                        Row::Site(i)
-                        | Row::Stack(i, _)
-                        | Row::Frame(i, _, _)
-                        | Row::Folded(i, _, _, _),
-                    ) => *i,
-                    None => 0,
-                };
-                let found = cycle(cur_site, tree_len, forward, |i| {
-                    let s = &self.tree()[i];
-                    s.label.to_lowercase().contains(&q)
-                        || s.stacks.iter().any(|k| self.stack_matches(k.stack))
-                });
-                if let Some(i) = found {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Site(i))
-                        .unwrap_or(0);
-                }
-                self.found(found, |_, _| {});
-            }
-            View::Timeline | View::Map | View::Leaks | View::Steps | View::Graph => {
-                let Some(d) = self.mode.data() else { return };
-                let Some(dev) = d.snap.devices.get(self.dev) else {
-                    return;
-                };
-                let n = dev.events.len();
-                let cur = self.cursor().unwrap_or(0);
-                let hit = |i: usize| {
-                    let e = &dev.events[i];
-                    matches!(e.action, EvAction::Alloc | EvAction::Oom)
-                        && self.stack_matches(e.stack)
-                };
-                let found = if forward {
-                    (cur + 1..n).find(|&i| hit(i))
-                } else {
-                    (0..cur.min(n)).rev().find(|&i| hit(i))
-                };
-                if let Some(i) = found {
-                    self.set_cursor(i);
-                    self.message = format!("/{}: event {i}", self.query);
-                } else {
-                    self.message = format!("/{}: no further allocation matches", self.query);
-                }
-            }
-        }
-    }
-
-    pub(super) fn found(&mut self, found: Option<usize>, set: impl FnOnce(&mut App, usize)) {
-        match found {
-            Some(i) => {
-                set(self, i);
-                self.message = format!("/{}", self.query);
-            }
-            None => self.message = format!("/{}: no match", self.query),
-        }
+        let c = self.ctx();
+        let overview = &mut self.overview;
+        let from = overview.sel();
+        let mut select = |i| overview.select(i);
+        let e = match &mut self.mode {
+            Mode::Trace(tm) => tm.search(c, &self.query, forward, from, &mut select),
+            Mode::Snapshot(sm) => sm.search(c, &self.query, forward, from, &mut select),
+            Mode::Loading => Effect::None,
+        };
+        self.effect(e)
     }
 
     pub(super) fn markers(&self) -> &[super::data::Marker] {
@@ -825,59 +789,31 @@ impl App {
                 }
             }
             View::Timeline => self.apply_timeline(a),
-            View::Map => self.apply_map(a),
-            View::Sites => self.apply_sites(a),
-            View::Steps => self.apply_steps(a),
-            View::Graph => self.apply_graph(a),
-            View::Leaks if matches!(self.mode, Mode::Trace(_)) => self.apply_trace_leaks(a),
-            View::Leaks => {
-                let n = self.leak_items().len();
-                if a == Action::Enter {
-                    if let Some(j) = self.leak_items().get(self.leaks.sel()).map(|x| x.1.clone()) {
-                        self.jump(&j);
+            view => {
+                // The mode's own views: the component of the view shown takes the key.
+                let c = self.ctx();
+                let e = match (&mut self.mode, view) {
+                    (Mode::Trace(tm), View::Steps) => tm.apply_steps(a, c),
+                    (Mode::Trace(tm), View::Graph) => tm.apply_graph(a, c),
+                    (Mode::Trace(tm), View::Leaks) => tm.apply_leaks(a, c),
+                    (Mode::Snapshot(sm), View::Map) => sm.apply_map(a, c),
+                    (Mode::Snapshot(sm), View::Sites) => {
+                        sm.apply_sites(a, c);
+                        Effect::None
                     }
-                } else {
-                    let page = self.page();
-                    self.leaks.handle(a, n, page);
-                }
+                    (Mode::Snapshot(sm), View::Leaks) => sm.apply_leaks(a, c),
+                    _ => Effect::None,
+                };
+                self.effect(e)
             }
         }
     }
-
-    /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
-    /// OOMs the diagnosis blames on a leak.
+    /// A snapshot's leak findings and the OOMs blamed on a leak, with where Enter goes.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let Some(d) = self.mode.data() else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for l in &d.analysis.leaks {
-            let dev = d
-                .snap
-                .devices
-                .iter()
-                .position(|x| x.index == l.device)
-                .unwrap_or(0);
-            out.push((
-                leak_label(l),
-                Jump::Event {
-                    dev,
-                    event: l.leak.window_end_event.0 as usize,
-                },
-            ));
-        }
-        for (di, dr) in d.analysis.devices.iter().enumerate() {
-            for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
-                out.push((
-                    format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
-                    Jump::Event {
-                        dev: di,
-                        event: o.event as usize,
-                    },
-                ));
-            }
-        }
-        out
+        self.mode
+            .snapshot_mode()
+            .map(|s| s.leak_items())
+            .unwrap_or_default()
     }
 
     fn apply_timeline(&mut self, a: Action) {
@@ -916,140 +852,27 @@ impl App {
                     };
                 }
             }
-            Action::Enter if matches!(self.mode, Mode::Trace(_)) => self.open_step_at_cursor(),
             Action::Enter => {
-                self.push_history();
-                self.view = View::Map;
+                let c = self.ctx();
+                let e = match &mut self.mode {
+                    Mode::Trace(tm) => tm.open_step_at_cursor(c),
+                    // The allocator map at the cursor.
+                    _ => Effect::Show(View::Map),
+                };
+                self.effect(e)
             }
             _ => {}
         }
     }
 
-    /// The segment selected in the map, and its parts.
+    /// The segment selected in the map.
     pub fn selected_segment(&self) -> Option<&SegState> {
-        self.cache
-            .as_ref()?
-            .state
-            .segments
-            .values()
-            .nth(self.map.seg)
+        self.mode.snapshot_mode()?.selected_segment()
     }
 
+    /// The block selected in the map's segment (none on a free range).
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
-        let seg = self.selected_segment()?;
-        parts(seg).get(self.map.part).and_then(|p| p.block)
-    }
-
-    fn apply_map(&mut self, a: Action) {
-        let nseg = self
-            .cache
-            .as_ref()
-            .map(|c| c.state.segments.len())
-            .unwrap_or(0);
-        let nparts = self.selected_segment().map(|s| parts(s).len()).unwrap_or(0);
-        match a {
-            Action::Left => self.map.part = self.map.part.saturating_sub(1),
-            Action::Right => self.map.part = (self.map.part + 1).min(nparts.saturating_sub(1)),
-            Action::Enter => {
-                // Drill into who allocated the selected block: its site in the sites view.
-                let Some(b) = self.selected_part_block() else {
-                    self.message = "a free range: nothing allocated it".into();
-                    return;
-                };
-                let stack = b.stack;
-                self.push_history();
-                self.view = View::Sites;
-                self.sync();
-                if let Some(i) = self
-                    .tree()
-                    .iter()
-                    .position(|s| s.stacks.iter().any(|k| k.stack == stack))
-                {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    let ki = self.tree()[i]
-                        .stacks
-                        .iter()
-                        .position(|k| k.stack == stack)
-                        .unwrap_or(0);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, ki))
-                        .unwrap_or(0);
-                }
-            }
-            other => {
-                let before = self.map.seg;
-                self.map.seg = move_sel(self.map.seg, nseg, other, self.page());
-                if before != self.map.seg {
-                    self.map.part = 0;
-                }
-            }
-        }
-    }
-
-    fn apply_sites(&mut self, a: Action) {
-        let rows = self.rows();
-        let Some(row) = rows.get(self.sites.sel).cloned() else {
-            return;
-        };
-        let tree_label = |s: &App, i: usize| s.tree().get(i).map(|x| x.label.clone());
-        match a {
-            Action::Enter | Action::Right => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        if a == Action::Enter && self.sites.open_sites.contains(&l) {
-                            self.sites.open_sites.remove(&l);
-                        } else {
-                            self.sites.open_sites.insert(l);
-                        }
-                    }
-                }
-                Row::Stack(i, k) => {
-                    if let Some(s) = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack)
-                    {
-                        if a == Action::Enter && self.sites.open_stacks.contains(&s) {
-                            self.sites.open_stacks.remove(&s);
-                        } else {
-                            self.sites.open_stacks.insert(s);
-                        }
-                    }
-                }
-                Row::Folded(..) => self.sites.unfold = true,
-                Row::Frame(..) => {}
-            },
-            Action::Left => match row {
-                Row::Site(i) => {
-                    if let Some(l) = tree_label(self, i) {
-                        self.sites.open_sites.remove(&l);
-                    }
-                }
-                Row::Stack(i, k) => {
-                    let s = self
-                        .tree()
-                        .get(i)
-                        .and_then(|x| x.stacks.get(k))
-                        .map(|x| x.stack);
-                    if let Some(s) = s.filter(|s| self.sites.open_stacks.contains(s)) {
-                        self.sites.open_stacks.remove(&s);
-                    } else {
-                        self.sites.sel = rows.iter().position(|r| *r == Row::Site(i)).unwrap_or(0);
-                    }
-                }
-                Row::Frame(i, k, _) | Row::Folded(i, k, _, _) => {
-                    self.sites.sel = rows
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, k))
-                        .unwrap_or(0);
-                }
-            },
-            other => self.sites.sel = move_sel(self.sites.sel, rows.len(), other, self.page()),
-        }
+        self.mode.snapshot_mode()?.selected_part_block()
     }
 
     fn click(&mut self, x: u16, y: u16) {
@@ -1083,43 +906,13 @@ impl App {
                 }
             }
             View::Map => {
-                let l = map_list_area(b);
-                if y >= l.y && y < l.y + l.height {
-                    let off = list_offset(self.map.seg, l.height as usize);
-                    let nseg = self
-                        .cache
-                        .as_ref()
-                        .map(|c| c.state.segments.len())
-                        .unwrap_or(0);
-                    let i = off + (y - l.y) as usize;
-                    if i < nseg {
-                        self.map.seg = i;
-                        self.map.part = 0;
-                        // Select the part under the click within the bar.
-                        let bar_x = l.x + MAP_LABEL_W;
-                        let bar_w = l.width.saturating_sub(MAP_LABEL_W).max(1);
-                        if x >= bar_x {
-                            if let Some(seg) = self.selected_segment() {
-                                let at = seg.address + (x - bar_x) as u64 * seg.size / bar_w as u64;
-                                let ps = parts(seg);
-                                self.map.part = ps
-                                    .iter()
-                                    .position(|p| at >= p.addr && at < p.addr + p.size)
-                                    .unwrap_or(0);
-                            }
-                        }
-                    }
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.click_map(map_list_area(b), x, y)
                 }
             }
             View::Sites => {
-                let list_y = b.y + 1;
-                let h = b.height.saturating_sub(1) as usize;
-                if y >= list_y {
-                    let off = list_offset(self.sites.sel, h);
-                    let i = off + (y - list_y) as usize;
-                    if i < self.rows().len() {
-                        self.sites.sel = i;
-                    }
+                if let Mode::Snapshot(sm) = &mut self.mode {
+                    sm.click_sites(b, y)
                 }
             }
             View::Overview => {
@@ -1132,7 +925,11 @@ impl App {
                     }
                 }
             }
-            View::Steps => self.click_steps(b, y),
+            View::Steps => {
+                if let Mode::Trace(tm) = &mut self.mode {
+                    tm.click_steps(b, y)
+                }
+            }
             View::Leaks | View::Graph => {}
         }
     }
@@ -1140,24 +937,6 @@ impl App {
 
 pub fn tab_label(i: usize, v: View) -> String {
     format!(" {} {} ", i + 1, v.title())
-}
-
-/// The next index after (or before) `from`, wrapping, for which `hit` holds.
-pub(super) fn cycle(
-    from: usize,
-    n: usize,
-    forward: bool,
-    hit: impl Fn(usize) -> bool,
-) -> Option<usize> {
-    (1..=n)
-        .map(|k| {
-            if forward {
-                (from + k) % n
-            } else {
-                (from + n * 2 - k) % n
-            }
-        })
-        .find(|&i| hit(i))
 }
 
 pub use super::data::leak_label;

@@ -5,6 +5,15 @@
 //! over `&App`. Only [`run`] touches a real terminal, so the whole app can be driven and
 //! rendered in tests on a `TestBackend`.
 //!
+//! The app holds what every capture has (view, device, timeline cursors, history, overview,
+//! search, message) and a [`app::Mode`]: `Snapshot(SnapshotMode)` or `Trace(TraceMode)` (or
+//! still loading). Each mode owns its capture and its views' state (the structs of
+//! [`components`]); the app handles the global actions (quit, help, view switching, devices,
+//! markers, the timeline) and routes a view's keys, clicks and searches to the active mode,
+//! whose component answers with an [`action::Effect`] (jump, show an event, say something) that
+//! the app carries out. Each mode draws its views (`render_view`) as widgets over the app and
+//! itself.
+//!
 //! Loading a large capture takes seconds, so it happens on a thread while the terminal already
 //! shows a loading screen and still answers `q`. The terminal is restored however the loop
 //! ends: on quit, on error (a drop guard), and on a panic (a hook that restores it before the
@@ -14,15 +23,19 @@
 //!
 //! ```text
 //!   mod (run, events)
-//!    └ screen (tabs, status, help; picks the view for the capture's kind)
-//!       ├ overview · timeline · views (snapshot) · trace_views (trace)
-//!       │    └ app (state: enum Mode, App::apply) ── trace_app (the trace views' actions)
-//!       │         ├ components (ListText: a list and its scrolling explanation, own keys)
-//!       │         │    └ action (View, Action: what keys and the mouse ask for) · widgets
-//!       │         ├ input (keys → Action) ── action
-//!       │         └ loaded (the capture: a snapshot's Data or a TraceData)
-//!       │              ├ data (snapshot: analysis, timelines, markers, findings)
-//!       │              └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
+//!    └ screen (tabs, status, help; the mode draws the view)
+//!       ├ views (snapshot: map, sites, leaks; SnapshotMode::render_view)
+//!       ├ trace_views (trace: timeline, steps, graph, leaks; TraceMode::render_view)
+//!       │    └ overview (both kinds) · timeline (the snapshot's)
+//!       │         └ app (App: global state and actions, enum Mode, App::apply)
+//!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, map/sites/leaks keys)
+//!       │              ├ trace_mode (TraceMode: trace, steps/graph/leaks keys)
+//!       │              │    └ (both modes) components (ListText, Steps, MapState, SitesState) ── layout
+//!       │              │         └ action (View, Action, Effect, Ctx) ── data (Jump) · widgets
+//!       │              ├ input (keys → Action) ── action
+//!       │              └ loaded (the capture: a snapshot's Data or a TraceData)
+//!       │                   ├ data (snapshot: analysis, timelines, markers, findings)
+//!       │                   └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
 //!       └ widgets (text pane, table, fitted lines) ── widgets::chart (memory chart, step bars)
 //!            └ layout (pure geometry) · data (markers)
 //!   sites (the live-memory tree) and layout depend on nothing in src/tui.
@@ -38,9 +51,10 @@ pub mod loaded;
 pub mod overview;
 pub mod screen;
 pub mod sites;
+pub mod snapshot_mode;
 pub mod timeline;
 pub mod trace;
-mod trace_app;
+pub mod trace_mode;
 pub mod trace_views;
 pub mod views;
 pub mod widgets;
@@ -77,7 +91,7 @@ pub enum TuiError {
 pub fn handle_event(app: &mut App, ev: Event) {
     let action = match ev {
         Event::Key(k) => {
-            if app.typing.is_some() {
+            if app.typing().is_some() {
                 map_search_key(k)
             } else {
                 map_key(k)
@@ -153,7 +167,7 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
     let mut waiting = true;
     loop {
         if waiting {
-            app.loading_note = loading_note(&progress, started.elapsed());
+            app.set_loading_note(loading_note(&progress, started.elapsed()));
         }
         terminal.draw(|f| f.render_widget(&app, f.area()))?;
         if waiting {
@@ -180,7 +194,7 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
                 handle_event(&mut app, event::read()?);
             }
         }
-        if app.quit {
+        if app.quit() {
             break;
         }
     }

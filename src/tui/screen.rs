@@ -1,5 +1,5 @@
-//! The screen: tab bar, the current view, the status line, and the help overlay. The one place
-//! that dispatches on the capture's kind to draw a view.
+//! The screen: tab bar, the current view (drawn by the capture's mode), the status line, and
+//! the help overlay.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -7,12 +7,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 
-use super::app::{tab_label, App, View};
+use super::app::{tab_label, App, Mode};
 use super::layout::body;
-use super::overview::{trace_overview, OverviewView};
-use super::timeline::TimelineView;
 use super::trace_views;
-use super::views::{LeaksView, MapView, SitesView};
 use super::widgets::{bold, dim, put};
 
 impl Widget for &App {
@@ -29,9 +26,9 @@ impl Widget for &App {
             return;
         }
         if !app.loaded() {
-            let msg = match &app.error {
-                Some(e) => format!("memscope: cannot open {}: {e}", app.path),
-                None => format!("memscope: loading {} …", app.path),
+            let msg = match &app.error() {
+                Some(e) => format!("memscope: cannot open {}: {e}", app.path()),
+                None => format!("memscope: loading {} …", app.path()),
             };
             // The message whole, wrapped, centred when it fits on a line.
             let w = area.width as usize - 1;
@@ -45,10 +42,10 @@ impl Widget for &App {
                 }
             }
             let y = y - 1;
-            if app.error.is_some() {
+            if app.error().is_some() {
                 buf.set_stringn(area.x, y + 1, "press q to quit", area.width as usize, dim());
-            } else if !app.loading_note.is_empty() {
-                let n = &app.loading_note;
+            } else if !app.loading_note().is_empty() {
+                let n = &app.loading_note();
                 let x = area.x + area.width.saturating_sub(n.chars().count() as u16) / 2;
                 buf.set_stringn(x.max(area.x), y + 1, n, area.width as usize, dim());
             }
@@ -58,7 +55,7 @@ impl Widget for &App {
         let mut x = area.x;
         for (i, v) in app.views().iter().enumerate() {
             let t = tab_label(i, *v);
-            let st = if *v == app.view {
+            let st = if *v == app.view() {
                 Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
             } else {
                 dim()
@@ -71,24 +68,17 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        match (app.view, app.trace()) {
-            (View::Overview, Some(t)) => trace_overview(app, t, b, buf),
-            (View::Timeline, Some(t)) => trace_views::trace_timeline(app, t, b, buf),
-            (View::Steps, Some(t)) => trace_views::steps_view(app, t, b, buf),
-            (View::Graph, Some(t)) => trace_views::graph_view(app, t, b, buf),
-            (View::Leaks, Some(t)) => trace_views::trace_leaks_view(app, t, b, buf),
-            (View::Overview, _) => OverviewView(app).render(b, buf),
-            (View::Timeline, _) => TimelineView(app).render(b, buf),
-            (View::Map, _) => MapView(app).render(b, buf),
-            (View::Sites, _) => SitesView(app).render(b, buf),
-            (View::Leaks, _) => LeaksView(app).render(b, buf),
-            (View::Steps | View::Graph, None) => {}
+        // The mode draws its view.
+        match app.mode() {
+            Mode::Trace(tm) => tm.render_view(app, b, buf),
+            Mode::Snapshot(sm) => sm.render_view(app, b, buf),
+            Mode::Loading => {}
         }
         StatusLine(app).render(
             Rect::new(area.x, area.y + area.height - 1, area.width, 1),
             buf,
         );
-        if app.help {
+        if app.help() {
             HelpView.render(area, buf);
         }
     }
@@ -102,7 +92,7 @@ impl Widget for StatusLine<'_> {
         let app = self.0;
         let st = Style::default().bg(Color::DarkGray).fg(Color::White);
         buf.set_style(area, st);
-        if let Some(q) = &app.typing {
+        if let Some(q) = &app.typing() {
             put(
                 buf,
                 area,
@@ -112,10 +102,10 @@ impl Widget for StatusLine<'_> {
             );
             return;
         }
-        let hint = if app.message.is_empty() {
+        let hint = if app.message().is_empty() {
             "?:help q:quit Tab:views /:search".to_owned()
         } else {
-            app.message.clone()
+            app.message().to_owned()
         };
         if let Some(t) = app.trace() {
             let file = t
@@ -134,11 +124,11 @@ impl Widget for StatusLine<'_> {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let dev = data.snap.devices.get(app.dev);
+        let dev = data.snap.devices.get(app.dev());
         let cur = match (app.cursor(), dev) {
             (Some(c), Some(d)) => {
                 let t = data
-                    .rel_time_us(app.dev, c)
+                    .rel_time_us(app.dev(), c)
                     .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
                     .unwrap_or_default();
                 format!("event {c}/{}{t}", d.events.len().saturating_sub(1))

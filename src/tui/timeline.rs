@@ -27,8 +27,10 @@ impl Widget for TimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
         let Some(data) = app.data() else { return };
-        let (Some(dev), Some(tl)) = (data.snap.devices.get(app.dev), data.timelines.get(app.dev))
-        else {
+        let (Some(dev), Some(tl)) = (
+            data.snap.devices.get(app.dev()),
+            data.timelines.get(app.dev()),
+        ) else {
             buf.set_string(
                 area.x,
                 area.y,
@@ -51,7 +53,7 @@ impl Widget for TimelineView<'_> {
         // Header: the figures at the cursor.
         let e = &dev.events[cur];
         let t = data
-            .rel_time_us(app.dev, cur)
+            .rel_time_us(app.dev(), cur)
             .map(|t| format!(" +{:.3} s", t as f64 / 1e6))
             .unwrap_or_default();
         let site = data
@@ -84,13 +86,13 @@ impl Widget for TimelineView<'_> {
             cursor: cur,
             markers: data
                 .markers
-                .get(app.dev)
+                .get(app.dev())
                 .map(|v| v.as_slice())
                 .unwrap_or(&[]),
             marker_legend: "│ step/annotation",
             hints: "p: peak  o: OOM  [ ]: markers +/- zoom t: time axis Enter: map",
             times: app.time_axis(),
-            reserved_shown: app.reserved_shown,
+            reserved_shown: app.reserved_shown(),
         }
         .render(area, buf);
     }

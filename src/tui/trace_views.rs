@@ -1,5 +1,6 @@
-//! The trace's views: overview, memory timeline, steps (and the ops inside one), graph growth
-//! and leaks. Like the snapshot views, each is a function of the app and draws into any buffer.
+//! The trace's views: memory timeline, steps (and the ops inside one), graph growth and leaks.
+//! Like the snapshot views, each is a widget over the app and the [`TraceMode`] that holds its
+//! state, and draws into any buffer; [`TraceMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -8,8 +9,10 @@ use ratatui::widgets::Widget;
 
 use super::app::{App, View};
 use super::layout::{list_offset, ops_list_area, steps_list_area};
+use super::overview::trace_overview;
 use super::sites::short;
 use super::trace::{OpRow, TraceData};
+use super::trace_mode::TraceMode;
 use super::widgets::chart::Chart;
 use super::widgets::chart::{bar, step_bars};
 use super::widgets::TextPane;
@@ -80,8 +83,17 @@ fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
 }
 
 /// The memory curve of a trace device.
-pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let Some(d) = t.devs.get(app.dev) else {
+/// A trace view (the memory curve of the device shown): a widget over the app and the trace's state.
+pub struct TraceTimelineView<'a>(pub &'a App, pub &'a TraceData);
+
+impl Widget for TraceTimelineView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        trace_timeline(self.0, self.1, area, buf)
+    }
+}
+
+fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+    let Some(d) = t.devs.get(app.dev()) else {
         put(
             buf,
             area,
@@ -96,21 +108,21 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         return;
     }
     let cur = app.cursor().unwrap_or(0).min(n - 1);
-    let m = t.event(app.dev, cur);
-    let (inner, top) = t.event_ops(app.dev, cur);
+    let m = t.event(app.dev(), cur);
+    let (inner, top) = t.event_ops(app.dev(), cur);
     let op = match (inner, top) {
         (Some(a), Some(b)) if a != b => format!(" {a} in {b}"),
         (Some(a), _) => format!(" {a}"),
         _ => String::new(),
     };
     let site = t
-        .event_site(app.dev, cur)
+        .event_site(app.dev(), cur)
         .map(|s| format!(" at {}:{}", short(&s.file), s.line))
         .unwrap_or_default();
     let header = format!(
         "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {} reserved {}",
         n - 1,
-        t.rel_time_us(app.dev, cur).unwrap_or(0.0) / 1e6,
+        t.rel_time_us(app.dev(), cur).unwrap_or(0.0) / 1e6,
         if m.is_some_and(|m| m.bytes < 0) {
             "free"
         } else {
@@ -131,19 +143,29 @@ pub fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         marker_legend: "│ step",
         hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
         times: app.time_axis(),
-        reserved_shown: app.reserved_shown,
+        reserved_shown: app.reserved_shown(),
     }
     .render(area, buf);
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
-pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let Some(d) = t.devs.get(app.dev) else {
+/// A trace view (the steps, a step's ops, an op's memory events): a widget over the app and the trace's state.
+pub struct StepsView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for StepsView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        steps_view(self.0, self.1, area, buf)
+    }
+}
+
+fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
+    let Some(d) = t.devs.get(app.dev()) else {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
-    if let Some(so) = &app.steps.ops {
-        ops_view(app, t, so, area, buf);
+    if let Some(so) = &tm.steps.ops {
+        ops_view(tm, so, area, buf);
         return;
     }
     let wide = area.width >= 120;
@@ -200,7 +222,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         dim(),
     );
     let l = steps_list_area(area);
-    let off = list_offset(app.steps.sel, l.height as usize);
+    let off = list_offset(tm.steps.sel, l.height as usize);
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
@@ -212,7 +234,7 @@ pub fn steps_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
     let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps.sel;
+        let on = k == tm.steps.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
@@ -343,7 +365,8 @@ fn op_name(r: &OpRow) -> String {
     }
 }
 
-fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
+fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     let Some(s) = t.trace.steps.get(so.step) else {
         return;
     };
@@ -352,8 +375,8 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
     let l = ops_list_area(area);
     // Under 120 columns only the figures that matter most keep room for the op's name.
     let wide = area.width >= 120;
-    if app.steps.op_open {
-        let Some(r) = app.selected_op() else { return };
+    if tm.steps.op_open {
+        let Some(r) = tm.selected_op() else { return };
         put(
             buf,
             area,
@@ -381,7 +404,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             ),
             dim(),
         );
-        let off = list_offset(app.steps.ev_sel, l.height as usize);
+        let off = list_offset(tm.steps.ev_sel, l.height as usize);
         for (k, &e) in r
             .events
             .iter()
@@ -389,7 +412,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             .skip(off)
             .take(l.height as usize)
         {
-            let on = k == app.steps.ev_sel;
+            let on = k == tm.steps.ev_sel;
             let line = event_line(t, so.dev, e);
             put(
                 buf,
@@ -400,7 +423,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
             );
         }
         let dy = l.y - area.y + l.height;
-        if let Some(e) = app.selected_op_event() {
+        if let Some(e) = tm.selected_op_event() {
             let site = t
                 .event_site(so.dev, e)
                 .map(|s| format!("user frame: {s}"))
@@ -457,9 +480,9 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    let off = list_offset(app.steps.ops_sel, l.height as usize);
+    let off = list_offset(tm.steps.ops_sel, l.height as usize);
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == app.steps.ops_sel;
+        let on = k == tm.steps.ops_sel;
         let site = site_text(&r.site);
         let cols = op_columns(
             wide,
@@ -514,7 +537,7 @@ fn ops_view(app: &App, t: &TraceData, so: &super::trace::StepOps, area: Rect, bu
         ),
         dim(),
     );
-    if let Some(r) = app.selected_op() {
+    if let Some(r) = tm.selected_op() {
         if let Some(site) = r.site.as_ref() {
             put(
                 buf,
@@ -544,7 +567,17 @@ fn step_range(t: &TraceData) -> (&str, &str) {
 }
 
 /// Autograd-graph growth: each finding with its nodes per step.
-pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+/// A trace view (the autograd graph's growth findings): a widget over the app and the trace's state.
+pub struct GraphView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for GraphView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        graph_view(self.0, self.1, area, buf)
+    }
+}
+
+fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     let Some(g) = &t.analysis.graph else {
         put(buf, area, 0, "no autograd graph section", dim());
         return;
@@ -571,9 +604,9 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         y += 1;
     }
     let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
-    let off = list_offset(app.graph.sel(), list_h.max(1) as usize);
+    let off = list_offset(tm.graph.sel(), list_h.max(1) as usize);
     for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.graph.sel();
+        let on = k == tm.graph.sel();
         let text = format!(
             "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
             if on { "›" } else { " " },
@@ -600,7 +633,7 @@ pub fn graph_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     }
     y += 1;
     let rest = area.height.saturating_sub(y);
-    if let Some(f) = g.growth.get(app.graph.sel()) {
+    if let Some(f) = g.growth.get(tm.graph.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
         step_bars(
@@ -645,7 +678,17 @@ fn text_pane(
 }
 
 /// Leaks found in a trace: allocations from earlier steps still alive at the end.
-pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+/// A trace view (the trace's leaks with their evidence): a widget over the app and the trace's state.
+pub struct TraceLeaksView<'a>(pub &'a App, pub &'a TraceMode);
+
+impl Widget for TraceLeaksView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        trace_leaks_view(self.0, self.1, area, buf)
+    }
+}
+
+fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
+    let t = &tm.data;
     put(
         buf,
         area,
@@ -667,9 +710,9 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
     let list_h = (ls.len() as u16)
         .min(area.height.saturating_sub(2) / 3)
         .max(1);
-    let off = list_offset(app.leaks.sel(), list_h as usize);
+    let off = list_offset(tm.leaks.sel(), list_h as usize);
     for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == app.leaks.sel();
+        let on = k == tm.leaks.sel();
         put(
             buf,
             area,
@@ -683,11 +726,11 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
         );
     }
     let mut y = 2 + list_h;
-    let Some(l) = ls.get(app.leaks.sel()) else {
+    let Some(l) = ls.get(tm.leaks.sel()) else {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(app.leaks.sel()) {
+    if let Some((_, series)) = t.leak_series.get(tm.leaks.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,
@@ -720,21 +763,35 @@ pub fn trace_leaks_view(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) 
 
 /// The status line's cursor part for a trace.
 pub fn trace_status(app: &App, t: &TraceData) -> (String, String) {
-    let dev = t.devs.get(app.dev);
+    let dev = t.devs.get(app.dev());
     let cur = match (app.cursor(), dev) {
         (Some(c), Some(d)) => {
             let step = t
-                .step_of_event(app.dev, c)
+                .step_of_event(app.dev(), c)
                 .and_then(|s| t.trace.steps.get(s))
                 .map(|s| format!(" {}", s.name))
                 .unwrap_or_default();
             format!(
                 "event {c}/{} +{:.3}s{step}",
                 d.events.len().saturating_sub(1),
-                t.rel_time_us(app.dev, c).unwrap_or(0.0) / 1e6
+                t.rel_time_us(app.dev(), c).unwrap_or(0.0) / 1e6
             )
         }
         _ => "no memory events".to_owned(),
     };
     (dev.map(|d| d.label.clone()).unwrap_or_default(), cur)
+}
+
+impl TraceMode {
+    /// Draws the view shown: the trace's own, or the overview and the timeline over it.
+    pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
+        match app.view() {
+            View::Overview => trace_overview(app, &self.data, area, buf),
+            View::Timeline => TraceTimelineView(app, &self.data).render(area, buf),
+            View::Steps => StepsView(app, self).render(area, buf),
+            View::Graph => GraphView(app, self).render(area, buf),
+            View::Leaks => TraceLeaksView(app, self).render(area, buf),
+            View::Map | View::Sites => {}
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! A snapshot's allocator map, sites and leaks views.
 //!
-//! Each view is a [`Widget`] over a borrowed [`App`], so it renders into any buffer (a
-//! terminal's, or a test's).
+//! Each view is a [`Widget`] over a borrowed [`App`] and the [`SnapshotMode`] that holds its
+//! state, so it renders into any buffer (a terminal's, or a test's);
+//! [`SnapshotMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -12,7 +13,10 @@ use super::widgets::chart::step_bars;
 use super::widgets::{put_pieces, TextPane};
 
 use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
+use super::overview::OverviewView;
 use super::sites::{short, Row, SortBy};
+use super::snapshot_mode::SnapshotMode;
+use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
 use crate::units::bytes;
@@ -33,12 +37,12 @@ fn cat_style(c: Category) -> Style {
 }
 
 /// Every segment at the cursor as a bar of its blocks, and the selected block in full.
-pub struct MapView<'a>(pub &'a App);
+pub struct MapView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
+        let (app, sm) = (self.0, self.1);
+        let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
             return;
         };
         let st = &cache.state;
@@ -69,7 +73,7 @@ impl Widget for MapView<'_> {
             bold(),
         );
         // At an OOM: the failed request against the holes it could have used.
-        let oom = data.timelines.get(app.dev).and_then(|tl| {
+        let oom = data.timelines.get(app.dev()).and_then(|tl| {
             tl.ooms
                 .iter()
                 .find(|o| Some(o.event.0 as usize) == cache.event)
@@ -116,7 +120,7 @@ impl Widget for MapView<'_> {
                     ("█ other ", cat_style(Category::Other)),
                     ("· free  c: by state", dim()),
                 ];
-                let items: &[(&str, Style)] = if app.map.by_category {
+                let items: &[(&str, Style)] = if sm.map.by_category {
                     &by_cat
                 } else {
                     &by_state
@@ -125,7 +129,7 @@ impl Widget for MapView<'_> {
             }
         }
         let list = map_list_area(area);
-        let off = list_offset(app.map.seg, list.height as usize);
+        let off = list_offset(sm.map.seg, list.height as usize);
         let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
         for (row, (i, seg)) in st
             .segments
@@ -136,7 +140,7 @@ impl Widget for MapView<'_> {
             .enumerate()
         {
             let y = list.y + row as u16;
-            let on = i == app.map.seg;
+            let on = i == sm.map.seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
             let label = format!(
                 "{}{:>10} {}{} s{:<2}{:>4}% ",
@@ -175,7 +179,7 @@ impl Widget for MapView<'_> {
                     if ov > best.0 {
                         best = (ov, k);
                     }
-                    if on && k == app.map.part {
+                    if on && k == sm.map.part {
                         selected_here = true;
                     }
                     k += 1;
@@ -183,7 +187,7 @@ impl Widget for MapView<'_> {
                 let p = ps.get(best.1);
                 let cat = p
                     .and_then(|p| p.block)
-                    .filter(|_| app.map.by_category)
+                    .filter(|_| sm.map.by_category)
                     .and_then(|b| cache.cats.as_ref()?.get(&b.address));
                 let (ch, mut s) = match p.and_then(|p| p.block) {
                     Some(b) if cat.is_some() => (
@@ -244,7 +248,7 @@ impl Widget for MapView<'_> {
             ),
             dim(),
         ));
-        match ps.get(app.map.part) {
+        match ps.get(sm.map.part) {
             Some(p) => match p.block {
                 Some(b) => {
                     let state = match b.state {
@@ -255,7 +259,7 @@ impl Widget for MapView<'_> {
                     lines.push((
                         format!(
                             "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
-                            app.map.part + 1,
+                            sm.map.part + 1,
                             ps.len(),
                             b.address,
                             bytes(b.size),
@@ -269,7 +273,7 @@ impl Widget for MapView<'_> {
                     if let Some((c, rule)) = cache
                         .cats
                         .as_ref()
-                        .filter(|_| app.map.by_category)
+                        .filter(|_| sm.map.by_category)
                         .and_then(|m| m.get(&b.address))
                     {
                         lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
@@ -292,7 +296,7 @@ impl Widget for MapView<'_> {
                 None => lines.push((
                     format!(
                         "part {}/{} 0x{:x}: free range of {}",
-                        app.map.part + 1,
+                        sm.map.part + 1,
                         ps.len(),
                         p.addr,
                         bytes(p.size)
@@ -309,12 +313,12 @@ impl Widget for MapView<'_> {
 }
 
 /// Live bytes by site and stack at the cursor.
-pub struct SitesView<'a>(pub &'a App);
+pub struct SitesView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let (Some(data), Some(cache)) = (app.data(), &app.cache) else {
+        let (app, sm) = (self.0, self.1);
+        let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
             return;
         };
         let tree = app.tree();
@@ -332,24 +336,24 @@ impl Widget for SitesView<'_> {
                 "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
                 bytes(total),
                 tree.len(),
-                match app.sites.sort {
+                match sm.sites.sort {
                     SortBy::Bytes => "bytes",
                     SortBy::Count => "count",
                 },
-                if app.sites.unfold { "shown" } else { "folded" }
+                if sm.sites.unfold { "shown" } else { "folded" }
             ),
             bold(),
         );
         let rows = app.rows();
         let h = area.height.saturating_sub(1) as usize;
-        let off = list_offset(app.sites.sel, h);
+        let off = list_offset(sm.sites.sel, h);
         let stacks = &data.snap.stacks;
         for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == app.sites.sel;
+            let on = k == sm.sites.sel;
             let (text, st) = match *r {
                 Row::Site(i) => {
                     let s = &tree[i];
-                    let open = if app.sites.open_sites.contains(&s.label) {
+                    let open = if sm.sites.open_sites.contains(&s.label) {
                         '▾'
                     } else {
                         '▸'
@@ -362,7 +366,7 @@ impl Widget for SitesView<'_> {
                 }
                 Row::Stack(i, j) => {
                     let n = &tree[i].stacks[j];
-                    let open = if app.sites.open_stacks.contains(&n.stack) {
+                    let open = if sm.sites.open_stacks.contains(&n.stack) {
                         '▾'
                     } else {
                         '▸'
@@ -425,11 +429,11 @@ impl Widget for SitesView<'_> {
 }
 
 /// Leak findings and growth.
-pub struct LeaksView<'a>(pub &'a App);
+pub struct LeaksView<'a>(pub &'a App, pub &'a SnapshotMode);
 
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
+        let (app, sm) = (self.0, self.1);
         let Some(data) = app.data() else { return };
         put(
             buf,
@@ -445,10 +449,10 @@ impl Widget for LeaksView<'_> {
         let list_h = (items.len() as u16)
             .min(area.height.saturating_sub(2) / 2)
             .max(1);
-        let off = list_offset(app.leaks.sel(), list_h as usize);
+        let off = list_offset(sm.leaks.sel(), list_h as usize);
         let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
         for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
-            let on = k == app.leaks.sel();
+            let on = k == sm.leaks.sel();
             put(
                 buf,
                 area,
@@ -458,14 +462,14 @@ impl Widget for LeaksView<'_> {
             );
         }
         // The selected leak in full: why it is one, how to fix it, where it is allocated.
-        let Some(l) = data.analysis.leaks.get(app.leaks.sel()) else {
+        let Some(l) = data.analysis.leaks.get(sm.leaks.sel()) else {
             return;
         };
         let mut dy = y0 + list_h + 1;
         if dy >= area.height {
             return;
         }
-        if let Some((names, series)) = data.leak_series.get(app.leaks.sel()) {
+        if let Some((names, series)) = data.leak_series.get(sm.leaks.sel()) {
             let rest = area.height - dy;
             if series.len() >= 2 && rest >= 10 {
                 let chart_h = (rest / 3).clamp(4, 8);
@@ -518,6 +522,20 @@ impl Widget for LeaksView<'_> {
                 Rect::new(area.x, area.y + dy, area.width, area.height - dy),
                 buf,
             );
+        }
+    }
+}
+
+impl SnapshotMode {
+    /// Draws the view shown: the snapshot's own, or the overview and the timeline over it.
+    pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
+        match app.view() {
+            View::Overview => OverviewView(app).render(area, buf),
+            View::Timeline => TimelineView(app).render(area, buf),
+            View::Map => MapView(app, self).render(area, buf),
+            View::Sites => SitesView(app, self).render(area, buf),
+            View::Leaks => LeaksView(app, self).render(area, buf),
+            View::Steps | View::Graph => {}
         }
     }
 }

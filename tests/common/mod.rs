@@ -16,7 +16,7 @@ pub fn load(name: &str) -> App {
         .join(name);
     let loaded = Loaded::load(&p).expect("fixture loads");
     let mut app = App::with(loaded);
-    app.path = name.to_owned();
+    app.set_path(name.to_owned());
     app
 }
 
