@@ -179,14 +179,19 @@ impl SnapshotMode {
     /// The sites view on site `label`, opened (the tree is built: the view is the sites').
     pub(super) fn show_site(&mut self, label: &str) {
         if let Some(i) = self.tree().iter().position(|s| s.label == label) {
-            let lab = self.tree()[i].label.clone();
-            self.sites.open_sites.insert(lab);
-            self.sites.sel = self
-                .rows()
-                .iter()
-                .position(|r| *r == Row::Site(i))
-                .unwrap_or(0);
+            self.open_site(i);
         }
+    }
+
+    /// Opens site `i` of the tree and selects its row.
+    fn open_site(&mut self, i: usize) {
+        let lab = self.tree()[i].label.clone();
+        self.sites.open_sites.insert(lab);
+        self.sites.sel = self
+            .rows()
+            .iter()
+            .position(|r| *r == Row::Site(i))
+            .unwrap_or(0);
     }
 
     /// The segment selected in the map, and its parts.
@@ -413,13 +418,7 @@ impl SnapshotMode {
                         || s.stacks.iter().any(|k| self.stack_matches(k.stack))
                 });
                 if let Some(i) = f {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Site(i))
-                        .unwrap_or(0);
+                    self.open_site(i);
                 }
                 found(f)
             }
