@@ -391,3 +391,26 @@ fn narrow_terminals_keep_the_op_name_and_what_survives() {
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("ALIVE AT THE END"), "{s}");
 }
+
+#[test]
+fn wrapped_text_keeps_a_blank_column_before_the_scroll_bar() {
+    // The leak's explanation scrolls at 80x24: the bar is in the last column and the text,
+    // wrapped one column narrower, never touches it.
+    let mut app = load("realistic/trace_eval_leak.trace.json.gz");
+    key(&mut app, '5');
+    let s = screen(&mut app, 80, 24);
+    let barred: Vec<Vec<char>> = s
+        .lines()
+        .map(|l| l.chars().collect::<Vec<_>>())
+        .filter(|l| l.len() == 80 && matches!(l[79], '█' | '│'))
+        .collect();
+    assert!(barred.len() > 3, "the explanation scrolls: {s}");
+    for l in &barred {
+        assert_eq!(l[78], ' ', "text runs into the bar: {s}");
+    }
+    // The chart is the finding's main site only (the other sites have totals only).
+    assert!(
+        s.contains("bytes allocated in each step at the finding's main site"),
+        "{s}"
+    );
+}

@@ -735,7 +735,7 @@ fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
         step_bars(
             buf,
             Rect::new(area.x, area.y + y, area.width, chart_h),
-            "bytes allocated in each step at this site and still alive when the trace ends",
+            "bytes allocated in each step at the finding's main site, still alive at the end",
             series,
             &bytes,
             step_range(t),

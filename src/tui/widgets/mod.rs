@@ -290,13 +290,20 @@ impl TextPane<'_> {
         if area.width < 2 || area.height == 0 {
             return;
         }
-        let w = area.width as usize - 1;
-        let rows: Vec<(String, Style)> = self
-            .lines
-            .iter()
-            .flat_map(|(t, s)| wrap(t, w).into_iter().map(move |l| (l, *s)))
-            .collect();
+        let wrapped = |w: usize| -> Vec<(String, Style)> {
+            self.lines
+                .iter()
+                .flat_map(|(t, s)| wrap(t, w).into_iter().map(move |l| (l, *s)))
+                .collect()
+        };
         let h = area.height as usize;
+        let mut w = area.width as usize - 1;
+        let mut rows = wrapped(w);
+        if rows.len() > h && w > 1 {
+            // The scroll bar takes the last column: keep a blank one before it.
+            w -= 1;
+            rows = wrapped(w);
+        }
         self.scroll
             .max
             .set(rows.len().saturating_sub(h).min(u16::MAX as usize) as u16);
