@@ -1,10 +1,13 @@
-//! The views' state, one struct a view: a list with its explanation ([`ListText`]), the
-//! steps' drill-down ([`Steps`]) and the sites tree ([`SitesState`]), which handle their own
-//! keys and clicks, and the allocator map ([`MapState`]), which handles its moves. The modes ([`super::snapshot_mode`],
+//! The views' state, one struct a view: a list with its explanation ([`ListText`], whose
+//! `Enter` opens the selected finding's evidence), the steps' drill-down ([`Steps`]) and the
+//! sites tree ([`SitesState`]), which handle their own keys and clicks, and the allocator map
+//! ([`MapState`]), which handles its moves. The modes ([`super::snapshot_mode`],
 //! [`super::trace_mode`]) own them. Depends only on [`super::action`], [`super::layout`],
-//! [`super::widgets`] and the models they select in ([`super::sites`], [`super::trace`]).
+//! [`super::widgets`], [`super::data`]'s `Jump` and the models they select in
+//! ([`super::sites`], [`super::trace`]).
 
 use super::action::{move_sel, Action, Ctx, Effect};
+use super::data::Jump;
 use super::layout::{list_offset, ops_list_area, steps_list_area};
 use ratatui::layout::Rect;
 use std::collections::HashSet;
@@ -66,6 +69,24 @@ impl ListText {
             _ => return false,
         }
         true
+    }
+
+    /// The keys of a list whose items open (the leaks and the graph findings): `Enter` jumps to
+    /// the selected item's evidence (`evidence` of its index), or answers `none` where it has
+    /// none; the other keys as [`Self::handle`].
+    pub fn handle_open(
+        &mut self,
+        a: Action,
+        n: usize,
+        page: usize,
+        evidence: impl FnOnce(usize) -> Option<Jump>,
+        none: Effect,
+    ) -> Effect {
+        if a == Action::Enter {
+            return evidence(self.sel).map_or(none, Effect::Jump);
+        }
+        self.handle(a, n, page);
+        Effect::None
     }
 }
 

@@ -30,7 +30,7 @@
 //!       │         └ app (App: global state and actions, enum Mode, App::apply)
 //!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, map/sites/leaks keys)
 //!       │              ├ trace_mode (TraceMode: trace, steps/graph/leaks keys)
-//!       │              │    └ (both modes) components (ListText, Steps, MapState, SitesState) ── layout
+//!       │              │    └ (both modes) components (ListText, Steps, MapState, SitesState) ── layout, data (Jump)
 //!       │              │         └ action (View, Action, Effect, Ctx) ── data (Jump) · widgets
 //!       │              ├ input (keys → Action) ── action
 //!       │              └ loaded (the capture: a snapshot's Data or a TraceData)

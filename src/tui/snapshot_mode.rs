@@ -313,15 +313,14 @@ impl SnapshotMode {
 
     /// The keys of the leaks view.
     pub(super) fn apply_leaks(&mut self, a: Action, c: Ctx) -> Effect {
-        let n = self.leak_items().len();
-        if a == Action::Enter {
-            if let Some(j) = self.leak_items().get(self.leaks.sel()).map(|x| x.1.clone()) {
-                return Effect::Jump(j);
-            }
-        } else {
-            self.leaks.handle(a, n, c.page);
-        }
-        Effect::None
+        let items = self.leak_items();
+        self.leaks.handle_open(
+            a,
+            items.len(),
+            c.page,
+            |i| items.get(i).map(|x| x.1.clone()),
+            Effect::None,
+        )
     }
 
     /// A click at (`x`, `y`) in the map's list drawn at `l`.

@@ -228,8 +228,7 @@ impl TraceMode {
     }
 
     /// The evidence of graph finding `i`: the ops of the last step it grew in.
-    fn graph_evidence(&self, i: usize) -> Option<Jump> {
-        let t = &self.data;
+    fn graph_evidence(t: &TraceData, i: usize) -> Option<Jump> {
         let f = t.analysis.graph.as_ref()?.growth.get(i)?;
         // The last step's nodes may still be waiting for a backward when the trace ends: the
         // evidence is the last step before it that grew.
@@ -247,8 +246,7 @@ impl TraceMode {
     }
 
     /// The evidence of leak `i`: the first step whose allocations from its site survive.
-    fn leak_evidence(&self, i: usize) -> Option<Jump> {
-        let t = &self.data;
+    fn leak_evidence(t: &TraceData, i: usize) -> Option<Jump> {
         let l = t.analysis.leaks.get(i)?;
         let (dev, series) = t.leak_series.get(i)?;
         let step = series.iter().position(|&b| b > 0)?;
@@ -278,27 +276,27 @@ impl TraceMode {
             .as_ref()
             .map(|g| g.growth.len())
             .unwrap_or(0);
-        if a == Action::Enter {
-            return match self.graph_evidence(self.graph.sel()) {
-                Some(j) => Effect::Jump(j),
-                None => Effect::Message("no graph growth finding to open".into()),
-            };
-        }
-        self.graph.handle(a, n, c.page);
-        Effect::None
+        let data = &self.data;
+        self.graph.handle_open(
+            a,
+            n,
+            c.page,
+            |i| Self::graph_evidence(data, i),
+            Effect::Message("no graph growth finding to open".into()),
+        )
     }
 
     /// The keys of the leaks view.
     pub(super) fn apply_leaks(&mut self, a: Action, c: Ctx) -> Effect {
         let n = self.data.analysis.leaks.len();
-        if a == Action::Enter {
-            return match self.leak_evidence(self.leaks.sel()) {
-                Some(j) => Effect::Jump(j),
-                None => Effect::Message("no leak finding to open".into()),
-            };
-        }
-        self.leaks.handle(a, n, c.page);
-        Effect::None
+        let data = &self.data;
+        self.leaks.handle_open(
+            a,
+            n,
+            c.page,
+            |i| Self::leak_evidence(data, i),
+            Effect::Message("no leak finding to open".into()),
+        )
     }
 
     /// `n`/`N` with query `query`: the next match in the view shown. The overview's list
