@@ -6,7 +6,7 @@
 //! [`super::widgets`], [`super::data`]'s `Jump` and the models they select in
 //! ([`super::sites`], [`super::trace`]).
 
-use super::action::{move_sel, Action, Ctx, Effect};
+use super::action::{move_sel, Action, Ctx, Effect, View};
 use super::data::Jump;
 use super::layout::{list_offset, ops_list_area, steps_list_area};
 use ratatui::layout::Rect;
@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use super::sites::{Row, SiteNode, SortBy};
 use super::trace::{OpRow, OpSort, StepOps, TraceData};
 use super::widgets::Scroll;
-use crate::model::StackId;
+use crate::model::{StackId, Stacks};
 
 /// A list with the selected item's explanation below it (the overview, the leaks and the graph
 /// views): the selection, and the explanation's scroll position, which starts at the top for
@@ -260,6 +260,57 @@ pub struct SitesState {
 }
 
 impl SitesState {
+    /// The rows of tree `tree` as this state opens it (`stacks`: the capture's frames).
+    pub(super) fn rows(&self, tree: &[SiteNode], stacks: &Stacks) -> Vec<Row> {
+        super::sites::rows(
+            tree,
+            stacks,
+            &self.open_sites,
+            &self.open_stacks,
+            self.unfold,
+        )
+    }
+
+    /// Opens site `i` of tree `tree` and selects its row.
+    pub(super) fn open_site(&mut self, tree: &[SiteNode], stacks: &Stacks, i: usize) {
+        let Some(s) = tree.get(i) else {
+            return;
+        };
+        self.open_sites.insert(s.label.clone());
+        self.sel = self
+            .rows(tree, stacks)
+            .iter()
+            .position(|r| *r == Row::Site(i))
+            .unwrap_or(0);
+    }
+
+    /// The map's `Enter` on a block allocated at `stack`: the sites view, the site that
+    /// allocated it opened and the stack's row selected.
+    pub(super) fn show_stack(
+        &mut self,
+        tree: &[SiteNode],
+        stacks: &Stacks,
+        stack: StackId,
+    ) -> Effect {
+        if let Some(i) = tree
+            .iter()
+            .position(|s| s.stacks.iter().any(|k| k.stack == stack))
+        {
+            self.open_sites.insert(tree[i].label.clone());
+            let ki = tree[i]
+                .stacks
+                .iter()
+                .position(|k| k.stack == stack)
+                .unwrap_or(0);
+            self.sel = self
+                .rows(tree, stacks)
+                .iter()
+                .position(|r| *r == Row::Stack(i, ki))
+                .unwrap_or(0);
+        }
+        Effect::Show(View::Sites)
+    }
+
     /// The keys of the sites tree, whose nodes are `tree` and rows `rows`.
     pub(super) fn handle(&mut self, a: Action, tree: &[SiteNode], rows: &[Row], page: usize) {
         let Some(row) = rows.get(self.sel).cloned() else {

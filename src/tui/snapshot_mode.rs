@@ -93,21 +93,11 @@ impl SnapshotMode {
 
     /// The tree at the cursor, built if needed.
     pub fn tree(&self) -> &[SiteNode] {
-        self.cache
-            .as_ref()
-            .and_then(|c| c.tree.as_ref())
-            .map(|t| t.1.as_slice())
-            .unwrap_or(&[])
+        tree_of(&self.cache)
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        sites::rows(
-            self.tree(),
-            &self.data.snap.stacks,
-            &self.sites.open_sites,
-            &self.sites.open_stacks,
-            self.sites.unfold,
-        )
+        self.sites.rows(self.tree(), &self.data.snap.stacks)
     }
 
     /// Rebuilds the cursor cache if the cursor or device moved, and the tree if the view needs it.
@@ -185,13 +175,8 @@ impl SnapshotMode {
 
     /// Opens site `i` of the tree and selects its row.
     fn open_site(&mut self, i: usize) {
-        let lab = self.tree()[i].label.clone();
-        self.sites.open_sites.insert(lab);
-        self.sites.sel = self
-            .rows()
-            .iter()
-            .position(|r| *r == Row::Site(i))
-            .unwrap_or(0);
+        self.sites
+            .open_site(tree_of(&self.cache), &self.data.snap.stacks, i);
     }
 
     /// The segment selected in the map, and its parts.
@@ -240,25 +225,9 @@ impl SnapshotMode {
                     view: View::Sites,
                     ..c
                 });
-                if let Some(i) = self
-                    .tree()
-                    .iter()
-                    .position(|s| s.stacks.iter().any(|k| k.stack == stack))
-                {
-                    let lab = self.tree()[i].label.clone();
-                    self.sites.open_sites.insert(lab);
-                    let ki = self.tree()[i]
-                        .stacks
-                        .iter()
-                        .position(|k| k.stack == stack)
-                        .unwrap_or(0);
-                    self.sites.sel = self
-                        .rows()
-                        .iter()
-                        .position(|r| *r == Row::Stack(i, ki))
-                        .unwrap_or(0);
-                }
-                return Effect::Show(View::Sites);
+                return self
+                    .sites
+                    .show_stack(tree_of(&self.cache), &self.data.snap.stacks, stack);
             }
             other => self.map.handle(other, nseg, nparts, c.page),
         }
@@ -268,13 +237,7 @@ impl SnapshotMode {
     /// The keys of the sites tree.
     pub(super) fn apply_sites(&mut self, a: Action, c: Ctx) {
         let rows = self.rows();
-        let tree = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.tree.as_ref())
-            .map(|t| t.1.as_slice())
-            .unwrap_or(&[]);
-        self.sites.handle(a, tree, &rows, c.page)
+        self.sites.handle(a, tree_of(&self.cache), &rows, c.page)
     }
 
     /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
@@ -444,4 +407,13 @@ impl SnapshotMode {
             }
         }
     }
+}
+
+/// The sites tree of cursor cache `cache` (empty before the sites view built it).
+fn tree_of(cache: &Option<Cursor>) -> &[SiteNode] {
+    cache
+        .as_ref()
+        .and_then(|c| c.tree.as_ref())
+        .map(|t| t.1.as_slice())
+        .unwrap_or(&[])
 }
