@@ -1,6 +1,7 @@
 //! The trace's views: memory timeline, steps (and the ops inside one), graph growth and leaks.
-//! Like the snapshot views, each is a widget over the app and the [`TraceMode`] that holds its
-//! state, and draws into any buffer; [`TraceMode::render_view`] draws the view shown.
+//! The steps, graph and leaks views are widgets over their component ([`Steps`], [`ListText`])
+//! and the [`TraceData`] alone (and the device shown), never the app; the timeline is a widget
+//! over the app and the trace. [`TraceMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -8,6 +9,7 @@ use ratatui::style::{Color, Style};
 use ratatui::widgets::Widget;
 
 use super::app::{App, View};
+use super::components::{ListText, Steps};
 use super::layout::{list_offset, ops_list_area, steps_list_area};
 use super::overview::trace_overview;
 use super::sites::short;
@@ -15,8 +17,8 @@ use super::trace::{OpRow, TraceData};
 use super::trace_mode::TraceMode;
 use super::widgets::chart::Chart;
 use super::widgets::chart::{bar, step_bars};
-use super::widgets::TextPane;
 use super::widgets::{bold, dim, put, sel_style};
+use super::widgets::{Scroll, TextPane};
 use crate::units::bytes;
 
 /// A list row: yellow where something survives to the end of the trace, reversed if selected.
@@ -149,23 +151,26 @@ fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
 }
 
 /// The steps with their memory; or the ops of one step; or the memory events of one op.
-/// A trace view (the steps, a step's ops, an op's memory events): a widget over the app and the trace's state.
-pub struct StepsView<'a>(pub &'a App, pub &'a TraceMode);
+/// The steps view's component drawn over the trace and the device shown.
+pub struct StepsView<'a> {
+    pub steps: &'a Steps,
+    pub data: &'a TraceData,
+    pub dev: usize,
+}
 
 impl Widget for StepsView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        steps_view(self.0, self.1, area, buf)
+        steps_view(self.steps, self.data, self.dev, area, buf)
     }
 }
 
-fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
-    let t = &tm.data;
-    let Some(d) = t.devs.get(app.dev()) else {
+fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffer) {
+    let Some(d) = t.devs.get(dev) else {
         put(buf, area, 0, "this trace has no [memory] events", dim());
         return;
     };
-    if let Some(so) = &tm.steps.ops {
-        ops_view(tm, so, area, buf);
+    if let Some(so) = &st.ops {
+        ops_view(st, t, so, area, buf);
         return;
     }
     let wide = area.width >= 120;
@@ -222,7 +227,7 @@ fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
         dim(),
     );
     let l = steps_list_area(area);
-    let off = list_offset(tm.steps.sel, l.height as usize);
+    let off = list_offset(st.sel, l.height as usize);
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
@@ -234,7 +239,7 @@ fn steps_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
     let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == tm.steps.sel;
+        let on = k == st.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
@@ -365,8 +370,7 @@ fn op_name(r: &OpRow) -> String {
     }
 }
 
-fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
-    let t = &tm.data;
+fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, buf: &mut Buffer) {
     let Some(s) = t.trace.steps.get(so.step) else {
         return;
     };
@@ -375,8 +379,8 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
     let l = ops_list_area(area);
     // Under 120 columns only the figures that matter most keep room for the op's name.
     let wide = area.width >= 120;
-    if tm.steps.op_open {
-        let Some(r) = tm.selected_op() else { return };
+    if st.op_open {
+        let Some(r) = st.selected_op() else { return };
         put(
             buf,
             area,
@@ -404,7 +408,7 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
             ),
             dim(),
         );
-        let off = list_offset(tm.steps.ev_sel, l.height as usize);
+        let off = list_offset(st.ev_sel, l.height as usize);
         for (k, &e) in r
             .events
             .iter()
@@ -412,7 +416,7 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
             .skip(off)
             .take(l.height as usize)
         {
-            let on = k == tm.steps.ev_sel;
+            let on = k == st.ev_sel;
             let line = event_line(t, so.dev, e);
             put(
                 buf,
@@ -423,7 +427,7 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
             );
         }
         let dy = l.y - area.y + l.height;
-        if let Some(e) = tm.selected_op_event() {
+        if let Some(e) = st.selected_op_event() {
             let site = t
                 .event_site(so.dev, e)
                 .map(|s| format!("user frame: {s}"))
@@ -480,9 +484,9 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
         ),
         dim(),
     );
-    let off = list_offset(tm.steps.ops_sel, l.height as usize);
+    let off = list_offset(st.ops_sel, l.height as usize);
     for (k, r) in so.rows.iter().enumerate().skip(off).take(l.height as usize) {
-        let on = k == tm.steps.ops_sel;
+        let on = k == st.ops_sel;
         let site = site_text(&r.site);
         let cols = op_columns(
             wide,
@@ -537,7 +541,7 @@ fn ops_view(tm: &TraceMode, so: &super::trace::StepOps, area: Rect, buf: &mut Bu
         ),
         dim(),
     );
-    if let Some(r) = tm.selected_op() {
+    if let Some(r) = st.selected_op() {
         if let Some(site) = r.site.as_ref() {
             put(
                 buf,
@@ -567,8 +571,8 @@ fn step_range(t: &TraceData) -> (&str, &str) {
 }
 
 /// Autograd-graph growth: each finding with its nodes per step.
-/// A trace view (the autograd graph's growth findings): a widget over the app and the trace's state.
-pub struct GraphView<'a>(pub &'a App, pub &'a TraceMode);
+/// The graph view's component (the findings' list and explanation) drawn over the trace.
+pub struct GraphView<'a>(pub &'a ListText, pub &'a TraceData);
 
 impl Widget for GraphView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -576,8 +580,7 @@ impl Widget for GraphView<'_> {
     }
 }
 
-fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
-    let t = &tm.data;
+fn graph_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let Some(g) = &t.analysis.graph else {
         put(buf, area, 0, "no autograd graph section", dim());
         return;
@@ -604,9 +607,9 @@ fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
         y += 1;
     }
     let list_h = (g.growth.len() as u16).min(area.height.saturating_sub(2) / 3);
-    let off = list_offset(tm.graph.sel(), list_h.max(1) as usize);
+    let off = list_offset(list.sel(), list_h.max(1) as usize);
     for (k, f) in g.growth.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == tm.graph.sel();
+        let on = k == list.sel();
         let text = format!(
             "{} `{}` +{} node(s)/step over {} steps, {} attributed, from {}{}",
             if on { "›" } else { " " },
@@ -633,7 +636,7 @@ fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     }
     y += 1;
     let rest = area.height.saturating_sub(y);
-    if let Some(f) = g.growth.get(tm.graph.sel()) {
+    if let Some(f) = g.growth.get(list.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         let per: Vec<u64> = f.per_step.iter().map(|&c| c as u64).collect();
         step_bars(
@@ -649,27 +652,20 @@ fn graph_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
             (f.explanation.clone(), Style::default()),
             (format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
         ];
-        text_pane(app, View::Graph, lines, area, y, buf);
+        text_pane(list.text(), lines, area, y, buf);
     } else {
         let lines = g
             .notes
             .iter()
             .map(|n| (format!("note: {n}"), dim()))
             .collect();
-        text_pane(app, View::Graph, lines, area, y, buf);
+        text_pane(list.text(), lines, area, y, buf);
     }
 }
 
 /// The view's text pane, from row `y` of `area` to its bottom.
-fn text_pane(
-    app: &App,
-    v: View,
-    lines: Vec<(String, Style)>,
-    area: Rect,
-    y: u16,
-    buf: &mut Buffer,
-) {
-    if let (true, Some(s)) = (y < area.height, app.text(v)) {
+fn text_pane(s: &Scroll, lines: Vec<(String, Style)>, area: Rect, y: u16, buf: &mut Buffer) {
+    if y < area.height {
         TextPane { lines, scroll: s }.render(
             Rect::new(area.x, area.y + y, area.width, area.height - y),
             buf,
@@ -678,8 +674,8 @@ fn text_pane(
 }
 
 /// Leaks found in a trace: allocations from earlier steps still alive at the end.
-/// A trace view (the trace's leaks with their evidence): a widget over the app and the trace's state.
-pub struct TraceLeaksView<'a>(pub &'a App, pub &'a TraceMode);
+/// The leaks view's component (the findings' list and evidence) drawn over the trace.
+pub struct TraceLeaksView<'a>(pub &'a ListText, pub &'a TraceData);
 
 impl Widget for TraceLeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -687,8 +683,7 @@ impl Widget for TraceLeaksView<'_> {
     }
 }
 
-fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
-    let t = &tm.data;
+fn trace_leaks_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
     put(
         buf,
         area,
@@ -710,9 +705,9 @@ fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     let list_h = (ls.len() as u16)
         .min(area.height.saturating_sub(2) / 3)
         .max(1);
-    let off = list_offset(tm.leaks.sel(), list_h as usize);
+    let off = list_offset(list.sel(), list_h as usize);
     for (k, l) in ls.iter().enumerate().skip(off).take(list_h as usize) {
-        let on = k == tm.leaks.sel();
+        let on = k == list.sel();
         put(
             buf,
             area,
@@ -726,11 +721,11 @@ fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
         );
     }
     let mut y = 2 + list_h;
-    let Some(l) = ls.get(tm.leaks.sel()) else {
+    let Some(l) = ls.get(list.sel()) else {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(tm.leaks.sel()) {
+    if let Some((_, series)) = t.leak_series.get(list.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,
@@ -758,7 +753,7 @@ fn trace_leaks_view(app: &App, tm: &TraceMode, area: Rect, buf: &mut Buffer) {
     for f in &l.leak.stack {
         lines.push((format!("  {f}"), dim()));
     }
-    text_pane(app, View::Leaks, lines, area, y, buf);
+    text_pane(list.text(), lines, area, y, buf);
 }
 
 /// The status line's cursor part for a trace.
@@ -788,9 +783,14 @@ impl TraceMode {
         match app.view() {
             View::Overview => trace_overview(app, &self.data, area, buf),
             View::Timeline => TraceTimelineView(app, &self.data).render(area, buf),
-            View::Steps => StepsView(app, self).render(area, buf),
-            View::Graph => GraphView(app, self).render(area, buf),
-            View::Leaks => TraceLeaksView(app, self).render(area, buf),
+            View::Steps => StepsView {
+                steps: &self.steps,
+                data: &self.data,
+                dev: app.dev(),
+            }
+            .render(area, buf),
+            View::Graph => GraphView(&self.graph, &self.data).render(area, buf),
+            View::Leaks => TraceLeaksView(&self.leaks, &self.data).render(area, buf),
             View::Map | View::Sites => {}
         }
     }
