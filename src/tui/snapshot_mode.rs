@@ -243,35 +243,7 @@ impl SnapshotMode {
     /// The analysis's leak findings (Enter: the end of the growth window on the timeline), then
     /// OOMs the diagnosis blames on a leak.
     pub fn leak_items(&self) -> Vec<(String, Jump)> {
-        let d = &self.data;
-        let mut out = Vec::new();
-        for l in &d.analysis.leaks {
-            let dev = d
-                .snap
-                .devices
-                .iter()
-                .position(|x| x.index == l.device)
-                .unwrap_or(0);
-            out.push((
-                leak_label(l),
-                Jump::Event {
-                    dev,
-                    event: l.leak.window_end_event.0 as usize,
-                },
-            ));
-        }
-        for (di, dr) in d.analysis.devices.iter().enumerate() {
-            for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
-                out.push((
-                    format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
-                    Jump::Event {
-                        dev: di,
-                        event: o.event as usize,
-                    },
-                ));
-            }
-        }
-        out
+        leak_items(&self.data)
     }
 
     /// The keys of the leaks view.
@@ -416,4 +388,37 @@ fn tree_of(cache: &Option<Cursor>) -> &[SiteNode] {
         .and_then(|c| c.tree.as_ref())
         .map(|t| t.1.as_slice())
         .unwrap_or(&[])
+}
+
+/// A snapshot's leak findings (Enter: the end of the growth window on the timeline), then the
+/// OOMs the diagnosis blames on a leak: the leaks view's items, with their evidence.
+pub fn leak_items(d: &Data) -> Vec<(String, Jump)> {
+    let mut out = Vec::new();
+    for l in &d.analysis.leaks {
+        let dev = d
+            .snap
+            .devices
+            .iter()
+            .position(|x| x.index == l.device)
+            .unwrap_or(0);
+        out.push((
+            leak_label(l),
+            Jump::Event {
+                dev,
+                event: l.leak.window_end_event.0 as usize,
+            },
+        ));
+    }
+    for (di, dr) in d.analysis.devices.iter().enumerate() {
+        for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
+            out.push((
+                format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
+                Jump::Event {
+                    dev: di,
+                    event: o.event as usize,
+                },
+            ));
+        }
+    }
+    out
 }

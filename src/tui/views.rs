@@ -1,7 +1,8 @@
 //! A snapshot's allocator map, sites and leaks views.
 //!
-//! Each view is a [`Widget`] over a borrowed [`App`] and the [`SnapshotMode`] that holds its
-//! state, so it renders into any buffer (a terminal's, or a test's);
+//! Each view is a [`Widget`] over its component ([`MapState`], [`SitesState`], [`ListText`]) and
+//! the snapshot's [`Data`] (with the allocator state at the cursor where it shows it), never the
+//! app, so it renders into any buffer (a terminal's, or a test's);
 //! [`SnapshotMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
@@ -13,9 +14,11 @@ use super::widgets::chart::step_bars;
 use super::widgets::{put_pieces, TextPane};
 
 use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
+use super::components::{ListText, MapState, SitesState};
+use super::data::Data;
 use super::overview::OverviewView;
 use super::sites::{short, Row, SortBy};
-use super::snapshot_mode::SnapshotMode;
+use super::snapshot_mode::{leak_items, Cursor, SnapshotMode};
 use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
 use crate::model::{BlockState, FrameKind, Pool};
@@ -37,14 +40,17 @@ fn cat_style(c: Category) -> Style {
 }
 
 /// Every segment at the cursor as a bar of its blocks, and the selected block in full.
-pub struct MapView<'a>(pub &'a App, pub &'a SnapshotMode);
+pub struct MapView<'a> {
+    pub map: &'a MapState,
+    pub data: &'a Data,
+    /// The allocator state at the cursor.
+    pub cache: &'a Cursor,
+    pub dev: usize,
+}
 
 impl Widget for MapView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let (app, sm) = (self.0, self.1);
-        let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
-            return;
-        };
+        let (map, data, cache) = (self.map, self.data, self.cache);
         let st = &cache.state;
         let c = &st.counters;
         let free_reserved = c.reserved.saturating_sub(c.active);
@@ -73,7 +79,7 @@ impl Widget for MapView<'_> {
             bold(),
         );
         // At an OOM: the failed request against the holes it could have used.
-        let oom = data.timelines.get(app.dev()).and_then(|tl| {
+        let oom = data.timelines.get(self.dev).and_then(|tl| {
             tl.ooms
                 .iter()
                 .find(|o| Some(o.event.0 as usize) == cache.event)
@@ -120,16 +126,12 @@ impl Widget for MapView<'_> {
                     ("█ other ", cat_style(Category::Other)),
                     ("· free  c: by state", dim()),
                 ];
-                let items: &[(&str, Style)] = if sm.map.by_category {
-                    &by_cat
-                } else {
-                    &by_state
-                };
+                let items: &[(&str, Style)] = if map.by_category { &by_cat } else { &by_state };
                 put_pieces(buf, area, 1, items);
             }
         }
         let list = map_list_area(area);
-        let off = list_offset(sm.map.seg, list.height as usize);
+        let off = list_offset(map.seg, list.height as usize);
         let bar_w = list.width.saturating_sub(MAP_LABEL_W) as u64;
         for (row, (i, seg)) in st
             .segments
@@ -140,7 +142,7 @@ impl Widget for MapView<'_> {
             .enumerate()
         {
             let y = list.y + row as u16;
-            let on = i == sm.map.seg;
+            let on = i == map.seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
             let label = format!(
                 "{}{:>10} {}{} s{:<2}{:>4}% ",
@@ -179,7 +181,7 @@ impl Widget for MapView<'_> {
                     if ov > best.0 {
                         best = (ov, k);
                     }
-                    if on && k == sm.map.part {
+                    if on && k == map.part {
                         selected_here = true;
                     }
                     k += 1;
@@ -187,7 +189,7 @@ impl Widget for MapView<'_> {
                 let p = ps.get(best.1);
                 let cat = p
                     .and_then(|p| p.block)
-                    .filter(|_| sm.map.by_category)
+                    .filter(|_| map.by_category)
                     .and_then(|b| cache.cats.as_ref()?.get(&b.address));
                 let (ch, mut s) = match p.and_then(|p| p.block) {
                     Some(b) if cat.is_some() => (
@@ -228,7 +230,7 @@ impl Widget for MapView<'_> {
         if det.height == 0 {
             return;
         }
-        let Some(seg) = app.selected_segment() else {
+        let Some(seg) = cache.state.segments.values().nth(map.seg) else {
             put(buf, det, 0, "no segments at this point of the log", dim());
             return;
         };
@@ -248,7 +250,7 @@ impl Widget for MapView<'_> {
             ),
             dim(),
         ));
-        match ps.get(sm.map.part) {
+        match ps.get(map.part) {
             Some(p) => match p.block {
                 Some(b) => {
                     let state = match b.state {
@@ -259,7 +261,7 @@ impl Widget for MapView<'_> {
                     lines.push((
                         format!(
                             "block {}/{} 0x{:x}: {state}, size {}, requested {}, stream {}, pool {}, allocated at {}",
-                            sm.map.part + 1,
+                            map.part + 1,
                             ps.len(),
                             b.address,
                             bytes(b.size),
@@ -273,7 +275,7 @@ impl Widget for MapView<'_> {
                     if let Some((c, rule)) = cache
                         .cats
                         .as_ref()
-                        .filter(|_| sm.map.by_category)
+                        .filter(|_| map.by_category)
                         .and_then(|m| m.get(&b.address))
                     {
                         lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
@@ -296,7 +298,7 @@ impl Widget for MapView<'_> {
                 None => lines.push((
                     format!(
                         "part {}/{} 0x{:x}: free range of {}",
-                        sm.map.part + 1,
+                        map.part + 1,
                         ps.len(),
                         p.addr,
                         bytes(p.size)
@@ -306,22 +308,26 @@ impl Widget for MapView<'_> {
             },
             None => lines.push(("empty segment".to_owned(), Style::default())),
         }
-        if let Some(s) = app.text(View::Map) {
-            TextPane { lines, scroll: s }.render(det, buf);
+        TextPane {
+            lines,
+            scroll: &map.text,
         }
+        .render(det, buf);
     }
 }
 
 /// Live bytes by site and stack at the cursor.
-pub struct SitesView<'a>(pub &'a App, pub &'a SnapshotMode);
+pub struct SitesView<'a> {
+    pub sites: &'a SitesState,
+    pub data: &'a Data,
+    /// The allocator state at the cursor, with its sites tree.
+    pub cache: &'a Cursor,
+}
 
 impl Widget for SitesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let (app, sm) = (self.0, self.1);
-        let (Some(data), Some(cache)) = (app.data(), app.cache()) else {
-            return;
-        };
-        let tree = app.tree();
+        let (sites, data, cache) = (self.sites, self.data, self.cache);
+        let tree = cache.tree.as_ref().map_or(&[][..], |t| t.1.as_slice());
         let total: u64 = tree.iter().map(|s| s.bytes).sum();
         let blocks: u64 = tree.iter().map(|s| s.count).sum();
         let at = cache
@@ -336,24 +342,24 @@ impl Widget for SitesView<'_> {
                 "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
                 bytes(total),
                 tree.len(),
-                match sm.sites.sort {
+                match sites.sort {
                     SortBy::Bytes => "bytes",
                     SortBy::Count => "count",
                 },
-                if sm.sites.unfold { "shown" } else { "folded" }
+                if sites.unfold { "shown" } else { "folded" }
             ),
             bold(),
         );
-        let rows = app.rows();
+        let rows = sites.rows(tree, &data.snap.stacks);
         let h = area.height.saturating_sub(1) as usize;
-        let off = list_offset(sm.sites.sel, h);
+        let off = list_offset(sites.sel, h);
         let stacks = &data.snap.stacks;
         for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == sm.sites.sel;
+            let on = k == sites.sel;
             let (text, st) = match *r {
                 Row::Site(i) => {
                     let s = &tree[i];
-                    let open = if sm.sites.open_sites.contains(&s.label) {
+                    let open = if sites.open_sites.contains(&s.label) {
                         '▾'
                     } else {
                         '▸'
@@ -366,7 +372,7 @@ impl Widget for SitesView<'_> {
                 }
                 Row::Stack(i, j) => {
                     let n = &tree[i].stacks[j];
-                    let open = if sm.sites.open_stacks.contains(&n.stack) {
+                    let open = if sites.open_stacks.contains(&n.stack) {
                         '▾'
                     } else {
                         '▸'
@@ -429,12 +435,11 @@ impl Widget for SitesView<'_> {
 }
 
 /// Leak findings and growth.
-pub struct LeaksView<'a>(pub &'a App, pub &'a SnapshotMode);
+pub struct LeaksView<'a>(pub &'a ListText, pub &'a Data);
 
 impl Widget for LeaksView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let (app, sm) = (self.0, self.1);
-        let Some(data) = app.data() else { return };
+        let (list, data) = (self.0, self.1);
         put(
             buf,
             area,
@@ -445,14 +450,14 @@ impl Widget for LeaksView<'_> {
         if data.analysis.leaks.is_empty() {
             put(buf, area, 1, "no leak findings", Style::default());
         }
-        let items = app.leak_items();
+        let items = leak_items(data);
         let list_h = (items.len() as u16)
             .min(area.height.saturating_sub(2) / 2)
             .max(1);
-        let off = list_offset(sm.leaks.sel(), list_h as usize);
+        let off = list_offset(list.sel(), list_h as usize);
         let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
         for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
-            let on = k == sm.leaks.sel();
+            let on = k == list.sel();
             put(
                 buf,
                 area,
@@ -462,14 +467,14 @@ impl Widget for LeaksView<'_> {
             );
         }
         // The selected leak in full: why it is one, how to fix it, where it is allocated.
-        let Some(l) = data.analysis.leaks.get(sm.leaks.sel()) else {
+        let Some(l) = data.analysis.leaks.get(list.sel()) else {
             return;
         };
         let mut dy = y0 + list_h + 1;
         if dy >= area.height {
             return;
         }
-        if let Some((names, series)) = data.leak_series.get(sm.leaks.sel()) {
+        if let Some((names, series)) = data.leak_series.get(list.sel()) {
             let rest = area.height - dy;
             if series.len() >= 2 && rest >= 10 {
                 let chart_h = (rest / 3).clamp(4, 8);
@@ -517,12 +522,14 @@ impl Widget for LeaksView<'_> {
         for f in &l.leak.stack {
             lines.push((format!("  {f}"), dim()));
         }
-        if let Some(s) = app.text(View::Leaks) {
-            TextPane { lines, scroll: s }.render(
-                Rect::new(area.x, area.y + dy, area.width, area.height - dy),
-                buf,
-            );
+        TextPane {
+            lines,
+            scroll: list.text(),
         }
+        .render(
+            Rect::new(area.x, area.y + dy, area.width, area.height - dy),
+            buf,
+        );
     }
 }
 
@@ -532,9 +539,26 @@ impl SnapshotMode {
         match app.view() {
             View::Overview => OverviewView(app).render(area, buf),
             View::Timeline => TimelineView(app).render(area, buf),
-            View::Map => MapView(app, self).render(area, buf),
-            View::Sites => SitesView(app, self).render(area, buf),
-            View::Leaks => LeaksView(app, self).render(area, buf),
+            View::Map | View::Sites => {
+                let Some(cache) = &self.cache else { return };
+                if app.view() == View::Map {
+                    MapView {
+                        map: &self.map,
+                        data: &self.data,
+                        cache,
+                        dev: app.dev(),
+                    }
+                    .render(area, buf)
+                } else {
+                    SitesView {
+                        sites: &self.sites,
+                        data: &self.data,
+                        cache,
+                    }
+                    .render(area, buf)
+                }
+            }
+            View::Leaks => LeaksView(&self.leaks, &self.data).render(area, buf),
             View::Steps | View::Graph => {}
         }
     }
