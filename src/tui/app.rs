@@ -1,7 +1,7 @@
 //! The TUI's state and the one function that changes it, [`App::apply`].
 //!
 //! The app holds what every capture has (the view, the device, the timeline's cursors and
-//! windows, the jump history, the overview's list, the search, the status message) and the
+//! windows, the jump history, the search, the status message) and the
 //! [`Mode`]: the capture by kind, with the state of its own views. Keys that belong to a view
 //! go to the mode's component for it, which answers with an [`Effect`] the app carries out.
 
@@ -53,6 +53,21 @@ impl Mode {
             _ => None,
         }
     }
+    /// The overview's findings list and the text above them (none while loading).
+    pub fn overview(&self) -> Option<&ListText> {
+        match self {
+            Mode::Snapshot(s) => Some(&s.overview),
+            Mode::Trace(t) => Some(&t.overview),
+            Mode::Loading => None,
+        }
+    }
+    fn overview_mut(&mut self) -> Option<&mut ListText> {
+        match self {
+            Mode::Snapshot(s) => Some(&mut s.overview),
+            Mode::Trace(t) => Some(&mut t.overview),
+            Mode::Loading => None,
+        }
+    }
 }
 
 /// The whole TUI state.
@@ -70,8 +85,6 @@ pub struct App {
     /// Timeline cursor per device (`None`: the device has no events).
     cursors: Vec<Option<usize>>,
     windows: Vec<Window>,
-    /// The overview's findings and the text above them.
-    overview: ListText,
     /// The timeline's x axis is time (equal spans of time per column), not events.
     by_time: bool,
     /// The timeline draws reserved memory behind the allocated curve (and scales to it).
@@ -100,7 +113,6 @@ impl App {
             dev: 0,
             cursors: Vec::new(),
             windows: Vec::new(),
-            overview: ListText::default(),
             by_time: false,
             typing: None,
             query: String::new(),
@@ -171,9 +183,9 @@ impl App {
         self.reserved_shown
     }
 
-    /// The overview's findings list and the text above them.
-    pub fn overview(&self) -> &ListText {
-        &self.overview
+    /// The overview's findings list and the text above them (none while loading).
+    pub fn overview(&self) -> Option<&ListText> {
+        self.mode.overview()
     }
 
     /// The capture, by kind, with its views' state.
@@ -540,7 +552,7 @@ impl App {
     /// The text pane of view `v`, where it has one.
     pub fn text(&self, v: View) -> Option<&Scroll> {
         match v {
-            View::Overview => Some(self.overview.text()),
+            View::Overview => Some(self.mode.overview()?.text()),
             View::Leaks => match &self.mode {
                 Mode::Trace(tm) => Some(tm.leaks.text()),
                 Mode::Snapshot(sm) => Some(sm.leaks.text()),
@@ -672,12 +684,9 @@ impl App {
             return;
         }
         let c = self.ctx();
-        let overview = &mut self.overview;
-        let from = overview.sel();
-        let mut select = |i| overview.select(i);
         let e = match &mut self.mode {
-            Mode::Trace(tm) => tm.search(c, &self.query, forward, from, &mut select),
-            Mode::Snapshot(sm) => sm.search(c, &self.query, forward, from, &mut select),
+            Mode::Trace(tm) => tm.search(c, &self.query, forward),
+            Mode::Snapshot(sm) => sm.search(c, &self.query, forward),
             Mode::Loading => Effect::None,
         };
         self.effect(e)
@@ -777,15 +786,18 @@ impl App {
                 let n = self.findings().len();
                 if a == Action::Enter {
                     if let Some(f) = self
-                        .findings()
-                        .get(self.overview.sel())
+                        .mode
+                        .overview()
+                        .and_then(|o| self.findings().get(o.sel()))
                         .map(|f| f.jump.clone())
                     {
                         self.jump(&f);
                     }
                 } else {
                     let page = self.page();
-                    self.overview.handle(a, n, page);
+                    if let Some(o) = self.mode.overview_mut() {
+                        o.handle(a, n, page);
+                    }
                 }
             }
             View::Timeline => self.apply_timeline(a),
@@ -917,11 +929,12 @@ impl App {
             }
             View::Overview => {
                 let (list_y, h) = overview_list(b, self.findings().len());
-                if y >= list_y && y < list_y + h {
-                    let off = list_offset(self.overview.sel(), h as usize);
+                let n = self.findings().len();
+                if let (true, Some(o)) = (y >= list_y && y < list_y + h, self.mode.overview_mut()) {
+                    let off = list_offset(o.sel(), h as usize);
                     let i = off + (y - list_y) as usize;
-                    if i < self.findings().len() {
-                        self.overview.select(i);
+                    if i < n {
+                        o.select(i);
                     }
                 }
             }

@@ -28,8 +28,8 @@
 //!       ├ trace_views (trace: timeline, steps, graph, leaks; TraceMode::render_view)
 //!       │    └ overview (both kinds) · timeline (the snapshot's)
 //!       │         └ app (App: global state and actions, enum Mode, App::apply)
-//!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, map/sites/leaks keys)
-//!       │              ├ trace_mode (TraceMode: trace, steps/graph/leaks keys)
+//!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, overview list, map/sites/leaks keys)
+//!       │              ├ trace_mode (TraceMode: trace, overview list, steps/graph/leaks keys)
 //!       │              │    └ (both modes) components (ListText, Steps, MapState, SitesState) ── layout, data (Jump)
 //!       │              │         └ action (View, Action, Effect, Ctx) ── data (Jump) · widgets
 //!       │              ├ input (keys → Action) ── action

@@ -149,9 +149,9 @@ pub fn findings_list(
             bold(),
         );
     }
-    let off = list_offset(app.overview().sel(), lh as usize);
+    let off = list_offset(app.overview().map_or(0, |o| o.sel()), lh as usize);
     for (k, f) in findings.iter().enumerate().skip(off).take(lh as usize) {
-        let on = k == app.overview().sel();
+        let on = k == app.overview().map_or(0, |o| o.sel());
         let st = if alarms.iter().any(|a| f.label.starts_with(a)) {
             Style::default().fg(Color::Red)
         } else {

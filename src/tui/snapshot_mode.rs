@@ -76,6 +76,8 @@ pub struct SnapshotMode {
     classifier: Option<(usize, Classifier)>,
     /// Per stack id: whether one of its frames matches the query.
     matches: Vec<bool>,
+    /// The overview's findings and the text above them.
+    pub(super) overview: ListText,
 }
 
 impl SnapshotMode {
@@ -86,6 +88,7 @@ impl SnapshotMode {
             map: MapState::default(),
             sites: SitesState::default(),
             leaks: ListText::default(),
+            overview: ListText::default(),
             classifier: None,
             matches: Vec::new(),
         }
@@ -308,16 +311,8 @@ impl SnapshotMode {
         self.matches.get(s.0 as usize).copied().unwrap_or(false)
     }
 
-    /// `n`/`N` with query `query`: the next match in the view shown. The overview's list
-    /// belongs to the app and comes in as `overview`, selected through `select_overview`.
-    pub(super) fn search(
-        &mut self,
-        c: Ctx,
-        query: &str,
-        forward: bool,
-        overview: usize,
-        select_overview: &mut dyn FnMut(usize),
-    ) -> Effect {
+    /// `n`/`N` with query `query`: the next match in the view shown.
+    pub(super) fn search(&mut self, c: Ctx, query: &str, forward: bool) -> Effect {
         let q = query.to_lowercase();
         let found = |f: Option<usize>| match f {
             Some(_) => Effect::Message(format!("/{query}")),
@@ -326,11 +321,11 @@ impl SnapshotMode {
         match c.view {
             View::Overview => {
                 let fs = &self.data.findings;
-                let f = cycle(overview, fs.len(), forward, |i| {
+                let f = cycle(self.overview.sel(), fs.len(), forward, |i| {
                     fs[i].label.to_lowercase().contains(&q)
                 });
                 if let Some(i) = f {
-                    select_overview(i);
+                    self.overview.select(i);
                 }
                 found(f)
             }

@@ -24,6 +24,8 @@ pub struct TraceMode {
     pub(super) graph: ListText,
     /// The leaks list and the selected leak's explanation.
     pub(super) leaks: ListText,
+    /// The overview's findings and the text above them.
+    pub(super) overview: ListText,
 }
 
 impl TraceMode {
@@ -33,6 +35,7 @@ impl TraceMode {
             steps: Steps::default(),
             graph: ListText::default(),
             leaks: ListText::default(),
+            overview: ListText::default(),
         }
     }
 
@@ -299,16 +302,8 @@ impl TraceMode {
         )
     }
 
-    /// `n`/`N` with query `query`: the next match in the view shown. The overview's list
-    /// belongs to the app and comes in as `overview`, selected through `select_overview`.
-    pub(super) fn search(
-        &mut self,
-        c: Ctx,
-        query: &str,
-        forward: bool,
-        overview: usize,
-        select_overview: &mut dyn FnMut(usize),
-    ) -> Effect {
+    /// `n`/`N` with query `query`: the next match in the view shown.
+    pub(super) fn search(&mut self, c: Ctx, query: &str, forward: bool) -> Effect {
         let q = query.to_lowercase();
         let t = &self.data;
         let has = |s: &str| s.to_lowercase().contains(&q);
@@ -322,9 +317,14 @@ impl TraceMode {
         match c.view {
             View::Overview => {
                 let fs = &t.findings;
-                let f = cycle(overview, fs.len(), forward, |i| has(&fs[i].label));
+                let f = cycle(
+                    self.overview.sel(),
+                    fs.len(),
+                    forward,
+                    |i| has(&fs[i].label),
+                );
                 if let Some(i) = f {
-                    select_overview(i);
+                    self.overview.select(i);
                 }
                 found(f)
             }
