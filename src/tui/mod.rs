@@ -26,7 +26,7 @@
 //!    └ screen (tabs, status, help; the mode draws the view)
 //!       ├ views (snapshot: map, sites, leaks; SnapshotMode::render_view)
 //!       ├ trace_views (trace: timeline, steps, graph, leaks; TraceMode::render_view)
-//!       │    └ overview (both kinds) · timeline (the snapshot's)
+//!       │    └ timeline (the snapshot's) · overview (both kinds, over a mode's list and capture: no app)
 //!       │         └ app (App: global state and actions, enum Mode, App::apply)
 //!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, overview list, map/sites/leaks keys)
 //!       │              ├ trace_mode (TraceMode: trace, overview list, steps/graph/leaks keys)

@@ -6,19 +6,20 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::widgets::Widget;
 
-use super::app::{App, View};
+use super::components::ListText;
+use super::data::Data;
 use super::layout::{list_offset, overview_list};
 use super::trace::TraceData;
 use super::widgets::{bold, dim, put, sel_style, table, Align, TextPane};
 use crate::units::bytes;
 
-/// Verdict, figures, the OOM explained (a text pane that scrolls), findings.
-pub struct OverviewView<'a>(pub &'a App);
+/// Verdict, figures, the OOM explained (a text pane that scrolls), findings: the snapshot mode's
+/// overview list drawn over the snapshot's data.
+pub struct OverviewView<'a>(pub &'a ListText, pub &'a Data);
 
 impl Widget for OverviewView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(data) = app.data() else { return };
+        let (list, data) = (self.0, self.1);
         let a = &data.analysis;
         let mut lines = vec![verdict_line(&a.verdict)];
         let mut rows = vec![vec![
@@ -96,8 +97,8 @@ impl Widget for OverviewView<'_> {
                 ));
             }
         }
-        overview_pane(app, lines, area, buf);
-        findings_list(app, &data.findings, &["OOM"], area, buf);
+        overview_pane(list, data.findings.len(), lines, area, buf);
+        findings_list(list, &data.findings, &["OOM"], area, buf);
     }
 }
 
@@ -122,18 +123,26 @@ pub fn device_table(rows: &[Vec<String>], w: u16) -> Vec<(String, Style)> {
         .collect()
 }
 
-/// The overview's text, above its findings list.
-pub fn overview_pane(app: &App, lines: Vec<(String, Style)>, area: Rect, buf: &mut Buffer) {
-    let (ly, _) = overview_list(area, app.findings().len());
+/// The overview's text, above its list of `n` findings.
+pub fn overview_pane(
+    list: &ListText,
+    n: usize,
+    lines: Vec<(String, Style)>,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let (ly, _) = overview_list(area, n);
     let h = ly.saturating_sub(area.y + 1);
-    if let Some(s) = app.text(View::Overview) {
-        TextPane { lines, scroll: s }.render(Rect::new(area.x, area.y, area.width, h), buf);
+    TextPane {
+        lines,
+        scroll: list.text(),
     }
+    .render(Rect::new(area.x, area.y, area.width, h), buf);
 }
 
 /// The overview's findings list, those whose label starts with one of `alarms` in red.
 pub fn findings_list(
-    app: &App,
+    list: &ListText,
     findings: &[super::data::Finding],
     alarms: &[&str],
     area: Rect,
@@ -149,9 +158,9 @@ pub fn findings_list(
             bold(),
         );
     }
-    let off = list_offset(app.overview().map_or(0, |o| o.sel()), lh as usize);
+    let off = list_offset(list.sel(), lh as usize);
     for (k, f) in findings.iter().enumerate().skip(off).take(lh as usize) {
-        let on = k == app.overview().map_or(0, |o| o.sel());
+        let on = k == list.sel();
         let st = if alarms.iter().any(|a| f.label.starts_with(a)) {
             Style::default().fg(Color::Red)
         } else {
@@ -172,7 +181,7 @@ pub fn findings_list(
 }
 
 /// Verdict, per-device figures, the graph (a text pane that scrolls), findings.
-pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
+pub fn trace_overview(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let a = &t.analysis;
     let mut lines = vec![verdict_line(&a.verdict)];
     let mut rows = vec![vec![
@@ -229,6 +238,6 @@ pub fn trace_overview(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     for n in &a.notes {
         lines.push((format!("note: {n}"), dim()));
     }
-    overview_pane(app, lines, area, buf);
-    findings_list(app, &t.findings, &["graph growth", "leak"], area, buf);
+    overview_pane(list, t.findings.len(), lines, area, buf);
+    findings_list(list, &t.findings, &["graph growth", "leak"], area, buf);
 }

@@ -781,7 +781,7 @@ impl TraceMode {
     /// Draws the view shown: the trace's own, or the overview and the timeline over it.
     pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
         match app.view() {
-            View::Overview => trace_overview(app, &self.data, area, buf),
+            View::Overview => trace_overview(&self.overview, &self.data, area, buf),
             View::Timeline => TraceTimelineView(app, &self.data).render(area, buf),
             View::Steps => StepsView {
                 steps: &self.steps,

@@ -537,7 +537,7 @@ impl SnapshotMode {
     /// Draws the view shown: the snapshot's own, or the overview and the timeline over it.
     pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
         match app.view() {
-            View::Overview => OverviewView(app).render(area, buf),
+            View::Overview => OverviewView(&self.overview, &self.data).render(area, buf),
             View::Timeline => TimelineView(app).render(area, buf),
             View::Map | View::Sites => {
                 let Some(cache) = &self.cache else { return };
