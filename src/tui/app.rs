@@ -9,6 +9,7 @@ pub use super::action::{cycle, move_sel, Action, View};
 use super::action::{Ctx, Effect};
 use super::components::ListText;
 use super::data::{Data, Jump, MarkerKind};
+use super::layout::TimelineAt;
 pub use super::layout::{
     body, chart_area, list_offset, map_list_area, overview_list, Window, AXIS_W, MAP_LABEL_W,
 };
@@ -181,6 +182,17 @@ impl App {
     /// Whether the timeline draws reserved memory behind the allocated curve.
     pub fn reserved_shown(&self) -> bool {
         self.reserved_shown
+    }
+
+    /// What the timeline of the device shown draws of the app.
+    pub fn timeline_at(&self) -> TimelineAt {
+        TimelineAt {
+            dev: self.dev,
+            cursor: self.cursor(),
+            window: self.window(),
+            by_time: self.by_time,
+            reserved_shown: self.reserved_shown,
+        }
     }
 
     /// The overview's findings list and the text above them (none while loading).

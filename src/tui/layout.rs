@@ -79,3 +79,14 @@ pub fn ops_list_area(body: Rect) -> Rect {
         body.height.saturating_sub(2 + 3),
     )
 }
+
+/// What a timeline shows of the app: the device, its cursor and window, whether the axis is
+/// time, whether the reserved curve is drawn.
+#[derive(Clone, Copy, Debug)]
+pub struct TimelineAt {
+    pub dev: usize,
+    pub cursor: Option<usize>,
+    pub window: Window,
+    pub by_time: bool,
+    pub reserved_shown: bool,
+}

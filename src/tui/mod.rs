@@ -11,8 +11,9 @@
 //! [`components`]); the app handles the global actions (quit, help, view switching, devices,
 //! markers, the timeline) and routes a view's keys, clicks and searches to the active mode,
 //! whose component answers with an [`action::Effect`] (jump, show an event, say something) that
-//! the app carries out. Each mode draws its views (`render_view`) as widgets over the app and
-//! itself.
+//! the app carries out. Each mode draws its views (`render_view`): each view is a widget over
+//! its component and the capture, never the app (the timelines also take what the app shows of
+//! them, a `layout::TimelineAt`).
 //!
 //! Loading a large capture takes seconds, so it happens on a thread while the terminal already
 //! shows a loading screen and still answers `q`. The terminal is restored however the loop
@@ -26,7 +27,7 @@
 //!    └ screen (tabs, status, help; the mode draws the view)
 //!       ├ views (snapshot: map, sites, leaks; SnapshotMode::render_view)
 //!       ├ trace_views (trace: timeline, steps, graph, leaks; TraceMode::render_view)
-//!       │    └ timeline (the snapshot's) · overview (both kinds, over a mode's list and capture: no app)
+//!       │    └ timeline (the snapshot's) · overview (both kinds): no app, over the capture
 //!       │         └ app (App: global state and actions, enum Mode, App::apply)
 //!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, overview list, map/sites/leaks keys)
 //!       │              ├ trace_mode (TraceMode: trace, overview list, steps/graph/leaks keys)

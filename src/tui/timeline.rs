@@ -9,7 +9,8 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::widgets::Widget;
 
-use super::app::App;
+use super::data::Data;
+use super::layout::TimelineAt;
 pub use super::widgets::chart::{
     column_of, column_of_bucket, downsample, downsample_buckets, event_at_column, tick_label,
     tick_step, time_buckets, Chart,
@@ -20,17 +21,14 @@ fn put(area: Rect, buf: &mut Buffer, dy: u16, s: &str, st: Style) {
     super::widgets::put(buf, area, dy, s, st)
 }
 
-/// The timeline view of a snapshot.
-pub struct TimelineView<'a>(pub &'a App);
+/// The timeline view of a snapshot: its data at what the app shows.
+pub struct TimelineView<'a>(pub &'a Data, pub TimelineAt);
 
 impl Widget for TimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let app = self.0;
-        let Some(data) = app.data() else { return };
-        let (Some(dev), Some(tl)) = (
-            data.snap.devices.get(app.dev()),
-            data.timelines.get(app.dev()),
-        ) else {
+        let (data, at) = (self.0, self.1);
+        let (Some(dev), Some(tl)) = (data.snap.devices.get(at.dev), data.timelines.get(at.dev))
+        else {
             buf.set_string(
                 area.x,
                 area.y,
@@ -48,12 +46,12 @@ impl Widget for TimelineView<'_> {
             }
             return;
         }
-        let cur = app.cursor().unwrap_or(0);
+        let cur = at.cursor.unwrap_or(0);
         let s = &tl.series;
         // Header: the figures at the cursor.
         let e = &dev.events[cur];
         let t = data
-            .rel_time_us(app.dev(), cur)
+            .rel_time_us(at.dev, cur)
             .map(|t| format!(" +{:.3} s", t as f64 / 1e6))
             .unwrap_or_default();
         let site = data
@@ -82,17 +80,21 @@ impl Widget for TimelineView<'_> {
             allocated: &s.allocated,
             active: Some(&s.active),
             reserved: &s.reserved,
-            window: app.window(),
+            window: at.window,
             cursor: cur,
             markers: data
                 .markers
-                .get(app.dev())
+                .get(at.dev)
                 .map(|v| v.as_slice())
                 .unwrap_or(&[]),
             marker_legend: "│ step/annotation",
             hints: "p: peak  o: OOM  [ ]: markers +/- zoom t: time axis Enter: map",
-            times: app.time_axis(),
-            reserved_shown: app.reserved_shown(),
+            times: if at.by_time {
+                data.times.get(at.dev).and_then(|t| t.as_deref())
+            } else {
+                None
+            },
+            reserved_shown: at.reserved_shown,
         }
         .render(area, buf);
     }

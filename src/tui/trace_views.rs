@@ -1,7 +1,8 @@
 //! The trace's views: memory timeline, steps (and the ops inside one), graph growth and leaks.
 //! The steps, graph and leaks views are widgets over their component ([`Steps`], [`ListText`])
 //! and the [`TraceData`] alone (and the device shown), never the app; the timeline is a widget
-//! over the app and the trace. [`TraceMode::render_view`] draws the view shown.
+//! over the trace and what the app shows of it ([`TimelineAt`]).
+//! [`TraceMode::render_view`] draws the view shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -10,7 +11,7 @@ use ratatui::widgets::Widget;
 
 use super::app::{App, View};
 use super::components::{ListText, Steps};
-use super::layout::{list_offset, ops_list_area, steps_list_area};
+use super::layout::{list_offset, ops_list_area, steps_list_area, TimelineAt};
 use super::overview::trace_overview;
 use super::sites::short;
 use super::trace::{OpRow, TraceData};
@@ -84,9 +85,8 @@ fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
     )
 }
 
-/// The memory curve of a trace device.
-/// A trace view (the memory curve of the device shown): a widget over the app and the trace's state.
-pub struct TraceTimelineView<'a>(pub &'a App, pub &'a TraceData);
+/// The memory curve of the trace's device shown, at the app's cursor and window.
+pub struct TraceTimelineView<'a>(pub &'a TraceData, pub TimelineAt);
 
 impl Widget for TraceTimelineView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -94,8 +94,8 @@ impl Widget for TraceTimelineView<'_> {
     }
 }
 
-fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
-    let Some(d) = t.devs.get(app.dev()) else {
+fn trace_timeline(t: &TraceData, at: TimelineAt, area: Rect, buf: &mut Buffer) {
+    let Some(d) = t.devs.get(at.dev) else {
         put(
             buf,
             area,
@@ -109,22 +109,22 @@ fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
     if n == 0 {
         return;
     }
-    let cur = app.cursor().unwrap_or(0).min(n - 1);
-    let m = t.event(app.dev(), cur);
-    let (inner, top) = t.event_ops(app.dev(), cur);
+    let cur = at.cursor.unwrap_or(0).min(n - 1);
+    let m = t.event(at.dev, cur);
+    let (inner, top) = t.event_ops(at.dev, cur);
     let op = match (inner, top) {
         (Some(a), Some(b)) if a != b => format!(" {a} in {b}"),
         (Some(a), _) => format!(" {a}"),
         _ => String::new(),
     };
     let site = t
-        .event_site(app.dev(), cur)
+        .event_site(at.dev, cur)
         .map(|s| format!(" at {}:{}", short(&s.file), s.line))
         .unwrap_or_default();
     let header = format!(
         "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {} reserved {}",
         n - 1,
-        t.rel_time_us(app.dev(), cur).unwrap_or(0.0) / 1e6,
+        t.rel_time_us(at.dev, cur).unwrap_or(0.0) / 1e6,
         if m.is_some_and(|m| m.bytes < 0) {
             "free"
         } else {
@@ -139,13 +139,17 @@ fn trace_timeline(app: &App, t: &TraceData, area: Rect, buf: &mut Buffer) {
         allocated: &d.allocated,
         active: None,
         reserved: &d.reserved,
-        window: app.window(),
+        window: at.window,
         cursor: cur,
         markers: &d.markers,
         marker_legend: "│ step",
         hints: "p: peak  [ ]: steps  +/- zoom  t: time axis  a: alloc↔free  Enter: the step's ops",
-        times: app.time_axis(),
-        reserved_shown: app.reserved_shown(),
+        times: if at.by_time {
+            t.devs.get(at.dev).map(|d| d.times.as_slice())
+        } else {
+            None
+        },
+        reserved_shown: at.reserved_shown,
     }
     .render(area, buf);
 }
@@ -782,7 +786,7 @@ impl TraceMode {
     pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
         match app.view() {
             View::Overview => trace_overview(&self.overview, &self.data, area, buf),
-            View::Timeline => TraceTimelineView(app, &self.data).render(area, buf),
+            View::Timeline => TraceTimelineView(&self.data, app.timeline_at()).render(area, buf),
             View::Steps => StepsView {
                 steps: &self.steps,
                 data: &self.data,

@@ -538,7 +538,7 @@ impl SnapshotMode {
     pub fn render_view(&self, app: &App, area: Rect, buf: &mut Buffer) {
         match app.view() {
             View::Overview => OverviewView(&self.overview, &self.data).render(area, buf),
-            View::Timeline => TimelineView(app).render(area, buf),
+            View::Timeline => TimelineView(&self.data, app.timeline_at()).render(area, buf),
             View::Map | View::Sites => {
                 let Some(cache) = &self.cache else { return };
                 if app.view() == View::Map {
