@@ -128,6 +128,27 @@ pub fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) 
         .find(|&i| hit(i))
 }
 
+/// `n`/`N` on the timeline: the next (or previous) event after `cur`, among the first `n`,
+/// that `hit` accepts, as a cursor move; `what` names what was searched for when none does.
+pub fn find_event(
+    query: &str,
+    cur: usize,
+    n: usize,
+    forward: bool,
+    what: &str,
+    mut hit: impl FnMut(usize) -> bool,
+) -> Effect {
+    let f = if forward {
+        (cur + 1..n).find(|&i| hit(i))
+    } else {
+        (0..cur.min(n)).rev().find(|&i| hit(i))
+    };
+    match f {
+        Some(i) => Effect::Cursor(i, format!("/{query}: event {i}")),
+        None => Effect::Message(format!("/{query}: no further {what} matches")),
+    }
+}
+
 /// What the app does after a component handled a key.
 #[derive(Debug, PartialEq)]
 pub enum Effect {

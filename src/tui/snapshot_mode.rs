@@ -12,7 +12,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::action::{cycle, Action, Ctx, Effect, View};
+use super::action::{cycle, find_event, Action, Ctx, Effect, View};
 use super::components::{ListText, MapState, SitesState};
 use super::data::{leak_label, Data, Jump};
 use super::layout::{list_offset, MAP_LABEL_W};
@@ -362,15 +362,7 @@ impl SnapshotMode {
                     matches!(e.action, EvAction::Alloc | EvAction::Oom)
                         && self.stack_matches(e.stack)
                 };
-                let f = if forward {
-                    (cur + 1..n).find(|&i| hit(i))
-                } else {
-                    (0..cur.min(n)).rev().find(|&i| hit(i))
-                };
-                match f {
-                    Some(i) => Effect::Cursor(i, format!("/{query}: event {i}")),
-                    None => Effect::Message(format!("/{query}: no further allocation matches")),
-                }
+                find_event(query, cur, n, forward, "allocation", hit)
             }
         }
     }

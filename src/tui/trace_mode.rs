@@ -10,7 +10,7 @@
 
 use ratatui::layout::Rect;
 
-use super::action::{cycle, Action, Ctx, Effect, View};
+use super::action::{cycle, find_event, Action, Ctx, Effect, View};
 use super::components::{ListText, Steps};
 use super::data::{leak_label, Jump};
 use super::trace::{OpRow, OpSort, TraceData};
@@ -392,7 +392,7 @@ impl TraceMode {
                 let n = d.events.len();
                 let cur = c.cursor.unwrap_or(0);
                 let mut memo: rustc_hash::FxHashMap<(u32, bool), bool> = Default::default();
-                let mut hit = |i: usize| {
+                let hit = |i: usize| {
                     let m = &t.trace.memory[d.events[i] as usize];
                     let op = m.op.is_some_and(|o| {
                         let name = t.trace.op(o).name;
@@ -404,15 +404,7 @@ impl TraceMode {
                         .entry((m.stack.0, false))
                         .or_insert_with(|| site_has(&t.trace.user_site(m.stack)))
                 };
-                let f = if forward {
-                    (cur + 1..n).find(|&i| hit(i))
-                } else {
-                    (0..cur.min(n)).rev().find(|&i| hit(i))
-                };
-                match f {
-                    Some(i) => Effect::Cursor(i, format!("/{query}: event {i}")),
-                    None => Effect::Message(format!("/{query}: no further event matches")),
-                }
+                find_event(query, cur, n, forward, "event", hit)
             }
         }
     }

@@ -741,22 +741,15 @@ fn trace_leaks_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer
         );
         y += chart_h;
     }
-    let mut lines = vec![
+    // A trace's leak carries no stack (the analysis records none for traces): its
+    // explanation names the sites and the loop that keeps them.
+    let lines = vec![
         (l.leak.explanation.clone(), Style::default()),
         (
             format!("fix: {}", l.leak.fix),
             Style::default().fg(Color::Green),
         ),
     ];
-    if !l.leak.stack.is_empty() {
-        lines.push((
-            "allocation stack (where the leaked memory is allocated, innermost first):".into(),
-            dim(),
-        ));
-    }
-    for f in &l.leak.stack {
-        lines.push((format!("  {f}"), dim()));
-    }
     text_pane(list.text(), lines, area, y, buf);
 }
 
