@@ -31,6 +31,9 @@ use crate::analysis::steps::{self, ModelCode, Step};
 use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks, Sym};
 use crate::units::bytes;
 
+mod extent;
+pub use extent::{Extent, Release};
+
 /// Fewest rising boundaries for a site to be a suspect. Warm-up (optimizer state in the first
 /// step, cuBLAS workspaces) rises once or twice; a leak rises every step.
 pub const MIN_RISING_STEPS: usize = 5;
@@ -109,6 +112,9 @@ pub enum LeakKind {
     KeptOutputs,
     TensorCache,
     SteadyGrowth,
+    /// Memory of an attempt that ended in an OOM, alive while a later attempt ran
+    /// ([`crate::analysis::retry`]).
+    RetainedAttempt,
 }
 
 impl LeakKind {
@@ -121,6 +127,7 @@ impl LeakKind {
             LeakKind::KeptOutputs => "kept_outputs",
             LeakKind::TensorCache => "tensor_cache",
             LeakKind::SteadyGrowth => "steady_growth",
+            LeakKind::RetainedAttempt => "retained_attempt",
         }
     }
     /// The name in prose: `retained graph`.
@@ -132,6 +139,7 @@ impl LeakKind {
             LeakKind::KeptOutputs => "kept outputs",
             LeakKind::TensorCache => "tensor cache",
             LeakKind::SteadyGrowth => "steady growth",
+            LeakKind::RetainedAttempt => "retained failed attempt",
         }
     }
 }
@@ -216,6 +224,12 @@ pub struct RelatedSite {
 pub struct Leak {
     /// The rule that matched (`retained_graph`, `accumulated_loss`, ...).
     pub kind: LeakKind,
+    /// Whether the memory is still alive at the end (or the OOM), or was released only after
+    /// the loop that grew it ended (an accumulation all the same: its peak grows with the steps).
+    pub extent: Extent,
+    /// Where and when a released accumulation was freed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<Release>,
     /// The line to change: where the loop's body kept or made the memory (see `blame`).
     /// `None`: blocks with no recorded stack.
     pub site: Option<Site>,
@@ -779,7 +793,9 @@ struct Details {
 
 impl Details {
     fn grown_bytes(&self) -> u64 {
-        self.survivors.iter().map(|(_, r)| r.size).sum()
+        self.survivors
+            .iter()
+            .fold(0u64, |t, (_, r)| t.saturating_add(r.size))
     }
     fn persisting_share(&self) -> f64 {
         let g = self.grown_bytes();
@@ -869,16 +885,31 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         .unwrap_or(dev.events.len().saturating_sub(1));
     let details = second_pass(dev, snap, &mut sites, &bounds, &cands, judge_at);
     let model = ModelCode::new(&snap.stacks);
+    let loop_frame = loop_frame(snap, dev, steps);
+    // What grew and was mostly freed by the end is judged over the loop's life: freed only
+    // after the loop (or all at once each epoch) it is still an accumulation; freed while the
+    // steps went on it was bounded (`extent` module docs).
+    let freed = extent::scan(dev, &bounds, &cands, &details, judge_at);
     let mut keep = Vec::new();
+    let mut extents: Vec<(Extent, Option<Release>)> = Vec::new();
     let mut bounded = Vec::new();
     for (ci, d) in details.iter().enumerate() {
         if d.persisting_share() >= MIN_PERSISTING_SHARE {
             keep.push(ci);
-        } else {
-            bounded.push(ci);
+            extents.push((Extent::Alive, None));
+            continue;
+        }
+        let (b, _) = surv.series(cands[ci].site, nb);
+        match extent::judge(&b, &cands[ci], freed[ci], &bounds) {
+            Some(j) => {
+                let share = 1.0 - d.persisting_share();
+                let rel = extent::release(snap, dev, freed[ci], &j, share, loop_frame);
+                keep.push(ci);
+                extents.push((j.extent, rel));
+            }
+            None => bounded.push(ci),
         }
     }
-    let loop_frame = loop_frame(snap, dev, steps);
     let pick = |v: &[usize]| -> (Vec<Candidate>, Vec<Details>) {
         (
             v.iter().map(|&i| cands[i].clone()).collect(),
@@ -904,7 +935,7 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         .map(|(c, d)| evidence_of(dev, snap, &mut sites, &model, c, d))
         .collect();
     let mut leaks = group(
-        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence, loop_frame,
+        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence, &extents, loop_frame,
     );
     // Growth over fewer steps than a finding normally needs stands only as the OOM's leak:
     // the finding's sites together held most of the memory allocated at the OOM.
@@ -1261,6 +1292,7 @@ fn group(
     cands: &[Candidate],
     details: &[Details],
     evidence: &[SiteEvidence],
+    extents: &[(Extent, Option<Release>)],
     loop_frame: Option<(Sym, Sym)>,
 ) -> Vec<Leak> {
     // Each candidate's heaviest stack, and the loop body's line it came from.
@@ -1304,7 +1336,7 @@ fn group(
             .iter()
             .copied()
             .filter(|&o| {
-                if taken[o] || !overlaps(&cands[o]) {
+                if taken[o] || !overlaps(&cands[o]) || extents[o].0 != extents[m].0 {
                     return false;
                 }
                 match (&main_loop, &loop_line[o]) {
@@ -1434,8 +1466,15 @@ fn group(
             .map(|s| s.name.clone())
             .unwrap_or_default();
         let heaviest = heaviest[m];
+        let (extent, release) = extents[m].clone();
+        if let Some(r) = &release {
+            explanation.push(' ');
+            explanation.push_str(&extent::explain(extent, r, ev));
+        }
         out.push(Leak {
             kind: mat.kind,
+            extent,
+            release,
             site: main_loop.clone().or_else(|| ev.site.clone()),
             blame,
             line_known: true,

@@ -39,12 +39,36 @@ pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
     for &f in stacks.frames(s).iter().rev() {
         let fr = stacks.frame(f);
         match fr.kind {
+            // A model's forward or a decoding loop written in the user's own code (a functional
+            // model, a hand-written `generate`) is one call: its loops are layers and tokens.
+            FrameKind::User if inside_one_call(stacks.str(fr.name)) => break,
             FrameKind::User => out.push((fr.file, fr.name, fr.line)),
             FrameKind::Torch => break,
             FrameKind::Library | FrameKind::Python | FrameKind::Native => {}
         }
     }
     out
+}
+
+/// Functions whose loops run inside one call of a model, by the names PyTorch code gives them:
+/// a module's `forward` (also when the model is written as plain functions, or `forward` is
+/// called directly), and the token loops of decoding (`generate`, `decode`, `sample`, beam and
+/// greedy search). A loop that calls such a function once per iteration (a serving loop, a
+/// benchmark) still has its iterations: only the loops inside them are cut.
+fn inside_one_call(name: &str) -> bool {
+    matches!(
+        name,
+        "forward"
+            | "_forward"
+            | "forward_impl"
+            | "generate"
+            | "_generate"
+            | "decode"
+            | "sample"
+            | "_sample"
+            | "greedy_search"
+            | "beam_search"
+    )
 }
 
 /// Where a loop goes back to: the depth of its frame, the calling context above it (the

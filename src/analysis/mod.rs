@@ -10,6 +10,7 @@ pub mod leaks;
 pub mod loops;
 pub mod oom;
 pub mod replay;
+pub mod retry;
 pub mod sites;
 pub mod trace_report;
 
@@ -175,6 +176,7 @@ pub enum VerdictKind {
     OomFragmentation,
     OomCapacity,
     OomLeak,
+    OomRetainedAttempt,
     OomUnknown,
     /// A leak finding (snapshot or trace).
     Leak,
@@ -192,6 +194,7 @@ impl VerdictKind {
             VerdictKind::OomFragmentation => "oom_fragmentation",
             VerdictKind::OomCapacity => "oom_capacity",
             VerdictKind::OomLeak => "oom_leak",
+            VerdictKind::OomRetainedAttempt => "oom_retained_attempt",
             VerdictKind::OomUnknown => "oom_unknown",
             VerdictKind::Leak => "leak",
             VerdictKind::GraphGrowth => "graph_growth",
@@ -204,6 +207,7 @@ impl VerdictKind {
             Cause::Fragmentation => VerdictKind::OomFragmentation,
             Cause::Capacity => VerdictKind::OomCapacity,
             Cause::Leak => VerdictKind::OomLeak,
+            Cause::RetainedAttempt => VerdictKind::OomRetainedAttempt,
             Cause::Unknown => VerdictKind::OomUnknown,
         }
     }
@@ -213,6 +217,7 @@ impl VerdictKind {
             VerdictKind::OomFragmentation
                 | VerdictKind::OomCapacity
                 | VerdictKind::OomLeak
+                | VerdictKind::OomRetainedAttempt
                 | VerdictKind::OomUnknown
         )
     }
@@ -473,9 +478,13 @@ fn device_report(
         (leaks, peak_sites, categories_at_peak)
     });
     let leaks::Findings {
-        leaks,
+        mut leaks,
         bounded_growth,
     } = found;
+    // An OOM-retry loop that keeps its failed attempts alive is a finding of its own, and the
+    // cause of the later OOMs it made.
+    let retention = retry::find(snap, dev, tl);
+    leaks.extend(retention.finding(snap, dev));
     let categories_at_dump = (!has_history && !dev.segments.is_empty())
         .then(|| categories::at_state_with(&mut classifier, snap, dev, &tl.end, None));
     let step_ends: Vec<u64> = steps
@@ -494,6 +503,7 @@ fn device_report(
         .map(|o| {
             let signal = leaks::leak_signal_from(&steps, &leaks, tl, o.event);
             let mut d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
+            oom::retained_attempts(&mut d, o, retention.alive_at(o.event));
             if d.cause == Cause::Fragmentation {
                 // Replace the page-count judgement with the allocator model's prediction.
                 if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
@@ -680,15 +690,30 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
         } else {
             String::new()
         };
-        return Verdict {
-            kind: VerdictKind::Leak,
-            summary: format!(
-                "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{more}",
+        let summary = if l.leak.kind == leaks::LeakKind::RetainedAttempt {
+            format!(
+                "memory leak on cuda:{}: {} attempt(s) that ended in an OOM{at} still held {} while the next attempt ran{more}",
+                l.device,
+                l.leak.steps,
+                crate::units::bytes(l.leak.live_bytes),
+            )
+        } else {
+            let released = if l.leak.extent.released() {
+                format!(", {}", l.leak.extent.label())
+            } else {
+                String::new()
+            };
+            format!(
+                "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{released}{more}",
                 l.device,
                 l.leak.kind.label(),
                 crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
                 l.leak.steps
-            ),
+            )
+        };
+        return Verdict {
+            kind: VerdictKind::Leak,
+            summary,
             leak_judgement: judgement,
         };
     }

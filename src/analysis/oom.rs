@@ -21,6 +21,9 @@ pub enum Cause {
     Capacity,
     /// Memory grew steadily before the OOM.
     Leak,
+    /// Memory of earlier attempts that ended in an OOM was still held (an OOM-retry loop that
+    /// keeps the exception): without it the request would have had room.
+    RetainedAttempt,
     /// The capture does not hold enough to decide.
     Unknown,
 }
@@ -31,6 +34,7 @@ impl Cause {
             Cause::Fragmentation => "fragmentation",
             Cause::Capacity => "capacity",
             Cause::Leak => "leak",
+            Cause::RetainedAttempt => "retained_attempt",
             Cause::Unknown => "unknown",
         }
     }
@@ -223,6 +227,8 @@ pub fn diagnose(
         Cause::Unknown => {
             "unknown: the capture holds no allocation history before the OOM".to_string()
         }
+        // Decided afterwards, by `retained_attempts`.
+        Cause::RetainedAttempt => String::new(),
     };
     Diagnosis {
         cause,
@@ -230,4 +236,37 @@ pub fn diagnose(
         evidence,
         remedies,
     }
+}
+
+/// Makes an OOM's cause the retained failed attempts when the memory of earlier attempts that
+/// ended in an OOM, still held at this one, was at least the request: without it the request
+/// would have had room (`retry` module). A leak that grew up to the OOM stays the cause.
+pub fn retained_attempts(d: &mut Diagnosis, o: &OomFacts, retained: u64) {
+    if retained == 0 {
+        return;
+    }
+    d.evidence.push(format!(
+        "{} allocated by earlier attempts that ended in an OOM was still held at this one",
+        bytes(retained)
+    ));
+    if d.cause == Cause::Leak || retained < o.rounded_bytes {
+        return;
+    }
+    d.cause = Cause::RetainedAttempt;
+    d.summary = format!(
+        "retained failed attempts: {} of earlier attempts that ran out of memory was still held (their exception kept their frames alive), more than the {} request",
+        bytes(retained),
+        bytes(o.rounded_bytes)
+    );
+    d.remedies.insert(
+        0,
+        Remedy {
+            action: "leave the `except` block before retrying, and do not store the exception"
+                .into(),
+            assessment: format!(
+                "would free the {} the failed attempts still hold before the next attempt starts",
+                bytes(retained)
+            ),
+        },
+    );
 }

@@ -92,6 +92,10 @@ pub struct Structure {
     pub single_pass: bool,
     /// No allocation had a user frame, so the stacks could not show loops.
     pub no_user_stacks: bool,
+    /// Optimizer steps marked in each iteration of the loop, where the loop's body runs several
+    /// (a GAN's discriminator and generator, several optimizers): the iterations are the steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimizer_steps_per_iteration: Option<usize>,
 }
 
 /// Splits a device's log into steps, covering every event exactly once, in order.
@@ -130,9 +134,35 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
     let model = ModelCode::new(&snap.stacks);
     let mut ends_marked = false;
     let mut segs: Vec<Seg> = match annotation_segments(snap, dev) {
+        Some((s, family)) if family != "ProfilerStep" => {
+            // An iteration is the loop's body, not an optimizer call: where every iteration
+            // of the user's loop runs the same number (2 or more) of optimizer steps, the
+            // iterations are the steps and the marks are evidence of them.
+            match several_marks_per_iteration(snap, dev, &model, &s) {
+                Some((per, level)) => {
+                    structure.optimizer_steps_per_iteration = Some(per);
+                    structure.loops.extend(level.loops.iter().cloned());
+                    let mut out = Vec::new();
+                    let whole = Seg {
+                        range: 0..n,
+                        source: StepSource::Tail,
+                        complete: false,
+                    };
+                    push_loop_segments(&mut out, whole, &level.starts, level.last);
+                    if out.first().is_some_and(|x| x.source == StepSource::Tail) {
+                        out[0].source = StepSource::Setup;
+                    }
+                    out
+                }
+                None => {
+                    structure.annotation = Some(family.to_owned());
+                    ends_marked = true;
+                    s
+                }
+            }
+        }
         Some((s, family)) => {
             structure.annotation = Some(family.to_owned());
-            ends_marked = family != "ProfilerStep";
             s
         }
         None => vec![Seg {
@@ -421,6 +451,40 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<(Vec<Seg>, &'sta
     }
     segs.retain(|s| !s.range.is_empty());
     Some((segs, pick.0))
+}
+
+/// The loop level whose every complete iteration holds the same number, 2 or more, of the
+/// marked step ends in `marked` (segments from `Optimizer.step` ends), and that number.
+fn several_marks_per_iteration(
+    snap: &Snapshot,
+    dev: &Device,
+    model: &ModelCode,
+    marked: &[Seg],
+) -> Option<(usize, loops::Level)> {
+    let ends: Vec<usize> = marked
+        .iter()
+        .filter(|x| x.source == StepSource::Annotation)
+        .map(|x| x.range.end)
+        .collect();
+    if ends.len() < 2 * MIN_ITERATIONS {
+        return None;
+    }
+    let n = dev.events.len();
+    let loops::Structure::Loops(levels) = loops::find(snap, dev, 0..n) else {
+        return None;
+    };
+    levels.into_iter().find_map(|level| {
+        if level.iterations() < MIN_ITERATIONS || !loops::working(dev, model, &level.starts, n) {
+            return None;
+        }
+        let counts: Vec<usize> = level
+            .starts
+            .windows(2)
+            .map(|w| ends.iter().filter(|&&e| e > w[0] && e <= w[1]).count())
+            .collect();
+        let per = *counts.first()?;
+        (per >= 2 && counts.iter().all(|&c| c == per)).then_some((per, level))
+    })
 }
 
 /// Splits `s` at `anchors` (iteration starts, sorted, inside `s.range`) into: the stretch

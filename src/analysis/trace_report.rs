@@ -164,6 +164,9 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 } else {
                     LeakKind::SteadyGrowth
                 },
+                // Alive when profiling stopped: a trace sees only its profiled steps.
+                extent: crate::analysis::leaks::Extent::Alive,
+                release: None,
                 allocation_site: main_site.clone(),
                 site: main_site.clone(),
                 blame: Blame::AllocatingLine,
@@ -341,13 +344,24 @@ pub fn analyze_trace_with_memory(
                 .into(),
         );
     }
+    // Without CUDA memory events the profiler's steps are still the program's steps: counted,
+    // with no memory figures to show for them.
+    if devices.is_empty() && !mem.steps.is_empty() {
+        let (a, b) = (&mem.steps[0], &mem.steps[mem.steps.len() - 1]);
+        notes.push(format!(
+            "{} profiler steps ({} .. {}), with no CUDA [memory] events: no memory figures per step",
+            mem.steps.len(),
+            a.name,
+            b.name
+        ));
+    }
     let judgement = if devices.is_empty() {
         let reason = if mem.devices.is_empty() {
             NotJudged::NoMemoryEvents
         } else {
             NotJudged::CpuOnly
         };
-        LeakJudgement::not(reason, 0)
+        LeakJudgement::not(reason, mem.steps.len())
     } else {
         super::overall_judgement(&devices)
     };

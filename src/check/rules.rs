@@ -231,14 +231,31 @@ fn rule_leak(s: &InputSummary) -> RuleResult {
         .max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
     match worst {
         Some(l) => {
+            // An accumulation freed only after its loop fails too: its peak grows with the
+            // number of steps, so a longer run runs out of memory (docs/how-it-decides.md).
+            let released = leaks.iter().filter(|l| l.extent.released()).count();
+            let also = match released {
+                0 => String::new(),
+                n => format!(
+                    " ({n} released only after its loop ended: the peak still grows with the steps)"
+                ),
+            };
+            let live = if l.extent.released() {
+                format!(
+                    "{} at its peak, {}",
+                    units::bytes(l.live_bytes),
+                    l.extent.label()
+                )
+            } else {
+                format!("{} live", units::bytes(l.live_bytes))
+            };
             r.message = format!(
-                "{} leak finding{}; the largest ({}) grows {}/step over {} steps, {} live",
+                "{} leak finding{}{also}; the largest ({}) grows {}/step over {} steps, {live}",
                 leaks.len(),
                 if leaks.len() == 1 { "" } else { "s" },
                 l.kind,
                 units::bytes(l.growth_bytes_per_step.round() as u64),
                 l.steps,
-                units::bytes(l.live_bytes)
             );
             r.site = l.site.clone();
             leak_evidence(l, lines_known(s), &mut r.evidence);

@@ -75,6 +75,10 @@ pub struct OomSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LeakSummary {
     pub kind: String,
+    /// Alive at the end, or released only after the loop that grew it (still a finding: the
+    /// peak grows with the number of steps). Summaries written before it was recorded are `alive`.
+    #[serde(default)]
+    pub extent: crate::analysis::leaks::Extent,
     pub site: Option<Site>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause_site: Option<Site>,

@@ -21,6 +21,7 @@ fn cause_id(c: Cause) -> &'static str {
         Cause::Fragmentation => "fragmentation",
         Cause::Capacity => "capacity",
         Cause::Leak => "leak",
+        Cause::RetainedAttempt => "retained_attempt",
         Cause::Unknown => "unknown",
     }
 }
@@ -158,6 +159,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         .iter()
         .map(|l| LeakSummary {
             kind: l.leak.kind.id().to_owned(),
+            extent: l.leak.extent,
             site: l.leak.site.clone(),
             cause_site: l.leak.cause_site.clone(),
             growth_bytes_per_step: l.leak.growth_bytes_per_step,

@@ -317,18 +317,63 @@ fn write_leak(
         };
         writeln!(out, "  {what}: {}", st.cyan(&site(&l.cause_site)))?;
     }
-    writeln!(
-        out,
-        "  grows {} and {:.1} tensors per step over {} steps ({} .. {}, fit R² {:.2}); {} live in {} blocks",
-        bytes(l.growth_bytes_per_step.max(0.0) as u64),
-        l.growth_tensors_per_step,
-        l.steps,
-        l.first_step,
-        l.last_step,
-        l.r2,
-        bytes(l.live_bytes),
-        l.count
-    )?;
+    if l.kind == crate::analysis::leaks::LeakKind::RetainedAttempt {
+        writeln!(
+            out,
+            "  {} failed attempt(s) retained ({} .. {}); at most {} in {} blocks held while the next attempt ran",
+            l.steps,
+            l.first_step,
+            l.last_step,
+            bytes(l.live_bytes),
+            l.count
+        )?;
+    } else {
+        let held = if l.extent.released() {
+            "at the growth's end"
+        } else {
+            "live"
+        };
+        writeln!(
+            out,
+            "  grows {} and {:.1} tensors per step over {} steps ({} .. {}, fit R² {:.2}); {} {held} in {} blocks",
+            bytes(l.growth_bytes_per_step.max(0.0) as u64),
+            l.growth_tensors_per_step,
+            l.steps,
+            l.first_step,
+            l.last_step,
+            l.r2,
+            bytes(l.live_bytes),
+            l.count
+        )?;
+    }
+    if let Some(rel) = &l.release {
+        let at = rel
+            .site
+            .as_ref()
+            .map(|s| format!(" at {}", site(&Some(s.clone()))))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  {}: {}{at} ({:.0}% of it by the end)",
+            st.bold(l.extent.label()),
+            match (l.extent, rel.loop_function_active) {
+                (crate::analysis::leaks::Extent::ReleasedEachEpoch, _) => format!(
+                    "freed all at once every {} steps, {} time(s)",
+                    rel.period_steps.unwrap_or(0),
+                    rel.releases
+                ),
+                (_, Some(false)) => format!(
+                    "freed after `{}` returned",
+                    rel.loop_function
+                        .as_deref()
+                        .unwrap_or("the loop's function")
+                ),
+                (_, Some(true)) => "freed after the loop, in its function".to_string(),
+                (_, None) => "freed after the last step".to_string(),
+            },
+            100.0 * rel.freed_share
+        )?;
+    }
     writeln!(out, "  why: {}", l.explanation)?;
     writeln!(out, "  fix: {}", st.bold(&l.fix))?;
     for rs in l.related_sites.iter().take(3) {
