@@ -10,6 +10,9 @@ tabulates the truth against memscope's conclusions, then the totals. The truth c
 
 - `fixtures/realistic/*.meta.json`: written by fixtures/realistic/generate.py before memscope was ever
   run (`leak`, `expect_line` + `expect_line_kind`, `expect_oom_cause`, `steps`);
+- `fixtures/loops/*.meta.json`: the same fields, written by the scenario scripts of fixtures/loops/run
+  (fixtures/loops/generate.py) before memscope analysed anything, plus `accumulation`: `alive`,
+  `released_after_loop`, `released_each_epoch`, `retained_attempt` or null;
 - `fixtures/*.meta.json`: the project's first captures; their `expect` text and `markers` are turned
   into the same fields in EXISTING below, each entry saying which sentence of fixtures/README.md it
   rests on;
@@ -25,7 +28,12 @@ Scoring:
   line); for an "allocating" truth its `site` or `blame`.
 - The OOM cause is right when memscope's last OOM's `cause` equals the truth (no OOM on both sides
   counts as right).
-- The verdict is right when `verdict.kind` is the one the truth implies: `oom_CAUSE` for an OOM,
+- The accumulation is right (fixtures/loops, where the truth names one) when some finding in `leaks[]`
+  has `extent` equal to the truth (`alive`, `released_after_loop`, `released_each_epoch`), or, for a
+  `retained_attempt` truth, `kind` (or `extent`) `retained_attempt`. A capture with no finding at all
+  is wrong; findings that carry no `extent` (and, for `retained_attempt`, no such kind) are "-".
+- The verdict is right when `verdict.kind` is the one the truth implies: `oom_CAUSE` for an OOM
+  (`oom_retained_attempt` or `oom_leak` for an OOM caused by retained attempts),
   `unjudged` for a single pass (one iteration: no leak judgement is possible), `leak` (or
   `graph_growth` for a trace) for a leak, `ok` otherwise.
 - The step count is right when the number of `steps[]` that are iterations (not `setup`/`tail`),
@@ -46,7 +54,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LEAK_VERDICTS = {"leak", "oom_leak", "graph_growth"}
+LEAK_VERDICTS = {"leak", "oom_leak", "graph_growth", "oom_retained_attempt"}
+ACCUMULATIONS = {"alive", "released_after_loop", "released_each_epoch", "retained_attempt"}
 NOT_SCORABLE = "not scorable"
 
 # The project's first captures (fixtures/*.meta.json), read from their meta.json `expect` and
@@ -119,16 +128,18 @@ def capture_file(meta_path):
     return None
 
 
-def realistic_cases():
+def realistic_cases(folder="realistic"):
+    """fixtures/FOLDER/*.meta.json (realistic, loops): the truth their generators wrote."""
     out = []
-    for mp in sorted(glob.glob(os.path.join(ROOT, "fixtures/realistic/*.meta.json"))):
+    for mp in sorted(glob.glob(os.path.join(ROOT, "fixtures", folder, "*.meta.json"))):
         if mp.endswith(".smoke.meta.json"):
             continue
         with open(mp) as f:
             m = json.load(f)
         line = m.get("expect_line")
         out.append(dict(
-            group="realistic", name=m["name"], file=capture_file(mp), leak=m["leak"],
+            group=folder, name=m["name"], file=capture_file(mp), leak=m["leak"],
+            accumulation=m.get("accumulation"), capture_mode=m.get("capture_mode"),
             line=(m["expect_line_kind"], line["line"]) if line else None,
             line_file=line["file"] if line else None, code=line["code"] if line else None,
             oom=m.get("expect_oom_cause"), steps=(m.get("steps") or {}).get("count"),
@@ -202,7 +213,8 @@ def judge(case, rep, err):
         r["verdict"] = (rep.get("verdict") or {}).get("kind", "-")
         r["findings"] = [dict(kind=lk.get("kind", "-"), site=site_of(lk.get("site")),
                               cause=site_of(lk.get("cause_site")), blame=site_of(lk.get("blame")),
-                              confidence=lk.get("confidence", "-")) for lk in leaks]
+                              confidence=lk.get("confidence", "-"), extent=lk.get("extent"))
+                         for lk in leaks]
         r["found"] = bool(leaks) or r["verdict"] in LEAK_VERDICTS
         ooms = [o for d in rep.get("devices") or [] for o in d.get("ooms") or []]
         r["oom"] = ooms[-1].get("cause") if ooms else None
@@ -230,14 +242,33 @@ def judge(case, rep, err):
     else:
         r["line_ok"] = None
     r["oom_ok"] = (r["oom"] == case["oom"]) if (case["oom"] or r["oom"]) else None
+    r["accumulation"], r["accumulation_ok"] = judge_accumulation(case.get("accumulation"), r["findings"])
     want = expected_verdicts(case)
     r["verdict_ok"] = None if want is None else (r["verdict"] in want)
     r["steps_ok"] = (r["steps"] == case["steps"]) if case["steps"] is not None else None
     return r
 
 
+def judge_accumulation(truth, findings):
+    """(what memscope says, right?) about the accumulation: the findings' extents (or the
+    retained_attempt kind); right when one equals the truth; None (not scored, "-") when the truth
+    names none or the findings carry no extent."""
+    said = sorted({f["extent"] for f in findings if f.get("extent")} |
+                  {"retained_attempt" for f in findings if f.get("kind") == "retained_attempt"})
+    shown = ", ".join(said) if said else ("none" if not findings else "-")
+    if truth not in ACCUMULATIONS:
+        return shown, None
+    if not findings:
+        return shown, False
+    if not said:
+        return shown, None
+    return shown, truth in said
+
+
 def expected_verdicts(case):
     """The verdict kinds the truth allows (None: not scored)."""
+    if case["oom"] == "retained_attempt":
+        return {"oom_retained_attempt", "oom_leak"}
     if case["oom"]:
         return {"oom_" + case["oom"]}
     if case["level"] == "single pass":
@@ -259,6 +290,8 @@ def fmt_findings(fs):
     parts = []
     for f in fs[:4]:
         p = f"{f['kind']} @{fmt_site(f['site'])}"
+        if f.get("extent"):
+            p += f" [{f['extent']}]"
         if f["cause"]:
             p += f" kept@{fmt_site(f['cause'])}"
         if f["blame"]:
@@ -283,7 +316,8 @@ def render(cases, results, binary):
              "`memscope analyze --format json` on every capture whose truth was written down before memscope "
              "saw it, and compares. Do not edit by hand: regenerate. How each column is scored is in the "
              "script's header; the truth comes from `fixtures/realistic/*.meta.json` (see "
-             "fixtures/realistic/README.md), from `fixtures/*.meta.json` and fixtures/README.md (the table "
+             "fixtures/realistic/README.md), from `fixtures/loops/*.meta.json` (see fixtures/loops/README.md), "
+             "from `fixtures/*.meta.json` and fixtures/README.md (the table "
              "EXISTING in the script), and from `../shared/fixtures/README.md`.", ""]
     tp = sum(1 for c, r in zip(cases, results) if c["leak"] is True and r["found"])
     fp = sum(1 for c, r in zip(cases, results) if c["leak"] is False and r["found"])
@@ -295,38 +329,48 @@ def render(cases, results, binary):
         return ratio(sum(rs), len(rs))
 
     lines += ["## Totals", "",
-              "| measure | all | realistic | fixtures | shared |", "|---|---|---|---|---|"]
+              "| measure | all | realistic | loops | fixtures | shared |", "|---|---|---|---|---|---|"]
     for label, key in [("leak judgement right (found = truth)", "leak_ok"), ("leak line right", "line_ok"),
                        ("verdict right", "verdict_ok"),
-                       ("OOM cause right", "oom_ok"), ("step count right", "steps_ok")]:
-        lines.append(f"| {label} | {score(key)} | {score(key, 'realistic')} | {score(key, 'fixtures')} | "
-                     f"{score(key, 'shared')} |")
+                       ("OOM cause right", "oom_ok"), ("step count right", "steps_ok"),
+                       ("accumulation right", "accumulation_ok")]:
+        lines.append(f"| {label} | {score(key)} | {score(key, 'realistic')} | {score(key, 'loops')} | "
+                     f"{score(key, 'fixtures')} | {score(key, 'shared')} |")
     prec = ratio(tp, tp + fp)
     rec = ratio(tp, tp + fn)
     lines += ["", f"Leak findings over all scored captures: {tp} true positives, {fp} false positives, "
               f"{fn} false negatives, {tn} true negatives. **Precision {prec}, recall {rec}.**",
               f"{len(cases)} captures, {sum(1 for r in results if r['error'])} that memscope could not analyse.", ""]
     for group, title in [("realistic", "Realistic captures (fixtures/realistic)"),
+                         ("loops", "Loops as users capture them (fixtures/loops)"),
                          ("fixtures", "The project's first captures (fixtures/)"),
                          ("shared", "Shared captures (../shared/fixtures)")]:
         rows = [(c, r) for c, r in zip(cases, results) if c["group"] == group]
         if not rows:
             continue
+        loops = group == "loops"
         lines += [f"## {title}", "",
-                  "| capture | truth: leak | expected line (kind) | truth: OOM | truth: steps | memscope verdict "
+                  "| capture | truth: leak | expected line (kind) | truth: OOM | truth: steps "
+                  + ("| truth: accumulation " if loops else "") + "| memscope verdict "
                   "| memscope findings (kind @site, kept@cause_site, blame@) | memscope OOM | memscope steps "
-                  "| leak | line | verdict | OOM | steps |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  + ("| memscope extent " if loops else "")
+                  + "| leak | line | verdict | OOM | steps |" + (" accumulation |" if loops else ""),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if loops else "")]
         for c, r in rows:
             leak = {True: "leak", False: "clean"}.get(c["leak"], NOT_SCORABLE)
             line = "-" if not c["line"] else f"{c['line'][1]} ({c['line'][0]})"
+            if c["line"] and loops:
+                line = f"{os.path.basename(c['line_file'])}:{c['line'][1]} ({c['line'][0]})"
             steps = "-" if c["steps"] is None else f"{c['steps']} ({c['level']})"
             verdict = r["verdict"] if not r["error"] else f"error: {r['error']}"
-            lines.append(f"| `{c['name']}` | {leak} | {line} | {c['oom'] or '-'} | {steps} | {verdict} | "
+            acc_truth = f"{c.get('accumulation') or '-'} | " if loops else ""
+            acc_said = f"{r.get('accumulation') or '-'} | " if loops else ""
+            acc_ok = f" {mark(r.get('accumulation_ok'))} |" if loops else ""
+            lines.append(f"| `{c['name']}` | {leak} | {line} | {c['oom'] or '-'} | {steps} | {acc_truth}{verdict} | "
                          f"{fmt_findings(r['findings'])} | {r['oom'] or '-'} | "
-                         f"{'-' if r['steps'] is None else r['steps']} | {mark(r['leak_ok'])} | "
+                         f"{'-' if r['steps'] is None else r['steps']} | {acc_said}{mark(r['leak_ok'])} | "
                          f"{mark(r['line_ok'])} | {mark(r['verdict_ok'])} | {mark(r['oom_ok'])} | "
-                         f"{mark(r['steps_ok'])} |")
+                         f"{mark(r['steps_ok'])} |{acc_ok}")
         lines.append("")
     return "\n".join(lines)
 
@@ -338,7 +382,7 @@ def main():
     ap.add_argument("--json", help="also write the rows as JSON here")
     args = ap.parse_args()
     binary = os.path.abspath(args.memscope)
-    cases = realistic_cases() + existing_cases() + shared_cases()
+    cases = realistic_cases() + realistic_cases("loops") + existing_cases() + shared_cases()
     results = []
     t0 = time.time()
     for c in cases:
@@ -350,7 +394,7 @@ def main():
         r = results[-1]
         print(f"{c['group']:9s} {c['name']:22s} verdict={r['verdict']:18s} found={r['found']!s:5s} "
               f"leak_ok={r['leak_ok']} line_ok={r['line_ok']} verdict_ok={r['verdict_ok']} oom_ok={r['oom_ok']} "
-              f"steps_ok={r['steps_ok']}",
+              f"steps_ok={r['steps_ok']} accumulation_ok={r['accumulation_ok']}",
               flush=True)
     md = render(cases, results, binary)
     with open(args.output, "w") as f:

@@ -996,9 +996,16 @@ pub struct Findings {
 /// the loop body the memory came from.
 fn loop_frame(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Option<(Sym, Sym)> {
     let mut memo: HashMap<StackId, Vec<(Sym, Sym, u32)>> = HashMap::default();
-    let mut first: Option<Vec<(Sym, Sym, u32)>> = None;
-    let mut depth: Option<usize> = None;
-    for st in steps.iter().filter(|s| s.is_iteration()).take(8) {
+    // The shallowest frame whose line moves between consecutive allocations (each compared
+    // with the one before it, so that a short chain, an optimizer's allocation under the call
+    // line alone, hides nothing), and its function.
+    let mut found: Option<(usize, (Sym, Sym))> = None;
+    let mut prev: Option<Vec<(Sym, Sym, u32)>> = None;
+    // The first step also holds what ran before the loop (steps cut at `Optimizer.step` ends
+    // begin at the log's start): skip it where there are others.
+    let iterations = steps.iter().filter(|s| s.is_iteration()).count();
+    let skip = usize::from(iterations >= 3);
+    for st in steps.iter().filter(|s| s.is_iteration()).skip(skip).take(8) {
         for e in &dev.events[st.start_event.0 as usize..=st.end_event.0 as usize] {
             if e.action != Action::Alloc {
                 continue;
@@ -1009,20 +1016,19 @@ fn loop_frame(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Option<(Sym, Sym
             if ch.is_empty() {
                 continue;
             }
-            let Some(f) = &first else {
-                first = Some(ch.clone());
-                continue;
-            };
-            let k = (0..f.len().min(ch.len()))
-                .find(|&k| f[k] != ch[k])
-                .unwrap_or(f.len().min(ch.len()));
-            if k < f.len().min(ch.len()) && (f[k].0, f[k].1) == (ch[k].0, ch[k].1) {
-                depth = Some(depth.map_or(k, |d: usize| d.min(k)));
+            if let Some(p) = &prev {
+                let m = p.len().min(ch.len());
+                if let Some(k) = (0..m).find(|&k| p[k] != ch[k]) {
+                    let same = (p[k].0, p[k].1) == (ch[k].0, ch[k].1);
+                    if same && found.is_none_or(|(d, _)| k < d) {
+                        found = Some((k, (ch[k].0, ch[k].1)));
+                    }
+                }
             }
+            prev = Some(ch.clone());
         }
     }
-    let (f, d) = (first?, depth?);
-    f.get(d).map(|l| (l.0, l.1))
+    found.map(|(_, f)| f)
 }
 
 /// The line of `func` in a stack (the loop body's line the memory came from).
@@ -1575,6 +1581,10 @@ pub fn leak_signal_from(
         // Growth that began before the OOM and was still going in its last steps (the step
         // the OOM interrupted may be the window's last).
         .filter(|(_, l)| (l.window_start_event.0 as usize) < o && l.window_end_event.0 as usize >= recent_from)
+        // Retained failed attempts are not growth over steps: they make their own cause.
+        .filter(|(_, l)| l.kind != LeakKind::RetainedAttempt)
+        // What was released before this OOM did not fill the memory it ran out of.
+        .filter(|(_, l)| !l.extent.released())
         .map(|(i, l)| (i, l, l.grown_bytes().max(0.0)))
         .filter(|(_, _, g)| *g >= MIN_OOM_SHARE * allocated as f64)
         .max_by(|a, b| a.2.total_cmp(&b.2))

@@ -32,8 +32,8 @@ type Link = (Sym, Sym, u32);
 
 /// The user's frames of a stack, outermost first, down to the first PyTorch frame: the part of
 /// the program where its loops live. Library, interpreter and native frames are skipped (a
-/// trainer library may call the user's `training_step`); a PyTorch frame ends the chain
-/// (a model call, autograd, the optimizer).
+/// trainer library may call the user's `training_step`); a call into a model, autograd or a
+/// compiled graph ends the chain ([`one_call_into_torch`]).
 pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
     let mut out = Vec::new();
     for &f in stacks.frames(s).iter().rev() {
@@ -43,14 +43,36 @@ pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
             // model, a hand-written `generate`) is one call: its loops are layers and tokens.
             FrameKind::User if inside_one_call(stacks.str(fr.name)) => break,
             FrameKind::User => out.push((fr.file, fr.name, fr.line)),
-            FrameKind::Torch => break,
+            // A call into a model, autograd or a compiled graph ends the chain: the user code
+            // under it runs within that one call. Other PyTorch frames only pass the program
+            // through: the optimizer calling the step's closure (Lightning runs
+            // `training_step` there), a `torch.no_grad()` decorator, an autocast context.
+            FrameKind::Torch if one_call_into_torch(stacks.str(fr.file), stacks.str(fr.name)) => {
+                break
+            }
+            FrameKind::Torch => {}
             FrameKind::Library | FrameKind::Python | FrameKind::Native => {}
         }
     }
     out
 }
 
-/// Functions whose loops run inside one call of a model, by the names PyTorch code gives them:
+/// PyTorch frames below which the user's frames run inside one call: a module's call, autograd
+/// (a backward, a custom Function), a compiled graph.
+fn one_call_into_torch(file: &str, name: &str) -> bool {
+    (file.contains("torch/nn/modules/module.py")
+        && matches!(name, "_call_impl" | "_wrapped_call_impl" | "__call__"))
+        || file.contains("torch/autograd/")
+        || (file.ends_with("torch/_tensor.py") && name == "backward")
+        || file.contains("torch/_dynamo/")
+        || file.contains("torch/_inductor/")
+        || file.contains("torch/_functorch/")
+        || file.contains("torch/fx/")
+        || file.contains("torch/utils/checkpoint.py")
+}
+
+/// Functions whose loops run inside one call, by the names Python and PyTorch code give them:
+/// comprehensions and generator expressions;
 /// a module's `forward` (also when the model is written as plain functions, or `forward` is
 /// called directly), and the token loops of decoding (`generate`, `decode`, `sample`, beam and
 /// greedy search). A loop that calls such a function once per iteration (a serving loop, a
@@ -58,7 +80,12 @@ pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
 fn inside_one_call(name: &str) -> bool {
     matches!(
         name,
-        "forward"
+        // A comprehension is one expression of its line (`sum(x.mean() for x in outs)`).
+        "<genexpr>"
+            | "<listcomp>"
+            | "<dictcomp>"
+            | "<setcomp>"
+            | "forward"
             | "_forward"
             | "forward_impl"
             | "generate"
@@ -421,6 +448,19 @@ fn calls_of_one_line(
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
     if counts.iter().any(|&c| c * 2 < median || c > median * 2) {
+        return None;
+    }
+    // Calls of a model (a module's forward, autograd, the optimizer) in every one: a line that
+    // maps plain tensor ops over a list (`sum(t.mean().item() for t in outs)`) repeats too, but
+    // is one statement of the program, not its steps.
+    let model = crate::analysis::steps::ModelCode::new(&snap.stacks);
+    let runs_model = starts.iter().zip(&ends).all(|(&a, &b)| {
+        seq[seq.partition_point(|&(e, _)| e < a)..]
+            .iter()
+            .take_while(|&&(e, _)| e <= b)
+            .any(|&(e, _)| model.is_model(dev.events[e].stack))
+    });
+    if !runs_model {
         return None;
     }
     // Allocations after the last end: a call cut short (or code after the calls).

@@ -131,9 +131,10 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Retention {
             let c = common(&failed, &next).min(failed.len().saturating_sub(1));
             let callee = failed.get(c)?;
             let p = &failed[..c];
+            // (An attempt whose first request fails shows only its OOM.)
             let restart = (o + 1..=a).find_map(|i| {
                 let e = &dev.events[i];
-                if e.action != Action::Alloc {
+                if !matches!(e.action, Action::Alloc | Action::Oom) {
                     return None;
                 }
                 let ch = chain_of(e.stack);

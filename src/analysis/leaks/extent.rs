@@ -185,7 +185,9 @@ pub(super) fn judge(
     bounds: &[(usize, usize)],
 ) -> Option<Judged> {
     let (first, half) = (freed.first?, freed.half?);
-    let last_boundary = bounds.last()?.0;
+    // The last step may run on to the log's end (nothing after the loop allocated): a release
+    // in it, or after it, comes when no further step follows.
+    let last_boundary = bounds[bounds.len().checked_sub(2)?].0;
     // Half of what grew freed within one step: a release all at once, not one old entry
     // dropped per new one.
     let at_once = !bounds.iter().any(|&(e, _)| e >= first && e < half);
