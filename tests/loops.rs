@@ -201,3 +201,44 @@ fn check_fails_an_accumulation_released_after_its_loop() {
         }
     }
 }
+
+/// One run captured two ways at once (`memscope run --snapshot-on exit --profile-steps 3:10`,
+/// `fixtures/loops/story`): the exit snapshot, taken after `train()` freed the kept logits, and
+/// the profiler trace of steps 3 to 10 tell the same story about the same line's function.
+#[test]
+fn one_run_one_story_the_exit_snapshot_and_the_trace_agree() {
+    let story = dir().join("story");
+    for (name, leaky) in [
+        ("exit_logits_mlp_leak", true),
+        ("exit_logits_mlp_clean", false),
+    ] {
+        let snap_path = story.join(name).join("memscope-exit.pickle.gz");
+        let bytes = fs::metadata(&snap_path).unwrap().len();
+        let snap = memscope::load::load_snapshot(&snap_path).expect("loads");
+        let s = memscope::analysis::analyze_snapshot(&snap, &snap_path, bytes);
+        let trace_path = story.join(name).join("memscope-trace.json.gz");
+        let bytes = fs::metadata(&trace_path).unwrap().len();
+        let trace = memscope::load::load_trace(&trace_path).expect("loads");
+        let t = memscope::analysis::trace_report::analyze_trace(&trace, &trace_path, bytes);
+        assert_eq!(s.steps.len(), 40, "{name}: the run's 40 steps");
+        if !leaky {
+            assert!(s.leaks.is_empty() && t.leaks.is_empty(), "{name}");
+            assert_eq!(s.verdict.kind, VerdictKind::Ok, "{name}");
+            continue;
+        }
+        let ls = &s.leaks.first().expect("the snapshot's finding").leak;
+        let lt = &t.leaks.first().expect("the trace's finding").leak;
+        assert_eq!(ls.extent, Extent::ReleasedAfterLoop, "{name}");
+        assert_eq!(lt.extent, Extent::Alive, "{name}: alive while profiled");
+        let func = |l: &memscope::analysis::leaks::Leak| {
+            l.allocation_site.as_ref().map(|x| x.function.clone())
+        };
+        assert_eq!(func(ls).as_deref(), Some("train_mlp"), "{name}");
+        assert_eq!(func(lt).as_deref(), Some("train_mlp"), "{name}");
+        // Both measure the same 64 MiB of logits a step.
+        assert_eq!(
+            ls.growth_bytes_per_step.round(),
+            lt.growth_bytes_per_step.round()
+        );
+    }
+}

@@ -250,11 +250,24 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                         out.push(s);
                     }
                     Some((k, level)) => {
-                        structure.loops.extend(level.loops.iter().cloned());
+                        // The same loop seen in two stretches (around annotated steps) is one.
+                        for l in &level.loops {
+                            let same = structure.loops.iter_mut().find(|x| {
+                                (&x.file, &x.function, x.line) == (&l.file, &l.function, l.line)
+                            });
+                            match same {
+                                Some(x) => x.iterations += l.iterations,
+                                None => structure.loops.push(l.clone()),
+                            }
+                        }
                         for inner in &levels[k + 1..] {
                             structure.nested_loops.extend(inner.loops.iter().cloned());
                         }
-                        push_loop_segments(&mut out, s, &level.starts, level.last);
+                        let after_annotated = out
+                            .last()
+                            .is_some_and(|p| p.source == StepSource::Annotation);
+                        let starts = trim_fragment(&level.starts, after_annotated);
+                        push_loop_segments(&mut out, s, starts, level.last);
                     }
                     None => {
                         passes += 1;
@@ -451,6 +464,24 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<(Vec<Seg>, &'sta
     }
     segs.retain(|s| !s.range.is_empty());
     Some((segs, pick.0))
+}
+
+/// The iteration starts of a stretch that follows annotated steps, less a first "iteration" that
+/// is only the end of the last annotated one: a profiler step ends at `prof.step()` (or the
+/// optimizer's hook), and what the loop body does after it (`loss.item()`) comes before the next
+/// back-jump. Such a fragment, shorter than half the median iteration, joins the step before it.
+fn trim_fragment(starts: &[usize], after_annotated: bool) -> &[usize] {
+    if !after_annotated || starts.len() < 3 {
+        return starts;
+    }
+    let mut lens: Vec<usize> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let first = lens[0];
+    lens.sort_unstable();
+    if first * 2 < lens[lens.len() / 2] {
+        &starts[1..]
+    } else {
+        starts
+    }
 }
 
 /// The loop level whose every complete iteration holds the same number, 2 or more, of the
