@@ -78,23 +78,28 @@ fn one_call_into_torch(file: &str, name: &str) -> bool {
 /// greedy search). A loop that calls such a function once per iteration (a serving loop, a
 /// benchmark) still has its iterations: only the loops inside them are cut.
 fn inside_one_call(name: &str) -> bool {
+    is_comprehension(name)
+        || matches!(
+            name,
+            "forward"
+                | "_forward"
+                | "forward_impl"
+                | "generate"
+                | "_generate"
+                | "decode"
+                | "sample"
+                | "_sample"
+                | "greedy_search"
+                | "beam_search"
+        )
+}
+
+/// A comprehension or generator expression: one expression of its line
+/// (`sum(x.mean() for x in outs)`).
+fn is_comprehension(name: &str) -> bool {
     matches!(
         name,
-        // A comprehension is one expression of its line (`sum(x.mean() for x in outs)`).
-        "<genexpr>"
-            | "<listcomp>"
-            | "<dictcomp>"
-            | "<setcomp>"
-            | "forward"
-            | "_forward"
-            | "forward_impl"
-            | "generate"
-            | "_generate"
-            | "decode"
-            | "sample"
-            | "_sample"
-            | "greedy_search"
-            | "beam_search"
+        "<genexpr>" | "<listcomp>" | "<dictcomp>" | "<setcomp>"
     )
 }
 
@@ -450,17 +455,19 @@ fn calls_of_one_line(
     if counts.iter().any(|&c| c * 2 < median || c > median * 2) {
         return None;
     }
-    // Calls of a model (a module's forward, autograd, the optimizer) in every one: a line that
-    // maps plain tensor ops over a list (`sum(t.mean().item() for t in outs)`) repeats too, but
-    // is one statement of the program, not its steps.
-    let model = crate::analysis::steps::ModelCode::new(&snap.stacks);
-    let runs_model = starts.iter().zip(&ends).all(|(&a, &b)| {
-        seq[seq.partition_point(|&(e, _)| e < a)..]
-            .iter()
-            .take_while(|&&(e, _)| e <= b)
-            .any(|&(e, _)| model.is_model(dev.events[e].stack))
+    // A comprehension (`sum(t.mean().item() for t in outs)`) repeats too, but it is one
+    // statement of the program, not its steps.
+    let st = &snap.stacks;
+    let mut seen: HashMap<StackId, bool> = HashMap::default();
+    let in_comprehension = seq.iter().any(|&(e, _)| {
+        *seen.entry(dev.events[e].stack).or_insert_with(|| {
+            st.frames(dev.events[e].stack).iter().any(|&f| {
+                let fr = st.frame(f);
+                fr.kind == FrameKind::User && is_comprehension(st.str(fr.name))
+            })
+        })
     });
-    if !runs_model {
+    if in_comprehension {
         return None;
     }
     // Allocations after the last end: a call cut short (or code after the calls).
