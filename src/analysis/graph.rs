@@ -46,8 +46,11 @@ pub struct GraphGrowth {
 pub struct GraphReport {
     /// Forward nodes (distinct `(forward thread, sequence number)`).
     pub forward_nodes: usize,
-    /// Backward nodes (one per evaluated node, whether recorded once or twice).
+    /// Backward nodes: nodes of the graph autograd's engine evaluated (one per evaluated
+    /// node, whether recorded once or twice), each tied to its forward op by a sequence number.
     pub backward_nodes: usize,
+    /// The engine's `AccumulateGrad` evaluations (writing leaves' `.grad`), counted apart.
+    pub leaf_accumulations: usize,
     pub links_by_sequence: usize,
     pub links_by_flow: usize,
     /// Forward nodes no backward consumed by the end of the trace, in steps or not.
@@ -66,6 +69,10 @@ enum Node {
     Backward {
         op: OpIdx,
     },
+    /// The engine's evaluation of a node with no sequence number: `AccumulateGrad`, writing a
+    /// leaf's `.grad` (one per parameter per backward). Backward work, but not a node of the
+    /// forward graph's backward: counted apart.
+    Accumulate,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,8 +92,15 @@ impl AutogradGraph {
     pub fn forward_nodes(&self) -> impl Iterator<Item = OpIdx> + '_ {
         self.graph.node_weights().filter_map(|n| match n {
             Node::Forward { creator } => Some(*creator),
-            Node::Backward { .. } => None,
+            Node::Backward { .. } | Node::Accumulate => None,
         })
+    }
+    /// `AccumulateGrad` evaluations (see [`Node::Accumulate`]).
+    pub fn accumulate_count(&self) -> usize {
+        self.graph
+            .node_weights()
+            .filter(|n| matches!(n, Node::Accumulate))
+            .count()
     }
     pub fn backward_count(&self) -> usize {
         self.graph
@@ -168,7 +182,7 @@ pub fn build(t: &Trace) -> AutogradGraph {
             // which writes a leaf's .grad) is backward work too, linked to no forward op.
             let name = t.stacks.str(o.name);
             if name.starts_with("autograd::engine::evaluate_function") {
-                let n = graph.add_node(Node::Backward { op });
+                let n = graph.add_node(Node::Accumulate);
                 op_node.insert(op, n);
             }
             continue;
@@ -264,12 +278,14 @@ pub fn growth(t: &Trace) -> GraphReport {
     let unconsumed = g.unconsumed();
     let forward_nodes = g.forward_nodes().count();
     let backward_nodes = g.backward_count();
+    let leaf_accumulations = g.accumulate_count();
     let n_steps = t.steps.len();
     let mut notes = Vec::new();
     let mut findings = Vec::new();
     let report = |findings, notes| GraphReport {
         forward_nodes,
         backward_nodes,
+        leaf_accumulations,
         links_by_sequence: g.links_by_sequence,
         links_by_flow: g.links_by_flow,
         unconsumed_nodes: unconsumed.len(),

@@ -23,6 +23,9 @@ use crate::units::bytes;
 pub struct GraphSection {
     pub forward_nodes: usize,
     pub backward_nodes: usize,
+    /// `AccumulateGrad` evaluations (leaves' `.grad` written by the engine), not counted as
+    /// backward nodes.
+    pub leaf_accumulations: usize,
     pub unconsumed_nodes: usize,
     pub steps: usize,
     pub growth: Vec<GraphGrowth>,
@@ -416,12 +419,29 @@ pub fn analyze_trace_with_memory(
             Some(p) => format!("allocated peak {}", bytes(p)),
             None => "no memory recorded (no [memory] events)".to_string(),
         };
+        // Growth of the graph is judged only where the graph can be followed (the same
+        // conditions `check` SKIPs `graph-growth` on).
+        let not_judged = if g.forward_nodes == 0 {
+            Some("no op carries an autograd sequence number, so the graph cannot be followed")
+        } else if g.backward_nodes == 0 {
+            Some("the trace holds no backward pass")
+        } else if g.steps < 3 {
+            Some("fewer than 3 profiled steps")
+        } else {
+            None
+        };
+        let n = mem.steps.len();
+        let summary = match not_judged {
+            Some(why) => format!(
+                "no leak found over {n} profiled steps; autograd graph growth not judged ({why}); {memory}"
+            ),
+            None => format!(
+                "no leak and no autograd graph growth found over {n} profiled steps; {memory}"
+            ),
+        };
         Verdict {
             kind: VerdictKind::Ok,
-            summary: format!(
-                "no leak and no autograd graph growth found over {} profiled steps; {memory}",
-                mem.steps.len(),
-            ),
+            summary,
             leak_judgement: judgement,
         }
     } else {
@@ -456,6 +476,7 @@ pub fn analyze_trace_with_memory(
         graph: Some(GraphSection {
             forward_nodes: g.forward_nodes,
             backward_nodes: g.backward_nodes,
+            leaf_accumulations: g.leaf_accumulations,
             unconsumed_nodes: g.unconsumed_nodes,
             steps: g.steps,
             growth: g.findings,

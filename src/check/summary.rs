@@ -217,10 +217,11 @@ impl Judgement {
                 "the trace holds no memory events (recorded without profile_memory=True), \
                  where a trace records its OOMs",
             ),
-            Unjudged::SinglePass
-            | Unjudged::TooFewSteps
-            | Unjudged::RisingTooFewSteps
-            | Unjudged::CpuOnly => None,
+            Unjudged::CpuOnly => Some(
+                "the trace's memory events are all on the CPU: it records no CUDA memory, so no \
+                 CUDA OOM",
+            ),
+            Unjudged::SinglePass | Unjudged::TooFewSteps | Unjudged::RisingTooFewSteps => None,
         }
     }
 }
@@ -327,3 +328,35 @@ impl Baseline {
 }
 
 pub use super::typed::summarize;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judgement(reason: Unjudged) -> Judgement {
+        Judgement {
+            judged: false,
+            steps: 0,
+            min_steps: 3,
+            reason: Some(reason),
+        }
+    }
+
+    #[test]
+    fn captures_that_record_no_cuda_memory_cannot_show_an_oom() {
+        for r in [
+            Unjudged::NoHistory,
+            Unjudged::NoMemoryEvents,
+            Unjudged::CpuOnly,
+        ] {
+            assert!(judgement(r).why_no_oom_record().is_some(), "{r:?}");
+        }
+        for r in [
+            Unjudged::SinglePass,
+            Unjudged::TooFewSteps,
+            Unjudged::RisingTooFewSteps,
+        ] {
+            assert!(judgement(r).why_no_oom_record().is_none(), "{r:?}");
+        }
+    }
+}
