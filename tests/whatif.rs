@@ -541,3 +541,34 @@ fn cap_from_the_allocator_retries() {
     assert_eq!(rec.stats.peak_reserved, w[0].recorded.peak_reserved_bytes);
     assert!(rec.placement.offset_rate() >= 0.99);
 }
+
+/// A cap below what a mid-run log already holds (fixtures/attribution late_recording: 326 MiB
+/// reserved when recording began) predicts an OOM at the first request, whatever was cached;
+/// and the free memory at the reserved peak, which is that starting state, is the replay's own.
+#[test]
+fn a_cap_below_what_the_log_starts_with_predicts_an_oom_at_the_first_request() {
+    let p = attribution("late_recording.pickle.gz");
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    let cap = 100 << 20;
+    let w = whatif::what_if(
+        &snap,
+        &whatif::parse_alloc_conf("").unwrap(),
+        Some(whatif::CapInfo {
+            bytes: Some(cap),
+            source: "test".into(),
+            range: None,
+        }),
+        None,
+    )
+    .unwrap();
+    let m = &w[0].predicted;
+    let first = m.ooms.first().expect("an OOM under a cap below the start");
+    assert_eq!(first.request_index, 0, "the first request: {first:?}");
+    assert!(first.allocated_bytes + first.rounded_bytes > cap);
+    // 326 MiB reserved at the start, its free part read from the replayed initial state.
+    assert!(w[0].recorded.free_reserved_at_peak_bytes > 0);
+    assert_eq!(
+        w[0].recorded.free_reserved_at_peak_bytes,
+        m.free_reserved_at_peak_bytes
+    );
+}

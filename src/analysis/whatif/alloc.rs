@@ -238,6 +238,21 @@ impl Allocator {
         let size = round_size(orig, &self.cfg.settings);
         let pool = Pool::for_rounded_size(size);
         let alloc_size = allocation_size(size);
+        // Under a cap, allocated <= reserved <= cap in any real run. A log that starts with
+        // more reserved than the cap (recording began mid-run) is seeded as it was recorded,
+        // a state no run under the cap could reach: there, a request that takes the allocated
+        // bytes past the cap fails whatever is cached.
+        if self.cfg.cap.is_some_and(|cap| {
+            self.stats.reserved > cap && self.stats.allocated.saturating_add(size) > cap
+        }) {
+            self.stats.num_ooms += 1;
+            return Err(Oom {
+                rounded: size,
+                allocation_size: alloc_size,
+                reserved: self.stats.reserved,
+                allocated: self.stats.allocated,
+            });
+        }
         let mut found = self.get_free_block(pool, stream, size);
         if found.is_none() {
             if self.gc_enabled() {

@@ -429,7 +429,8 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::St
     let mut avoided = Vec::new();
     let mut stopped_at = None;
     let mut peak_event = None;
-    let mut frag_at_peak = (0, 0);
+    // The state the log starts with is the reserved peak until a new segment passes it.
+    let mut frag_at_peak = m.fragmentation();
     let mut requests = 0usize;
     let mut rec_seg_events = Vec::new();
     let mut rec_exp = ExpandableLog::default();
@@ -729,8 +730,22 @@ pub struct Recorded {
 }
 
 fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
-    let mut largest = 0;
-    let mut free_reserved = 0;
+    // A log that never reserves past what it started with (recording began mid-run) has its
+    // reserved peak in its initial state: the figures are that state's.
+    let initial_is_peak = tl.peaks.reserved.event.is_none() && tl.initial.counters.reserved > 0;
+    let (mut largest, mut free_reserved) = if initial_is_peak {
+        let st = &tl.initial;
+        (
+            st.segments
+                .values()
+                .map(|s| s.largest_free())
+                .max()
+                .unwrap_or(0),
+            st.counters.reserved.saturating_sub(st.counters.active),
+        )
+    } else {
+        (0, 0)
+    };
     if let Some(ev) = tl.peaks.reserved.event {
         // The peak is reached by a new segment; sample once the request it was made for is placed.
         let mut at = ev.0 as usize;
