@@ -242,3 +242,25 @@ fn one_run_one_story_the_exit_snapshot_and_the_trace_agree() {
         );
     }
 }
+
+/// Categories at an OOM come from what happened to the memory: the forward's activations of a
+/// failed attempt, freed as the OOM's exception unwound (`oom_retry_clean` dumps after its
+/// retries, so those frees are in the log), were saved for backward, not temporaries.
+#[test]
+fn memory_freed_as_an_ooms_exception_unwound_was_saved_for_backward() {
+    use memscope::analysis::categories::Category;
+    let (_, _, a) = cases()
+        .into_iter()
+        .find(|c| c.0 == "oom_retry_clean")
+        .unwrap();
+    let first = &a.devices[0].ooms[0];
+    let c = first.categories.as_ref().expect("categories at the OOM");
+    // Read from the log by hand (Python, before this assertion was written): alive at the
+    // first OOM (event 15, a 1 GiB request) are the input batch (event 1, 1 GiB, made by the
+    // user's line 29) and two 1 GiB blocks made inside module calls (event 5, ReLU; event 8,
+    // Linear); all three are freed at events 16..21 (retry_clean:89, the except block's end),
+    // before the next allocation. The two made in the forward are activations; the input
+    // batch, made by the user's line, is not.
+    assert!(c.bytes(Category::Activation) >= 2 << 30, "{c:?}");
+    assert!(c.bytes(Category::Temporary) <= 1 << 30, "{c:?}");
+}

@@ -140,6 +140,7 @@ const R_PRE_GRAD: &str = "allocated before the log began by a backward pass (its
 const R_GRAD_TMP: &str =
     "allocated in the backward pass and freed within its step: gradient temporaries";
 const R_ACT: &str = "allocated inside a torch.nn module call and freed by the backward pass or alive past its step: activations (saved for backward, or kept)";
+const R_ACT_TEARDOWN: &str = "allocated inside a torch.nn module call and freed by autograd's graph teardown (`release_variables`) or as an OOM's exception unwound the forward: saved for backward, activations";
 const R_FWD_TMP: &str = "allocated inside a torch.nn module call and freed before the backward pass within its step: forward temporaries";
 const R_USER_TMP: &str = "allocated by other code and freed within its step: temporaries";
 const R_USER: &str = "allocated by user code outside model calls and alive past its step: inputs, targets, buffers, user tensors";
@@ -171,6 +172,9 @@ struct Facts {
     empty: bool,
     /// A native frame of cuBLAS workspace allocation.
     workspace: bool,
+    /// An autograd node releasing what it saved for backward (`…Backward0::release_variables`):
+    /// the graph torn down (after its backward, or as an OOM's exception destroyed it).
+    release: bool,
 }
 
 fn facts(stacks: &Stacks, s: StackId) -> Facts {
@@ -185,6 +189,8 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
             f.python = true;
         } else if stacks.str(fr.name).contains("getNewWorkspace") {
             f.workspace = true;
+        } else if stacks.str(fr.name).contains("release_variables") {
+            f.release = true;
         }
         if fr.kind != FrameKind::Torch {
             continue;
@@ -284,6 +290,9 @@ pub struct Classifier {
     first_backward: usize,
     /// Per alloc event, the event that freed the block.
     frees: HashMap<u32, u32>,
+    /// After each OOM, the events up to the next allocation: what the program freed while the
+    /// exception unwound (its frames and the graph they held), `(oom, next alloc)` exclusive.
+    unwinds: Vec<(usize, usize)>,
     /// `(start, end)` events of each step.
     steps: Vec<(usize, usize)>,
     facts: HashMap<StackId, Facts>,
@@ -330,10 +339,24 @@ impl Classifier {
                         .backward
             })
             .unwrap_or(usize::MAX);
+        let unwinds = dev
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.action == Action::Oom)
+            .map(|(o, _)| {
+                let next = dev.events[o + 1..]
+                    .iter()
+                    .position(|e| e.action == Action::Alloc)
+                    .map_or(dev.events.len(), |k| o + 1 + k);
+                (o, next)
+            })
+            .collect();
         Classifier {
             first_forward,
             first_backward,
             frees: free_events(dev),
+            unwinds,
             steps,
             facts: facts_memo,
             frameless: crate::analysis::sites::FramelessEvidence::of(stacks, dev),
@@ -440,7 +463,21 @@ impl Classifier {
                         let fs = self.fact(stacks, dev.events[x].stack);
                         fs.backward || (fs.empty && x > self.first_backward)
                     });
-                    if survives || freed_by_backward {
+                    // Freed by the graph's teardown, or while an OOM's exception unwound the
+                    // forward that held it: saved for backward, not a temporary.
+                    let torn_down = free.is_some_and(|x| {
+                        self.fact(stacks, dev.events[x].stack).release || {
+                            // The unwind that began last before the free (they are disjoint).
+                            let k = self.unwinds.partition_point(|&(o, _)| o < x);
+                            k > 0 && {
+                                let (o, n) = self.unwinds[k - 1];
+                                a < o && x < n
+                            }
+                        }
+                    });
+                    if torn_down {
+                        (Category::Activation, R_ACT_TEARDOWN)
+                    } else if survives || freed_by_backward {
                         (Category::Activation, R_ACT)
                     } else {
                         (Category::Temporary, R_FWD_TMP)
