@@ -260,7 +260,7 @@ fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
     key(&mut app, '5');
     let s = screen(&mut app, 100, 30);
     assert!(
-        s.contains("no leak findings: no site's survivors grow"),
+        s.contains("no leak findings over 12 steps: no site's survivors grow"),
         "{s}"
     );
 }

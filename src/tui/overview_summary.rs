@@ -117,7 +117,12 @@ fn categories_line(c: &Categories) -> Option<String> {
 /// otherwise why they could not be (the capture's `leak_judgement`). The `bool`: judged.
 pub fn no_leaks_text(j: &LeakJudgement, judged_clean: &str) -> (String, bool) {
     let why = match j.reason {
-        None => return (format!("no leak findings: {judged_clean}"), true),
+        None => {
+            return (
+                format!("no leak findings over {} steps: {judged_clean}", j.steps),
+                true,
+            )
+        }
         Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen; record it with torch.cuda.memory._record_memory_history".to_owned(),
         Some(NotJudged::SinglePass) => "the log is one pass through the program, not a loop of steps".to_owned(),
         Some(NotJudged::TooFewSteps) => format!(
