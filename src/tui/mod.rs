@@ -54,6 +54,7 @@ pub mod overview;
 pub mod overview_summary;
 pub mod screen;
 pub mod sites;
+pub mod sites_view;
 pub mod snapshot_mode;
 pub mod timeline;
 pub mod trace;

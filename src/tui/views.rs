@@ -15,11 +15,11 @@ use super::widgets::chart::step_bars;
 use super::widgets::{put_pieces, wrap, TextPane};
 
 use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
-use super::components::{ListText, MapState, SitesState};
+use super::components::{ListText, MapState};
 use super::data::Data;
-use super::layout::{sites_list_area, sites_narrow};
 use super::overview::OverviewView;
-use super::sites::{short, short_cpp, Row, SortBy};
+use super::sites::{short, short_cpp};
+pub use super::sites_view::SitesView;
 use super::snapshot_mode::{leak_items, Cursor, SnapshotMode};
 use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
@@ -321,152 +321,6 @@ impl Widget for MapView<'_> {
     }
 }
 
-/// Live bytes by site and stack at the cursor.
-pub struct SitesView<'a> {
-    pub sites: &'a SitesState,
-    pub data: &'a Data,
-    /// The allocator state at the cursor, with its sites tree.
-    pub cache: &'a Cursor,
-}
-
-impl Widget for SitesView<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let (sites, data, cache) = (self.sites, self.data, self.cache);
-        let tree = cache.tree.as_ref().map_or(&[][..], |t| t.1.as_slice());
-        let total: u64 = tree.iter().map(|s| s.bytes).sum();
-        let blocks: u64 = tree.iter().map(|s| s.count).sum();
-        let at = at_label(cache, data);
-        let narrow = sites_narrow(area);
-        let hint = format!(
-            "s: sort by {} │ f: library frames {}",
-            match sites.sort {
-                SortBy::Bytes => "bytes",
-                SortBy::Count => "count",
-            },
-            if sites.unfold { "shown" } else { "folded" }
-        );
-        let summary = format!(
-            "{at}: {} in {blocks} blocks, {} sites",
-            bytes(total),
-            tree.len()
-        );
-        let wide = format!("{summary} │ {hint}");
-        let head = if wide.chars().count() < area.width as usize {
-            wide
-        } else if summary.chars().count() < area.width as usize {
-            summary
-        } else {
-            let at = cache.event.map(|e| format!("event {e}")).unwrap_or(at);
-            format!("{at}: {} in {blocks} blocks", bytes(total))
-        };
-        put(buf, area, 0, &head, bold());
-        // Column headers: what the two numbers are (below 50 columns only the bytes are shown).
-        let tiny = area.width < 50;
-        let cols = if tiny {
-            format!("{:>9}  site (Enter opens)", "bytes")
-        } else if narrow {
-            format!("{:>9} {:>6}  site (Enter: its stacks)", "bytes", "blocks")
-        } else {
-            format!(
-                "{:>10} {:>7}  site, then its stacks and frames (Enter opens)",
-                "bytes", "blocks"
-            )
-        };
-        put(buf, area, 1, &cols, dim());
-        let list = sites_list_area(area);
-        let rows = sites.rows(tree, &data.snap.stacks);
-        let h = list.height as usize;
-        let off = list_offset(sites.sel, h);
-        let stacks = &data.snap.stacks;
-        // Narrow: smaller columns, and a path's file name without its directories.
-        let (bw, cw, indent) = if narrow { (9, 6, 4) } else { (10, 7, 18) };
-        let count = |n: u64| {
-            if tiny {
-                String::new()
-            } else {
-                format!(" {n:>cw$}")
-            }
-        };
-        let label = |l: &str| if narrow { short_path(l) } else { l.to_owned() };
-        for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == sites.sel;
-            let (text, st) = match *r {
-                Row::Site(i) => {
-                    let s = &tree[i];
-                    let open = if sites.open_sites.contains(&s.label) {
-                        '▾'
-                    } else {
-                        '▸'
-                    };
-                    let st = if s.user { bold() } else { Style::default() };
-                    (
-                        format!(
-                            "{:>bw$}{}  {open} {}",
-                            bytes(s.bytes),
-                            count(s.count),
-                            label(&s.label)
-                        ),
-                        st,
-                    )
-                }
-                Row::Stack(i, j) => {
-                    let n = &tree[i].stacks[j];
-                    let open = if sites.open_stacks.contains(&n.stack) {
-                        '▾'
-                    } else {
-                        '▸'
-                    };
-                    (
-                        format!(
-                            "{:>bw$}{}    {open} {}",
-                            bytes(n.bytes),
-                            count(n.count),
-                            label(&n.label)
-                        ),
-                        Style::default(),
-                    )
-                }
-                Row::Frame(i, j, f) => {
-                    let fid = stacks.frames(tree[i].stacks[j].stack)[f];
-                    let fr = stacks.frame(fid);
-                    let st = if fr.kind == FrameKind::User {
-                        Style::default().fg(Color::Cyan)
-                    } else {
-                        dim()
-                    };
-                    (
-                        format!(
-                            "{:>indent$}      {}:{} {}",
-                            "",
-                            short(stacks.str(fr.file)),
-                            fr.line,
-                            stacks.str(fr.name)
-                        ),
-                        st,
-                    )
-                }
-                Row::Folded(_, _, _, n) => (
-                    format!(
-                        "{:>indent$}      … {n} library frames (f or Enter shows them)",
-                        ""
-                    ),
-                    dim(),
-                ),
-            };
-            put(buf, list, (k - off) as u16, &text, st.patch(sel_style(on)));
-        }
-        if rows.is_empty() {
-            put(
-                buf,
-                list,
-                0,
-                "  nothing allocated at this point of the log",
-                dim(),
-            );
-        }
-    }
-}
-
 /// Leak findings and growth.
 pub struct LeaksView<'a>(pub &'a ListText, pub &'a Data);
 
@@ -611,14 +465,6 @@ impl SnapshotMode {
     }
 }
 
-/// `dir/file.py:12 fn` as `file.py:12 fn`: the first word's directories dropped, for narrow screens.
-fn short_path(label: &str) -> String {
-    match label.split_once(' ') {
-        Some((first, rest)) => format!("{} {rest}", short(first)),
-        None => short(label).to_owned(),
-    }
-}
-
 /// Whether the snapshot holds no allocation log at all (only the state at the dump).
 fn no_log(data: &Data) -> bool {
     data.snap.devices.iter().all(|d| d.events.is_empty())
@@ -626,7 +472,7 @@ fn no_log(data: &Data) -> bool {
 
 /// Where the state shown is taken: after an event, before the log's first one, or at the dump
 /// of a capture that has no log (which has no "before").
-fn at_label(cache: &Cursor, data: &Data) -> String {
+pub(super) fn at_label(cache: &Cursor, data: &Data) -> String {
     match cache.event {
         Some(e) => format!("after event {e}"),
         None if no_log(data) => "at the dump (no allocation log)".to_owned(),
