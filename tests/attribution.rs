@@ -259,7 +259,7 @@ fn category_rules_hold_on_every_capture() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn native_sites_are_never_libc_or_thread_start() {
     let Some(p) = shared::corpus("snapshots/attention_2dev_nohistory.pickle") else {
@@ -312,7 +312,7 @@ fn assert_no_internals(site: &memscope::analysis::sites::Site) {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn native_sites_are_named_by_the_autograd_node() {
     let mut nodes = 0;
@@ -353,7 +353,7 @@ fn native_sites_are_named_by_the_autograd_node() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn stackless_blocks_without_a_log_are_judged_from_the_capture() {
     use memscope::analysis::sites::Origin;

@@ -228,7 +228,7 @@ fn diff_names_the_leak_line_first() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn traces_graph_growth() {
     let (Some(clean), Some(total)) = (
@@ -560,7 +560,7 @@ fn junit_is_valid_and_escaped() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn github_annotations_and_step_summary() {
     let (Some(a), Some(b)) = (cap("leak_oom.pickle"), cap("val_no_grad_oom.pickle")) else {

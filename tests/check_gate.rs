@@ -258,7 +258,7 @@ fn snapshot_and_trace_of_one_run_are_checked_side_by_side() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn ranks_from_distributed_info_file_names_and_flags() {
     let hta = "traces/hta/";
@@ -583,7 +583,7 @@ fn baselines_store_repository_paths_and_the_version() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn what_was_not_recorded_is_not_judged() {
     let hta = "traces/hta/trace_filter/";
@@ -700,7 +700,7 @@ fn what_was_not_recorded_is_not_judged() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn native_sites_name_the_function_not_a_file() {
     let Some(p) = shared::corpus("snapshots/cs336_silmont_mem.pickle") else {
@@ -755,7 +755,7 @@ fn native_sites_name_the_function_not_a_file() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
     let Some(p) = shared::corpus("snapshots/octree_nca_b_segment_free.pickle") else {
@@ -828,7 +828,7 @@ fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn cpu_only_memory_is_not_judged() {
     let Some(src) = shared::corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")

@@ -30,7 +30,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn every_corpus_snapshot_analyses_to_a_sane_report() {
     let Some(root) = corpus() else { return };
@@ -79,7 +79,7 @@ fn every_corpus_snapshot_analyses_to_a_sane_report() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn every_corpus_trace_loads_or_says_what_it_is() {
     let Some(root) = corpus() else { return };
@@ -116,7 +116,7 @@ fn every_corpus_trace_loads_or_says_what_it_is() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn every_corpus_capture_opens_in_the_tui_and_every_view_renders() {
     use memscope::tui::{map_key, Action, App, Loaded};

@@ -183,7 +183,7 @@ fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn every_corpus_file_has_expectations() {
     let e = expectations();
@@ -245,7 +245,7 @@ fn every_corpus_file_has_expectations() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn captures_load_as_what_they_are() {
     let Some(cases) = cases() else { return };
@@ -268,7 +268,7 @@ fn captures_load_as_what_they_are() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn history_is_read_as_recorded() {
     let mut f = Failures::new();
@@ -294,7 +294,7 @@ fn history_is_read_as_recorded() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn snapshot_steps_are_real_iterations() {
     let mut f = Failures::new();
@@ -319,7 +319,7 @@ fn snapshot_steps_are_real_iterations() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn trace_steps_are_the_profiler_steps() {
     let mut f = Failures::new();
@@ -350,7 +350,7 @@ fn trace_steps_are_the_profiler_steps() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn no_leak_where_none_can_be_shown() {
     let mut f = Failures::new();
@@ -388,7 +388,7 @@ fn no_leak_where_none_can_be_shown() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn verdict_is_not_ok_where_nothing_can_be_judged() {
     let mut f = Failures::new();
@@ -407,7 +407,7 @@ fn verdict_is_not_ok_where_nothing_can_be_judged() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn verdict_is_ok_where_judged_clean() {
     let mut f = Failures::new();
@@ -427,7 +427,7 @@ fn verdict_is_ok_where_judged_clean() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn oom_only_where_recorded() {
     let mut f = Failures::new();
@@ -448,7 +448,7 @@ fn oom_only_where_recorded() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn no_gradient_bytes_where_no_backward_ran() {
     let mut f = Failures::new();
@@ -487,7 +487,7 @@ fn no_gradient_bytes_where_no_backward_ran() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn no_backward_nodes_in_traces_where_no_backward_ran() {
     let mut f = Failures::new();
@@ -508,7 +508,7 @@ fn no_backward_nodes_in_traces_where_no_backward_ran() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn backward_nodes_in_traces_where_backward_ran() {
     let mut f = Failures::new();
@@ -534,7 +534,7 @@ fn close_above(got: u64, lower: u64) -> bool {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn memory_before_recording_is_attributed() {
     let mut f = Failures::new();
@@ -629,7 +629,7 @@ fn memory_before_recording_is_attributed() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn peaks_match_the_independent_reading() {
     let mut f = Failures::new();
@@ -691,7 +691,7 @@ fn peaks_match_the_independent_reading() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn torch19_trace_gives_steps_and_memory() {
     let rel = "traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz";

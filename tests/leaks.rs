@@ -83,7 +83,7 @@ fn line_of(l: &leaks::Leak) -> Option<u32> {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
     let Some(r) = run(&shared("val_no_grad_oom.pickle")) else {
@@ -161,7 +161,7 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn clean_training_has_no_findings() {
     let Some(r) = run(&shared("clean_training.pickle")) else {
@@ -174,7 +174,7 @@ fn clean_training_has_no_findings() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn fragmentation_is_not_a_leak() {
     let Some(r) = run(&shared("fragmentation_oom.pickle")) else {

@@ -22,7 +22,7 @@ fn analysis(dir: &str, name: &str) -> Option<memscope::analysis::Analysis> {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn text_val_no_grad_oom() {
     let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
@@ -34,7 +34,7 @@ fn text_val_no_grad_oom() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn text_fragmentation_oom_with_stacks() {
     let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {
@@ -50,7 +50,7 @@ fn text_fragmentation_oom_with_stacks() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn text_clean_training() {
     let Some(a) = analysis("../shared/fixtures", "clean_training.pickle") else {
@@ -62,7 +62,7 @@ fn text_clean_training() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn text_torch20_layout() {
     let Some(a) = analysis("../shared/corpus/snapshots", "llm_inference_oom.pickle") else {
@@ -74,7 +74,7 @@ fn text_torch20_layout() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn json_val_no_grad_oom() {
     let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
@@ -86,7 +86,7 @@ fn json_val_no_grad_oom() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn color_only_when_asked() {
     let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {

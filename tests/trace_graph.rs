@@ -19,7 +19,7 @@ fn hta() -> PathBuf {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn total_loss_grows_one_add_per_step_in_profile_loop() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
@@ -65,7 +65,7 @@ fn total_loss_grows_one_add_per_step_in_profile_loop() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn clean_trace_has_no_growth() {
     let Some(p) = fixture("trace_clean.trace.json") else {
@@ -87,7 +87,7 @@ fn clean_trace_has_no_growth() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn fixture_memory_timeline() {
     let Some(p) = fixture("trace_clean.trace.json") else {
@@ -127,7 +127,7 @@ fn fixture_memory_timeline() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn truncated_fixture_loads_what_precedes_the_cut() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
@@ -177,7 +177,7 @@ fn truncated_fixture_loads_what_precedes_the_cut() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn raw_control_characters_are_tolerated() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
@@ -203,7 +203,7 @@ fn raw_control_characters_are_tolerated() {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn df_index_resolver_memory_events() {
     let Some(p) = shared::corpus("traces/hta/df_index_resolver/df_index_resolver.json.gz") else {
@@ -242,7 +242,7 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 #[cfg_attr(
     memscope_no_shared,
-    ignore = "needs ../shared (the real captures), absent when built: see README, Tests"
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
 fn every_hta_file_loads_or_says_what_it_is() {
     let Some(root) = shared::corpus("traces/hta") else {
