@@ -61,7 +61,7 @@ pub enum Command {
     Report(ReportArgs),
     /// Export the snapshot's timeline for another viewer (Perfetto / Chrome trace JSON).
     Export(ExportArgs),
-    /// Explore a snapshot interactively in the terminal.
+    /// Explore a snapshot or a profiler trace interactively in the terminal.
     Tui(TuiArgs),
     /// Replay a snapshot's requests through a model of the caching allocator under other settings.
     Whatif(WhatifArgs),
@@ -71,8 +71,19 @@ pub enum Command {
     Run(RunArgs),
     /// Print a shell completion script (e.g. `memscope completions bash > ~/.local/share/bash-completion/completions/memscope`).
     Completions(CompletionsArgs),
-    /// Print the man page (roff), e.g. `memscope man > ~/.local/share/man/man1/memscope.1`.
-    Man,
+    /// Print the man page memscope(1), or a subcommand's (memscope-SUBCOMMAND(1)), as roff; `-o DIR`
+    /// writes them all, e.g. `memscope man -o ~/.local/share/man/man1`.
+    Man(ManArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (`memscope man analyze`); without it, memscope(1).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
+    /// Write memscope.1 and every memscope-SUBCOMMAND.1 into DIR (created when missing) instead.
+    #[arg(short, long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub output: Option<PathBuf>,
 }
 
 const RUN_ABOUT: &str = "\
@@ -103,9 +114,9 @@ pub struct RunArgs {
     /// When to write a snapshot: when an OutOfMemoryError escapes, at exit, or both.
     #[arg(long, value_enum, default_value_t = SnapshotOn::Oom)]
     pub snapshot_on: SnapshotOn,
-    /// Allocator events kept (a ring buffer: the oldest are dropped past it). The snapshots of
-    /// fixtures/run/ take 75 to 130 bytes per event (Python stacks): 100000 events, about 7 to 13
-    /// MB; deeper stacks take more.
+    /// Allocator events kept (a ring buffer: the oldest are dropped past it). With Python stacks a
+    /// snapshot takes about 75 to 130 bytes per event: 100000 events, about 7 to 13 MB; deeper
+    /// stacks take more.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_entries: u64,
     /// Stacks recorded per allocation: python (cheap) or all (adds C++ frames, much slower).

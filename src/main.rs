@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod man;
 mod output;
 mod pictures;
 mod run_cmd;
@@ -79,17 +80,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             out.flush().context("writing the completions")?;
             Ok(0)
         }
-        Some(Command::Man) => {
-            use clap::CommandFactory;
-            let mut text = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut text)
-                .context("writing the man page")?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&text).context("writing the man page")?;
-            out.flush().context("writing the man page")?;
-            Ok(0)
-        }
+        Some(Command::Man(args)) => man::run(&args),
         None => match cli.file {
             Some(file) if std::io::stdout().is_terminal() => tui(&file),
             Some(file) => analyze(

@@ -47,7 +47,7 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         None => tls.iter().position(|t| !t.ooms.is_empty()).unwrap_or(0),
     };
     let (Some(tl), Some(dev)) = (tls.get(pick), snap.devices.get(pick)) else {
-        bail!("{}: the snapshot holds no device", a.file.display());
+        return flamegraph_of_nothing(a);
     };
     let m = fg::moment(dev, tl, at).map_err(anyhow::Error::msg)?;
     let state = fg::state_at(&snap, dev, tl, &m);
@@ -116,6 +116,9 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         &report::perfetto::Options::default(),
         &mut w,
     )?;
+    if let Some(why) = sum.empty_because() {
+        eprintln!("memscope: warning: {why}");
+    }
     let name = w.name();
     let n = w.finish()?;
     eprintln!(
@@ -130,6 +133,24 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         } else {
             "; no time_us in the log: event indices used as times"
         }
+    );
+    Ok(0)
+}
+
+/// `flamegraph` of a snapshot with no device (nothing was allocated on a GPU): an SVG that says
+/// so (or no folded lines), exit 0, as `report` and `export` write their empty page and trace.
+fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
+    let mut w = create(&a.output, &a.file)?;
+    if !a.folded {
+        fg::write_note_svg(
+            "the snapshot holds no device: no GPU memory to draw",
+            &mut w,
+        )?;
+    }
+    let name = w.name();
+    w.finish()?;
+    eprintln!(
+        "memscope: wrote {name} (empty: the snapshot holds no device, so no memory was live)"
     );
     Ok(0)
 }

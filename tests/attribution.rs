@@ -257,6 +257,10 @@ fn category_rules_hold_on_every_capture() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn native_sites_are_never_libc_or_thread_start() {
     let Some(p) = shared::corpus("snapshots/attention_2dev_nohistory.pickle") else {
         return;
@@ -306,6 +310,10 @@ fn assert_no_internals(site: &memscope::analysis::sites::Site) {
 /// every allocation passes through (`at::detail::_empty_generic`), on every snapshot of the
 /// corpus, at the end and at the peak.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn native_sites_are_named_by_the_autograd_node() {
     let mut nodes = 0;
     for p in all_snapshots() {
@@ -343,6 +351,10 @@ fn native_sites_are_named_by_the_autograd_node() {
 /// Snapshots with no log: a block with no stack is judged from the whole capture (the rule of
 /// docs/how-it-decides.md). The figures are tests/corpus_expectations.toml's independent reading.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn stackless_blocks_without_a_log_are_judged_from_the_capture() {
     use memscope::analysis::sites::Origin;
     // (file, bytes before recording, bytes freed and pending, what rules out the engine thread)

@@ -256,6 +256,10 @@ fn snapshot_and_trace_of_one_run_are_checked_side_by_side() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn ranks_from_distributed_info_file_names_and_flags() {
     let hta = "traces/hta/";
     let (Some(r0), Some(r1), Some(t1), Some(c3), Some(cpu), Some(none), Some(norank)) = (
@@ -577,6 +581,10 @@ fn baselines_store_repository_paths_and_the_version() {
 /// figures (not zeros) and no imbalance, and a capture that could not have recorded an OOM
 /// does not PASS `oom`.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn what_was_not_recorded_is_not_judged() {
     let hta = "traces/hta/trace_filter/";
     let (Some(r0), Some(r1), Some(torch20), Some(verl)) = (
@@ -690,6 +698,10 @@ fn what_was_not_recorded_is_not_judged() {
 /// frames are all C++ with line 0: `python3 -c 'import pickle; ...'` over `device_traces`)
 /// has no file and no line: never annotated at one, in any format.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn native_sites_name_the_function_not_a_file() {
     let Some(p) = shared::corpus("snapshots/cs336_silmont_mem.pickle") else {
         return;
@@ -741,6 +753,10 @@ fn native_sites_name_the_function_not_a_file() {
 /// peak, `memscope analyze`; the path is in the pickle's frames), and a trace's JUnit case
 /// names the file but never the frame's stale line.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
     let Some(p) = shared::corpus("snapshots/octree_nca_b_segment_free.pickle") else {
         return;
@@ -810,6 +826,10 @@ fn absolute_recorded_paths_land_and_trace_lines_stay_unknown() {
 /// with its CUDA memory events (`"Device Type": 1`) removed at test time. Leaks are not
 /// judged (SKIP), and limits on device memory or growth have nothing to measure (exit 2).
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn cpu_only_memory_is_not_judged() {
     let Some(src) = shared::corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")
     else {

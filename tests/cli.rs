@@ -103,6 +103,10 @@ fn errors_are_one_line_with_exit_code_2() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn broken_pipe_is_not_an_error() {
     let Some(p) = shared("val_no_grad_oom.pickle") else {
         return;
@@ -131,6 +135,10 @@ fn broken_pipe_is_not_an_error() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn inputs_are_never_written() {
     let Some(p) = shared("fragmentation_oom.pickle") else {
         return;
@@ -144,6 +152,10 @@ fn inputs_are_never_written() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn analyze_reads_profiler_traces_into_the_same_schema() {
     let Some(leaky) = shared("trace_total_loss.trace.json") else {
         return;

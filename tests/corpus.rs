@@ -28,6 +28,10 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_corpus_snapshot_analyses_to_a_sane_report() {
     let Some(root) = corpus() else { return };
     let mut all = Vec::new();
@@ -73,6 +77,10 @@ fn every_corpus_snapshot_analyses_to_a_sane_report() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_corpus_trace_loads_or_says_what_it_is() {
     let Some(root) = corpus() else { return };
     let mut all = Vec::new();
@@ -106,6 +114,10 @@ fn every_corpus_trace_loads_or_says_what_it_is() {
 /// The TUI on other people's captures: every capture that loads opens, and every view (drilled
 /// in where it can be) renders at 80x24 on each of its devices without a panic.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_corpus_capture_opens_in_the_tui_and_every_view_renders() {
     use memscope::tui::{map_key, Action, App, Loaded};
     use ratatui::backend::TestBackend;

@@ -181,6 +181,10 @@ fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_corpus_file_has_expectations() {
     let e = expectations();
     let mut listed = BTreeSet::new();
@@ -239,6 +243,10 @@ fn every_corpus_file_has_expectations() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn captures_load_as_what_they_are() {
     let Some(cases) = cases() else { return };
     let mut f = Failures::new();
@@ -258,6 +266,10 @@ fn captures_load_as_what_they_are() {
 
 /// A log records allocations or it does not; a lone free is not a history.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn history_is_read_as_recorded() {
     let mut f = Failures::new();
     for (c, a, _) in snapshots() {
@@ -280,6 +292,10 @@ fn history_is_read_as_recorded() {
 /// A snapshot's iterations are loop iterations: never more than the program ran (the layers of
 /// one forward pass are not steps).
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn snapshot_steps_are_real_iterations() {
     let mut f = Failures::new();
     for (c, a, _) in snapshots() {
@@ -301,6 +317,10 @@ fn snapshot_steps_are_real_iterations() {
 
 /// A trace's steps are its `ProfilerStep#N` spans, whatever their `cat`.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn trace_steps_are_the_profiler_steps() {
     let mut f = Failures::new();
     for (c, a) in traces() {
@@ -328,6 +348,10 @@ fn trace_steps_are_the_profiler_steps() {
 
 /// `leak = false`: no leak finding, no graph growth, and a verdict that says neither.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn no_leak_where_none_can_be_shown() {
     let mut f = Failures::new();
     for (c, a) in analyses() {
@@ -362,6 +386,10 @@ fn no_leak_where_none_can_be_shown() {
 /// Where no judgement is possible (no history, one or two passes, no memory events, CPU-only),
 /// "ok" would be a claim the capture cannot back.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn verdict_is_not_ok_where_nothing_can_be_judged() {
     let mut f = Failures::new();
     for (c, a) in analyses() {
@@ -377,6 +405,10 @@ fn verdict_is_not_ok_where_nothing_can_be_judged() {
 
 /// Where a judgement is possible and the reading finds nothing wrong, the verdict is `ok`.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn verdict_is_ok_where_judged_clean() {
     let mut f = Failures::new();
     for (c, a) in analyses() {
@@ -393,6 +425,10 @@ fn verdict_is_ok_where_judged_clean() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn oom_only_where_recorded() {
     let mut f = Failures::new();
     for (c, a) in analyses() {
@@ -410,6 +446,10 @@ fn oom_only_where_recorded() {
 
 /// No backward ran: no memory can be a gradient, at the peak, at an OOM or anywhere reported.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn no_gradient_bytes_where_no_backward_ran() {
     let mut f = Failures::new();
     let mut checked = 0;
@@ -445,6 +485,10 @@ fn no_gradient_bytes_where_no_backward_ran() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn no_backward_nodes_in_traces_where_no_backward_ran() {
     let mut f = Failures::new();
     for (c, a) in traces() {
@@ -462,6 +506,10 @@ fn no_backward_nodes_in_traces_where_no_backward_ran() {
 /// A backward the file shows must be seen, including torch 1.9's unwrapped `*Backward` ops and
 /// cut-down traces without the engine's wrapper.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn backward_nodes_in_traces_where_backward_ran() {
     let mut f = Failures::new();
     for (c, a) in traces() {
@@ -484,6 +532,10 @@ fn close_above(got: u64, lower: u64) -> bool {
 
 /// Memory allocated before recording began is replayed as such, and flagged.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn memory_before_recording_is_attributed() {
     let mut f = Failures::new();
     for (c, a, initial) in snapshots() {
@@ -575,6 +627,10 @@ fn memory_before_recording_is_attributed() {
 /// Peaks: snapshots within 1% (+1 MiB) above the reading's curve (and never below what the dump
 /// itself holds); traces with `Total Allocated` exactly the profiler's own peak.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn peaks_match_the_independent_reading() {
     let mut f = Failures::new();
     for (c, a, _) in snapshots() {
@@ -633,6 +689,10 @@ fn peaks_match_the_independent_reading() {
 /// torch 1.9: `[memory]` events with only `Bytes` and `ProfilerStep#N` spans with
 /// `cat: "Operator"` still give six steps and the 2.6 GiB the steps reach above the start.
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn torch19_trace_gives_steps_and_memory() {
     let rel = "traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz";
     let Some((c, a)) = traces().find(|(c, _)| c.rel == rel) else {

@@ -1,4 +1,4 @@
-//! Every example output in README.md is the tool's real output on a bundled file.
+//! Every example output in README.md and docs/*.md is the tool's real output on a bundled file.
 //!
 //! An example is a ```` ```text ```` block right after a marker line
 //! `<!-- example: memscope ARGS [| head -n N] -->`. This test runs each command (from the
@@ -8,9 +8,27 @@
 //! Output memscope printed elsewhere (on the GPU machine, by `memscope run`) is a ```` ```text ````
 //! block after `<!-- log: PATH -->`: its lines are lines of that bundled log, in order (a line
 //! ending in ` [...]` stands for a line of the log that starts with what precedes it). Every
-//! ```` ```text ```` block in the README is one or the other.
+//! ```` ```text ```` block in the README is one or the other (in docs/, a block without a marker is
+//! left alone: the JSON schema's, for one).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// README.md, then docs/*.md in name order, with the name errors give them.
+fn documents() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    let mut out = vec![("README.md".to_owned(), root.join("README.md"))];
+    for p in docs {
+        let name = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
+        out.push((name, p));
+    }
+    out
+}
 use std::process::Command;
 
 const MARKER: &str = "<!-- example: ";
@@ -24,7 +42,7 @@ struct Example {
     end: usize,
 }
 
-fn examples(lines: &[&str]) -> Vec<Example> {
+fn examples(doc: &str, lines: &[&str]) -> Vec<Example> {
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let Some(rest) = l.strip_prefix(MARKER) else {
@@ -32,17 +50,17 @@ fn examples(lines: &[&str]) -> Vec<Example> {
         };
         let command = rest
             .strip_suffix(" -->")
-            .unwrap_or_else(|| panic!("README.md:{}: marker without ` -->`", i + 1))
+            .unwrap_or_else(|| panic!("{doc}:{}: marker without ` -->`", i + 1))
             .to_string();
         assert_eq!(
             lines.get(i + 1).copied(),
             Some("```text"),
-            "README.md:{}: the marker must be followed by a ```text block",
+            "{doc}:{}: the marker must be followed by a ```text block",
             i + 1
         );
         let end = (i + 2..lines.len())
             .find(|&j| lines[j] == "```")
-            .unwrap_or_else(|| panic!("README.md:{}: unterminated block", i + 1));
+            .unwrap_or_else(|| panic!("{doc}:{}: unterminated block", i + 1));
         out.push(Example {
             line: i,
             command,
@@ -82,21 +100,33 @@ fn output_of(command: &str) -> String {
 
 #[test]
 fn readme_examples_are_real_output() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let found = examples(&lines);
-    assert!(found.len() >= 4, "the README's examples are marked");
     let update = std::env::var_os("UPDATE_README").is_some_and(|v| v == "1");
+    let mut stale = Vec::new();
+    let mut found = 0;
+    for (doc, path) in documents() {
+        found += check_examples(&doc, &path, update, &mut stale);
+    }
+    assert!(found >= 4, "the README's examples are marked");
+    assert!(
+        stale.is_empty(),
+        "{}\n\nrun `UPDATE_README=1 cargo test --locked --test readme_examples` after an intended change",
+        stale.join("\n\n")
+    );
+}
+
+/// Compares (or, with `update`, rewrites) the examples of one document; returns how many.
+fn check_examples(doc: &str, path: &Path, update: bool, stale: &mut Vec<String>) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let found = examples(doc, &lines);
     let mut rewritten: Vec<String> = Vec::new();
     let mut next = 0;
-    let mut stale = Vec::new();
     for ex in &found {
         let got = output_of(&ex.command);
         let have = lines[ex.start..ex.end].join("\n");
         if got != have {
             stale.push(format!(
-                "README.md:{}: `{}` prints\n{got}\n--- but the README shows ---\n{have}",
+                "{doc}:{}: `{}` prints\n{got}\n--- but the document shows ---\n{have}",
                 ex.line + 1,
                 ex.command
             ));
@@ -112,15 +142,11 @@ fn readme_examples_are_real_output() {
         let mut new = rewritten.join("\n");
         new.push('\n');
         if new != text {
-            std::fs::write(&path, new).unwrap();
+            std::fs::write(path, new).unwrap();
         }
-        return;
+        stale.clear();
     }
-    assert!(
-        stale.is_empty(),
-        "{}\n\nrun `UPDATE_README=1 cargo test --locked --test readme_examples` after an intended change",
-        stale.join("\n\n")
-    );
+    found.len()
 }
 
 const LOG_MARKER: &str = "<!-- log: ";
@@ -145,7 +171,19 @@ fn excerpt_of(block: &[&str], log: &str) -> Result<(), String> {
 #[test]
 fn readme_logs_are_excerpts_of_the_bundled_logs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut checked = 0;
+    for (doc, path) in documents() {
+        checked += check_logs(root, &doc, &path);
+    }
+    assert!(
+        checked >= 1,
+        "the README or docs/ quote memscope run's output"
+    );
+}
+
+/// Checks the log excerpts of one document; returns how many.
+fn check_logs(root: &Path, doc: &str, path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let mut checked = 0;
     for (i, l) in lines.iter().enumerate() {
@@ -156,26 +194,28 @@ fn readme_logs_are_excerpts_of_the_bundled_logs() {
         if before.starts_with(MARKER) {
             continue; // an example: `readme_examples_are_real_output`
         }
-        let log = before
+        let Some(log) = before
             .strip_prefix(LOG_MARKER)
             .and_then(|r| r.strip_suffix(" -->"))
-            .unwrap_or_else(|| {
-                panic!(
-                    "README.md:{}: a ```text block with neither `{MARKER}memscope ... -->` nor `{LOG_MARKER}PATH -->` before it",
-                    i + 1
-                )
-            });
+        else {
+            assert!(
+                doc != "README.md",
+                "{doc}:{}: a ```text block with neither `{MARKER}memscope ... -->` nor `{LOG_MARKER}PATH -->` before it",
+                i + 1
+            );
+            continue;
+        };
         let end = (i + 1..lines.len())
             .find(|&j| lines[j] == "```")
-            .unwrap_or_else(|| panic!("README.md:{}: unterminated block", i + 1));
+            .unwrap_or_else(|| panic!("{doc}:{}: unterminated block", i + 1));
         let log_text = std::fs::read_to_string(root.join(log))
-            .unwrap_or_else(|e| panic!("README.md:{}: {log}: {e}", i));
+            .unwrap_or_else(|e| panic!("{doc}:{}: {log}: {e}", i));
         if let Err(e) = excerpt_of(&lines[i + 1..end], &log_text) {
-            panic!("README.md:{}: not what {log} holds: {e}", i + 1);
+            panic!("{doc}:{}: not what {log} holds: {e}", i + 1);
         }
         checked += 1;
     }
-    assert!(checked >= 1, "the README quotes memscope run's output");
+    checked
 }
 
 #[test]

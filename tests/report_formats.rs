@@ -20,6 +20,10 @@ fn analysis(dir: &str, name: &str) -> Option<memscope::analysis::Analysis> {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn text_val_no_grad_oom() {
     let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
         return;
@@ -28,6 +32,10 @@ fn text_val_no_grad_oom() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn text_fragmentation_oom_with_stacks() {
     let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {
         return;
@@ -40,6 +48,10 @@ fn text_fragmentation_oom_with_stacks() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn text_clean_training() {
     let Some(a) = analysis("../shared/fixtures", "clean_training.pickle") else {
         return;
@@ -48,6 +60,10 @@ fn text_clean_training() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn text_torch20_layout() {
     let Some(a) = analysis("../shared/corpus/snapshots", "llm_inference_oom.pickle") else {
         return;
@@ -56,6 +72,10 @@ fn text_torch20_layout() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn json_val_no_grad_oom() {
     let Some(a) = analysis("../shared/fixtures", "val_no_grad_oom.pickle") else {
         return;
@@ -64,6 +84,10 @@ fn json_val_no_grad_oom() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn color_only_when_asked() {
     let Some(a) = analysis("../shared/fixtures", "fragmentation_oom.pickle") else {
         return;

@@ -445,6 +445,10 @@ fn project_captures_chart_labels_clear_the_data() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn gpu_fixtures_chart_labels_clear_the_data() {
     for name in [
         "clean_training.pickle",
@@ -459,6 +463,10 @@ fn gpu_fixtures_chart_labels_clear_the_data() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn corpus_snapshots_chart_labels_clear_the_data() {
     let Some(dir) = shared::corpus("snapshots") else {
         return;

@@ -49,6 +49,10 @@ const TRACES: &[(&str, usize, bool)] = &[
 ];
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_generation_gives_its_steps_and_memory() {
     for &(rel, steps, memory) in TRACES {
         let Some(p) = shared::corpus(&format!("traces/{rel}")) else {
@@ -77,6 +81,10 @@ fn every_generation_gives_its_steps_and_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn torch19_trace_with_bytes_only() {
     let Some(p) = shared::corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")
     else {

@@ -17,6 +17,10 @@ fn hta() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn total_loss_grows_one_add_per_step_in_profile_loop() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
         return;
@@ -59,6 +63,10 @@ fn total_loss_grows_one_add_per_step_in_profile_loop() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn clean_trace_has_no_growth() {
     let Some(p) = fixture("trace_clean.trace.json") else {
         return;
@@ -78,6 +86,10 @@ fn clean_trace_has_no_growth() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn fixture_memory_timeline() {
     let Some(p) = fixture("trace_clean.trace.json") else {
         return;
@@ -114,6 +126,10 @@ fn fixture_memory_timeline() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn truncated_fixture_loads_what_precedes_the_cut() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
         return;
@@ -160,6 +176,10 @@ fn truncated_fixture_loads_what_precedes_the_cut() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn raw_control_characters_are_tolerated() {
     let Some(p) = fixture("trace_total_loss.trace.json") else {
         return;
@@ -182,6 +202,10 @@ fn raw_control_characters_are_tolerated() {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn df_index_resolver_memory_events() {
     let Some(p) = shared::corpus("traces/hta/df_index_resolver/df_index_resolver.json.gz") else {
         return;
@@ -217,6 +241,10 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
 fn every_hta_file_loads_or_says_what_it_is() {
     let Some(root) = shared::corpus("traces/hta") else {
         return;

@@ -249,10 +249,20 @@ fn leak_finding_enter_jumps_to_the_end_of_its_growth_window() {
     code(&mut app, KeyCode::Enter);
     assert_eq!(app.view(), View::Timeline);
     assert!(screen(&mut app, 100, 30).contains("event 3666/3666"));
-    // A capture without leaks says so rather than showing an empty list.
+    // A capture whose leaks could not be judged says why rather than "no leak findings".
     let mut app = load("fragmentation_oom.pickle");
     key(&mut app, '5');
-    assert!(screen(&mut app, 100, 30).contains("no leak findings"));
+    let s = screen(&mut app, 100, 30);
+    assert!(s.contains("leaks not judged: the log is one pass"), "{s}");
+    assert!(!s.contains("no leak findings"), "{s}");
+    // One judged clean says so.
+    let mut app = load("clean.pickle");
+    key(&mut app, '5');
+    let s = screen(&mut app, 100, 30);
+    assert!(
+        s.contains("no leak findings over 12 steps: no site's survivors grow"),
+        "{s}"
+    );
 }
 
 #[test]

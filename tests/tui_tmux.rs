@@ -132,7 +132,7 @@ fn tui_in_tmux_opens_navigates_quits_and_restores_the_terminal() {
     t.keys("3");
     t.wait_for("after event 347:");
     t.keys("?");
-    t.wait_for("help (any key closes)");
+    t.wait_for("memscope TUI: a snapshot's keys");
     t.keys("Escape");
     quit_and_check_restored(&t);
 }

@@ -31,6 +31,25 @@ pub fn xml_escape(s: &str) -> String {
     o
 }
 
+/// A testcase's classname: the input's file name, its dots as `_` (`leak_oom_pickle`). JUnit
+/// viewers read a classname's dots as packages, so `memscope.check./runs/a.pickle` became a tree
+/// of path pieces; the path stays whole in the suite's name and its `path` property.
+pub fn classname(path: &str) -> String {
+    let base = path
+        .rsplit(['/', '\\'])
+        .find(|p| !p.is_empty())
+        .unwrap_or(path);
+    base.chars()
+        .map(|c| {
+            if c == '.' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 fn counts(rules: &[&RuleResult]) -> (usize, usize) {
     let f = rules.iter().filter(|r| r.status == Status::Fail).count();
     let s = rules.iter().filter(|r| r.status == Status::Skip).count();
@@ -108,7 +127,8 @@ impl CheckFormat for Junit {
         if !report.ranks_rules.is_empty() {
             suites.push(("ranks".into(), report.ranks_rules.iter().collect()));
         }
-        for (name, rules) in suites {
+        let n_files = report.files.len();
+        for (k, (name, rules)) in suites.into_iter().enumerate() {
             let (f, s) = counts(&rules);
             writeln!(
                 out,
@@ -116,12 +136,36 @@ impl CheckFormat for Junit {
                 xml_escape(&name),
                 rules.len()
             )?;
-            let classname = format!("memscope.check.{name}");
+            if k < n_files {
+                // The path whole, where no viewer splits it: the classname is only its file name.
+                writeln!(
+                    out,
+                    "    <properties><property name=\"path\" value=\"{}\"/></properties>",
+                    xml_escape(&name)
+                )?;
+            }
+            let classname = classname(&name);
             for r in rules {
                 write_case(out, &classname, r)?;
             }
             writeln!(out, "  </testsuite>")?;
         }
         writeln!(out, "</testsuites>")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classname;
+
+    #[test]
+    fn classnames_have_no_dots() {
+        assert_eq!(classname("/path/to/leak_oom.pickle"), "leak_oom_pickle");
+        assert_eq!(
+            classname("runs/a.b/rank 0.pt.trace.json.gz"),
+            "rank_0_pt_trace_json_gz"
+        );
+        assert_eq!(classname("C:\\ci\\mem.pickle"), "mem_pickle");
+        assert_eq!(classname("ranks"), "ranks");
     }
 }

@@ -296,11 +296,18 @@ pub fn write_svg(f: &Folded, o: &SvgOptions, out: &mut dyn Write) -> io::Result<
     opt.text_truncate_direction = fg::TextTruncateDirection::Right;
     if f.lines.is_empty() {
         // inferno refuses an empty profile; draw a note instead of failing.
-        return writeln!(
-            out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">no allocated memory at this moment</text></svg>"#
-        );
+        return write_note_svg("no allocated memory at this moment", out);
     }
     let lines: Vec<String> = f.lines.iter().map(|(s, b)| format!("{s} {b}")).collect();
     fg::from_lines(&mut opt, lines.iter().map(|s| s.as_str()), out)
+}
+
+/// An SVG holding one line of text: the flamegraph of nothing (no live memory, no device), so
+/// that `flamegraph` succeeds wherever `report` and `export` do. `note` is the program's own
+/// text, never the capture's.
+pub fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">{note}</text></svg>"#
+    )
 }

@@ -46,6 +46,21 @@ pub struct Summary {
     pub instants: usize,
     /// Devices whose times are event indices (no `time_us` in the log).
     pub index_time_devices: Vec<u32>,
+    /// Devices with no allocation history: nothing of theirs is on the timeline.
+    pub no_history_devices: Vec<u32>,
+}
+
+impl Summary {
+    /// Why the trace is empty, when it is (no device, or none with a history): the caller warns.
+    pub fn empty_because(&self) -> Option<&'static str> {
+        if self.counter_points > 0 {
+            None
+        } else if self.no_history_devices.is_empty() {
+            Some("the snapshot holds no device: the trace has no memory counters")
+        } else {
+            Some("the snapshot has no allocation history (recorded without torch.cuda.memory._record_memory_history): the trace has no memory counters, block slices or OOM markers, only its device tracks")
+        }
+    }
 }
 
 /// Per-event timestamps of one device: `time_us` where the log has it (kept monotonic, since
@@ -165,6 +180,9 @@ pub fn document(
         if !timed && !dev.events.is_empty() {
             sum.index_time_devices.push(pid);
         }
+        if dev.events.is_empty() {
+            sum.no_history_devices.push(pid);
+        }
         ev.push(
             json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
             "args": {"name": format!("cuda:{pid} memory (memscope)")}}),
@@ -253,7 +271,7 @@ pub fn document(
             sum.index_time_devices
         )
     };
-    let doc = json!({
+    let mut doc = json!({
         "traceEvents": ev,
         "displayTimeUnit": "ms",
         "metadata": {
@@ -264,6 +282,10 @@ pub fn document(
             "slices": format!("up to {} blocks with the largest size x lifetime, from alloc to free_requested", o.top_blocks),
         }
     });
+    // An empty trace says why in itself too, for whoever opens it without the warning.
+    if let Some(why) = sum.empty_because() {
+        doc["metadata"]["warning"] = json!(why);
+    }
     (doc, sum)
 }
 
@@ -345,5 +367,37 @@ mod tests {
             .filter_map(|e| e["args"]["allocated"].as_u64())
             .max();
         assert_eq!(peak, Some(tls[0].peaks.allocated.bytes));
+    }
+
+    #[test]
+    fn a_snapshot_without_history_exports_an_empty_trace_that_says_why() {
+        let snap = |devices: Vec<Device>| Snapshot {
+            layout: Layout::Torch21,
+            devices,
+            stacks: Stacks::new(),
+            annotations: Vec::new(),
+            settings: AllocatorSettings::default(),
+            load_notes: Vec::new(),
+        };
+        let bare = snap(vec![Device {
+            index: 0,
+            segments: Vec::new(),
+            events: Vec::new(),
+        }]);
+        let tls: Vec<Timeline> = bare
+            .devices
+            .iter()
+            .map(|d| crate::analysis::replay::replay(d, &bare.settings))
+            .collect();
+        let (doc, sum) = document(&bare, &tls, "t", &Options::default());
+        assert_eq!(sum.counter_points, 0);
+        assert_eq!(sum.no_history_devices, vec![0]);
+        let why = sum.empty_because().unwrap();
+        assert!(why.contains("no allocation history"), "{why}");
+        assert_eq!(doc["metadata"]["warning"], why);
+        let none = snap(Vec::new());
+        let (doc, sum) = document(&none, &[], "t", &Options::default());
+        assert!(sum.empty_because().unwrap().contains("no device"));
+        assert!(doc["metadata"]["warning"].is_string());
     }
 }

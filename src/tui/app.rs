@@ -78,7 +78,7 @@ pub struct App {
     mode: Mode,
     error: Option<String>,
     view: View,
-    help: bool,
+    help: super::help::Help,
     quit: bool,
     width: u16,
     height: u16,
@@ -107,7 +107,7 @@ impl App {
             mode: Mode::Loading,
             error: None,
             view: View::Overview,
-            help: false,
+            help: super::help::Help::default(),
             quit: false,
             width: 80,
             height: 24,
@@ -171,6 +171,11 @@ impl App {
 
     /// Whether the help is shown.
     pub fn help(&self) -> bool {
+        self.help.open
+    }
+
+    /// The help overlay's state (open, scrolled).
+    pub fn help_state(&self) -> super::help::Help {
         self.help
     }
 
@@ -428,9 +433,10 @@ impl App {
             self.quit = true;
             return;
         }
-        if self.help {
-            // Any key closes the help.
-            self.help = false;
+        if self.help.open {
+            // The scrolling keys scroll the help; any other closes it.
+            let trace = self.trace().is_some();
+            self.help.handle(a, trace, self.width, self.height);
             return;
         }
         if self.typing.is_some() {
@@ -444,7 +450,7 @@ impl App {
         let views = self.views();
         let before = self.mode.snapshot_mode().map(|s| (s.map.seg, s.map.part));
         match a {
-            Action::Help => self.help = true,
+            Action::Help => self.help.show(),
             Action::View(v) => {
                 if views.contains(&v) {
                     self.view = v

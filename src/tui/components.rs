@@ -367,8 +367,8 @@ impl SitesState {
 
     /// A click on row `y` of the sites tree drawn in `b`.
     pub(super) fn click(&mut self, b: Rect, y: u16, nrows: usize) {
-        let list_y = b.y + 1;
-        let h = b.height.saturating_sub(1) as usize;
+        let l = super::layout::sites_list_area(b);
+        let (list_y, h) = (l.y, l.height as usize);
         if y >= list_y {
             let off = list_offset(self.sel, h);
             let i = off + (y - list_y) as usize;

@@ -90,3 +90,14 @@ pub struct TimelineAt {
     pub by_time: bool,
     pub reserved_shown: bool,
 }
+
+/// The sites tree's rows in the body: below its summary line and its column headers.
+pub fn sites_list_area(body: Rect) -> Rect {
+    let top = 2.min(body.height);
+    Rect::new(body.x, body.y + top, body.width, body.height - top)
+}
+
+/// Whether the sites tree draws its narrow columns (and file names without directories).
+pub fn sites_narrow(body: Rect) -> bool {
+    body.width < 60
+}

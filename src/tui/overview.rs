@@ -97,6 +97,7 @@ impl Widget for OverviewView<'_> {
                 ));
             }
         }
+        lines.extend(super::overview_summary::summary_lines(a));
         overview_pane(list, data.findings.len(), lines, area, buf);
         findings_list(list, &data.findings, &["OOM"], area, buf);
     }
@@ -238,6 +239,7 @@ pub fn trace_overview(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buff
     for n in &a.notes {
         lines.push((format!("note: {n}"), dim()));
     }
+    lines.extend(super::overview_summary::summary_lines(a));
     overview_pane(list, t.findings.len(), lines, area, buf);
     findings_list(list, &t.findings, &["graph growth", "leak"], area, buf);
 }

@@ -1,13 +1,13 @@
 //! The screen: tab bar, the current view (drawn by the capture's mode), the status line, and
-//! the help overlay.
+//! the help overlay (drawn by [`super::help`]).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
+use ratatui::widgets::Widget;
 
 use super::app::{tab_label, App, Mode};
+use super::help::HelpView;
 use super::layout::body;
 use super::trace_views;
 use super::widgets::{bold, dim, put};
@@ -79,7 +79,11 @@ impl Widget for &App {
             buf,
         );
         if app.help() {
-            HelpView.render(area, buf);
+            HelpView {
+                help: app.help_state(),
+                trace: app.trace().is_some(),
+            }
+            .render(area, buf);
         }
     }
 }
@@ -138,52 +142,5 @@ impl Widget for StatusLine<'_> {
         let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
         let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
         put(buf, area, 0, &s, st);
-    }
-}
-
-/// Keys, as a popup.
-pub struct HelpView;
-
-pub const HELP: &[&str] = &[
-    "memscope TUI: keys",
-    "",
-    "q, Ctrl-C    quit                 ?          this help",
-    "Tab, 1-5     switch view          Esc        back (after a jump)",
-    "↑↓ / jk      move selection       ←→ / hl    move / collapse-expand",
-    "g / G        first / last         PgUp PgDn  page",
-    "Enter        drill in: finding → evidence, timeline → map,",
-    "             map block → its site, site → its stacks → frames;",
-    "             traces: timeline → the step's ops, step → ops → allocations",
-    "+ / -        zoom the timeline    H / L      one event left / right",
-    "t / r        timeline x axis: events / time; reserved memory shown / hidden",
-    "p / o        jump to peak / OOM   ] / [      next / previous marker or step",
-    "a            map: the block's allocation; traces: allocation ↔ free",
-    "/ n N        search sites, files, functions; next / previous match",
-    "s            sort sites by bytes / count; a step's ops by time / bytes",
-    "f            show / fold library frames     c   map: colour by category",
-    "d            next device",
-    "PgUp PgDn    scroll the explanation; → / l focus it (↑↓ jk), ← back",
-    "mouse        click tabs, timeline, rows; wheel scrolls",
-];
-
-impl Widget for HelpView {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let w = 80.min(area.width);
-        let h = (HELP.len() as u16 + 2).min(area.height);
-        let r = Rect::new(
-            area.x + (area.width - w) / 2,
-            area.y + (area.height - h) / 2,
-            w,
-            h,
-        );
-        Clear.render(r, buf);
-        let lines: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
-        Paragraph::new(lines)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" help (any key closes) "),
-            )
-            .render(r, buf);
     }
 }

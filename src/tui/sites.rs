@@ -148,6 +148,46 @@ pub fn short(file: &str) -> &str {
     file.rsplit(['/', '\\']).next().unwrap_or(file)
 }
 
+/// A C++ function name for display: every template argument list collapsed to `<…>`, and a
+/// parameter list too when the name is still long (`c10::impl::wrap_kernel_functor_unboxed_<…>::call(…)`).
+/// Real stacks (`stacks="all"`) carry names of a thousand characters that say no more than that.
+pub fn short_cpp(name: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(160));
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            // `operator<`, `operator<<`, `operator<=`: not a template.
+            '<' if depth == 0 && out.ends_with("operator") => out.push(c),
+            '<' if depth == 0 && out.ends_with("operator<") => out.push(c),
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => out.push(c),
+        }
+    }
+    if depth > 0 {
+        return name.to_owned(); // unbalanced: not a template list, shown as recorded
+    }
+    if out.chars().count() > 100 {
+        if let Some(open) = out.find('(').filter(|&i| i > 0) {
+            if out.ends_with(')') || out.ends_with(") const") {
+                let tail = if out.ends_with(" const") {
+                    " const"
+                } else {
+                    ""
+                };
+                out = format!("{}(…){tail}", &out[..open]);
+            }
+        }
+    }
+    out
+}
+
 /// One visible line of the tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Row {
@@ -196,4 +236,29 @@ pub fn rows(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod cpp_tests {
+    use super::short_cpp;
+
+    #[test]
+    fn templates_collapse_and_operators_stay() {
+        assert_eq!(
+            short_cpp("c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_<A<B>, C>, D>::call(c10::OperatorKernel*)"),
+            "c10::impl::wrap_kernel_functor_unboxed_<…>::call(c10::OperatorKernel*)"
+        );
+        assert_eq!(
+            short_cpp("torch::unwind::unwind()"),
+            "torch::unwind::unwind()"
+        );
+        assert_eq!(
+            short_cpp("std::ostream& operator<<(std::ostream&, X const&)"),
+            "std::ostream& operator<<(std::ostream&, X const&)"
+        );
+        assert_eq!(short_cpp("bool operator<(A, B)"), "bool operator<(A, B)");
+        assert_eq!(short_cpp("a<b"), "a<b");
+        let long = format!("ns::f<int>({})", vec!["int"; 40].join(", "));
+        assert_eq!(short_cpp(&long), "ns::f<…>(…)");
+    }
 }

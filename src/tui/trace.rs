@@ -53,6 +53,10 @@ pub struct TraceData {
     pub findings: Vec<Finding>,
     /// Per `analysis.leaks` entry: the device index in `devs` and its per-step bytes.
     pub leak_series: Vec<(usize, Vec<u64>)>,
+    /// The user lines of frames already running when profiling began (the training loop): their
+    /// recorded line is where they were then (typically `prof.step()`), not the line of an op.
+    /// Sorted, for `binary_search`.
+    pub preexisting_sites: Vec<Site>,
     resolver: StackResolver,
 }
 
@@ -170,11 +174,26 @@ impl TraceData {
             devs,
             findings: Vec::new(),
             leak_series: Vec::new(),
+            preexisting_sites: Default::default(),
             resolver,
         };
+        data.preexisting_sites = data
+            .trace
+            .python
+            .iter()
+            .filter(|p| p.preexisting)
+            .map(|p| data.trace.site(data.trace.stacks.frame(p.frame)))
+            .collect();
+        data.preexisting_sites.sort();
+        data.preexisting_sites.dedup();
         data.leak_series = leak_series(&data);
         data.findings = findings(&data);
         data
+    }
+
+    /// Whether `site` is the line of a frame that was already running when profiling began.
+    pub fn line_as_recorded(&self, site: Option<&Site>) -> bool {
+        site.is_some_and(|s| self.preexisting_sites.binary_search(s).is_ok())
     }
 
     /// The position in `devs` of a CUDA device of the report (`cuda:N`).

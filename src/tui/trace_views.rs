@@ -434,7 +434,14 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
         if let Some(e) = st.selected_op_event() {
             let site = t
                 .event_site(so.dev, e)
-                .map(|s| format!("user frame: {s}"))
+                .map(|s| {
+                    let caveat = if t.line_as_recorded(Some(&s)) {
+                        " (the line that frame was at when profiling began, not this op's)"
+                    } else {
+                        ""
+                    };
+                    format!("user frame: {s}{caveat}")
+                })
                 .unwrap_or_else(|| "no user frame recorded for this event".into());
             put(buf, area, dy, &site, Style::default().fg(Color::Cyan));
             put(
@@ -505,6 +512,12 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
                 bytes(r.peak_allocated),
             ],
         );
+        // `file:line*`: the line as recorded (see the caveat below the list).
+        let site = match (t.line_as_recorded(r.site.as_ref()), site.split_once(' ')) {
+            (true, Some((at, f))) => format!("{at}* {f}"),
+            (true, None) => format!("{site}*"),
+            _ => site,
+        };
         let text = format!(
             "{}{cols}  {}{}",
             if on { "› " } else { "  " },
@@ -552,8 +565,13 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
                 area,
                 dy + 1,
                 &format!(
-                    "{}: user frame {site}{}",
+                    "{}: user frame{} {site}{}",
                     r.name,
+                    if t.line_as_recorded(Some(site)) {
+                        "*"
+                    } else {
+                        ""
+                    },
                     if r.backward {
                         " (the forward op this backward differentiates)"
                     } else {
@@ -563,6 +581,17 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
                 Style::default().fg(Color::Cyan),
             );
         }
+    }
+    // The caveat the Graph view gives: a frame running since before profiling has the line it
+    // was at then, the same for every op under it.
+    if so.rows.iter().any(|r| t.line_as_recorded(r.site.as_ref())) {
+        put(
+            buf,
+            area,
+            dy + 2,
+            "line*: where that frame was when profiling began, not this op's line",
+            Style::default().fg(Color::Yellow),
+        );
     }
 }
 
@@ -697,13 +726,17 @@ fn trace_leaks_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer
     );
     let ls = &t.analysis.leaks;
     if ls.is_empty() {
-        put(
-            buf,
-            area,
-            1,
-            "no leak findings: no site's allocations from earlier steps are still alive at the end",
-            Style::default().fg(Color::Green),
+        let (text, judged) = super::overview_summary::no_leaks_text(
+            &t.analysis.verdict.leak_judgement,
+            "no site's allocations from earlier steps are still alive at the end",
         );
+        let st = Style::default().fg(if judged { Color::Green } else { Color::Yellow });
+        for (y, l) in super::widgets::wrap(&text, area.width.saturating_sub(1) as usize)
+            .iter()
+            .enumerate()
+        {
+            put(buf, area, 1 + y as u16, l, st);
+        }
         return;
     }
     let list_h = (ls.len() as u16)

@@ -10,14 +10,16 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Widget;
 
+use super::overview_summary::no_leaks_text;
 use super::widgets::chart::step_bars;
-use super::widgets::{put_pieces, TextPane};
+use super::widgets::{put_pieces, wrap, TextPane};
 
 use super::app::{list_offset, map_list_area, parts, App, View, MAP_LABEL_W};
-use super::components::{ListText, MapState, SitesState};
+use super::components::{ListText, MapState};
 use super::data::Data;
 use super::overview::OverviewView;
-use super::sites::{short, Row, SortBy};
+use super::sites::{short, short_cpp};
+pub use super::sites_view::SitesView;
 use super::snapshot_mode::{leak_items, Cursor, SnapshotMode};
 use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
@@ -39,6 +41,10 @@ fn cat_style(c: Category) -> Style {
     })
 }
 
+/// The segment labels (`L`/`S`, `e`, `s0`, `%`), on the legend row where it has room (the help
+/// has them too, `?`).
+const SEGMENT_LEGEND: &str = "L/S large/small pool, e expandable  ";
+
 /// Every segment at the cursor as a bar of its blocks, and the selected block in full.
 pub struct MapView<'a> {
     pub map: &'a MapState,
@@ -46,6 +52,8 @@ pub struct MapView<'a> {
     /// The allocator state at the cursor.
     pub cache: &'a Cursor,
     pub dev: usize,
+    /// Library and native frames of the block's stack shown (`f`), else folded into one line.
+    pub unfold: bool,
 }
 
 impl Widget for MapView<'_> {
@@ -60,10 +68,7 @@ impl Widget for MapView<'_> {
             .map(|s| s.largest_free())
             .max()
             .unwrap_or(0);
-        let at = cache
-            .event
-            .map(|e| format!("after event {e}"))
-            .unwrap_or_else(|| "before the log".into());
+        let at = at_label(cache, data);
         put(
             buf,
             area,
@@ -111,6 +116,7 @@ impl Widget for MapView<'_> {
                     ("█ allocated  ", Style::default().fg(Color::Green)),
                     ("▓ pending free  ", Style::default().fg(Color::Yellow)),
                     ("· free  ", dim()),
+                    (SEGMENT_LEGEND, dim()),
                     (
                         "←→ block ↑↓ segment Enter: site a: alloc event c: by category",
                         dim(),
@@ -124,7 +130,8 @@ impl Widget for MapView<'_> {
                     ("█ temporary ", cat_style(Category::Temporary)),
                     ("█ pre-log ", cat_style(Category::BeforeRecording)),
                     ("█ other ", cat_style(Category::Other)),
-                    ("· free  c: by state", dim()),
+                    ("· free  c: by state  ", dim()),
+                    (SEGMENT_LEGEND, dim()),
                 ];
                 let items: &[(&str, Style)] = if map.by_category { &by_cat } else { &by_state };
                 put_pieces(buf, area, 1, items);
@@ -239,8 +246,14 @@ impl Widget for MapView<'_> {
         let mut lines: Vec<(String, Style)> = Vec::new();
         lines.push((
             format!(
-                "segment 0x{:x}: {} {} pool, stream {}{}, {} blocks, largest hole {}",
+                "segment 0x{:x} ({}{} s{}): {} {} pool, stream {}{}, {} blocks, largest hole {}",
                 seg.address,
+                match seg.pool {
+                    Pool::Small => 'S',
+                    Pool::Large => 'L',
+                },
+                if seg.expandable { "e" } else { "" },
+                seg.stream,
                 bytes(seg.size),
                 seg.pool.name(),
                 seg.stream,
@@ -268,7 +281,7 @@ impl Widget for MapView<'_> {
                             bytes(b.requested),
                             b.stream,
                             seg.pool.name(),
-                            b.alloc_event.map(|e| format!("event {}", e.0)).unwrap_or_else(|| "(before the log)".into())
+                            b.alloc_event.map(|e| format!("event {}", e.0)).unwrap_or_else(|| if no_log(data) { "(unknown: no allocation log)".into() } else { "(before the log)".into() })
                         ),
                         bold(),
                     ));
@@ -285,15 +298,7 @@ impl Widget for MapView<'_> {
                     if frames.is_empty() {
                         lines.push(("  (no stack recorded)".to_owned(), dim()));
                     }
-                    for &f in frames {
-                        let fr = stacks.frame(f);
-                        let s = if fr.kind == FrameKind::User {
-                            bold().fg(Color::Cyan)
-                        } else {
-                            dim()
-                        };
-                        lines.push((format!("  {}", stacks.frame_label(fr)), s));
-                    }
+                    stack_lines(stacks, frames, self.unfold, &mut lines);
                 }
                 None => lines.push((
                     format!(
@@ -316,124 +321,6 @@ impl Widget for MapView<'_> {
     }
 }
 
-/// Live bytes by site and stack at the cursor.
-pub struct SitesView<'a> {
-    pub sites: &'a SitesState,
-    pub data: &'a Data,
-    /// The allocator state at the cursor, with its sites tree.
-    pub cache: &'a Cursor,
-}
-
-impl Widget for SitesView<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let (sites, data, cache) = (self.sites, self.data, self.cache);
-        let tree = cache.tree.as_ref().map_or(&[][..], |t| t.1.as_slice());
-        let total: u64 = tree.iter().map(|s| s.bytes).sum();
-        let blocks: u64 = tree.iter().map(|s| s.count).sum();
-        let at = cache
-            .event
-            .map(|e| format!("after event {e}"))
-            .unwrap_or_else(|| "before the log".into());
-        put(
-            buf,
-            area,
-            0,
-            &format!(
-                "{at}: {} allocated in {blocks} blocks, {} sites │ s: sort by {} │ f: library frames {}",
-                bytes(total),
-                tree.len(),
-                match sites.sort {
-                    SortBy::Bytes => "bytes",
-                    SortBy::Count => "count",
-                },
-                if sites.unfold { "shown" } else { "folded" }
-            ),
-            bold(),
-        );
-        let rows = sites.rows(tree, &data.snap.stacks);
-        let h = area.height.saturating_sub(1) as usize;
-        let off = list_offset(sites.sel, h);
-        let stacks = &data.snap.stacks;
-        for (k, r) in rows.iter().enumerate().skip(off).take(h) {
-            let on = k == sites.sel;
-            let (text, st) = match *r {
-                Row::Site(i) => {
-                    let s = &tree[i];
-                    let open = if sites.open_sites.contains(&s.label) {
-                        '▾'
-                    } else {
-                        '▸'
-                    };
-                    let st = if s.user { bold() } else { Style::default() };
-                    (
-                        format!("{:>10} {:>7}  {open} {}", bytes(s.bytes), s.count, s.label),
-                        st,
-                    )
-                }
-                Row::Stack(i, j) => {
-                    let n = &tree[i].stacks[j];
-                    let open = if sites.open_stacks.contains(&n.stack) {
-                        '▾'
-                    } else {
-                        '▸'
-                    };
-                    (
-                        format!(
-                            "{:>10} {:>7}    {open} {}",
-                            bytes(n.bytes),
-                            n.count,
-                            n.label
-                        ),
-                        Style::default(),
-                    )
-                }
-                Row::Frame(i, j, f) => {
-                    let fid = stacks.frames(tree[i].stacks[j].stack)[f];
-                    let fr = stacks.frame(fid);
-                    let st = if fr.kind == FrameKind::User {
-                        Style::default().fg(Color::Cyan)
-                    } else {
-                        dim()
-                    };
-                    (
-                        format!(
-                            "{:>18}      {}:{} {}",
-                            "",
-                            short(stacks.str(fr.file)),
-                            fr.line,
-                            stacks.str(fr.name)
-                        ),
-                        st,
-                    )
-                }
-                Row::Folded(_, _, _, n) => (
-                    format!(
-                        "{:>18}      … {n} library frames (f or Enter shows them)",
-                        ""
-                    ),
-                    dim(),
-                ),
-            };
-            put(
-                buf,
-                area,
-                1 + (k - off) as u16,
-                &text,
-                st.patch(sel_style(on)),
-            );
-        }
-        if rows.is_empty() {
-            put(
-                buf,
-                area,
-                1,
-                "  nothing allocated at this point of the log",
-                dim(),
-            );
-        }
-    }
-}
-
 /// Leak findings and growth.
 pub struct LeaksView<'a>(pub &'a ListText, pub &'a Data);
 
@@ -447,15 +334,28 @@ impl Widget for LeaksView<'_> {
             "LEAKS AND GROWTH (Enter: jump to the evidence on the timeline)",
             bold(),
         );
+        // No finding: judged clean, or why leaks could not be judged, wrapped.
+        let mut y0 = 1;
         if data.analysis.leaks.is_empty() {
-            put(buf, area, 1, "no leak findings", Style::default());
+            let (text, judged) = no_leaks_text(
+                &data.analysis.verdict.leak_judgement,
+                "no site's survivors grow from step to step",
+            );
+            let st = if judged {
+                Style::default().fg(Color::Green)
+            } else {
+                Style::default().fg(Color::Yellow)
+            };
+            for l in wrap(&text, area.width.saturating_sub(1) as usize) {
+                put(buf, area, y0, &l, st);
+                y0 += 1;
+            }
         }
         let items = leak_items(data);
         let list_h = (items.len() as u16)
             .min(area.height.saturating_sub(2) / 2)
             .max(1);
         let off = list_offset(list.sel(), list_h as usize);
-        let y0 = if data.analysis.leaks.is_empty() { 2 } else { 1 };
         for (k, (label, _)) in items.iter().enumerate().skip(off).take(list_h as usize) {
             let on = k == list.sel();
             put(
@@ -547,6 +447,7 @@ impl SnapshotMode {
                         data: &self.data,
                         cache,
                         dev: app.dev(),
+                        unfold: self.sites.unfold,
                     }
                     .render(area, buf)
                 } else {
@@ -561,5 +462,63 @@ impl SnapshotMode {
             View::Leaks => LeaksView(&self.leaks, &self.data).render(area, buf),
             View::Steps | View::Graph => {}
         }
+    }
+}
+
+/// Whether the snapshot holds no allocation log at all (only the state at the dump).
+fn no_log(data: &Data) -> bool {
+    data.snap.devices.iter().all(|d| d.events.is_empty())
+}
+
+/// Where the state shown is taken: after an event, before the log's first one, or at the dump
+/// of a capture that has no log (which has no "before").
+pub(super) fn at_label(cache: &Cursor, data: &Data) -> String {
+    match cache.event {
+        Some(e) => format!("after event {e}"),
+        None if no_log(data) => "at the dump (no allocation log)".to_owned(),
+        None => "before the log".to_owned(),
+    }
+}
+
+/// A block's stack, innermost first: the user's frames in full and in colour; library and native
+/// frames by file name, C++ template arguments collapsed (`wrap_kernel_functor_unboxed_<…>::call(…)`),
+/// and unless `unfold`, runs of two or more of them folded into one line (`f` shows them).
+fn stack_lines(
+    stacks: &crate::model::Stacks,
+    frames: &[crate::model::FrameId],
+    unfold: bool,
+    lines: &mut Vec<(String, Style)>,
+) {
+    let mut i = 0;
+    while i < frames.len() {
+        let fr = stacks.frame(frames[i]);
+        if fr.kind == FrameKind::User {
+            lines.push((
+                format!("  {}", stacks.frame_label(fr)),
+                bold().fg(Color::Cyan),
+            ));
+            i += 1;
+            continue;
+        }
+        let run = frames[i..]
+            .iter()
+            .take_while(|&&f| stacks.frame(f).kind != FrameKind::User)
+            .count();
+        if run >= 2 && !unfold {
+            lines.push((
+                format!("  … {run} library and native frames (f shows them)"),
+                dim(),
+            ));
+        } else {
+            for &f in &frames[i..i + run] {
+                let fr = stacks.frame(f);
+                let name = short_cpp(stacks.str(fr.name));
+                lines.push((
+                    format!("  {}:{} {name}", short(stacks.str(fr.file)), fr.line),
+                    dim(),
+                ));
+            }
+        }
+        i += run;
     }
 }

@@ -1,7 +1,10 @@
 //! Where the tests find `../shared` (the real captures made on the project's GPU machine and the
 //! public corpus), and what they do when it is missing.
 //!
-//! On a contributor's machine without `../shared`, the tests that need it skip with a message.
+//! On a contributor's machine without `../shared`, the tests that need it are `ignored` (build.rs
+//! sets `cfg(memscope_no_shared)`; cargo lists them as `ignored, needs ../shared ...` and counts
+//! them), and the tests that read it only in part say what they skipped on the terminal (a `SKIP`
+//! line, written past the test harness's capture so it is seen).
 //! CI sets `MEMSCOPE_REQUIRE_SHARED=1` (see `.ci/run`): there a missing file is a failure, so a
 //! test that needs real captures can never pass by skipping.
 #![allow(dead_code)] // each test crate uses its own part
@@ -31,8 +34,21 @@ pub fn path(rel: &str) -> Option<PathBuf> {
             p.display()
         );
     }
-    eprintln!("skipping: {} is absent", p.display());
+    skip(&p);
     None
+}
+
+/// One `SKIP` line on the real stderr (not the harness's captured one): the test, and what it lacks.
+pub fn skip(p: &Path) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP {}::{test}: {} is absent (the real captures; CI requires them)",
+        env!("CARGO_CRATE_NAME"),
+        p.display()
+    );
 }
 
 /// `../shared/fixtures/NAME`.

@@ -1,0 +1,140 @@
+//! What `analyze` says beyond the verdict and the OOM, for the overview's text pane: each
+//! device's steps, the sites holding the most at the peak, and memory by category. Without it a
+//! clean capture's overview was a verdict and one table row over an empty pane.
+
+use ratatui::style::Style;
+
+use super::widgets::{bold, dim};
+use crate::analysis::categories::Categories;
+use crate::analysis::{Analysis, DeviceReport, LeakJudgement, NotJudged};
+use crate::report::text::site_label;
+use crate::units::bytes;
+
+/// Sites listed per device (the text report's table has more; the Sites view has all).
+const TOP: usize = 5;
+
+/// The lines for every device, a blank line before each block.
+pub fn summary_lines(a: &Analysis) -> Vec<(String, Style)> {
+    let mut out = Vec::new();
+    for d in &a.devices {
+        steps_line(a, d, &mut out);
+        sites_lines(d, &mut out);
+        let (cats, when) = match (&d.categories_at_peak, &d.categories_at_dump) {
+            (Some(c), _) => (Some(c), "at the peak"),
+            (None, Some(c)) => (Some(c), "at the dump"),
+            _ => (None, ""),
+        };
+        if let Some(line) = cats.and_then(categories_line) {
+            out.push((
+                format!("by category {when} on cuda:{}: {line}", d.device),
+                Style::default(),
+            ));
+        }
+    }
+    out
+}
+
+/// `STEPS cuda:N: 12 steps; allocated at step end 300 MiB (step 1) .. 331 MiB (step 12); ...`
+fn steps_line(a: &Analysis, d: &DeviceReport, out: &mut Vec<(String, Style)>) {
+    let ds: Vec<_> = a.steps.iter().filter(|s| s.device == d.device).collect();
+    out.push((String::new(), Style::default()));
+    let text = match (ds.first(), ds.last()) {
+        (Some(first), Some(last)) => {
+            let peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
+            format!(
+                "STEPS cuda:{}: {} steps; allocated at step end {} ({}) .. {} ({}); highest step peak {}",
+                d.device,
+                ds.len(),
+                bytes(first.end_allocated_bytes),
+                first.name,
+                bytes(last.end_allocated_bytes),
+                last.name,
+                bytes(peak)
+            )
+        }
+        _ if d.structure.single_pass => format!(
+            "STEPS cuda:{}: none, the log is one pass through the program",
+            d.device
+        ),
+        _ if !d.has_history => format!(
+            "STEPS cuda:{}: none, the capture has no allocation history",
+            d.device
+        ),
+        _ => format!("STEPS cuda:{}: none found in the log", d.device),
+    };
+    out.push((text, bold()));
+}
+
+/// The sites holding the most, at the peak (else at the end).
+fn sites_lines(d: &DeviceReport, out: &mut Vec<(String, Style)>) {
+    let (sites, when) = if d.top_sites_at_peak.is_empty() {
+        (&d.top_sites, "at the end")
+    } else {
+        (&d.top_sites_at_peak, "at the peak")
+    };
+    if sites.is_empty() {
+        return;
+    }
+    out.push((
+        format!(
+            "top sites {when} on cuda:{} (4 Sites: all, at the cursor)",
+            d.device
+        ),
+        dim(),
+    ));
+    for s in sites.iter().take(TOP) {
+        // `(no stack recorded: why)` without the why, which the text report and Sites give.
+        let mut label = site_label(s);
+        if let (true, Some(i)) = (label.starts_with('('), label.find(':')) {
+            label = format!("{})", &label[..i]);
+        }
+        out.push((
+            format!("  {:>10} {:>5} blocks  {label}", bytes(s.bytes), s.blocks),
+            Style::default(),
+        ));
+    }
+}
+
+/// `parameters 64.0 MiB, gradients 96.0 MiB, ...`, the categories holding anything.
+fn categories_line(c: &Categories) -> Option<String> {
+    let parts: Vec<String> = [
+        ("parameters", c.parameter),
+        ("optimizer state", c.optimizer_state),
+        ("gradients", c.gradient),
+        ("activations", c.activation),
+        ("temporaries", c.temporary),
+        ("allocated before recording", c.before_recording),
+        ("other", c.other),
+    ]
+    .iter()
+    .filter(|(_, b)| *b > 0)
+    .map(|(n, b)| format!("{n} {}", bytes(*b)))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// What the Leaks view says when it lists no finding: "none found" only where leaks were judged;
+/// otherwise why they could not be (the capture's `leak_judgement`). The `bool`: judged.
+pub fn no_leaks_text(j: &LeakJudgement, judged_clean: &str) -> (String, bool) {
+    let why = match j.reason {
+        None => {
+            return (
+                format!("no leak findings over {} steps: {judged_clean}", j.steps),
+                true,
+            )
+        }
+        Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen; record it with torch.cuda.memory._record_memory_history".to_owned(),
+        Some(NotJudged::SinglePass) => "the log is one pass through the program, not a loop of steps".to_owned(),
+        Some(NotJudged::TooFewSteps) => format!(
+            "{} complete step(s) in the log; a judgement needs {}",
+            j.steps, j.min_steps
+        ),
+        Some(NotJudged::RisingTooFewSteps) => format!(
+            "memory rose at the end of each of the {} steps, too few to tell a leak from warm-up",
+            j.steps
+        ),
+        Some(NotJudged::NoMemoryEvents) => "the trace has no memory events (record with profile_memory=True)".to_owned(),
+        Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".to_owned(),
+    };
+    (format!("leaks not judged: {why}"), false)
+}
