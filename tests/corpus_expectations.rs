@@ -495,7 +495,13 @@ fn no_backward_nodes_in_traces_where_no_backward_ran() {
         if c.expect.backward_ran != Some(false) {
             continue;
         }
-        let n = a.graph.as_ref().map(|g| g.backward_nodes).unwrap_or(0);
+        // What autograd's engine evaluated: the graph's backward nodes and its AccumulateGrad
+        // evaluations (counted apart since the latter are not nodes of the forward graph).
+        let n = a
+            .graph
+            .as_ref()
+            .map(|g| g.backward_nodes + g.leaf_accumulations)
+            .unwrap_or(0);
         f.check(n == 0, || {
             format!("{}: {n} backward nodes, but no backward ran", c.rel)
         });
@@ -516,7 +522,13 @@ fn backward_nodes_in_traces_where_backward_ran() {
         if c.expect.backward_ran != Some(true) {
             continue;
         }
-        let n = a.graph.as_ref().map(|g| g.backward_nodes).unwrap_or(0);
+        // What autograd's engine evaluated: the graph's backward nodes and its AccumulateGrad
+        // evaluations (counted apart since the latter are not nodes of the forward graph).
+        let n = a
+            .graph
+            .as_ref()
+            .map(|g| g.backward_nodes + g.leaf_accumulations)
+            .unwrap_or(0);
         f.check(n > 0, || {
             format!("{}: no backward node, but a backward ran", c.rel)
         });

@@ -178,11 +178,16 @@ pub fn build(t: &Trace) -> AutogradGraph {
     for (i, o) in t.ops.iter().enumerate() {
         let op = OpIdx(i as u32);
         let Some(seq) = o.seq.filter(|&s| s >= 0) else {
-            // The engine's evaluation of a node without a sequence number (AccumulateGrad,
-            // which writes a leaf's .grad) is backward work too, linked to no forward op.
+            // The engine's evaluation of a node without a sequence number is backward work
+            // too, linked to no forward op; AccumulateGrad (writing a leaf's .grad) is
+            // counted apart.
             let name = t.stacks.str(o.name);
             if name.starts_with("autograd::engine::evaluate_function") {
-                let n = graph.add_node(Node::Accumulate);
+                let n = graph.add_node(if name.contains("AccumulateGrad") {
+                    Node::Accumulate
+                } else {
+                    Node::Backward { op }
+                });
                 op_node.insert(op, n);
             }
             continue;
@@ -301,7 +306,7 @@ pub fn growth(t: &Trace) -> GraphReport {
         );
         return report(findings, notes);
     }
-    if backward_nodes == 0 {
+    if backward_nodes + leaf_accumulations == 0 {
         notes.push(format!(
             "{forward_nodes} forward ops ran with grad mode on but the trace holds no backward \
              pass: graph growth cannot be judged (if this is inference, `torch.inference_mode()` \

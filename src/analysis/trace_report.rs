@@ -423,7 +423,7 @@ pub fn analyze_trace_with_memory(
         // conditions `check` SKIPs `graph-growth` on).
         let not_judged = if g.forward_nodes == 0 {
             Some("no op carries an autograd sequence number, so the graph cannot be followed")
-        } else if g.backward_nodes == 0 {
+        } else if g.backward_nodes + g.leaf_accumulations == 0 {
             Some("the trace holds no backward pass")
         } else if g.steps < 3 {
             Some("fewer than 3 profiled steps")

@@ -98,7 +98,7 @@ fn graph_not_judged(g: &GraphSection) -> Option<String> {
             "no op carries an autograd sequence number: the graph cannot be followed".into(),
         );
     }
-    if g.backward_nodes == 0 {
+    if g.backward_nodes + g.leaf_accumulations == 0 {
         return Some(format!(
             "{} forward ops ran with grad mode on but the trace holds no backward pass",
             g.forward_nodes
