@@ -284,6 +284,19 @@ impl App {
     /// Shows a snapshot, with the cursor at the end of each device's log.
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
+        // The device that ran out of memory comes first: the last OOM's, as the verdict says.
+        let oom_device = data
+            .analysis
+            .devices
+            .iter()
+            .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
+            .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
+            .map(|(d, _)| d);
+        if let Some(i) =
+            oom_device.and_then(|d| data.snap.devices.iter().position(|x| x.index == d))
+        {
+            self.dev = i;
+        }
         self.mode = Mode::Snapshot(Box::new(SnapshotMode::new(data)));
         self.sync();
     }
@@ -747,6 +760,7 @@ impl App {
                     self.view = View::Timeline;
                 }
             }
+            None if kind == MarkerKind::Oom && self.oom_elsewhere() => {}
             None => {
                 self.message = match kind {
                     MarkerKind::Peak => "no peak in the log".into(),
@@ -756,6 +770,36 @@ impl App {
                 }
             }
         }
+    }
+
+    /// `o` on a device without an OOM: moves to the next device that has one, at its first OOM.
+    fn oom_elsewhere(&mut self) -> bool {
+        let Some(markers) = self.mode.data().map(|d| &d.markers) else {
+            return false;
+        };
+        let n = markers.len();
+        let found = (1..n).map(|k| (self.dev + k) % n).find_map(|d| {
+            markers[d]
+                .iter()
+                .find(|m| m.kind == MarkerKind::Oom)
+                .map(|m| (d, m.event))
+        });
+        let Some((d, e)) = found else {
+            return false;
+        };
+        self.push_history();
+        self.dev = d;
+        self.set_cursor(e);
+        if !matches!(self.view, View::Timeline | View::Map | View::Sites) {
+            self.view = View::Timeline;
+        }
+        let name = self
+            .mode
+            .data()
+            .and_then(|x| x.snap.devices.get(d))
+            .map_or(d as u32, |x| x.index);
+        self.message = format!("no OOM on this device: the OOM is on cuda:{name}");
+        true
     }
 
     fn step_marker(&mut self, forward: bool) {
