@@ -381,9 +381,10 @@ pub struct DiffArgs {
 pub struct FlamegraphArgs {
     /// Snapshot pickle (optionally .gz); `-` reads stdin.
     pub file: PathBuf,
-    /// Moment to draw: `end`, `peak`, `oom` or an event index.
-    #[arg(long, default_value = "end")]
-    pub at: String,
+    /// Moment to draw: `end`, `peak`, `oom` or an event index; by default the (last) OOM when
+    /// the capture has one, else the end.
+    #[arg(long)]
+    pub at: Option<String>,
     /// How to group frames.
     #[arg(long, value_enum, default_value_t = FlameBy::Stack)]
     pub by: FlameBy,

@@ -34,9 +34,11 @@ fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
 }
 
 pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
-    let Some(at) = fg::At::parse(&a.at) else {
-        bail!("--at {}: expected end, peak, oom or an event index", a.at);
-    };
+    if let Some(given) = &a.at {
+        if fg::At::parse(given).is_none() {
+            bail!("--at {given}: expected end, peak, oom or an event index");
+        }
+    }
     let (snap, _) = load(&a.file)?;
     let tls = timelines(&snap);
     let pick = match a.device {
@@ -44,7 +46,22 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
             .iter()
             .position(|t| t.device == d)
             .with_context(|| format!("the snapshot has no device {d}"))?,
-        None => tls.iter().position(|t| !t.ooms.is_empty()).unwrap_or(0),
+        // The device whose OOM came last (the one that ended the run), else the first.
+        None => tls
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.ooms.last().map(|o| (i, o.time_us.unwrap_or(0))))
+            .max_by_key(|&(_, t)| t)
+            .map_or(0, |(i, _)| i),
+    };
+    // By default the OOM, where there is one: what filled the memory when it ran out.
+    let default_at = match tls.get(pick) {
+        Some(t) if !t.ooms.is_empty() => "oom",
+        _ => "end",
+    };
+    let at_text = a.at.as_deref().unwrap_or(default_at);
+    let Some(at) = fg::At::parse(at_text) else {
+        bail!("--at {at_text}: expected end, peak, oom or an event index");
     };
     let (Some(tl), Some(dev)) = (tls.get(pick), snap.devices.get(pick)) else {
         return flamegraph_of_nothing(a);

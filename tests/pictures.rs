@@ -391,3 +391,28 @@ fn flamegraph_truncation_keeps_the_function_name() {
         );
     }
 }
+
+/// A flamegraph of a capture with an OOM draws the OOM by default (what filled the memory when
+/// it ran out), and one without draws the end.
+#[test]
+fn flamegraph_draws_the_oom_by_default() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, want) in [
+        ("fixtures/leak_oom.pickle", "live at the OOM (event 3654)"),
+        ("fixtures/clean.pickle", "live at the end of the capture"),
+    ] {
+        let d = tmpdir("default-at");
+        let svg = d.join(format!("{}.svg", name.replace('/', "_")));
+        let _ = std::fs::remove_file(&svg);
+        let out = bin()
+            .arg("flamegraph")
+            .arg(root.join(name))
+            .arg("-o")
+            .arg(&svg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err}");
+    }
+}
