@@ -222,10 +222,15 @@ fn category_rules_hold_on_every_capture() {
             let st = steps::split(&snap, dev, &tl);
             let mut wrong = 0u64;
             let mut grads = 0u64;
+            let wrong_act = std::cell::RefCell::new(0u64);
             let check = |state: &replay::State, wrong: &mut u64, grads: &mut u64| {
                 categories::for_each_block(&snap, dev, &st, state, |b, c, _| {
                     if c == Category::Gradient {
                         *grads += b.size;
+                    }
+                    // No backward, no activations either (inference: outputs and caches).
+                    if c == Category::Activation {
+                        *wrong_act.borrow_mut() += b.size;
                     }
                     // A block made by autograd's engine is never a parameter.
                     if c == Category::Parameter && snap.stacks.backward_evidence(b.stack) {
@@ -251,6 +256,12 @@ fn category_rules_hold_on_every_capture() {
             );
             if !backward_seen {
                 assert_eq!(grads, 0, "{}: gradients with no backward", p.display());
+                assert_eq!(
+                    *wrong_act.borrow(),
+                    0,
+                    "{}: activations with no backward",
+                    p.display()
+                );
             }
         }
     }
@@ -513,4 +524,30 @@ fn expandable_free_bytes_count_fully_free_expandable_segments() {
         d.expandable_free_bytes,
         Some(stat("reserved_bytes.all.current") - stat("active_bytes.all.current"))
     );
+}
+
+/// An inference run's KV cache is called one (sketchkv2: LLaMA inference with a quantised KV
+/// cache, per the corpus README; its 2.0 GiB of blocks allocated under
+/// `models/cache_utils_V2.py` `update_new` are that cache, read from their stacks by file name),
+/// and no byte of a capture without a backward is an activation or a gradient.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn an_inference_runs_kv_cache_is_a_kv_cache() {
+    let Some(p) = shared::corpus("snapshots/sketchkv2_nohistory.pickle") else {
+        return;
+    };
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    let bytes = std::fs::metadata(&p).unwrap().len();
+    let a = memscope::analysis::analyze_snapshot(&snap, &p, bytes);
+    let c = &a
+        .categories
+        .as_ref()
+        .expect("categories at the dump")
+        .categories;
+    assert!(c.bytes(Category::KvCache) >= 2 << 30, "{c:?}");
+    assert_eq!(c.bytes(Category::Activation), 0, "{c:?}");
+    assert_eq!(c.bytes(Category::Gradient), 0, "{c:?}");
 }

@@ -324,7 +324,7 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             .expect("categories at the peak");
         let c = app.cache().unwrap();
         let cats = c.cats.as_ref().expect("classified at the cursor");
-        let mut got = [0u64; 7];
+        let mut got = [0u64; 9];
         for b in c.state.live_blocks() {
             if b.state == BlockState::ActiveAllocated {
                 got[cats[&b.address].0 as usize] += b.size;
@@ -337,6 +337,8 @@ fn map_by_category_agrees_with_the_reports_categories_at_the_peak() {
             Category::Activation,
             Category::Temporary,
             Category::BeforeRecording,
+            Category::KvCache,
+            Category::Output,
             Category::Other,
         ]
         .into_iter()

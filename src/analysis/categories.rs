@@ -45,6 +45,11 @@ pub enum Category {
     Temporary,
     /// Allocated before the log's first entry, and not recognisable from its own stack.
     BeforeRecording,
+    /// A capture with no backward (inference): memory made under a cache's update (a KV cache).
+    KvCache,
+    /// A capture with no backward (inference): what a forward made and kept past its step
+    /// (outputs, states): not saved for any backward, so not activations.
+    Output,
     Other,
 }
 
@@ -57,6 +62,8 @@ impl Category {
             Category::Activation => "activation",
             Category::Temporary => "temporary",
             Category::BeforeRecording => "before_recording",
+            Category::KvCache => "kv_cache",
+            Category::Output => "output",
             Category::Other => "other",
         }
     }
@@ -84,6 +91,11 @@ pub struct Categories {
     pub temporary: u64,
     /// Blocks allocated before the log began that their stack does not identify.
     pub before_recording: u64,
+    /// Inference only (no backward anywhere in the capture); absent from JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_cache: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub output: u64,
     pub other: u64,
     /// The rules used, largest first.
     pub basis: Vec<Basis>,
@@ -98,6 +110,8 @@ impl Categories {
             Category::Activation => self.activation,
             Category::Temporary => self.temporary,
             Category::BeforeRecording => self.before_recording,
+            Category::KvCache => self.kv_cache,
+            Category::Output => self.output,
             Category::Other => self.other,
         }
     }
@@ -109,6 +123,8 @@ impl Categories {
             Category::Activation => &mut self.activation,
             Category::Temporary => &mut self.temporary,
             Category::BeforeRecording => &mut self.before_recording,
+            Category::KvCache => &mut self.kv_cache,
+            Category::Output => &mut self.output,
             Category::Other => &mut self.other,
         };
         *slot = slot.saturating_add(n);
@@ -121,11 +137,34 @@ impl Categories {
             self.activation,
             self.temporary,
             self.before_recording,
+            self.kv_cache,
+            self.output,
             self.other,
         ]
         .into_iter()
         .fold(0u64, u64::saturating_add)
     }
+    /// Each category holding bytes, with its name in prose, in report order.
+    pub fn named(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("parameters", self.parameter),
+            ("optimizer state", self.optimizer_state),
+            ("gradients", self.gradient),
+            ("activations", self.activation),
+            ("KV cache", self.kv_cache),
+            ("outputs", self.output),
+            ("temporaries", self.temporary),
+            ("allocated before recording", self.before_recording),
+            ("other", self.other),
+        ]
+        .into_iter()
+        .filter(|(_, b)| *b > 0)
+        .collect()
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 const R_OPTIM: &str = "allocated under torch/optim and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)";
@@ -153,6 +192,10 @@ const R_DUMP_BEFORE_NO_BWD: &str = "no stack, in a snapshot with no log: allocat
 const R_DUMP_EITHER: &str = "no stack, in a snapshot with no log and Python-only stacks where a backward ran: allocated before recording began, or by autograd's engine thread (gradients); the capture cannot tell which";
 const R_UNLOGGED_EITHER: &str = "allocated before the log's first entry with no stack: before recording began, or by autograd's engine thread before the ring buffer's oldest entry (Python-only stacks record no frame there)";
 const R_DUMP_GRAD: &str = "its own stack shows autograd's engine or a backward node (no log to say more): allocated by a backward pass, kept at the dump";
+const R_KV: &str = "made under a cache's update (a frame whose file or function names a cache, e.g. transformers' cache_utils `update`) in a capture where no backward ran: a KV cache";
+const R_INF_OUT: &str = "allocated inside a torch.nn module call and alive past its step, in a capture where no backward ran (inference): outputs and states, not saved for any backward";
+const R_INF_TMP: &str = "allocated inside a torch.nn module call and freed within its step, in a capture where no backward ran (inference): forward temporaries";
+const R_DUMP_OUT: &str = "allocated inside a torch.nn module call and alive at the dump, in a capture where no stack shows a backward (inference): outputs and states";
 const R_DUMP_ACT: &str = "allocated inside a torch.nn module call and alive at the dump (no log to say when it would be freed): activations or module outputs";
 const R_DUMP_USER: &str =
     "allocated by user code outside model calls and alive at the dump: inputs, buffers, user tensors, caches";
@@ -172,6 +215,9 @@ struct Facts {
     empty: bool,
     /// A native frame of cuBLAS workspace allocation.
     workspace: bool,
+    /// A Python frame of a cache (its file or function names one: `cache_utils.py`,
+    /// `update_kv_cache`): a KV cache's update in inference.
+    cache: bool,
     /// An autograd node releasing what it saved for backward (`…Backward0::release_variables`):
     /// the graph torn down (after its backward, or as an OOM's exception destroyed it).
     release: bool,
@@ -187,6 +233,15 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
         let fr = stacks.frame(id);
         if fr.kind != FrameKind::Native {
             f.python = true;
+            let (file, name) = (stacks.str(fr.file), stacks.str(fr.name));
+            let file_name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            if (file_name.to_ascii_lowercase().contains("cache")
+                || name.to_ascii_lowercase().contains("cache"))
+                && !name.contains("lru_cache")
+                && !file.contains("torch/")
+            {
+                f.cache = true;
+            }
         } else if stacks.str(fr.name).contains("getNewWorkspace") {
             f.workspace = true;
         } else if stacks.str(fr.name).contains("release_variables") {
@@ -290,6 +345,9 @@ pub struct Classifier {
     first_backward: usize,
     /// Per alloc event, the event that freed the block.
     frees: HashMap<u32, u32>,
+    /// No backward anywhere: no allocation after a backward call in the log, and no stack of the
+    /// capture shows one (inference). Its forward memory is outputs and caches, not activations.
+    inference: bool,
     /// After each OOM, the events up to the next allocation: what the program freed while the
     /// exception unwound (its frames and the graph they held), `(oom, next alloc)` exclusive.
     unwinds: Vec<(usize, usize)>,
@@ -352,14 +410,16 @@ impl Classifier {
                 (o, next)
             })
             .collect();
+        let frameless = crate::analysis::sites::FramelessEvidence::of(stacks, dev);
         Classifier {
             first_forward,
             first_backward,
             frees: free_events(dev),
+            inference: first_backward == usize::MAX && !frameless.backward,
             unwinds,
             steps,
             facts: facts_memo,
-            frameless: crate::analysis::sites::FramelessEvidence::of(stacks, dev),
+            frameless,
         }
     }
 
@@ -410,6 +470,10 @@ impl Classifier {
                         }
                         _ => (Category::Other, R_DUMP_EITHER),
                     }
+                } else if self.inference && f.cache {
+                    (Category::KvCache, R_KV)
+                } else if self.inference && f.module {
+                    (Category::Output, R_DUMP_OUT)
                 } else if f.module {
                     (Category::Activation, R_DUMP_ACT)
                 } else if f.python {
@@ -457,6 +521,14 @@ impl Classifier {
                         (Category::Gradient, R_GRAD)
                     } else {
                         (Category::Temporary, R_GRAD_TMP)
+                    }
+                } else if self.inference && f.cache {
+                    (Category::KvCache, R_KV)
+                } else if self.inference && f.module {
+                    if survives {
+                        (Category::Output, R_INF_OUT)
+                    } else {
+                        (Category::Temporary, R_INF_TMP)
                     }
                 } else if f.module {
                     let freed_by_backward = free.is_some_and(|x| {

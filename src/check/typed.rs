@@ -194,6 +194,8 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         BTreeMap::from([
             ("activation".to_owned(), k.activation),
             ("before_recording".to_owned(), k.before_recording),
+            ("kv_cache".to_owned(), k.kv_cache),
+            ("output".to_owned(), k.output),
             ("gradient".to_owned(), k.gradient),
             ("optimizer_state".to_owned(), k.optimizer_state),
             ("other".to_owned(), k.other),

@@ -250,19 +250,11 @@ fn write_oom(
 }
 
 fn write_categories(out: &mut dyn Write, c: &Categories, lead: &str) -> io::Result<()> {
-    let parts: Vec<String> = [
-        ("parameters", c.parameter),
-        ("optimizer state", c.optimizer_state),
-        ("gradients", c.gradient),
-        ("activations", c.activation),
-        ("temporaries", c.temporary),
-        ("allocated before recording", c.before_recording),
-        ("other", c.other),
-    ]
-    .iter()
-    .filter(|(_, b)| *b > 0)
-    .map(|(n, b)| format!("{n} {}", bytes(*b)))
-    .collect();
+    let parts: Vec<String> = c
+        .named()
+        .iter()
+        .map(|(n, b)| format!("{n} {}", bytes(*b)))
+        .collect();
     if !parts.is_empty() {
         writeln!(out, "{lead}{}", parts.join(", "))?;
     }

@@ -97,19 +97,11 @@ fn sites_lines(d: &DeviceReport, out: &mut Vec<(String, Style)>) {
 
 /// `parameters 64.0 MiB, gradients 96.0 MiB, ...`, the categories holding anything.
 fn categories_line(c: &Categories) -> Option<String> {
-    let parts: Vec<String> = [
-        ("parameters", c.parameter),
-        ("optimizer state", c.optimizer_state),
-        ("gradients", c.gradient),
-        ("activations", c.activation),
-        ("temporaries", c.temporary),
-        ("allocated before recording", c.before_recording),
-        ("other", c.other),
-    ]
-    .iter()
-    .filter(|(_, b)| *b > 0)
-    .map(|(n, b)| format!("{n} {}", bytes(*b)))
-    .collect();
+    let parts: Vec<String> = c
+        .named()
+        .iter()
+        .map(|(n, b)| format!("{n} {}", bytes(*b)))
+        .collect();
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 

@@ -37,6 +37,8 @@ fn cat_style(c: Category) -> Style {
         Category::Activation => Color::Green,
         Category::Temporary => Color::Yellow,
         Category::BeforeRecording => Color::Cyan,
+        Category::KvCache => Color::LightMagenta,
+        Category::Output => Color::LightGreen,
         Category::Other => Color::Gray,
     })
 }
@@ -127,6 +129,8 @@ impl Widget for MapView<'_> {
                     ("█ optimizer ", cat_style(Category::OptimizerState)),
                     ("█ gradient ", cat_style(Category::Gradient)),
                     ("█ activation ", cat_style(Category::Activation)),
+                    ("█ KV cache ", cat_style(Category::KvCache)),
+                    ("█ output ", cat_style(Category::Output)),
                     ("█ temporary ", cat_style(Category::Temporary)),
                     ("█ pre-log ", cat_style(Category::BeforeRecording)),
                     ("█ other ", cat_style(Category::Other)),
