@@ -16,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use memscope::report::escape;
 
 enum Sink {
     Stdout(BufWriter<io::Stdout>),
@@ -232,4 +233,20 @@ impl Drop for Output {
             let _ = std::fs::remove_file(tmp);
         }
     }
+}
+
+/// Stdout for text a person reads, through the terminal boundary
+/// ([`memscope::report::escape::TermWriter`]): every text report goes here, whatever
+/// `--color` says (`color` only lets memscope's own colour codes through).
+pub fn term_stdout(color: bool) -> escape::TermWriter<BufWriter<io::StdoutLock<'static>>> {
+    escape::TermWriter::new(BufWriter::new(io::stdout().lock()), color)
+}
+
+/// Writes `msg` and a newline to stderr through the terminal boundary: errors and notes may
+/// quote a capture (a dict key, a name, a file name).
+pub fn eprint_term(msg: &str) {
+    let mut w = escape::TermWriter::new(io::stderr().lock(), false);
+    let _ = w.write_all(msg.as_bytes());
+    let _ = w.write_all(b"\n");
+    let _ = w.flush();
 }

@@ -297,7 +297,8 @@ impl Baseline {
 
     /// Parses a baseline document, refusing other schemas with a message that says which.
     pub fn from_json(text: &str) -> Result<Baseline, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let mut v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        one_line_strings(&mut v);
         match v.get("schema").and_then(Value::as_str) {
             Some(BASELINE_SCHEMA) => {}
             Some(other) => {
@@ -319,6 +320,34 @@ impl Baseline {
             .iter()
             .find(|b| b.file_name() == file_name)
             .or_else(|| (self.inputs.len() == 1).then(|| &self.inputs[0]))
+    }
+}
+
+/// Every string of a summary read as input made one line (`report::escape::one_line`): a
+/// summary is as untrusted as the capture it was made from.
+fn one_line_strings(v: &mut Value) {
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::String(s) => {
+                if let std::borrow::Cow::Owned(o) = crate::report::escape::one_line(s) {
+                    *s = o;
+                }
+            }
+            Value::Array(a) => todo.extend(a.iter_mut()),
+            Value::Object(m) => {
+                if m.keys()
+                    .any(|k| k.contains(|c: char| c.is_control() || c > '\u{2000}'))
+                {
+                    let old = std::mem::take(m);
+                    for (k, x) in old {
+                        m.insert(crate::report::escape::one_line(&k).into_owned(), x);
+                    }
+                }
+                todo.extend(m.values_mut());
+            }
+            _ => {}
+        }
     }
 }
 
