@@ -22,6 +22,7 @@ use memscope::load::Capture;
 use memscope::report::{self, Format};
 
 fn main() -> ExitCode {
+    memscope::signals::install();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(msg) = cli::mistyped_subcommand(&args) {
         eprintln!("memscope: error: {msg}");

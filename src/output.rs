@@ -30,6 +30,8 @@ enum Sink {
 /// An output being written; [`Output::finish`] makes it appear, dropping it discards it.
 pub struct Output {
     sink: Option<Sink>,
+    /// The temporary file is removed if a signal ends memscope (`memscope::signals`).
+    _on_signal: Option<memscope::signals::TempRegistration>,
     path: PathBuf,
     written: u64,
 }
@@ -115,6 +117,7 @@ fn open_in_place(path: &Path, m: &std::fs::Metadata) -> anyhow::Result<File> {
 impl Output {
     /// Opens `path` (or stdout for `-`) for writing, refusing any of `inputs`.
     pub fn create(path: &Path, inputs: &[&Path]) -> anyhow::Result<Output> {
+        let mut registration = None;
         let sink = if path.as_os_str() == "-" {
             Sink::Stdout(BufWriter::new(io::stdout()))
         } else {
@@ -144,6 +147,7 @@ impl Output {
                         .create_new(true)
                         .open(&tmp)
                         .with_context(|| format!("{}: cannot create", path.display()))?;
+                    registration = Some(memscope::signals::register_temp(&tmp));
                     if let Some(m) = &existing {
                         let _ = f.set_permissions(m.permissions());
                     }
@@ -153,6 +157,7 @@ impl Output {
         };
         Ok(Output {
             sink: Some(sink),
+            _on_signal: registration,
             path: path.to_owned(),
             written: 0,
         })

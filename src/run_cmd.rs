@@ -20,30 +20,59 @@ use crate::cli::{RecordStacks, RunArgs, SnapshotOn};
 /// The recorder, written as `sitecustomize.py` for the program's Python processes.
 const RECORDER: &str = include_str!("../python/memscope/_recorder.py");
 
-extern "C" fn ignore_signal(_: libc::c_int) {}
+/// The program runs in a process group of its own, which memscope makes the terminal's
+/// foreground group while it runs (as a shell does for a job): Ctrl-C and Ctrl-\ reach the
+/// program and its workers, not memscope. SIGTERM, SIGHUP, SIGINT or SIGQUIT sent to memscope
+/// itself are passed on to that group (`memscope::signals`), and memscope waits for the program,
+/// removes its temporary directory and reports as usual; the program is never orphaned.
+struct ProgramGroup {
+    /// The terminal (stdin) memscope handed to the program, if it had it.
+    handed_terminal: bool,
+}
 
-/// While the program runs, Ctrl-C and Ctrl-\ reach it (same process group) but not this process:
-/// it waits and reports. A handler, not `SIG_IGN`, so the program gets the default disposition back
-/// at `exec`.
-struct ShieldSignals(Vec<(libc::c_int, libc::sighandler_t)>);
+impl ProgramGroup {
+    /// For `Command::pre_exec`: the child makes its own group.
+    fn child_setup() -> std::io::Result<()> {
+        // SAFETY: setpgid is async-signal-safe.
+        if unsafe { libc::setpgid(0, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 
-impl ShieldSignals {
-    fn new() -> Self {
-        let handler = ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        let saved = [libc::SIGINT, libc::SIGQUIT]
-            .into_iter()
-            // SAFETY: installs a handler that does nothing; the previous one is restored on drop.
-            .map(|sig| (sig, unsafe { libc::signal(sig, handler) }))
-            .collect();
-        ShieldSignals(saved)
+    /// After the spawn: the group becomes the foreground (when memscope's group is) and the
+    /// signals go to it.
+    fn start(pid: u32) -> ProgramGroup {
+        let pgid = pid as libc::pid_t;
+        // SAFETY: setpgid on our own child (also done by the child; whichever runs first wins),
+        // tcgetpgrp/tcsetpgrp on stdin with SIGTTOU ignored meanwhile.
+        let handed_terminal = unsafe {
+            libc::setpgid(pgid, pgid);
+            if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() {
+                with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid) == 0)
+            } else {
+                false
+            }
+        };
+        memscope::signals::forward_to_group(pgid);
+        ProgramGroup { handed_terminal }
     }
 }
 
-impl Drop for ShieldSignals {
+/// Runs `f` with SIGTTOU ignored: a background group may then take the terminal back.
+unsafe fn with_sigttou_ignored<T>(f: impl FnOnce() -> T) -> T {
+    let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+    let r = f();
+    libc::signal(libc::SIGTTOU, old);
+    r
+}
+
+impl Drop for ProgramGroup {
     fn drop(&mut self) {
-        for &(sig, old) in &self.0 {
-            // SAFETY: puts back the disposition `new` replaced.
-            unsafe { libc::signal(sig, old) };
+        memscope::signals::forward_to_group(0);
+        if self.handed_terminal {
+            // SAFETY: gives the terminal back to memscope's own group.
+            unsafe { with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp())) };
         }
     }
 }
@@ -160,11 +189,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     for (k, v) in recorder_env(args, &out_dir, &boot.0, std::env::var_os("PYTHONPATH")) {
         cmd.env(k, v);
     }
+    // SAFETY: the pre_exec hook only calls setpgid.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(ProgramGroup::child_setup);
+    }
     let status = {
-        let _shield = ShieldSignals::new();
         let mut child = cmd
             .spawn()
             .with_context(|| format!("{}: cannot run it", Path::new(program).display()))?;
+        let _group = ProgramGroup::start(child.id());
         child.wait().context("waiting for the program")?
     };
     drop(boot);
