@@ -254,15 +254,26 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         fail_on: args.fail_on.clone(),
         tolerance: args.tolerance,
     };
-    let file_cfg = match (&args.config, args.no_config) {
-        (_, true) => CheckConfig::default(),
-        (Some(p), false) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
-        (None, false) => match config::find_config(&std::env::current_dir()?) {
-            Some(p) => CheckConfig::from_file(&p).map_err(anyhow::Error::msg)?,
-            None => CheckConfig::default(),
-        },
+    let config_path = match (&args.config, args.no_config) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => config::find_config(&std::env::current_dir()?),
+    };
+    let file_cfg = match &config_path {
+        Some(p) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
+        None => CheckConfig::default(),
     };
     let cfg = flags.or(file_cfg);
+    // A gate that checks nothing would always pass: an error, naming where that came from.
+    if cfg.checks_nothing() {
+        let from = match (&args.fail_on, &config_path) {
+            (Some(_), _) | (_, None) => "--fail-on none".to_owned(),
+            (None, Some(p)) => p.display().to_string(),
+        };
+        anyhow::bail!(
+            "{from}: no rule to check (fail-on is empty and no limit or baseline is set); memscope check would pass anything"
+        );
+    }
     let base = match &cfg.baseline {
         Some(p) => {
             let input = memscope::load::read_input(p)?;

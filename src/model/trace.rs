@@ -178,6 +178,9 @@ pub struct TraceCounts {
     pub reconstructed_totals: u64,
     /// `[memory]` events with no `Addr` (paired with their frees by size, not address).
     pub without_address: u64,
+    /// Entries holding a lone UTF-16 surrogate escape (`\ud800`), read as U+FFFD.
+    #[serde(skip)]
+    pub lone_surrogates: u64,
 }
 
 /// A profiler trace, as loaded. Ops, memory events, Python calls and steps are sorted by time.

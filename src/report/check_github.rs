@@ -153,6 +153,19 @@ impl CheckFormat for GithubSummary {
                 cell(&details)
             )?;
         }
+        let skipped: Vec<(&str, &String)> = report
+            .files
+            .iter()
+            .flat_map(|f| f.skipped.iter().map(move |n| (f.path.as_str(), n)))
+            .collect();
+        if !skipped.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Events no rule saw:")?;
+            writeln!(out)?;
+            for (file, n) in skipped {
+                writeln!(out, "- {}: {}", cell(file), cell(n))?;
+            }
+        }
         for g in &report.groups {
             writeln!(out)?;
             writeln!(out, "{}:", cell(&g.label()))?;

@@ -73,6 +73,9 @@ impl CheckFormat for CheckText {
         for f in &report.files {
             writeln!(out)?;
             writeln!(out, "{} ({})", st.bold(&f.path), f.kind)?;
+            for n in &f.skipped {
+                writeln!(out, "  {} {n}", st.yellow("NOTE"))?;
+            }
             for r in &f.rules {
                 write_rule(out, &st, r)?;
             }
