@@ -17,8 +17,13 @@ use anyhow::Context;
 
 use crate::cli::{RecordStacks, RunArgs, SnapshotOn};
 
-/// The recorder, written as `sitecustomize.py` for the program's Python processes.
+/// The recorder, written as `_memscope_recorder.py` beside the boot file.
 const RECORDER: &str = include_str!("../python/memscope/_recorder.py");
+
+/// The boot file, written as `sitecustomize.py` for every Python the program starts: any
+/// Python can parse it; it loads the recorder where the interpreter can run it, and otherwise
+/// steps aside (runs the hidden `sitecustomize`, records nothing).
+const BOOT: &str = include_str!("../python/memscope/_boot.py");
 
 /// The program runs in a process group of its own, which memscope makes the terminal's
 /// foreground group while it runs (as a shell does for a job): Ctrl-C and Ctrl-\ reach the
@@ -91,9 +96,14 @@ impl BootDir {
         std::fs::create_dir(&dir).with_context(|| {
             format!("{}: cannot create the recorder's directory", dir.display())
         })?;
-        let file = dir.join("sitecustomize.py");
-        std::fs::write(&file, RECORDER)
-            .with_context(|| format!("{}: cannot write the recorder", file.display()))?;
+        for (name, text) in [
+            ("sitecustomize.py", BOOT),
+            ("_memscope_recorder.py", RECORDER),
+        ] {
+            let file = dir.join(name);
+            std::fs::write(&file, text)
+                .with_context(|| format!("{}: cannot write the recorder", file.display()))?;
+        }
         Ok(BootDir(dir))
     }
 }
@@ -166,18 +176,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
             "-o -: memscope run writes its snapshots and traces (one file per rank) into a directory, not to stdout; give one, e.g. -o mem/"
         );
     }
-    std::fs::create_dir_all(&args.output).with_context(|| {
-        format!(
-            "{}: cannot create the output directory",
+    // The directory is made by the recorder when it writes a file: a command that does not
+    // exist, or a program that never uses CUDA, leaves no empty directory behind.
+    let out_dir = match std::fs::metadata(&args.output) {
+        Ok(m) if !m.is_dir() => anyhow::bail!(
+            "{}: exists and is not a directory (memscope run writes its files into a directory)",
             args.output.display()
-        )
-    })?;
-    let out_dir = std::fs::canonicalize(&args.output).with_context(|| {
-        format!(
-            "{}: cannot resolve the output directory",
-            args.output.display()
-        )
-    })?;
+        ),
+        Ok(_) => std::fs::canonicalize(&args.output).with_context(|| {
+            format!(
+                "{}: cannot resolve the output directory",
+                args.output.display()
+            )
+        })?,
+        Err(_) => std::env::current_dir()
+            .context("the current directory")?
+            .join(&args.output),
+    };
     let before = outputs(&out_dir);
     let boot = BootDir::create()?;
     let (program, rest) = args
