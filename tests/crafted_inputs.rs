@@ -113,6 +113,21 @@ fn deep_stacks_are_grouped_without_a_string_per_frame() {
             site.stack.len()
         );
     }
+    // The flamegraph draws a bounded depth too: 256 outermost, one box, 256 innermost.
+    use memscope::report::flamegraph as fg;
+    let dev = &snap.devices[0];
+    let tl = memscope::analysis::replay::replay(dev, &snap.settings);
+    let folded = fg::fold(&snap, dev, &tl, &tl.end, fg::By::Stack);
+    assert!(!folded.lines.is_empty());
+    for (line, _) in &folded.lines {
+        assert_eq!(
+            line.split(';').count(),
+            fg::MAX_FLAME_DEPTH + 1,
+            "{}",
+            &line[..80]
+        );
+        assert!(line.contains(";[2488 frames];"));
+    }
     let deep = a.devices[0]
         .top_sites_at_peak
         .iter()

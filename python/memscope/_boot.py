@@ -64,4 +64,5 @@ def _memscope_boot():
     module.boot(here)
 
 
-_memscope_boot()
+if __name__ == "sitecustomize":
+    _memscope_boot()
