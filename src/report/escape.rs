@@ -17,6 +17,12 @@
 //!
 //! Terminal escapes are shown as `\x1b` (below U+0080) or `\u{202e}`, whatever `--color` or
 //! `NO_COLOR` say: colour only decides whether memscope's own SGR codes are written.
+//!
+//! GitHub suggests wrapping untrusted output in `::stop-commands::TOKEN` ... `::TOKEN::`. memscope
+//! does not: its annotations go to stderr and its report to stdout, two pipes the runner reads
+//! without an order between them, so an annotation could land inside the window and be ignored.
+//! The terminal boundary instead makes it impossible for a captured string to start a command
+//! line at all (names are one line, and a line's leading `::` is shown as `:\x3a`).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
