@@ -72,6 +72,44 @@ unsafe fn with_sigttou_ignored<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
+impl ProgramGroup {
+    /// Waits for the program to end. When it is stopped (Ctrl-Z reaches its group, the
+    /// foreground one), memscope takes the terminal back and stops too, so the shell gets its
+    /// prompt as it would for a program run without memscope; continued (`fg`), it hands the
+    /// terminal over again and continues the program.
+    fn wait(&self, pid: u32) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        let pgid = pid as libc::pid_t;
+        loop {
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pgid, &mut status, libc::WUNTRACED) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if !libc::WIFSTOPPED(status) {
+                return Ok(std::process::ExitStatus::from_raw(status));
+            }
+            // SAFETY: terminal hand-over as a shell does it; SIGSTOP stops this process until
+            // SIGCONT; then the program's group is continued.
+            unsafe {
+                if self.handed_terminal {
+                    with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp()));
+                }
+                libc::raise(libc::SIGSTOP);
+                if self.handed_terminal {
+                    with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid));
+                }
+                libc::kill(-pgid, libc::SIGCONT);
+            }
+        }
+    }
+}
+
 impl Drop for ProgramGroup {
     fn drop(&mut self) {
         memscope::signals::forward_to_group(0);
@@ -210,11 +248,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         cmd.pre_exec(ProgramGroup::child_setup);
     }
     let status = {
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .with_context(|| format!("{}: cannot run it", Path::new(program).display()))?;
-        let _group = ProgramGroup::start(child.id());
-        child.wait().context("waiting for the program")?
+        let group = ProgramGroup::start(child.id());
+        group.wait(child.id()).context("waiting for the program")?
     };
     drop(boot);
     let code = exit_code(&status);

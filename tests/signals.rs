@@ -275,3 +275,64 @@ fn the_tui_gives_the_terminal_back_on_every_fatal_signal() {
         );
     }
 }
+
+#[test]
+fn run_in_an_interactive_shell_reads_the_terminal_and_keeps_job_control() {
+    if Command::new("tmux").arg("-V").output().is_err()
+        || Command::new("bash").arg("--version").output().is_err()
+    {
+        println!("SKIP: tmux or bash is not installed");
+        return;
+    }
+    let t = Tmux(format!("memscope-sig-job-{}", std::process::id()));
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        "-s",
+        "s",
+        "bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ]);
+    let capture = || t.cmd(&["capture-pane", "-p", "-t", "s"]);
+    let keys = |k: &str| {
+        t.cmd(&["send-keys", "-t", "s", k]);
+    };
+    let out = temp_dir("job").join("out");
+    // The program reads the terminal (it is the foreground group), then sleeps.
+    keys(&format!(
+        "'{}' run -o '{}' -- sh -c 'read x; echo got-$x; sleep 30'",
+        bin(),
+        out.display()
+    ));
+    keys("Enter");
+    std::thread::sleep(Duration::from_millis(800));
+    keys("hello");
+    keys("Enter");
+    wait_until("the program to read", Duration::from_secs(10), || {
+        capture().contains("got-hello")
+    });
+    // Ctrl-Z stops the job and gives the shell its prompt back; fg continues it.
+    keys("C-z");
+    wait_until("the job to stop", Duration::from_secs(10), || {
+        capture().contains("Stopped")
+    });
+    keys("fg");
+    keys("Enter");
+    std::thread::sleep(Duration::from_millis(800));
+    // Ctrl-C ends the program; memscope reports and exits with its status.
+    keys("C-c");
+    wait_until("memscope to report", Duration::from_secs(10), || {
+        capture().contains("exited with code 130")
+    });
+    keys("echo status-$?");
+    keys("Enter");
+    wait_until("the status", Duration::from_secs(10), || {
+        capture().contains("status-130")
+    });
+}
