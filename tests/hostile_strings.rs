@@ -258,6 +258,7 @@ fn hostile_names_in_a_snapshot_reach_no_writer_raw() {
         &String::from_utf8_lossy(&o.stdout),
     );
     check_under_github(&dir, &evil);
+    xml_and_html_keep_their_escapes(&dir, &evil);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -297,6 +298,40 @@ fn check_under_github(dir: &Path, evil: &Path) {
     assert_markdown_safe("diff >> job summary", &md);
 }
 
+/// JUnit XML and the HTML report: the names' markup is text, and XML holds no character it
+/// cannot (control characters other than tab and newline are dropped; newlines are `&#10;`).
+fn xml_and_html_keep_their_escapes(dir: &Path, evil: &Path) {
+    let o = bin()
+        .args(["check", "--no-config", "--format", "junit"])
+        .arg(evil)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(!xml.contains("<img") && !xml.contains("<details"));
+    assert!(!xml.chars().any(|c| c < ' ' && c != '\n' && c != '\t'));
+    let html = dir.join("r.html");
+    let o = bin()
+        .arg("report")
+        .arg(evil)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("&lt;img src=x"),
+        "the names are on the page, escaped"
+    );
+    assert!(!page.contains("<img src=x") && !page.contains("<details open>"));
+}
+
 #[test]
 fn hostile_names_in_a_trace_reach_no_writer_raw() {
     let dir = temp_dir("trace");
@@ -318,6 +353,16 @@ fn hostile_names_in_a_trace_reach_no_writer_raw() {
         "check trace summary",
         &std::fs::read_to_string(&summary).unwrap_or_default(),
     );
+    // JUnit: the op names are in the failure, as text.
+    let o = bin()
+        .args(["check", "--no-config", "--format", "junit"])
+        .arg(&evil)
+        .output()
+        .unwrap();
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(xml.contains("&lt;img src=x"), "{xml}");
+    assert!(!xml.contains("<img") && !xml.contains("<details"));
+    assert!(!xml.chars().any(|c| c < ' ' && c != '\n'));
     // A summary JSON made from it, used as input, is as untrusted as the trace.
     let base = dir.join("base.json");
     let o = bin()
