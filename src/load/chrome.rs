@@ -1287,6 +1287,26 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
 mod tests {
     use super::*;
 
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let fix =
+            |s: &str| replace_lone_surrogates(s.as_bytes()).map(|v| String::from_utf8(v).unwrap());
+        assert_eq!(fix(r#"{"name": "a\ud83d\ude00b"}"#), None, "a pair is text");
+        assert_eq!(fix(r#"{"name": "\\ud800"}"#), None, "an escaped backslash");
+        assert_eq!(
+            fix(r#"{"name": "x\ud800y"}"#).as_deref(),
+            Some(r#"{"name": "x\ufffdy"}"#)
+        );
+        assert_eq!(
+            fix(r#"{"name": "\udc00\ud800"}"#).as_deref(),
+            Some(r#"{"name": "\ufffd\ufffd"}"#)
+        );
+        assert_eq!(
+            fix(r#"{"name": "\ud800\u0041"}"#).as_deref(),
+            Some(r#"{"name": "\ufffd\u0041"}"#)
+        );
+    }
+
     const SMALL: &str = r#"{"schemaVersion": 1, "deviceProperties": [{"id": 0}],
       "traceEvents": [
       {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2,
