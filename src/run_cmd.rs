@@ -36,31 +36,44 @@ struct ProgramGroup {
 }
 
 impl ProgramGroup {
-    /// For `Command::pre_exec`: the child makes its own group.
-    fn child_setup() -> std::io::Result<()> {
-        // SAFETY: setpgid is async-signal-safe.
-        if unsafe { libc::setpgid(0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
+    /// Whether memscope's group holds the terminal (stdin): then the program's group gets it.
+    fn in_foreground() -> bool {
+        // SAFETY: isatty, tcgetpgrp and getpgrp only read.
+        unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+    }
+
+    /// For `Command::pre_exec`: the child makes its own group and, when memscope held the
+    /// terminal, takes it before it runs anything (so it never reads the terminal from the
+    /// background). The parent does the same after the spawn; whichever runs first wins.
+    fn child_setup(foreground: bool) -> std::io::Result<()> {
+        // SAFETY: setpgid, signal and tcsetpgrp are async-signal-safe; SIGTTOU's disposition is
+        // put back before exec.
+        unsafe {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if foreground {
+                with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpid()));
+            }
         }
         Ok(())
     }
 
-    /// After the spawn: the group becomes the foreground (when memscope's group is) and the
-    /// signals go to it.
-    fn start(pid: u32) -> ProgramGroup {
+    /// After the spawn: the group is made (if the child has not yet), gets the terminal, and
+    /// the signals go to it.
+    fn start(pid: u32, foreground: bool) -> ProgramGroup {
         let pgid = pid as libc::pid_t;
-        // SAFETY: setpgid on our own child (also done by the child; whichever runs first wins),
-        // tcgetpgrp/tcsetpgrp on stdin with SIGTTOU ignored meanwhile.
-        let handed_terminal = unsafe {
+        // SAFETY: setpgid on our own child; tcsetpgrp on stdin with SIGTTOU ignored meanwhile.
+        unsafe {
             libc::setpgid(pgid, pgid);
-            if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() {
-                with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid) == 0)
-            } else {
-                false
+            if foreground {
+                with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid));
             }
-        };
+        }
         memscope::signals::forward_to_group(pgid);
-        ProgramGroup { handed_terminal }
+        ProgramGroup {
+            handed_terminal: foreground,
+        }
     }
 }
 
@@ -242,16 +255,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     for (k, v) in recorder_env(args, &out_dir, &boot.0, std::env::var_os("PYTHONPATH")) {
         cmd.env(k, v);
     }
-    // SAFETY: the pre_exec hook only calls setpgid.
+    let foreground = ProgramGroup::in_foreground();
+    // SAFETY: the pre_exec hook only makes async-signal-safe calls.
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(ProgramGroup::child_setup);
+        cmd.pre_exec(move || ProgramGroup::child_setup(foreground));
     }
     let status = {
         let child = cmd
             .spawn()
             .with_context(|| format!("{}: cannot run it", Path::new(program).display()))?;
-        let group = ProgramGroup::start(child.id());
+        let group = ProgramGroup::start(child.id(), foreground);
         group.wait(child.id()).context("waiting for the program")?
     };
     drop(boot);
