@@ -303,28 +303,44 @@ fn run_in_an_interactive_shell_reads_the_terminal_and_keeps_job_control() {
     let keys = |k: &str| {
         t.cmd(&["send-keys", "-t", "s", k]);
     };
-    wait_until("the shell's prompt", Duration::from_secs(20), || {
+    // As `wait_until`, showing the screen when it times out.
+    let wait_until = |what: &str, limit: Duration, f: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(
+                start.elapsed() < limit,
+                "timed out waiting for {what}; the screen:\n{}",
+                capture()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_until("the shell's prompt", Duration::from_secs(20), &|| {
         capture().contains('#') || capture().contains('$')
     });
     let out = temp_dir("job").join("out");
     // The program reads the terminal (it is the foreground group), then sleeps.
     keys(&format!(
-        "'{}' run -o '{}' -- sh -c 'echo ready-to-read; read x; echo got-$x; sleep 30'",
+        "'{}' run -o '{}' -- sh -c 'echo ready-to-read$((1+1)); read x; echo got-$x; echo sleeping$((2+2)); sleep 30'",
         bin(),
         out.display()
     ));
     keys("Enter");
-    wait_until("the program to start", Duration::from_secs(20), || {
-        capture().contains("ready-to-read")
+    wait_until("the program to start", Duration::from_secs(20), &|| {
+        capture().contains("ready-to-read2")
     });
     keys("hello");
     keys("Enter");
-    wait_until("the program to read", Duration::from_secs(20), || {
+    wait_until("the program to read", Duration::from_secs(20), &|| {
         capture().contains("got-hello")
     });
+    wait_until("the program to sleep", Duration::from_secs(20), &|| {
+        capture().contains("sleeping4")
+    });
+    std::thread::sleep(Duration::from_millis(300));
     // Ctrl-Z stops the job and gives the shell its prompt back; fg continues it.
     keys("C-z");
-    wait_until("the job to stop", Duration::from_secs(20), || {
+    wait_until("the job to stop", Duration::from_secs(20), &|| {
         capture().contains("Stopped")
     });
     keys("fg");
@@ -332,12 +348,12 @@ fn run_in_an_interactive_shell_reads_the_terminal_and_keeps_job_control() {
     std::thread::sleep(Duration::from_millis(1500));
     // Ctrl-C ends the program; memscope reports and exits with its status.
     keys("C-c");
-    wait_until("memscope to report", Duration::from_secs(20), || {
+    wait_until("memscope to report", Duration::from_secs(20), &|| {
         capture().contains("exited with code 130")
     });
     keys("echo status-$?");
     keys("Enter");
-    wait_until("the status", Duration::from_secs(20), || {
+    wait_until("the status", Duration::from_secs(20), &|| {
         capture().contains("status-130")
     });
 }
