@@ -32,7 +32,7 @@ const BOOT: &str = include_str!("../python/memscope/_boot.py");
 /// removes its temporary directory and reports as usual; the program is never orphaned.
 struct ProgramGroup {
     /// The terminal (stdin) memscope handed to the program, if it had it.
-    handed_terminal: bool,
+    handed_terminal: std::cell::Cell<bool>,
 }
 
 impl ProgramGroup {
@@ -72,7 +72,7 @@ impl ProgramGroup {
         }
         memscope::signals::forward_to_group(pgid);
         ProgramGroup {
-            handed_terminal: foreground,
+            handed_terminal: std::cell::Cell::new(foreground),
         }
     }
 }
@@ -110,13 +110,17 @@ impl ProgramGroup {
             // SAFETY: terminal hand-over as a shell does it; SIGSTOP stops this process until
             // SIGCONT; then the program's group is continued.
             unsafe {
-                if self.handed_terminal {
+                if self.handed_terminal.get() {
                     with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp()));
                 }
                 libc::raise(libc::SIGSTOP);
-                if self.handed_terminal {
+                // Continued in the foreground (`fg`, also of a job started in the background):
+                // the program gets the terminal.
+                let fg = Self::in_foreground();
+                if fg {
                     with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid));
                 }
+                self.handed_terminal.set(fg);
                 libc::kill(-pgid, libc::SIGCONT);
             }
         }
@@ -126,7 +130,7 @@ impl ProgramGroup {
 impl Drop for ProgramGroup {
     fn drop(&mut self) {
         memscope::signals::forward_to_group(0);
-        if self.handed_terminal {
+        if self.handed_terminal.get() {
             // SAFETY: gives the terminal back to memscope's own group.
             unsafe { with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp())) };
         }
