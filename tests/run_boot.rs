@@ -17,6 +17,8 @@ fn pythons() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if Command::new("python3").arg("-V").output().is_ok() {
         v.push(PathBuf::from("python3"));
+    } else {
+        println!("SKIP: python3 is not installed");
     }
     if let Some(home) = std::env::var_os("HOME") {
         let root = Path::new(&home).join(".pyenv/versions");
