@@ -142,12 +142,14 @@ impl Output {
                 _ => {
                     let target = resolve(path);
                     let tmp = temp_beside(&target);
+                    // Registered before it exists, so no signal finds it unregistered (the
+                    // name holds this process's id: nobody else's file).
+                    registration = Some(memscope::signals::register_temp(&tmp));
                     let f = std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
                         .open(&tmp)
                         .with_context(|| format!("{}: cannot create", path.display()))?;
-                    registration = Some(memscope::signals::register_temp(&tmp));
                     if let Some(m) = &existing {
                         let _ = f.set_permissions(m.permissions());
                     }
