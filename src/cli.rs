@@ -370,11 +370,19 @@ pub struct DiffArgs {
     pub before: PathBuf,
     /// The capture or baseline after.
     pub after: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
+    /// Output format (`markdown` for `$GITHUB_STEP_SUMMARY`; text written straight into
+    /// that file becomes Markdown by itself).
+    #[arg(long, value_enum, default_value_t = DiffFormatArg::Text)]
+    pub format: DiffFormatArg,
     #[command(flatten)]
     pub color: ColorArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum DiffFormatArg {
+    Text,
+    Json,
+    Markdown,
 }
 
 #[derive(clap::Args, Debug)]

@@ -10,5 +10,6 @@ pub mod check;
 pub mod load;
 pub mod model;
 pub mod report;
+pub mod signals;
 pub mod tui;
 pub mod units;

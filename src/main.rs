@@ -16,13 +16,14 @@ use anyhow::Context;
 use clap::Parser;
 
 use cli::{
-    AnalyzeArgs, BaselineArgs, CheckArgs, CheckFormatArg, Cli, Command, DiffArgs, OutputFormat,
-    WhatifArgs,
+    AnalyzeArgs, BaselineArgs, CheckArgs, CheckFormatArg, Cli, Command, DiffArgs, DiffFormatArg,
+    OutputFormat, WhatifArgs,
 };
 use memscope::load::Capture;
 use memscope::report::{self, Format};
 
 fn main() -> ExitCode {
+    memscope::signals::install();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(msg) = cli::mistyped_subcommand(&args) {
         eprintln!("memscope: error: {msg}");
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("memscope: error: {e:#}");
+            output::eprint_term(&format!("memscope: error: {e:#}"));
             ExitCode::from(2)
         }
     }
@@ -113,12 +114,18 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     });
     let w = whatif::what_if(&snap, &conf, cap, None)
         .with_context(|| format!("{}", args.file.display()))?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format {
-        OutputFormat::Text => write!(out, "{}", whatif::render_text(&w))?,
-        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?,
+        OutputFormat::Text => {
+            let mut out = output::term_stdout(false);
+            write!(out, "{}", whatif::render_text(&w))?;
+            out.flush().context("writing the report")?;
+        }
+        OutputFormat::Json => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?;
+            out.flush().context("writing the report")?;
+        }
     }
-    out.flush().context("writing the report")?;
     Ok(0)
 }
 
@@ -166,12 +173,13 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
         color,
         stacks: args.stacks,
     };
-    let fmt: &dyn Format = match args.format {
-        OutputFormat::Text => &report::text::Text,
-        OutputFormat::Json => &report::json::Json,
+    let (fmt, mut out): (&dyn Format, Box<dyn Write>) = match args.format {
+        OutputFormat::Text => (&report::text::Text, Box::new(output::term_stdout(color))),
+        OutputFormat::Json => (
+            &report::json::Json,
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        ),
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
     fmt.render(&analysis, &opts, &mut out)
         .context("writing the report")?;
     out.flush().context("writing the report")?;
@@ -237,15 +245,26 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         fail_on: args.fail_on.clone(),
         tolerance: args.tolerance,
     };
-    let file_cfg = match (&args.config, args.no_config) {
-        (_, true) => CheckConfig::default(),
-        (Some(p), false) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
-        (None, false) => match config::find_config(&std::env::current_dir()?) {
-            Some(p) => CheckConfig::from_file(&p).map_err(anyhow::Error::msg)?,
-            None => CheckConfig::default(),
-        },
+    let config_path = match (&args.config, args.no_config) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => config::find_config(&std::env::current_dir()?),
+    };
+    let file_cfg = match &config_path {
+        Some(p) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
+        None => CheckConfig::default(),
     };
     let cfg = flags.or(file_cfg);
+    // A gate that checks nothing would always pass: an error, naming where that came from.
+    if cfg.checks_nothing() {
+        let from = match (&args.fail_on, &config_path) {
+            (Some(_), _) | (_, None) => "--fail-on none".to_owned(),
+            (None, Some(p)) => p.display().to_string(),
+        };
+        anyhow::bail!(
+            "{from}: no rule to check (fail-on is empty and no limit or baseline is set); memscope check would pass anything"
+        );
+    }
     let base = match &cfg.baseline {
         Some(p) => {
             let input = memscope::load::read_input(p)?;
@@ -286,8 +305,10 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         CheckFormatArg::Junit => &report::check_junit::Junit,
     };
     {
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut out: Box<dyn Write> = match args.format {
+            CheckFormatArg::Text => Box::new(output::term_stdout(color)),
+            _ => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        };
         let written = fmt
             .render(&report, &opts, &mut out)
             .and_then(|()| out.flush())
@@ -346,6 +367,25 @@ fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// True when stdout is the file `$GITHUB_STEP_SUMMARY` names (`memscope diff ... >>
+/// "$GITHUB_STEP_SUMMARY"`): the text there is read as Markdown, so it is written as Markdown.
+fn stdout_is_step_summary() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
+        return false;
+    };
+    let (Ok(fd), Ok(want)) = (
+        std::io::stdout().as_fd().try_clone_to_owned(),
+        std::fs::metadata(path),
+    ) else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino())
+}
+
 fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
     use memscope::report::check::DiffFormat;
     let one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
@@ -367,12 +407,24 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
         color,
         stacks: false,
     };
-    let fmt: &dyn DiffFormat = match args.format {
-        OutputFormat::Text => &report::check_text::DiffText,
-        OutputFormat::Json => &report::check::DiffJson,
+    let format = match args.format {
+        DiffFormatArg::Text if stdout_is_step_summary() => DiffFormatArg::Markdown,
+        f => f,
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let (fmt, mut out): (&dyn DiffFormat, Box<dyn Write>) = match format {
+        DiffFormatArg::Text => (
+            &report::check_text::DiffText,
+            Box::new(output::term_stdout(color)),
+        ),
+        DiffFormatArg::Json => (
+            &report::check::DiffJson,
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        ),
+        DiffFormatArg::Markdown => (
+            &report::check_text::DiffMarkdown,
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        ),
+    };
     fmt.render(&d, &opts, &mut out)
         .context("writing the diff")?;
     out.flush().context("writing the diff")?;

@@ -16,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use memscope::report::escape;
 
 enum Sink {
     Stdout(BufWriter<io::Stdout>),
@@ -29,6 +30,8 @@ enum Sink {
 /// An output being written; [`Output::finish`] makes it appear, dropping it discards it.
 pub struct Output {
     sink: Option<Sink>,
+    /// The temporary file is removed if a signal ends memscope (`memscope::signals`).
+    _on_signal: Option<memscope::signals::TempRegistration>,
     path: PathBuf,
     written: u64,
 }
@@ -114,6 +117,7 @@ fn open_in_place(path: &Path, m: &std::fs::Metadata) -> anyhow::Result<File> {
 impl Output {
     /// Opens `path` (or stdout for `-`) for writing, refusing any of `inputs`.
     pub fn create(path: &Path, inputs: &[&Path]) -> anyhow::Result<Output> {
+        let mut registration = None;
         let sink = if path.as_os_str() == "-" {
             Sink::Stdout(BufWriter::new(io::stdout()))
         } else {
@@ -138,6 +142,9 @@ impl Output {
                 _ => {
                     let target = resolve(path);
                     let tmp = temp_beside(&target);
+                    // Registered before it exists, so no signal finds it unregistered (the
+                    // name holds this process's id: nobody else's file).
+                    registration = Some(memscope::signals::register_temp(&tmp));
                     let f = std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
@@ -152,6 +159,7 @@ impl Output {
         };
         Ok(Output {
             sink: Some(sink),
+            _on_signal: registration,
             path: path.to_owned(),
             written: 0,
         })
@@ -232,4 +240,20 @@ impl Drop for Output {
             let _ = std::fs::remove_file(tmp);
         }
     }
+}
+
+/// Stdout for text a person reads, through the terminal boundary
+/// ([`memscope::report::escape::TermWriter`]): every text report goes here, whatever
+/// `--color` says (`color` only lets memscope's own colour codes through).
+pub fn term_stdout(color: bool) -> escape::TermWriter<BufWriter<io::StdoutLock<'static>>> {
+    escape::TermWriter::new(BufWriter::new(io::stdout().lock()), color)
+}
+
+/// Writes `msg` and a newline to stderr through the terminal boundary: errors and notes may
+/// quote a capture (a dict key, a name, a file name).
+pub fn eprint_term(msg: &str) {
+    let mut w = escape::TermWriter::new(io::stderr().lock(), false);
+    let _ = w.write_all(msg.as_bytes());
+    let _ = w.write_all(b"\n");
+    let _ = w.flush();
 }

@@ -4,6 +4,7 @@
 //! writes only the file named by `-o` (through [`crate::output`]), and refuses when that is the
 //! input itself: a typo must not destroy the only copy of an OOM capture.
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -76,7 +77,10 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let folded = fg::fold(&snap, dev, tl, &state, by);
     let mut w = create(&a.output, &a.file)?;
     if a.folded {
-        fg::write_folded(&folded, &mut w)?;
+        // Folded lines are text too: a name cannot command the terminal it is printed on.
+        let mut t = memscope::report::escape::TermWriter::new(&mut w, false);
+        fg::write_folded(&folded, &mut t)?;
+        t.flush()?;
     } else {
         let opts = fg::SvgOptions {
             title: format!(
@@ -96,13 +100,13 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     }
     let name = w.name();
     let n = w.finish()?;
-    eprintln!(
+    crate::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} live at {})",
         name,
         bytes(n),
         bytes(folded.total_bytes),
         m.label
-    );
+    ));
     Ok(0)
 }
 
@@ -118,7 +122,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     html.render(&analysis, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
-    eprintln!("memscope: wrote {} ({})", name, bytes(n));
+    crate::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
     Ok(0)
 }
 

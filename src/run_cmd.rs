@@ -17,33 +17,122 @@ use anyhow::Context;
 
 use crate::cli::{RecordStacks, RunArgs, SnapshotOn};
 
-/// The recorder, written as `sitecustomize.py` for the program's Python processes.
+/// The recorder, written as `_memscope_recorder.py` beside the boot file.
 const RECORDER: &str = include_str!("../python/memscope/_recorder.py");
 
-extern "C" fn ignore_signal(_: libc::c_int) {}
+/// The boot file, written as `sitecustomize.py` for every Python the program starts: any
+/// Python can parse it; it loads the recorder where the interpreter can run it, and otherwise
+/// steps aside (runs the hidden `sitecustomize`, records nothing).
+const BOOT: &str = include_str!("../python/memscope/_boot.py");
 
-/// While the program runs, Ctrl-C and Ctrl-\ reach it (same process group) but not this process:
-/// it waits and reports. A handler, not `SIG_IGN`, so the program gets the default disposition back
-/// at `exec`.
-struct ShieldSignals(Vec<(libc::c_int, libc::sighandler_t)>);
+/// The program runs in a process group of its own, which memscope makes the terminal's
+/// foreground group while it runs (as a shell does for a job): Ctrl-C and Ctrl-\ reach the
+/// program and its workers, not memscope. SIGTERM, SIGHUP, SIGINT or SIGQUIT sent to memscope
+/// itself are passed on to that group (`memscope::signals`), and memscope waits for the program,
+/// removes its temporary directory and reports as usual; the program is never orphaned.
+struct ProgramGroup {
+    /// The terminal (stdin) memscope handed to the program, if it had it.
+    handed_terminal: std::cell::Cell<bool>,
+}
 
-impl ShieldSignals {
-    fn new() -> Self {
-        let handler = ignore_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        let saved = [libc::SIGINT, libc::SIGQUIT]
-            .into_iter()
-            // SAFETY: installs a handler that does nothing; the previous one is restored on drop.
-            .map(|sig| (sig, unsafe { libc::signal(sig, handler) }))
-            .collect();
-        ShieldSignals(saved)
+impl ProgramGroup {
+    /// Whether memscope's group holds the terminal (stdin): then the program's group gets it.
+    fn in_foreground() -> bool {
+        // SAFETY: isatty, tcgetpgrp and getpgrp only read.
+        unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+    }
+
+    /// For `Command::pre_exec`: the child makes its own group and, when memscope held the
+    /// terminal, takes it before it runs anything (so it never reads the terminal from the
+    /// background). The parent does the same after the spawn; whichever runs first wins.
+    fn child_setup(foreground: bool) -> std::io::Result<()> {
+        // SAFETY: setpgid, signal and tcsetpgrp are async-signal-safe; SIGTTOU's disposition is
+        // put back before exec.
+        unsafe {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if foreground {
+                with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpid()));
+            }
+        }
+        Ok(())
+    }
+
+    /// After the spawn: the group is made (if the child has not yet), gets the terminal, and
+    /// the signals go to it.
+    fn start(pid: u32, foreground: bool) -> ProgramGroup {
+        let pgid = pid as libc::pid_t;
+        // SAFETY: setpgid on our own child; tcsetpgrp on stdin with SIGTTOU ignored meanwhile.
+        unsafe {
+            libc::setpgid(pgid, pgid);
+            if foreground {
+                with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid));
+            }
+        }
+        memscope::signals::forward_to_group(pgid);
+        ProgramGroup {
+            handed_terminal: std::cell::Cell::new(foreground),
+        }
     }
 }
 
-impl Drop for ShieldSignals {
+/// Runs `f` with SIGTTOU ignored: a background group may then take the terminal back.
+unsafe fn with_sigttou_ignored<T>(f: impl FnOnce() -> T) -> T {
+    let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+    let r = f();
+    libc::signal(libc::SIGTTOU, old);
+    r
+}
+
+impl ProgramGroup {
+    /// Waits for the program to end. When it is stopped (Ctrl-Z reaches its group, the
+    /// foreground one), memscope takes the terminal back and stops too, so the shell gets its
+    /// prompt as it would for a program run without memscope; continued (`fg`), it hands the
+    /// terminal over again and continues the program.
+    fn wait(&self, pid: u32) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        let pgid = pid as libc::pid_t;
+        loop {
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pgid, &mut status, libc::WUNTRACED) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if !libc::WIFSTOPPED(status) {
+                return Ok(std::process::ExitStatus::from_raw(status));
+            }
+            // SAFETY: terminal hand-over as a shell does it; SIGSTOP stops this process until
+            // SIGCONT; then the program's group is continued.
+            unsafe {
+                if self.handed_terminal.get() {
+                    with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp()));
+                }
+                libc::raise(libc::SIGSTOP);
+                // Continued in the foreground (`fg`, also of a job started in the background):
+                // the program gets the terminal.
+                let fg = Self::in_foreground();
+                if fg {
+                    with_sigttou_ignored(|| libc::tcsetpgrp(0, pgid));
+                }
+                self.handed_terminal.set(fg);
+                libc::kill(-pgid, libc::SIGCONT);
+            }
+        }
+    }
+}
+
+impl Drop for ProgramGroup {
     fn drop(&mut self) {
-        for &(sig, old) in &self.0 {
-            // SAFETY: puts back the disposition `new` replaced.
-            unsafe { libc::signal(sig, old) };
+        memscope::signals::forward_to_group(0);
+        if self.handed_terminal.get() {
+            // SAFETY: gives the terminal back to memscope's own group.
+            unsafe { with_sigttou_ignored(|| libc::tcsetpgrp(0, libc::getpgrp())) };
         }
     }
 }
@@ -62,9 +151,14 @@ impl BootDir {
         std::fs::create_dir(&dir).with_context(|| {
             format!("{}: cannot create the recorder's directory", dir.display())
         })?;
-        let file = dir.join("sitecustomize.py");
-        std::fs::write(&file, RECORDER)
-            .with_context(|| format!("{}: cannot write the recorder", file.display()))?;
+        for (name, text) in [
+            ("sitecustomize.py", BOOT),
+            ("_memscope_recorder.py", RECORDER),
+        ] {
+            let file = dir.join(name);
+            std::fs::write(&file, text)
+                .with_context(|| format!("{}: cannot write the recorder", file.display()))?;
+        }
         Ok(BootDir(dir))
     }
 }
@@ -137,18 +231,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
             "-o -: memscope run writes its snapshots and traces (one file per rank) into a directory, not to stdout; give one, e.g. -o mem/"
         );
     }
-    std::fs::create_dir_all(&args.output).with_context(|| {
-        format!(
-            "{}: cannot create the output directory",
+    // The directory is made by the recorder when it writes a file: a command that does not
+    // exist, or a program that never uses CUDA, leaves no empty directory behind.
+    let out_dir = match std::fs::metadata(&args.output) {
+        Ok(m) if !m.is_dir() => anyhow::bail!(
+            "{}: exists and is not a directory (memscope run writes its files into a directory)",
             args.output.display()
-        )
-    })?;
-    let out_dir = std::fs::canonicalize(&args.output).with_context(|| {
-        format!(
-            "{}: cannot resolve the output directory",
-            args.output.display()
-        )
-    })?;
+        ),
+        Ok(_) => std::fs::canonicalize(&args.output).with_context(|| {
+            format!(
+                "{}: cannot resolve the output directory",
+                args.output.display()
+            )
+        })?,
+        Err(_) => std::env::current_dir()
+            .context("the current directory")?
+            .join(&args.output),
+    };
     let before = outputs(&out_dir);
     let boot = BootDir::create()?;
     let (program, rest) = args
@@ -160,12 +259,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     for (k, v) in recorder_env(args, &out_dir, &boot.0, std::env::var_os("PYTHONPATH")) {
         cmd.env(k, v);
     }
+    let foreground = ProgramGroup::in_foreground();
+    // SAFETY: the pre_exec hook only makes async-signal-safe calls.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || ProgramGroup::child_setup(foreground));
+    }
     let status = {
-        let _shield = ShieldSignals::new();
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .with_context(|| format!("{}: cannot run it", Path::new(program).display()))?;
-        child.wait().context("waiting for the program")?
+        let group = ProgramGroup::start(child.id(), foreground);
+        group.wait(child.id()).context("waiting for the program")?
     };
     drop(boot);
     let code = exit_code(&status);

@@ -92,8 +92,8 @@ fn prepares_the_program_runs_it_and_reports() {
     assert_eq!(env["PYTHONPATH"], format!("{}:/user/site", boot.trim()));
     assert_eq!(
         std::fs::read_to_string(d.join("sitecustomize.py")).unwrap(),
-        std::fs::read_to_string(root().join("python/memscope/_recorder.py")).unwrap(),
-        "the recorder is the package's own file"
+        std::fs::read_to_string(root().join("python/memscope/_boot.py")).unwrap(),
+        "the boot file is the package's own file"
     );
     assert!(
         !Path::new(boot.trim()).exists(),

@@ -11,7 +11,9 @@ temporary directory that it puts first on `PYTHONPATH`, so the user's program ru
 - an `OutOfMemoryError` that escapes the program (also as the cause or context of another
   exception) gets `DIR/memscope-oom[-rankR].pickle`, written from `sys.excepthook` while the
   failing frames are still alive (and from `atexit`, if the program replaced the hook);
-  `--snapshot-on exit|both` adds `DIR/memscope-exit[-rankR].pickle` at interpreter exit;
+  `--snapshot-on exit|both` adds `DIR/memscope-exit[-rankR].pickle` at interpreter exit; a
+  process other than the program's first (a multiprocessing worker, by spawn or fork) writes
+  `-pidP` names instead (see `output_path`), and `DIR` is made only when a file is written;
 - `--profile-steps A:B` counts optimizer steps with PyTorch's global optimizer step hook
   (`torch.optim.optimizer.register_optimizer_step_post_hook`): one `Optimizer.step()` call is
   one step; a `torch.profiler` trace (`profile_memory`, `with_stack`, `record_shapes`) covers
@@ -48,13 +50,37 @@ def rank_suffix(environ=None) -> str:
     return ""
 
 
-def output_path(out_dir: str, kind: str, ext: str, environ=None) -> str:
-    """`out_dir/memscope-KIND[-rankR].EXT`; `-pidP` is added when that file already exists."""
-    base = f"memscope-{kind}{rank_suffix(environ)}"
+def output_path(out_dir: str, kind: str, ext: str, environ=None, main: bool = True) -> str:
+    """`out_dir/memscope-KIND[-rankR][-pidP].EXT`, one name per process:
+
+    - the program's first Python process (`main`) writes the plain name;
+    - a rank (torchrun) makes the name its own: one process per rank;
+    - any other process (a worker started by multiprocessing's spawn or fork, a subprocess)
+      adds its pid, `-pidP`; so does any process whose plain name is already taken.
+    """
+    suffix = rank_suffix(environ)
+    base = f"memscope-{kind}{suffix}"
+    if not main and not suffix:
+        base += f"-pid{os.getpid()}"
     path = os.path.join(out_dir, base + ext)
     if os.path.exists(path):
-        path = os.path.join(out_dir, f"{base}-pid{os.getpid()}{ext}")
+        path = os.path.join(out_dir, f"memscope-{kind}{suffix}-pid{os.getpid()}{ext}")
     return path
+
+
+MAIN_PID_ENV = "MEMSCOPE_RUN_MAIN_PID"
+
+
+def claim_main(environ=None) -> int:
+    """The pid of the program's first Python process under `memscope run`: this one, if no
+    process claimed it before (the claim is inherited by every process it starts, by spawn or
+    by a subprocess; a fork keeps the claimer's pid in memory)."""
+    environ = os.environ if environ is None else environ
+    claimed = environ.get(MAIN_PID_ENV, "")
+    if claimed.isdigit():
+        return int(claimed)
+    environ[MAIN_PID_ENV] = str(os.getpid())
+    return os.getpid()
 
 
 def parse_profile_steps(text: str | None):
@@ -107,6 +133,8 @@ class Recorder:
         self.profile_steps = profile_steps
         self.torch = torch
         self.announce = announce
+        # The process that writes the plain file names (see `output_path`).
+        self.main_pid = os.getpid()
         self.recording = False
         self.written = []
         self.oom_written = False
@@ -118,7 +146,6 @@ class Recorder:
     def start(self):
         if self.recording:
             return
-        os.makedirs(self.out_dir, exist_ok=True)
         self.torch.cuda.memory._record_memory_history(
             enabled="all", context="all", stacks=self.stacks, max_entries=self.max_entries)
         self.recording = True
@@ -130,11 +157,16 @@ class Recorder:
             self.torch.cuda.memory._record_memory_history(enabled=None)
             self.recording = False
 
+    def _path(self, kind: str, ext: str) -> str:
+        """Where this process writes KIND; the directory is made now, when a file is written."""
+        os.makedirs(self.out_dir, exist_ok=True)
+        return output_path(self.out_dir, kind, ext, main=os.getpid() == self.main_pid)
+
     def dump(self, kind: str):
         """Writes `memscope-KIND[-rankR].pickle`; returns its path, or None when not recording."""
         if not self.recording:
             return None
-        path = output_path(self.out_dir, kind, ".pickle")
+        path = self._path(kind, ".pickle")
         self.torch.cuda.memory._dump_snapshot(path)
         self.written.append(path)
         if kind == "oom":
@@ -205,7 +237,7 @@ class Recorder:
         prof, self._prof = self._prof, None
         self._prof_done = True
         prof.stop()
-        path = output_path(self.out_dir, "trace", ".json")
+        path = self._path("trace", ".json")
         prof.export_chrome_trace(path)
         self.written.append(path)
         if self.announce:
@@ -310,13 +342,16 @@ def recorder_from_env(environ=None):
     out_dir = environ.get("MEMSCOPE_RUN_DIR")
     if not out_dir:
         return None
-    return Recorder(
+    main_pid = claim_main(environ)
+    recorder = Recorder(
         out_dir,
         snapshot_on=environ.get("MEMSCOPE_SNAPSHOT_ON", "oom"),
         max_entries=int(environ.get("MEMSCOPE_MAX_ENTRIES", DEFAULT_MAX_ENTRIES)),
         stacks=environ.get("MEMSCOPE_STACKS", DEFAULT_STACKS),
         profile_steps=parse_profile_steps(environ.get("MEMSCOPE_PROFILE_STEPS")),
     )
+    recorder.main_pid = main_pid
+    return recorder
 
 
 def boot(here: str):

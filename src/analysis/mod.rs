@@ -41,6 +41,10 @@ pub struct Input {
     /// Snapshot layout (`torch20`, `torch21`, `modern`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
+    /// What the reader skipped or repaired (events that are not valid, strings that could
+    /// not be decoded): also in `notes`; kept apart so that `check` can say it.
+    #[serde(skip)]
+    pub load_notes: Vec<String>,
 }
 
 /// One OOM, explained.
@@ -894,6 +898,7 @@ pub fn analyze_snapshot_for_views(
             kind: "snapshot",
             bytes: file_bytes,
             layout: Some(snap.layout),
+            load_notes: snap.load_notes.clone(),
         },
         verdict: verdict(&devices, &leaks),
         devices,

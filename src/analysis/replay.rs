@@ -946,12 +946,21 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
     c
 }
 
+/// What copying `s` costs, in events' worth: two per segment, one per live block.
+fn state_weight(s: &State) -> usize {
+    s.segments
+        .values()
+        .map(|g| 2 + g.blocks.len())
+        .fold(0usize, usize::saturating_add)
+}
+
 /// Replays a whole device log, keeping per-event series and checkpoints for random access.
 pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
     let rules = Rules::from_settings(settings);
     let (initial, approx) = initial_state(dev, &rules);
     let n = dev.events.len();
     let checkpoint_every = 4096usize.max(n / 256 + 1);
+    let mut last_checkpoint = 0usize;
     let mut r = Replayer::new(rules, &dev.events, initial.clone());
     let mut series = Series {
         allocated: Vec::with_capacity(n),
@@ -988,8 +997,13 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
     };
     let mut checkpoints = Vec::new();
     for i in 0..n {
-        if i % checkpoint_every == 0 {
+        // A checkpoint costs a copy of the state; it is taken only when the events since the
+        // last one outnumber what it copies, so all of them together stay within the size of
+        // the log (a 2 MB capture with 130k segments and 2M events no longer makes 257 copies
+        // of 130k segments). Random access replays at most that many events more.
+        if i > 0 && i % checkpoint_every == 0 && state_weight(&r.state) <= i - last_checkpoint {
             checkpoints.push((i, r.state.clone()));
+            last_checkpoint = i;
         }
         r.step(i);
         let c = r.state.counters;
@@ -1061,6 +1075,12 @@ impl Timeline {
 
     pub fn len(&self) -> usize {
         self.series.allocated.len()
+    }
+
+    /// What the checkpoints hold, in [`state_weight`] units (segments twice, blocks once): at
+    /// most the number of events replayed.
+    pub fn checkpoint_weight(&self) -> usize {
+        self.checkpoints.iter().map(|(_, s)| state_weight(s)).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -208,6 +208,29 @@ pub struct SiteTotal {
     pub stack_id: StackId,
 }
 
+/// How many frames of a site's heaviest stack are spelled out in [`SiteTotal::stack`]: what a
+/// person reads, and a bound on the strings made per site (a crafted capture's stacks may be
+/// 100k frames deep; grouping works on interned ids, never on these strings).
+pub const MAX_STACK_LABELS: usize = 512;
+
+/// The first [`MAX_STACK_LABELS`] frames of `s` as `file:line function`, then one line saying
+/// how many more there are.
+fn stack_labels(stacks: &Stacks, s: StackId) -> Vec<String> {
+    let frames = stacks.frames(s);
+    let mut out: Vec<String> = frames
+        .iter()
+        .take(MAX_STACK_LABELS)
+        .map(|&f| stacks.frame_label(stacks.frame(f)))
+        .collect();
+    if frames.len() > MAX_STACK_LABELS {
+        out.push(format!(
+            "... {} more frames",
+            frames.len() - MAX_STACK_LABELS
+        ));
+    }
+    out
+}
+
 /// Groups `(stack, bytes)` items by site, largest first.
 pub fn group<I>(stacks: &Stacks, items: I) -> Vec<SiteTotal>
 where
@@ -258,11 +281,7 @@ where
             user_code: user,
             before_recording: pre == Origin::BeforeRecording,
             origin: pre,
-            stack: stacks
-                .frames(s)
-                .iter()
-                .map(|&f| stacks.frame_label(stacks.frame(f)))
-                .collect(),
+            stack: stack_labels(stacks, s),
             stack_id: s,
         })
         .collect();

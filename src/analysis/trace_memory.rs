@@ -283,10 +283,19 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
                 .into(),
         );
     }
+    // Each device's events, found in one pass (not one pass per device: a trace may name
+    // 100k device ids).
+    let mut by_device: rustc_hash::FxHashMap<DeviceKey, Vec<usize>> = Default::default();
+    for (i, m) in t.memory.iter().enumerate() {
+        by_device.entry(m.device).or_default().push(i);
+    }
     let devices = t
         .memory_devices()
         .into_iter()
-        .map(|d| device_memory(t, d, pairing, resolver))
+        .map(|d| {
+            let idx = by_device.remove(&d).unwrap_or_default();
+            device_memory(t, d, idx, pairing, resolver)
+        })
         .collect();
     TraceMemory {
         steps: t
@@ -307,12 +316,10 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
 fn device_memory(
     t: &Trace,
     device: DeviceKey,
+    idx: Vec<usize>,
     pairing: &Pairing,
     resolver: &StackResolver,
 ) -> DeviceMemory {
-    let idx: Vec<usize> = (0..t.memory.len())
-        .filter(|&i| t.memory[i].device == device)
-        .collect();
     let events: Vec<&MemEvent> = idx.iter().map(|&i| &t.memory[i]).collect();
     let timeline: Vec<MemPoint> = events
         .iter()

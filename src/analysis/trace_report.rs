@@ -466,6 +466,7 @@ pub fn analyze_trace_with_memory(
             kind: "trace",
             bytes: file_bytes,
             layout: None,
+            load_notes: t.load_notes.clone(),
         },
         verdict,
         devices,

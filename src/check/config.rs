@@ -143,9 +143,11 @@ impl CheckConfig {
         let t = t.as_table().ok_or("`check` must be a table ([check])")?;
         for (k, v) in t {
             let key = k.replace('_', "-");
-            let bad = |what: &str| format!("[check] {k}: expected {what}, got {v}");
+            // The value is not quoted back: a config named by --config may be any file, and an
+            // error never shows a file's contents.
+            let bad = |what: &str| format!("[check] {k}: expected {what}");
             match key.as_str() {
-                "baseline" => cfg.baseline = Some(dir.join(v.as_str().ok_or_else(|| bad("a path string"))?)),
+                "baseline" => cfg.baseline = Some(inside_repository(dir, v.as_str().ok_or_else(|| bad("a path string"))?)?),
                 "max-peak" => cfg.max_peak = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?),
                 "max-reserved" => cfg.max_reserved = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?),
                 "max-growth-per-step" => {
@@ -181,7 +183,25 @@ impl CheckConfig {
                 }
             }
         }
+        if cfg.fail_on.as_ref().is_some_and(Vec::is_empty) && cfg.checks_nothing() {
+            return Err(format!(
+                "[check] fail-on: the list is empty and no limit or baseline is set, so nothing would be checked \
+                 (remove fail-on for the default {:?}, or set a limit)",
+                DEFAULT_FAIL_ON.map(FailOn::name)
+            ));
+        }
         Ok(cfg)
+    }
+
+    /// True when no rule would run: no finding to fail on, no limit, no baseline.
+    pub fn checks_nothing(&self) -> bool {
+        self.fail_on().is_empty()
+            && self.baseline.is_none()
+            && self.max_peak.is_none()
+            && self.max_reserved.is_none()
+            && self.max_growth_per_step.is_none()
+            && self.max_graph_growth.is_none()
+            && self.max_imbalance.is_none()
     }
 
     /// Reads a `memscope.toml`.
@@ -236,6 +256,37 @@ pub fn parse_percent(s: &str) -> Option<f64> {
 }
 
 /// The `memscope.toml` that applies in `cwd`: there, else at the repository root.
+/// A `baseline` path of a config file, taken from the file's directory `dir`; it must stay
+/// inside the repository that holds the file (the nearest ancestor with `.git`, else `dir`):
+/// no absolute path, no `..` out of it, no symbolic link out of it. A config in a pull request
+/// must not make CI read (and quote) a file elsewhere on the runner.
+fn inside_repository(dir: &Path, rel: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let p = Path::new(rel);
+    let outside = || {
+        format!(
+            "[check] baseline: {rel:?} is outside the repository; give a path inside it, relative to {CONFIG_FILE}"
+        )
+    };
+    if p.is_absolute()
+        || p.components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(outside());
+    }
+    let full = dir.join(p);
+    let root = dir
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(dir);
+    if let (Ok(real), Ok(root)) = (std::fs::canonicalize(&full), std::fs::canonicalize(root)) {
+        if !real.starts_with(&root) {
+            return Err(outside());
+        }
+    }
+    Ok(full)
+}
+
 pub fn find_config(cwd: &Path) -> Option<PathBuf> {
     let here = cwd.join(CONFIG_FILE);
     if here.is_file() {

@@ -187,6 +187,10 @@ pub struct FileResult {
     pub kind: String,
     pub passed: bool,
     pub rules: Vec<RuleResult>,
+    /// Events of the capture that no rule saw (skipped as invalid, undecodable, repaired):
+    /// a rule's verdict may hang on them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// Everything `memscope check` found: the `memscope.check/2` JSON document.
@@ -369,6 +373,7 @@ pub fn check(
             kind: s.kind.clone(),
             passed: !results.iter().any(RuleResult::failed),
             rules: results,
+            skipped: s.load_notes.clone(),
         });
     }
     let passed: Vec<bool> = files.iter().map(|f| f.passed).collect();

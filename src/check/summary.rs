@@ -142,6 +142,9 @@ pub struct InputSummary {
     /// Which rank of which run the capture is, where anything says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<RankInfo>,
+    /// What the reader skipped or repaired in the capture: events a rule never saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_notes: Vec<String>,
 }
 
 /// [`crate::analysis::LeakJudgement`], as kept in a summary.
@@ -302,15 +305,24 @@ impl Baseline {
 
     /// Parses a baseline document, refusing other schemas with a message that says which.
     pub fn from_json(text: &str) -> Result<Baseline, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let mut v: Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON ({})", no_echo(&e)))?;
+        one_line_strings(&mut v);
         match v.get("schema").and_then(Value::as_str) {
             Some(BASELINE_SCHEMA) => {}
-            Some(other) => {
-                return Err(format!("schema is {other:?}, expected {BASELINE_SCHEMA:?} (write one with `memscope baseline`)"))
+            Some(_) => {
+                return Err(format!(
+                    "its schema is not {BASELINE_SCHEMA:?} (write one with `memscope baseline`)"
+                ))
             }
-            None => return Err(format!("no \"schema\" field: not a memscope baseline ({BASELINE_SCHEMA})")),
+            None => {
+                return Err(format!(
+                    "no \"schema\" field: not a memscope baseline ({BASELINE_SCHEMA})"
+                ))
+            }
         }
-        serde_json::from_value(v).map_err(|e| format!("malformed {BASELINE_SCHEMA} document: {e}"))
+        serde_json::from_value(v)
+            .map_err(|e| format!("malformed {BASELINE_SCHEMA} document: {}", no_echo(&e)))
     }
 
     /// The baseline entry to compare input `i` of `n` against: the same index when the
@@ -324,6 +336,63 @@ impl Baseline {
             .iter()
             .find(|b| b.file_name() == file_name)
             .or_else(|| (self.inputs.len() == 1).then(|| &self.inputs[0]))
+    }
+}
+
+/// What went wrong in a JSON document, without quoting it: serde's messages quote the values
+/// they refuse (`invalid type: string "..."`), and a baseline path may name any file.
+fn no_echo(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let msg = e.to_string();
+    let what = if msg.starts_with("missing field") || msg.starts_with("duplicate field") {
+        // Field names are the schema's own.
+        msg.split(" at line").next().unwrap_or(&msg).to_owned()
+    } else if msg.starts_with("invalid type") {
+        "a value of the wrong type".to_owned()
+    } else if msg.starts_with("invalid value") || msg.starts_with("invalid length") {
+        "a value out of range".to_owned()
+    } else if msg.starts_with("unknown variant") {
+        "an unknown value".to_owned()
+    } else {
+        match e.classify() {
+            Category::Eof => "cut short".to_owned(),
+            Category::Syntax => "a syntax error".to_owned(),
+            Category::Data => "a malformed value".to_owned(),
+            Category::Io => "a read error".to_owned(),
+        }
+    };
+    if e.line() > 0 {
+        format!("{what} at line {}, column {}", e.line(), e.column())
+    } else {
+        what
+    }
+}
+
+/// Every string of a summary read as input made one line (`report::escape::one_line`): a
+/// summary is as untrusted as the capture it was made from.
+fn one_line_strings(v: &mut Value) {
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::String(s) => {
+                if let std::borrow::Cow::Owned(o) = crate::report::escape::one_line(s) {
+                    *s = o;
+                }
+            }
+            Value::Array(a) => todo.extend(a.iter_mut()),
+            Value::Object(m) => {
+                if m.keys()
+                    .any(|k| k.contains(|c: char| c.is_control() || c > '\u{2000}'))
+                {
+                    let old = std::mem::take(m);
+                    for (k, x) in old {
+                        m.insert(crate::report::escape::one_line(&k).into_owned(), x);
+                    }
+                }
+                todo.extend(m.values_mut());
+            }
+            _ => {}
+        }
     }
 }
 

@@ -229,5 +229,6 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
         graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
+        load_notes: a.input.load_notes.clone(),
     }
 }

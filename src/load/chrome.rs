@@ -859,6 +859,51 @@ fn blank_controls(elem: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `elem` with every lone UTF-16 surrogate escape (`\ud800` not followed by a low half, or a
+/// low half alone) written as `\ufffd`; `None` when it holds none. JSON allows such escapes,
+/// UTF-8 text cannot hold them, so the parser refuses the event: repaired, the event (an op a
+/// rule counts) is kept.
+fn replace_lone_surrogates(elem: &[u8]) -> Option<Vec<u8>> {
+    let hex = |i: usize| -> Option<u32> {
+        let h = elem.get(i..i + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let esc_at = |i: usize| elem.get(i) == Some(&b'\\') && elem.get(i + 1) == Some(&b'u');
+    let mut out: Option<Vec<u8>> = None;
+    let (mut i, mut copied) = (0, 0);
+    while i < elem.len() {
+        if elem[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if !esc_at(i) {
+            i += 2;
+            continue;
+        }
+        let Some(v) = hex(i + 2) else {
+            i += 2;
+            continue;
+        };
+        let paired = (0xd800..0xdc00).contains(&v)
+            && esc_at(i + 6)
+            && hex(i + 8).is_some_and(|w| (0xdc00..0xe000).contains(&w));
+        if paired {
+            i += 12;
+        } else if (0xd800..0xe000).contains(&v) {
+            let o = out.get_or_insert_with(Vec::new);
+            o.extend_from_slice(&elem[copied..i]);
+            o.extend_from_slice(b"\\ufffd");
+            i += 6;
+            copied = i;
+        } else {
+            i += 6;
+        }
+    }
+    let mut o = out?;
+    o.extend_from_slice(&elem[copied..]);
+    Some(o)
+}
+
 /// Reads one element of `traceEvents` that starts at `start` with the parser alone, returning
 /// the event and the offset after it; `None` for anything the careful path must handle.
 fn parse_elem(bytes: &[u8], start: usize) -> Option<(RawEvent<'_>, usize)> {
@@ -1165,12 +1210,25 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
                     ingest(&mut b, &e);
                     Ok(())
                 }
-                Err(_) if ctrl || has_raw_controls(elem) => {
-                    b.counts_mut().repaired += 1;
-                    let fixed = blank_controls(elem);
-                    serde_json::from_slice::<RawEvent>(&fixed).map(|e| ingest(&mut b, &e))
+                Err(first) => {
+                    // Repairs that keep the event (and so every rule's input): raw control
+                    // characters blanked, lone surrogate escapes read as U+FFFD.
+                    let mut fixed = None;
+                    if ctrl || has_raw_controls(elem) {
+                        b.counts_mut().repaired += 1;
+                        fixed = Some(blank_controls(elem));
+                    }
+                    if let Some(f) = replace_lone_surrogates(fixed.as_deref().unwrap_or(elem)) {
+                        b.counts_mut().lone_surrogates += 1;
+                        fixed = Some(f);
+                    }
+                    match fixed {
+                        Some(f) => {
+                            serde_json::from_slice::<RawEvent>(&f).map(|e| ingest(&mut b, &e))
+                        }
+                        None => Err(first),
+                    }
                 }
-                Err(e) => Err(e),
             };
             if let Err(err) = parsed {
                 b.counts_mut().skipped += 1;
@@ -1215,12 +1273,39 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
              JSON forbids (a known profiler defect); they were read with those characters blanked"
         ));
     }
+    let lone = b.counts_mut().lone_surrogates;
+    if lone > 0 {
+        b.note(format!(
+            "{lone} events held a lone UTF-16 surrogate escape (such as \\ud800) in a string, which \
+             is not text; they were read with U+FFFD in its place"
+        ));
+    }
     Ok(b.build())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let fix =
+            |s: &str| replace_lone_surrogates(s.as_bytes()).map(|v| String::from_utf8(v).unwrap());
+        assert_eq!(fix(r#"{"name": "a\ud83d\ude00b"}"#), None, "a pair is text");
+        assert_eq!(fix(r#"{"name": "\\ud800"}"#), None, "an escaped backslash");
+        assert_eq!(
+            fix(r#"{"name": "x\ud800y"}"#).as_deref(),
+            Some(r#"{"name": "x\ufffdy"}"#)
+        );
+        assert_eq!(
+            fix(r#"{"name": "\udc00\ud800"}"#).as_deref(),
+            Some(r#"{"name": "\ufffd\ufffd"}"#)
+        );
+        assert_eq!(
+            fix(r#"{"name": "\ud800\u0041"}"#).as_deref(),
+            Some(r#"{"name": "\ufffd\u0041"}"#)
+        );
+    }
 
     const SMALL: &str = r#"{"schemaVersion": 1, "deviceProperties": [{"id": 0}],
       "traceEvents": [

@@ -267,7 +267,9 @@ impl Stacks {
             return id;
         }
         let id = Sym(self.strings.len() as u32);
-        self.strings.push(s.to_owned());
+        // A name is one line in every output (see `report::escape`).
+        self.strings
+            .push(crate::report::escape::one_line(s).into_owned());
         self.string_ids.insert(s.to_owned(), id);
         id
     }

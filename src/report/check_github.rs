@@ -13,6 +13,7 @@
 use std::io::{self, Write};
 
 use super::check::CheckFormat;
+use super::escape::md_code;
 use super::Options;
 use crate::check::paths::{PathMap, Target};
 use crate::check::{CheckReport, RuleResult, Status};
@@ -20,17 +21,8 @@ use crate::check::{CheckReport, RuleResult, Status};
 /// GitHub shows at most 10 error annotations per step; more are dropped by the runner.
 pub const MAX_ANNOTATIONS: usize = 10;
 
-/// Escapes a workflow command's message.
-pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
-}
-
-/// Escapes a workflow command's property value.
-pub fn escape_property(s: &str) -> String {
-    escape_data(s).replace(':', "%3A").replace(',', "%2C")
-}
+/// Escapes a workflow command's message and property (the rules are in [`super::escape`]).
+pub use super::escape::{gh_data as escape_data, gh_property as escape_property};
 
 /// `::error` annotations for the failed rules (stderr in the binary). The default map takes
 /// recorded paths as they are (library files are still left out).
@@ -103,14 +95,13 @@ impl CheckFormat for GithubAnnotations {
 /// The Markdown job summary (appended to `$GITHUB_STEP_SUMMARY` in the binary).
 pub struct GithubSummary;
 
-/// Escapes text for a Markdown table cell.
+/// Text for a Markdown table cell: each line escaped by [`super::escape::md_text`] (nothing
+/// renders: no HTML, link, image or emphasis from a capture), the lines joined by `<br>`.
 fn cell(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace('\r', "")
-        .replace('\n', "<br>")
-        .replace('<', "&lt;")
-        .replace("&lt;br>", "<br>")
+    s.split('\n')
+        .map(super::escape::md_text)
+        .collect::<Vec<_>>()
+        .join("<br>")
 }
 
 impl CheckFormat for GithubSummary {
@@ -138,11 +129,11 @@ impl CheckFormat for GithubSummary {
             };
             let site = r.site.as_ref().map_or_else(String::new, |s| {
                 if crate::check::is_native(s) {
-                    format!("`{}` (native)", cell(&s.function))
+                    format!("{} (native)", md_code(&s.function))
                 } else if r.line_unknown {
-                    format!("`{}` in `{}`", cell(&s.file), cell(&s.function))
+                    format!("{} in {}", md_code(&s.file), md_code(&s.function))
                 } else {
-                    format!("`{}:{}`", cell(&s.file), s.line)
+                    md_code(&format!("{}:{}", s.file, s.line))
                 }
             });
             let mut details = r.message.clone();
@@ -161,6 +152,19 @@ impl CheckFormat for GithubSummary {
                 cell(&r.limit_text()),
                 cell(&details)
             )?;
+        }
+        let skipped: Vec<(&str, &String)> = report
+            .files
+            .iter()
+            .flat_map(|f| f.skipped.iter().map(move |n| (f.path.as_str(), n)))
+            .collect();
+        if !skipped.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Events no rule saw:")?;
+            writeln!(out)?;
+            for (file, n) in skipped {
+                writeln!(out, "- {}: {}", cell(file), cell(n))?;
+            }
         }
         for g in &report.groups {
             writeln!(out)?;
@@ -211,6 +215,6 @@ mod tests {
     fn escapes_per_workflow_command_rules() {
         assert_eq!(escape_data("50% a\r\nb: c, d"), "50%25 a%0D%0Ab: c, d");
         assert_eq!(escape_property("C:\\x,y%\n"), "C%3A\\x%2Cy%25%0A");
-        assert_eq!(cell("a|b\nc<d>"), "a\\|b<br>c&lt;d>");
+        assert_eq!(cell("a|b\nc<d>"), "a\\|b<br>c&lt;d&gt;");
     }
 }

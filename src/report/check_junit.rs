@@ -10,26 +10,8 @@ use crate::check::{CheckReport, RuleResult, Status};
 
 pub struct Junit;
 
-/// Escapes text for XML attributes and element content. Characters XML 1.0 cannot hold at
-/// all (control characters other than tab, newline, carriage return) are dropped.
-pub fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            '\n' => o.push_str("&#10;"),
-            '\r' => o.push_str("&#13;"),
-            '\t' => o.push_str("&#9;"),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// Escapes text for XML (the one rule is [`super::escape::xml`]).
+pub use super::escape::xml as xml_escape;
 
 /// A testcase's classname: the input's file name, its dots as `_` (`leak_oom_pickle`). JUnit
 /// viewers read a classname's dots as packages, so `memscope.check./runs/a.pickle` became a tree

@@ -73,6 +73,9 @@ impl CheckFormat for CheckText {
         for f in &report.files {
             writeln!(out)?;
             writeln!(out, "{} ({})", st.bold(&f.path), f.kind)?;
+            for n in &f.skipped {
+                writeln!(out, "  {} {n}", st.yellow("NOTE"))?;
+            }
             for r in &f.rules {
                 write_rule(out, &st, r)?;
             }
@@ -142,6 +145,23 @@ impl CheckFormat for CheckText {
 }
 
 pub struct DiffText;
+
+/// `memscope diff --format markdown`, for `$GITHUB_STEP_SUMMARY`: a heading, then the text
+/// diff (no colour, through the terminal boundary) in a code block fenced longer than any
+/// backtick run inside it, so nothing a capture names can render (no HTML, image or link).
+pub struct DiffMarkdown;
+
+impl DiffFormat for DiffMarkdown {
+    fn render(&self, d: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let mut t = super::escape::TermWriter::new(Vec::new(), false);
+        DiffText.render(d, &Options::default(), &mut t)?;
+        t.flush()?;
+        let text = String::from_utf8_lossy(&t.into_inner()).into_owned();
+        writeln!(out, "### memscope diff")?;
+        writeln!(out)?;
+        write!(out, "{}", super::escape::md_fence(&text))
+    }
+}
 
 const SHOWN: usize = 8;
 

@@ -134,32 +134,49 @@ fn clean(s: &str) -> String {
 
 const NO_PYTHON: &str = "[no Python frames]";
 
+/// How many frames of one stack a flamegraph draws: the outermost and innermost halves of
+/// this, with one `[N frames]` box between them. A crafted capture's 100k-frame stacks would
+/// otherwise become gigabytes of folded text from a few megabytes of input.
+pub const MAX_FLAME_DEPTH: usize = 512;
+
 fn push_stack(
     stacks: &Stacks,
     id: StackId,
     out: &mut String,
     kinds: &mut HashMap<String, FrameKind>,
 ) {
-    let mut any = false;
-    for &fid in stacks.frames(id).iter().rev() {
-        let f = stacks.frame(fid);
-        if f.kind == FrameKind::Native {
-            continue;
-        }
-        let l = frame_label(stacks, f);
+    let frames: Vec<&crate::model::Frame> = stacks
+        .frames(id)
+        .iter()
+        .rev()
+        .map(|&fid| stacks.frame(fid))
+        .filter(|f| f.kind != FrameKind::Native)
+        .collect();
+    let mut push = |l: String, kind: FrameKind, out: &mut String| {
         if !out.is_empty() {
             out.push(';');
         }
         out.push_str(&l);
-        kinds.entry(l).or_insert(f.kind);
-        any = true;
+        kinds.entry(l).or_insert(kind);
+    };
+    if frames.is_empty() {
+        push(NO_PYTHON.into(), FrameKind::Native, out);
+        return;
     }
-    if !any {
-        if !out.is_empty() {
-            out.push(';');
+    let half = MAX_FLAME_DEPTH / 2;
+    let cut = frames.len() > MAX_FLAME_DEPTH;
+    for (i, f) in frames.iter().enumerate() {
+        if cut && i == half {
+            push(
+                format!("[{} frames]", frames.len() - 2 * half),
+                FrameKind::Python,
+                out,
+            );
         }
-        out.push_str(NO_PYTHON);
-        kinds.entry(NO_PYTHON.into()).or_insert(FrameKind::Native);
+        if cut && i >= half && i < frames.len() - half {
+            continue;
+        }
+        push(frame_label(stacks, f), f.kind, out);
     }
 }
 

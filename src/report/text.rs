@@ -406,9 +406,14 @@ fn write_steps(
     steps: &[StepReport],
     devices: &[crate::analysis::DeviceReport],
 ) -> io::Result<()> {
+    // One pass over the steps, not one per device (a trace may name 100k device ids).
+    let mut by_device: rustc_hash::FxHashMap<_, Vec<&StepReport>> = Default::default();
+    for s in steps {
+        by_device.entry(s.device).or_default().push(s);
+    }
     for dev in devices {
         let d = dev.device;
-        let ds: Vec<&StepReport> = steps.iter().filter(|s| s.device == d).collect();
+        let ds: Vec<&StepReport> = by_device.remove(&d).unwrap_or_default();
         let how = &dev.structure;
         let Some((first, last)) = ds.first().zip(ds.last()) else {
             if how.single_pass {

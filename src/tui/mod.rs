@@ -140,8 +140,9 @@ struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let _ = execute!(io::stdout(), DisableMouseCapture);
+        let _ = execute!(io::stdout(), DisableMouseCapture, crossterm::cursor::Show);
         ratatui::restore();
+        crate::signals::hold_terminal(false);
     }
 }
 
@@ -155,12 +156,16 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
         let _ = tx.send(Loaded::load_with_progress(&p, &shared));
     });
     let started = Instant::now();
+    // A signal (SIGTERM, SIGHUP, SIGQUIT, SIGINT) restores the terminal too (`crate::signals`).
+    crate::signals::save_terminal_modes();
+    crate::signals::hold_terminal(true);
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         // ratatui's own hook (in `prev`) leaves raw mode and the alternate screen.
-        let _ = execute!(io::stdout(), DisableMouseCapture);
+        let _ = execute!(io::stdout(), DisableMouseCapture, crossterm::cursor::Show);
+        crate::signals::hold_terminal(false);
         prev(info);
     }));
     execute!(io::stdout(), EnableMouseCapture)?;

@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PKG = os.path.join(ROOT, "python")
 RECORDER = os.path.join(PKG, "memscope", "_recorder.py")
+BOOT = os.path.join(PKG, "memscope", "_boot.py")
 FAKE_TORCH = os.path.join(HERE, "fake_torch")
 SNAPSHOT = os.path.join(ROOT, "fixtures", "clean.pickle")
 
@@ -30,15 +31,20 @@ from memscope import _find_bin, _recorder  # noqa: E402
 class Sandbox:
     """A temporary directory with the recorder installed as sitecustomize."""
 
-    def __init__(self):
+    def __init__(self, as_memscope_run=False):
         self.dir = tempfile.mkdtemp(prefix="memscope-test-")
         self.boot = os.path.join(self.dir, "boot")
         self.out = os.path.join(self.dir, "out")
         self.log = os.path.join(self.dir, "torch.log")
         os.makedirs(self.boot)
-        shutil.copyfile(RECORDER, os.path.join(self.boot, "sitecustomize.py"))
+        if as_memscope_run:
+            # As `memscope run` installs it: the boot file, the recorder beside it.
+            shutil.copyfile(BOOT, os.path.join(self.boot, "sitecustomize.py"))
+            shutil.copyfile(RECORDER, os.path.join(self.boot, "_memscope_recorder.py"))
+        else:
+            shutil.copyfile(RECORDER, os.path.join(self.boot, "sitecustomize.py"))
 
-    def run(self, code, extra_path=(), argv=(), **env):
+    def run(self, code, extra_path=(), argv=(), python=None, **env):
         script = os.path.join(self.dir, "train.py")
         with open(script, "w") as f:
             f.write(textwrap.dedent(code))
@@ -47,8 +53,8 @@ class Sandbox:
         e.update(PYTHONPATH=os.pathsep.join([self.boot, *extra_path, FAKE_TORCH]),
                  MEMSCOPE_RUN_DIR=self.out, FAKE_TORCH_LOG=self.log, FAKE_TORCH_SNAPSHOT=SNAPSHOT)
         e.update(env)
-        return subprocess.run([sys.executable, script, *argv], env=e, capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run([python or sys.executable, script, *argv], env=e,
+                              capture_output=True, text=True, timeout=60)
 
     def calls(self):
         if not os.path.exists(self.log):
@@ -74,6 +80,91 @@ TRAIN_OK = """
     x = torch.cuda.empty(16)
     print("trained")
 """
+
+
+def old_pythons():
+    """Interpreters too old for the recorder found on this machine (pyenv's, or on PATH)."""
+    found = []
+    for name in ("python3.6", "python2.7"):
+        for d in [os.path.expanduser("~/.pyenv/versions")]:
+            if os.path.isdir(d):
+                for v in sorted(os.listdir(d)):
+                    exe = os.path.join(d, v, "bin", name)
+                    if os.path.exists(exe):
+                        found.append(exe)
+        exe = shutil.which(name)
+        if exe and not found:
+            found.append(exe)
+    return found
+
+
+SITE_USER = "import os\nprint('USER-SITECUSTOMIZE')\n"
+
+TRAIN_WORKERS = """
+    import multiprocessing as mp, os, sys, torch
+
+    def work():
+        torch.cuda.empty(16)
+
+    if __name__ == "__main__":
+        x = torch.cuda.empty(16)
+        p = mp.get_context("spawn").Process(target=work)
+        p.start()
+        p.join()
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # the forked child ends first, through the interpreter's exit
+        os.waitpid(pid, 0)
+        print(p.pid, pid)
+"""
+
+
+class BootUnderMemscopeRun(unittest.TestCase):
+    """The boot file `memscope run` installs as sitecustomize, the recorder beside it."""
+
+    def setUp(self):
+        self.sb = Sandbox(as_memscope_run=True)
+
+    def tearDown(self):
+        self.sb.close()
+
+    def test_records_as_the_recorder_does(self):
+        r = self.sb.run(TRAIN_OOM)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("OutOfMemoryError", r.stderr)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+
+    def test_every_process_writes_its_own_name_under_spawn_and_fork(self):
+        r = self.sb.run(TRAIN_WORKERS, MEMSCOPE_SNAPSHOT_ON="exit")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spawned, forked = r.stdout.split()
+        # The workers end first; the plain name still goes to the program's own process.
+        self.assertEqual(self.sb.written(), sorted([
+            "memscope-exit.pickle",
+            "memscope-exit-pid%s.pickle" % spawned,
+            "memscope-exit-pid%s.pickle" % forked,
+        ]))
+
+    def test_no_output_directory_unless_a_file_is_written(self):
+        r = self.sb.run(TRAIN_OK)
+        self.assertEqual(r.returncode, 0)
+        self.assertFalse(os.path.exists(self.sb.out))
+
+    def test_an_interpreter_too_old_steps_aside_and_the_users_sitecustomize_runs(self):
+        pythons = old_pythons()
+        if not pythons:
+            self.skipTest("no Python 3.6 or 2.7 on this machine")
+        other = os.path.join(self.sb.dir, "other")
+        os.makedirs(other)
+        with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+            f.write(SITE_USER)
+        for exe in pythons:
+            r = self.sb.run("print('ran')\n", extra_path=[other], python=exe)
+            self.assertEqual(r.returncode, 0, (exe, r.stderr))
+            self.assertEqual(r.stdout.split(), ["USER-SITECUSTOMIZE", "ran"], exe)
+            self.assertNotIn("SyntaxError", r.stderr)
+            self.assertIn("too old for the recorder", r.stderr)
+            self.assertEqual(self.sb.written(), [])
 
 
 class RunRecorder(unittest.TestCase):
