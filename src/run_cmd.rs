@@ -272,6 +272,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         let group = ProgramGroup::start(child.id(), foreground);
         group.wait(child.id()).context("waiting for the program")?
     };
+    let no_torch = pythons_without_torch(&boot.0);
     drop(boot);
     let code = exit_code(&status);
     let mut written: Vec<PathBuf> = outputs(&out_dir)
@@ -280,8 +281,24 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .map(|(p, _)| p)
         .collect();
     written.sort();
-    eprint!("{}", summary(&written, code, args.snapshot_on));
+    eprint!("{}", summary(&written, code, args.snapshot_on, &no_torch));
     Ok(code)
+}
+
+/// The Pythons of the program that could not import torch (the recorder left a
+/// `no-torch-PID` file holding the interpreter's path), sorted, without repeats.
+fn pythons_without_torch(boot: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(boot)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("no-torch-"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|s| s.trim().to_owned())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// The program's exit code, as a shell reports it (128+N for a signal N).
@@ -295,17 +312,30 @@ fn exit_code(status: &std::process::ExitStatus) -> u8 {
 }
 
 /// What `memscope run` prints on stderr after the program ended.
-pub fn summary(written: &[PathBuf], code: u8, on: SnapshotOn) -> String {
+pub fn summary(written: &[PathBuf], code: u8, on: SnapshotOn, no_torch: &[String]) -> String {
     let mut s = String::new();
     let shell = |p: &Path| shell_quote(&p.display().to_string());
     if written.is_empty() {
-        s.push_str(&format!(
-            "memscope: the program exited with code {code}; no snapshot was written ({})\n",
+        let why = if !no_torch.is_empty() {
+            format!(
+                "torch cannot be imported by {}: run the program with a Python that has torch",
+                no_torch.join(", ")
+            )
+        } else if code > 128 {
+            // Killed by a signal: a killed process runs no exit handler, whatever the setting.
+            format!(
+                "it was killed by signal {} before it could write one; a killed process runs no exit handlers",
+                code - 128
+            )
+        } else {
             match on {
                 SnapshotOn::Oom =>
-                    "no OutOfMemoryError escaped it, or it never used CUDA; --snapshot-on both also writes one at exit",
-                _ => "it never used CUDA, or it was killed before its exit handlers ran",
+                    "no OutOfMemoryError escaped it, or it never used CUDA; --snapshot-on both also writes one at exit".to_owned(),
+                _ => "it never used CUDA".to_owned(),
             }
+        };
+        s.push_str(&format!(
+            "memscope: the program exited with code {code}; no snapshot was written ({why})\n"
         ));
         return s;
     }

@@ -134,7 +134,45 @@ fn nothing_written_and_a_signal_exit() {
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(128 + 15), "{stderr}");
     assert!(
-        stderr.contains("memscope: the program exited with code 143; no snapshot was written (no OutOfMemoryError escaped it, or it never used CUDA"),
+        stderr.contains("memscope: the program exited with code 143; no snapshot was written (it was killed by signal 15 before it could write one; a killed process runs no exit handlers)"),
+        "{stderr}"
+    );
+    // `--snapshot-on both` cannot help a program that was killed: not suggested.
+    assert!(!stderr.contains("--snapshot-on both"), "{stderr}");
+}
+
+/// A Python that cannot import torch is named, instead of "it never used CUDA".
+#[test]
+fn a_python_without_torch_is_named() {
+    let has_python = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)",
+        ])
+        .status();
+    match has_python {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            eprintln!("SKIP run_cmd::a_python_without_torch_is_named: this python3 has torch");
+            return;
+        }
+        Err(_) => {
+            eprintln!("SKIP run_cmd::a_python_without_torch_is_named: no python3");
+            return;
+        }
+    }
+    let d = scratch("run_no_torch");
+    let r = bin()
+        .args(["run", "-o"])
+        .arg(d.join("out"))
+        .args(["--", "python3", "-c", "print('hello')"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no snapshot was written (torch cannot be imported by ")
+            && stderr.contains("run the program with a Python that has torch"),
         "{stderr}"
     );
 }

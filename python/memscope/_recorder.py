@@ -354,6 +354,22 @@ def recorder_from_env(environ=None):
     return recorder
 
 
+def note_missing_torch(here: str):
+    """Leaves `no-torch-PID` (this interpreter's path) in the boot directory when this Python
+    cannot import torch: `memscope run` then says so instead of "it never used CUDA"."""
+    import importlib.util
+    try:
+        missing = importlib.util.find_spec("torch") is None
+    except (ImportError, ValueError):
+        missing = True
+    if missing:
+        try:
+            with open(os.path.join(here, f"no-torch-{os.getpid()}"), "w") as f:
+                f.write(sys.executable or "python")
+        except OSError:
+            pass
+
+
 def boot(here: str):
     """What `sitecustomize` does under `memscope run`."""
     try:
@@ -365,6 +381,7 @@ def boot(here: str):
             print(f"memscope: {e}; not recording", file=sys.stderr)
             recorder = None
         if recorder is not None and not _is_launcher(getattr(sys, "orig_argv", sys.argv)):
+            note_missing_torch(here)
             if "torch" in sys.modules:
                 attach(recorder, sys.modules["torch"])
             else:
