@@ -214,3 +214,33 @@ fn analyze_reads_profiler_traces_into_the_same_schema() {
         "{text}"
     );
 }
+
+/// `analyze --stacks` on a capture with C++ stacks (`stacks="all"`) shows C++ names with their
+/// template arguments collapsed: the corpus' select_n capture has frames of about 1000
+/// characters as recorded; no printed line reaches 300.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn analyze_stacks_collapses_cpp_templates() {
+    let Some(p) = shared::corpus("snapshots/select_n_t21_b.pickle") else {
+        return;
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .args(["analyze", "--stacks"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text.contains("<…>") || text.contains("(…)"),
+        "collapsed names shown"
+    );
+    let longest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(longest < 300, "a line of {longest} characters");
+    // Python frames keep their names (`<module>`), never collapsed.
+    assert!(text.contains("<module>"));
+    assert!(!text.lines().any(|l| l.ends_with(" <…>")));
+}

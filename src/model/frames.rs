@@ -415,6 +415,56 @@ impl Stacks {
     }
 }
 
+/// A C++ function name for display: every template argument list collapsed to `<…>`, and a
+/// parameter list too when the name is still long (`c10::impl::wrap_kernel_functor_unboxed_<…>::call(…)`).
+/// Real stacks (`stacks="all"`) carry names of a thousand characters that say no more than that.
+pub fn short_cpp(name: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(160));
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            // `operator<`, `operator<<`, `operator<=`: not a template.
+            '<' if depth == 0 && out.ends_with("operator") => out.push(c),
+            '<' if depth == 0 && out.ends_with("operator<") => out.push(c),
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => out.push(c),
+        }
+    }
+    if depth > 0 {
+        return name.to_owned(); // unbalanced: not a template list, shown as recorded
+    }
+    if out.chars().count() > 100 {
+        if let Some(open) = out.find('(').filter(|&i| i > 0) {
+            if out.ends_with(')') || out.ends_with(") const") {
+                let tail = if out.ends_with(" const") {
+                    " const"
+                } else {
+                    ""
+                };
+                out = format!("{}(…){tail}", &out[..open]);
+            }
+        }
+    }
+    out
+}
+
+/// A frame label (`file:line name`) for display: a C++ name (`::` in it) with its template
+/// arguments collapsed ([`short_cpp`]); Python labels (`<module>`, `<genexpr>`) as they are.
+pub fn short_label(label: &str) -> String {
+    if label.contains("::") {
+        short_cpp(label)
+    } else {
+        label.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ use super::{Format, Options};
 use crate::analysis::categories::Categories;
 use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
+use crate::model::frames::short_label;
 use crate::units::bytes;
 
 pub struct Text;
@@ -88,7 +89,7 @@ fn write_sites(
         )?;
         if opts.stacks {
             for f in &s.stack {
-                writeln!(out, "{indent}{:>21}{}", "", st.dim(f))?;
+                writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(f)))?;
             }
         }
     }
@@ -220,7 +221,7 @@ fn write_oom(
     }
     if opts.stacks && !o.stack.is_empty() {
         for f in &o.stack {
-            writeln!(out, "      {}", st.dim(f))?;
+            writeln!(out, "      {}", st.dim(&short_label(f)))?;
         }
     }
     if !o.top_sites.is_empty() {
@@ -394,7 +395,7 @@ fn write_leak(
     }
     if opts.stacks {
         for f in &l.stack {
-            writeln!(out, "      {}", st.dim(f))?;
+            writeln!(out, "      {}", st.dim(&short_label(f)))?;
         }
     }
     Ok(())

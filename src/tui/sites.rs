@@ -148,45 +148,7 @@ pub fn short(file: &str) -> &str {
     file.rsplit(['/', '\\']).next().unwrap_or(file)
 }
 
-/// A C++ function name for display: every template argument list collapsed to `<…>`, and a
-/// parameter list too when the name is still long (`c10::impl::wrap_kernel_functor_unboxed_<…>::call(…)`).
-/// Real stacks (`stacks="all"`) carry names of a thousand characters that say no more than that.
-pub fn short_cpp(name: &str) -> String {
-    let mut out = String::with_capacity(name.len().min(160));
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            // `operator<`, `operator<<`, `operator<=`: not a template.
-            '<' if depth == 0 && out.ends_with("operator") => out.push(c),
-            '<' if depth == 0 && out.ends_with("operator<") => out.push(c),
-            '<' => {
-                if depth == 0 {
-                    out.push_str("<…>");
-                }
-                depth += 1;
-            }
-            '>' if depth > 0 => depth -= 1,
-            _ if depth > 0 => {}
-            _ => out.push(c),
-        }
-    }
-    if depth > 0 {
-        return name.to_owned(); // unbalanced: not a template list, shown as recorded
-    }
-    if out.chars().count() > 100 {
-        if let Some(open) = out.find('(').filter(|&i| i > 0) {
-            if out.ends_with(')') || out.ends_with(") const") {
-                let tail = if out.ends_with(" const") {
-                    " const"
-                } else {
-                    ""
-                };
-                out = format!("{}(…){tail}", &out[..open]);
-            }
-        }
-    }
-    out
-}
+pub use crate::model::frames::short_cpp;
 
 /// One visible line of the tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
