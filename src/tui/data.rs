@@ -348,8 +348,14 @@ pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
         .as_ref()
         .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
         .unwrap_or_else(|| "(no stack)".into());
+    // A released accumulation is not live at the end: its figure is the growth's peak.
+    let held = if l.leak.extent.released() {
+        format!("at the growth's end ({})", l.leak.extent.label())
+    } else {
+        "live".to_owned()
+    };
     format!(
-        "leak ({}, {}) on cuda:{}: {} live in {} tensors, +{}/step over {} steps, from {site}",
+        "leak ({}, {}) on cuda:{}: {} {held} in {} tensors, +{}/step over {} steps, from {site}",
         l.leak.kind,
         l.leak.confidence,
         l.device,
