@@ -344,6 +344,21 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
+impl Analysis {
+    /// The last OOM, the one that ended the run (earlier ones were caught by the program), and
+    /// its device: what every view shows first.
+    pub fn last_oom(&self) -> Option<(u32, &OomReport)> {
+        last_oom_in(&self.devices)
+    }
+}
+
+fn last_oom_in(devices: &[DeviceReport]) -> Option<(u32, &OomReport)> {
+    devices
+        .iter()
+        .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
+        .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
+}
+
 /// How many sites each list keeps.
 pub const TOP_SITES: usize = 10;
 
@@ -656,10 +671,7 @@ pub fn overall_judgement(devices: &[DeviceReport]) -> LeakJudgement {
 fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
     let judgement = overall_judgement(devices);
     // The last OOM is the one that ended the run; earlier ones were caught by the program.
-    let last_oom = devices
-        .iter()
-        .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
-        .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
+    let last_oom = last_oom_in(devices);
     if let Some((dev, o)) = last_oom {
         let n: usize = devices.iter().map(|d| d.ooms.len()).sum();
         let at = o
@@ -853,10 +865,7 @@ pub fn analyze_snapshot_for_views(
         );
         devices.push(f.report);
     }
-    let categories = devices
-        .iter()
-        .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
-        .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
+    let categories = last_oom_in(&devices)
         .and_then(|(dev, o)| {
             o.categories.clone().map(|c| CategoriesReport {
                 device: dev,

@@ -816,7 +816,11 @@ impl Format for Html<'_> {
             r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
             esc(&a.verdict.summary)
         );
-        for d in &a.devices {
+        // The device whose OOM ended the run comes first, right under the verdict that names it.
+        let oom_device = a.last_oom().map(|(d, _)| d);
+        let mut order: Vec<&crate::analysis::DeviceReport> = a.devices.iter().collect();
+        order.sort_by_key(|d| Some(d.device) != oom_device);
+        for d in order {
             self.device_section(&mut o, a, d);
         }
         if !a.notes.is_empty() {

@@ -285,13 +285,7 @@ impl App {
     pub fn set_data(&mut self, data: Data) {
         self.start_at_end(data.snap.devices.iter().map(|d| d.events.len()));
         // The device that ran out of memory comes first: the last OOM's, as the verdict says.
-        let oom_device = data
-            .analysis
-            .devices
-            .iter()
-            .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
-            .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event))
-            .map(|(d, _)| d);
+        let oom_device = data.analysis.last_oom().map(|(d, _)| d);
         if let Some(i) =
             oom_device.and_then(|d| data.snap.devices.iter().position(|x| x.index == d))
         {

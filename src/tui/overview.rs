@@ -57,11 +57,7 @@ impl Widget for OverviewView<'_> {
         }
         lines.extend(device_table(&rows, area.width));
         // The OOM that ended the run, explained.
-        let oom = a
-            .devices
-            .iter()
-            .flat_map(|d| d.ooms.iter().map(move |o| (d.device, o)))
-            .max_by_key(|(_, o)| (o.time_us.unwrap_or(0), o.event));
+        let oom = a.last_oom();
         if let Some((dev, o)) = oom {
             lines.push((String::new(), Style::default()));
             lines.push((
