@@ -751,3 +751,37 @@ fn many_files_load_on_every_core_in_order_with_progress() {
     let err = memscope::check::load_summaries(&bad, false).unwrap_err();
     assert!(err.to_string().contains("missing.pickle"), "{err}");
 }
+
+/// A baseline's chains keep whole frame names, C++ signatures included: before, a C++ frame was
+/// cut at the last space of its signature (`bool, bool)` x 2, `const&)` x 13 on select_n), so
+/// different frames collided when `diff` matched sites across code motion.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn baseline_chains_keep_whole_cpp_names() {
+    let Some(p) = shared::corpus("snapshots/select_n_t21_b.pickle") else {
+        return;
+    };
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    let len = std::fs::metadata(&p).unwrap().len();
+    let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
+    let s = memscope::check::typed::summarize(&a);
+    let frames: Vec<&String> = s
+        .devices
+        .iter()
+        .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
+        .flat_map(|x| x.chain.iter())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.contains("::")),
+        "C++ frames in the chains"
+    );
+    for f in frames {
+        assert!(
+            !f.ends_with(')') || f.contains('('),
+            "a frame cut inside its signature: {f:?}"
+        );
+    }
+}

@@ -73,12 +73,18 @@ fn chain(s: &SiteTotal) -> Vec<String> {
     out
 }
 
-/// The function of a `file:line function` stack label.
+/// The function of a `file:line function` stack label: everything after the first `:LINE `,
+/// so that a C++ name keeps its namespaces and its whole signature
+/// (`c10::impl::call(bool, bool)`, where the last `:` and the last space fall inside the name).
 fn function_of(label: &str) -> &str {
-    let after_line = label.rfind(':').map_or(0, |i| i + 1);
-    label[after_line..]
-        .split_once(' ')
-        .map_or(label, |(_, f)| f)
+    let b = label.as_bytes();
+    for (i, _) in label.match_indices(':') {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits > 0 && b.get(i + 1 + digits) == Some(&b' ') {
+            return &label[i + 2 + digits..];
+        }
+    }
+    label
 }
 
 fn label(device: u32) -> String {
@@ -230,5 +236,29 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
         load_notes: a.input.load_notes.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::function_of;
+
+    #[test]
+    fn a_labels_function_is_whole() {
+        assert_eq!(function_of("train.py:10 <module>"), "<module>");
+        assert_eq!(
+            function_of("??:0 torch::CapturedTraceback::gather(bool, bool, bool)"),
+            "torch::CapturedTraceback::gather(bool, bool, bool)"
+        );
+        assert_eq!(
+            function_of("Op.cpp:12 at::f(c10::ArrayRef<long> const&)"),
+            "at::f(c10::ArrayRef<long> const&)"
+        );
+        assert_eq!(
+            function_of("C:/Program Files/x.py:3 run"),
+            "run",
+            "a file with a drive letter and a space"
+        );
+        assert_eq!(function_of("no line"), "no line");
     }
 }
