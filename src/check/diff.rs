@@ -231,35 +231,63 @@ pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange
     out
 }
 
+/// Whether a side's peaks are lower bounds: a device present with a log that did not start
+/// from an empty allocator (a missing device's zeros are exact).
+fn present_inexact(d: &DeviceSummary) -> bool {
+    !d.peak_exact && (d.peak_allocated_bytes > 0 || d.end_allocated_bytes > 0)
+}
+
 /// A figure on both sides.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Delta {
     pub before: u64,
     pub after: u64,
     pub delta: i64,
+    /// `before` is a lower bound (a peak seen in a log that did not start from an empty
+    /// allocator): the true figure may be higher.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_lower_bound: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub after_lower_bound: bool,
 }
 
 impl Delta {
     pub fn new(before: u64, after: u64) -> Delta {
+        Delta::bounded(before, after, false, false)
+    }
+
+    /// A delta whose sides may be lower bounds (`>=`).
+    pub fn bounded(before: u64, after: u64, before_lower: bool, after_lower: bool) -> Delta {
         Delta {
             before,
             after,
             delta: after as i64 - before as i64,
+            before_lower_bound: before_lower,
+            after_lower_bound: after_lower,
         }
     }
 
-    /// `1.0 GiB -> 1.5 GiB (+512.0 MiB, +50.0%)`.
+    /// `1.0 GiB -> 1.5 GiB (+512.0 MiB, +50.0%)`; a lower bound keeps its `>=`, and the change
+    /// says how far it can be trusted: at least (the after side is a bound), at most (the
+    /// before side is), or unknown (both are).
     pub fn describe(&self) -> String {
+        let side =
+            |v: u64, lower: bool| format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v));
         let pct = if self.before > 0 {
             format!(", {:+.1}%", self.delta as f64 * 100.0 / self.before as f64)
         } else {
             String::new()
         };
+        let change = match (self.before_lower_bound, self.after_lower_bound) {
+            (false, false) => format!("{}{pct}", units::signed_bytes(self.delta)),
+            (false, true) => format!("at least {}{pct}", units::signed_bytes(self.delta)),
+            (true, false) => format!("at most {}{pct}", units::signed_bytes(self.delta)),
+            (true, true) => "change unknown: both sides are lower bounds".to_owned(),
+        };
         format!(
-            "{} -> {} ({}{pct})",
-            units::bytes(self.before),
-            units::bytes(self.after),
-            units::signed_bytes(self.delta)
+            "{} -> {} ({change})",
+            side(self.before, self.before_lower_bound),
+            side(self.after, self.after_lower_bound)
         )
     }
 }
@@ -381,8 +409,19 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             DeviceDiff {
                 device: l.to_owned(),
                 presence,
-                peak_allocated: Delta::new(b.peak_allocated_bytes, a.peak_allocated_bytes),
-                peak_reserved: Delta::new(b.peak_reserved_bytes, a.peak_reserved_bytes),
+                // A peak not exact is the highest seen in the log: a lower bound.
+                peak_allocated: Delta::bounded(
+                    b.peak_allocated_bytes,
+                    a.peak_allocated_bytes,
+                    present_inexact(b),
+                    present_inexact(a),
+                ),
+                peak_reserved: Delta::bounded(
+                    b.peak_reserved_bytes,
+                    a.peak_reserved_bytes,
+                    present_inexact(b),
+                    present_inexact(a),
+                ),
                 end_allocated: Delta::new(b.end_allocated_bytes, a.end_allocated_bytes),
                 sites_at_peak: site_changes(&b.sites_at_peak, &a.sites_at_peak),
                 sites_at_end: site_changes(&b.sites_at_end, &a.sites_at_end),
@@ -505,6 +544,28 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn lower_bounds_keep_their_sign_and_bound_the_change() {
+        let m = 1u64 << 20;
+        assert_eq!(
+            Delta::new(100 * m, 150 * m).describe(),
+            "100.0 MiB -> 150.0 MiB (+50.0 MiB, +50.0%)"
+        );
+        assert_eq!(
+            Delta::bounded(100 * m, 150 * m, false, true).describe(),
+            "100.0 MiB -> >= 150.0 MiB (at least +50.0 MiB, +50.0%)"
+        );
+        assert_eq!(
+            Delta::bounded(100 * m, 150 * m, true, false).describe(),
+            ">= 100.0 MiB -> 150.0 MiB (at most +50.0 MiB, +50.0%)"
+        );
+        assert_eq!(
+            Delta::bounded(100 * m, 150 * m, true, true).describe(),
+            ">= 100.0 MiB -> >= 150.0 MiB (change unknown: both sides are lower bounds)"
+        );
+    }
+
     use super::*;
 
     fn sb(line: u32, bytes: u64) -> SiteBytes {
