@@ -503,7 +503,7 @@ fn device_report(
     // An OOM-retry loop that keeps its failed attempts alive is a finding of its own, and the
     // cause of the later OOMs it made.
     let retention = retry::find(snap, dev, tl);
-    leaks.extend(retention.finding(snap, dev));
+    leaks.extend(retention.finding(snap));
     let categories_at_dump = (!has_history && !dev.segments.is_empty())
         .then(|| categories::at_state_with(&mut classifier, snap, dev, &tl.end, None));
     let step_ends: Vec<u64> = steps

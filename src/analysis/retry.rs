@@ -18,6 +18,8 @@
 //! `except` block), or attempts with no user frame in common (no retry call to follow).
 //! What keeps the memory is inferred from the shape; a snapshot records no references.
 
+use std::rc::Rc;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::leaks::{Blame, Confidence, Extent, Leak, LeakKind};
@@ -103,9 +105,14 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Retention {
     if ooms.is_empty() || n == 0 {
         return Retention::default();
     }
-    let mut chains: HashMap<StackId, Vec<Link>> = HashMap::default();
-    let mut chain_of =
-        |s: StackId| -> Vec<Link> { chains.entry(s).or_insert_with(|| chain(snap, s)).clone() };
+    // One chain per stack, shared: asked for at every allocation of an attempt.
+    let mut chains: HashMap<StackId, Rc<[Link]>> = HashMap::default();
+    let mut chain_of = |s: StackId| -> Rc<[Link]> {
+        chains
+            .entry(s)
+            .or_insert_with(|| chain(snap, s).into())
+            .clone()
+    };
     // Per OOM k: where the next attempt is measured, the retry call's frames, and the first
     // event of the failed attempt.
     let mut measure: Vec<Option<usize>> = Vec::with_capacity(ooms.len());
@@ -265,7 +272,7 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Retention {
 
 impl Retention {
     /// The finding, when a failed attempt was retained.
-    pub fn finding(&self, snap: &Snapshot, dev: &Device) -> Option<Leak> {
+    pub fn finding(&self, snap: &Snapshot) -> Option<Leak> {
         let first = self.attempts.first()?;
         let last = self.attempts.last()?;
         let most = self.attempts.iter().max_by_key(|a| a.bytes)?;
@@ -327,6 +334,5 @@ impl Retention {
                 .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
                 .collect(),
         })
-        .filter(|_| !dev.events.is_empty())
     }
 }
