@@ -321,11 +321,7 @@ fn write_leak(
             l.count
         )?;
     } else {
-        let held = if l.extent.released() {
-            "at the growth's end"
-        } else {
-            "live"
-        };
+        let held = l.extent.held();
         writeln!(
             out,
             "  grows {} and {:.1} tensors per step over {} steps ({} .. {}, fit R² {:.2}); {} {held} in {} blocks",

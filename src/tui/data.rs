@@ -350,9 +350,9 @@ pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
         .unwrap_or_else(|| "(no stack)".into());
     // A released accumulation is not live at the end: its figure is the growth's peak.
     let held = if l.leak.extent.released() {
-        format!("at the growth's end ({})", l.leak.extent.label())
+        format!("{} ({})", l.leak.extent.held(), l.leak.extent.label())
     } else {
-        "live".to_owned()
+        l.leak.extent.held().to_owned()
     };
     format!(
         "leak ({}, {}) on cuda:{}: {} {held} in {} tensors, +{}/step over {} steps, from {site}",

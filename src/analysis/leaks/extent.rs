@@ -61,6 +61,15 @@ impl Extent {
             Extent::ReleasedEachEpoch => "released all at once each epoch",
         }
     }
+    /// What a finding's `live_bytes` is: alive at the end, or, for memory released before it,
+    /// the bytes at the growth's end.
+    pub fn held(self) -> &'static str {
+        if self.released() {
+            "at the growth's end"
+        } else {
+            "live"
+        }
+    }
     /// Whether the memory was freed before the capture's end (the finding is still an
     /// accumulation: its peak grows with the number of steps).
     pub fn released(self) -> bool {
