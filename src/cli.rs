@@ -374,6 +374,10 @@ pub struct DiffArgs {
     /// that file becomes Markdown by itself).
     #[arg(long, value_enum, default_value_t = DiffFormatArg::Text)]
     pub format: DiffFormatArg,
+    /// Compare captures that cannot be compared: a snapshot with a trace, or two programs
+    /// that share no source file (refused otherwise, exit 2).
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub color: ColorArg,
 }

@@ -399,7 +399,17 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
             ),
         }
     };
-    let mut d = memscope::check::diff::diff(&one(&args.before)?, &one(&args.after)?);
+    let (before, after) = (one(&args.before)?, one(&args.after)?);
+    if !args.force {
+        memscope::check::diff::comparable(&before, &after).with_context(|| {
+            format!(
+                "cannot compare {} with {}",
+                args.before.display(),
+                args.after.display()
+            )
+        })?;
+    }
+    let mut d = memscope::check::diff::diff(&before, &after);
     // The inputs as given on the command line (a baseline's entry keeps its stored path).
     d.before = args.before.display().to_string();
     d.after = args.after.display().to_string();

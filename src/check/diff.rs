@@ -345,6 +345,166 @@ pub struct Diff {
     pub steps: Vec<NamedDelta>,
     pub leaks: Vec<FindingChange>,
     pub graph_growth: Vec<FindingChange>,
+    /// What the diff could not compare, and which side lacks it: an empty section above
+    /// then means "not recorded", never "no change".
+    pub not_compared: Vec<NotCompared>,
+}
+
+/// A kind of fact a capture may or may not record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// Device memory at all (a profiler trace has it only with `profile_memory=True`).
+    DeviceMemory,
+    /// Live bytes by source line (a trace's memory events carry no stack).
+    SiteMemory,
+    /// Memory by category.
+    Categories,
+    /// Steps (a loop the analysis could cut the capture into).
+    Steps,
+    /// A leak judgement (enough steps, an event log).
+    Leaks,
+    /// The autograd graph's growth (traces with grad-mode ops and a backward).
+    GraphGrowth,
+}
+
+/// Which side lacks a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Missing {
+    Neither,
+    Before,
+    After,
+}
+
+/// One fact the diff could not compare.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NotCompared {
+    pub record: Record,
+    /// `neither`: no side records it; `before` / `after`: that side does not.
+    pub missing_in: Missing,
+}
+
+/// Why two captures are not compared (unless forced).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Incomparable {
+    /// A snapshot and a trace: exact allocator state against profiled steps without stacks.
+    #[error(
+        "the before side is a {before} and the after side a {after}: a snapshot holds the allocator's exact state and live bytes by line, a trace profiled steps without stacks, so their figures do not measure the same thing (--force compares them anyway)"
+    )]
+    Kinds { before: String, after: String },
+    /// Both sides name where their memory was allocated, and no source file is common: two
+    /// different programs, whose every line would read as new or gone.
+    #[error(
+        "the two captures share no source file: before allocates from {}, after from {}; they look like different programs, whose every line would read as new or gone (--force compares them anyway)",
+        .before.join(", "), .after.join(", ")
+    )]
+    UnrelatedPrograms {
+        /// Up to [`FILES_NAMED`] file names of each side.
+        before: Vec<String>,
+        after: Vec<String>,
+    },
+}
+
+/// How many file names an [`Incomparable::UnrelatedPrograms`] names per side.
+pub const FILES_NAMED: usize = 4;
+
+/// The source files (by name) a side's memory was allocated from, where the name identifies
+/// the program: a notebook cell's file (`ipykernel_*`, `<ipython-input-*>`) is named after
+/// its content and kernel, so it changes with any edit, and is left out.
+fn program_files(s: &InputSummary) -> BTreeSet<String> {
+    let sites = s
+        .devices
+        .iter()
+        .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
+        .filter_map(|x| x.site.as_ref())
+        .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()));
+    sites
+        .filter(|site| {
+            !(site.file.is_empty()
+                || site.file.contains("ipykernel_")
+                || site.file.starts_with("<ipython-input-")
+                || site.file.starts_with('<'))
+                && site.file.ends_with(".py")
+        })
+        .map(|site| {
+            site.file
+                .rsplit(['/', '\\'])
+                .next()
+                .unwrap_or(&site.file)
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Whether `before` and `after` can be compared: the same kind of capture and, where both
+/// name the Python files their memory came from, at least one file in common.
+pub fn comparable(before: &InputSummary, after: &InputSummary) -> Result<(), Incomparable> {
+    if before.kind != after.kind {
+        return Err(Incomparable::Kinds {
+            before: before.kind.clone(),
+            after: after.kind.clone(),
+        });
+    }
+    let (b, a) = (program_files(before), program_files(after));
+    if !b.is_empty() && !a.is_empty() && b.is_disjoint(&a) {
+        let few = |s: BTreeSet<String>| s.into_iter().take(FILES_NAMED).collect();
+        return Err(Incomparable::UnrelatedPrograms {
+            before: few(b),
+            after: few(a),
+        });
+    }
+    Ok(())
+}
+
+/// What neither side, or only one, records.
+fn not_compared(before: &InputSummary, after: &InputSummary) -> Vec<NotCompared> {
+    let memory = |s: &InputSummary| !s.devices.is_empty();
+    let sites = |s: &InputSummary| {
+        s.devices
+            .iter()
+            .any(|d| !d.sites_at_peak.is_empty() || !d.sites_at_end.is_empty())
+    };
+    let checks: [(Record, &dyn Fn(&InputSummary) -> bool); 6] = [
+        (Record::DeviceMemory, &memory),
+        (Record::SiteMemory, &|s| memory(s) && sites(s)),
+        (Record::Categories, &|s| s.categories.is_some()),
+        (Record::Steps, &|s| {
+            s.steps.as_ref().is_some_and(|v| !v.is_empty())
+        }),
+        (Record::Leaks, &|s| {
+            s.leaks.is_some() && s.leak_judgement.as_ref().is_none_or(|j| j.judged)
+        }),
+        (Record::GraphGrowth, &|s| {
+            s.graph_growth.is_some() && s.graph_not_judged.is_none()
+        }),
+    ];
+    let mut out = Vec::new();
+    for (record, has) in checks {
+        // Snapshots never hold an autograd graph: not a gap of either capture.
+        if record == Record::GraphGrowth && before.kind == "snapshot" && after.kind == "snapshot" {
+            continue;
+        }
+        let missing_in = match (has(before), has(after)) {
+            (true, true) => continue,
+            (false, false) => Missing::Neither,
+            (false, true) => Missing::Before,
+            (true, false) => Missing::After,
+        };
+        // Without device memory on either side, nothing below it is recorded either: one
+        // line says it.
+        if record != Record::DeviceMemory
+            && out.contains(&NotCompared {
+                record: Record::DeviceMemory,
+                missing_in: Missing::Neither,
+            })
+            && matches!(record, Record::SiteMemory | Record::Categories)
+        {
+            continue;
+        }
+        out.push(NotCompared { record, missing_in });
+    }
+    out
 }
 
 fn empty_device(label: &str) -> DeviceSummary {
@@ -539,6 +699,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
         steps,
         leaks,
         graph_growth,
+        not_compared: not_compared(before, after),
     }
 }
 

@@ -200,6 +200,10 @@ impl DiffFormat for DiffText {
             None if d.sites_recorded => {
                 writeln!(out, "LARGEST GROWTH none: no site holds more memory")?
             }
+            None if d.devices.is_empty() => writeln!(
+                out,
+                "LARGEST GROWTH unknown: neither side records device memory"
+            )?,
             None => writeln!(
                 out,
                 "LARGEST GROWTH unknown: neither side records memory by site (a profiler trace's memory events carry no stack)"
@@ -313,6 +317,48 @@ impl DiffFormat for DiffText {
                 )?;
             }
         }
-        Ok(())
+        write_not_compared(out, &st, &d.not_compared)
     }
+}
+
+/// What the diff could not compare, and why: an absent section is then never read as "no
+/// change".
+fn write_not_compared(
+    out: &mut dyn Write,
+    st: &Style,
+    v: &[crate::check::diff::NotCompared],
+) -> io::Result<()> {
+    use crate::check::diff::{Missing, Record};
+    if v.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", st.bold("NOT COMPARED"))?;
+    for n in v {
+        let what = match n.record {
+            Record::DeviceMemory => "device memory",
+            Record::SiteMemory => "memory by source line",
+            Record::Categories => "memory by category",
+            Record::Steps => "steps",
+            Record::Leaks => "leaks",
+            Record::GraphGrowth => "autograd graph growth",
+        };
+        let why = match n.record {
+            Record::DeviceMemory => "a profiler trace records it only with profile_memory=True",
+            Record::SiteMemory => "a profiler trace's memory events carry no stack",
+            Record::Categories => "categories need a snapshot's stacks",
+            Record::Steps => "no loop or profiler step was found",
+            Record::Leaks => "a leak judgement needs an event log with enough steps",
+            Record::GraphGrowth => {
+                "the autograd graph is read from a trace with grad-mode ops and a backward"
+            }
+        };
+        let side = match n.missing_in {
+            Missing::Neither => "neither side records it",
+            Missing::Before => "the before side does not record it",
+            Missing::After => "the after side does not record it",
+        };
+        writeln!(out, "  {what}: {side} ({why})")?;
+    }
+    Ok(())
 }
