@@ -5,6 +5,7 @@
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
 pub mod categories;
+pub mod figures;
 pub mod graph;
 pub mod leaks;
 pub mod loops;

@@ -597,26 +597,25 @@ const JS: &str = r#"
 "#;
 
 fn device_figures(out: &mut String, d: &DeviceReport) {
+    use crate::analysis::figures::Bound;
     let ob = |v: Option<u64>| v.map(bytes).unwrap_or_else(|| "—".into());
-    let pk = |v: Option<u64>, obs: u64| v.map(bytes).unwrap_or_else(|| format!("≥ {}", bytes(obs)));
+    out.push_str("<table><tr><th></th><th class=n>current</th><th class=n>peak</th></tr>");
+    for f in d.figures() {
+        let peak = match f.peak {
+            Bound::Exact(v) => bytes(v),
+            Bound::AtLeast(v) => format!("≥ {}", bytes(v)),
+            Bound::Unknown => "unknown".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=n>{}</td><td class=n>{peak}</td></tr>",
+            f.counter.name(),
+            f.current.map_or_else(|| "unknown".into(), bytes)
+        );
+    }
     let _ = write!(
         out,
-        "<table><tr><th></th><th class=n>current</th><th class=n>peak</th></tr>\
-<tr><td>allocated</td><td class=n>{}</td><td class=n>{}</td></tr>\
-<tr><td>active</td><td class=n>{}</td><td class=n>{}</td></tr>\
-<tr><td>reserved</td><td class=n>{}</td><td class=n>{}</td></tr>\
-<tr><td>requested</td><td class=n>{}</td><td class=n>{}</td></tr></table>\
-<p class=sub>{} reserved but free; largest free block {}; {} segments; {} events</p>",
-        bytes(d.allocated_bytes),
-        pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes),
-        ob(d.active_bytes),
-        pk(d.peak_active_bytes, d.observed_peak_allocated_bytes),
-        bytes(d.reserved_bytes),
-        pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes),
-        ob(d.requested_bytes),
-        d.peak_requested_bytes
-            .map(bytes)
-            .unwrap_or_else(|| "—".into()),
+        "</table><p class=sub>{} reserved but free; largest free block {}; {} segments; {} events</p>",
         bytes(d.free_reserved_bytes),
         ob(d.largest_free_block_bytes),
         d.segments.unwrap_or(0) + d.expandable_segments.unwrap_or(0),

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use super::style::Style;
 use super::{Format, Options};
 use crate::analysis::categories::Categories;
+use crate::analysis::figures::Bound;
 use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::model::frames::short_label;
@@ -15,10 +16,12 @@ use crate::units::bytes;
 
 pub struct Text;
 
-fn opt_bytes(v: Option<u64>, observed: u64) -> String {
-    match v {
-        Some(b) => bytes(b),
-        None => format!(">= {}", bytes(observed)),
+/// A peak as the text report writes it: exact, a lower bound (`>=`), or unknown.
+pub(crate) fn peak_words(b: Bound) -> String {
+    match b {
+        Bound::Exact(v) => bytes(v),
+        Bound::AtLeast(v) => format!(">= {}", bytes(v)),
+        Bound::Unknown => "unknown".into(),
     }
 }
 
@@ -105,42 +108,15 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         "current",
         if d.peak_exact { "peak" } else { "peak (seen)" }
     )?;
-    let rows = [
-        (
-            "allocated",
-            Some(d.allocated_bytes),
-            d.peak_allocated_bytes,
-            d.observed_peak_allocated_bytes,
-        ),
-        (
-            "active",
-            d.active_bytes,
-            d.peak_active_bytes,
-            d.observed_peak_allocated_bytes
-                .max(d.active_bytes.unwrap_or(0)),
-        ),
-        (
-            "reserved",
-            (!d.reserved_unknown).then_some(d.reserved_bytes),
-            d.peak_reserved_bytes,
-            d.observed_peak_reserved_bytes,
-        ),
-        (
-            "requested",
-            d.requested_bytes,
-            d.peak_requested_bytes,
-            d.observed_peak_requested_bytes
-                .max(d.requested_bytes.unwrap_or(0)),
-        ),
-    ];
-    for (name, cur, peak, seen) in rows {
-        let Some(cur) = cur else { continue };
-        let p = if !d.has_history {
-            "unknown".to_string()
-        } else {
-            opt_bytes(peak, seen)
-        };
-        writeln!(out, "  {:<12} {:>12} {:>14}", name, bytes(cur), p)?;
+    for f in d.figures() {
+        let Some(cur) = f.current else { continue };
+        writeln!(
+            out,
+            "  {:<12} {:>12} {:>14}",
+            f.counter.name(),
+            bytes(cur),
+            peak_words(f.peak)
+        )?;
     }
     if let (Some(largest), Some(split), Some(segments)) = (
         d.largest_free_block_bytes,

@@ -30,21 +30,16 @@ impl Widget for OverviewView<'_> {
             "events".to_owned(),
         ]];
         for d in &a.devices {
-            let pk = |p: Option<u64>, obs: u64| {
-                p.map(bytes).unwrap_or_else(|| format!("≥{}", bytes(obs)))
+            use crate::analysis::figures::{Bound, Counter};
+            let pk = |c: Counter| match d.figure(c).peak {
+                Bound::Exact(v) => bytes(v),
+                Bound::AtLeast(v) => format!("≥{}", bytes(v)),
+                Bound::Unknown => "unknown".into(),
             };
             rows.push(vec![
                 format!("cuda:{}", d.device),
-                format!(
-                    "{} / {}",
-                    bytes(d.allocated_bytes),
-                    pk(d.peak_allocated_bytes, d.observed_peak_allocated_bytes)
-                ),
-                format!(
-                    "{} / {}",
-                    bytes(d.reserved_bytes),
-                    pk(d.peak_reserved_bytes, d.observed_peak_reserved_bytes)
-                ),
+                format!("{} / {}", bytes(d.allocated_bytes), pk(Counter::Allocated)),
+                format!("{} / {}", bytes(d.reserved_bytes), pk(Counter::Reserved)),
                 format!(
                     "{} / {}",
                     bytes(d.free_reserved_bytes),

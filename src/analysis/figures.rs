@@ -1,0 +1,105 @@
+//! A device's counters as every view shows them: the current value and the peak, with the
+//! peak's standing (exact, a lower bound, or unknown) decided here once.
+//!
+//! The text report, the HTML report and the TUI each used to pick between a peak and the
+//! highest value seen in the log on their own; they disagreed (the HTML showed an `active`
+//! peak of "≥ 23.2 GiB" under a current 23.8 GiB, where the text said "unknown"). Every view
+//! now reads [`DeviceReport::figures`].
+
+use super::DeviceReport;
+
+/// One of the allocator's byte counters (`torch.cuda.memory_stats()` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    Allocated,
+    Active,
+    Reserved,
+    Requested,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 4] = [
+        Counter::Allocated,
+        Counter::Active,
+        Counter::Reserved,
+        Counter::Requested,
+    ];
+
+    /// The counter's name, as `memory_stats()` spells it (without `_bytes`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Allocated => "allocated",
+            Counter::Active => "active",
+            Counter::Reserved => "reserved",
+            Counter::Requested => "requested",
+        }
+    }
+}
+
+/// What the capture says about a peak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "bytes")]
+pub enum Bound {
+    /// The log starts from an empty allocator: the replay saw the true peak.
+    Exact(u64),
+    /// The highest value seen (in the log, or now): the true peak may be higher, never lower.
+    AtLeast(u64),
+    /// The capture records nothing of this counter.
+    Unknown,
+}
+
+/// One counter of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Figure {
+    pub counter: Counter,
+    /// `None`: the capture does not record this counter (a trace's active or requested
+    /// bytes, a torch 1.9 trace's reserved bytes).
+    pub current: Option<u64>,
+    pub peak: Bound,
+}
+
+impl DeviceReport {
+    /// One counter: its current value, and its peak where known, else the highest value seen
+    /// (which includes the current one, so a bound is never below what the dump holds).
+    pub fn figure(&self, counter: Counter) -> Figure {
+        let (current, peak, seen) = match counter {
+            Counter::Allocated => (
+                Some(self.allocated_bytes),
+                self.peak_allocated_bytes,
+                self.observed_peak_allocated_bytes,
+            ),
+            // Active includes allocated: the allocated bytes seen bound the active peak too.
+            Counter::Active => (
+                self.active_bytes,
+                self.peak_active_bytes,
+                self.observed_peak_allocated_bytes,
+            ),
+            Counter::Reserved => (
+                (!self.reserved_unknown).then_some(self.reserved_bytes),
+                self.peak_reserved_bytes,
+                self.observed_peak_reserved_bytes,
+            ),
+            Counter::Requested => (
+                self.requested_bytes,
+                self.peak_requested_bytes,
+                self.observed_peak_requested_bytes,
+            ),
+        };
+        let peak = match (peak, current) {
+            (Some(p), _) => Bound::Exact(p),
+            (None, Some(c)) => Bound::AtLeast(seen.max(c)),
+            (None, None) => Bound::Unknown,
+        };
+        Figure {
+            counter,
+            current,
+            peak,
+        }
+    }
+
+    /// The four counters, in [`Counter::ALL`]'s order.
+    pub fn figures(&self) -> [Figure; 4] {
+        Counter::ALL.map(|c| self.figure(c))
+    }
+}
