@@ -32,6 +32,7 @@ struct Capture {
     oom: Option<bool>,
     pre_recording_bytes: Option<u64>,
     peak_allocated_bytes: Option<u64>,
+    weight_bytes: Option<u64>,
     /// The `why_*` sentences; anything else here is a typo in a field name.
     #[serde(flatten)]
     rest: BTreeMap<String, toml::Value>,
@@ -450,31 +451,46 @@ fn oom_only_where_recorded() {
     memscope_no_shared,
     ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
 )]
-fn no_gradient_bytes_where_no_backward_ran() {
+fn no_gradient_or_activation_bytes_where_no_backward_ran() {
     let mut f = Failures::new();
     let mut checked = 0;
     for (c, a, _) in snapshots() {
         if c.expect.backward_ran != Some(false) {
             continue;
         }
-        let mut cats: Vec<(String, u64)> = Vec::new();
+        // (where, gradient bytes, activation bytes): with no backward, nothing was saved for
+        // one (a forward's kept memory is outputs, a KV cache, or temporaries).
+        let mut cats: Vec<(String, u64, u64)> = Vec::new();
         if let Some(r) = &a.categories {
-            cats.push((format!("report ({})", r.at), r.categories.gradient));
+            let k = &r.categories;
+            cats.push((format!("report ({})", r.at), k.gradient, k.activation));
         }
         for d in &a.devices {
-            if let Some(p) = &d.categories_at_peak {
-                cats.push((format!("cuda:{} at peak", d.device), p.gradient));
+            for (at, k) in [
+                ("at peak", &d.categories_at_peak),
+                ("at the dump", &d.categories_at_dump),
+            ] {
+                if let Some(k) = k {
+                    cats.push((format!("cuda:{} {at}", d.device), k.gradient, k.activation));
+                }
             }
             for o in &d.ooms {
-                if let Some(oc) = &o.categories {
-                    cats.push((format!("cuda:{} at OOM {}", d.device, o.event), oc.gradient));
+                if let Some(k) = &o.categories {
+                    let at = format!("cuda:{} at OOM {}", d.device, o.event);
+                    cats.push((at, k.gradient, k.activation));
                 }
             }
         }
-        for (at, g) in cats {
+        for (at, g, act) in cats {
             checked += 1;
             f.check(g == 0, || {
                 format!("{}: {g} B of gradients {at}, but no backward ran", c.rel)
+            });
+            f.check(act == 0, || {
+                format!(
+                    "{}: {act} B of activations {at}, but no backward ran",
+                    c.rel
+                )
             });
         }
     }
@@ -730,4 +746,40 @@ fn torch19_trace_gives_steps_and_memory() {
     );
     assert_eq!(steps_found(a), steps, "{rel}: steps with memory figures");
     assert_eq!(a.graph.as_ref().map(|g| g.steps), Some(steps), "{rel}");
+}
+
+/// Weights named from the function that loaded them (issue 23): a snapshot whose blocks were
+/// all made under a weight loader (`init_weight`, `from_pretrained`, ...) shows them as
+/// parameters, not `other`.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn weights_are_named_from_their_loader() {
+    let mut f = Failures::new();
+    let mut checked = 0;
+    for (c, a, _) in snapshots() {
+        let Some(want) = c.expect.weight_bytes else {
+            continue;
+        };
+        checked += 1;
+        let got: u64 = a
+            .devices
+            .iter()
+            .filter_map(|d| {
+                d.categories_at_dump
+                    .as_ref()
+                    .or(d.categories_at_peak.as_ref())
+            })
+            .map(|k| k.parameter)
+            .sum();
+        f.check(got == want, || {
+            format!("{}: {got} B of parameters, the loader made {want} B", c.rel)
+        });
+    }
+    f.check(checked > 0 || cases().is_none(), || {
+        "no corpus capture states its weight bytes".into()
+    });
+    f.done("weights");
 }

@@ -8,8 +8,10 @@
 //! `other` is kept honest rather than guessed into. What each rule rests on:
 //!
 //! - optimizer state / temporaries: a `torch/optim/` frame; alive past its step or not.
-//! - parameters: `Module._apply` (`.to()`, `.cuda()`) or `nn.Parameter` frames; or a native-only
-//!   stack before the first forward pass that shows no backward.
+//! - parameters: `Module._apply` (`.to()`, `.cuda()`) or `nn.Parameter` frames; a function that
+//!   loads or initialises weights (`init_weight*`, `load_state_dict`, `from_pretrained`), where
+//!   the block outlives it; or a native-only stack before the first forward pass that shows no
+//!   backward.
 //! - gradients: only where a backward ran. The evidence is a frame of autograd's engine or a
 //!   generated backward node in a C++ stack (`Engine::evaluate_function`, `BmmBackward0::apply`),
 //!   the Python entry of a backward (`Tensor.backward`, `torch.autograd.backward`/`grad`,
@@ -172,6 +174,7 @@ const R_OPTIM_TMP: &str =
     "allocated under torch/optim and freed within its step: optimizer temporaries";
 const R_APPLY: &str =
     "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
+const R_WEIGHTS: &str = "allocated under a function that loads or initialises weights (init_weight*, load_state_dict, from_pretrained, ...) and not freed: parameters (weights)";
 const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame and no backward in its stack: taken as parameters (weights loaded or created natively)";
 const R_GRAD: &str = "allocated in a backward pass (autograd engine or backward-node frames, a backward() entry point, or no stack at all after a backward() call in the log: autograd's engine thread records no Python frames) and alive past its step: gradients";
 const R_NATIVE: &str = "allocated with no Python frame outside any backward pass (no backward() call before it in the log, no autograd engine frame): native work such as workspaces or communication buffers";
@@ -221,7 +224,21 @@ struct Facts {
     /// An autograd node releasing what it saved for backward (`…Backward0::release_variables`):
     /// the graph torn down (after its backward, or as an OOM's exception destroyed it).
     release: bool,
+    /// A frame of a function that loads or initialises weights ([`WEIGHT_FUNCTIONS`]).
+    weights: bool,
 }
+
+/// Prefixes of function names (lower case) that load or initialise a model's weights, in
+/// torch, transformers and hand-written loaders (FlexGen's `init_weight_list`).
+const WEIGHT_FUNCTIONS: [&str; 7] = [
+    "init_weight",
+    "init_all_weights",
+    "load_weight",
+    "load_state_dict",
+    "_load_state_dict",
+    "from_pretrained",
+    "load_pretrained",
+];
 
 fn facts(stacks: &Stacks, s: StackId) -> Facts {
     let mut f = Facts {
@@ -235,6 +252,10 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
             f.python = true;
             let (file, name) = (stacks.str(fr.file), stacks.str(fr.name));
             let file_name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            let lower = name.to_ascii_lowercase();
+            if WEIGHT_FUNCTIONS.iter().any(|w| lower.starts_with(w)) {
+                f.weights = true;
+            }
             if (file_name.to_ascii_lowercase().contains("cache")
                 || name.to_ascii_lowercase().contains("cache"))
                 && !name.contains("lru_cache")
@@ -458,6 +479,8 @@ impl Classifier {
                     (Category::OptimizerState, R_OPTIM)
                 } else if f.apply {
                     (Category::Parameter, R_APPLY)
+                } else if f.weights && !f.backward {
+                    (Category::Parameter, R_WEIGHTS)
                 } else if f.backward {
                     (Category::Gradient, R_DUMP_GRAD)
                 } else if f.empty {
@@ -487,6 +510,8 @@ impl Classifier {
                     (Category::OptimizerState, R_OPTIM)
                 } else if f.apply {
                     (Category::Parameter, R_APPLY)
+                } else if f.weights && !f.backward {
+                    (Category::Parameter, R_WEIGHTS)
                 } else if f.backward {
                     (Category::Gradient, R_PRE_GRAD)
                 } else if f.empty {
@@ -514,6 +539,8 @@ impl Classifier {
                     }
                 } else if f.apply {
                     (Category::Parameter, R_APPLY)
+                } else if f.weights && !backward && survives {
+                    (Category::Parameter, R_WEIGHTS)
                 } else if !backward && !f.python && a < self.first_forward {
                     (Category::Parameter, R_EARLY_NATIVE)
                 } else if backward {
