@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod check;
+pub mod escape;
 pub mod load;
 pub mod model;
 pub mod report;

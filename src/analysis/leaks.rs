@@ -27,7 +27,8 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::analysis::loops;
 use crate::analysis::replay::{round_size, Timeline};
 use crate::analysis::sites::Site;
-use crate::analysis::steps::{self, ModelCode, Step};
+use crate::analysis::steps::{self, Step};
+use crate::model::model_code::ModelCode;
 use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks, Sym};
 use crate::units::bytes;
 

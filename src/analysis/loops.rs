@@ -642,7 +642,7 @@ fn last_iteration(
 /// they allocate before the next one starts (temporaries).
 pub(crate) fn working(
     dev: &Device,
-    model: &super::steps::ModelCode,
+    model: &crate::model::model_code::ModelCode,
     starts: &[usize],
     end: usize,
 ) -> bool {

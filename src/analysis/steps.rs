@@ -30,7 +30,8 @@ use std::ops::Range;
 
 use crate::analysis::loops::{self, LoopSite};
 use crate::analysis::replay::Timeline;
-use crate::model::{Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+use crate::model::model_code::ModelCode;
+use crate::model::{Device, EventIdx, Snapshot};
 
 /// Where a step's bounds came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -560,45 +561,10 @@ fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize], last: loops
     });
 }
 
-/// Which stacks run model code (the test that a loop is a model loop).
-pub(crate) struct ModelCode<'a> {
-    stacks: &'a Stacks,
-    memo: std::cell::RefCell<HashMap<StackId, bool>>,
-}
-
-impl<'a> ModelCode<'a> {
-    pub(crate) fn new(stacks: &'a Stacks) -> Self {
-        ModelCode {
-            stacks,
-            memo: Default::default(),
-        }
-    }
-    pub(crate) fn is_model(&self, s: StackId) -> bool {
-        if let Some(&v) = self.memo.borrow().get(&s) {
-            return v;
-        }
-        // A module call (not `Module._apply`, which moves parameters once), autograd, or the
-        // optimizer.
-        let v = self.stacks.frames(s).iter().any(|&f| {
-            let fr = self.stacks.frame(f);
-            fr.kind == FrameKind::Torch && {
-                let file = self.stacks.str(fr.file);
-                let name = self.stacks.str(fr.name);
-                (file.contains("torch/nn/modules/") && matches!(name, "forward" | "_call_impl"))
-                    || file.contains("torch/autograd/")
-                    || file.contains("torch/optim/")
-                    || (file.ends_with("torch/_tensor.py") && name == "backward")
-            }
-        });
-        self.memo.borrow_mut().insert(s, v);
-        v
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Action, AllocatorSettings, Event, Layout};
+    use crate::model::{Action, AllocatorSettings, Event, Layout, StackId, Stacks};
 
     fn ev(action: Action, addr: u64, size: u64, stack: StackId, t: i64) -> Event {
         Event {

@@ -465,7 +465,8 @@ fn not_compared(before: &InputSummary, after: &InputSummary) -> Vec<NotCompared>
             .iter()
             .any(|d| !d.sites_at_peak.is_empty() || !d.sites_at_end.is_empty())
     };
-    let checks: [(Record, &dyn Fn(&InputSummary) -> bool); 6] = [
+    type Has<'a> = &'a dyn Fn(&InputSummary) -> bool;
+    let checks: [(Record, Has); 6] = [
         (Record::DeviceMemory, &memory),
         (Record::SiteMemory, &|s| memory(s) && sites(s)),
         (Record::Categories, &|s| s.categories.is_some()),

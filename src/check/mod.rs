@@ -29,7 +29,8 @@ use crate::units;
 pub use config::{CheckConfig, FailOn};
 pub use ranks::{Imbalance, RankGroup, RankRow};
 pub use rules::{Measurable, Rule};
-pub use summary::{summarize, Baseline, InputSummary, BASELINE_SCHEMA};
+pub use summary::{Baseline, InputSummary, BASELINE_SCHEMA};
+pub use typed::summarize;
 
 /// `/2`: per-run rank groups (`groups`) replace `/1`'s `ranks` and `imbalance`, and leak
 /// rules SKIP where the capture cannot support a judgement.

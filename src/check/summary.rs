@@ -375,7 +375,7 @@ fn one_line_strings(v: &mut Value) {
     while let Some(v) = todo.pop() {
         match v {
             Value::String(s) => {
-                if let std::borrow::Cow::Owned(o) = crate::report::escape::one_line(s) {
+                if let std::borrow::Cow::Owned(o) = crate::escape::one_line(s) {
                     *s = o;
                 }
             }
@@ -386,7 +386,7 @@ fn one_line_strings(v: &mut Value) {
                 {
                     let old = std::mem::take(m);
                     for (k, x) in old {
-                        m.insert(crate::report::escape::one_line(&k).into_owned(), x);
+                        m.insert(crate::escape::one_line(&k).into_owned(), x);
                     }
                 }
                 todo.extend(m.values_mut());
@@ -395,8 +395,6 @@ fn one_line_strings(v: &mut Value) {
         }
     }
 }
-
-pub use super::typed::summarize;
 
 #[cfg(test)]
 mod tests {

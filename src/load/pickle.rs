@@ -1520,7 +1520,7 @@ impl<'a> Arena<'a> {
                     .take(6)
                     .map(|(k, _)| {
                         self.str_prefix(*k, 40)
-                            .map(|s| crate::report::escape::one_line(&s).into_owned())
+                            .map(|s| crate::escape::one_line(&s).into_owned())
                             .unwrap_or_else(|| k.kind().to_string())
                     })
                     .collect();

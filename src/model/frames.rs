@@ -267,9 +267,8 @@ impl Stacks {
             return id;
         }
         let id = Sym(self.strings.len() as u32);
-        // A name is one line in every output (see `report::escape`).
-        self.strings
-            .push(crate::report::escape::one_line(s).into_owned());
+        // A name is one line in every output (see `crate::escape`).
+        self.strings.push(crate::escape::one_line(s).into_owned());
         self.string_ids.insert(s.to_owned(), id);
         id
     }

@@ -7,6 +7,7 @@
 //! comparison. The model owns its strings, so it outlives the mapped input file.
 
 pub mod frames;
+pub mod model_code;
 pub mod trace;
 
 pub use frames::{Frame, FrameId, FrameKind, Site, StackId, Stacks, Sym};

@@ -753,7 +753,7 @@ impl TraceBuilder {
         self.step_numbers.insert(number, self.trace.steps.len());
         self.trace.steps.push(Step {
             number,
-            name: crate::report::escape::one_line(name).into_owned(),
+            name: crate::escape::one_line(name).into_owned(),
             ts,
             dur: dur.max(0.0),
             tid,
@@ -762,7 +762,7 @@ impl TraceBuilder {
 
     pub fn add_annotation(&mut self, name: &str, ts: f64, dur: f64, tid: Tid) {
         self.trace.annotations.push(Annotation {
-            name: crate::report::escape::one_line(name).into_owned(),
+            name: crate::escape::one_line(name).into_owned(),
             ts,
             dur: dur.max(0.0),
             tid,

@@ -8,7 +8,7 @@ pub mod check;
 pub mod check_github;
 pub mod check_junit;
 pub mod check_text;
-pub mod escape;
+pub use crate::escape;
 pub mod flamegraph;
 pub mod html;
 pub mod json;

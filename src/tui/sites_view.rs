@@ -13,7 +13,6 @@ use super::data::Data;
 use super::layout::{list_offset, sites_list_area, sites_narrow};
 use super::sites::{short, Row, SiteNode, SortBy};
 use super::snapshot_mode::Cursor;
-use super::views::at_label;
 use super::widgets::{bold, dim, put, sel_style};
 use crate::model::{FrameKind, Stacks};
 use crate::units::bytes;
@@ -208,5 +207,20 @@ fn short_path(label: &str) -> String {
     match label.split_once(' ') {
         Some((first, rest)) => format!("{} {rest}", short(first)),
         None => short(label).to_owned(),
+    }
+}
+
+/// Whether the snapshot holds no allocation log at all (only the state at the dump).
+pub(crate) fn no_log(data: &Data) -> bool {
+    data.snap.devices.iter().all(|d| d.events.is_empty())
+}
+
+/// Where the state shown is taken: after an event, before the log's first one, or at the dump
+/// of a capture that has no log (which has no "before").
+pub(crate) fn at_label(cache: &Cursor, data: &Data) -> String {
+    match cache.event {
+        Some(e) => format!("after event {e}"),
+        None if no_log(data) => "at the dump (no allocation log)".to_owned(),
+        None => "before the log".to_owned(),
     }
 }

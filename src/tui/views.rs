@@ -20,6 +20,7 @@ use super::data::Data;
 use super::overview::OverviewView;
 use super::sites::{short, short_cpp};
 pub use super::sites_view::SitesView;
+use super::sites_view::{at_label, no_log};
 use super::snapshot_mode::{leak_items, Cursor, SnapshotMode};
 use super::timeline::TimelineView;
 use crate::analysis::categories::Category;
@@ -466,21 +467,6 @@ impl SnapshotMode {
             View::Leaks => LeaksView(&self.leaks, &self.data).render(area, buf),
             View::Steps | View::Graph => {}
         }
-    }
-}
-
-/// Whether the snapshot holds no allocation log at all (only the state at the dump).
-fn no_log(data: &Data) -> bool {
-    data.snap.devices.iter().all(|d| d.events.is_empty())
-}
-
-/// Where the state shown is taken: after an event, before the log's first one, or at the dump
-/// of a capture that has no log (which has no "before").
-pub(super) fn at_label(cache: &Cursor, data: &Data) -> String {
-    match cache.event {
-        Some(e) => format!("after event {e}"),
-        None if no_log(data) => "at the dump (no allocation log)".to_owned(),
-        None => "before the log".to_owned(),
     }
 }
 
