@@ -530,7 +530,7 @@ fn device_report(
                     for r in d
                         .remedies
                         .iter_mut()
-                        .filter(|r| r.action.contains("expandable_segments:True"))
+                        .filter(|r| r.kind == oom::RemedyKind::ExpandableSegments)
                     {
                         r.assessment = a.clone();
                     }

@@ -43,8 +43,32 @@ impl Cause {
 /// One remedy and the judgement of whether it would help here.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Remedy {
+    /// What the remedy is, for code that acts on it (never its words).
+    pub kind: RemedyKind,
     pub action: String,
     pub assessment: String,
+}
+
+/// The remedies an OOM diagnosis can propose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemedyKind {
+    /// `expandable_segments` was on already: what it could not do here.
+    ExpandableAlreadyOn,
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+    ExpandableSegments,
+    /// `PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N>`.
+    MaxSplitSize,
+    /// Allocate long-lived tensors first, or free interleaved ones together.
+    ReorderAllocations,
+    /// Fix what keeps tensors alive across steps.
+    FixLeak,
+    /// A smaller batch or sequence, checkpointing, mixed precision.
+    ReduceWorkload,
+    /// Chunk the operation that made one large request.
+    SplitRequest,
+    /// Leave the `except` block before retrying; do not store the exception.
+    ReleaseFailedAttempt,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -131,6 +155,7 @@ pub fn diagnose(
             let exp_helps = o.free_whole_pages_bytes >= o.rounded_bytes;
             if settings.expandable_segments == Some(true) {
                 remedies.push(Remedy {
+ kind: RemedyKind::ExpandableAlreadyOn,
                     action: "expandable_segments is already on".into(),
                     assessment: format!(
                         "it could not help here: only {} of the free memory lies in whole {unit} mapping units that could be unmapped and reused; reorder or pad allocations so short- and long-lived tensors do not interleave",
@@ -139,6 +164,7 @@ pub fn diagnose(
                 });
             } else {
                 remedies.push(Remedy {
+ kind: RemedyKind::ExpandableSegments,
                     action: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
                     assessment: if exp_helps {
                         format!(
@@ -159,10 +185,12 @@ pub fn diagnose(
                 "keeps cached blocks above the limit from being split by smaller requests; it helps when large blocks get carved up, at the cost of more reserved memory"
             };
             remedies.push(Remedy {
+                kind: RemedyKind::MaxSplitSize,
                 action: "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N>".into(),
                 assessment: split_note.into(),
             });
             remedies.push(Remedy {
+ kind: RemedyKind::ReorderAllocations,
                 action: "allocate long-lived tensors first, or free interleaved short- and long-lived tensors together".into(),
                 assessment: "removes the holes at their source: here live blocks sit between free ones in the same segments".into(),
             });
@@ -181,6 +209,7 @@ pub fn diagnose(
                 .map(|s| format!(" at {}:{}", s.file, s.line))
                 .unwrap_or_default();
             remedies.push(Remedy {
+ kind: RemedyKind::FixLeak,
                 action: "fix what keeps tensors alive across steps (see the leak finding): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing".into(),
                 assessment: format!(
                     "{} per step accumulated{at} until the OOM; a bigger GPU or a smaller batch only delays it",
@@ -198,6 +227,7 @@ pub fn diagnose(
         Cause::Capacity => {
             let left = free_reserved.saturating_add(o.device_free_bytes.unwrap_or(0));
             remedies.push(Remedy {
+ kind: RemedyKind::ReduceWorkload,
                 action: "reduce the batch size or sequence length, use activation checkpointing or mixed precision".into(),
                 assessment: format!(
                     "the workload needed more than was available: {} allocated when a further {} was requested",
@@ -207,6 +237,7 @@ pub fn diagnose(
             });
             if o.rounded_bytes > c.allocated / 2 {
                 remedies.push(Remedy {
+                    kind: RemedyKind::SplitRequest,
                     action: "split the large request (chunk the operation)".into(),
                     assessment: format!(
                         "one request of {} is large next to the {} in use",
@@ -261,6 +292,7 @@ pub fn retained_attempts(d: &mut Diagnosis, o: &OomFacts, retained: u64) {
     d.remedies.insert(
         0,
         Remedy {
+            kind: RemedyKind::ReleaseFailedAttempt,
             action: "leave the `except` block before retrying, and do not store the exception"
                 .into(),
             assessment: format!(
