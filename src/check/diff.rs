@@ -13,13 +13,49 @@ use crate::units;
 
 pub const DIFF_SCHEMA: &str = "memscope.diff/1";
 
+/// How a site (or a finding) changed from one capture to the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteStatus {
+    /// Only after.
+    New,
+    /// Only before.
+    Gone,
+    Grown,
+    Shrunk,
+    /// The same code at another line.
+    Moved,
+    Same,
+}
+
+impl SiteStatus {
+    pub fn word(self) -> &'static str {
+        match self {
+            SiteStatus::New => "new",
+            SiteStatus::Gone => "gone",
+            SiteStatus::Grown => "grown",
+            SiteStatus::Shrunk => "shrunk",
+            SiteStatus::Moved => "moved",
+            SiteStatus::Same => "same",
+        }
+    }
+}
+
+/// Which captures hold a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Presence {
+    Both,
+    BeforeOnly,
+    AfterOnly,
+}
+
 /// How one site's live bytes changed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SiteChange {
     /// The site (after; before for a `gone` one).
     pub site: Option<Site>,
-    /// `new`, `gone`, `grown`, `shrunk`, `moved` (the same code at another line), `same`.
-    pub status: &'static str,
+    pub status: SiteStatus,
     /// For a `moved` site: where it was before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<Site>,
@@ -49,7 +85,7 @@ impl SiteChange {
         format!(
             "{} {} {} ({} -> {}){}",
             units::signed_bytes(self.delta_bytes),
-            self.status,
+            self.status.word(),
             site,
             b(self.before_bytes),
             b(self.after_bytes),
@@ -197,16 +233,16 @@ pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange
             let delta = ab.unwrap_or(0) as i64 - bb.unwrap_or(0) as i64;
             let moved = matches!((b, a), (Some(b), Some(a)) if b.site != a.site);
             let status = match (bb, ab) {
-                (None, Some(_)) => "new",
-                (Some(_), None) => "gone",
-                _ if moved => "moved",
-                _ if delta > 0 => "grown",
-                _ if delta < 0 => "shrunk",
-                _ => "same",
+                (None, Some(_)) => SiteStatus::New,
+                (Some(_), None) => SiteStatus::Gone,
+                _ if moved => SiteStatus::Moved,
+                _ if delta > 0 => SiteStatus::Grown,
+                _ if delta < 0 => SiteStatus::Shrunk,
+                _ => SiteStatus::Same,
             };
             let below_top = match status {
-                "new" => before.len() >= TOP_SITES,
-                "gone" => after.len() >= TOP_SITES,
+                SiteStatus::New => before.len() >= TOP_SITES,
+                SiteStatus::Gone => after.len() >= TOP_SITES,
                 _ => false,
             };
             SiteChange {
@@ -219,7 +255,7 @@ pub fn site_changes(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<SiteChange
                 below_top,
             }
         })
-        .filter(|c| c.delta_bytes != 0 || c.status == "moved")
+        .filter(|c| c.delta_bytes != 0 || c.status == SiteStatus::Moved)
         .collect();
     out.sort_by(|x, y| {
         y.delta_bytes
@@ -295,8 +331,7 @@ impl Delta {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceDiff {
     pub device: String,
-    /// `both`, `before_only`, `after_only`.
-    pub presence: &'static str,
+    pub presence: Presence,
     pub peak_allocated: Delta,
     pub peak_reserved: Delta,
     pub end_allocated: Delta,
@@ -316,7 +351,7 @@ pub struct NamedDelta {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FindingChange {
     /// `new` (only after) or `gone` (only before).
-    pub status: &'static str,
+    pub status: SiteStatus,
     pub kind: String,
     pub site: Option<Site>,
     /// Bytes per step for leaks, nodes per step for graph growth.
@@ -561,9 +596,9 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
         .map(|l| {
             let (b, a) = (before.device(l), after.device(l));
             let presence = match (b, a) {
-                (Some(_), Some(_)) => "both",
-                (Some(_), None) => "before_only",
-                _ => "after_only",
+                (Some(_), Some(_)) => Presence::Both,
+                (Some(_), None) => Presence::BeforeOnly,
+                _ => Presence::AfterOnly,
             };
             let e = empty_device(l);
             let (b, a) = (b.unwrap_or(&e), a.unwrap_or(&e));
@@ -658,7 +693,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             |x, y| x.kind == y.kind && same_code(&x.site, &y.site),
             |l| &l.site,
         );
-        for (status, v) in [("new", new), ("gone", gone)] {
+        for (status, v) in [(SiteStatus::New, new), (SiteStatus::Gone, gone)] {
             for l in v {
                 leaks.push(FindingChange {
                     status,
@@ -677,7 +712,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             |x, y| x.op == y.op && same_code(&x.site, &y.site),
             |g| &g.site,
         );
-        for (status, v) in [("new", new), ("gone", gone)] {
+        for (status, v) in [(SiteStatus::New, new), (SiteStatus::Gone, gone)] {
             for g in v {
                 graph_growth.push(FindingChange {
                     status,
@@ -748,13 +783,17 @@ mod tests {
         let before = [sb(1, 100), sb(2, 50), sb(3, 10)];
         let after = [sb(1, 100), sb(2, 20), sb(4, 500)];
         let c = site_changes(&before, &after);
-        let got: Vec<(u32, &str, i64)> = c
+        let got: Vec<(u32, SiteStatus, i64)> = c
             .iter()
             .map(|c| (c.site.as_ref().unwrap().line, c.status, c.delta_bytes))
             .collect();
         assert_eq!(
             got,
-            vec![(4, "new", 500), (2, "shrunk", -30), (3, "gone", -10)]
+            vec![
+                (4, SiteStatus::New, 500),
+                (2, SiteStatus::Shrunk, -30),
+                (3, SiteStatus::Gone, -10)
+            ]
         );
         assert!(c[0].describe().starts_with("+500 B new train.py:4 in step"));
     }

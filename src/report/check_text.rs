@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use super::check::{CheckFormat, DiffFormat};
 use super::style::Style;
 use super::Options;
-use crate::check::diff::{Diff, SiteChange};
+use crate::check::diff::{Diff, Presence, SiteChange};
 use crate::check::{CheckReport, RuleResult, Status};
 use crate::units::bytes;
 
@@ -212,9 +212,9 @@ impl DiffFormat for DiffText {
         for dev in &d.devices {
             writeln!(out)?;
             let presence = match dev.presence {
-                "before_only" => " (only before)",
-                "after_only" => " (only after)",
-                _ => "",
+                Presence::BeforeOnly => " (only before)",
+                Presence::AfterOnly => " (only after)",
+                Presence::Both => "",
             };
             writeln!(
                 out,
@@ -311,7 +311,7 @@ impl DiffFormat for DiffText {
                 writeln!(
                     out,
                     "  {:<4} {} at {site} ({})",
-                    f.status,
+                    f.status.word(),
                     f.kind,
                     unit.format(f.per_step)
                 )?;
