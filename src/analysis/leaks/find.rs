@@ -1,0 +1,760 @@
+//! Finding the leaks of one device: the candidates whose survivors grow along a straight line,
+//! the second pass that gathers their survivors' details, the evidence the rules judge, and the
+//! grouping of sites that grow together into one finding.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// A site whose survivors grew, before grouping.
+#[derive(Clone, Debug)]
+pub(super) struct Candidate {
+    pub(super) site: SiteId,
+    pub(super) window: Window,
+    pub(super) slope_bytes: f64,
+    pub(super) slope_count: f64,
+    pub(super) r2: f64,
+    pub(super) live_bytes: u64,
+    pub(super) count: u64,
+}
+
+/// Survivor details of one candidate, from the second pass.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Details {
+    pub(super) survivors: Vec<(u64, Rec)>,
+    pub(super) stack_bytes: HashMap<StackId, u64>,
+    /// Allocations the site made inside the window, survivors or not.
+    pub(super) allocations: usize,
+    /// Bytes of those survivors still alive at the judgement point (the end, or the last OOM).
+    pub(super) persisting_bytes: u64,
+}
+
+impl Details {
+    pub(super) fn grown_bytes(&self) -> u64 {
+        self.survivors
+            .iter()
+            .fold(0u64, |t, (_, r)| t.saturating_add(r.size))
+    }
+    pub(super) fn persisting_share(&self) -> f64 {
+        let g = self.grown_bytes();
+        if g == 0 {
+            return 0.0;
+        }
+        self.persisting_bytes as f64 / g as f64
+    }
+}
+
+/// Finds the leaks of one device. `steps` comes from [`steps::split`].
+pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Findings {
+    let mut bounds = steps::boundaries(steps);
+    // A run that ended in an OOM is also sampled at the OOM: what grew up to it is what filled
+    // the memory, and the step the OOM interrupted never reaches a boundary.
+    let oom = tl.ooms.last().map(|o| o.event.0 as usize);
+    let oom_sample = oom.filter(|&o| bounds.last().is_none_or(|b| o > b.0));
+    if let Some(o) = oom_sample {
+        let step = steps
+            .iter()
+            .position(|s| s.contains(o))
+            .unwrap_or(steps.len().saturating_sub(1));
+        bounds.push((o, step));
+    }
+    let min_bounds = if oom_sample.is_some() {
+        OOM_MIN_RISING_STEPS + 1
+    } else {
+        MIN_RISING_STEPS + 1
+    };
+    if bounds.len() < min_bounds {
+        return Findings::default();
+    }
+    let allocated_at_oom = oom
+        .and_then(|o| tl.series.allocated.get(o).copied())
+        .unwrap_or(0);
+    let mut sites = SiteTable::new(&snap.stacks);
+    let surv = walk(dev, snap, &mut sites, &bounds);
+    let nb = bounds.len();
+    let mut cands: Vec<Candidate> = Vec::new();
+    for (k, ch) in surv.changes.iter().enumerate() {
+        if ch.len() < min_bounds - 1 {
+            continue;
+        }
+        let site = SiteId(k as u32);
+        let (b, c) = surv.series(site, nb);
+        // Growth that ran up to the OOM and holds most of what was allocated there is the
+        // OOM's leak even over a few steps (an inference server keeping every request's cache).
+        let up_to_oom = || {
+            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
+                // Up to the OOM, or to the last step's end before it (the step the OOM
+                // interrupted may not have added to it yet).
+                oom_sample.is_some()
+                    && w.end + 2 >= nb
+                    && b[nb - 1] >= b[w.end]
+                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * allocated_at_oom as f64
+            })
+        };
+        let Some(w) = growth_window(&b).or_else(up_to_oom) else {
+            continue;
+        };
+        let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
+        let vc: Vec<f64> = c[w.start..=w.end].iter().map(|&x| x as f64).collect();
+        let r2 = r_squared(&vb);
+        let slope_bytes = theil_sen(&vb);
+        if r2 < MIN_R2 || slope_bytes <= 0.0 {
+            continue;
+        }
+        cands.push(Candidate {
+            site,
+            window: w,
+            slope_bytes,
+            slope_count: theil_sen(&vc),
+            r2,
+            live_bytes: b[w.end],
+            count: c[w.end],
+        });
+    }
+    if cands.is_empty() {
+        return Findings::default();
+    }
+    // Growth persists when what grew is still alive where the capture ends, or at its last
+    // OOM (what the program freed while unwinding from the OOM does not count).
+    let judge_at = tl
+        .ooms
+        .last()
+        .map(|o| o.event.0 as usize)
+        .unwrap_or(dev.events.len().saturating_sub(1));
+    let details = second_pass(dev, snap, &mut sites, &bounds, &cands, judge_at);
+    let model = ModelCode::new(&snap.stacks);
+    let loop_frame = loop_frame(snap, dev, steps);
+    // What grew and was mostly freed by the end is judged over the loop's life: freed only
+    // after the loop (or all at once each epoch) it is still an accumulation; freed while the
+    // steps went on it was bounded (`extent` module docs).
+    let freed = extent::scan(dev, &bounds, &cands, &details, judge_at);
+    let mut keep = Vec::new();
+    let mut extents: Vec<(Extent, Option<Release>)> = Vec::new();
+    let mut bounded = Vec::new();
+    for (ci, d) in details.iter().enumerate() {
+        if d.persisting_share() >= MIN_PERSISTING_SHARE {
+            keep.push(ci);
+            extents.push((Extent::Alive, None));
+            continue;
+        }
+        let (b, _) = surv.series(cands[ci].site, nb);
+        match extent::judge(&b, &cands[ci], freed[ci], &bounds) {
+            Some(j) => {
+                let share = 1.0 - d.persisting_share();
+                let rel = extent::release(snap, dev, freed[ci], &j, share, loop_frame);
+                keep.push(ci);
+                extents.push((j.extent, rel));
+            }
+            None => bounded.push(ci),
+        }
+    }
+    let pick = |v: &[usize]| -> (Vec<Candidate>, Vec<Details>) {
+        (
+            v.iter().map(|&i| cands[i].clone()).collect(),
+            v.iter().map(|&i| details[i].clone()).collect(),
+        )
+    };
+    let (b_cands, b_details) = pick(&bounded);
+    let bounded_growth = b_cands
+        .iter()
+        .zip(&b_details)
+        .map(|(c, d)| BoundedGrowth {
+            site: sites.site(c.site),
+            growth_bytes_per_step: c.slope_bytes,
+            steps: c.window.end - c.window.start,
+            grown_bytes: d.grown_bytes(),
+            freed_share: 1.0 - d.persisting_share(),
+        })
+        .collect();
+    let (cands, details) = pick(&keep);
+    let evidence: Vec<SiteEvidence> = cands
+        .iter()
+        .zip(&details)
+        .map(|(c, d)| evidence_of(dev, snap, &mut sites, &model, c, d))
+        .collect();
+    let mut leaks = group(
+        snap, dev, steps, &bounds, &sites, &cands, &details, &evidence, &extents, loop_frame,
+    );
+    // Growth over fewer steps than a finding normally needs stands only as the OOM's leak:
+    // the finding's sites together held most of the memory allocated at the OOM.
+    leaks.retain(|l| {
+        let short = l.steps < MIN_RISING_STEPS;
+        let held = l.live_bytes + l.related_sites.iter().map(|r| r.live_bytes).sum::<u64>();
+        !short || held as f64 >= OOM_DOMINANT_SHARE * allocated_at_oom as f64
+    });
+    Findings {
+        leaks,
+        bounded_growth,
+    }
+}
+
+/// Least rising boundaries for growth that runs up to an OOM and holds at least
+/// [`OOM_DOMINANT_SHARE`] of the memory allocated there.
+pub const OOM_MIN_RISING_STEPS: usize = 3;
+/// Share of the allocated memory at an OOM that a finding's sites together must hold for
+/// growth over fewer steps than [`MIN_RISING_STEPS`] to be the OOM's leak.
+pub const OOM_DOMINANT_SHARE: f64 = 0.5;
+/// Share each such site must hold on its own to be considered.
+pub const OOM_SITE_SHARE: f64 = 0.2;
+
+/// Least share of a site's allocations in the window that survive for a retained graph: a
+/// forward with autograd keeps what it saves for backward (on real captures 0.3 and more of
+/// the site's allocations); a cache keeps one result of many (a KV cache grown by `torch.cat`
+/// per token keeps about one in seventeen).
+pub const MIN_GRAPH_SURVIVAL: f64 = 0.2;
+
+/// Share of a candidate's grown bytes that must still be alive at the end (or the OOM) for
+/// the growth to be a leak: a bounded cache (`deque(maxlen=N)`) or a list trimmed to its last
+/// entries grows for a while and then releases its oldest tensors.
+pub const MIN_PERSISTING_SHARE: f64 = 0.5;
+
+/// Growth that stopped and was released: a bounded cache, warm-up, memory freed later. Not a
+/// leak; reported so that a user who sees memory rise for a while knows why it was not flagged.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct BoundedGrowth {
+    pub site: Option<Site>,
+    pub growth_bytes_per_step: f64,
+    pub steps: usize,
+    /// Bytes the site's survivors gained over the growth.
+    pub grown_bytes: u64,
+    /// Share of those bytes freed by the end of the capture (or its last OOM).
+    pub freed_share: f64,
+}
+
+/// What the leak search found on one device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Findings {
+    pub leaks: Vec<Leak>,
+    pub bounded_growth: Vec<BoundedGrowth>,
+}
+
+/// The user's frame that runs the steps' loop: across the allocations of the steps, the first
+/// depth of their user chains ([`loops::user_chain`]) where the lines differ, the function
+/// being the same. Blame for memory kept across steps lands on that frame's line: the line of
+/// the loop body the memory came from.
+pub(super) fn loop_frame(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Option<(Sym, Sym)> {
+    let mut memo: HashMap<StackId, Vec<(Sym, Sym, u32)>> = HashMap::default();
+    // The shallowest frame whose line moves between consecutive allocations (each compared
+    // with the one before it, so that a short chain, an optimizer's allocation under the call
+    // line alone, hides nothing), and its function.
+    let mut found: Option<(usize, (Sym, Sym))> = None;
+    let mut prev: Option<Vec<(Sym, Sym, u32)>> = None;
+    // The first step also holds what ran before the loop (steps cut at `Optimizer.step` ends
+    // begin at the log's start): skip it where there are others.
+    let iterations = steps.iter().filter(|s| s.is_iteration()).count();
+    let skip = usize::from(iterations >= 3);
+    for st in steps.iter().filter(|s| s.is_iteration()).skip(skip).take(8) {
+        for e in &dev.events[st.start_event.0 as usize..=st.end_event.0 as usize] {
+            if e.action != Action::Alloc {
+                continue;
+            }
+            let ch = memo
+                .entry(e.stack)
+                .or_insert_with(|| loops::user_chain(&snap.stacks, e.stack));
+            if ch.is_empty() {
+                continue;
+            }
+            if let Some(p) = &prev {
+                let m = p.len().min(ch.len());
+                if let Some(k) = (0..m).find(|&k| p[k] != ch[k]) {
+                    let same = (p[k].0, p[k].1) == (ch[k].0, ch[k].1);
+                    if same && found.is_none_or(|(d, _)| k < d) {
+                        found = Some((k, (ch[k].0, ch[k].1)));
+                    }
+                }
+            }
+            prev = Some(ch.clone());
+        }
+    }
+    found.map(|(_, f)| f)
+}
+
+/// The line of `func` in a stack (the loop body's line the memory came from).
+pub(super) fn line_in(stacks: &Stacks, s: StackId, func: (Sym, Sym)) -> Option<Site> {
+    stacks.frames(s).iter().rev().find_map(|&f| {
+        let fr = stacks.frame(f);
+        ((fr.file, fr.name) == func).then(|| Site {
+            file: stacks.str(fr.file).to_owned(),
+            line: fr.line,
+            function: stacks.str(fr.name).to_owned(),
+        })
+    })
+}
+
+pub(super) fn second_pass(
+    dev: &Device,
+    snap: &Snapshot,
+    sites: &mut SiteTable,
+    bounds: &[(usize, usize)],
+    cands: &[Candidate],
+    judge_at: usize,
+) -> Vec<Details> {
+    // Boundary -> candidates whose window ends there.
+    let mut at: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (ci, c) in cands.iter().enumerate() {
+        at.entry(bounds[c.window.end].0).or_default().push(ci);
+    }
+    let mut out = vec![Details::default(); cands.len()];
+    // Site -> candidates, to count each candidate's allocations inside its window in this pass.
+    let mut by_site: HashMap<SiteId, Vec<usize>> = HashMap::default();
+    for (ci, c) in cands.iter().enumerate() {
+        by_site.entry(c.site).or_default().push(ci);
+    }
+    let mut live: HashMap<u64, Rec> = HashMap::default();
+    let last = at.keys().next_back().copied().unwrap_or(0);
+    for i in 0..=last.min(dev.events.len().saturating_sub(1)) {
+        apply(dev, snap, sites, &mut live, i);
+        if dev.events[i].action == Action::Alloc {
+            if let Some(cs) = by_site.get(&sites.of(dev.events[i].stack)) {
+                for &ci in cs {
+                    let w = cands[ci].window;
+                    if i > bounds[w.start].0 && i <= bounds[w.end].0 {
+                        out[ci].allocations += 1;
+                    }
+                }
+            }
+        }
+        let Some(cs) = at.get(&i) else { continue };
+        for &ci in cs {
+            let c = &cands[ci];
+            let from = bounds[c.window.start].0 as u32;
+            let d = &mut out[ci];
+            for (&addr, r) in &live {
+                if r.site == c.site && r.alloc > from {
+                    d.survivors.push((addr, *r));
+                    *d.stack_bytes
+                        .entry(dev.events[r.alloc as usize].stack)
+                        .or_default() += r.size;
+                }
+            }
+            d.survivors.sort_by_key(|(_, r)| r.alloc);
+        }
+    }
+    // On to the judgement point: which survivors are still alive there.
+    let end = judge_at.min(dev.events.len().saturating_sub(1));
+    for i in (last + 1)..=end {
+        apply(dev, snap, sites, &mut live, i);
+    }
+    for d in &mut out {
+        d.persisting_bytes = d
+            .survivors
+            .iter()
+            .filter(|(addr, r)| live.get(addr).is_some_and(|x| x.alloc == r.alloc))
+            .map(|(_, r)| r.size)
+            .sum();
+    }
+    out
+}
+
+/// Number of module `forward` frames in a stack (2 or more: a layer inside a model).
+pub(super) fn forward_depth(stacks: &Stacks, s: StackId) -> usize {
+    stacks
+        .frames(s)
+        .iter()
+        .filter(|&&f| {
+            let fr = stacks.frame(f);
+            fr.kind == FrameKind::Torch
+                && stacks.str(fr.file).contains("torch/nn/modules/")
+                && stacks.str(fr.name) == "forward"
+        })
+        .count()
+}
+
+pub(super) fn in_module(stacks: &Stacks, s: StackId) -> bool {
+    stacks.frames(s).iter().any(|&f| {
+        let fr = stacks.frame(f);
+        fr.kind == FrameKind::Torch && stacks.str(fr.file).contains("torch/nn/modules/")
+    })
+}
+
+/// Whether the innermost frame that is not native is the user's own.
+pub(super) fn direct_user(stacks: &Stacks, s: StackId) -> bool {
+    stacks
+        .first_python_frame(s)
+        .is_some_and(|f| f.kind == FrameKind::User)
+}
+
+pub(super) fn evidence_of(
+    dev: &Device,
+    snap: &Snapshot,
+    sites: &mut SiteTable,
+    _model: &ModelCode,
+    c: &Candidate,
+    d: &Details,
+) -> SiteEvidence {
+    let st = &snap.stacks;
+    let n = d.survivors.len().max(1) as f64;
+    let mut in_mod = 0usize;
+    let mut inter = 0usize;
+    let mut direct = 0usize;
+    let mut max_req = 0u64;
+    let mut nested = 0usize;
+    let mut scalars = 0usize;
+    for (_, r) in &d.survivors {
+        let e = &dev.events[r.alloc as usize];
+        max_req = max_req.max(r.requested);
+        if forward_depth(st, e.stack) >= 2 {
+            nested += 1;
+        }
+        if r.requested <= 16 {
+            scalars += 1;
+        }
+        if in_module(st, e.stack) {
+            in_mod += 1;
+        }
+        if direct_user(st, e.stack) {
+            direct += 1;
+        }
+        // The next allocation: same site, under a module call too -> an intermediate.
+        let next = dev.events[r.alloc as usize + 1..]
+            .iter()
+            .find(|x| x.action == Action::Alloc);
+        if let Some(x) = next {
+            if sites.of(x.stack) == c.site && in_module(st, x.stack) {
+                inter += 1;
+            }
+        }
+    }
+    SiteEvidence {
+        site: sites.site(c.site),
+        growth_bytes_per_step: c.slope_bytes,
+        growth_tensors_per_step: c.slope_count,
+        steps: c.window.end - c.window.start,
+        r2: c.r2,
+        live_bytes: c.live_bytes,
+        count: c.count,
+        survivors: d.survivors.len(),
+        max_requested: max_req,
+        in_module_share: in_mod as f64 / n,
+        survival_share: d.survivors.len() as f64 / d.allocations.max(1) as f64,
+        intermediate_share: inter as f64 / n,
+        direct_share: direct as f64 / n,
+        nested_share: nested as f64 / n,
+        scalars_per_step: scalars as f64 / (c.window.end - c.window.start).max(1) as f64,
+    }
+}
+
+/// `(file, function)` of the user frames of a stack, the module level excepted.
+pub(super) fn user_functions(stacks: &Stacks, s: StackId) -> impl Iterator<Item = (Sym, Sym)> + '_ {
+    stacks.frames(s).iter().filter_map(move |&f| {
+        let fr = stacks.frame(f);
+        (fr.kind == FrameKind::User && stacks.str(fr.name) != "<module>")
+            .then_some((fr.file, fr.name))
+    })
+}
+
+/// The user line (in `func`) that ran backward during the candidate's window, and in how many
+/// of the window's steps it did.
+pub(super) fn backward_site(
+    snap: &Snapshot,
+    dev: &Device,
+    bounds: &[(usize, usize)],
+    c: &Candidate,
+    func: Option<(Sym, Sym)>,
+) -> Option<(Site, usize)> {
+    let func = func?;
+    let st = &snap.stacks;
+    let mut by_line: HashMap<u32, std::collections::BTreeSet<usize>> = HashMap::default();
+    let mut memo: HashMap<StackId, Option<u32>> = HashMap::default();
+    for k in c.window.start..c.window.end {
+        let (from, to) = (bounds[k].0 + 1, bounds[k + 1].0);
+        for e in dev.events.get(from..=to).unwrap_or(&[]) {
+            if e.action != Action::Alloc {
+                continue;
+            }
+            let line = *memo.entry(e.stack).or_insert_with(|| {
+                let frames = st.frames(e.stack);
+                let in_backward = frames.iter().any(|&f| {
+                    let fr = st.frame(f);
+                    fr.kind == FrameKind::Torch && stacks_backward(st.str(fr.file), st.str(fr.name))
+                });
+                if !in_backward {
+                    return None;
+                }
+                frames
+                    .iter()
+                    .map(|&f| st.frame(f))
+                    .find(|fr| fr.kind == FrameKind::User && (fr.file, fr.name) == func)
+                    .map(|fr| fr.line)
+            });
+            if let Some(l) = line {
+                by_line.entry(l).or_default().insert(k);
+            }
+        }
+    }
+    let (line, ks) = by_line
+        .into_iter()
+        .max_by_key(|(l, ks)| (ks.len(), std::cmp::Reverse(*l)))?;
+    let steps = c.window.end - c.window.start;
+    (ks.len() * 2 >= steps).then(|| {
+        (
+            Site {
+                file: st.str(func.0).to_owned(),
+                line,
+                function: st.str(func.1).to_owned(),
+            },
+            ks.len(),
+        )
+    })
+}
+
+pub(super) fn stacks_backward(file: &str, name: &str) -> bool {
+    name == "backward" && (file.ends_with("torch/_tensor.py") || file.contains("torch/autograd/"))
+}
+
+pub(super) fn samples(dev: &Device, d: &Details) -> Vec<Sample> {
+    let v = &d.survivors;
+    let pick: Vec<usize> = if v.len() <= 5 {
+        (0..v.len()).collect()
+    } else {
+        vec![0, 1, 2, v.len() - 2, v.len() - 1]
+    };
+    pick.into_iter()
+        .map(|i| {
+            let (addr, r) = v[i];
+            Sample {
+                address: addr,
+                size: r.size,
+                requested_size: r.requested,
+                alloc_event: EventIdx(r.alloc),
+                time_us: dev.events[r.alloc as usize].time_us,
+            }
+        })
+        .collect()
+}
+
+/// Groups candidates of one function whose windows overlap into one finding: the site that
+/// grew most is the finding's site, the others are related. For a retained graph, a small
+/// one-per-step survivor after it in the same function is taken as the cause (module docs).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn group(
+    snap: &Snapshot,
+    dev: &Device,
+    steps: &[Step],
+    bounds: &[(usize, usize)],
+    sites: &SiteTable,
+    cands: &[Candidate],
+    details: &[Details],
+    evidence: &[SiteEvidence],
+    extents: &[(Extent, Option<Release>)],
+    loop_frame: Option<(Sym, Sym)>,
+) -> Vec<Leak> {
+    // Each candidate's heaviest stack, and the loop body's line it came from.
+    let heaviest: Vec<StackId> = details
+        .iter()
+        .map(|d| {
+            d.stack_bytes
+                .iter()
+                .max_by_key(|(s, b)| (**b, std::cmp::Reverse(**s)))
+                .map(|(s, _)| *s)
+                .unwrap_or(StackId::EMPTY)
+        })
+        .collect();
+    let loop_line: Vec<Option<Site>> = heaviest
+        .iter()
+        .map(|&h| loop_frame.and_then(|f| line_in(&snap.stacks, h, f)))
+        .collect();
+    let mut order: Vec<usize> = (0..cands.len()).collect();
+    order.sort_by(|&a, &b| cands[b].slope_bytes.total_cmp(&cands[a].slope_bytes));
+    let mut taken = vec![false; cands.len()];
+    let mut out = Vec::new();
+    for &m in &order {
+        if taken[m] {
+            continue;
+        }
+        taken[m] = true;
+        let main = &cands[m];
+        let ev = &evidence[m];
+        let mat = classify(ev);
+        let retained = mat.kind == LeakKind::RetainedGraph;
+        let overlaps =
+            |o: &Candidate| o.window.start <= main.window.end && main.window.start <= o.window.end;
+        // Where the loop is known, blame and grouping happen at the loop body's lines: a
+        // retained graph takes every line of the loop that grew over the same steps (the
+        // forward's activations, the loss), one finding with its sites; any other shape takes
+        // the sites reached from the same loop line. Without a loop frame, sites of one
+        // function (or a helper called from it) are grouped, as the allocation shows them.
+        let main_loop = loop_line[m].clone();
+        let func = sites.function(main.site);
+        let members: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&o| {
+                if taken[o] || !overlaps(&cands[o]) || extents[o].0 != extents[m].0 {
+                    return false;
+                }
+                match (&main_loop, &loop_line[o]) {
+                    (Some(a), Some(b)) => retained || a.line == b.line,
+                    (Some(_), None) => false,
+                    (None, _) => {
+                        func.is_some()
+                            && (sites.function(cands[o].site) == func
+                                || details[o].stack_bytes.keys().any(|&st| {
+                                    user_functions(&snap.stacks, st).any(|f| Some(f) == func)
+                                }))
+                    }
+                }
+            })
+            .collect();
+        for &o in &members {
+            taken[o] = true;
+        }
+        let line_of = |o: usize| -> u32 {
+            loop_line[o]
+                .as_ref()
+                .or(evidence[o].site.as_ref())
+                .map(|s| s.line)
+                .unwrap_or(0)
+        };
+        let same_func = |o: usize| -> bool {
+            match (&main_loop, &loop_line[o]) {
+                (Some(_), Some(_)) => true,
+                _ => sites.function(cands[o].site) == func,
+            }
+        };
+        let main_line = line_of(m);
+        // The graph's root: small (at most a few KiB per step, or 1/64 of the main site),
+        // one or two tensors per step, on a later line of the same function.
+        let cause = if retained {
+            members
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    let e = &evidence[o];
+                    same_func(o)
+                        && line_of(o) > main_line
+                        && e.growth_tensors_per_step <= 3.5
+                        && e.growth_bytes_per_step
+                            <= (64.0 * 1024.0f64).max(ev.growth_bytes_per_step / 64.0)
+                })
+                .min_by_key(|&o| line_of(o))
+        } else {
+            None
+        };
+        // A backward pass run from the same function inside the window: the graph survived it.
+        let backward = if retained {
+            backward_site(snap, dev, bounds, main, loop_frame.or(func))
+        } else {
+            None
+        };
+        let mut explanation = mat.explanation.clone();
+        let mut confidence = mat.confidence;
+        let mut cause_site = None;
+        let backward_found = backward.is_some();
+        if let Some((bsite, bsteps)) = backward {
+            explanation.push_str(&format!(
+                " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references.",
+                bsite.file, bsite.line, bsteps, ev.steps
+            ));
+            confidence = confidence.min(Confidence::Medium);
+            cause_site = Some(bsite);
+        } else if let Some(o) = cause {
+            let cs = loop_line[o].clone().or_else(|| evidence[o].site.clone());
+            if let Some(cs) = &cs {
+                explanation.push_str(&format!(
+                    " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none).",
+                    cs.file,
+                    cs.line,
+                    evidence[o].growth_tensors_per_step,
+                    bytes(evidence[o].growth_bytes_per_step.max(0.0) as u64),
+                ));
+            }
+            cause_site = cs;
+        } else if retained && ev.scalars_per_step >= 0.5 {
+            explanation.push_str(&format!(
+                " The same line also leaves {:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references.",
+                ev.scalars_per_step
+            ));
+        } else if retained {
+            confidence = confidence.min(Confidence::Medium);
+            explanation.push_str(" No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.");
+        }
+        if !members.is_empty() {
+            let names: Vec<String> = members
+                .iter()
+                .filter_map(|&o| {
+                    evidence[o]
+                        .site
+                        .as_ref()
+                        .map(|s| format!("{}:{}", s.file, s.line))
+                })
+                .collect();
+            explanation.push_str(&format!(
+                " Memory made at these lines grows over the same steps and is part of the same finding: {}.",
+                names.join(", ")
+            ));
+        }
+        if let (Some(l), Some(a)) = (&main_loop, &ev.site) {
+            if l != a {
+                explanation.push_str(&format!(
+                    " The memory is allocated at {}:{} (in {}), called from the loop's line {}:{}.",
+                    a.file, a.line, a.function, l.file, l.line
+                ));
+            }
+        }
+        let blame = if backward_found {
+            Blame::RetainedBackward
+        } else if cause_site.is_some() {
+            Blame::GraphRoot
+        } else if main_loop.is_some() {
+            Blame::LoopLine
+        } else {
+            Blame::AllocatingLine
+        };
+        let first_step = steps
+            .get(bounds[main.window.start].1 + 1)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        let last_step = steps
+            .get(bounds[main.window.end].1)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        let heaviest = heaviest[m];
+        let (extent, release) = extents[m].clone();
+        if let Some(r) = &release {
+            explanation.push(' ');
+            explanation.push_str(&extent::explain(extent, r, ev));
+        }
+        out.push(Leak {
+            kind: mat.kind,
+            extent,
+            release,
+            site: main_loop.clone().or_else(|| ev.site.clone()),
+            blame,
+            line_known: true,
+            allocation_site: ev.site.clone(),
+            cause_site,
+            confidence,
+            live_bytes: main.live_bytes,
+            count: main.count,
+            growth_bytes_per_step: main.slope_bytes,
+            growth_tensors_per_step: main.slope_count,
+            steps: ev.steps,
+            first_step,
+            last_step,
+            window_start_event: EventIdx(bounds[main.window.start].0 as u32),
+            window_end_event: EventIdx(bounds[main.window.end].0 as u32),
+            r2: main.r2,
+            explanation,
+            fix: mat.fix,
+            samples: samples(dev, &details[m]),
+            related_sites: members
+                .iter()
+                .map(|&o| RelatedSite {
+                    site: evidence[o].site.clone(),
+                    live_bytes: cands[o].live_bytes,
+                    count: cands[o].count,
+                    growth_bytes_per_step: cands[o].slope_bytes,
+                    growth_tensors_per_step: cands[o].slope_count,
+                })
+                .collect(),
+            stack: snap
+                .stacks
+                .frames(heaviest)
+                .iter()
+                .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
+                .collect(),
+        });
+    }
+    out.sort_by(|a, b| b.grown_bytes().total_cmp(&a.grown_bytes()));
+    out
+}

@@ -1,0 +1,111 @@
+//! The walk: one pass over the log that counts, per allocation site, the blocks still alive at
+//! every step boundary (stored as changes, since most sites never change).
+
+#[allow(unused_imports)]
+use super::*;
+
+/// A block allocated in the log and not yet freed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rec {
+    pub(super) site: SiteId,
+    pub(super) size: u64,
+    pub(super) requested: u64,
+    pub(super) alloc: u32,
+}
+
+/// Per-site survivors at every boundary, stored as changes (most sites never change).
+pub(super) struct Survivors {
+    /// `changes[site]`: `(boundary, bytes, count)` whenever the site's figures changed.
+    pub(super) changes: Vec<Vec<(u32, u64, u64)>>,
+}
+
+impl Survivors {
+    /// Dense series of one site over all boundaries.
+    pub(super) fn series(&self, site: SiteId, n: usize) -> (Vec<u64>, Vec<u64>) {
+        let mut b = vec![0u64; n];
+        let mut c = vec![0u64; n];
+        let ch = &self.changes[site.0 as usize];
+        for (k, &(at, by, co)) in ch.iter().enumerate() {
+            let until = ch.get(k + 1).map(|x| x.0 as usize).unwrap_or(n);
+            for i in at as usize..until.min(n) {
+                b[i] = by;
+                c[i] = co;
+            }
+        }
+        (b, c)
+    }
+}
+
+/// A change of one site's sums: `(site, bytes delta, count delta)`.
+type Delta = (SiteId, i64, i64);
+
+/// Applies event `i` to the live map; returns the changes to per-site sums (at most two:
+/// an alloc over a block believed live means that block was freed unseen).
+pub(super) fn apply(
+    dev: &Device,
+    snap: &Snapshot,
+    sites: &mut SiteTable,
+    live: &mut HashMap<u64, Rec>,
+    i: usize,
+) -> [Option<Delta>; 2] {
+    let e = &dev.events[i];
+    match e.action {
+        Action::Alloc => {
+            let r = Rec {
+                site: sites.of(e.stack),
+                size: round_size(e.size, &snap.settings),
+                requested: e.size,
+                alloc: i as u32,
+            };
+            let old = live
+                .insert(e.addr, r)
+                .map(|o| (o.site, -(o.size as i64), -1));
+            [Some((r.site, r.size as i64, 1)), old]
+        }
+        Action::FreeRequested | Action::FreeCompleted => [
+            live.remove(&e.addr).map(|r| (r.site, -(r.size as i64), -1)),
+            None,
+        ],
+        _ => [None, None],
+    }
+}
+
+pub(super) fn walk(
+    dev: &Device,
+    snap: &Snapshot,
+    sites: &mut SiteTable,
+    bounds: &[(usize, usize)],
+) -> Survivors {
+    let mut live: HashMap<u64, Rec> = HashMap::default();
+    let mut sums: Vec<(u64, u64)> = Vec::new();
+    let mut dirty: Vec<SiteId> = Vec::new();
+    let mut is_dirty: Vec<bool> = Vec::new();
+    let mut changes: Vec<Vec<(u32, u64, u64)>> = Vec::new();
+    let mut next = 0usize;
+    for i in 0..dev.events.len() {
+        for (s, db, dc) in apply(dev, snap, sites, &mut live, i).into_iter().flatten() {
+            let k = s.0 as usize;
+            if sums.len() <= k {
+                sums.resize(k + 1, (0, 0));
+                is_dirty.resize(k + 1, false);
+                changes.resize(k + 1, Vec::new());
+            }
+            sums[k].0 = sums[k].0.saturating_add_signed(db);
+            sums[k].1 = sums[k].1.saturating_add_signed(dc);
+            if !is_dirty[k] {
+                is_dirty[k] = true;
+                dirty.push(s);
+            }
+        }
+        while next < bounds.len() && bounds[next].0 == i {
+            for s in dirty.drain(..) {
+                let k = s.0 as usize;
+                is_dirty[k] = false;
+                changes[k].push((next as u32, sums[k].0, sums[k].1));
+            }
+            next += 1;
+        }
+    }
+    changes.resize(sites.len(), Vec::new());
+    Survivors { changes }
+}
