@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod check;
 pub mod escape;
+pub mod inputs;
 pub mod load;
 pub mod model;
 pub mod report;

@@ -195,7 +195,7 @@ type Ranked = (Vec<memscope::check::InputSummary>, Vec<Option<u32>>);
 fn load_with_progress(
     files: &[std::path::PathBuf],
     explicit: &[Option<u32>],
-) -> Result<Ranked, memscope::check::InputError> {
+) -> Result<Ranked, memscope::inputs::InputError> {
     use std::io::IsTerminal;
     let start = std::time::Instant::now();
     let show = files.len() > 1 && std::io::stderr().is_terminal();
@@ -208,7 +208,7 @@ fn load_with_progress(
             );
         }
     };
-    let r = memscope::check::load_summaries_per_file(files, true, &progress);
+    let r = memscope::inputs::load_summaries_per_file(files, true, &progress);
     if show && start.elapsed() > std::time::Duration::from_millis(500) {
         eprint!("\r\x1b[2K");
     }
@@ -389,7 +389,7 @@ fn stdout_is_step_summary() -> bool {
 fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
     use memscope::report::check::DiffFormat;
     let one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
-        let mut v = memscope::check::load_summaries(&[p], true)?;
+        let mut v = memscope::inputs::load_summaries(&[p], true)?;
         match v.len() {
             1 => Ok(v.remove(0)),
             0 => anyhow::bail!("{}: the baseline holds no inputs", p.display()),

@@ -38,7 +38,7 @@ fn cap(name: &str) -> Option<PathBuf> {
 /// Summary with a stable path (the file name), for snapshots.
 fn summary(name: &str) -> Option<InputSummary> {
     let p = cap(name)?;
-    let mut v = check::load_summaries(&[p], false).unwrap();
+    let mut v = memscope::inputs::load_summaries(&[p], false).unwrap();
     v[0].path = name.to_owned();
     Some(v.remove(0))
 }
@@ -160,7 +160,7 @@ fn baseline_from_clean_passes_itself_and_fails_a_leak() {
         "{out}"
     );
     // ~270 MB more live memory than the clean run.
-    let summary = check::load_summaries(&[&leaky], false).unwrap();
+    let summary = memscope::inputs::load_summaries(&[&leaky], false).unwrap();
     let extra = summary[0].devices[0].end_allocated_bytes - 347_226_112;
     assert!((250_000_000..300_000_000).contains(&extra), "{extra}");
 }
@@ -731,7 +731,8 @@ fn many_files_load_on_every_core_in_order_with_progress() {
         calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         last.fetch_max(done, std::sync::atomic::Ordering::Relaxed);
     };
-    let parallel = memscope::check::load_summaries_with_progress(&files, false, &progress).unwrap();
+    let parallel =
+        memscope::inputs::load_summaries_with_progress(&files, false, &progress).unwrap();
     assert_eq!(calls.into_inner(), files.len());
     assert_eq!(last.into_inner(), files.len());
     let paths: Vec<&str> = parallel.iter().map(|s| s.path.as_str()).collect();
@@ -739,7 +740,7 @@ fn many_files_load_on_every_core_in_order_with_progress() {
     assert_eq!(paths, expected, "results keep the order of the arguments");
     // The same summaries as one file at a time.
     for (f, s) in files.iter().zip(&parallel) {
-        let one = memscope::check::load_summaries(std::slice::from_ref(f), false).unwrap();
+        let one = memscope::inputs::load_summaries(std::slice::from_ref(f), false).unwrap();
         assert_eq!(
             serde_json::to_string(&one[0]).unwrap(),
             serde_json::to_string(s).unwrap()
@@ -748,7 +749,7 @@ fn many_files_load_on_every_core_in_order_with_progress() {
     // An unreadable file among them is an error naming it.
     let mut bad = files.clone();
     bad.insert(2, root.join("missing.pickle"));
-    let err = memscope::check::load_summaries(&bad, false).unwrap_err();
+    let err = memscope::inputs::load_summaries(&bad, false).unwrap_err();
     assert!(err.to_string().contains("missing.pickle"), "{err}");
 }
 

@@ -14,7 +14,8 @@ use memscope::check::rules::{
     FragmentationRule, GraphGrowthRule, GrowthPerStepRule, LeakRule, OomRule, PeakRule, Rule,
 };
 use memscope::check::summary::{RankInfo, RankSource};
-use memscope::check::{self, Loaded, Measurable, Status};
+use memscope::check::{self, Measurable, Status};
+use memscope::inputs::Loaded;
 
 mod shared;
 
@@ -62,7 +63,7 @@ fn json(cmd: &mut Command) -> (i32, serde_json::Value) {
 }
 
 fn analysis(p: &Path) -> Analysis {
-    match check::load(p, false).unwrap() {
+    match memscope::inputs::load(p, false).unwrap() {
         Loaded::Analysis(a) => *a,
         _ => panic!("{} is a snapshot", p.display()),
     }
@@ -282,7 +283,11 @@ fn ranks_from_distributed_info_file_names_and_flags() {
     //   trace_diff/test: rank 1, world_size 2; trace_diff/control: rank 3, world_size 8.
     //   cpu_only: rank 34, world_size 300, with a nested pg_config.
     //   distributed_info_not_found: none; rank_not_found: {"backend": "nccl"} (no rank).
-    let rank = |p: &Path| check::load_summaries(&[p], false).unwrap()[0].rank.clone();
+    let rank = |p: &Path| {
+        memscope::inputs::load_summaries(&[p], false).unwrap()[0]
+            .rank
+            .clone()
+    };
     let di = |rank, world_size| {
         Some(RankInfo {
             rank,
@@ -549,7 +554,11 @@ fn diff_is_robust_to_code_motion() {
     assert!(steps.iter().all(|s| s["delta"] == 16_777_216), "{steps:?}");
 
     // A step present in one run only is reported as such, not as growth from nothing.
-    let sum = |p: &Path| check::load_summaries(&[p], false).unwrap().remove(0);
+    let sum = |p: &Path| {
+        memscope::inputs::load_summaries(&[p], false)
+            .unwrap()
+            .remove(0)
+    };
     let (b, mut a) = (sum(&v1), sum(&v2));
     a.steps.as_mut().unwrap().pop();
     let d = check::diff::diff(&b, &a);
@@ -894,7 +903,11 @@ fn diff_of_traces_does_not_claim_no_site_grew() {
         out.contains("LARGEST GROWTH unknown: neither side records memory by site"),
         "{out}"
     );
-    let sum = |p: &str| check::load_summaries(&[own(p)], false).unwrap().remove(0);
+    let sum = |p: &str| {
+        memscope::inputs::load_summaries(&[own(p)], false)
+            .unwrap()
+            .remove(0)
+    };
     let d = check::diff::diff(
         &sum("trace_clean.trace.json.gz"),
         &sum("trace_val_no_grad.trace.json"),
