@@ -232,9 +232,6 @@ fn forward_oom_after_training_steps_puts_saved_memory_under_activations() {
 }
 
 #[test]
-#[ignore = "memscope wrong: a training run whose first forward OOMs has no backward in its log, so \
-            the inference rule (R_INF_OUT) calls what autograd saved 'outputs, not saved for any \
-            backward'"]
 fn forward_oom_of_the_first_step_puts_saved_memory_under_activations() {
     // An MLP whose very first forward OOMs: no backward anywhere in the log. The ReLU outputs the
     // next Linear saved (384 MiB) are activations all the same.
@@ -332,16 +329,11 @@ fn check_kv_cache(stem: &str) {
 }
 
 #[test]
-#[ignore = "memscope wrong: the cache rule skips any frame whose path contains 'torch/', and the GPU \
-            machine's venv is /opt/torch/.venv, so transformers/cache_utils.py update is not seen \
-            as a cache (its torch.cat blocks are 'outputs')"]
 fn kv_cache_of_a_transformers_dynamic_cache() {
     check_kv_cache("kv_hf");
 }
 
 #[test]
-#[ignore = "memscope wrong: a cache grown by torch.cat in attention, in a frame named forward in the \
-            user's file, is called 'outputs' (the rule needs 'cache' in a frame's file or function)"]
 fn kv_cache_grown_by_cat_in_attention() {
     check_kv_cache("kv_cat");
 }
@@ -426,9 +418,6 @@ fn mid_run_fine_tuning_log_with_cpp_stacks() {
 }
 
 #[test]
-#[ignore = "memscope wrong: the step before recording left its .grad alive; the first recorded \
-            zero_grad frees them, the replay gives those blocks the free's stack (torch/optim), and \
-            R_OPTIM calls 34.0 MiB allocated before recording 'optimizer state'"]
 fn every_block_alive_at_the_first_event_was_allocated_before_recording() {
     // "In a complete log, blocks alive at the first event were allocated before recording,
     // whatever else the log holds" (issue 23).
@@ -445,9 +434,6 @@ fn every_block_alive_at_the_first_event_was_allocated_before_recording() {
 // C++ stacks name the cuBLAS workspace
 
 #[test]
-#[ignore = "memscope wrong: the workspace rule looks for getNewWorkspace, but torch 2.11's frame is \
-            at::cuda::setWorkspaceForHandle, so the backward thread's 32 MiB cuBLAS workspace is \
-            counted as gradients even with stacks='all'"]
 fn cublas_workspace_is_not_a_gradient_with_cpp_stacks() {
     // With stacks="all", each thread's cuBLAS workspace carries its own frames (32 MiB, and 1 MiB
     // for cuBLASLt on the main thread). At the end, after the last step's backward, the

@@ -195,6 +195,7 @@ const R_DUMP_BEFORE_NO_BWD: &str = "no stack, in a snapshot with no log: allocat
 const R_DUMP_EITHER: &str = "no stack, in a snapshot with no log and Python-only stacks where a backward ran: allocated before recording began, or by autograd's engine thread (gradients); the capture cannot tell which";
 const R_UNLOGGED_EITHER: &str = "allocated before the log's first entry with no stack: before recording began, or by autograd's engine thread before the ring buffer's oldest entry (Python-only stacks record no frame there)";
 const R_DUMP_GRAD: &str = "its own stack shows autograd's engine or a backward node (no log to say more): allocated by a backward pass, kept at the dump";
+const R_KV_GROWN: &str = "made inside a module call by a stack that grows a tensor by replacing it with a larger one every step (`torch.cat([cache, new])` in attention), in a capture where no backward ran: a KV cache";
 const R_KV: &str = "made under a cache's update (a frame whose file or function names a cache, e.g. transformers' cache_utils `update`) in a capture where no backward ran: a KV cache";
 const R_INF_OUT: &str = "allocated inside a torch.nn module call and alive past its step, in a capture where no backward ran (inference): outputs and states, not saved for any backward";
 const R_INF_TMP: &str = "allocated inside a torch.nn module call and freed within its step, in a capture where no backward ran (inference): forward temporaries";
@@ -259,11 +260,11 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
             if (file_name.to_ascii_lowercase().contains("cache")
                 || name.to_ascii_lowercase().contains("cache"))
                 && !name.contains("lru_cache")
-                && !file.contains("torch/")
+                && fr.kind != FrameKind::Torch
             {
                 f.cache = true;
             }
-        } else if stacks.str(fr.name).contains("getNewWorkspace") {
+        } else if is_workspace_frame(stacks.str(fr.name)) {
             f.workspace = true;
         } else if stacks.str(fr.name).contains("release_variables") {
             f.release = true;
@@ -287,6 +288,138 @@ fn facts(stacks: &Stacks, s: StackId) -> Facts {
         }
     }
     f
+}
+
+/// A native frame that allocates a cuBLAS / cuBLASLt workspace: `getNewWorkspace` (torch up to
+/// 2.x), `setWorkspaceForHandle` and `getCUDABlasLtWorkspace` (torch 2.11).
+fn is_workspace_frame(name: &str) -> bool {
+    name.contains("getNewWorkspace")
+        || name.contains("setWorkspaceForHandle")
+        || name.contains("BlasLtWorkspace")
+}
+
+/// The share of a forward's module memory kept at an OOM from which it was a forward with
+/// autograd enabled ([`module_bytes_kept`]).
+const KEPT_BY_GRAD_FORWARD: f64 = 0.5;
+
+/// Share of the bytes allocated under module calls before event `until` that are still alive
+/// there: what the forwards kept. A forward with autograd enabled keeps what it saves for the
+/// backward (most of what its layers make); one without (inference) frees each layer's
+/// intermediates as the next layer consumes them, keeping only outputs and caches.
+fn module_bytes_kept(dev: &Device, until: usize, module: &mut impl FnMut(StackId) -> bool) -> f64 {
+    let mut live: HashMap<u64, u64> = HashMap::default();
+    let (mut made, mut kept) = (0u64, 0u64);
+    for e in &dev.events[..until.min(dev.events.len())] {
+        match e.action {
+            Action::Alloc if module(e.stack) => {
+                made = made.saturating_add(e.size);
+                kept = kept.saturating_add(e.size);
+                live.insert(e.addr, e.size);
+            }
+            Action::FreeRequested => {
+                if let Some(sz) = live.remove(&e.addr) {
+                    kept = kept.saturating_sub(sz);
+                }
+            }
+            _ => {}
+        }
+    }
+    if made == 0 {
+        0.0
+    } else {
+        kept as f64 / made as f64
+    }
+}
+
+/// How many times a stack must replace a tensor by a larger one to be a growing cache.
+const GROWTH_REPLACEMENTS: usize = 3;
+
+/// Stacks that grow tensors by replacing them: an allocation followed, before the stack's next
+/// one, by the free of a slightly smaller block the same stack made before its previous
+/// allocation, while the stack held several such blocks. That is `k = torch.cat([past_k, k])`
+/// in attention: each layer's keys (and values) appended to a new, larger tensor every token,
+/// the old one freed; one line, one block per layer alive. Whatever the function is called, it
+/// is a KV cache grown in attention. Each condition rules out a look-alike:
+/// - the old block lived across other allocations of the stack (a token, the other layers),
+///   and the new one is at most half as large again: an op's scratch buffers (a small one,
+///   then a large one, freed at once) are not a cache;
+/// - the stack held at least two blocks when it made the new one (one per layer): a forward
+///   re-run over the whole sequence every token replaces its one output by a longer one too.
+fn growing_by_replacement(dev: &Device) -> rustc_hash::FxHashSet<StackId> {
+    // Live blocks: (stack, size, how many allocations the stack had made before it).
+    let mut live: HashMap<u64, (StackId, u64, usize)> = HashMap::default();
+    // Per stack: allocations so far, and blocks alive.
+    let mut made: HashMap<StackId, usize> = HashMap::default();
+    let mut alive: HashMap<StackId, usize> = HashMap::default();
+    // Per stack: the latest allocation's size and how many other blocks of the stack were alive
+    // then, while no free replaced it.
+    let mut last: HashMap<StackId, (u64, usize)> = HashMap::default();
+    let mut count: HashMap<StackId, usize> = HashMap::default();
+    for e in &dev.events {
+        match e.action {
+            Action::Alloc => {
+                let n = made.entry(e.stack).or_default();
+                live.insert(e.addr, (e.stack, e.size, *n));
+                *n += 1;
+                let others = alive.entry(e.stack).or_default();
+                last.insert(e.stack, (e.size, *others));
+                *others += 1;
+            }
+            Action::FreeRequested => {
+                let Some((s, size, nth)) = live.remove(&e.addr) else {
+                    continue;
+                };
+                if let Some(a) = alive.get_mut(&s) {
+                    *a = a.saturating_sub(1);
+                }
+                let (newer, others) = last.get(&s).copied().unwrap_or((0, 0));
+                let lived_across = made.get(&s).is_some_and(|&n| n >= nth + 2);
+                if newer > size
+                    && newer <= size.saturating_add(size / 2)
+                    && lived_across
+                    && others >= 2
+                {
+                    *count.entry(s).or_default() += 1;
+                    last.remove(&s);
+                }
+            }
+            _ => {}
+        }
+    }
+    count
+        .into_iter()
+        .filter(|&(s, n)| n >= GROWTH_REPLACEMENTS && s != StackId::EMPTY)
+        .map(|(s, _)| s)
+        .collect()
+}
+
+/// The addresses of blocks the log frees without having allocated them, where frees record
+/// their own stack: some block allocated and freed in the log has a free whose stack differs
+/// from its allocation's (with `context="alloc"` or `"state"`, a free repeats the allocation's
+/// stack, which then still names the block's origin).
+fn stacks_of_their_free(dev: &Device) -> rustc_hash::FxHashSet<u64> {
+    let mut alloc_stack: HashMap<u64, StackId> = HashMap::default();
+    let mut first_free: rustc_hash::FxHashSet<u64> = Default::default();
+    let mut own = false;
+    for e in &dev.events {
+        match e.action {
+            Action::Alloc => {
+                alloc_stack.insert(e.addr, e.stack);
+            }
+            Action::FreeRequested => match alloc_stack.remove(&e.addr) {
+                Some(s) => own |= s != e.stack,
+                None => {
+                    first_free.insert(e.addr);
+                }
+            },
+            _ => {}
+        }
+    }
+    if own {
+        first_free
+    } else {
+        Default::default()
+    }
 }
 
 /// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
@@ -377,6 +510,13 @@ pub struct Classifier {
     facts: HashMap<StackId, Facts>,
     /// What the capture says about blocks with no stack.
     frameless: crate::analysis::sites::FramelessEvidence,
+    /// Blocks from before the log whose stack is the one of the free that released them in the
+    /// log, not their allocation's: with `context="all"` a free records its own stack (the
+    /// first recorded `zero_grad` freeing the `.grad` of the step before recording). Their
+    /// stack says nothing about what they are.
+    stack_of_their_free: rustc_hash::FxHashSet<u64>,
+    /// Stacks that grow a tensor by replacing it (see [`growing_by_replacement`]).
+    growing: rustc_hash::FxHashSet<StackId>,
 }
 
 impl Classifier {
@@ -432,11 +572,29 @@ impl Classifier {
             })
             .collect();
         let frameless = crate::analysis::sites::FramelessEvidence::of(stacks, dev);
+        // No backward anywhere: inference, unless the log ends in an OOM in a forward that kept
+        // most of what its layers made (autograd saving it for a backward that never came: the
+        // first step of a training run that ran out of memory).
+        let no_backward = first_backward == usize::MAX && !frameless.backward;
+        let last_oom = dev.events.iter().rposition(|e| e.action == Action::Oom);
+        let training_forward = no_backward
+            && last_oom.is_some_and(|o| {
+                let mut module = |s: StackId| {
+                    facts_memo
+                        .entry(s)
+                        .or_insert_with(|| facts(stacks, s))
+                        .module
+                };
+                module_bytes_kept(dev, o, &mut module) >= KEPT_BY_GRAD_FORWARD
+            });
+        let stack_of_their_free = stacks_of_their_free(dev);
         Classifier {
+            growing: growing_by_replacement(dev),
+            stack_of_their_free,
             first_forward,
             first_backward,
             frees: free_events(dev),
-            inference: first_backward == usize::MAX && !frameless.backward,
+            inference: no_backward && !training_forward,
             unwinds,
             steps,
             facts: facts_memo,
@@ -505,6 +663,12 @@ impl Classifier {
                     (Category::Other, R_DUMP_NATIVE)
                 }
             }
+            None if self.stack_of_their_free.contains(&b.address) => {
+                match self.frameless.stackless_unlogged() {
+                    Origin::BeforeRecording => (Category::BeforeRecording, R_BEFORE_REC),
+                    _ => (Category::BeforeRecording, R_UNLOGGED_EITHER),
+                }
+            }
             None => {
                 if f.optim {
                     (Category::OptimizerState, R_OPTIM)
@@ -551,6 +715,8 @@ impl Classifier {
                     }
                 } else if self.inference && f.cache {
                     (Category::KvCache, R_KV)
+                } else if self.inference && f.module && self.growing.contains(&b.stack) {
+                    (Category::KvCache, R_KV_GROWN)
                 } else if self.inference && f.module {
                     if survives {
                         (Category::Output, R_INF_OUT)
