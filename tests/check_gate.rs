@@ -75,12 +75,13 @@ fn peak(a: &Analysis, reserved: bool) -> u64 {
         .map(|d| {
             if reserved {
                 d.peak_reserved_bytes
-                    .unwrap_or(d.observed_peak_reserved_bytes)
+                    .or(d.observed_peak_reserved_bytes)
                     .max(d.reserved_bytes)
+                    .unwrap()
             } else {
                 d.peak_allocated_bytes
                     .unwrap_or(d.observed_peak_allocated_bytes)
-                    .max(d.allocated_bytes)
+                    .max(d.allocated_bytes.unwrap())
             }
         })
         .max()

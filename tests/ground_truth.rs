@@ -67,7 +67,7 @@ fn replay_reproduces_memory_stats_to_the_byte() {
         for (k, ours, replayed) in [
             (
                 "allocated_bytes.all.current",
-                d.allocated_bytes,
+                d.allocated_bytes.unwrap(),
                 tl.end.counters.allocated,
             ),
             (
@@ -77,7 +77,7 @@ fn replay_reproduces_memory_stats_to_the_byte() {
             ),
             (
                 "reserved_bytes.all.current",
-                d.reserved_bytes,
+                d.reserved_bytes.unwrap(),
                 tl.end.counters.reserved,
             ),
             (
@@ -114,7 +114,7 @@ fn replay_reproduces_memory_stats_to_the_byte() {
             (
                 "reserved_bytes.all.peak",
                 d.peak_reserved_bytes,
-                d.observed_peak_reserved_bytes,
+                d.observed_peak_reserved_bytes.unwrap(),
             ),
             ("requested_bytes.all.peak", d.peak_requested_bytes, 0),
             (
@@ -164,7 +164,7 @@ fn replay_reproduces_memory_stats_to_the_byte() {
                 );
             }
             "two_streams" => assert!(
-                d.active_bytes.unwrap() > d.allocated_bytes,
+                d.active_bytes > d.allocated_bytes,
                 "{name}: pending frees on the side stream"
             ),
             _ => {}

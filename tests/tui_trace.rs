@@ -6,6 +6,7 @@ use memscope::tui::{Action, App, View};
 use ratatui::crossterm::event::KeyCode;
 
 mod common;
+mod shared;
 
 use common::{code, key, screen};
 
@@ -413,4 +414,95 @@ fn wrapped_text_keeps_a_blank_column_before_the_scroll_bar() {
         s.contains("bytes allocated in each step at the finding's main site"),
         "{s}"
     );
+}
+
+/// The app on a real capture of `../shared/corpus`, named by its file name only.
+fn load_corpus(rel: &str) -> Option<App> {
+    let p = shared::corpus(rel)?;
+    let mut app = App::with(memscope::tui::Loaded::load(&p).expect("a trace"));
+    app.set_path(rel.rsplit('/').next().unwrap().to_owned());
+    assert!(app.trace().is_some(), "{rel} is a trace");
+    Some(app)
+}
+
+/// The torch 1.9 trace records allocations only as `Bytes` (running sums from 0 at its start;
+/// no reserved total): the TUI shows changes from the start and reserved as unknown, never
+/// `0 B / 0 B` reserved or `0 B` allocated at each step end.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn torch19_trace_shows_changes_from_the_start_and_reserved_unknown() {
+    let Some(mut app) = load_corpus("traces/other/kineto_resnet50_torch19_mem.pt.trace.json.gz")
+    else {
+        return;
+    };
+    let s = screen(&mut app, 130, 32);
+    let row = s
+        .lines()
+        .find(|l| l.starts_with("cuda:0"))
+        .unwrap_or_else(|| panic!("no device row:\n{s}"));
+    assert!(
+        row.contains("+0 B / +2.6 GiB from start") && row.contains("unknown / unknown"),
+        "{row}"
+    );
+    assert!(!row.contains("0 B / 0 B"), "{row}");
+
+    key(&mut app, '3');
+    let s = screen(&mut app, 130, 32);
+    assert!(s.contains("changes from the trace's start"), "{s}");
+    let steps: Vec<&str> = s
+        .lines()
+        .filter(|l| {
+            l.trim_start_matches(['›', ' '])
+                .starts_with("ProfilerStep#")
+        })
+        .collect();
+    assert_eq!(steps.len(), 6, "{s}");
+    for l in steps {
+        // step, ms, start, peak, end, Δ: the running sum is back at 0 at every step's end.
+        let cols: Vec<&str> = l
+            .trim_start_matches(['›', ' '])
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            cols[2..10],
+            ["+0", "B", "+2.6", "GiB", "+0", "B", "+0", "B"],
+            "{l}"
+        );
+    }
+
+    key(&mut app, '2');
+    let s = screen(&mut app, 130, 32);
+    let header = s.lines().nth(1).unwrap();
+    assert!(
+        header.contains("from the trace's start") && header.contains("reserved unknown"),
+        "{header}"
+    );
+    assert!(s.contains("reserved: not recorded"), "{s}");
+}
+
+/// A trace without memory events: the overview and the steps say that memory was not
+/// recorded, with no figure.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn memoryless_trace_shows_no_memory_figures() {
+    let Some(mut app) = load_corpus("traces/hta/trace_diff/control/control.json.gz") else {
+        return;
+    };
+    let s = screen(&mut app, 130, 32);
+    assert!(s.contains("memory: not recorded"), "{s}");
+    assert!(!s.contains(" B "), "{s}");
+    key(&mut app, '3');
+    let s = screen(&mut app, 130, 32);
+    assert!(
+        s.contains("6 profiled steps (ProfilerStep#1009 .. ProfilerStep#1014)")
+            && s.contains("memory per step not recorded"),
+        "{s}"
+    );
+    assert!(!s.contains(" B "), "{s}");
 }

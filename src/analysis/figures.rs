@@ -5,6 +5,11 @@
 //! highest value seen in the log on their own; they disagreed (the HTML showed an `active`
 //! peak of "≥ 23.2 GiB" under a current 23.8 GiB, where the text said "unknown"). Every view
 //! now reads [`DeviceReport::figures`].
+//!
+//! A torch 1.9-era trace gives allocated bytes only as changes from its start (running sums of
+//! each event's `Bytes`): its figure has no current value in bytes, its peak is the lower bound
+//! those changes imply, and [`Figure::from_start`] carries the changes themselves, so that no
+//! view can print a change as bytes in use ("0 B allocated" at every step end).
 
 use super::DeviceReport;
 
@@ -57,6 +62,16 @@ pub struct Figure {
     /// bytes, a torch 1.9 trace's reserved bytes).
     pub current: Option<u64>,
     pub peak: Bound,
+    /// Where the capture gives this counter only as changes from the trace's start (a torch
+    /// 1.9-era trace's allocated bytes): those changes. `current` is then `None`.
+    pub from_start: Option<Change>,
+}
+
+/// A counter's current value and peak as signed changes from the trace's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Change {
+    pub current: i64,
+    pub peak: i64,
 }
 
 impl DeviceReport {
@@ -65,7 +80,7 @@ impl DeviceReport {
     pub fn figure(&self, counter: Counter) -> Figure {
         let (current, peak, seen) = match counter {
             Counter::Allocated => (
-                Some(self.allocated_bytes),
+                self.allocated_bytes,
                 self.peak_allocated_bytes,
                 self.observed_peak_allocated_bytes,
             ),
@@ -76,9 +91,9 @@ impl DeviceReport {
                 self.observed_peak_allocated_bytes,
             ),
             Counter::Reserved => (
-                (!self.reserved_unknown).then_some(self.reserved_bytes),
+                self.reserved_bytes,
                 self.peak_reserved_bytes,
-                self.observed_peak_reserved_bytes,
+                self.observed_peak_reserved_bytes.unwrap_or(0),
             ),
             Counter::Requested => (
                 self.requested_bytes,
@@ -86,15 +101,25 @@ impl DeviceReport {
                 self.observed_peak_requested_bytes,
             ),
         };
+        let from_start = match counter {
+            Counter::Allocated => self.from_start.map(|f| Change {
+                current: f.allocated_bytes,
+                peak: f.peak_allocated_bytes,
+            }),
+            _ => None,
+        };
         let peak = match (peak, current) {
             (Some(p), _) => Bound::Exact(p),
             (None, Some(c)) => Bound::AtLeast(seen.max(c)),
+            // Changes from the start bound the bytes in use at the peak from below.
+            (None, None) if from_start.is_some() => Bound::AtLeast(seen),
             (None, None) => Bound::Unknown,
         };
         Figure {
             counter,
             current,
             peak,
+            from_start,
         }
     }
 

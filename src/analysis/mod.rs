@@ -22,6 +22,7 @@ pub mod whatif;
 
 use std::path::Path;
 
+pub use crate::model::trace::CountedFrom;
 use crate::model::{Device, Layout, Snapshot};
 use categories::Categories;
 use leaks::Leak;
@@ -76,14 +77,42 @@ pub struct OomReport {
     pub categories: Option<Categories>,
 }
 
+/// A device's allocated figures as changes from the trace's start, where that is all the
+/// capture gives ([`CountedFrom::TraceStart`]): signed, as a change can be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FromStart {
+    /// At the end of the trace.
+    pub allocated_bytes: i64,
+    /// The highest.
+    pub peak_allocated_bytes: i64,
+    /// The lowest, the start (0) included.
+    pub lowest_allocated_bytes: i64,
+}
+
+impl FromStart {
+    /// The least the bytes in use can be at a point whose change from the start is `change`:
+    /// nothing is ever below 0 in use, so what was in use at the start is at least minus the
+    /// lowest change.
+    pub fn at_least(&self, change: i64) -> u64 {
+        change.saturating_sub(self.lowest_allocated_bytes).max(0) as u64
+    }
+}
+
 /// Per-device figures. Byte counts follow `torch.cuda.memory_stats()` names.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DeviceReport {
     pub device: u32,
-    pub allocated_bytes: u64,
+    /// What the allocated figures count from: `zero` (bytes in use), or `trace_start` (a torch
+    /// 1.9-era trace's running sums: changes since the trace began, given in `from_start`; the
+    /// absolute `allocated_bytes` is then `null` and the peaks are lower bounds).
+    pub allocated_counted_from: CountedFrom,
+    /// `null` where the capture records no absolute figure (`allocated_counted_from` is
+    /// `trace_start`).
+    pub allocated_bytes: Option<u64>,
     /// Snapshot-only figures are `null` for traces, which do not record them.
     pub active_bytes: Option<u64>,
-    pub reserved_bytes: u64,
+    /// `null` where the capture records no reserved total (a torch 1.9-era trace).
+    pub reserved_bytes: Option<u64>,
     pub requested_bytes: Option<u64>,
     /// Peaks are `null` where history before the log is missing: see `observed_peak_*`.
     pub peak_allocated_bytes: Option<u64>,
@@ -93,9 +122,9 @@ pub struct DeviceReport {
     pub peak_inactive_split_bytes: Option<u64>,
     /// Highest figures seen within the recorded log (lower bounds when the log starts mid-run).
     pub observed_peak_allocated_bytes: u64,
-    pub observed_peak_reserved_bytes: u64,
-    /// The capture does not say how much was reserved (a torch 1.9-era trace): `reserved_bytes`
-    /// is then 0 for want of a figure, not a measurement.
+    pub observed_peak_reserved_bytes: Option<u64>,
+    /// The capture does not say how much was reserved (a torch 1.9-era trace): the reserved
+    /// figures are then `null`. Kept for readers of earlier reports, where they were 0.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reserved_unknown: bool,
     /// Highest requested bytes seen within the log (a lower bound like the two above).
@@ -111,9 +140,13 @@ pub struct DeviceReport {
     pub expandable_segments: Option<u64>,
     /// Free bytes inside expandable segments, whether or not they hold a live block.
     pub expandable_free_bytes: Option<u64>,
-    /// Reserved minus active: cached by the allocator, usable by new requests that fit.
-    pub free_reserved_bytes: u64,
+    /// Reserved minus active: cached by the allocator, usable by new requests that fit
+    /// (`null` where reserved is not recorded).
+    pub free_reserved_bytes: Option<u64>,
     pub largest_free_block_bytes: Option<u64>,
+    /// Where `allocated_counted_from` is `trace_start`: the allocated figures as changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_start: Option<FromStart>,
     pub events: usize,
     /// Whether the log holds allocation events (not just a `snapshot` marker).
     pub has_history: bool,
@@ -158,10 +191,22 @@ pub struct StepReport {
     /// Event indices in the snapshot's log (`null` for traces).
     pub start_event: Option<u32>,
     pub end_event: Option<u32>,
+    /// Bytes in use; where the device's figures count from the trace's start, the least they
+    /// can be (see `from_start`).
     pub peak_allocated_bytes: u64,
     pub end_allocated_bytes: u64,
     /// How the step was found: `annotation`, `pattern`, `setup` or `tail`.
     pub source: StepSource,
+    /// Where the device's figures count from the trace's start: the step's as changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_start: Option<StepFromStart>,
+}
+
+/// A step's allocated figures as changes from the trace's start ([`CountedFrom::TraceStart`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StepFromStart {
+    pub peak_allocated_bytes: i64,
+    pub end_allocated_bytes: i64,
 }
 
 /// Memory by category, where it was taken.
@@ -616,9 +661,10 @@ fn device_report(
     }
     let report = DeviceReport {
         device: dev.index,
-        allocated_bytes: allocated,
+        allocated_counted_from: CountedFrom::Zero,
+        allocated_bytes: Some(allocated),
         active_bytes: Some(active),
-        reserved_bytes: reserved,
+        reserved_bytes: Some(reserved),
         requested_bytes: Some(requested),
         peak_allocated_bytes: peak(p.allocated.bytes),
         peak_active_bytes: peak(p.active.bytes),
@@ -626,7 +672,7 @@ fn device_report(
         peak_requested_bytes: peak(p.requested.bytes),
         peak_inactive_split_bytes: peak(p.inactive_split.bytes),
         observed_peak_allocated_bytes: p.allocated.bytes.max(allocated),
-        observed_peak_reserved_bytes: p.reserved.bytes.max(reserved),
+        observed_peak_reserved_bytes: Some(p.reserved.bytes.max(reserved)),
         observed_peak_requested_bytes: p.requested.bytes.max(requested),
         reserved_unknown: false,
         peak_exact: exact,
@@ -635,8 +681,9 @@ fn device_report(
         segments: Some(segments),
         expandable_segments: Some(exp_segments),
         expandable_free_bytes: Some(exp_free),
-        free_reserved_bytes: reserved.saturating_sub(active),
+        free_reserved_bytes: Some(reserved.saturating_sub(active)),
         largest_free_block_bytes: Some(largest_free),
+        from_start: None,
         events: dev.events.len(),
         has_history,
         replay_consistent: tl.consistency.consistent,
@@ -735,12 +782,12 @@ fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
         };
     }
     // Saturating: hostile files can declare sizes near 2^64 on several devices.
-    let total_alloc = devices
-        .iter()
-        .fold(0u64, |a, d| a.saturating_add(d.allocated_bytes));
+    let total_alloc = devices.iter().fold(0u64, |a, d| {
+        a.saturating_add(d.allocated_bytes.unwrap_or(0))
+    });
     let total_res = devices
         .iter()
-        .fold(0u64, |a, d| a.saturating_add(d.reserved_bytes));
+        .fold(0u64, |a, d| a.saturating_add(d.reserved_bytes.unwrap_or(0)));
     let figures = format!(
         "{} allocated and {} reserved at the end across {} device(s)",
         crate::units::bytes(total_alloc),
@@ -862,6 +909,7 @@ pub fn analyze_snapshot_for_views(
                     peak_allocated_bytes: s.peak_allocated_bytes,
                     end_allocated_bytes: s.end_allocated_bytes,
                     source: s.source,
+                    from_start: None,
                 }),
         );
         devices.push(f.report);

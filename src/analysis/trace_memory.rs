@@ -9,7 +9,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::model::trace::{DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
+use crate::model::trace::{CountedFrom, DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
 use crate::model::{FrameId, FrameKind, StackId};
 
 /// A point of the memory timeline (after the event at `ts`).
@@ -17,7 +17,8 @@ use crate::model::{FrameId, FrameKind, StackId};
 pub struct MemPoint {
     pub ts: f64,
     pub allocated_bytes: i64,
-    pub reserved_bytes: i64,
+    /// `None` where the event does not say (torch 1.9-era traces record no reserved total).
+    pub reserved_bytes: Option<i64>,
 }
 
 /// Where the allocated peak was reached.
@@ -76,10 +77,15 @@ pub struct LiveGrowth {
 }
 
 /// Memory of one device over the trace.
+///
+/// Every allocated figure here (start, end, peak, steps, timeline) is in the device's
+/// [`CountedFrom`]: bytes in use, or, for a torch 1.9-era trace, a change from the trace's start.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct DeviceMemory {
     pub device: DeviceKey,
     pub label: String,
+    /// What the allocated figures count from.
+    pub counted_from: CountedFrom,
     pub events: usize,
     pub allocations: usize,
     pub frees: usize,
@@ -88,7 +94,12 @@ pub struct DeviceMemory {
     /// Allocated before the first event (what was in use when profiling began).
     pub start_allocated_bytes: Option<i64>,
     pub end_allocated_bytes: Option<i64>,
+    /// The lowest allocated total, the start included: where the figures count from the
+    /// trace's start, what was in use then is at least minus this (no total is below 0), so
+    /// each figure minus this is a lower bound of the bytes in use.
+    pub lowest_allocated_bytes: Option<i64>,
     pub peak: Option<Peak>,
+    /// `None` where no event records a reserved total.
     pub peak_reserved_bytes: Option<i64>,
     /// Allocations made during the trace and never freed in it.
     pub live_at_end_bytes: u64,
@@ -266,7 +277,7 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
     }
     if t.counts.reconstructed_totals > 0 {
         notes.push(format!(
-            "{} [memory] events carry no `Total Allocated` (a torch 1.9-era trace): allocated totals are reconstructed as the running sum of their `Bytes` per device, counted from 0 at the trace's start (memory allocated before it is not included); reserved memory is unknown",
+            "{} [memory] events carry no `Total Allocated` (a torch 1.9-era trace): allocated totals are reconstructed as the running sum of their `Bytes` per device, counted from 0 at the trace's start, so allocated figures are changes from the trace's start, not bytes in use (memory allocated before it is not recorded); reserved memory is not recorded",
             t.counts.reconstructed_totals
         ));
     }
@@ -327,7 +338,7 @@ fn device_memory(
             Some(MemPoint {
                 ts: m.ts,
                 allocated_bytes: m.total_allocated?,
-                reserved_bytes: m.total_reserved.unwrap_or(0),
+                reserved_bytes: m.total_reserved,
             })
         })
         .collect();
@@ -335,6 +346,11 @@ fn device_memory(
         .iter()
         .find_map(|m| m.total_allocated.map(|a| a - m.bytes));
     let end_allocated_bytes = events.iter().rev().find_map(|m| m.total_allocated);
+    let lowest_allocated_bytes = timeline
+        .iter()
+        .map(|p| p.allocated_bytes)
+        .chain(start_allocated_bytes)
+        .min();
     let peak_reserved_bytes = events.iter().filter_map(|m| m.total_reserved).max();
 
     // Peak: the first event reaching the highest total.
@@ -520,12 +536,14 @@ fn device_memory(
     DeviceMemory {
         device,
         label: device.label(),
+        counted_from: t.counted_from(device),
         events: events.len(),
         allocations,
         frees,
         frees_of_earlier_blocks,
         start_allocated_bytes,
         end_allocated_bytes,
+        lowest_allocated_bytes,
         peak,
         peak_reserved_bytes,
         live_at_end_bytes,

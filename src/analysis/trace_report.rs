@@ -11,12 +11,12 @@ use super::leaks::{Blame, Confidence, Leak, LeakKind, RelatedSite};
 use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
-    Analysis, DeviceReport, Input, LeakJudgement, LeakReport, NotJudged, StepReport, Verdict,
-    VerdictKind, SCHEMA,
+    Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
+    StepReport, Verdict, VerdictKind, SCHEMA,
 };
-use crate::model::trace::Trace;
+use crate::model::trace::{CountedFrom, Trace};
 use crate::model::EventIdx;
-use crate::units::bytes;
+use crate::units::{bytes, signed_bytes};
 
 /// The autograd graph section of the report (`graph.growth[]`).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -212,39 +212,65 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
     out
 }
 
+/// A device's allocated figures as changes from the trace's start, where they count from it.
+fn from_start(d: &DeviceMemory) -> Option<FromStart> {
+    (d.counted_from == CountedFrom::TraceStart).then(|| FromStart {
+        allocated_bytes: d.end_allocated_bytes.unwrap_or(0),
+        // The start (0) is a point of the curve too.
+        peak_allocated_bytes: d.peak.as_ref().map_or(0, |p| p.allocated_bytes).max(0),
+        lowest_allocated_bytes: d.lowest_allocated_bytes.unwrap_or(0).min(0),
+    })
+}
+
+/// A figure of the device's curve in bytes in use: itself, or where the curve counts from the
+/// trace's start, the least the bytes in use can be there.
+fn in_use(from_start: Option<&FromStart>, v: i64) -> u64 {
+    match from_start {
+        Some(f) => f.at_least(v),
+        None => v.max(0) as u64,
+    }
+}
+
 fn device_report(d: &DeviceMemory) -> DeviceReport {
-    let peak = d.peak.as_ref();
-    let end_alloc = d.end_allocated_bytes.unwrap_or(0).max(0) as u64;
+    let from_start = from_start(d);
+    let rel = from_start.as_ref();
+    let end = d.end_allocated_bytes.unwrap_or(0);
+    let end_alloc = rel.is_none().then(|| end.max(0) as u64);
+    // Reserved as the events record it: unknown where none does (never 0 for want of a figure).
     let end_res = d
         .timeline
-        .last()
-        .map(|p| p.reserved_bytes.max(0) as u64)
-        .unwrap_or(0);
-    let peak_alloc = peak.map(|p| p.allocated_bytes.max(0) as u64);
+        .iter()
+        .rev()
+        .find_map(|p| p.reserved_bytes)
+        .map(|v| v.max(0) as u64);
+    let peak_alloc = d.peak.as_ref().map(|p| in_use(rel, p.allocated_bytes));
     let peak_res = d.peak_reserved_bytes.map(|v| v.max(0) as u64);
     DeviceReport {
         device: d.device.device_id.max(0) as u32,
+        allocated_counted_from: d.counted_from,
         allocated_bytes: end_alloc,
         active_bytes: None,
         reserved_bytes: end_res,
         requested_bytes: None,
-        peak_allocated_bytes: peak_alloc,
+        // Changes from the start give no exact peak in bytes in use, only a lower bound.
+        peak_allocated_bytes: peak_alloc.filter(|_| rel.is_none()),
         peak_active_bytes: None,
         peak_reserved_bytes: peak_res,
         peak_requested_bytes: None,
         peak_inactive_split_bytes: None,
-        observed_peak_allocated_bytes: peak_alloc.unwrap_or(end_alloc),
-        observed_peak_reserved_bytes: peak_res.unwrap_or(end_res),
-        peak_exact: peak_alloc.is_some(),
+        observed_peak_allocated_bytes: peak_alloc.unwrap_or(in_use(rel, end)),
+        observed_peak_reserved_bytes: peak_res.or(end_res),
+        peak_exact: peak_alloc.is_some() && rel.is_none(),
         peak_event: None,
         inactive_split_bytes: None,
         segments: None,
         expandable_segments: None,
         expandable_free_bytes: None,
         observed_peak_requested_bytes: 0,
-        reserved_unknown: peak_res.is_none(),
-        free_reserved_bytes: end_res.saturating_sub(end_alloc),
+        reserved_unknown: end_res.is_none(),
+        free_reserved_bytes: end_res.zip(end_alloc).map(|(r, a)| r.saturating_sub(a)),
         largest_free_block_bytes: None,
+        from_start,
         events: d.events,
         has_history: d.events > 0,
         // The profiler's running totals are the allocator's own; there is nothing to replay.
@@ -253,7 +279,8 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
             consistent: true,
             ..Consistency::default()
         },
-        history_starts_mid_run: d.start_allocated_bytes.unwrap_or(0) > 0,
+        // Changes from the start say nothing of what was in use then: not an empty allocator.
+        history_starts_mid_run: rel.is_some() || d.start_allocated_bytes.unwrap_or(0) > 0,
         ooms: Vec::new(),
         top_sites: Vec::new(),
         top_sites_at_peak: Vec::new(),
@@ -263,14 +290,56 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
         leak_judgement: if d.events == 0 {
             LeakJudgement::not(NotJudged::NoMemoryEvents, 0)
         } else {
+            // Step ends compared with each other: a common offset does not change the judgement.
             let ends: Vec<u64> = d
                 .steps
                 .iter()
                 .filter_map(|s| s.end_allocated_bytes)
-                .map(|b| b.max(0) as u64)
+                .map(|b| in_use(rel, b))
                 .collect();
             super::judge_steps(&ends, false)
         },
+    }
+}
+
+/// A step of a device, in bytes in use (lower bounds where the device counts from the trace's
+/// start, with the changes beside them).
+fn step_report(d: &DeviceReport, s: &trace_memory::StepMemory, name: String) -> StepReport {
+    let rel = d.from_start.as_ref();
+    let (peak, end) = (
+        s.peak_allocated_bytes.unwrap_or(0),
+        s.end_allocated_bytes.unwrap_or(0),
+    );
+    StepReport {
+        device: d.device,
+        name,
+        start_event: None,
+        end_event: None,
+        peak_allocated_bytes: in_use(rel, peak),
+        end_allocated_bytes: in_use(rel, end),
+        source: super::steps::StepSource::Annotation,
+        from_start: rel.map(|_| StepFromStart {
+            peak_allocated_bytes: peak,
+            end_allocated_bytes: end,
+        }),
+    }
+}
+
+/// The verdict's memory clause: the highest allocated peak in bytes in use where a device
+/// records one, else the highest change from the trace's start; `None` without memory.
+fn peak_clause(devices: &[DeviceReport]) -> Option<String> {
+    let exact = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
+    let change = devices
+        .iter()
+        .filter_map(|d| d.from_start.map(|f| f.peak_allocated_bytes))
+        .max();
+    match (exact, change) {
+        (Some(p), _) => Some(format!("allocated peak {}", bytes(p))),
+        (None, Some(c)) => Some(format!(
+            "allocated peak {} above the trace's start (the trace records changes, not bytes in use)",
+            signed_bytes(c)
+        )),
+        (None, None) => None,
     }
 }
 
@@ -317,15 +386,7 @@ pub fn analyze_trace_with_memory(
                 .find(|x| x.number == s.number)
                 .map(|x| x.name.clone())
                 .unwrap_or_else(|| format!("ProfilerStep#{}", s.number));
-            steps.push(StepReport {
-                device: rep.device,
-                name,
-                start_event: None,
-                end_event: None,
-                peak_allocated_bytes: s.peak_allocated_bytes.unwrap_or(0).max(0) as u64,
-                end_allocated_bytes: s.end_allocated_bytes.unwrap_or(0).max(0) as u64,
-                source: super::steps::StepSource::Annotation,
-            });
+            steps.push(step_report(&rep, s, name));
         }
         devices.push(rep);
     }
@@ -341,12 +402,7 @@ pub fn analyze_trace_with_memory(
             non_cuda.join(", ")
         ));
     }
-    if mem.devices.is_empty() {
-        notes.push(
-            "the trace has no [memory] events: record it with profile_memory=True to see memory"
-                .into(),
-        );
-    }
+    // A trace without [memory] events: `trace_memory`'s note says so (once).
     // Without CUDA memory events the profiler's steps are still the program's steps: counted,
     // with no memory figures to show for them.
     if devices.is_empty() && !mem.steps.is_empty() {
@@ -413,12 +469,9 @@ pub fn analyze_trace_with_memory(
             leak_judgement: judgement,
         }
     } else if judgement.judged {
-        let peak = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
         // Without [memory] events there is no peak to state, not a peak of 0 B.
-        let memory = match peak {
-            Some(p) => format!("allocated peak {}", bytes(p)),
-            None => "no memory recorded (no [memory] events)".to_string(),
-        };
+        let memory = peak_clause(&devices)
+            .unwrap_or_else(|| "no memory recorded (no [memory] events)".to_string());
         // Growth of the graph is judged only where the graph can be followed (the same
         // conditions `check` SKIPs `graph-growth` on).
         let not_judged = if g.forward_nodes == 0 {
@@ -445,11 +498,7 @@ pub fn analyze_trace_with_memory(
             leak_judgement: judgement,
         }
     } else {
-        let peak = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
-        let memory = match peak {
-            Some(p) => format!("allocated peak {}", bytes(p)),
-            None => "no memory recorded".to_string(),
-        };
+        let memory = peak_clause(&devices).unwrap_or_else(|| "no memory recorded".to_string());
         Verdict {
             kind: VerdictKind::Unjudged,
             summary: format!(
@@ -486,4 +535,65 @@ pub fn analyze_trace_with_memory(
         notes,
     };
     (analysis, mem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::trace::{DeviceKey, Tid, TraceBuilder, NO_ADDR};
+
+    /// A torch 1.9-style trace on cuda:0 (only `Bytes`): a block from before the trace is freed
+    /// (-1 KiB), then 4 KiB are allocated and 1 KiB freed, over one step.
+    fn relative_trace() -> Trace {
+        let dev = DeviceKey {
+            device_type: 1,
+            device_id: 0,
+        };
+        let mut b = TraceBuilder::new();
+        let tid = Tid(1);
+        b.add_step(1, "ProfilerStep#1", 0.0, 100.0, tid);
+        for (ts, bytes) in [(10.0, -1024), (20.0, 4096), (30.0, -1024)] {
+            b.add_memory(ts, tid, NO_ADDR, bytes, None, None, dev);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn changes_from_the_start_are_bounds_not_bytes_in_use() {
+        let t = relative_trace();
+        let a = analyze_trace(&t, Path::new("t.json"), 0);
+        let d = &a.devices[0];
+        assert_eq!(d.allocated_counted_from, CountedFrom::TraceStart);
+        assert_eq!(
+            d.from_start,
+            Some(FromStart {
+                allocated_bytes: 2048,
+                peak_allocated_bytes: 3072,
+                lowest_allocated_bytes: -1024,
+            })
+        );
+        // At least 1 KiB was in use at the start (it was freed): the peak was at least 4 KiB.
+        assert_eq!(d.observed_peak_allocated_bytes, 4096);
+        assert_eq!((d.allocated_bytes, d.peak_allocated_bytes), (None, None));
+        assert_eq!((d.reserved_bytes, d.free_reserved_bytes), (None, None));
+        let s = &a.steps[0];
+        assert_eq!(
+            s.from_start,
+            Some(StepFromStart {
+                peak_allocated_bytes: 3072,
+                end_allocated_bytes: 2048,
+            })
+        );
+        assert_eq!(
+            (s.peak_allocated_bytes, s.end_allocated_bytes),
+            (4096, 3072)
+        );
+        let f = d.figure(crate::analysis::figures::Counter::Allocated);
+        assert_eq!(f.current, None);
+        assert_eq!(f.peak, crate::analysis::figures::Bound::AtLeast(4096));
+        assert!(a
+            .verdict
+            .summary
+            .contains("+3.0 KiB above the trace's start"));
+    }
 }

@@ -393,9 +393,16 @@ pub fn check(
         }
         for g in &groups {
             let Some(im) = &g.imbalance else {
-                let r = g.ranks.iter().find(|r| !r.has_memory);
+                let (r, why) = match g.ranks.iter().find(|r| !r.has_memory) {
+                    Some(r) => (Some(r), "recorded no device memory"),
+                    None => (
+                        g.ranks.iter().find(|r| r.from_trace_start),
+                        "records allocated bytes only as changes from its trace's start: its \
+                         peak cannot be compared with another rank's",
+                    ),
+                };
                 return Err(CheckError(format!(
-                    "--max-imbalance is set, but rank {} of the {} ({}) recorded no device memory",
+                    "--max-imbalance is set, but rank {} of the {} ({}) {why}",
                     r.map_or(0, |r| r.rank),
                     g.label(),
                     r.map_or("", |r| r.path.as_str())

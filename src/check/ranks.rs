@@ -69,6 +69,13 @@ pub struct RankRow {
     pub leaks: Option<usize>,
     /// Whether the capture recorded device memory (else its peaks are no measurement).
     pub has_memory: bool,
+    /// The capture gives allocated bytes only as changes from its trace's start (torch 1.9):
+    /// its figures here are lower bounds, and peaks cannot be compared across ranks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_trace_start: bool,
+    /// The capture records no reserved bytes (torch 1.9): `peak_reserved_bytes` is no figure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserved_unrecorded: bool,
     pub passed: bool,
 }
 
@@ -208,6 +215,8 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
                         })
                         .map(Vec::len),
                     has_memory: !s.devices.is_empty(),
+                    from_trace_start: !s.allocated_from_trace_start.is_empty(),
+                    reserved_unrecorded: !s.reserved_unrecorded.is_empty(),
                     passed: passed.get(*i).copied().unwrap_or(true),
                 }
             })
@@ -215,7 +224,7 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
         ranks.sort_by_key(|r| r.rank);
         let imbalance = ranks
             .iter()
-            .all(|r| r.has_memory)
+            .all(|r| r.has_memory && !r.from_trace_start)
             .then(|| imbalance(&ranks));
         out.push(RankGroup {
             kind,

@@ -5,7 +5,7 @@
 //! says, through [`Rule::measurable`], whether an input holds anything to measure: `check`
 //! turns "nothing to measure" into an error (exit 2) rather than a PASS.
 
-use super::summary::{self, InputSummary};
+use super::summary::{self, InputSummary, Standing};
 use super::{diff, trim_float, RuleResult, Unit, EVIDENCE};
 use crate::analysis::sites::Site;
 use crate::units;
@@ -78,14 +78,6 @@ fn site_lines(sites: &[summary::SiteBytes], known: bool) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// The device with the largest value of `f`.
-fn worst(
-    s: &InputSummary,
-    f: impl Fn(&summary::DeviceSummary) -> u64,
-) -> Option<&summary::DeviceSummary> {
-    s.devices.iter().max_by_key(|d| f(d))
 }
 
 /// Whether `s` could have recorded an OOM: `Nothing(why)` for a capture without OOMs that
@@ -351,10 +343,38 @@ fn rule_graph(s: &InputSummary, rule: &'static str, limit: f64) -> RuleResult {
 /// `max-peak` / `max-reserved` (`--max-peak`, `--max-reserved`): the highest allocated
 /// (reserved) bytes on any device, exact where the log starts from an empty allocator, else
 /// the highest seen (a lower bound, said so). Evidence on FAIL: what was live at the peak.
-/// Nothing to measure where the capture recorded no device memory.
+/// Nothing to measure where the capture recorded no device memory, or no reserved bytes.
+///
+/// A trace that gives allocated bytes only as changes from its start (torch 1.9) bounds the
+/// peak from below: that bound over the limit FAILs (the peak was at least that), under it
+/// SKIPs with the reason, since it cannot show the peak within the limit (docs/how-it-decides.md).
 pub struct PeakRule {
     pub limit: u64,
     pub reserved: bool,
+}
+
+impl PeakRule {
+    fn what(&self) -> &'static str {
+        if self.reserved {
+            "peak reserved"
+        } else {
+            "peak allocated"
+        }
+    }
+    fn standing(&self, s: &InputSummary, d: &summary::DeviceSummary) -> Standing {
+        if self.reserved {
+            s.reserved_standing(&d.device)
+        } else {
+            s.allocated_standing(&d.device)
+        }
+    }
+    fn get(&self, d: &summary::DeviceSummary) -> u64 {
+        if self.reserved {
+            d.peak_reserved_bytes
+        } else {
+            d.peak_allocated_bytes
+        }
+    }
 }
 
 impl Rule for PeakRule {
@@ -367,40 +387,56 @@ impl Rule for PeakRule {
     }
     fn measurable(&self, s: &InputSummary) -> Measurable {
         if s.devices.is_empty() {
-            Measurable::Nothing("no device memory recorded".into())
-        } else {
-            Measurable::Yes
+            return Measurable::Nothing("no device memory recorded".into());
+        }
+        match s
+            .devices
+            .iter()
+            .find(|d| self.standing(s, d) != Standing::Unrecorded)
+        {
+            Some(_) => Measurable::Yes,
+            None => Measurable::Nothing(unrecorded_reserved(&s.devices[0].device)),
         }
     }
     fn apply(&self, s: &InputSummary) -> RuleResult {
         if let Some(r) = skip_unless(self, Unit::Bytes, s) {
             return r;
         }
-        rule_peak(s, self.id(), self.limit, self.reserved)
+        rule_peak(self, s)
     }
 }
 
-fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -> RuleResult {
-    let what = if reserved {
-        "peak reserved"
-    } else {
-        "peak allocated"
-    };
-    let get = |d: &summary::DeviceSummary| {
-        if reserved {
-            d.peak_reserved_bytes
-        } else {
-            d.peak_allocated_bytes
-        }
-    };
-    let Some(d) = worst(s, get) else {
-        return RuleResult::skip(rule, Unit::Bytes, "no device memory recorded");
+/// Why a device's reserved bytes cannot be held to anything.
+fn unrecorded_reserved(device: &str) -> String {
+    format!(
+        "the trace records no reserved bytes on {device} (its [memory] events carry no `Total Reserved`)"
+    )
+}
+
+/// Why a lower bound of `what` within a limit shows nothing.
+fn bound_within(what: &str, device: &str, bound: u64) -> String {
+    format!(
+        "{what} on {device} is known only as a change from the trace's start (its [memory] \
+         events carry no `Total Allocated`): at least {}, which cannot show it within the limit",
+        units::bytes(bound)
+    )
+}
+
+fn rule_peak(rule: &PeakRule, s: &InputSummary) -> RuleResult {
+    let (id, what) = (rule.id(), rule.what());
+    let Some(d) = s
+        .devices
+        .iter()
+        .filter(|d| rule.standing(s, d) != Standing::Unrecorded)
+        .max_by_key(|d| rule.get(d))
+    else {
+        return RuleResult::skip(id, Unit::Bytes, "no device memory recorded");
     };
     let mut r = RuleResult::limit(
-        rule,
+        id,
         Unit::Bytes,
-        get(d) as f64,
-        limit as f64,
+        rule.get(d) as f64,
+        rule.limit as f64,
         &format!("{what} on {}", d.device),
     );
     if !d.peak_exact && s.kind == "snapshot" {
@@ -408,8 +444,30 @@ fn rule_peak(s: &InputSummary, rule: &'static str, limit: u64, reserved: bool) -
             .push_str(" (a lower bound: history before the log is missing)");
     }
     if r.failed() {
+        if rule.standing(s, d) == Standing::AtLeast {
+            r.message.push_str(
+                " (a lower bound: the trace records allocated bytes only as changes from its start)",
+            );
+        }
         r.site = d.sites_at_peak.first().and_then(|x| x.site.clone());
         r.evidence = site_lines(&d.sites_at_peak, lines_known(s));
+        return r;
+    }
+    // A PASS holds for every device: one known only from below, or not at all, cannot give it.
+    for u in &s.devices {
+        match rule.standing(s, u) {
+            Standing::Measured => {}
+            Standing::AtLeast => {
+                return RuleResult::skip(
+                    id,
+                    Unit::Bytes,
+                    bound_within(what, &u.device, rule.get(u)),
+                )
+            }
+            Standing::Unrecorded => {
+                return RuleResult::skip(id, Unit::Bytes, unrecorded_reserved(&u.device))
+            }
+        }
     }
     r
 }
@@ -489,81 +547,153 @@ fn no_common_device(s: &InputSummary, b: &InputSummary) -> String {
     }
 }
 
+type Get = fn(&summary::DeviceSummary) -> u64;
+
+/// One figure the baseline rules compare per device: rule, words, getter, whether it is taken
+/// at the peak (else at the end), and whether it is a reserved figure (else allocated).
+struct DeviceSpec {
+    rule: &'static str,
+    what: &'static str,
+    get: Get,
+    at_peak: bool,
+    reserved: bool,
+}
+
+const DEVICE_SPECS: [DeviceSpec; 3] = [
+    DeviceSpec {
+        rule: "baseline-peak",
+        what: "peak allocated",
+        get: |d| d.peak_allocated_bytes,
+        at_peak: true,
+        reserved: false,
+    },
+    DeviceSpec {
+        rule: "baseline-reserved",
+        what: "peak reserved",
+        get: |d| d.peak_reserved_bytes,
+        at_peak: true,
+        reserved: true,
+    },
+    DeviceSpec {
+        rule: "baseline-live",
+        what: "live at the end",
+        get: |d| d.end_allocated_bytes,
+        at_peak: false,
+        reserved: false,
+    },
+];
+
+/// What a summary's figure of `spec` on `device` is.
+fn standing(x: &InputSummary, device: &str, spec: &DeviceSpec) -> Standing {
+    if spec.reserved {
+        x.reserved_standing(device)
+    } else {
+        x.allocated_standing(device)
+    }
+}
+
+/// `spec` on one device in common with the baseline: a PASS or FAIL, or why neither can be
+/// said. A baseline figure that is not a measurement gives no limit; a figure known only from
+/// below FAILs over the limit and says nothing under it; one not recorded says nothing.
+fn baseline_device(
+    s: &InputSummary,
+    b: &InputSummary,
+    d: &summary::DeviceSummary,
+    bd: &summary::DeviceSummary,
+    spec: &DeviceSpec,
+    tol: f64,
+) -> Result<RuleResult, String> {
+    let (now, then) = (standing(s, &d.device, spec), standing(b, &bd.device, spec));
+    let what = spec.what;
+    if now == Standing::Unrecorded || then == Standing::Unrecorded {
+        let side = if now == Standing::Unrecorded {
+            ""
+        } else {
+            "the baseline's "
+        };
+        return Err(format!("{side}{}", unrecorded_reserved(&d.device)));
+    }
+    if then == Standing::AtLeast {
+        return Err(format!(
+            "the baseline's {what} on {} is known only as a change from its trace's start: no \
+             limit to hold it to",
+            d.device
+        ));
+    }
+    let limit = (spec.get)(bd) as f64 * (1.0 + tol);
+    let mut r = RuleResult::limit(
+        spec.rule,
+        Unit::Bytes,
+        (spec.get)(d) as f64,
+        limit,
+        &format!("{what} on {}", d.device),
+    );
+    if now == Standing::AtLeast && !r.failed() {
+        return Err(bound_within(what, &d.device, (spec.get)(d)));
+    }
+    r.message.push_str(&format!(
+        " (baseline {} + {:.1}%)",
+        units::bytes((spec.get)(bd)),
+        tol * 100.0
+    ));
+    if r.failed() {
+        let (now, then) = if spec.at_peak {
+            (&d.sites_at_peak, &bd.sites_at_peak)
+        } else {
+            (&d.sites_at_end, &bd.sites_at_end)
+        };
+        let changes = diff::site_changes(then, now);
+        r.site = changes
+            .iter()
+            .find(|c| c.delta_bytes > 0)
+            .and_then(|c| c.site.clone());
+        r.evidence = changes
+            .iter()
+            .filter(|c| c.delta_bytes > 0)
+            .take(EVIDENCE)
+            .map(|c| c.describe())
+            .collect();
+    }
+    Ok(r)
+}
+
+/// `spec` over the devices in common: the device furthest over its baseline where one FAILs;
+/// else a SKIP where a device cannot be judged (a PASS must hold on every device); else the
+/// PASS closest to its limit.
+fn baseline_devices(s: &InputSummary, b: &InputSummary, spec: &DeviceSpec, tol: f64) -> RuleResult {
+    let mut best: Option<RuleResult> = None;
+    let mut unjudged: Option<String> = None;
+    for d in &s.devices {
+        let Some(bd) = b.device(&d.device) else {
+            continue;
+        };
+        let r = match baseline_device(s, b, d, bd, spec, tol) {
+            Ok(r) => r,
+            Err(why) => {
+                unjudged.get_or_insert(why);
+                continue;
+            }
+        };
+        let excess = |r: &RuleResult| r.measured.unwrap_or(0.0) - r.limit.unwrap_or(0.0);
+        if best.as_ref().is_none_or(|b| excess(&r) > excess(b)) {
+            best = Some(r);
+        }
+    }
+    match (best, unjudged) {
+        (Some(r), _) if r.failed() => r,
+        (_, Some(why)) => RuleResult::skip(spec.rule, Unit::Bytes, why),
+        (Some(r), None) => r,
+        (None, None) => RuleResult::skip(spec.rule, Unit::Bytes, no_common_device(s, b)),
+    }
+}
+
 /// Rules against the baseline entry `b`: `baseline-peak`, `baseline-reserved`, `baseline-live`
 /// (per device in common, the one furthest over), `baseline-growth-per-step` and
 /// `baseline-graph-growth`, each held to the baseline's figure plus the tolerance. Evidence:
 /// the sites that grew since the baseline. SKIP where a side has nothing to compare.
 pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Vec<RuleResult>) {
-    let grown = |x: u64| x as f64 * (1.0 + tol);
-    type Get = fn(&summary::DeviceSummary) -> u64;
-    let specs: [(&'static str, &str, Get, bool); 3] = [
-        (
-            "baseline-peak",
-            "peak allocated",
-            |d| d.peak_allocated_bytes,
-            true,
-        ),
-        (
-            "baseline-reserved",
-            "peak reserved",
-            |d| d.peak_reserved_bytes,
-            true,
-        ),
-        (
-            "baseline-live",
-            "live at the end",
-            |d| d.end_allocated_bytes,
-            false,
-        ),
-    ];
-    for (rule, what, get, at_peak) in specs {
-        // The device that exceeds its baseline by the most.
-        let mut best: Option<RuleResult> = None;
-        for d in &s.devices {
-            let Some(bd) = b.device(&d.device) else {
-                continue;
-            };
-            let mut r = RuleResult::limit(
-                rule,
-                Unit::Bytes,
-                get(d) as f64,
-                grown(get(bd)),
-                &format!("{what} on {}", d.device),
-            );
-            r.message.push_str(&format!(
-                " (baseline {} + {:.1}%)",
-                units::bytes(get(bd)),
-                tol * 100.0
-            ));
-            if r.failed() {
-                let (now, then) = if at_peak {
-                    (&d.sites_at_peak, &bd.sites_at_peak)
-                } else {
-                    (&d.sites_at_end, &bd.sites_at_end)
-                };
-                let changes = diff::site_changes(then, now);
-                r.site = changes
-                    .iter()
-                    .find(|c| c.delta_bytes > 0)
-                    .and_then(|c| c.site.clone());
-                r.evidence = changes
-                    .iter()
-                    .filter(|c| c.delta_bytes > 0)
-                    .take(EVIDENCE)
-                    .map(|c| c.describe())
-                    .collect();
-            }
-            let excess = r.measured.unwrap_or(0.0) - r.limit.unwrap_or(0.0);
-            if best
-                .as_ref()
-                .is_none_or(|b| excess > b.measured.unwrap_or(0.0) - b.limit.unwrap_or(0.0))
-            {
-                best = Some(r);
-            }
-        }
-        out.push(
-            best.unwrap_or_else(|| RuleResult::skip(rule, Unit::Bytes, no_common_device(s, b))),
-        );
+    for spec in &DEVICE_SPECS {
+        out.push(baseline_devices(s, b, spec, tol));
     }
     fn judged(x: &InputSummary) -> Result<Option<(f64, Option<&summary::LeakSummary>)>, String> {
         leaks_judged(x).map(|_| x.max_growth_per_step())
@@ -632,5 +762,77 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
             Unit::NodesPerStep,
             "graph growth analysed on one side only",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Status;
+
+    /// A trace's summary: cuda:0 measured at 1 GiB, cuda:1 known only as a change from the
+    /// trace's start (`peak` its lower bound), with no reserved total.
+    fn summary(peak: u64) -> InputSummary {
+        let dev = |name: &str, peak: u64| {
+            serde_json::json!({
+                "device": name, "peak_allocated_bytes": peak, "peak_reserved_bytes": 0,
+                "end_allocated_bytes": 0, "end_reserved_bytes": 0
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "path": "t.json", "kind": "trace", "verdict": "ok",
+            "devices": [dev("cuda:0", 1 << 30), dev("cuda:1", peak)],
+            "allocated_from_trace_start": ["cuda:1"],
+            "reserved_unrecorded": ["cuda:1"],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_lower_bound_fails_over_the_limit_and_never_passes_under_it() {
+        let rule = |limit| PeakRule {
+            limit,
+            reserved: false,
+        };
+        // cuda:1 was at least 3 GiB: over 2 GiB whatever it started from.
+        let r = rule(2 << 30).apply(&summary(3 << 30));
+        assert_eq!(r.status, Status::Fail, "{}", r.message);
+        assert!(r.message.contains("cuda:1") && r.message.contains("lower bound"));
+        // Both under 2 GiB, but cuda:1's bound cannot show its peak was.
+        let r = rule(2 << 30).apply(&summary(512 << 20));
+        assert_eq!(r.status, Status::Skip, "{}", r.message);
+        assert!(r.message.contains("cuda:1"), "{}", r.message);
+        // cuda:0 over the limit fails, whatever cuda:1 is.
+        let r = rule(256 << 20).apply(&summary(1 << 20));
+        assert_eq!(r.status, Status::Fail, "{}", r.message);
+        assert!(r.message.contains("cuda:0"), "{}", r.message);
+        // Reserved: cuda:0's PASS does not cover cuda:1, which records none.
+        let r = PeakRule {
+            limit: 1 << 40,
+            reserved: true,
+        }
+        .apply(&summary(0));
+        assert_eq!(r.status, Status::Skip, "{}", r.message);
+        assert!(r.message.contains("no reserved bytes on cuda:1"));
+    }
+
+    #[test]
+    fn baseline_figures_that_are_bounds_give_no_limit() {
+        let run = |b: &InputSummary| {
+            let mut out = Vec::new();
+            baseline_rules(&summary(1 << 30), b, 0.05, &mut out);
+            out
+        };
+        let by = |out: &[RuleResult], id: &str| out.iter().find(|r| r.rule == id).unwrap().clone();
+        let out = run(&summary(1 << 30));
+        for id in ["baseline-peak", "baseline-live", "baseline-reserved"] {
+            let r = by(&out, id);
+            assert_eq!(r.status, Status::Skip, "{id}: {}", r.message);
+            assert!(r.message.contains("cuda:1"), "{}", r.message);
+        }
+        // Against a measured baseline, a bound over it FAILs.
+        let mut measured = summary(1 << 20);
+        measured.allocated_from_trace_start.clear();
+        assert_eq!(by(&run(&measured), "baseline-peak").status, Status::Fail);
     }
 }

@@ -145,6 +145,24 @@ pub struct InputSummary {
     /// What the reader skipped or repaired in the capture: events a rule never saw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_notes: Vec<String>,
+    /// Devices whose allocated bytes the capture gives only as changes from the trace's start
+    /// (a torch 1.9-era trace): their `*_allocated_bytes` here are the least the bytes in use
+    /// can be, not measurements, and [`InputSummary::allocated_standing`] says so to the rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocated_from_trace_start: Vec<String>,
+    /// Devices whose reserved bytes the capture does not record: their `*_reserved_bytes` are 0
+    /// for want of a figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved_unrecorded: Vec<String>,
+}
+
+/// What a device's figure in a summary is: a measurement, the least the true value can be, or
+/// nothing the capture records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Measured,
+    AtLeast,
+    Unrecorded,
 }
 
 /// [`crate::analysis::LeakJudgement`], as kept in a summary.
@@ -273,6 +291,24 @@ impl InputSummary {
                 .max_by(|a, b| a.nodes_per_step.total_cmp(&b.nodes_per_step))
                 .map_or((0.0, None), |g| (g.nodes_per_step, Some(g))),
         )
+    }
+
+    /// What the allocated figures of device `label` are.
+    pub fn allocated_standing(&self, label: &str) -> Standing {
+        if self.allocated_from_trace_start.iter().any(|d| d == label) {
+            Standing::AtLeast
+        } else {
+            Standing::Measured
+        }
+    }
+
+    /// What the reserved figures of device `label` are.
+    pub fn reserved_standing(&self, label: &str) -> Standing {
+        if self.reserved_unrecorded.iter().any(|d| d == label) {
+            Standing::Unrecorded
+        } else {
+            Standing::Measured
+        }
     }
 
     pub fn device(&self, label: &str) -> Option<&DeviceSummary> {

@@ -14,7 +14,7 @@ use super::summary::{
 use crate::analysis::oom::Cause;
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::trace_report::GraphSection;
-use crate::analysis::{Analysis, LeakJudgement, NotJudged};
+use crate::analysis::{Analysis, CountedFrom, LeakJudgement, NotJudged};
 
 fn cause_id(c: Cause) -> &'static str {
     match c {
@@ -123,16 +123,31 @@ fn graph_not_judged(g: &GraphSection) -> Option<String> {
 pub fn summarize(a: &Analysis) -> InputSummary {
     let mut devices = Vec::new();
     let mut ooms = Vec::new();
+    let mut allocated_from_trace_start = Vec::new();
+    let mut reserved_unrecorded = Vec::new();
     for d in &a.devices {
-        let end_alloc = d.allocated_bytes;
-        let end_res = d.reserved_bytes;
+        // Where the figures are changes from the trace's start, the summary keeps the least
+        // the bytes in use can be, and says so: the rules then FAIL only on that bound.
+        let end_alloc = match (d.allocated_bytes, d.from_start) {
+            (Some(b), _) => b,
+            (None, Some(f)) => f.at_least(f.allocated_bytes),
+            (None, None) => 0,
+        };
+        if d.allocated_counted_from == CountedFrom::TraceStart {
+            allocated_from_trace_start.push(label(d.device));
+        }
+        if d.reserved_bytes.is_none() {
+            reserved_unrecorded.push(label(d.device));
+        }
+        let end_res = d.reserved_bytes.unwrap_or(0);
         let peak_alloc = d
             .peak_allocated_bytes
             .unwrap_or(d.observed_peak_allocated_bytes)
             .max(end_alloc);
         let peak_res = d
             .peak_reserved_bytes
-            .unwrap_or(d.observed_peak_reserved_bytes)
+            .or(d.observed_peak_reserved_bytes)
+            .unwrap_or(0)
             .max(end_res);
         let at_end = sites(&d.top_sites);
         let at_peak = if d.top_sites_at_peak.is_empty() {
@@ -214,7 +229,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
     let used: Vec<u32> = a
         .devices
         .iter()
-        .filter(|d| d.reserved_bytes > 0 || d.has_history)
+        .filter(|d| d.reserved_bytes.is_some_and(|r| r > 0) || d.has_history)
         .map(|d| d.device)
         .collect();
     let rank = (a.input.kind == "snapshot" && used.len() == 1).then(|| RankInfo {
@@ -236,6 +251,8 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
         load_notes: a.input.load_notes.clone(),
+        allocated_from_trace_start,
+        reserved_unrecorded,
     }
 }
 

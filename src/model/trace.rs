@@ -56,6 +56,25 @@ impl DeviceKey {
     }
 }
 
+/// What a device's allocated totals count from.
+///
+/// A torch 1.9-era trace records each allocation's `Bytes` and no running total, so the loader
+/// rebuilds the total as a running sum from 0 at the trace's first memory event: a change from a
+/// level the trace never gives (what was allocated before profiling began). Every figure built on
+/// such totals is a change, not bytes in use, and every view must say so: this is the one place
+/// that fact is recorded.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CountedFrom {
+    /// The allocator's own totals (`Total Allocated`): bytes in use.
+    #[default]
+    Zero,
+    /// Running sums of `Bytes` from 0 at the trace's start: changes since then.
+    TraceStart,
+}
+
 /// The address of a `[memory]` event that carries none (torch 1.9-era traces record only `Bytes`).
 pub const NO_ADDR: u64 = u64::MAX;
 
@@ -198,6 +217,9 @@ pub struct Trace {
     pub truncated: bool,
     /// Things the loader had to guess, repair or skip.
     pub load_notes: Vec<String>,
+    /// Devices whose allocated totals are running sums from the trace's start (no event before
+    /// them carried a `Total Allocated` to anchor them): see [`CountedFrom`].
+    pub totals_from_trace_start: Vec<DeviceKey>,
 }
 
 impl Trace {
@@ -215,6 +237,14 @@ impl Trace {
         let i = self.steps.partition_point(|s| s.ts <= ts);
         let i = i.checked_sub(1)?;
         self.steps[i].contains(ts).then_some(StepIdx(i as u32))
+    }
+    /// What the allocated totals of `device` count from.
+    pub fn counted_from(&self, device: DeviceKey) -> CountedFrom {
+        if self.totals_from_trace_start.contains(&device) {
+            CountedFrom::TraceStart
+        } else {
+            CountedFrom::Zero
+        }
     }
     /// The devices that have memory events, in order.
     pub fn memory_devices(&self) -> Vec<DeviceKey> {
@@ -801,25 +831,40 @@ impl TraceBuilder {
 
 /// Where `[memory]` events carry no `Total Allocated` (torch 1.9-era traces), the total after each
 /// is the running sum of `Bytes` on its device, counted from the trace's start (memory allocated
-/// before it is not included) and re-anchored on any event that does carry a total.
+/// before it is not included) and re-anchored on any event that does carry a total. A device
+/// whose sums start before any anchor counts from the trace's start ([`CountedFrom::TraceStart`]):
+/// its totals are changes, and the trace says so in [`Trace::totals_from_trace_start`].
 fn reconstruct_totals(t: &mut Trace) {
-    let mut running: HashMap<DeviceKey, i64> = HashMap::default();
+    // Per device: the running total, whether an event has given the allocator's own, and
+    // whether the device is listed as counting from the trace's start (a trace may name 100k
+    // devices: no search of the list per event).
+    let mut running: HashMap<DeviceKey, (i64, bool, bool)> = HashMap::default();
     let mut rebuilt = 0u64;
     let mut no_addr = 0u64;
+    let mut from_start: Vec<DeviceKey> = Vec::new();
     for m in &mut t.memory {
-        let r = running.entry(m.device).or_insert(0);
+        let (r, anchored, listed) = running.entry(m.device).or_insert((0, false, false));
         *r = r.saturating_add(m.bytes);
         match m.total_allocated {
-            Some(a) => *r = a,
+            Some(a) => {
+                *r = a;
+                *anchored = true;
+            }
             None => {
                 m.total_allocated = Some(*r);
                 rebuilt += 1;
+                if !*anchored && !*listed {
+                    *listed = true;
+                    from_start.push(m.device);
+                }
             }
         }
         if m.addr == NO_ADDR {
             no_addr += 1;
         }
     }
+    from_start.sort_unstable();
+    t.totals_from_trace_start = from_start;
     t.counts.reconstructed_totals += rebuilt;
     t.counts.without_address += no_addr;
 }
@@ -1133,5 +1178,33 @@ mod tests {
         assert_eq!(t.step_at(60.0), None);
         assert!(t.python[0].preexisting);
         assert!(!t.python[1].preexisting);
+    }
+
+    /// Totals rebuilt before any event gives one count from the trace's start; a device whose
+    /// first event carries `Total Allocated` stays anchored, rebuilt or not.
+    #[test]
+    fn rebuilt_totals_count_from_the_trace_start_unless_anchored() {
+        let (cuda0, cuda1) = (
+            DeviceKey {
+                device_type: DEVICE_TYPE_CUDA,
+                device_id: 0,
+            },
+            DeviceKey {
+                device_type: DEVICE_TYPE_CUDA,
+                device_id: 1,
+            },
+        );
+        let mut b = TraceBuilder::new();
+        let tid = Tid(1);
+        b.add_memory(1.0, tid, NO_ADDR, 512, None, None, cuda0);
+        b.add_memory(2.0, tid, NO_ADDR, -1024, None, None, cuda0);
+        b.add_memory(1.0, tid, 0x10, 256, Some(4096), Some(8192), cuda1);
+        b.add_memory(2.0, tid, 0x20, 256, None, None, cuda1);
+        let t = b.build();
+        assert_eq!(t.counted_from(cuda0), CountedFrom::TraceStart);
+        assert_eq!(t.counted_from(cuda1), CountedFrom::Zero);
+        assert_eq!(t.totals_from_trace_start, [cuda0]);
+        let totals: Vec<_> = t.memory.iter().map(|m| m.total_allocated).collect();
+        assert_eq!(totals, [Some(512), Some(4096), Some(-512), Some(4352)]);
     }
 }

@@ -176,20 +176,21 @@ impl CheckFormat for GithubSummary {
             )?;
             writeln!(out, "|---|---|---|---|---|---|")?;
             for r in &g.ranks {
-                let mem = |b: u64| {
-                    if r.has_memory {
-                        crate::units::bytes(b)
-                    } else {
-                        "-".into()
-                    }
-                };
+                // No figure where nothing was recorded; a lower bound said as one (allocated
+                // bytes known only as changes from the trace's start).
+                let mem =
+                    |b: u64, bound: bool, recorded: bool| match (r.has_memory && recorded, bound) {
+                        (false, _) => "-".into(),
+                        (true, true) => format!(">= {}", crate::units::bytes(b)),
+                        (true, false) => crate::units::bytes(b),
+                    };
                 writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} |",
                     r.rank,
                     cell(&r.path),
-                    mem(r.peak_allocated_bytes),
-                    mem(r.peak_reserved_bytes),
+                    mem(r.peak_allocated_bytes, r.from_trace_start, true),
+                    mem(r.peak_reserved_bytes, false, !r.reserved_unrecorded),
                     r.ooms,
                     if r.passed { "pass" } else { "**fail**" }
                 )?;

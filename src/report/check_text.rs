@@ -92,14 +92,23 @@ impl CheckFormat for CheckText {
                 ))
             )?;
             for r in &g.ranks {
-                // A rank that recorded no device memory has no figures, not zeros.
-                let mem = |b: u64| if r.has_memory { bytes(b) } else { "-".into() };
+                // A rank that recorded no device memory has no figures, not zeros; one that
+                // records only changes from its trace's start has lower bounds.
+                let mem = |b: u64| match (r.has_memory, r.from_trace_start) {
+                    (false, _) => "-".into(),
+                    (true, true) => format!(">= {}", bytes(b)),
+                    (true, false) => bytes(b),
+                };
                 writeln!(
                     out,
                     "  {:>4}  {:>12}  {:>13}  {:>11}  {:>4}  {:>5}  {:<6}  {}",
                     r.rank,
                     mem(r.peak_allocated_bytes),
-                    mem(r.peak_reserved_bytes),
+                    if r.reserved_unrecorded {
+                        "-".into()
+                    } else {
+                        mem(r.peak_reserved_bytes)
+                    },
                     mem(r.end_allocated_bytes),
                     r.ooms,
                     r.leaks.map_or_else(|| "-".into(), |n| n.to_string()),

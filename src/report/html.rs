@@ -616,7 +616,7 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
     let _ = write!(
         out,
         "</table><p class=sub>{} reserved but free; largest free block {}; {} segments; {} events</p>",
-        bytes(d.free_reserved_bytes),
+        ob(d.free_reserved_bytes),
         ob(d.largest_free_block_bytes),
         d.segments.unwrap_or(0) + d.expandable_segments.unwrap_or(0),
         d.events

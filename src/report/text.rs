@@ -8,11 +8,11 @@ use std::io::{self, Write};
 use super::style::Style;
 use super::{Format, Options};
 use crate::analysis::categories::Categories;
-use crate::analysis::figures::Bound;
+use crate::analysis::figures::{Bound, Counter, Figure};
 use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::model::frames::short_label;
-use crate::units::bytes;
+use crate::units::{bytes, signed_bytes};
 
 pub struct Text;
 
@@ -22,6 +22,24 @@ pub(crate) fn peak_words(b: Bound) -> String {
         Bound::Exact(v) => bytes(v),
         Bound::AtLeast(v) => format!(">= {}", bytes(v)),
         Bound::Unknown => "unknown".into(),
+    }
+}
+
+/// A figure's current value: bytes in use, a signed change from the trace's start where that
+/// is all the capture gives, or unknown.
+pub(crate) fn current_words(f: &Figure) -> String {
+    match (f.current, f.from_start) {
+        (Some(v), _) => bytes(v),
+        (None, Some(c)) => signed_bytes(c.current),
+        (None, None) => "unknown".into(),
+    }
+}
+
+/// A figure's peak: as [`peak_words`], or a signed change from the trace's start.
+pub(crate) fn figure_peak_words(f: &Figure) -> String {
+    match f.from_start {
+        Some(c) => signed_bytes(c.peak),
+        None => peak_words(f.peak),
     }
 }
 
@@ -109,13 +127,27 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         if d.peak_exact { "peak" } else { "peak (seen)" }
     )?;
     for f in d.figures() {
-        let Some(cur) = f.current else { continue };
+        // Counters the kind of capture never records are left out; reserved, which it records
+        // but this one does not (torch 1.9), is said to be unknown.
+        if f.current.is_none() && f.from_start.is_none() && f.counter != Counter::Reserved {
+            continue;
+        }
         writeln!(
             out,
             "  {:<12} {:>12} {:>14}",
             f.counter.name(),
-            bytes(cur),
-            peak_words(f.peak)
+            current_words(&f),
+            figure_peak_words(&f)
+        )?;
+    }
+    if let Some(f) = &d.from_start {
+        writeln!(
+            out,
+            "  {}",
+            st.yellow(&format!(
+                "allocated: changes from the trace's start, not bytes in use (its [memory] events carry no `Total Allocated`); in use at the peak: at least {}",
+                bytes(f.at_least(f.peak_allocated_bytes))
+            ))
         )?;
     }
     if let (Some(largest), Some(split), Some(segments)) = (
@@ -132,7 +164,7 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         writeln!(
             out,
             "  cached: {} reserved but free (ready for requests that fit); largest free block {}; {} free in split segments; {} segments{exp}",
-            bytes(d.free_reserved_bytes),
+            d.free_reserved_bytes.map_or_else(|| "unknown".into(), bytes),
             bytes(largest),
             bytes(split),
             segments
@@ -388,7 +420,7 @@ fn write_steps(
         let d = dev.device;
         let ds: Vec<&StepReport> = by_device.remove(&d).unwrap_or_default();
         let how = &dev.structure;
-        let Some((first, last)) = ds.first().zip(ds.last()) else {
+        let Some((what, ends, peak)) = step_figures(&ds) else {
             if how.single_pass {
                 writeln!(
                     out,
@@ -419,18 +451,12 @@ fn write_steps(
                 loops.join(" and ")
             ));
         }
-        let max_peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
         writeln!(
             out,
-            "{} {} steps ({}); allocated at step end: {} ({}) .. {} ({}); highest step peak {}",
+            "{} {} steps ({}); allocated at step end{what}: {ends}; highest step peak {peak}",
             st.bold(&format!("STEPS cuda:{d}")),
             ds.len(),
             sources.join("; "),
-            bytes(first.end_allocated_bytes),
-            first.name,
-            bytes(last.end_allocated_bytes),
-            last.name,
-            bytes(max_peak)
         )?;
         if !how.nested_loops.is_empty() {
             let inner: Vec<String> = how
@@ -446,6 +472,49 @@ fn write_steps(
         }
     }
     Ok(())
+}
+
+/// The steps line's figures: what they are (`""`, or that they are changes from the trace's
+/// start), the first and last step ends (`0 B (step 1) .. 2 MiB (step 9)`) and the highest step
+/// peak: in bytes in use, or signed changes where that is all the capture gives. `None`
+/// without steps. The text report and the TUI's overview both write them.
+pub(crate) fn step_figures(ds: &[&StepReport]) -> Option<(&'static str, String, String)> {
+    let (first, last) = (ds.first()?, ds.last()?);
+    let figures = match (first.from_start, last.from_start) {
+        (Some(a), Some(b)) => {
+            let peak = ds
+                .iter()
+                .filter_map(|s| s.from_start.map(|f| f.peak_allocated_bytes))
+                .max()
+                .unwrap_or(0);
+            (
+                " (changes from the trace's start)",
+                format!(
+                    "{} ({}) .. {} ({})",
+                    signed_bytes(a.end_allocated_bytes),
+                    first.name,
+                    signed_bytes(b.end_allocated_bytes),
+                    last.name
+                ),
+                format!("{} above the trace's start", signed_bytes(peak)),
+            )
+        }
+        _ => {
+            let peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
+            (
+                "",
+                format!(
+                    "{} ({}) .. {} ({})",
+                    bytes(first.end_allocated_bytes),
+                    first.name,
+                    bytes(last.end_allocated_bytes),
+                    last.name
+                ),
+                bytes(peak),
+            )
+        }
+    };
+    Some(figures)
 }
 
 fn write_bounded(

@@ -297,13 +297,13 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
                 },
             });
         }
-        if d.free_reserved_bytes > 0 {
+        if let Some(free) = d.free_reserved_bytes.filter(|&f| f > 0) {
             let last = snap.devices.get(di).map(|x| x.events.len()).unwrap_or(0);
             out.push(Finding {
                 label: format!(
                     "cached on cuda:{} at the end: {} reserved but free, largest free block {}",
                     d.device,
-                    bytes(d.free_reserved_bytes),
+                    bytes(free),
                     d.largest_free_block_bytes
                         .map(bytes)
                         .unwrap_or_else(|| "unknown".into())

@@ -7,6 +7,8 @@ use super::trace::TraceData;
 use crate::load::{self, Capture, LoadError};
 
 /// What `memscope tui FILE` opened: a snapshot or a profiler trace.
+// Made once per file and moved once into the app: boxing the larger variant saves nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Loaded {
     Snapshot(Data),
     Trace(TraceData),

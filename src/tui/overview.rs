@@ -11,7 +11,8 @@ use super::data::Data;
 use super::layout::{list_offset, overview_list};
 use super::trace::TraceData;
 use super::widgets::{bold, dim, put, sel_style, table, Align, TextPane};
-use crate::units::bytes;
+use crate::analysis::figures::{Bound, Counter, Figure};
+use crate::units::{bytes, signed_bytes};
 
 /// Verdict, figures, the OOM explained (a text pane that scrolls), findings: the snapshot mode's
 /// overview list drawn over the snapshot's data.
@@ -30,19 +31,14 @@ impl Widget for OverviewView<'_> {
             "events".to_owned(),
         ]];
         for d in &a.devices {
-            use crate::analysis::figures::{Bound, Counter};
-            let pk = |c: Counter| match d.figure(c).peak {
-                Bound::Exact(v) => bytes(v),
-                Bound::AtLeast(v) => format!("≥{}", bytes(v)),
-                Bound::Unknown => "unknown".into(),
-            };
             rows.push(vec![
                 format!("cuda:{}", d.device),
-                format!("{} / {}", bytes(d.allocated_bytes), pk(Counter::Allocated)),
-                format!("{} / {}", bytes(d.reserved_bytes), pk(Counter::Reserved)),
+                figure_cell(&d.figure(Counter::Allocated)),
+                figure_cell(&d.figure(Counter::Reserved)),
                 format!(
                     "{} / {}",
-                    bytes(d.free_reserved_bytes),
+                    d.free_reserved_bytes
+                        .map_or_else(|| "unknown".into(), bytes),
                     d.largest_free_block_bytes
                         .map(bytes)
                         .unwrap_or_else(|| "?".into())
@@ -172,6 +168,27 @@ pub fn findings_list(
     }
 }
 
+/// A counter's `current / peak` cell: bytes in use (a peak known only from below as `≥`), or
+/// unknown, or, where the capture gives only changes from the trace's start, those changes.
+fn figure_cell(f: &Figure) -> String {
+    if let Some(c) = f.from_start {
+        return format!(
+            "{} / {} from start",
+            signed_bytes(c.current),
+            signed_bytes(c.peak)
+        );
+    }
+    let peak = match f.peak {
+        Bound::Exact(v) => bytes(v),
+        Bound::AtLeast(v) => format!("≥{}", bytes(v)),
+        Bound::Unknown => "unknown".into(),
+    };
+    format!(
+        "{} / {peak}",
+        f.current.map_or_else(|| "unknown".into(), bytes)
+    )
+}
+
 /// Verdict, per-device figures, the graph (a text pane that scrolls), findings.
 pub fn trace_overview(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
     let a = &t.analysis;
@@ -189,21 +206,21 @@ pub fn trace_overview(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buff
             .and_then(|i| t.mem.devices.get(t.devs[i].mem));
         rows.push(vec![
             format!("cuda:{}", d.device),
-            format!(
-                "{} / {}",
-                bytes(d.allocated_bytes),
-                bytes(d.observed_peak_allocated_bytes)
-            ),
-            format!(
-                "{} / {}",
-                bytes(d.reserved_bytes),
-                bytes(d.observed_peak_reserved_bytes)
-            ),
+            figure_cell(&d.figure(Counter::Allocated)),
+            figure_cell(&d.figure(Counter::Reserved)),
             dm.map(|m| bytes(m.live_at_end_bytes)).unwrap_or_default(),
             d.events.to_string(),
         ]);
     }
-    lines.extend(device_table(&rows, area.width));
+    if a.devices.is_empty() {
+        // No row of zeros: nothing was recorded.
+        lines.push((
+            "memory: not recorded (the trace has no CUDA [memory] events)".into(),
+            dim(),
+        ));
+    } else {
+        lines.extend(device_table(&rows, area.width));
+    }
     lines.push((String::new(), Style::default()));
     if let Some(g) = &a.graph {
         lines.push((format!(

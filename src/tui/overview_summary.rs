@@ -7,7 +7,7 @@ use ratatui::style::Style;
 use super::widgets::{bold, dim};
 use crate::analysis::categories::Categories;
 use crate::analysis::{Analysis, DeviceReport, LeakJudgement, NotJudged};
-use crate::report::text::site_label;
+use crate::report::text::{site_label, step_figures};
 use crate::units::bytes;
 
 /// Sites listed per device (the text report's table has more; the Sites view has all).
@@ -38,20 +38,12 @@ pub fn summary_lines(a: &Analysis) -> Vec<(String, Style)> {
 fn steps_line(a: &Analysis, d: &DeviceReport, out: &mut Vec<(String, Style)>) {
     let ds: Vec<_> = a.steps.iter().filter(|s| s.device == d.device).collect();
     out.push((String::new(), Style::default()));
-    let text = match (ds.first(), ds.last()) {
-        (Some(first), Some(last)) => {
-            let peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
-            format!(
-                "STEPS cuda:{}: {} steps; allocated at step end {} ({}) .. {} ({}); highest step peak {}",
-                d.device,
-                ds.len(),
-                bytes(first.end_allocated_bytes),
-                first.name,
-                bytes(last.end_allocated_bytes),
-                last.name,
-                bytes(peak)
-            )
-        }
+    let text = match step_figures(&ds) {
+        Some((what, ends, peak)) => format!(
+            "STEPS cuda:{}: {} steps; allocated at step end{what} {ends}; highest step peak {peak}",
+            d.device,
+            ds.len(),
+        ),
         _ if d.structure.single_pass => format!(
             "STEPS cuda:{}: none, the log is one pass through the program",
             d.device

@@ -79,7 +79,7 @@ impl Widget for TimelineView<'_> {
             header,
             allocated: &s.allocated,
             active: Some(&s.active),
-            reserved: &s.reserved,
+            reserved: Some(&s.reserved),
             window: at.window,
             cursor: cur,
             markers: data
@@ -95,6 +95,7 @@ impl Widget for TimelineView<'_> {
                 None
             },
             reserved_shown: at.reserved_shown,
+            axis_from_start: None,
         }
         .render(area, buf);
     }

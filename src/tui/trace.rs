@@ -18,8 +18,8 @@ use crate::analysis::trace_memory::{
 };
 use crate::analysis::trace_report::analyze_trace_with_memory;
 use crate::analysis::Analysis;
-use crate::model::trace::{DeviceKey, OpIdx, Site, Trace};
-use crate::units::bytes;
+use crate::model::trace::{CountedFrom, DeviceKey, OpIdx, Site, Trace};
+use crate::units::{bytes, signed_bytes};
 
 /// One device's `[memory]` events, as the timeline plots them.
 pub struct TraceDev {
@@ -27,9 +27,16 @@ pub struct TraceDev {
     pub label: String,
     /// Indices into `Trace::memory`, in time order.
     pub events: Vec<u32>,
-    /// Allocator totals after each event (the logged ones; a running sum where missing).
+    /// Allocator totals after each event (the logged ones; a running sum where missing). Where
+    /// the totals count from the trace's start, each change minus `from_start` (the least the
+    /// bytes in use can be: a curve that never dips below its axis).
     pub allocated: Vec<u64>,
-    pub reserved: Vec<u64>,
+    /// `None` where no event records a reserved total (torch 1.9-era traces): never made up.
+    pub reserved: Option<Vec<u64>>,
+    /// Where the totals count from the trace's start ([`CountedFrom::TraceStart`]): the lowest
+    /// change, 0 or below, which `allocated` is measured from. Figures are then shown as
+    /// changes from the start, never as bytes in use.
+    pub from_start: Option<i64>,
     /// Each event's time in seconds from the trace's first memory event.
     pub times: Vec<f64>,
     /// Index into `TraceMemory::devices`.
@@ -355,6 +362,53 @@ pub fn sort_rows(rows: &mut [OpRow], sort: OpSort) {
     }
 }
 
+impl TraceDev {
+    /// A total of this device's own count (a [`StepMemory`](crate::analysis::trace_memory::StepMemory)
+    /// figure) in words: bytes in use, or the signed change from the trace's start.
+    pub fn total_words(&self, v: i64) -> String {
+        match self.from_start {
+            Some(_) => signed_bytes(v),
+            None => bytes(v.max(0) as u64),
+        }
+    }
+
+    /// A point of `allocated` in words (see [`TraceDev::total_words`]).
+    pub fn curve_words(&self, v: u64) -> String {
+        match self.from_start {
+            Some(lo) => signed_bytes((v as i64).saturating_add(lo)),
+            None => bytes(v),
+        }
+    }
+
+    /// The reserved total after event `i`, in words.
+    pub fn reserved_words(&self, i: usize) -> String {
+        self.reserved
+            .as_ref()
+            .and_then(|r| r.get(i))
+            .map_or_else(|| "unknown".into(), |&v| bytes(v))
+    }
+}
+
+/// The totals after each of `events`: allocated (measured from `from_start` where the totals
+/// count from the trace's start), and reserved where any event records it (carried over the
+/// events that do not).
+fn totals(t: &Trace, events: &[u32], from_start: Option<i64>) -> (Vec<u64>, Option<Vec<u64>>) {
+    let mut allocated = Vec::with_capacity(events.len());
+    let mut reserved = Vec::with_capacity(events.len());
+    let (mut a, mut r) = (0i64, None::<i64>);
+    for &i in events {
+        let m = &t.memory[i as usize];
+        a = m.total_allocated.unwrap_or(a + m.bytes);
+        r = m.total_reserved.or(r);
+        allocated.push(a.saturating_sub(from_start.unwrap_or(0)).max(0) as u64);
+        reserved.push(r.unwrap_or(0).max(0) as u64);
+    }
+    let recorded = events
+        .iter()
+        .any(|&i| t.memory[i as usize].total_reserved.is_some());
+    (allocated, recorded.then_some(reserved))
+}
+
 fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
     let events: Vec<u32> = t
         .memory
@@ -363,16 +417,17 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
         .filter(|(_, m)| m.device == key)
         .map(|(i, _)| i as u32)
         .collect();
-    let mut allocated = Vec::with_capacity(events.len());
-    let mut reserved = Vec::with_capacity(events.len());
-    let (mut a, mut r) = (0i64, 0i64);
-    for &i in &events {
-        let m = &t.memory[i as usize];
-        a = m.total_allocated.unwrap_or(a + m.bytes);
-        r = m.total_reserved.unwrap_or(r.max(a));
-        allocated.push(a.max(0) as u64);
-        reserved.push(r.max(0) as u64);
-    }
+    let mem_index = mem
+        .devices
+        .iter()
+        .position(|d| d.device == key)
+        .unwrap_or(0);
+    let from_start = mem
+        .devices
+        .get(mem_index)
+        .filter(|d| d.counted_from == CountedFrom::TraceStart)
+        .map(|d| d.lowest_allocated_bytes.unwrap_or(0).min(0));
+    let (allocated, reserved) = totals(t, &events, from_start);
     let step_events: Vec<(usize, usize)> = t
         .steps
         .iter()
@@ -393,10 +448,14 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
                 _ => Some((i, v)),
             })
     {
+        let v = match from_start {
+            Some(lo) => format!("{} from the trace's start", signed_bytes(v as i64 + lo)),
+            None => bytes(v),
+        };
         markers.push(Marker {
             event: pos,
             kind: MarkerKind::Peak,
-            label: format!("peak {} allocated", bytes(v)),
+            label: format!("peak {v} allocated"),
         });
     }
     for (s, &(lo, hi)) in t.steps.iter().zip(&step_events) {
@@ -421,11 +480,8 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
         events,
         allocated,
         reserved,
-        mem: mem
-            .devices
-            .iter()
-            .position(|d| d.device == key)
-            .unwrap_or(0),
+        from_start,
+        mem: mem_index,
         markers,
         step_events,
     }
@@ -505,34 +561,39 @@ fn findings(d: &TraceData) -> Vec<Finding> {
                 .as_ref()
                 .map(|s| format!(" from {}:{}", super::sites::short(&s.file), s.line))
                 .unwrap_or_default();
-            out.push(Finding {
-                label: format!(
-                    "peak on {}: {} allocated{step}{op}{site}",
-                    dev.label,
-                    bytes(p.allocated_bytes.max(0) as u64)
+            let amount = match dev.from_start {
+                Some(_) => format!(
+                    "allocated {} above the trace's start",
+                    signed_bytes(p.allocated_bytes)
                 ),
+                None => format!("{} allocated", bytes(p.allocated_bytes.max(0) as u64)),
+            };
+            out.push(Finding {
+                label: format!("peak on {}: {amount}{step}{op}{site}", dev.label),
                 jump: pos
                     .map(|e| Jump::Event { dev: di, event: e })
                     .unwrap_or(Jump::None),
             });
         }
-        let ends: Vec<u64> = dm
+        let ends: Vec<i64> = dm
             .steps
             .iter()
             .filter_map(|s| s.end_allocated_bytes)
-            .map(|v| v.max(0) as u64)
             .collect();
-        if let (Some(first), Some(last)) = (ends.first(), ends.last()) {
-            let delta = *last as i128 - *first as i128;
+        if let (Some(&first), Some(&last)) = (ends.first(), ends.last()) {
+            let from = if dev.from_start.is_some() {
+                " (changes from the trace's start)"
+            } else {
+                ""
+            };
             out.push(Finding {
                 label: format!(
-                    "{} steps on {}: allocated at step end {} → {} ({}{})",
+                    "{} steps on {}: allocated at step end{from} {} → {} ({})",
                     ends.len(),
                     dev.label,
-                    bytes(*first),
-                    bytes(*last),
-                    if delta >= 0 { "+" } else { "-" },
-                    bytes(delta.unsigned_abs() as u64)
+                    dev.total_words(first),
+                    dev.total_words(last),
+                    signed_bytes(last.saturating_sub(first))
                 ),
                 jump: Jump::Steps { dev: di },
             });

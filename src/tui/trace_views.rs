@@ -81,7 +81,7 @@ fn event_line(t: &TraceData, dev: usize, i: usize) -> String {
         "{:>10.3} ms {:>11}  {fate:<27} {:>10}  {op}",
         rel,
         signed(m.bytes as i128),
-        bytes(d.allocated[i]),
+        d.curve_words(d.allocated[i]),
     )
 }
 
@@ -121,8 +121,13 @@ fn trace_timeline(t: &TraceData, at: TimelineAt, area: Rect, buf: &mut Buffer) {
         .event_site(at.dev, cur)
         .map(|s| format!(" at {}:{}", short(&s.file), s.line))
         .unwrap_or_default();
+    let from = if d.from_start.is_some() {
+        " from the trace's start"
+    } else {
+        ""
+    };
     let header = format!(
-        "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {} reserved {}",
+        "event {cur}/{} +{:.3} s  {} {}{op}{site}  │ alloc {}{from} reserved {}",
         n - 1,
         t.rel_time_us(at.dev, cur).unwrap_or(0.0) / 1e6,
         if m.is_some_and(|m| m.bytes < 0) {
@@ -131,14 +136,14 @@ fn trace_timeline(t: &TraceData, at: TimelineAt, area: Rect, buf: &mut Buffer) {
             "alloc"
         },
         bytes(m.map(|m| m.bytes.unsigned_abs()).unwrap_or(0)),
-        bytes(d.allocated[cur]),
-        bytes(d.reserved[cur]),
+        d.curve_words(d.allocated[cur]),
+        d.reserved_words(cur),
     );
     Chart {
         header,
         allocated: &d.allocated,
         active: None,
-        reserved: &d.reserved,
+        reserved: d.reserved.as_deref(),
         window: at.window,
         cursor: cur,
         markers: &d.markers,
@@ -150,6 +155,7 @@ fn trace_timeline(t: &TraceData, at: TimelineAt, area: Rect, buf: &mut Buffer) {
             None
         },
         reserved_shown: at.reserved_shown,
+        axis_from_start: d.from_start,
     }
     .render(area, buf);
 }
@@ -170,7 +176,22 @@ impl Widget for StepsView<'_> {
 
 fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffer) {
     let Some(d) = t.devs.get(dev) else {
-        put(buf, area, 0, "this trace has no [memory] events", dim());
+        // The steps are the program's, with no memory figures to give them (never 0 B).
+        let steps = &t.trace.steps;
+        let range = match (steps.first(), steps.last()) {
+            (Some(a), Some(b)) => format!(" ({} .. {})", a.name, b.name),
+            _ => String::new(),
+        };
+        put(
+            buf,
+            area,
+            0,
+            &format!(
+                "{} profiled steps{range}; this trace has no [memory] events: memory per step not recorded (record with profile_memory=True)",
+                steps.len()
+            ),
+            dim(),
+        );
         return;
     };
     if let Some(so) = &st.ops {
@@ -185,9 +206,14 @@ fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffe
         area,
         0,
         &format!(
-            "{} profiled steps on {} │ Enter: the step's ops │ d: next device",
+            "{} profiled steps on {}{} │ Enter: the step's ops │ d: next device",
             steps.len(),
-            d.label
+            d.label,
+            if d.from_start.is_some() {
+                " (allocated: changes from the trace's start, not bytes in use)"
+            } else {
+                ""
+            }
         ),
         bold(),
     );
@@ -235,26 +261,28 @@ fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffe
     let sm = dm.map(|m| m.steps.as_slice()).unwrap_or(&[]);
     // Bars show the end-of-step total above the lowest one: a creep of 1 MiB a step on top of
     // gigabytes of weights is what matters, and a bar from zero would hide it.
-    let ends: Vec<u64> = sm
+    // Ends in the device's own count (changes from the start, where that is all it gives): the
+    // bars show differences, which mean the same either way.
+    let ends: Vec<i64> = sm
         .iter()
-        .map(|s| s.end_allocated_bytes.unwrap_or(0).max(0) as u64)
+        .map(|s| s.end_allocated_bytes.unwrap_or(0))
         .collect();
     let min_end = ends.iter().copied().min().unwrap_or(0);
-    let max_end = ends.iter().copied().max().unwrap_or(0) - min_end;
+    let max_end = (ends.iter().copied().max().unwrap_or(0) - min_end) as u64;
     let bar_w = steps_bar_w(area, wide);
     for (k, s) in steps.iter().enumerate().skip(off).take(l.height as usize) {
         let on = k == st.sel;
         let m = sm.get(k);
         let v = |f: fn(&crate::analysis::trace_memory::StepMemory) -> Option<i64>| {
             m.and_then(f)
-                .map(|x| bytes(x.max(0) as u64))
+                .map(|x| d.total_words(x))
                 .unwrap_or_else(|| "-".into())
         };
         let delta = m
             .and_then(|m| Some(m.end_allocated_bytes? as i128 - m.start_allocated_bytes? as i128))
             .map(signed)
             .unwrap_or_else(|| "-".into());
-        let end = m.and_then(|m| m.end_allocated_bytes).unwrap_or(0).max(0) as u64;
+        let end = m.and_then(|m| m.end_allocated_bytes).unwrap_or(min_end);
         let live = m.map(|m| m.live_at_end_bytes).unwrap_or(0);
         let cols = step_columns(
             wide,
@@ -273,7 +301,7 @@ fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffe
         let text = format!(
             "{}{cols}  {}",
             if on { "› " } else { "  " },
-            bar(end.saturating_sub(min_end), max_end, bar_w)
+            bar((end - min_end) as u64, max_end, bar_w)
         );
         put(
             buf,
@@ -292,20 +320,25 @@ fn steps_view(st: &Steps, t: &TraceData, dev: usize, area: Rect, buf: &mut Buffe
             area,
             l.y - area.y + shown + 1,
             &format!(
-                "allocated at each step's end: {} in every step, nothing kept across steps",
-                bytes(min_end)
+                "allocated at each step's end: {}{} in every step, nothing kept across steps",
+                d.total_words(min_end),
+                if d.from_start.is_some() {
+                    " from the trace's start"
+                } else {
+                    ""
+                }
             ),
             Style::default().fg(Color::Green),
         );
     } else if free >= 8 && ends.len() >= 2 {
         let h = free.min(12) - 1;
-        let rel: Vec<u64> = ends.iter().map(|e| e - min_end).collect();
+        let rel: Vec<u64> = ends.iter().map(|e| (e - min_end) as u64).collect();
         step_bars(
             buf,
             Rect::new(area.x, l.y + shown + 1, area.width, h),
             &format!(
                 "allocated at each step's end, above the lowest ({}): growth here is memory kept across steps",
-                bytes(min_end)
+                d.total_words(min_end)
             ),
             &rel,
             &|v| format!("+{}", bytes(v)),
@@ -464,7 +497,7 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
             d.label,
             s.dur / 1e3,
             sm.and_then(|m| m.peak_allocated_bytes)
-                .map(|v| bytes(v.max(0) as u64))
+                .map(|v| d.total_words(v))
                 .unwrap_or_else(|| "-".into()),
             bytes(sm.map(|m| m.allocated_bytes).unwrap_or(0)),
             bytes(sm.map(|m| m.live_at_end_bytes).unwrap_or(0)),
@@ -509,7 +542,12 @@ fn ops_view(st: &Steps, t: &TraceData, so: &super::trace::StepOps, area: Rect, b
                 r.frees.to_string(),
                 bytes(r.freed_bytes),
                 bytes(r.live_at_end_bytes),
-                bytes(r.peak_allocated),
+                // No memory work on this device: no peak to give.
+                if r.events.is_empty() {
+                    "-".into()
+                } else {
+                    d.curve_words(r.peak_allocated)
+                },
             ],
         );
         // `file:line*`: the line as recorded (see the caveat below the list).

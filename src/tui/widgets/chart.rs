@@ -133,7 +133,8 @@ pub struct Chart<'a> {
     pub allocated: &'a [u64],
     /// Snapshots only (a trace logs no `active` total).
     pub active: Option<&'a [u64]>,
-    pub reserved: &'a [u64],
+    /// `None` where the capture records no reserved total (a torch 1.9-era trace).
+    pub reserved: Option<&'a [u64]>,
     pub window: Window,
     pub cursor: usize,
     pub markers: &'a [Marker],
@@ -146,6 +147,10 @@ pub struct Chart<'a> {
     /// Reserved memory drawn (and scaled to) behind the allocated curve; off, the scale is
     /// what is allocated, so the memory that matters fills the chart.
     pub reserved_shown: bool,
+    /// Where the curve is of changes from the trace's start: what its 0 is, as a change (the
+    /// lowest change, 0 or below). The axis then reads signed changes (`+512 MiB`), not bytes
+    /// in use.
+    pub axis_from_start: Option<i64>,
 }
 
 /// A round step for a bytes axis whose top is `top`, giving at most `ticks` steps: a power of
@@ -175,6 +180,19 @@ pub fn tick_label(v: u64) -> String {
     }
 }
 
+/// A y-axis label: bytes, or where the curve counts from the trace's start (`from_start`, the
+/// change at the axis' 0), the signed change the tick stands for.
+fn axis_label(v: u64, from_start: Option<i64>) -> String {
+    match from_start {
+        None => tick_label(v),
+        Some(lo) => {
+            let change = (v as i64).saturating_add(lo);
+            let sign = if change < 0 { "-" } else { "+" };
+            format!("{sign}{}", tick_label(change.unsigned_abs()))
+        }
+    }
+}
+
 impl Widget for Chart<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let c = self;
@@ -194,7 +212,13 @@ impl Widget for Chart<'_> {
         if c.active.is_some() {
             legend_items.push(("▒ active ", Style::default().fg(Color::Yellow)));
         }
-        if c.reserved_shown {
+        let reserved_shown = c.reserved_shown && c.reserved.is_some();
+        if c.reserved.is_none() {
+            legend_items.push((
+                "reserved: not recorded  ",
+                Style::default().fg(Color::DarkGray),
+            ));
+        } else if reserved_shown {
             legend_items.push(("░ reserved (r hides)  ", Style::default().fg(Color::Blue)));
         } else {
             legend_items.push(("r: reserved  ", Style::default().fg(Color::Blue)));
@@ -228,12 +252,12 @@ impl Widget for Chart<'_> {
         };
         let alloc = series(c.allocated);
         let active = c.active.map(series);
-        let reserved = series(c.reserved);
+        let reserved = c.reserved.map(series);
         let shown_max = active
             .iter()
             .flatten()
             .chain(alloc.iter())
-            .chain(reserved.iter().filter(|_| c.reserved_shown))
+            .chain(reserved.iter().flatten().filter(|_| reserved_shown))
             .map(|x| x.1)
             .max()
             .unwrap_or(0)
@@ -249,7 +273,7 @@ impl Widget for Chart<'_> {
             let la = level(amax);
             let lmin = level(amin);
             let lact = active.as_ref().map(|a| level(a[col].1)).unwrap_or(0);
-            let lres = level(reserved[col].1);
+            let lres = reserved.as_ref().map(|r| level(r[col].1)).unwrap_or(0);
             for r in 0..h {
                 let y = chart.y + chart.height - 1 - r as u16;
                 let x = chart.x + col as u16;
@@ -268,7 +292,7 @@ impl Widget for Chart<'_> {
                     )
                 } else if lact > base {
                     ('▒', Style::default().fg(Color::Yellow))
-                } else if c.reserved_shown && lres > base {
+                } else if reserved_shown && lres > base {
                     ('░', Style::default().fg(Color::Blue))
                 } else {
                     (' ', Style::default())
@@ -297,7 +321,7 @@ impl Widget for Chart<'_> {
                 buf.set_stringn(
                     area.x,
                     chart.y + chart.height - 1 - row as u16,
-                    format!("{:>8} ", tick_label(v)),
+                    format!("{:>8} ", axis_label(v, c.axis_from_start)),
                     AXIS_W as usize - 1,
                     Style::default().fg(Color::DarkGray),
                 );
