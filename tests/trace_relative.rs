@@ -282,3 +282,40 @@ fn a_trace_without_memory_events_carries_no_memory_figures() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no device memory recorded"), "{err}");
 }
+
+/// `diff` keeps the standing of each side: changes from a trace's start are lower bounds on the
+/// bytes in use, and reserved bytes the trace does not record are "not recorded", never 0 B.
+#[test]
+#[cfg_attr(
+    memscope_no_shared,
+    ignore = "needs ../shared (the real captures), absent when built: see README, Tests and contributing"
+)]
+fn diff_keeps_bounds_and_says_what_is_not_recorded() {
+    let Some(p) = shared::corpus(TORCH19) else {
+        return;
+    };
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trace_clean.trace.json.gz");
+    let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .env("NO_COLOR", "1")
+        .arg("diff")
+        .arg(&p)
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    let line = |k: &str| out.lines().find(|l| l.contains(k)).unwrap().to_owned();
+    assert!(
+        line("peak allocated").contains(">= 2.6 GiB -> 128.1 MiB (at most"),
+        "{out}"
+    );
+    assert!(
+        line("peak reserved").contains("not recorded -> 134.0 MiB (change unknown)"),
+        "{out}"
+    );
+    assert!(line("live at end").contains(">= 0 B -> "), "{out}");
+    assert!(
+        !out.contains("-> >= 0 B") && !out.contains("0 B -> 0 B"),
+        "{out}"
+    );
+}

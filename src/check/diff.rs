@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::summary::{DeviceSummary, InputSummary, SiteBytes};
+use super::summary::{DeviceSummary, InputSummary, SiteBytes, Standing};
 use crate::analysis::sites::Site;
 use crate::analysis::TOP_SITES;
 use crate::units;
@@ -273,6 +273,20 @@ fn present_inexact(d: &DeviceSummary) -> bool {
     !d.peak_exact && (d.peak_allocated_bytes > 0 || d.end_allocated_bytes > 0)
 }
 
+/// What a side's peak is: a lower bound where the log did not start from an empty allocator
+/// or the figure counts from a trace's start, unknown where the capture does not record it.
+fn peak_standing(s: &InputSummary, d: &DeviceSummary, reserved: bool) -> Standing {
+    let own = if reserved {
+        s.reserved_standing(&d.device)
+    } else {
+        s.allocated_standing(&d.device)
+    };
+    match own {
+        Standing::Measured if present_inexact(d) => Standing::AtLeast,
+        x => x,
+    }
+}
+
 /// A figure on both sides.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Delta {
@@ -285,6 +299,12 @@ pub struct Delta {
     pub before_lower_bound: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub after_lower_bound: bool,
+    /// The side records no such figure (a torch 1.9 trace's reserved bytes): its value is 0
+    /// for want of one, and the change is unknown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_unrecorded: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub after_unrecorded: bool,
 }
 
 impl Delta {
@@ -300,13 +320,43 @@ impl Delta {
             delta: after as i64 - before as i64,
             before_lower_bound: before_lower,
             after_lower_bound: after_lower,
+            before_unrecorded: false,
+            after_unrecorded: false,
         }
+    }
+
+    /// A delta from each side's [`Standing`]: a lower bound keeps its `>=`, a figure the side
+    /// does not record makes the change unknown.
+    pub fn of(before: (u64, Standing), after: (u64, Standing)) -> Delta {
+        let mut d = Delta::bounded(
+            before.0,
+            after.0,
+            before.1 == Standing::AtLeast,
+            after.1 == Standing::AtLeast,
+        );
+        d.before_unrecorded = before.1 == Standing::Unrecorded;
+        d.after_unrecorded = after.1 == Standing::Unrecorded;
+        d
     }
 
     /// `1.0 GiB -> 1.5 GiB (+512.0 MiB, +50.0%)`; a lower bound keeps its `>=`, and the change
     /// says how far it can be trusted: at least (the after side is a bound), at most (the
     /// before side is), or unknown (both are).
     pub fn describe(&self) -> String {
+        if self.before_unrecorded || self.after_unrecorded {
+            let side = |v: u64, none: bool, lower: bool| {
+                if none {
+                    "not recorded".to_owned()
+                } else {
+                    format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v))
+                }
+            };
+            return format!(
+                "{} -> {} (change unknown)",
+                side(self.before, self.before_unrecorded, self.before_lower_bound),
+                side(self.after, self.after_unrecorded, self.after_lower_bound)
+            );
+        }
         let side =
             |v: u64, lower: bool| format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v));
         let pct = if self.before > 0 {
@@ -605,20 +655,21 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             DeviceDiff {
                 device: l.to_owned(),
                 presence,
-                // A peak not exact is the highest seen in the log: a lower bound.
-                peak_allocated: Delta::bounded(
-                    b.peak_allocated_bytes,
-                    a.peak_allocated_bytes,
-                    present_inexact(b),
-                    present_inexact(a),
+                // A peak not exact is the highest seen in the log: a lower bound. A figure
+                // rebuilt as changes from a trace's start bounds the bytes in use from below;
+                // reserved bytes a trace does not record are unknown.
+                peak_allocated: Delta::of(
+                    (b.peak_allocated_bytes, peak_standing(before, b, false)),
+                    (a.peak_allocated_bytes, peak_standing(after, a, false)),
                 ),
-                peak_reserved: Delta::bounded(
-                    b.peak_reserved_bytes,
-                    a.peak_reserved_bytes,
-                    present_inexact(b),
-                    present_inexact(a),
+                peak_reserved: Delta::of(
+                    (b.peak_reserved_bytes, peak_standing(before, b, true)),
+                    (a.peak_reserved_bytes, peak_standing(after, a, true)),
                 ),
-                end_allocated: Delta::new(b.end_allocated_bytes, a.end_allocated_bytes),
+                end_allocated: Delta::of(
+                    (b.end_allocated_bytes, before.allocated_standing(l)),
+                    (a.end_allocated_bytes, after.allocated_standing(l)),
+                ),
                 sites_at_peak: site_changes(&b.sites_at_peak, &a.sites_at_peak),
                 sites_at_end: site_changes(&b.sites_at_end, &a.sites_at_end),
             }
