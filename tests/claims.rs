@@ -339,16 +339,15 @@ fn kv_cache_grown_by_cat_in_attention() {
 }
 
 #[test]
-#[ignore = "memscope wrong: a preallocated cache made by KVCache.__init__ in user code and updated in \
-            place by KVCache.update is called 'other' (no frame's file or function names a cache)"]
+#[ignore = "beyond what the capture shows: the cache is made by a list comprehension in a user \
+            function named __init__ (the class, KVCache, is not recorded) and filled in place, \
+            which allocates nothing; no frame or allocation pattern tells it from any other user \
+            tensor (docs/how-it-decides.md, Categories)"]
 fn kv_cache_preallocated_and_updated_in_place() {
     check_kv_cache("kv_static");
 }
 
 #[test]
-#[ignore = "memscope wrong: the verdict says 'one pass through the program (its user frames never go \
-            back to an earlier line of a loop)' on a decode loop of 32 iterations in the user's own \
-            function"]
 fn a_decoding_loop_is_not_one_pass() {
     // decode() runs `for _ in range(new)` 32 times: model call, argmax, torch.cat, and back.
     for stem in ["kv_cat", "kv_static"] {

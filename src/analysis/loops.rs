@@ -94,6 +94,74 @@ fn inside_one_call(name: &str) -> bool {
         )
 }
 
+/// The token loops of decoding: functions whose loop runs once per generated token.
+fn is_decoding(name: &str) -> bool {
+    matches!(
+        name,
+        "generate"
+            | "_generate"
+            | "decode"
+            | "sample"
+            | "_sample"
+            | "greedy_search"
+            | "beam_search"
+    )
+}
+
+/// The decoding loops of `range`: a user function named for decoding ([`is_decoding`]) whose
+/// line goes back at least twice between allocations, called from one place. [`find`] never
+/// cuts such a loop into steps (its iterations are tokens, and a KV cache grows with each), so
+/// without this a generation would read as "one pass" though its frames loop.
+pub fn decoding_loops(snap: &Snapshot, dev: &Device, range: Range<usize>) -> Vec<LoopSite> {
+    let stacks = &snap.stacks;
+    // Per stack: the decoding frame, as (caller's line, file, function, line).
+    let mut memo: HashMap<StackId, Option<(u32, Sym, Sym, u32)>> = HashMap::default();
+    // Per (caller line, file, function): (last line, back-jumps, lowest line gone back to).
+    let mut seen: HashMap<(u32, Sym, Sym), (u32, usize, u32)> = HashMap::default();
+    for e in &dev.events[range] {
+        if e.action != Action::Alloc {
+            continue;
+        }
+        let at = *memo.entry(e.stack).or_insert_with(|| {
+            let mut caller = 0;
+            for &f in stacks.frames(e.stack).iter().rev() {
+                let fr = stacks.frame(f);
+                if fr.kind != FrameKind::User {
+                    continue;
+                }
+                if is_decoding(stacks.str(fr.name)) {
+                    return Some((caller, fr.file, fr.name, fr.line));
+                }
+                caller = fr.line;
+            }
+            None
+        });
+        let Some((caller, file, name, line)) = at else {
+            continue;
+        };
+        let v = seen
+            .entry((caller, file, name))
+            .or_insert((line, 0, u32::MAX));
+        if line < v.0 {
+            v.1 += 1;
+            v.2 = v.2.min(line);
+        }
+        v.0 = line;
+    }
+    let mut out: Vec<LoopSite> = seen
+        .into_iter()
+        .filter(|(_, v)| v.1 >= 2)
+        .map(|((_, file, name), (_, jumps, target))| LoopSite {
+            file: stacks.str(file).to_owned(),
+            function: stacks.str(name).to_owned(),
+            line: target,
+            iterations: jumps + 1,
+        })
+        .collect();
+    out.sort_by(|a, b| b.iterations.cmp(&a.iterations).then(a.line.cmp(&b.line)));
+    out
+}
+
 /// A comprehension or generator expression: one expression of its line
 /// (`sum(x.mean() for x in outs)`).
 fn is_comprehension(name: &str) -> bool {

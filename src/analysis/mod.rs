@@ -293,6 +293,9 @@ pub enum NotJudged {
     NoHistory,
     /// One pass through the program (a single forward, one benchmark call): not a loop.
     SinglePass,
+    /// The log's loop is a decoding loop (a `generate`/`decode` function's tokens): tokens are
+    /// not steps, and a KV cache grows with each.
+    DecodingLoop,
     /// Fewer complete steps than any judgement needs.
     TooFewSteps,
     /// Enough steps to judge, but memory rose at the end of every one of them, and too few of
@@ -560,7 +563,12 @@ fn device_report(
     let leak_judgement = if !has_history {
         LeakJudgement::not(NotJudged::NoHistory, 0)
     } else {
-        judge_steps(&step_ends, structure.single_pass)
+        match judge_steps(&step_ends, structure.single_pass) {
+            j if step_ends.is_empty() && !structure.decoding_loops.is_empty() => {
+                LeakJudgement::not(NotJudged::DecodingLoop, j.steps)
+            }
+            j => j,
+        }
     };
     let ooms = tl
         .ooms
@@ -821,6 +829,7 @@ pub fn not_judged_reason(j: &LeakJudgement) -> String {
         None => "judged".into(),
         Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen".into(),
         Some(NotJudged::SinglePass) => "the log is one pass through the program (its user frames never go back to an earlier line of a loop), so there are no steps to compare".into(),
+        Some(NotJudged::DecodingLoop) => "the log's loop is a decoding loop (a generate or decode function's tokens): tokens are not steps (what a generation keeps, its KV cache or its sequence, grows with every token), so leaks are not judged".into(),
         Some(NotJudged::RisingTooFewSteps) => format!(
             "memory rose at the end of every one of the {} steps recorded, too few to tell a leak from warm-up (a leak finding needs {} rising steps)",
             j.steps,

@@ -93,6 +93,10 @@ pub struct Structure {
     pub single_pass: bool,
     /// No allocation had a user frame, so the stacks could not show loops.
     pub no_user_stacks: bool,
+    /// Decoding loops (a `generate`/`decode` function's token loop) in stretches that are
+    /// otherwise one pass: loops, but of tokens, never cut into steps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decoding_loops: Vec<LoopSite>,
     /// Optimizer steps marked in each iteration of the loop, where the loop's body runs several
     /// (a GAN's discriminator and generator, several optimizers): the iterations are the steps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,7 +215,11 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                         complete: false,
                     });
                 } else {
-                    passes += 1;
+                    let tokens = loops::decoding_loops(snap, dev, s.range.clone());
+                    if tokens.is_empty() {
+                        passes += 1;
+                    }
+                    structure.decoding_loops.extend(tokens);
                     out.push(s);
                 }
             }
@@ -279,8 +287,9 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
         }
     }
     if structure.annotation.is_none() && structure.loops.is_empty() && searched > 0 {
-        structure.single_pass = passes > 0;
-        structure.no_user_stacks = passes == 0 && no_stacks > 0;
+        structure.single_pass = passes > 0 && structure.decoding_loops.is_empty();
+        structure.no_user_stacks =
+            passes == 0 && no_stacks > 0 && structure.decoding_loops.is_empty();
     }
     Bounds {
         segs: out,

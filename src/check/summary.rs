@@ -186,6 +186,8 @@ pub enum Unjudged {
     /// A snapshot without allocation history: only the state at the dump.
     NoHistory,
     SinglePass,
+    /// A decoding loop: tokens, not steps.
+    DecodingLoop,
     TooFewSteps,
     /// Memory rose at every complete step, too few of them for a leak finding.
     RisingTooFewSteps,
@@ -206,6 +208,9 @@ impl Judgement {
             }
             Some(Unjudged::SinglePass) => {
                 "the capture is one pass through the program, not a loop".into()
+            }
+            Some(Unjudged::DecodingLoop) => {
+                "the capture's loop is a decoding loop: tokens are not steps".into()
             }
             Some(Unjudged::TooFewSteps) => format!(
                 "the capture has {} complete step{}; a leak judgement needs {}",
@@ -242,7 +247,10 @@ impl Judgement {
                 "the trace's memory events are all on the CPU: it records no CUDA memory, so no \
                  CUDA OOM",
             ),
-            Unjudged::SinglePass | Unjudged::TooFewSteps | Unjudged::RisingTooFewSteps => None,
+            Unjudged::SinglePass
+            | Unjudged::DecodingLoop
+            | Unjudged::TooFewSteps
+            | Unjudged::RisingTooFewSteps => None,
         }
     }
 }

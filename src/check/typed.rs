@@ -30,6 +30,7 @@ fn unjudged(r: NotJudged) -> Unjudged {
     match r {
         NotJudged::NoHistory => Unjudged::NoHistory,
         NotJudged::SinglePass => Unjudged::SinglePass,
+        NotJudged::DecodingLoop => Unjudged::DecodingLoop,
         NotJudged::TooFewSteps => Unjudged::TooFewSteps,
         NotJudged::RisingTooFewSteps => Unjudged::RisingTooFewSteps,
         NotJudged::NoMemoryEvents => Unjudged::NoMemoryEvents,

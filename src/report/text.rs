@@ -427,6 +427,16 @@ fn write_steps(
                     "{} none: the log is one pass through the program (its user frames never go back to an earlier line of a loop)",
                     st.bold(&format!("STEPS cuda:{d}"))
                 )?;
+            } else if let Some(l) = how.decoding_loops.first() {
+                writeln!(
+                    out,
+                    "{} none: the loop is a decoding loop ({} iterations of `{}` from {}:{}): tokens, not steps",
+                    st.bold(&format!("STEPS cuda:{d}")),
+                    l.iterations,
+                    l.function,
+                    l.file,
+                    l.line
+                )?;
             }
             continue;
         };
@@ -607,7 +617,11 @@ impl Format for Text {
             writeln!(out)?;
             write_bounded(out, &st, b)?;
         }
-        if !a.steps.is_empty() || a.devices.iter().any(|d| d.structure.single_pass) {
+        if !a.steps.is_empty()
+            || a.devices
+                .iter()
+                .any(|d| d.structure.single_pass || !d.structure.decoding_loops.is_empty())
+        {
             writeln!(out)?;
             write_steps(out, &st, &a.steps, &a.devices)?;
         }

@@ -109,6 +109,7 @@ pub fn no_leaks_text(j: &LeakJudgement, judged_clean: &str) -> (String, bool) {
         }
         Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen; record it with torch.cuda.memory._record_memory_history".to_owned(),
         Some(NotJudged::SinglePass) => "the log is one pass through the program, not a loop of steps".to_owned(),
+        Some(NotJudged::DecodingLoop) => "the log's loop is a decoding loop: tokens are not steps (a generation's cache or sequence grows with each)".to_owned(),
         Some(NotJudged::TooFewSteps) => format!(
             "{} complete step(s) in the log; a judgement needs {}",
             j.steps, j.min_steps
