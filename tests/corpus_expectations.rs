@@ -463,7 +463,11 @@ fn no_gradient_or_activation_bytes_where_no_backward_ran() {
         let mut cats: Vec<(String, u64, u64)> = Vec::new();
         if let Some(r) = &a.categories {
             let k = &r.categories;
-            cats.push((format!("report ({})", r.at), k.gradient, k.activation));
+            cats.push((
+                format!("report ({})", r.at.name()),
+                k.gradient,
+                k.activation,
+            ));
         }
         for d in &a.devices {
             for (at, k) in [

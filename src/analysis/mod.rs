@@ -37,8 +37,7 @@ pub const SCHEMA: &str = "memscope.report/1";
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Input {
     pub path: String,
-    /// `"snapshot"` or `"trace"`.
-    pub kind: &'static str,
+    pub kind: CaptureKind,
     pub bytes: u64,
     /// Snapshot layout (`torch20`, `torch21`, `modern`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,6 +46,51 @@ pub struct Input {
     /// not be decoded): also in `notes`; kept apart so that `check` can say it.
     #[serde(skip)]
     pub load_notes: Vec<String>,
+}
+
+/// What a capture is: a snapshot pickle or a profiler trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureKind {
+    Snapshot,
+    Trace,
+}
+
+impl CaptureKind {
+    /// `snapshot` or `trace`, as JSON and summaries spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureKind::Snapshot => "snapshot",
+            CaptureKind::Trace => "trace",
+        }
+    }
+}
+
+impl std::fmt::Display for CaptureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The moment a figure is taken at: the last OOM, the allocated peak, or the dump (a
+/// snapshot with no log, which has no other moment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Moment {
+    Oom,
+    Peak,
+    Dump,
+}
+
+impl Moment {
+    /// `oom`, `peak` or `dump`, as JSON spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Moment::Oom => "oom",
+            Moment::Peak => "peak",
+            Moment::Dump => "dump",
+        }
+    }
 }
 
 /// One OOM, explained.
@@ -213,8 +257,7 @@ pub struct StepFromStart {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CategoriesReport {
     pub device: u32,
-    /// `oom`, `peak`, or `dump` (a snapshot with no log).
-    pub at: &'static str,
+    pub at: Moment,
     #[serde(flatten)]
     pub categories: Categories,
 }
@@ -927,7 +970,7 @@ pub fn analyze_snapshot_for_views(
         .and_then(|(dev, o)| {
             o.categories.clone().map(|c| CategoriesReport {
                 device: dev,
-                at: "oom",
+                at: Moment::Oom,
                 categories: c,
             })
         })
@@ -935,7 +978,7 @@ pub fn analyze_snapshot_for_views(
             devices.iter().find_map(|d| {
                 d.categories_at_peak.clone().map(|c| CategoriesReport {
                     device: d.device,
-                    at: "peak",
+                    at: Moment::Peak,
                     categories: c,
                 })
             })
@@ -944,7 +987,7 @@ pub fn analyze_snapshot_for_views(
             devices.iter().find_map(|d| {
                 d.categories_at_dump.clone().map(|c| CategoriesReport {
                     device: d.device,
-                    at: "dump",
+                    at: Moment::Dump,
                     categories: c,
                 })
             })
@@ -962,7 +1005,7 @@ pub fn analyze_snapshot_for_views(
         schema: SCHEMA,
         input: Input {
             path: path.display().to_string(),
-            kind: "snapshot",
+            kind: CaptureKind::Snapshot,
             bytes: file_bytes,
             layout: Some(snap.layout),
             load_notes: snap.load_notes.clone(),

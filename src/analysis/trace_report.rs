@@ -512,7 +512,7 @@ pub fn analyze_trace_with_memory(
         schema: SCHEMA,
         input: Input {
             path: path.display().to_string(),
-            kind: "trace",
+            kind: super::CaptureKind::Trace,
             bytes: file_bytes,
             layout: None,
             load_notes: t.load_notes.clone(),

@@ -233,14 +233,17 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         .filter(|d| d.reserved_bytes.is_some_and(|r| r > 0) || d.has_history)
         .map(|d| d.device)
         .collect();
-    let rank = (a.input.kind == "snapshot" && used.len() == 1).then(|| RankInfo {
-        rank: used[0],
-        world_size: None,
-        source: RankSource::Device,
-    });
+    let rank =
+        (a.input.kind == crate::analysis::CaptureKind::Snapshot && used.len() == 1).then(|| {
+            RankInfo {
+                rank: used[0],
+                world_size: None,
+                source: RankSource::Device,
+            }
+        });
     InputSummary {
         path: a.input.path.clone(),
-        kind: a.input.kind.to_owned(),
+        kind: a.input.kind.name().to_owned(),
         verdict: a.verdict.kind.id().to_owned(),
         devices,
         ooms,

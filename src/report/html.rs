@@ -741,7 +741,8 @@ impl Html<'_> {
             let _ = write!(
                 out,
                 r#"<section id="categories-{}" class="categories"><h2>What the memory was for, at the {}</h2><table><tr><th>category</th><th class=n>bytes</th><th>rule</th></tr>"#,
-                d.device, c.at
+                d.device,
+                c.at.name()
             );
             for b in &c.categories.basis {
                 let _ = write!(

@@ -627,9 +627,11 @@ impl Format for Text {
         }
         if let Some(c) = &a.categories {
             let at = match c.at {
-                "peak" => Some("at the allocated peak"),
-                "dump" => Some("at the dump (no log: by each block's own stack)"),
-                _ => None,
+                crate::analysis::Moment::Peak => Some("at the allocated peak"),
+                crate::analysis::Moment::Dump => {
+                    Some("at the dump (no log: by each block's own stack)")
+                }
+                crate::analysis::Moment::Oom => None,
             };
             if let Some(at) = at {
                 write_categories(
