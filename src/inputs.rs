@@ -54,7 +54,7 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let snap = crate::load::snapshot_from_read(path, &bytes).map_err(err)?;
     drop(bytes);
     Ok(Loaded::Analysis(Box::new(
-        crate::analysis::analyze_snapshot(&snap, path, file_len),
+        crate::analysis::analyze_snapshot(&snap, path, file_len).analysis,
     )))
 }
 

@@ -163,7 +163,9 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
         );
     }
     let analysis = match &capture {
-        Capture::Snapshot(snap) => memscope::analysis::analyze_snapshot(snap, &args.file, file_len),
+        Capture::Snapshot(snap) => {
+            memscope::analysis::analyze_snapshot(snap, &args.file, file_len).analysis
+        }
         Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),
     };
     // The process ends right after the report: freeing a million-event model piece by piece

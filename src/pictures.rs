@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use crate::output::Output;
 
 use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, ReportArgs};
-use memscope::analysis::replay::{self, Timeline};
+use memscope::analysis::replay::Timeline;
 use memscope::model::Snapshot;
 use memscope::report::{self, flamegraph as fg, Format};
 use memscope::units::bytes;
@@ -20,13 +20,6 @@ use memscope::units::bytes;
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
     // The size as read: a pipe's bytes count too (`-` has no file size).
     Ok(memscope::load::load_snapshot_sized(file)?)
-}
-
-fn timelines(snap: &Snapshot) -> Vec<Timeline> {
-    snap.devices
-        .iter()
-        .map(|d| replay::replay(d, &snap.settings))
-        .collect()
 }
 
 /// Opens `-o` for writing (see [`crate::output`]): never the input, `-` is stdout.
@@ -40,8 +33,9 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
             bail!("--at {given}: expected end, peak, oom or an event index");
         }
     }
-    let (snap, _) = load(&a.file)?;
-    let tls = timelines(&snap);
+    let (snap, len) = load(&a.file)?;
+    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let tls: Vec<&Timeline> = product.timelines().collect();
     let pick = match a.device {
         Some(d) => tls
             .iter()
@@ -64,17 +58,18 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let Some(at) = fg::At::parse(at_text) else {
         bail!("--at {at_text}: expected end, peak, oom or an event index");
     };
-    let (Some(tl), Some(dev)) = (tls.get(pick), snap.devices.get(pick)) else {
+    let Some((dev, p)) = product.device(&snap, pick) else {
         return flamegraph_of_nothing(a);
     };
-    let m = fg::moment(dev, tl, at).map_err(anyhow::Error::msg)?;
-    let state = fg::state_at(&snap, dev, tl, &m);
+    let m = product.resolve(&snap, pick, at)?;
+    let label = fg::moment_label(m);
+    let state = product.state_at(&snap, pick, m);
     let by = match a.by {
         FlameBy::Stack => fg::By::Stack,
         FlameBy::Site => fg::By::Site,
         FlameBy::Category => fg::By::Category,
     };
-    let folded = fg::fold(&snap, dev, tl, &state, by);
+    let folded = fg::fold(&snap, dev, &state, by, &p.classifier);
     let mut w = create(&a.output, &a.file)?;
     if a.folded {
         // Folded lines are text too: a name cannot command the terminal it is printed on.
@@ -86,7 +81,7 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
             title: format!(
                 "Live memory on cuda:{} at {}: {}",
                 dev.index,
-                m.label,
+                label,
                 bytes(folded.total_bytes)
             ),
             subtitle: Some(format!(
@@ -105,21 +100,21 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         name,
         bytes(n),
         bytes(folded.total_bytes),
-        m.label
+        label
     ));
     Ok(0)
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let (snap, len) = load(&a.file)?;
-    // One replay per device serves both the analysis and the pictures.
-    let (analysis, tls) = memscope::analysis::analyze_snapshot_with_timelines(&snap, &a.file, len);
+    // One analysis serves the report and its pictures.
+    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let mut w = create(&a.output, &a.file)?;
     let html = report::html::Html {
         snap: &snap,
-        timelines: &tls,
+        product: &product,
     };
-    html.render(&analysis, &report::Options::default(), &mut w)?;
+    html.render(&product, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
@@ -127,8 +122,9 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
 }
 
 pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
-    let (snap, _) = load(&a.file)?;
-    let tls = timelines(&snap);
+    let (snap, len) = load(&a.file)?;
+    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let tls: Vec<Timeline> = product.per_device.into_iter().map(|d| d.timeline).collect();
     let mut w = create(&a.output, &a.file)?;
     let sum = report::perfetto::write(
         &snap,

@@ -53,7 +53,7 @@ fn load(stem: &str) -> (Snapshot, Analysis) {
     let snap = memscope::load::load_snapshot(&p).unwrap();
     let len = std::fs::metadata(&p).unwrap().len();
     let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
-    (snap, a)
+    (snap, a.analysis)
 }
 
 /// Categories before the log's first entry, at its end (the dump) and at the allocated peak.

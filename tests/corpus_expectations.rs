@@ -74,11 +74,14 @@ fn observe(kind: &str, path: &Path) -> Observed {
         "snapshot" => {
             let snap = memscope::load::load_snapshot(path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let (analysis, tls) =
-                memscope::analysis::analyze_snapshot_with_timelines(&snap, path, bytes);
+            let product = memscope::analysis::analyze_snapshot(&snap, path, bytes);
+            let initial_allocated = product
+                .timelines()
+                .map(|t| t.initial.counters.allocated)
+                .collect();
             Observed::Snapshot {
-                analysis: Box::new(analysis),
-                initial_allocated: tls.iter().map(|t| t.initial.counters.allocated).collect(),
+                analysis: Box::new(product.analysis),
+                initial_allocated,
             }
         }
         _ => match memscope::load::load_trace(path) {

@@ -116,8 +116,13 @@ fn deep_stacks_are_grouped_without_a_string_per_frame() {
     // The flamegraph draws a bounded depth too: 256 outermost, one box, 256 innermost.
     use memscope::report::flamegraph as fg;
     let dev = &snap.devices[0];
-    let tl = memscope::analysis::replay::replay(dev, &snap.settings);
-    let folded = fg::fold(&snap, dev, &tl, &tl.end, fg::By::Stack);
+    let folded = fg::fold(
+        &snap,
+        dev,
+        &a.per_device[0].timeline.end,
+        fg::By::Stack,
+        &a.per_device[0].classifier,
+    );
     assert!(!folded.lines.is_empty());
     for (line, _) in &folded.lines {
         assert_eq!(

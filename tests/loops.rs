@@ -34,7 +34,7 @@ fn cases() -> Vec<(String, Value, Analysis)> {
             .expect("capture beside its truth")
             .len();
         let snap = memscope::load::load_snapshot(&capture).expect("loads");
-        let a = memscope::analysis::analyze_snapshot(&snap, &capture, bytes);
+        let a = memscope::analysis::analyze_snapshot(&snap, &capture, bytes).analysis;
         out.push((stem.to_string(), truth, a));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -64,10 +64,10 @@ fn o_on_a_device_without_an_oom_moves_to_the_one_that_has_it() {
 #[test]
 fn the_html_report_shows_the_oom_device_first() {
     let (p, snap, len) = two_device_snapshot();
-    let (a, tls) = memscope::analysis::analyze_snapshot_with_timelines(&snap, &p, len);
+    let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
     let h = memscope::report::html::Html {
         snap: &snap,
-        timelines: &tls,
+        product: &a,
     };
     let html = memscope::report::to_string(&h, &a, &memscope::report::Options::default());
     let one = html

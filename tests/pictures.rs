@@ -26,6 +26,14 @@ fn load(name: &str) -> (PathBuf, Snapshot, Vec<Timeline>) {
     (p, snap, tls)
 }
 
+/// The analysis product of a fixture: what the pictures are drawn from.
+fn analyzed(name: &str) -> (Snapshot, memscope::analysis::Analyzed) {
+    let (p, snap, _) = load(name);
+    let len = std::fs::metadata(&p).unwrap().len();
+    let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
+    (snap, a)
+}
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memscope"))
 }
@@ -38,13 +46,15 @@ fn tmpdir(tag: &str) -> PathBuf {
 
 #[test]
 fn folded_stacks_add_up_to_allocated_at_the_oom() {
-    let (_, snap, tls) = load("leak_oom.pickle");
-    let (dev, tl) = (&snap.devices[0], &tls[0]);
-    let m = fg::moment(dev, tl, fg::At::Oom).unwrap();
-    let st = fg::state_at(&snap, dev, tl, &m);
+    let (snap, a) = analyzed("leak_oom.pickle");
+    let dev = &snap.devices[0];
+    let m = a.resolve(&snap, 0, fg::At::Oom).unwrap();
+    let st = a.state_at(&snap, 0, m);
+    let c = &a.per_device[0].classifier;
+    let tl = &a.per_device[0].timeline;
     let e = m.event.unwrap().0 as usize;
     for by in [fg::By::Stack, fg::By::Site, fg::By::Category] {
-        let f = fg::fold(&snap, dev, tl, &st, by);
+        let f = fg::fold(&snap, dev, &st, by, c);
         let sum: u64 = f.lines.iter().map(|l| l.1).sum();
         assert_eq!(sum, tl.series.allocated[e], "{by:?}");
         assert_eq!(f.total_bytes, sum);
@@ -58,13 +68,13 @@ fn folded_stacks_add_up_to_allocated_at_the_oom() {
         }
     }
     // Outermost first: the heaviest stack starts at the script's module level, not in torch.
-    let f = fg::fold(&snap, dev, tl, &st, fg::By::Stack);
+    let f = fg::fold(&snap, dev, &st, fg::By::Stack, c);
     let (top, _) = f.lines.iter().max_by_key(|l| l.1).unwrap();
     assert!(
         top.starts_with("<module>") && top.contains("generate.py") && !top.starts_with("_"),
         "{top}"
     );
-    let cats = fg::fold(&snap, dev, tl, &st, fg::By::Category);
+    let cats = fg::fold(&snap, dev, &st, fg::By::Category, c);
     assert!(
         cats.lines.iter().all(|(s, _)| !s.starts_with('<')),
         "category comes first"
@@ -73,11 +83,12 @@ fn folded_stacks_add_up_to_allocated_at_the_oom() {
 
 #[test]
 fn flamegraph_svg_colours_user_frames() {
-    let (_, snap, tls) = load("leak_oom.pickle");
-    let (dev, tl) = (&snap.devices[0], &tls[0]);
-    let m = fg::moment(dev, tl, fg::At::Peak).unwrap();
-    let st = fg::state_at(&snap, dev, tl, &m);
-    let f = fg::fold(&snap, dev, tl, &st, fg::By::Stack);
+    let (snap, a) = analyzed("leak_oom.pickle");
+    let dev = &snap.devices[0];
+    let m = a.resolve(&snap, 0, fg::At::Peak).unwrap();
+    let st = a.state_at(&snap, 0, m);
+    let c = &a.per_device[0].classifier;
+    let f = fg::fold(&snap, dev, &st, fg::By::Stack, c);
     let mut svg = Vec::new();
     let o = fg::SvgOptions {
         title: "t".into(),
@@ -159,12 +170,10 @@ fn cli_flamegraph_writes_only_to_output_and_refuses_the_input() {
 }
 
 fn html_of(name: &str) -> String {
-    let (p, snap, tls) = load(name);
-    let len = std::fs::metadata(&p).unwrap().len();
-    let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
+    let (snap, a) = analyzed(name);
     let h = report::html::Html {
         snap: &snap,
-        timelines: &tls,
+        product: &a,
     };
     report::to_string(&h, &a, &report::Options::default())
 }
@@ -341,11 +350,12 @@ fn html_report_renders_in_a_headless_browser() {
 /// redraw after a zoom.
 #[test]
 fn flamegraph_truncation_keeps_the_function_name() {
-    let (_, snap, tls) = load("leak_oom.pickle");
-    let (dev, tl) = (&snap.devices[0], &tls[0]);
-    let m = fg::moment(dev, tl, fg::At::Oom).unwrap();
-    let st = fg::state_at(&snap, dev, tl, &m);
-    let f = fg::fold(&snap, dev, tl, &st, fg::By::Stack);
+    let (snap, a) = analyzed("leak_oom.pickle");
+    let dev = &snap.devices[0];
+    let m = a.resolve(&snap, 0, fg::At::Oom).unwrap();
+    let st = a.state_at(&snap, 0, m);
+    let c = &a.per_device[0].classifier;
+    let f = fg::fold(&snap, dev, &st, fg::By::Stack, c);
     for no_javascript in [true, false] {
         let mut svg = Vec::new();
         let o = fg::SvgOptions {

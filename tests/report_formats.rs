@@ -16,7 +16,7 @@ fn analysis(dir: &str, name: &str) -> Option<memscope::analysis::Analysis> {
     let snap = memscope::load::load_snapshot(&p).unwrap();
     let len = std::fs::metadata(&p).unwrap().len();
     // A stable path in the output, whatever the checkout location.
-    Some(analyze_snapshot(&snap, Path::new(name), len))
+    Some(analyze_snapshot(&snap, Path::new(name), len).analysis)
 }
 
 #[test]

@@ -374,13 +374,13 @@ fn report_of(p: &Path) -> (String, Vec<(usize, bool)>) {
     let raw = memscope::load::read_input(p).unwrap();
     let snap = memscope::load::snapshot_from_bytes(p, &raw).unwrap();
     let len = std::fs::metadata(p).unwrap().len();
-    let (a, tls) = memscope::analysis::analyze_snapshot_with_timelines(&snap, p, len);
+    let a = memscope::analysis::analyze_snapshot(&snap, p, len);
     let h = report::html::Html {
         snap: &snap,
-        timelines: &tls,
+        product: &a,
     };
-    let marks = tls
-        .iter()
+    let marks = a
+        .timelines()
         .filter(|t| !t.is_empty())
         .map(|t| (t.ooms.len(), t.peaks.allocated.event.is_some()))
         .collect();

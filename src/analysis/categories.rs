@@ -491,6 +491,7 @@ pub fn at_state_with(
 
 /// What classifying a block needs from the whole log, computed once per device so a viewer can
 /// classify the blocks of any state (the TUI's map at its cursor) without a pass over the log.
+#[derive(Clone, Debug)]
 pub struct Classifier {
     first_forward: usize,
     /// The first event whose stack shows a backward pass (usually `Tensor.backward`'s

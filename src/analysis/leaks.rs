@@ -36,6 +36,7 @@ mod extent;
 mod find;
 mod fit;
 pub mod rules;
+pub mod series;
 mod signal;
 mod survivors;
 

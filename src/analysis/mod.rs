@@ -4,6 +4,7 @@
 //! returns an [`Analysis`] that the text, JSON and TUI views only render. Its serialized form
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
+pub mod analyzed;
 pub mod categories;
 pub mod figures;
 pub mod graph;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 pub use crate::model::trace::CountedFrom;
 use crate::model::{Device, Layout, Snapshot};
+pub use analyzed::{Analyzed, DeviceProduct};
 use categories::Categories;
 use leaks::Leak;
 use oom::{Cause, Diagnosis};
@@ -472,7 +474,7 @@ fn device_report(
     dev: &Device,
     tl: &Timeline,
     bounds: steps::Bounds,
-    mut classifier: categories::Classifier,
+    classifier: &mut categories::Classifier,
     leak_base: usize,
     notes: &mut Vec<String>,
 ) -> DeviceFindings {
@@ -575,7 +577,7 @@ fn device_report(
         };
         let categories_at_peak = match &peak_state {
             Some((ev, st)) if has_history => Some(categories::at_state_with(
-                &mut classifier,
+                classifier,
                 snap,
                 dev,
                 st,
@@ -597,7 +599,7 @@ fn device_report(
     let retention = retry::find(snap, dev, tl);
     leaks.extend(retention.finding(snap));
     let categories_at_dump = (!has_history && !dev.segments.is_empty())
-        .then(|| categories::at_state_with(&mut classifier, snap, dev, &tl.end, None));
+        .then(|| categories::at_state_with(classifier, snap, dev, &tl.end, None));
     let step_ends: Vec<u64> = steps
         .iter()
         .filter(|s| s.is_iteration() && s.complete)
@@ -633,7 +635,7 @@ fn device_report(
                 }
             }
             let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
-            let cats = categories::at_state_with(&mut classifier, snap, dev, &st, Some(o.event));
+            let cats = categories::at_state_with(classifier, snap, dev, &st, Some(o.event));
             let held = sites::group_marked(
                 &snap.stacks,
                 st.live_blocks()
@@ -887,42 +889,18 @@ pub fn not_judged_reason(j: &LeakJudgement) -> String {
     }
 }
 
-/// Runs every snapshot analysis.
-pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analysis {
-    analyze_snapshot_with_timelines(snap, path, file_bytes).0
-}
-
-/// [`analyze_snapshot`], also handing back each device's replayed [`Timeline`] (in
-/// `snap.devices` order), for views that browse the log (the TUI) without replaying it twice.
-pub fn analyze_snapshot_with_timelines(
-    snap: &Snapshot,
-    path: &Path,
-    file_bytes: u64,
-) -> (Analysis, Vec<Timeline>) {
-    let (a, tls, _) = analyze_snapshot_for_views(snap, path, file_bytes);
-    (a, tls)
-}
-
-/// [`analyze_snapshot_with_timelines`], also handing back each device's step ranges
-/// (`(start, end)` events, inclusive, every step the split found), so that a view can build a
-/// [`categories::Classifier`] without splitting the log into steps again.
-#[allow(clippy::type_complexity)]
-pub fn analyze_snapshot_for_views(
-    snap: &Snapshot,
-    path: &Path,
-    file_bytes: u64,
-) -> (Analysis, Vec<Timeline>, Vec<Vec<(usize, usize)>>) {
-    let mut step_ranges = Vec::new();
+/// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]).
+pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyzed {
+    let mut products = Vec::new();
     let mut notes = snap.load_notes.clone();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut bounded_growth = Vec::new();
     let mut steps = Vec::new();
-    let mut timelines = Vec::new();
     for d in &snap.devices {
         // Finding the steps needs only the events: it runs on the second core beside the replay.
         // So does what the categories need from the whole log.
-        let (tl, (bounds, classifier)) = std::thread::scope(|scope| {
+        let (tl, (bounds, mut classifier)) = std::thread::scope(|scope| {
             let search = scope.spawn(|| {
                 let b = steps::bounds(snap, d);
                 let c = categories::Classifier::from_ranges(snap, d, b.ranges());
@@ -934,9 +912,15 @@ pub fn analyze_snapshot_for_views(
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
             (tl, found)
         });
-        step_ranges.push(bounds.ranges());
-        let f = device_report(snap, d, &tl, bounds, classifier, leaks.len(), &mut notes);
-        timelines.push(tl);
+        let f = device_report(
+            snap,
+            d,
+            &tl,
+            bounds,
+            &mut classifier,
+            leaks.len(),
+            &mut notes,
+        );
         leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
             device: d.index,
             leak,
@@ -965,6 +949,11 @@ pub fn analyze_snapshot_for_views(
                 }),
         );
         devices.push(f.report);
+        products.push(DeviceProduct {
+            timeline: tl,
+            steps: f.steps,
+            classifier,
+        });
     }
     let categories = last_oom_in(&devices)
         .and_then(|(dev, o)| {
@@ -1019,5 +1008,10 @@ pub fn analyze_snapshot_for_views(
         graph: None,
         notes,
     };
-    (analysis, timelines, step_ranges)
+    let leak_series = leaks::series::all(snap, &analysis);
+    Analyzed {
+        analysis,
+        per_device: products,
+        leak_series,
+    }
 }

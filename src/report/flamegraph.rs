@@ -14,35 +14,12 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self as fg, color::Color, Palette};
 
-use crate::analysis::categories;
-use crate::analysis::replay::{State, Timeline};
-use crate::analysis::steps;
-use crate::model::{BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+use crate::analysis::analyzed::Resolved;
+use crate::analysis::categories::Classifier;
+use crate::analysis::replay::State;
+use crate::model::{BlockState, Device, FrameKind, Snapshot, StackId, Stacks};
 
-/// Which moment of the log to draw.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum At {
-    /// The end of the capture (what the snapshot itself lists).
-    End,
-    /// The allocated peak.
-    Peak,
-    /// The last OOM of the device (the peak when there is none).
-    Oom,
-    /// After a given event index.
-    Event(u32),
-}
-
-impl At {
-    /// Parses `end`, `peak`, `oom` or an event index.
-    pub fn parse(s: &str) -> Option<At> {
-        match s {
-            "end" => Some(At::End),
-            "peak" => Some(At::Peak),
-            "oom" => Some(At::Oom),
-            n => n.parse().ok().map(At::Event),
-        }
-    }
-}
+pub use crate::analysis::analyzed::At;
 
 /// How frames are grouped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,57 +32,14 @@ pub enum By {
     Category,
 }
 
-/// A resolved moment: the event it is taken after (`None`: the end of the log) and a label.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Moment {
-    pub event: Option<EventIdx>,
-    pub label: String,
-}
-
-/// Resolves `at` against a replayed device.
-pub fn moment(dev: &Device, tl: &Timeline, at: At) -> Result<Moment, String> {
-    let n = dev.events.len();
-    let m = match at {
-        At::End => Moment {
-            event: None,
-            label: "the end of the capture".into(),
-        },
-        At::Peak => match tl.peaks.allocated.event {
-            Some(e) => Moment {
-                event: Some(e),
-                label: format!("the allocated peak (event {})", e.0),
-            },
-            None => Moment {
-                event: None,
-                label: "the end of the capture (no peak in the log)".into(),
-            },
-        },
-        At::Oom => match tl.ooms.last() {
-            Some(o) => Moment {
-                event: Some(o.event),
-                label: format!("the OOM (event {})", o.event.0),
-            },
-            None => return Err(format!("cuda:{} recorded no OOM", dev.index)),
-        },
-        At::Event(i) if (i as usize) < n => Moment {
-            event: Some(EventIdx(i)),
-            label: format!("event {i}"),
-        },
-        At::Event(i) => {
-            return Err(format!(
-                "event {i} is past the end of cuda:{}'s log ({n} events)",
-                dev.index
-            ))
-        }
-    };
-    Ok(m)
-}
-
-/// The allocator state at a moment.
-pub fn state_at(snap: &Snapshot, dev: &Device, tl: &Timeline, m: &Moment) -> State {
-    match m.event {
-        Some(e) => tl.state_after(dev, &snap.settings, Some(e.0 as usize)),
-        None => tl.end.clone(),
+/// A moment in words: `the OOM (event 3654)`, `the end of the capture`.
+pub fn moment_label(m: Resolved) -> String {
+    match (m.asked, m.event) {
+        (At::Peak, Some(e)) => format!("the allocated peak (event {})", e.0),
+        (At::Peak, None) => "the end of the capture (no peak in the log)".into(),
+        (At::Oom, Some(e)) => format!("the OOM (event {})", e.0),
+        (At::Event(i), _) => format!("event {i}"),
+        (At::End, _) | (At::Oom, None) => "the end of the capture".into(),
     }
 }
 
@@ -181,7 +115,15 @@ fn push_stack(
 }
 
 /// Folds the allocated blocks of `state`.
-pub fn fold(snap: &Snapshot, dev: &Device, tl: &Timeline, state: &State, by: By) -> Folded {
+/// Folds the live memory of `state`. `classifier` is the device's (from the analysis
+/// product), used to put each block under its category for [`By::Category`].
+pub fn fold(
+    snap: &Snapshot,
+    dev: &Device,
+    state: &State,
+    by: By,
+    classifier: &Classifier,
+) -> Folded {
     let stacks = &snap.stacks;
     let mut by_stack: HashMap<StackId, u64> = HashMap::new();
     let mut total = 0;
@@ -213,13 +155,15 @@ pub fn fold(snap: &Snapshot, dev: &Device, tl: &Timeline, state: &State, by: By)
             }
         }
         By::Category => {
-            let st = steps::split(snap, dev, tl);
+            let mut c = classifier.clone();
             let mut per: HashMap<(&'static str, StackId), u64> = HashMap::new();
-            categories::for_each_block(snap, dev, &st, state, |b, cat, _| {
-                if b.state == BlockState::ActiveAllocated {
-                    *per.entry((cat.name(), b.stack)).or_default() += b.size;
-                }
-            });
+            for b in state
+                .live_blocks()
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+            {
+                let (cat, _) = c.classify(snap, dev, b);
+                *per.entry((cat.name(), b.stack)).or_default() += b.size;
+            }
             for ((cat, s), bytes) in per {
                 let mut line = String::from(cat);
                 kinds.entry(cat.to_string()).or_insert(FrameKind::Python);

@@ -18,7 +18,8 @@ use super::{Format, Options};
 use crate::analysis::leaks::Leak;
 use crate::analysis::replay::{State, Timeline};
 use crate::analysis::sites::SiteTotal;
-use crate::analysis::steps::{self, Step};
+use crate::analysis::steps::Step;
+use crate::analysis::Analyzed;
 use crate::analysis::{Analysis, DeviceReport, StepReport};
 use crate::model::{BlockState, Device, Snapshot};
 use crate::units::bytes;
@@ -32,7 +33,9 @@ pub const MAP_SEGMENTS: usize = 32;
 pub struct Html<'a> {
     pub snap: &'a Snapshot,
     /// One per device, in the snapshot's device order.
-    pub timelines: &'a [Timeline],
+    /// The analysis product: the report, and per device the timeline, steps and classifier
+    /// the charts, the allocator map and the flamegraph are drawn from.
+    pub product: &'a Analyzed,
 }
 
 /// Escapes text for HTML (the one rule is [`super::escape::html`]).
@@ -626,17 +629,14 @@ fn device_figures(out: &mut String, d: &DeviceReport) {
 impl Html<'_> {
     fn device_section(&self, out: &mut String, a: &Analysis, d: &DeviceReport) {
         let snap = self.snap;
-        let (Some(dev), Some(tl)) = (
-            snap.device(d.device),
-            self.timelines.iter().find(|t| t.device == d.device),
-        ) else {
+        let Some(pos) = self.product.position(snap, d.device) else {
             return;
         };
-        let st = if tl.is_empty() {
-            Vec::new()
-        } else {
-            steps::split(snap, dev, tl)
+        let Some((dev, p)) = self.product.device(snap, pos) else {
+            return;
         };
+        let tl = &p.timeline;
+        let st: &[Step] = if tl.is_empty() { &[] } else { &p.steps };
         let _ = write!(
             out,
             r#"<section id="memory-{0}" class="memory"><h2>Memory over time — cuda:{0}</h2>"#,
@@ -644,7 +644,7 @@ impl Html<'_> {
         );
         device_figures(out, d);
         out.push_str(r#"<div class="card">"#);
-        chart(out, dev, tl, &st);
+        chart(out, dev, tl, st);
         out.push_str("</div></section>");
         for o in &d.ooms {
             let _ = write!(
@@ -674,16 +674,20 @@ impl Html<'_> {
         } else {
             At::Oom
         };
-        let m = flamegraph::moment(dev, tl, at).unwrap_or(flamegraph::Moment {
-            event: None,
-            label: "the end of the capture".into(),
-        });
-        let state = flamegraph::state_at(snap, dev, tl, &m);
+        let m =
+            self.product
+                .resolve(snap, pos, at)
+                .unwrap_or(crate::analysis::analyzed::Resolved {
+                    asked: At::End,
+                    event: None,
+                });
+        let label = flamegraph::moment_label(m);
+        let state = self.product.state_at(snap, pos, m);
         let _ = write!(
             out,
             r#"<section id="allocator-map-{0}" class="allocator-map"><h2>Allocator map at {1} — cuda:{0}</h2><div class="card">"#,
             d.device,
-            esc(&m.label)
+            esc(&label)
         );
         allocator_map(out, snap, &state);
         out.push_str("</div></section>");
@@ -755,12 +759,12 @@ impl Html<'_> {
             }
             out.push_str("</table><p class=sub>inferred from stacks and lifetimes: heuristics, each with the rule that filled it</p></section>");
         }
-        let folded = flamegraph::fold(snap, dev, tl, &state, By::Stack);
+        let folded = flamegraph::fold(snap, dev, &state, By::Stack, &p.classifier);
         let mut svg = Vec::new();
         let title = format!(
             "Live memory on cuda:{} at {} ({})",
             d.device,
-            m.label,
+            label,
             bytes(folded.total_bytes)
         );
         let opts = SvgOptions {
@@ -775,7 +779,7 @@ impl Html<'_> {
             out,
             r#"<section id="flamegraph-{}" class="flamegraph"><h2>Flamegraph of live memory at {}</h2><div class="card">"#,
             d.device,
-            esc(&m.label)
+            esc(&label)
         );
         if flamegraph::write_svg(&folded, &opts, &mut svg).is_ok() {
             let s = String::from_utf8_lossy(&svg);

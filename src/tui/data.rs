@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::analysis::replay::Timeline;
 use crate::analysis::steps::StepSource;
 use crate::analysis::{self, Analysis};
-use crate::model::StackId;
 use crate::model::{Device, Snapshot};
 use crate::units::bytes;
-use rustc_hash::FxHashMap as HashMap;
 
 /// What a marker on the timeline stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,8 +93,11 @@ pub struct Data {
 
 impl Data {
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
-        let (analysis, timelines, step_ranges) =
-            analysis::analyze_snapshot_for_views(&snap, path, file_len);
+        let mut product = analysis::analyze_snapshot(&snap, path, file_len);
+        let leak_series = std::mem::take(&mut product.leak_series);
+        let step_ranges = product.per_device.iter().map(|d| d.step_ranges()).collect();
+        let timelines = product.per_device.into_iter().map(|d| d.timeline).collect();
+        let analysis = product.analysis;
         let markers = snap
             .devices
             .iter()
@@ -104,10 +105,9 @@ impl Data {
             .map(|(d, tl)| markers(&snap, &analysis, d, tl))
             .collect();
         let findings = findings(&analysis, &snap);
-        let leak_series = analysis
-            .leaks
-            .iter()
-            .map(|l| leak_series(&snap, &analysis, l))
+        let leak_series = leak_series
+            .into_iter()
+            .map(|s| (s.steps, s.live_bytes))
             .collect();
         let times = snap.devices.iter().map(event_times).collect();
         Data {
@@ -139,61 +139,6 @@ fn event_times(d: &Device) -> Option<Vec<f64>> {
         .map(|e| e.time_us.map(|t| (t - t0) as f64 / 1e6))
         .collect();
     v.filter(|v| v.windows(2).all(|w| w[0] <= w[1]))
-}
-
-/// Bytes live from a leak's sites at the end of each step of its device: one pass over the log.
-fn leak_series(snap: &Snapshot, a: &Analysis, l: &analysis::LeakReport) -> (Vec<String>, Vec<u64>) {
-    use crate::model::{Action as Ev, Site};
-    let Some(dev) = snap.devices.iter().find(|d| d.index == l.device) else {
-        return (Vec::new(), Vec::new());
-    };
-    let steps: Vec<(&str, usize)> = a
-        .steps
-        .iter()
-        .filter(|s| {
-            s.device == l.device && matches!(s.source, StepSource::Annotation | StepSource::Loop)
-        })
-        .filter_map(|s| Some((s.name.as_str(), s.end_event? as usize)))
-        .collect();
-    let mut sites: Vec<&Option<Site>> = vec![&l.leak.site];
-    sites.extend(l.leak.related_sites.iter().map(|r| &r.site));
-    let mut memo: HashMap<StackId, bool> = HashMap::default();
-    let mut live: HashMap<u64, u64> = HashMap::default();
-    let mut total = 0u64;
-    let mut out = Vec::with_capacity(steps.len());
-    let mut next = 0;
-    for (i, e) in dev.events.iter().enumerate() {
-        if next >= steps.len() {
-            break;
-        }
-        match e.action {
-            Ev::Alloc => {
-                let hit = *memo.entry(e.stack).or_insert_with(|| {
-                    let s = Site::of_stack(&snap.stacks, e.stack);
-                    sites.iter().any(|x| **x == s)
-                });
-                if hit {
-                    total += e.size;
-                    if let Some(old) = live.insert(e.addr, e.size) {
-                        total -= old;
-                    }
-                }
-            }
-            Ev::FreeRequested | Ev::FreeCompleted => {
-                if let Some(sz) = live.remove(&e.addr) {
-                    total -= sz;
-                }
-            }
-            _ => {}
-        }
-        while next < steps.len() && steps[next].1 == i {
-            out.push(total);
-            next += 1;
-        }
-    }
-    let names = steps.iter().map(|s| s.0.to_owned()).collect();
-    out.resize(steps.len(), total);
-    (names, out)
 }
 
 fn markers(snap: &Snapshot, a: &Analysis, dev: &Device, tl: &Timeline) -> Vec<Marker> {
