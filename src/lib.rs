@@ -15,3 +15,4 @@ pub mod report;
 pub mod signals;
 pub mod tui;
 pub mod units;
+pub mod wording;

@@ -279,7 +279,7 @@ fn clean_twins_have_no_oom_and_no_leak() {
             a.verdict.kind,
             VerdictKind::Ok,
             "{stem}: {}",
-            a.verdict.summary
+            memscope::wording::verdict(&a.verdict)
         );
     }
 }
@@ -355,7 +355,7 @@ fn a_decoding_loop_is_not_one_pass() {
         assert!(
             !a.devices[0].structure.single_pass,
             "{stem}: {}",
-            a.verdict.summary
+            memscope::wording::verdict(&a.verdict)
         );
     }
 }

@@ -379,7 +379,9 @@ fn no_leak_where_none_can_be_shown() {
             || {
                 format!(
                     "{}: verdict {}: {}",
-                    c.rel, a.verdict.kind, a.verdict.summary
+                    c.rel,
+                    a.verdict.kind,
+                    memscope::wording::verdict(&a.verdict)
                 )
             },
         );
@@ -401,7 +403,11 @@ fn verdict_is_not_ok_where_nothing_can_be_judged() {
             continue;
         }
         f.check(a.verdict.kind != "ok", || {
-            format!("{}: verdict ok ({})", c.rel, a.verdict.summary)
+            format!(
+                "{}: verdict ok ({})",
+                c.rel,
+                memscope::wording::verdict(&a.verdict)
+            )
         });
     }
     f.done("unjudged verdicts");
@@ -420,7 +426,9 @@ fn verdict_is_ok_where_judged_clean() {
             f.check(a.verdict.kind == "ok", || {
                 format!(
                     "{}: verdict {}: {}",
-                    c.rel, a.verdict.kind, a.verdict.summary
+                    c.rel,
+                    a.verdict.kind,
+                    memscope::wording::verdict(&a.verdict)
                 )
             });
         }

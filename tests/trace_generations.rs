@@ -60,7 +60,11 @@ fn every_generation_gives_its_steps_and_memory() {
         };
         let t = memscope::load::load_trace(&p).unwrap();
         let a = memscope::analysis::analyze_trace(&t, &p, 0);
-        eprintln!("{rel}: {} steps; {}", t.steps.len(), a.verdict.summary);
+        eprintln!(
+            "{rel}: {} steps; {}",
+            t.steps.len(),
+            memscope::wording::verdict(&a.verdict)
+        );
         assert_eq!(t.steps.len(), steps, "{rel}: steps");
         // The peak in bytes in use, or where a trace gives only changes from its start
         // (torch 1.9), the highest change.
@@ -74,12 +78,15 @@ fn every_generation_gives_its_steps_and_memory() {
             .max();
         if memory {
             assert!(peak.is_some_and(|p| p > 0), "{rel}: no memory peak");
-            assert!(a.verdict.summary.contains("allocated peak"), "{rel}");
+            assert!(
+                memscope::wording::verdict(&a.verdict).contains("allocated peak"),
+                "{rel}"
+            );
         } else {
             assert!(
-                a.verdict.summary.contains("no memory recorded"),
+                memscope::wording::verdict(&a.verdict).contains("no memory recorded"),
                 "{rel}: {}",
-                a.verdict.summary
+                memscope::wording::verdict(&a.verdict)
             );
         }
     }

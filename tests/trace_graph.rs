@@ -399,7 +399,7 @@ fn a_graph_that_cannot_be_followed_is_not_judged_in_the_verdict() {
     let t = load::load_trace(&p).unwrap();
     let bytes = std::fs::metadata(&p).unwrap().len();
     let a = memscope::analysis::trace_report::analyze_trace(&t, &p, bytes);
-    let s = &a.verdict.summary;
+    let s = &memscope::wording::verdict(&a.verdict);
     assert!(s.contains("graph growth not judged"), "{s}");
     assert!(!s.contains("no autograd graph growth found"), "{s}");
 }

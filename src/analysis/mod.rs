@@ -15,6 +15,7 @@ pub mod replay;
 pub mod retry;
 pub mod sites;
 pub mod trace_report;
+pub mod verdict;
 
 pub use trace_report::analyze_trace;
 pub mod steps;
@@ -414,7 +415,10 @@ pub fn judge_steps(step_ends: &[u64], single_pass: bool) -> LeakJudgement {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Verdict {
     pub kind: VerdictKind,
-    pub summary: String,
+    /// What the verdict rests on; its sentence (the JSON's `summary`) is
+    /// [`crate::wording::verdict`]'s.
+    #[serde(skip)]
+    pub evidence: verdict::VerdictEvidence,
     /// Whether leaks could be judged at all (an `ok` needs it; `unjudged` says why not).
     pub leak_judgement: LeakJudgement,
 }
@@ -769,126 +773,6 @@ pub fn overall_judgement(devices: &[DeviceReport]) -> LeakJudgement {
         .unwrap_or(LeakJudgement::not(NotJudged::NoHistory, 0))
 }
 
-fn verdict(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
-    let judgement = overall_judgement(devices);
-    // The last OOM is the one that ended the run; earlier ones were caught by the program.
-    let last_oom = last_oom_in(devices);
-    if let Some((dev, o)) = last_oom {
-        let n: usize = devices.iter().map(|d| d.ooms.len()).sum();
-        let at = o
-            .site
-            .as_ref()
-            .map(|s| format!(" at {}:{}", s.file, s.line))
-            .unwrap_or_default();
-        let more = if n > 1 {
-            format!(" ({n} OOMs in the capture; the last is explained)")
-        } else {
-            String::new()
-        };
-        return Verdict {
-            kind: VerdictKind::of_oom(o.cause),
-            summary: format!(
-                "OOM on cuda:{dev} requesting {}{at}, caused by {}{more}",
-                crate::units::bytes(o.rounded_bytes),
-                o.summary,
-            ),
-            leak_judgement: judgement,
-        };
-    }
-    if let Some(l) = leaks.first() {
-        let at = l
-            .leak
-            .site
-            .as_ref()
-            .map(|s| format!(" at {}:{}", s.file, s.line))
-            .unwrap_or_default();
-        let more = if leaks.len() > 1 {
-            format!(" ({} leak findings)", leaks.len())
-        } else {
-            String::new()
-        };
-        let summary = if l.leak.kind == leaks::LeakKind::RetainedAttempt {
-            format!(
-                "memory leak on cuda:{}: {} attempt(s) that ended in an OOM{at} still held {} while the next attempt ran{more}",
-                l.device,
-                l.leak.steps,
-                crate::units::bytes(l.leak.live_bytes),
-            )
-        } else {
-            let released = if l.leak.extent.released() {
-                format!(", {}", l.leak.extent.label())
-            } else {
-                String::new()
-            };
-            format!(
-                "memory leak on cuda:{}: {}{at} grows by {} per step over {} steps{released}{more}",
-                l.device,
-                l.leak.kind.label(),
-                crate::units::bytes(l.leak.growth_bytes_per_step.max(0.0) as u64),
-                l.leak.steps
-            )
-        };
-        return Verdict {
-            kind: VerdictKind::Leak,
-            summary,
-            leak_judgement: judgement,
-        };
-    }
-    // Saturating: hostile files can declare sizes near 2^64 on several devices.
-    let total_alloc = devices.iter().fold(0u64, |a, d| {
-        a.saturating_add(d.allocated_bytes.unwrap_or(0))
-    });
-    let total_res = devices
-        .iter()
-        .fold(0u64, |a, d| a.saturating_add(d.reserved_bytes.unwrap_or(0)));
-    let figures = format!(
-        "{} allocated and {} reserved at the end across {} device(s)",
-        crate::units::bytes(total_alloc),
-        crate::units::bytes(total_res),
-        devices.len()
-    );
-    if judgement.judged {
-        Verdict {
-            kind: VerdictKind::Ok,
-            summary: format!(
-                "no OOM, and no leak over {} steps; {figures}",
-                judgement.steps
-            ),
-            leak_judgement: judgement,
-        }
-    } else {
-        Verdict {
-            kind: VerdictKind::Unjudged,
-            summary: format!(
-                "no OOM recorded; leaks not judged: {}; {figures}",
-                not_judged_reason(&judgement)
-            ),
-            leak_judgement: judgement,
-        }
-    }
-}
-
-/// Why leaks were not judged, in words (shared by every view through the verdict summary).
-pub fn not_judged_reason(j: &LeakJudgement) -> String {
-    match j.reason {
-        None => "judged".into(),
-        Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen".into(),
-        Some(NotJudged::SinglePass) => "the log is one pass through the program (its user frames never go back to an earlier line of a loop), so there are no steps to compare".into(),
-        Some(NotJudged::DecodingLoop) => "the log's loop is a decoding loop (a generate or decode function's tokens): tokens are not steps (what a generation keeps, its KV cache or its sequence, grows with every token), so leaks are not judged".into(),
-        Some(NotJudged::RisingTooFewSteps) => format!(
-            "memory rose at the end of every one of the {} steps recorded, too few to tell a leak from warm-up (a leak finding needs {} rising steps)",
-            j.steps,
-            leaks::MIN_RISING_STEPS
-        ),
-        Some(NotJudged::TooFewSteps) => format!(
-            "{} complete step(s) recorded; a judgement needs at least {}",
-            j.steps, j.min_steps
-        ),
-        Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),
-        Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
-    }
-}
-
 /// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]).
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyzed {
     let mut products = Vec::new();
@@ -999,7 +883,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
             layout: Some(snap.layout),
             load_notes: snap.load_notes.clone(),
         },
-        verdict: verdict(&devices, &leaks),
+        verdict: verdict::of_snapshot(&devices, &leaks),
         devices,
         leaks,
         bounded_growth,

@@ -12,11 +12,11 @@ use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
-    StepReport, Verdict, VerdictKind, SCHEMA,
+    StepReport, SCHEMA,
 };
 use crate::model::trace::{CountedFrom, Trace};
 use crate::model::EventIdx;
-use crate::units::{bytes, signed_bytes};
+use crate::units::bytes;
 
 /// The autograd graph section of the report (`graph.growth[]`).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -327,22 +327,6 @@ fn step_report(d: &DeviceReport, s: &trace_memory::StepMemory, name: String) -> 
 
 /// The verdict's memory clause: the highest allocated peak in bytes in use where a device
 /// records one, else the highest change from the trace's start; `None` without memory.
-fn peak_clause(devices: &[DeviceReport]) -> Option<String> {
-    let exact = devices.iter().filter_map(|d| d.peak_allocated_bytes).max();
-    let change = devices
-        .iter()
-        .filter_map(|d| d.from_start.map(|f| f.peak_allocated_bytes))
-        .max();
-    match (exact, change) {
-        (Some(p), _) => Some(format!("allocated peak {}", bytes(p))),
-        (None, Some(c)) => Some(format!(
-            "allocated peak {} above the trace's start (the trace records changes, not bytes in use)",
-            signed_bytes(c)
-        )),
-        (None, None) => None,
-    }
-}
-
 /// Runs every trace analysis.
 pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
     analyze_trace_with_memory(t, path, file_bytes, trace_memory::analyze(t)).0
@@ -424,90 +408,19 @@ pub fn analyze_trace_with_memory(
     } else {
         super::overall_judgement(&devices)
     };
-    let verdict = if let Some(f) = g.findings.first() {
-        let at = f
-            .site
-            .as_ref()
-            .map(|s| format!(" in {}", s.function))
-            .unwrap_or_default();
-        Verdict {
-            kind: VerdictKind::GraphGrowth,
-            summary: format!(
-                "autograd graph grows by {} never-backpropagated `{}` node(s) per step{at} over {} steps: a tensor with grad history is being accumulated",
-                f.nodes_per_step, f.op, f.steps
-            ),
-            leak_judgement: judgement,
-        }
-    } else if let Some(l) = leaks.first() {
-        let at = l
-            .leak
-            .site
-            .as_ref()
-            .map(|s| format!(" made in {} ({})", s.function, s.file))
-            .unwrap_or_default();
-        let kept = l
-            .leak
-            .cause_site
-            .as_ref()
-            .map(|k| format!(" kept by the loop in {}", k.function))
-            .unwrap_or_default();
-        let sites = 1 + l.leak.related_sites.len();
-        let more = if sites > 1 {
-            format!(" and {} more site(s)", sites - 1)
-        } else {
-            String::new()
-        };
-        Verdict {
-            kind: VerdictKind::Leak,
-            summary: format!(
-                "memory leak on cuda:{}: {}{kept}: allocations{at}{more} in {} steps are still alive, {} per step",
-                l.device,
-                l.leak.kind.label(),
-                l.leak.steps,
-                bytes((l.leak.grown_bytes() / l.leak.steps.max(1) as f64).max(0.0) as u64)
-            ),
-            leak_judgement: judgement,
-        }
-    } else if judgement.judged {
-        // Without [memory] events there is no peak to state, not a peak of 0 B.
-        let memory = peak_clause(&devices)
-            .unwrap_or_else(|| "no memory recorded (no [memory] events)".to_string());
-        // Growth of the graph is judged only where the graph can be followed (the same
-        // conditions `check` SKIPs `graph-growth` on).
-        let not_judged = if g.forward_nodes == 0 {
-            Some("no op carries an autograd sequence number, so the graph cannot be followed")
-        } else if g.backward_nodes + g.leaf_accumulations == 0 {
-            Some("the trace holds no backward pass")
-        } else if g.steps < 3 {
-            Some("fewer than 3 profiled steps")
-        } else {
-            None
-        };
-        let n = mem.steps.len();
-        let summary = match not_judged {
-            Some(why) => format!(
-                "no leak found over {n} profiled steps; autograd graph growth not judged ({why}); {memory}"
-            ),
-            None => format!(
-                "no leak and no autograd graph growth found over {n} profiled steps; {memory}"
-            ),
-        };
-        Verdict {
-            kind: VerdictKind::Ok,
-            summary,
-            leak_judgement: judgement,
-        }
-    } else {
-        let memory = peak_clause(&devices).unwrap_or_else(|| "no memory recorded".to_string());
-        Verdict {
-            kind: VerdictKind::Unjudged,
-            summary: format!(
-                "leaks not judged: {}; {memory}",
-                super::not_judged_reason(&judgement)
-            ),
-            leak_judgement: judgement,
-        }
-    };
+    let verdict = super::verdict::of_trace(
+        &devices,
+        &leaks,
+        &super::verdict::TraceGraph {
+            findings: &g.findings,
+            forward_nodes: g.forward_nodes,
+            backward_nodes: g.backward_nodes,
+            leaf_accumulations: g.leaf_accumulations,
+            steps: g.steps,
+        },
+        mem.steps.len(),
+        judgement,
+    );
     let analysis = Analysis {
         schema: SCHEMA,
         input: Input {
@@ -591,9 +504,6 @@ mod tests {
         let f = d.figure(crate::analysis::figures::Counter::Allocated);
         assert_eq!(f.current, None);
         assert_eq!(f.peak, crate::analysis::figures::Bound::AtLeast(4096));
-        assert!(a
-            .verdict
-            .summary
-            .contains("+3.0 KiB above the trace's start"));
+        assert!(crate::wording::verdict(&a.verdict).contains("+3.0 KiB above the trace's start"));
     }
 }

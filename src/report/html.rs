@@ -818,7 +818,7 @@ impl Format for Html<'_> {
         let _ = write!(
             o,
             r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
-            esc(&a.verdict.summary)
+            esc(&crate::wording::verdict(&a.verdict))
         );
         // The device whose OOM ended the run comes first, right under the verdict that names it.
         let oom_device = a.last_oom().map(|(d, _)| d);

@@ -1,15 +1,99 @@
 //! The machine-readable report: the `memscope.report/1` schema (see README), pretty-printed.
+//!
+//! The document is the analysis as it is, except that the verdict's `summary`, a sentence, is
+//! the wording module's (the analysis carries the verdict's evidence, not its words). The
+//! borrowed mirror below keeps the fields in the analysis' order, so the schema is unchanged.
 
 use std::io::{self, Write};
 
+use serde::Serialize;
+
 use super::{Format, Options};
-use crate::analysis::Analysis;
+use crate::analysis::trace_report::GraphSection;
+use crate::analysis::{
+    Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, Input, LeakJudgement,
+    LeakReport, StepReport, VerdictKind,
+};
 
 pub struct Json;
 
+#[derive(Serialize)]
+struct Document<'a> {
+    schema: &'a str,
+    input: &'a Input,
+    verdict: VerdictDoc<'a>,
+    devices: &'a [DeviceReport],
+    leaks: &'a [LeakReport],
+    bounded_growth: &'a [BoundedGrowthReport],
+    steps: &'a [StepReport],
+    categories: &'a Option<CategoriesReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    graph: &'a Option<GraphSection>,
+    notes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct VerdictDoc<'a> {
+    kind: VerdictKind,
+    summary: String,
+    leak_judgement: &'a LeakJudgement,
+}
+
+/// The `memscope.report/1` document of `a`, as a JSON value.
+pub fn document(a: &Analysis) -> serde_json::Value {
+    serde_json::to_value(doc(a)).expect("a report serializes")
+}
+
+fn doc(a: &Analysis) -> Document<'_> {
+    Document {
+        schema: a.schema,
+        input: &a.input,
+        verdict: VerdictDoc {
+            kind: a.verdict.kind,
+            summary: crate::wording::verdict(&a.verdict),
+            leak_judgement: &a.verdict.leak_judgement,
+        },
+        devices: &a.devices,
+        leaks: &a.leaks,
+        bounded_growth: &a.bounded_growth,
+        steps: &a.steps,
+        categories: &a.categories,
+        graph: &a.graph,
+        notes: &a.notes,
+    }
+}
+
 impl Format for Json {
     fn render(&self, analysis: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, analysis).map_err(io::Error::from)?;
+        serde_json::to_writer_pretty(&mut *out, &doc(analysis)).map_err(io::Error::from)?;
         writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The document carries every field of the analysis, in its order, and the verdict's
+    /// summary: a field added to `Analysis` and not to the mirror fails here.
+    #[test]
+    fn the_document_mirrors_the_analysis() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/leak_oom.pickle");
+        let snap = crate::load::load_snapshot(&p).unwrap();
+        let a = crate::analysis::analyze_snapshot(&snap, &p, 0);
+        let raw = serde_json::to_value(&a.analysis).unwrap();
+        let doc = super::document(&a);
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        assert_eq!(keys(&raw), keys(&doc));
+        let mut verdict = keys(&raw["verdict"]);
+        verdict.push("summary".into());
+        verdict.sort();
+        let mut got = keys(&doc["verdict"]);
+        got.sort();
+        assert_eq!(verdict, got);
+        assert!(doc["verdict"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("OOM on cuda:0"));
     }
 }

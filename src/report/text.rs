@@ -564,9 +564,11 @@ impl Format for Text {
         )?;
         writeln!(out)?;
         let v = match a.verdict.kind {
-            crate::analysis::VerdictKind::Ok => st.green(&a.verdict.summary),
-            crate::analysis::VerdictKind::Unjudged => st.yellow(&a.verdict.summary),
-            _ => st.red(&a.verdict.summary),
+            crate::analysis::VerdictKind::Ok => st.green(&crate::wording::verdict(&a.verdict)),
+            crate::analysis::VerdictKind::Unjudged => {
+                st.yellow(&crate::wording::verdict(&a.verdict))
+            }
+            _ => st.red(&crate::wording::verdict(&a.verdict)),
         };
         writeln!(out, "{} {v}", st.bold("VERDICT"))?;
         for d in &a.devices {

@@ -97,7 +97,7 @@ pub fn verdict_line(v: &crate::analysis::Verdict) -> (String, Style) {
         crate::analysis::VerdictKind::Unjudged => bold().fg(Color::Yellow),
         _ => bold().fg(Color::Red),
     };
-    (format!("VERDICT {}", v.summary), style)
+    (format!("VERDICT {}", crate::wording::verdict(v)), style)
 }
 
 /// The overview's device table: a header and one row per device, columns from their content.
