@@ -1,0 +1,580 @@
+//! The snapshot pipeline: the passes over one device's replayed timeline, in order, each
+//! consuming what the ones before it made.
+//!
+//! 1. replay (the timeline) beside the step search and what the categories need from the log;
+//! 2. current figures, from the snapshot's own segments;
+//! 3. steps with their figures; the sites at the dump;
+//! 4. leaks (the survivor walk) beside the allocated peak's sites and categories;
+//! 5. retained failed attempts, the leak judgement;
+//! 6. each OOM's cause, held sites and categories;
+//! 7. the device's report, then across devices the categories shown and the verdict.
+//!
+//! The product ([`Analyzed`]) keeps what the passes leave for the views.
+
+use std::path::Path;
+
+use super::categories::{self, Classifier};
+use super::leaks::{self, Leak};
+use super::oom::{self, Cause, Diagnosis};
+use super::replay::{self, Timeline};
+use super::sites::{self, FramelessEvidence, Site, SiteTotal};
+use super::steps::{self, Step};
+use super::{
+    judge_steps, last_oom_in, retry, top, verdict, whatif, Analysis, Analyzed, BoundedGrowthReport,
+    CaptureKind, CategoriesReport, CountedFrom, DeviceProduct, DeviceReport, Input, LeakJudgement,
+    LeakReport, Moment, NotJudged, OomReport, StepReport, SCHEMA,
+};
+use crate::model::{Action, BlockState, Device, Layout, Snapshot};
+
+/// Per-device results that feed the report's top-level lists.
+struct DeviceFindings {
+    report: DeviceReport,
+    steps: Vec<Step>,
+    leaks: Vec<Leak>,
+    bounded_growth: Vec<leaks::BoundedGrowth>,
+}
+
+/// The current figures, from the snapshot's own segments: what torch recorded.
+struct Current {
+    allocated: u64,
+    active: u64,
+    requested: u64,
+    reserved: u64,
+    inactive_split: u64,
+    segments: u64,
+    exp_segments: u64,
+    exp_free: u64,
+    largest_free: u64,
+}
+
+impl Current {
+    fn of(dev: &Device) -> Current {
+        // Sums saturate: a hostile file can declare sizes near 2^64.
+        let mut allocated = 0u64;
+        let mut active = 0u64;
+        let mut requested = 0u64;
+        let mut reserved = 0u64;
+        let mut inactive_split = 0u64;
+        let mut segments = 0u64;
+        let mut exp_segments = 0u64;
+        let mut exp_free = 0u64;
+        let mut largest_free = 0;
+        for s in &dev.segments {
+            reserved = reserved.saturating_add(s.total_size);
+            let seg_active = s.active_bytes();
+            allocated = allocated.saturating_add(s.allocated_bytes());
+            active = active.saturating_add(seg_active);
+            requested = requested.saturating_add(
+                s.blocks
+                    .iter()
+                    .filter(|b| b.state.is_active())
+                    .fold(0u64, |a, b| a.saturating_add(b.requested_size)),
+            );
+            let split_free = if s.blocks.iter().any(|b| b.state.is_active()) {
+                s.total_size.saturating_sub(seg_active)
+            } else {
+                0
+            };
+            if s.is_expandable {
+                exp_segments = exp_segments.saturating_add(1);
+                exp_free = exp_free.saturating_add(s.total_size.saturating_sub(seg_active));
+            } else {
+                segments = segments.saturating_add(1);
+                inactive_split = inactive_split.saturating_add(split_free);
+            }
+            for b in &s.blocks {
+                if !b.state.is_active() {
+                    largest_free = largest_free.max(b.size);
+                }
+            }
+            if s.blocks.is_empty() {
+                largest_free = largest_free.max(s.total_size);
+            }
+        }
+        Current {
+            allocated,
+            active,
+            requested,
+            reserved,
+            inactive_split,
+            segments,
+            exp_segments,
+            exp_free,
+            largest_free,
+        }
+    }
+}
+
+/// Whether the log shows memory being taken: an alloc, a new segment or mapping, or an OOM. A
+/// log of a few frees (the tail of an overflowed ring, a dump taken while a free completed)
+/// is not a history.
+fn has_history(dev: &Device) -> bool {
+    dev.events.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::Alloc | Action::SegmentAlloc | Action::SegmentMap | Action::Oom
+        )
+    })
+}
+
+/// Live bytes by site in a replayed state (blocks allocated in the log carry their event).
+fn sites_of_state(snap: &Snapshot, fl: &FramelessEvidence, st: &replay::State) -> Vec<SiteTotal> {
+    sites::group_marked(
+        &snap.stacks,
+        st.live_blocks()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| {
+                let logged = b.alloc_event.is_some();
+                let o = sites::origin_replayed(&snap.stacks, fl, b.stack, logged);
+                (b.stack, b.size, o)
+            }),
+    )
+}
+
+/// Live bytes by site at the dump: blocks whose allocation is not in the log were made before
+/// it began.
+fn sites_at_dump(snap: &Snapshot, dev: &Device, fl: &FramelessEvidence) -> Vec<SiteTotal> {
+    let allocated_in_log = sites::live_allocated_in_log(dev);
+    sites::group_marked(
+        &snap.stacks,
+        dev.segments
+            .iter()
+            .flat_map(|s| s.blocks.iter())
+            .filter(|b| b.state.is_active())
+            .map(|b| {
+                let logged = allocated_in_log.contains(&b.address);
+                let origin = sites::origin_at_dump(&snap.stacks, fl, b.state, b.stack, logged);
+                (b.stack, b.size, origin)
+            }),
+    )
+}
+
+/// The leak search beside the allocated peak's breakdown (sites and categories): independent,
+/// so on both cores. The peak's state is replayed once for both.
+#[allow(clippy::too_many_arguments)]
+fn leaks_and_peak(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    steps: &[Step],
+    classifier: &mut Classifier,
+    fl: &FramelessEvidence,
+    exact: bool,
+    history: bool,
+) -> (
+    leaks::Findings,
+    Vec<SiteTotal>,
+    Option<categories::Categories>,
+) {
+    let peak_state = tl
+        .peaks
+        .allocated
+        .event
+        .map(|ev| (ev, tl.state_after(dev, &snap.settings, Some(ev.0 as usize))));
+    std::thread::scope(|scope| {
+        let leak_search = scope.spawn(|| leaks::find(snap, dev, tl, steps));
+        let peak_sites = match &peak_state {
+            Some((_, st)) if exact || tl.starts_mid_run => sites_of_state(snap, fl, st),
+            _ => Vec::new(),
+        };
+        let categories_at_peak = match &peak_state {
+            Some((ev, st)) if history => Some(categories::at_state_with(
+                classifier,
+                snap,
+                dev,
+                st,
+                Some(*ev),
+            )),
+            _ => None,
+        };
+        let leaks = leak_search
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (leaks, peak_sites, categories_at_peak)
+    })
+}
+
+/// Whether the device's steps support a leak judgement, and on how many.
+fn judgement(history: bool, steps: &[Step], structure: &steps::Structure) -> LeakJudgement {
+    if !history {
+        return LeakJudgement::not(NotJudged::NoHistory, 0);
+    }
+    let step_ends: Vec<u64> = steps
+        .iter()
+        .filter(|s| s.is_iteration() && s.complete)
+        .map(|s| s.end_allocated_bytes)
+        .collect();
+    match judge_steps(&step_ends, structure.single_pass) {
+        j if step_ends.is_empty() && !structure.decoding_loops.is_empty() => {
+            LeakJudgement::not(NotJudged::DecodingLoop, j.steps)
+        }
+        j => j,
+    }
+}
+
+/// Everything the OOM pass needs from the passes before it.
+struct OomInputs<'a> {
+    steps: &'a [Step],
+    leaks: &'a [Leak],
+    retention: &'a retry::Retention,
+    fl: &'a FramelessEvidence,
+    leak_base: usize,
+}
+
+/// Each OOM of the device: its cause (with a leak's signal and the retained attempts), what
+/// held the memory by site and by category.
+fn oom_reports(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    classifier: &mut Classifier,
+    i: &OomInputs,
+) -> Vec<OomReport> {
+    let (steps, leaks, retention, frameless, leak_base) =
+        (i.steps, i.leaks, i.retention, i.fl, i.leak_base);
+    tl.ooms
+        .iter()
+        .map(|o| {
+            let signal = leaks::leak_signal_from(steps, leaks, tl, o.event);
+            let mut d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
+            oom::retained_attempts(&mut d, o, retention.alive_at(o.event));
+            if d.cause == Cause::Fragmentation {
+                // Replace the page-count judgement with the allocator model's prediction.
+                if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
+                    for r in d
+                        .remedies
+                        .iter_mut()
+                        .filter(|r| r.kind == oom::RemedyKind::ExpandableSegments)
+                    {
+                        r.assessment = a.clone();
+                    }
+                }
+            }
+            let st = tl.state_after(dev, &snap.settings, Some(o.event.0 as usize));
+            let cats = categories::at_state_with(classifier, snap, dev, &st, Some(o.event));
+            let held = sites_of_state(snap, frameless, &st);
+            OomReport {
+                event: o.event.0,
+                time_us: o.time_us,
+                requested_bytes: o.requested_bytes,
+                rounded_bytes: o.rounded_bytes,
+                device_free_bytes: o.device_free_bytes,
+                allocated_bytes: o.counters.allocated,
+                reserved_bytes: o.counters.reserved,
+                largest_free_block_bytes: o.largest_free_block_bytes,
+                free_reserved_bytes: o.counters.reserved.saturating_sub(o.counters.active),
+                cause: d.cause,
+                summary: d.summary,
+                evidence: d.evidence,
+                remedies: d.remedies,
+                site: Site::of_stack(&snap.stacks, o.stack),
+                stack: snap
+                    .stacks
+                    .frames(o.stack)
+                    .iter()
+                    .map(|&f| snap.stacks.frame_label(snap.stacks.frame(f)))
+                    .collect(),
+                leak: signal
+                    .filter(|_| d.cause == Cause::Leak)
+                    .map(|s| leak_base + s.leak),
+                top_sites: top(held),
+                categories: Some(cats),
+            }
+        })
+        .collect()
+}
+
+/// The notes a device's figures need: a log that starts mid-run, no history, approximated
+/// blocks, a replay that does not match the dump.
+fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bool) -> Vec<String> {
+    let frameless = fl;
+    let has_history = history;
+    let mut notes = Vec::new();
+    if tl.starts_mid_run && has_history {
+        // Which of the two, where the blocks from before the log can tell (sites::FramelessEvidence).
+        let why = if frameless.unlogged_stacks {
+            "the ring buffer dropped the oldest entries: blocks from before the log keep their own stacks"
+        } else if frameless.unlogged_stackless
+            && frameless.stackless_unlogged() == sites::Origin::BeforeRecording
+        {
+            "recording began late: no block from before the log has a stack"
+        } else {
+            "recording began late, or the ring buffer dropped the oldest entries"
+        };
+        notes.push(format!(
+            "device {}: the event log starts while {} were already reserved ({why}); peaks before the first entry are unknown, so peak figures are lower bounds",
+            dev.index,
+            crate::units::bytes(tl.initial.counters.reserved)
+        ));
+    }
+    if !has_history {
+        notes.push(format!(
+            "device {}: the snapshot has no allocation history (recorded without _record_memory_history, or a torch 2.0 layout): current figures only, no peaks",
+            dev.index
+        ));
+    }
+    if tl.approximate_initial_blocks > 0 {
+        notes.push(format!(
+            "device {}: {} blocks allocated before the log began were freed in it; their sizes are taken as their rounded requests",
+            dev.index, tl.approximate_initial_blocks
+        ));
+    }
+    if !tl.consistency.consistent {
+        notes.push(format!(
+            "device {}: the replayed end state differs from the snapshot's segments in {} places; first: {}",
+            dev.index,
+            tl.consistency.mismatches,
+            tl.consistency.first_mismatch.as_deref().unwrap_or("?")
+        ));
+    }
+    notes
+}
+
+fn device_report(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    bounds: steps::Bounds,
+    classifier: &mut Classifier,
+    leak_base: usize,
+    notes: &mut Vec<String>,
+) -> DeviceFindings {
+    let c = Current::of(dev);
+    let has_history = has_history(dev);
+    let exact = !tl.starts_mid_run && has_history;
+    let frameless = FramelessEvidence::of(&snap.stacks, dev);
+    let end_sites = sites_at_dump(snap, dev, &frameless);
+    let structure = bounds.structure.clone();
+    let steps = steps::with_figures(bounds, tl);
+    let (found, peak_sites, categories_at_peak) = leaks_and_peak(
+        snap,
+        dev,
+        tl,
+        &steps,
+        classifier,
+        &frameless,
+        exact,
+        has_history,
+    );
+    let leaks::Findings {
+        mut leaks,
+        bounded_growth,
+    } = found;
+    // An OOM-retry loop that keeps its failed attempts alive is a finding of its own, and the
+    // cause of the later OOMs it made.
+    let retention = retry::find(snap, dev, tl);
+    leaks.extend(retention.finding(snap));
+    let categories_at_dump = (!has_history && !dev.segments.is_empty())
+        .then(|| categories::at_state_with(classifier, snap, dev, &tl.end, None));
+    let leak_judgement = judgement(has_history, &steps, &structure);
+    let ooms = oom_reports(
+        snap,
+        dev,
+        tl,
+        classifier,
+        &OomInputs {
+            steps: &steps,
+            leaks: &leaks,
+            retention: &retention,
+            fl: &frameless,
+            leak_base,
+        },
+    );
+    notes.extend(device_notes(dev, tl, &frameless, has_history));
+    let p = &tl.peaks;
+    let peak = |v: u64| exact.then_some(v);
+    let Current {
+        allocated,
+        active,
+        requested,
+        reserved,
+        inactive_split,
+        segments,
+        exp_segments,
+        exp_free,
+        largest_free,
+    } = c;
+    let report = DeviceReport {
+        device: dev.index,
+        allocated_counted_from: CountedFrom::Zero,
+        allocated_bytes: Some(allocated),
+        active_bytes: Some(active),
+        reserved_bytes: Some(reserved),
+        requested_bytes: Some(requested),
+        peak_allocated_bytes: peak(p.allocated.bytes),
+        peak_active_bytes: peak(p.active.bytes),
+        peak_reserved_bytes: peak(p.reserved.bytes),
+        peak_requested_bytes: peak(p.requested.bytes),
+        peak_inactive_split_bytes: peak(p.inactive_split.bytes),
+        observed_peak_allocated_bytes: p.allocated.bytes.max(allocated),
+        observed_peak_reserved_bytes: Some(p.reserved.bytes.max(reserved)),
+        observed_peak_requested_bytes: p.requested.bytes.max(requested),
+        reserved_unknown: false,
+        peak_exact: exact,
+        peak_event: p.allocated.event.map(|e| e.0),
+        inactive_split_bytes: Some(inactive_split),
+        segments: Some(segments),
+        expandable_segments: Some(exp_segments),
+        expandable_free_bytes: Some(exp_free),
+        free_reserved_bytes: Some(reserved.saturating_sub(active)),
+        largest_free_block_bytes: Some(largest_free),
+        from_start: None,
+        events: dev.events.len(),
+        has_history,
+        replay_consistent: tl.consistency.consistent,
+        consistency: tl.consistency.clone(),
+        // Only a log can start mid-run: a snapshot with no events has no history to start.
+        history_starts_mid_run: tl.starts_mid_run && has_history,
+        ooms,
+        top_sites: top(end_sites),
+        top_sites_at_peak: top(peak_sites),
+        categories_at_peak,
+        categories_at_dump,
+        structure,
+        leak_judgement,
+    };
+    DeviceFindings {
+        report,
+        steps,
+        leaks,
+        bounded_growth,
+    }
+}
+
+/// Pass 1: the replay, and beside it on the second core what needs only the events: the
+/// step search and what the categories need from the whole log.
+fn replay_and_search(snap: &Snapshot, d: &Device) -> (Timeline, steps::Bounds, Classifier) {
+    let (tl, (bounds, classifier)) = std::thread::scope(|scope| {
+        let search = scope.spawn(|| {
+            let b = steps::bounds(snap, d);
+            let c = Classifier::from_ranges(snap, d, b.ranges());
+            (b, c)
+        });
+        let tl = replay::replay(d, &snap.settings);
+        let found = search
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (tl, found)
+    });
+    (tl, bounds, classifier)
+}
+
+/// The categories the report shows first: at the last OOM, else at the first allocated peak,
+/// else at the dump of a snapshot with no log.
+fn shown_categories(devices: &[DeviceReport]) -> Option<CategoriesReport> {
+    last_oom_in(devices)
+        .and_then(|(dev, o)| {
+            o.categories.clone().map(|c| CategoriesReport {
+                device: dev,
+                at: Moment::Oom,
+                categories: c,
+            })
+        })
+        .or_else(|| {
+            devices.iter().find_map(|d| {
+                d.categories_at_peak.clone().map(|c| CategoriesReport {
+                    device: d.device,
+                    at: Moment::Peak,
+                    categories: c,
+                })
+            })
+        })
+        .or_else(|| {
+            devices.iter().find_map(|d| {
+                d.categories_at_dump.clone().map(|c| CategoriesReport {
+                    device: d.device,
+                    at: Moment::Dump,
+                    categories: c,
+                })
+            })
+        })
+}
+
+/// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]).
+pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyzed {
+    let mut products = Vec::new();
+    let mut notes = snap.load_notes.clone();
+    let mut devices = Vec::new();
+    let mut leaks = Vec::new();
+    let mut bounded_growth = Vec::new();
+    let mut steps = Vec::new();
+    for d in &snap.devices {
+        let (tl, bounds, mut classifier) = replay_and_search(snap, d);
+        let f = device_report(
+            snap,
+            d,
+            &tl,
+            bounds,
+            &mut classifier,
+            leaks.len(),
+            &mut notes,
+        );
+        leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
+            device: d.index,
+            leak,
+        }));
+        bounded_growth.extend(
+            f.bounded_growth
+                .into_iter()
+                .map(|growth| BoundedGrowthReport {
+                    device: d.index,
+                    growth,
+                }),
+        );
+        steps.extend(
+            f.steps
+                .iter()
+                .filter(|s| s.is_iteration())
+                .map(|s| StepReport {
+                    device: d.index,
+                    name: s.name.clone(),
+                    start_event: Some(s.start_event.0),
+                    end_event: Some(s.end_event.0),
+                    peak_allocated_bytes: s.peak_allocated_bytes,
+                    end_allocated_bytes: s.end_allocated_bytes,
+                    source: s.source,
+                    from_start: None,
+                }),
+        );
+        devices.push(f.report);
+        products.push(DeviceProduct {
+            timeline: tl,
+            steps: f.steps,
+            classifier,
+        });
+    }
+    let categories = shown_categories(&devices);
+    if snap.layout == Layout::Torch20 {
+        notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
+    }
+    if snap.devices.is_empty() {
+        notes.push(
+            "the snapshot holds no segments and no events: nothing was allocated while recording"
+                .into(),
+        );
+    }
+    let analysis = Analysis {
+        schema: SCHEMA,
+        input: Input {
+            path: path.display().to_string(),
+            kind: CaptureKind::Snapshot,
+            bytes: file_bytes,
+            layout: Some(snap.layout),
+            load_notes: snap.load_notes.clone(),
+        },
+        verdict: verdict::of_snapshot(&devices, &leaks),
+        devices,
+        leaks,
+        bounded_growth,
+        steps,
+        categories,
+        graph: None,
+        notes,
+    };
+    let leak_series = leaks::series::all(snap, &analysis);
+    Analyzed {
+        analysis,
+        per_device: products,
+        leak_series,
+    }
+}
