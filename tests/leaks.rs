@@ -66,7 +66,7 @@ fn show(name: &str, r: &Run) {
                 rs.site, rs.growth_bytes_per_step, rs.growth_tensors_per_step
             );
         }
-        eprintln!("     {}", l.explanation);
+        eprintln!("     {}", memscope::wording::leak_explanation(l));
     }
 }
 

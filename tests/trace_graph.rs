@@ -351,11 +351,8 @@ fn one_retained_graph_is_one_finding_and_its_clean_twin_has_none() {
     assert_eq!(keeper.function, "sc_trace_eval_leak");
     assert_eq!(l.steps, 8);
     // A trace line is never given as the line to change.
-    assert!(
-        l.explanation.contains("cannot give that line"),
-        "{}",
-        l.explanation
-    );
+    let why = memscope::wording::leak_explanation(l);
+    assert!(why.contains("cannot give that line"), "{why}");
 
     let p = own("trace_eval_clean.trace.json.gz");
     let t = load::load_trace(&p).unwrap();

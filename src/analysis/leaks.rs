@@ -274,8 +274,10 @@ pub struct Leak {
     pub window_end_event: EventIdx,
     /// Goodness of the straight-line fit of survivors over the window.
     pub r2: f64,
-    pub explanation: String,
-    pub fix: String,
+    /// What the finding rests on besides its figures; its explanation and fix (the JSON's
+    /// `explanation` and `fix`) are [`crate::wording::leak_explanation`]'s and `leak_fix`'s.
+    #[serde(skip)]
+    pub evidence: LeakEvidence,
     pub samples: Vec<Sample>,
     pub related_sites: Vec<RelatedSite>,
     /// The heaviest full stack of the site, innermost first (`file:line function`).
@@ -332,8 +334,90 @@ pub struct SiteEvidence {
 pub struct Match {
     pub kind: LeakKind,
     pub confidence: Confidence,
-    pub explanation: String,
-    pub fix: String,
+}
+
+/// The typed evidence of a finding, by where it was found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LeakEvidence {
+    /// In a snapshot's log, by a rule ([`Leak::kind`] says which).
+    Log(LogEvidence),
+    /// In a profiler trace's memory events.
+    Trace(TraceEvidence),
+    /// Attempts that ended in an OOM, held while the next one ran ([`crate::analysis::retry`]).
+    RetainedAttempts(RetryEvidence),
+}
+
+/// A snapshot finding's evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogEvidence {
+    /// The main site's growth, as the rule read it.
+    pub site: Option<Site>,
+    pub growth_bytes_per_step: f64,
+    pub growth_tensors_per_step: f64,
+    pub steps: usize,
+    pub live_bytes: u64,
+    /// Largest requested size among the survivors (a scalar loss is at most 16 bytes).
+    pub max_requested: u64,
+    /// What the log shows holds a retained graph, where the rule is `retained_graph`.
+    pub holder: Option<Holder>,
+    /// The lines of the other sites that grew over the same steps, in the same finding.
+    pub members: Vec<Site>,
+    /// The loop body's line that called the allocating line, where it is another line.
+    pub loop_line: Option<Site>,
+}
+
+/// What holds a retained graph, as far as the log shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Holder {
+    /// A backward ran from `site` in `backward_steps` of the finding's steps, and the
+    /// activations survived it: `backward(retain_graph=True)` with the losses kept.
+    RetainedBackward { site: Site, backward_steps: usize },
+    /// A small tensor made right after the activations in the same function survives every
+    /// step too: the accumulated or kept loss.
+    GraphRoot {
+        site: Site,
+        tensors_per_step: f64,
+        bytes_per_step: f64,
+    },
+    /// The same line leaves scalars (a loss) alive per step, and no backward ran.
+    LossOnSameLine { scalars_per_step: f64 },
+    /// No backward ran from the function: a forward with autograd on whose result is kept; no
+    /// line allocates the holder.
+    ForwardWithGrad,
+}
+
+/// A trace finding's evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceEvidence {
+    /// Whether the survivors were made under grad mode with nodes no backward consumed.
+    pub graph: bool,
+    /// The sites of the group, and the main one's bytes.
+    pub sites: usize,
+    pub main_site: Option<Site>,
+    pub main_bytes: u64,
+    /// The ops that made them (at most 6).
+    pub ops: Vec<String>,
+    pub steps_with_live: usize,
+    pub profiled_steps: usize,
+    pub per_step_bytes: u64,
+    pub total_bytes: u64,
+    /// The loop that keeps them, with the line the trace recorded for it.
+    pub keeper: Option<Site>,
+}
+
+/// A retained-attempts finding's evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryEvidence {
+    pub attempts: usize,
+    /// The line that called the attempt.
+    pub call: Option<Site>,
+    /// The most any one attempt held, in how many blocks, after which OOM.
+    pub most_bytes: u64,
+    pub most_blocks: u64,
+    pub most_after_oom: EventIdx,
+    pub total_bytes: u64,
+    /// Later attempts that ran out of memory with it still held.
+    pub later_ooms: usize,
 }
 
 /// A known shape of leak.

@@ -22,12 +22,13 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::analysis::leaks::{Blame, Confidence, Extent, Leak, LeakKind};
+use crate::analysis::leaks::{
+    Blame, Confidence, Extent, Leak, LeakEvidence, LeakKind, RetryEvidence,
+};
 use crate::analysis::loops;
 use crate::analysis::replay::Timeline;
 use crate::analysis::sites::Site;
 use crate::model::{Action, Device, EventIdx, Snapshot, StackId, Sym};
-use crate::units::bytes;
 
 /// Least bytes of a failed attempt alive at the next one for a finding.
 pub const MIN_RETAINED_BYTES: u64 = 1 << 20;
@@ -282,19 +283,15 @@ impl Retention {
             .iter()
             .fold(0u64, |t, a| t.saturating_add(a.bytes));
         let later = self.attempts.iter().filter(|a| a.next_oomed).count();
-        let call = self
-            .call_site
-            .as_ref()
-            .map(|s| format!(" called at {}:{} in {}", s.file, s.line, s.function))
-            .unwrap_or_default();
-        let explanation = format!(
-            "{n} attempt(s){call} ended in an OOM, and their memory was still allocated while the next attempt ran: {} in {} blocks at most (after the OOM at event {}), {} in all. {later} of the later attempts ran out of memory with it still held. Something keeps the failed attempts' frames alive: the caught exception's traceback holds every frame of the attempt and their tensors, as long as the exception is stored (`errors.append(e)`), kept by `sys.exc_info()`, or the retry runs inside the `except` block. Inferred from the shape of the log (allocations under the same call, alive across the next attempt); a snapshot records no references.",
-            bytes(most.bytes),
-            most.count,
-            most.oom_event.0,
-            bytes(total),
-        );
-        let fix = "leave the `except` block before retrying (set a flag in it, retry after it) and do not store the exception: keep `str(e)` if you need the message; call `del e` if it must stay in scope".to_string();
+        let evidence = LeakEvidence::RetainedAttempts(RetryEvidence {
+            attempts: n,
+            call: self.call_site.clone(),
+            most_bytes: most.bytes,
+            most_blocks: most.count,
+            most_after_oom: most.oom_event,
+            total_bytes: total,
+            later_ooms: later,
+        });
         Some(Leak {
             kind: LeakKind::RetainedAttempt,
             extent: Extent::Alive,
@@ -323,8 +320,7 @@ impl Retention {
             window_start_event: first.oom_event,
             window_end_event: last.measured_at,
             r2: 1.0,
-            explanation,
-            fix,
+            evidence,
             samples: Vec::new(),
             related_sites: Vec::new(),
             stack: snap

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::{Blame, Confidence, Leak, LeakKind, RelatedSite};
+use super::leaks::{Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, TraceEvidence};
 use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
@@ -99,68 +99,24 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
             let keeper = gs[0].keeper.clone();
             let graph = graph_bytes * 2 >= total && graph_bytes > 0;
             let (main_site, main_bytes, main_count, _) = sites[0].clone();
-            let place = |s: &Option<crate::model::Site>| {
-                s.as_ref()
-                    .map(|s| format!("`{}` ({})", s.function, s.file))
-                    .unwrap_or_else(|| "code with no user frame recorded".into())
-            };
             let ops: Vec<String> = {
                 let mut v: Vec<String> = sites.iter().flat_map(|x| x.3.clone()).collect();
                 v.dedup();
-                v.into_iter().take(6).map(|o| format!("`{o}`")).collect()
+                v.truncate(6);
+                v
             };
-            let made = if sites.len() == 1 {
-                format!("made in {}", place(&main_site))
-            } else {
-                format!(
-                    "made at {} sites (most in {}, {})",
-                    sites.len(),
-                    place(&main_site),
-                    bytes(main_bytes)
-                )
-            };
-            let what = if graph {
-                format!(
-                    "Allocations {made} by {} under grad mode, whose autograd nodes no backward in \
-                     the trace consumed, survive {with_live} of {n_steps} profiled steps: about {} \
-                     per step ({} in all). They are the activations each step's graph saved for a \
-                     backward that never ran, and something the loop keeps from step to step \
-                     holds each graph: typically a loss stored or summed as a tensor in an \
-                     evaluation without `torch.no_grad()` (`losses.append(loss)`, `total += loss`).",
-                    ops.join(", "),
-                    bytes((total as f64 / n) as u64),
-                    bytes(total)
-                )
-            } else {
-                format!(
-                    "Allocations {made} by {} survive {with_live} of {n_steps} profiled steps: \
-                     about {} per step ({} in all); memory kept across iterations grows with \
-                     every step.",
-                    ops.join(", "),
-                    bytes((total as f64 / n) as u64),
-                    bytes(total)
-                )
-            };
-            let line_note = match &keeper {
-                Some(k) => format!(
-                    " What keeps them is in the loop of `{}` ({}). The trace cannot give that \
-                     line: `{}` was already running when profiling began, so its recorded line \
-                     {} is the line it was at then, and a profiler trace gives other frames at \
-                     the line where they were entered; the functions are reliable.",
-                    k.function, k.file, k.function, k.line
-                ),
-                None => " A profiler trace gives a frame's line as recorded when the frame was \
-                          entered or when profiling began, so the lines may be off; the \
-                          functions are reliable."
-                    .into(),
-            };
-            let fix = if graph {
-                "run evaluation under `torch.no_grad()` (or `torch.inference_mode()`), and keep \
-                 `loss.item()` or `loss.detach()` rather than the loss tensor"
-            } else {
-                "keep only what the next step needs: `.item()` or `.detach().cpu()` before \
-                 storing results, and bound or clear caches"
-            };
+            let evidence = LeakEvidence::Trace(TraceEvidence {
+                graph,
+                sites: sites.len(),
+                main_site: main_site.clone(),
+                main_bytes,
+                ops,
+                steps_with_live: with_live,
+                profiled_steps: n_steps,
+                per_step_bytes: (total as f64 / n) as u64,
+                total_bytes: total,
+                keeper: keeper.clone(),
+            });
             Leak {
                 kind: if graph {
                     LeakKind::RetainedGraph
@@ -191,8 +147,7 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 window_start_event: EventIdx(0),
                 window_end_event: EventIdx(0),
                 r2: cumulative_r2(&per_step),
-                explanation: format!("{what}{line_note}"),
-                fix: fix.into(),
+                evidence,
                 samples: Vec::new(),
                 related_sites: sites[1..]
                     .iter()

@@ -187,8 +187,8 @@ pub fn summarize(a: &Analysis) -> InputSummary {
             growth_bytes_per_step: l.leak.growth_bytes_per_step,
             steps: l.leak.steps as u64,
             live_bytes: l.leak.live_bytes,
-            explanation: l.leak.explanation.clone(),
-            fix: l.leak.fix.clone(),
+            explanation: crate::wording::leak_explanation(&l.leak),
+            fix: crate::wording::leak_fix(&l.leak).to_owned(),
         })
         .collect();
     let graph_growth = a.graph.as_ref().map(|g| {

@@ -733,8 +733,8 @@ impl Html<'_> {
                     l.count,
                     bytes(l.growth_bytes_per_step.max(0.0) as u64),
                     l.steps,
-                    esc(&l.explanation),
-                    esc(&l.fix)
+                    esc(&crate::wording::leak_explanation(l)),
+                    esc(crate::wording::leak_fix(l))
                 );
                 leak_chart(out, &dev_steps, l);
                 out.push_str("</div>");

@@ -1,8 +1,9 @@
 //! The machine-readable report: the `memscope.report/1` schema (see README), pretty-printed.
 //!
-//! The document is the analysis as it is, except that the verdict's `summary`, a sentence, is
-//! the wording module's (the analysis carries the verdict's evidence, not its words). The
-//! borrowed mirror below keeps the fields in the analysis' order, so the schema is unchanged.
+//! The document is the analysis as it is, except that the sentences are the wording module's
+//! (the analysis carries evidence, not words): the verdict's `summary`, each finding's
+//! `explanation` and `fix`. The borrowed mirror below keeps the fields in the analysis' order,
+//! so the schema is unchanged (a finding's two sentences come after its figures).
 
 use std::io::{self, Write};
 
@@ -23,13 +24,22 @@ struct Document<'a> {
     input: &'a Input,
     verdict: VerdictDoc<'a>,
     devices: &'a [DeviceReport],
-    leaks: &'a [LeakReport],
+    leaks: Vec<LeakDoc<'a>>,
     bounded_growth: &'a [BoundedGrowthReport],
     steps: &'a [StepReport],
     categories: &'a Option<CategoriesReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: &'a Option<GraphSection>,
     notes: &'a [String],
+}
+
+/// A finding with its explanation and fix, the wording module's.
+#[derive(Serialize)]
+struct LeakDoc<'a> {
+    #[serde(flatten)]
+    report: &'a LeakReport,
+    explanation: String,
+    fix: &'static str,
 }
 
 #[derive(Serialize)]
@@ -54,7 +64,15 @@ fn doc(a: &Analysis) -> Document<'_> {
             leak_judgement: &a.verdict.leak_judgement,
         },
         devices: &a.devices,
-        leaks: &a.leaks,
+        leaks: a
+            .leaks
+            .iter()
+            .map(|l| LeakDoc {
+                report: l,
+                explanation: crate::wording::leak_explanation(&l.leak),
+                fix: crate::wording::leak_fix(&l.leak),
+            })
+            .collect(),
         bounded_growth: &a.bounded_growth,
         steps: &a.steps,
         categories: &a.categories,

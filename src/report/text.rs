@@ -371,8 +371,8 @@ fn write_leak(
             100.0 * rel.freed_share
         )?;
     }
-    writeln!(out, "  why: {}", l.explanation)?;
-    writeln!(out, "  fix: {}", st.bold(&l.fix))?;
+    writeln!(out, "  why: {}", crate::wording::leak_explanation(l))?;
+    writeln!(out, "  fix: {}", st.bold(crate::wording::leak_fix(l)))?;
     for rs in l.related_sites.iter().take(3) {
         writeln!(
             out,

@@ -815,9 +815,9 @@ fn trace_leaks_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer
     // A trace's leak carries no stack (the analysis records none for traces): its
     // explanation names the sites and the loop that keeps them.
     let lines = vec![
-        (l.leak.explanation.clone(), Style::default()),
+        (crate::wording::leak_explanation(&l.leak), Style::default()),
         (
-            format!("fix: {}", l.leak.fix),
+            format!("fix: {}", crate::wording::leak_fix(&l.leak)),
             Style::default().fg(Color::Green),
         ),
     ];

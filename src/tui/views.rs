@@ -409,9 +409,9 @@ impl Widget for LeaksView<'_> {
                 ),
                 dim(),
             ),
-            (l.leak.explanation.clone(), Style::default()),
+            (crate::wording::leak_explanation(&l.leak), Style::default()),
             (
-                format!("fix: {}", l.leak.fix),
+                format!("fix: {}", crate::wording::leak_fix(&l.leak)),
                 Style::default().fg(Color::Green),
             ),
         ];

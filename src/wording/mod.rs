@@ -6,6 +6,8 @@
 //! functions, so a label and its explanation cannot disagree between views, and rewording a
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
 
+mod leaks;
 mod verdict;
 
+pub use leaks::{leak_explanation, leak_fix};
 pub use verdict::{not_judged, verdict};

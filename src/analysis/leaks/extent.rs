@@ -25,7 +25,6 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::sites::Site;
 use crate::model::{Action, Device, EventIdx, Snapshot, Sym};
-use crate::units::bytes;
 
 use super::{loops, Candidate, Details};
 
@@ -274,36 +273,6 @@ pub(super) fn release(
         period_steps: judged.period_steps,
         releases: judged.releases,
     })
-}
-
-/// The sentence a finding's explanation gains for a released accumulation.
-pub(super) fn explain(extent: Extent, r: &Release, ev: &super::SiteEvidence) -> String {
-    let per_step = bytes(ev.growth_bytes_per_step.max(0.0) as u64);
-    let at = r
-        .site
-        .as_ref()
-        .map(|s| format!(" at {}:{} in {}", s.file, s.line, s.function))
-        .unwrap_or_default();
-    let func = r.loop_function.as_deref().unwrap_or("the loop's function");
-    match extent {
-        Extent::Alive => String::new(),
-        Extent::ReleasedAfterLoop => {
-            let place = match r.loop_function_active {
-                Some(false) => format!("{at}, after `{func}` returned (what it kept was local to it)"),
-                Some(true) => format!("{at}, in `{func}` after its loop"),
-                None => format!("{at} (the free recorded no stack)"),
-            };
-            format!(
-                "This memory grew at every step up to the last one and was freed only after the loop ended{place}: {:.0}% of it by the end of the capture. That is still an accumulation: the peak grows by {per_step} with every step, so a longer run (more steps, a longer epoch) runs out of memory. A capture taken while the loop ran would show it alive.",
-                100.0 * r.freed_share
-            )
-        }
-        Extent::ReleasedEachEpoch => format!(
-            "This memory grew at every step and was freed all at once every {} steps{at} ({} such releases in the log), then grew again: what outputs kept for an epoch-end metric and cleared at the epoch's end look like. Its peak grows by {per_step} with every step between two releases, so a longer epoch runs out of memory (a cache flushed only when full looks the same in a capture).",
-            r.period_steps.unwrap_or(0),
-            r.releases
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -636,61 +636,42 @@ pub(super) fn group(
         } else {
             None
         };
-        let mut explanation = mat.explanation.clone();
         let mut confidence = mat.confidence;
         let mut cause_site = None;
         let backward_found = backward.is_some();
-        if let Some((bsite, bsteps)) = backward {
-            explanation.push_str(&format!(
-                " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references.",
-                bsite.file, bsite.line, bsteps, ev.steps
-            ));
+        let holder = if let Some((bsite, bsteps)) = backward {
             confidence = confidence.min(Confidence::Medium);
-            cause_site = Some(bsite);
+            cause_site = Some(bsite.clone());
+            Some(Holder::RetainedBackward {
+                site: bsite,
+                backward_steps: bsteps,
+            })
         } else if let Some(o) = cause {
             let cs = loop_line[o].clone().or_else(|| evidence[o].site.clone());
-            if let Some(cs) = &cs {
-                explanation.push_str(&format!(
-                    " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none).",
-                    cs.file,
-                    cs.line,
-                    evidence[o].growth_tensors_per_step,
-                    bytes(evidence[o].growth_bytes_per_step.max(0.0) as u64),
-                ));
-            }
-            cause_site = cs;
+            cause_site = cs.clone();
+            cs.map(|site| Holder::GraphRoot {
+                site,
+                tensors_per_step: evidence[o].growth_tensors_per_step,
+                bytes_per_step: evidence[o].growth_bytes_per_step,
+            })
         } else if retained && ev.scalars_per_step >= 0.5 {
-            explanation.push_str(&format!(
-                " The same line also leaves {:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references.",
-                ev.scalars_per_step
-            ));
+            Some(Holder::LossOnSameLine {
+                scalars_per_step: ev.scalars_per_step,
+            })
         } else if retained {
             confidence = confidence.min(Confidence::Medium);
-            explanation.push_str(" No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.");
-        }
-        if !members.is_empty() {
-            let names: Vec<String> = members
-                .iter()
-                .filter_map(|&o| {
-                    evidence[o]
-                        .site
-                        .as_ref()
-                        .map(|s| format!("{}:{}", s.file, s.line))
-                })
-                .collect();
-            explanation.push_str(&format!(
-                " Memory made at these lines grows over the same steps and is part of the same finding: {}.",
-                names.join(", ")
-            ));
-        }
-        if let (Some(l), Some(a)) = (&main_loop, &ev.site) {
-            if l != a {
-                explanation.push_str(&format!(
-                    " The memory is allocated at {}:{} (in {}), called from the loop's line {}:{}.",
-                    a.file, a.line, a.function, l.file, l.line
-                ));
-            }
-        }
+            Some(Holder::ForwardWithGrad)
+        } else {
+            None
+        };
+        let member_lines: Vec<Site> = members
+            .iter()
+            .filter_map(|&o| evidence[o].site.clone())
+            .collect();
+        let loop_line_of_call = match (&main_loop, &ev.site) {
+            (Some(l), Some(a)) if l != a => Some(l.clone()),
+            _ => None,
+        };
         let blame = if backward_found {
             Blame::RetainedBackward
         } else if cause_site.is_some() {
@@ -710,10 +691,6 @@ pub(super) fn group(
             .unwrap_or_default();
         let heaviest = heaviest[m];
         let (extent, release) = extents[m].clone();
-        if let Some(r) = &release {
-            explanation.push(' ');
-            explanation.push_str(&extent::explain(extent, r, ev));
-        }
         out.push(Leak {
             kind: mat.kind,
             extent,
@@ -734,8 +711,17 @@ pub(super) fn group(
             window_start_event: EventIdx(bounds[main.window.start].0 as u32),
             window_end_event: EventIdx(bounds[main.window.end].0 as u32),
             r2: main.r2,
-            explanation,
-            fix: mat.fix,
+            evidence: LeakEvidence::Log(LogEvidence {
+                site: ev.site.clone(),
+                growth_bytes_per_step: ev.growth_bytes_per_step,
+                growth_tensors_per_step: ev.growth_tensors_per_step,
+                steps: ev.steps,
+                live_bytes: ev.live_bytes,
+                max_requested: ev.max_requested,
+                holder,
+                members: member_lines,
+                loop_line: loop_line_of_call,
+            }),
             samples: samples(dev, &details[m]),
             related_sites: members
                 .iter()

@@ -82,7 +82,10 @@ pub fn leak_signal_from(
                 bytes(g as u64),
                 100.0 * g / allocated as f64,
                 bytes(allocated),
-                at(&l.site)
+                l.site
+                    .as_ref()
+                    .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
+                    .unwrap_or_else(|| "allocations with no recorded stack".into())
             ),
         })
 }

@@ -23,12 +23,6 @@ impl LeakRule for AccumulatedLoss {
         (ev.survivors > 0 && ev.max_requested <= 16 && one_per_step).then(|| Match {
             kind: self.id(),
             confidence: Confidence::Medium,
-            explanation: format!(
-                "{}. They are scalars (at most {} bytes each): a loss or metric kept as a tensor every step, by `total += loss` or `history.append(loss)`. Each one also keeps its autograd graph alive (on the CPU, and on the GPU whatever the graph saved if backward never ran on it), which is why this matters beyond its size.",
-                per_step(ev),
-                ev.max_requested
-            ),
-            fix: "accumulate Python numbers: `total += loss.item()` (or store `loss.detach()`)".into(),
         })
     }
 }

@@ -23,11 +23,6 @@ impl LeakRule for HookCache {
         (ev.in_module_share >= 0.5 && inner).then(|| Match {
             kind: self.id(),
             confidence: Confidence::Medium,
-            explanation: format!(
-                "{}. Each is an intermediate of the forward pass (the same call allocates more after it), not its result, so the user's loop never sees it: a forward hook or a module attribute that stores layer outputs is the usual holder. The holding line is not in the allocation stack; look for `register_forward_hook` / `register_forward_pre_hook` callbacks or `self.x = ...` in forward methods.",
-                per_step(ev)
-            ),
-            fix: "in the hook, keep `output.detach().cpu()` or a statistic, not the tensor; clear the cache every step; remove the hook handle when done".into(),
         })
     }
 }

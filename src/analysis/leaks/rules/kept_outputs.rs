@@ -20,11 +20,6 @@ impl LeakRule for KeptOutputs {
         (ev.in_module_share >= 0.5).then(|| Match {
             kind: self.id(),
             confidence: Confidence::Medium,
-            explanation: format!(
-                "{}. Each is the result of the model call on that line, kept after the step: usually `outputs.append(out)` (or a dict of outputs) for later metrics. The line that stores it allocates nothing, so it cannot be named from a snapshot; look for where the result of this line is stored.",
-                per_step(ev)
-            ),
-            fix: "keep `out.detach().cpu()` (or the metric itself) instead of the CUDA tensor, and clear the list each epoch".into(),
         })
     }
 }

@@ -19,23 +19,6 @@ pub use retained_graph::*;
 pub use steady_growth::*;
 pub use tensor_cache::*;
 
-pub(super) fn at(site: &Option<Site>) -> String {
-    site.as_ref()
-        .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
-        .unwrap_or_else(|| "allocations with no recorded stack".into())
-}
-
-pub(super) fn per_step(ev: &SiteEvidence) -> String {
-    format!(
-        "{} more survive at {} after every step ({:.1} tensors per step, {} steps, {} live at the end of the growth)",
-        bytes(ev.growth_bytes_per_step.max(0.0) as u64),
-        at(&ev.site),
-        ev.growth_tensors_per_step,
-        ev.steps,
-        bytes(ev.live_bytes)
-    )
-}
-
 /// The rules, most specific first; the last always matches.
 pub fn rules() -> Vec<Box<dyn LeakRule>> {
     vec![
@@ -50,13 +33,8 @@ pub fn rules() -> Vec<Box<dyn LeakRule>> {
 
 /// Judges a site with the rules.
 pub fn classify(ev: &SiteEvidence) -> Match {
-    rules()
-        .iter()
-        .find_map(|r| r.matches(ev))
-        .unwrap_or_else(|| Match {
-            kind: LeakKind::SteadyGrowth,
-            confidence: Confidence::Low,
-            explanation: per_step(ev),
-            fix: String::new(),
-        })
+    rules().iter().find_map(|r| r.matches(ev)).unwrap_or(Match {
+        kind: LeakKind::SteadyGrowth,
+        confidence: Confidence::Low,
+    })
 }

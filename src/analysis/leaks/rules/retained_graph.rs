@@ -20,15 +20,12 @@ impl LeakRule for RetainedGraph {
         "every step's forward activations kept alive by an autograd graph that is never released"
     }
     fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
-        (ev.in_module_share >= 0.5 && ev.growth_tensors_per_step >= 3.0 && ev.survival_share >= MIN_GRAPH_SURVIVAL)
+        (ev.in_module_share >= 0.5
+            && ev.growth_tensors_per_step >= 3.0
+            && ev.survival_share >= MIN_GRAPH_SURVIVAL)
             .then(|| Match {
-            kind: self.id(),
-            confidence: Confidence::High,
-            explanation: format!(
-                "{}. They are allocated inside module calls, several per step: the activations autograd saves for backward. A whole forward pass surviving every step means each step's graph is kept and never freed: typically evaluation without `torch.no_grad()` whose loss is accumulated as a tensor, or `backward(retain_graph=True)` with the losses kept.",
-                per_step(ev)
-            ),
-            fix: "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), accumulate `loss.item()` rather than the loss tensor, and drop `retain_graph=True` unless a second backward needs it".into(),
-        })
+                kind: self.id(),
+                confidence: Confidence::High,
+            })
     }
 }

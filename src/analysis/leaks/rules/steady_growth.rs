@@ -11,12 +11,10 @@ impl LeakRule for SteadyGrowth {
     fn describe(&self) -> &'static str {
         "survivors of one site that grow every step, of no recognised shape"
     }
-    fn matches(&self, ev: &SiteEvidence) -> Option<Match> {
+    fn matches(&self, _ev: &SiteEvidence) -> Option<Match> {
         Some(Match {
             kind: self.id(),
             confidence: Confidence::Low,
-            explanation: format!("{}.", per_step(ev)),
-            fix: "find what references tensors made on this line across steps (lists, dicts, closures, module attributes) and release or detach them".into(),
         })
     }
 }

@@ -20,11 +20,6 @@ impl LeakRule for TensorCache {
         (ev.in_module_share < 0.5).then(|| Match {
             kind: self.id(),
             confidence: Confidence::Medium,
-            explanation: format!(
-                "{}. They are made by that line itself, outside any model call, and never released: a list or dict that gains an entry per step (`cache[k] = t.clone()`, `saved.append(t)`).",
-                per_step(ev)
-            ),
-            fix: "bound the container (evict old entries, keep the last N) or store CPU copies; delete entries once used".into(),
         })
     }
 }

@@ -1,0 +1,260 @@
+//! A leak finding's explanation and fix, said from its typed evidence.
+//!
+//! Each rule's sentence sits beside the others here, in the order of the rules
+//! (`analysis::leaks::rules`): the rule decides the kind, this says what that kind means and
+//! what to change.
+
+use crate::analysis::leaks::{
+    Extent, Holder, Leak, LeakEvidence, LeakKind, LogEvidence, Release, RetryEvidence,
+    TraceEvidence,
+};
+use crate::analysis::sites::Site;
+use crate::units::bytes;
+
+/// Why memscope calls this a leak, and how it reads the log.
+pub fn leak_explanation(l: &Leak) -> String {
+    match &l.evidence {
+        LeakEvidence::Log(e) => {
+            let mut s = rule_explanation(l.kind, e);
+            s.push_str(&holder(e));
+            if !e.members.is_empty() {
+                let names: Vec<String> = e
+                    .members
+                    .iter()
+                    .map(|s| format!("{}:{}", s.file, s.line))
+                    .collect();
+                s.push_str(&format!(
+                    " Memory made at these lines grows over the same steps and is part of the same finding: {}.",
+                    names.join(", ")
+                ));
+            }
+            if let (Some(l), Some(a)) = (&e.loop_line, &e.site) {
+                s.push_str(&format!(
+                    " The memory is allocated at {}:{} (in {}), called from the loop's line {}:{}.",
+                    a.file, a.line, a.function, l.file, l.line
+                ));
+            }
+            if let Some(r) = &l.release {
+                s.push(' ');
+                s.push_str(&released(l.extent, r, e));
+            }
+            s
+        }
+        LeakEvidence::Trace(t) => trace_explanation(t),
+        LeakEvidence::RetainedAttempts(r) => retry_explanation(r),
+    }
+}
+
+/// What to change.
+pub fn leak_fix(l: &Leak) -> &'static str {
+    match &l.evidence {
+        LeakEvidence::Trace(t) if t.graph => {
+            "run evaluation under `torch.no_grad()` (or `torch.inference_mode()`), and keep \
+             `loss.item()` or `loss.detach()` rather than the loss tensor"
+        }
+        LeakEvidence::Trace(_) => {
+            "keep only what the next step needs: `.item()` or `.detach().cpu()` before \
+             storing results, and bound or clear caches"
+        }
+        LeakEvidence::RetainedAttempts(_) => {
+            "leave the `except` block before retrying (set a flag in it, retry after it) and do not store the exception: keep `str(e)` if you need the message; call `del e` if it must stay in scope"
+        }
+        LeakEvidence::Log(_) => rule_fix(l.kind),
+    }
+}
+
+fn at(site: &Option<Site>) -> String {
+    site.as_ref()
+        .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
+        .unwrap_or_else(|| "allocations with no recorded stack".into())
+}
+
+fn per_step(e: &LogEvidence) -> String {
+    format!(
+        "{} more survive at {} after every step ({:.1} tensors per step, {} steps, {} live at the end of the growth)",
+        bytes(e.growth_bytes_per_step.max(0.0) as u64),
+        at(&e.site),
+        e.growth_tensors_per_step,
+        e.steps,
+        bytes(e.live_bytes)
+    )
+}
+
+/// The rule's own sentence (see each rule's documentation in `analysis::leaks::rules`).
+fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
+    let p = per_step(e);
+    match kind {
+        LeakKind::AccumulatedLoss => format!(
+            "{p}. They are scalars (at most {} bytes each): a loss or metric kept as a tensor every step, by `total += loss` or `history.append(loss)`. Each one also keeps its autograd graph alive (on the CPU, and on the GPU whatever the graph saved if backward never ran on it), which is why this matters beyond its size.",
+            e.max_requested
+        ),
+        LeakKind::RetainedGraph => format!(
+            "{p}. They are allocated inside module calls, several per step: the activations autograd saves for backward. A whole forward pass surviving every step means each step's graph is kept and never freed: typically evaluation without `torch.no_grad()` whose loss is accumulated as a tensor, or `backward(retain_graph=True)` with the losses kept."
+        ),
+        LeakKind::HookCache => format!(
+            "{p}. Each is an intermediate of the forward pass (the same call allocates more after it), not its result, so the user's loop never sees it: a forward hook or a module attribute that stores layer outputs is the usual holder. The holding line is not in the allocation stack; look for `register_forward_hook` / `register_forward_pre_hook` callbacks or `self.x = ...` in forward methods."
+        ),
+        LeakKind::KeptOutputs => format!(
+            "{p}. Each is the result of the model call on that line, kept after the step: usually `outputs.append(out)` (or a dict of outputs) for later metrics. The line that stores it allocates nothing, so it cannot be named from a snapshot; look for where the result of this line is stored."
+        ),
+        LeakKind::TensorCache => format!(
+            "{p}. They are made by that line itself, outside any model call, and never released: a list or dict that gains an entry per step (`cache[k] = t.clone()`, `saved.append(t)`)."
+        ),
+        LeakKind::SteadyGrowth | LeakKind::RetainedAttempt => format!("{p}."),
+    }
+}
+
+fn rule_fix(kind: LeakKind) -> &'static str {
+    match kind {
+        LeakKind::AccumulatedLoss => {
+            "accumulate Python numbers: `total += loss.item()` (or store `loss.detach()`)"
+        }
+        LeakKind::RetainedGraph => {
+            "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`), accumulate `loss.item()` rather than the loss tensor, and drop `retain_graph=True` unless a second backward needs it"
+        }
+        LeakKind::HookCache => {
+            "in the hook, keep `output.detach().cpu()` or a statistic, not the tensor; clear the cache every step; remove the hook handle when done"
+        }
+        LeakKind::KeptOutputs => {
+            "keep `out.detach().cpu()` (or the metric itself) instead of the CUDA tensor, and clear the list each epoch"
+        }
+        LeakKind::TensorCache => {
+            "bound the container (evict old entries, keep the last N) or store CPU copies; delete entries once used"
+        }
+        LeakKind::SteadyGrowth | LeakKind::RetainedAttempt => {
+            "find what references tensors made on this line across steps (lists, dicts, closures, module attributes) and release or detach them"
+        }
+    }
+}
+
+/// What the log shows holds a retained graph.
+fn holder(e: &LogEvidence) -> String {
+    match &e.holder {
+        None => String::new(),
+        Some(Holder::RetainedBackward {
+            site,
+            backward_steps,
+        }) => format!(
+            " Backward ran from {}:{} in {} of these {} steps, yet the activations it should have released survive it: that is `backward(retain_graph=True)` (or a graph kept for a second backward), and something also keeps each step's loss or output (a list, an accumulator), which holds the retained graph. Both are inferred from the log (backward allocations and survivors), not from references.",
+            site.file, site.line, backward_steps, e.steps
+        ),
+        Some(Holder::GraphRoot {
+            site,
+            tensors_per_step,
+            bytes_per_step,
+        }) => format!(
+            " The graph is most likely held by the tensor made at {}:{}: it too survives every step ({:.1} tensors, {} per step), it is small, and it is allocated right after these activations in the same function, which is what an accumulated loss (`total += loss`) or a kept loss looks like. No backward ran in these steps. This is inferred from allocation order, not from references (a snapshot records none).",
+            site.file,
+            site.line,
+            tensors_per_step,
+            bytes(bytes_per_step.max(0.0) as u64),
+        ),
+        Some(Holder::LossOnSameLine { scalars_per_step }) => format!(
+            " The same line also leaves {scalars_per_step:.1} scalar tensors (a loss) alive per step and no backward runs in these steps: the loss accumulated as a tensor on this very line (`total += crit(model(x), y)`) holds each step's graph. Inferred from the survivors, not from references."
+        ),
+        Some(Holder::ForwardWithGrad) => " No backward ran from this function during these steps, so this is a forward pass run with autograd enabled (no `torch.no_grad()`) whose result is kept from step to step; what keeps it (an accumulator such as `val_loss += crit(model(x), y)`, possibly on this very line, or a list) allocates nothing the log could show, so no cause line is named.".into(),
+    }
+}
+
+/// The sentence a finding's explanation gains for a released accumulation.
+fn released(extent: Extent, r: &Release, e: &LogEvidence) -> String {
+    let per_step = bytes(e.growth_bytes_per_step.max(0.0) as u64);
+    let at = r
+        .site
+        .as_ref()
+        .map(|s| format!(" at {}:{} in {}", s.file, s.line, s.function))
+        .unwrap_or_default();
+    let func = r.loop_function.as_deref().unwrap_or("the loop's function");
+    match extent {
+        Extent::Alive => String::new(),
+        Extent::ReleasedAfterLoop => {
+            let place = match r.loop_function_active {
+                Some(false) => format!("{at}, after `{func}` returned (what it kept was local to it)"),
+                Some(true) => format!("{at}, in `{func}` after its loop"),
+                None => format!("{at} (the free recorded no stack)"),
+            };
+            format!(
+                "This memory grew at every step up to the last one and was freed only after the loop ended{place}: {:.0}% of it by the end of the capture. That is still an accumulation: the peak grows by {per_step} with every step, so a longer run (more steps, a longer epoch) runs out of memory. A capture taken while the loop ran would show it alive.",
+                100.0 * r.freed_share
+            )
+        }
+        Extent::ReleasedEachEpoch => format!(
+            "This memory grew at every step and was freed all at once every {} steps{at} ({} such releases in the log), then grew again: what outputs kept for an epoch-end metric and cleared at the epoch's end look like. Its peak grows by {per_step} with every step between two releases, so a longer epoch runs out of memory (a cache flushed only when full looks the same in a capture).",
+            r.period_steps.unwrap_or(0),
+            r.releases
+        ),
+    }
+}
+
+fn trace_explanation(t: &TraceEvidence) -> String {
+    let place = |s: &Option<Site>| {
+        s.as_ref()
+            .map(|s| format!("`{}` ({})", s.function, s.file))
+            .unwrap_or_else(|| "code with no user frame recorded".into())
+    };
+    let ops: Vec<String> = t.ops.iter().map(|o| format!("`{o}`")).collect();
+    let made = if t.sites == 1 {
+        format!("made in {}", place(&t.main_site))
+    } else {
+        format!(
+            "made at {} sites (most in {}, {})",
+            t.sites,
+            place(&t.main_site),
+            bytes(t.main_bytes)
+        )
+    };
+    let (with_live, n_steps) = (t.steps_with_live, t.profiled_steps);
+    let what = if t.graph {
+        format!(
+            "Allocations {made} by {} under grad mode, whose autograd nodes no backward in \
+             the trace consumed, survive {with_live} of {n_steps} profiled steps: about {} \
+             per step ({} in all). They are the activations each step's graph saved for a \
+             backward that never ran, and something the loop keeps from step to step \
+             holds each graph: typically a loss stored or summed as a tensor in an \
+             evaluation without `torch.no_grad()` (`losses.append(loss)`, `total += loss`).",
+            ops.join(", "),
+            bytes(t.per_step_bytes),
+            bytes(t.total_bytes)
+        )
+    } else {
+        format!(
+            "Allocations {made} by {} survive {with_live} of {n_steps} profiled steps: \
+             about {} per step ({} in all); memory kept across iterations grows with \
+             every step.",
+            ops.join(", "),
+            bytes(t.per_step_bytes),
+            bytes(t.total_bytes)
+        )
+    };
+    let line_note = match &t.keeper {
+        Some(k) => format!(
+            " What keeps them is in the loop of `{}` ({}). The trace cannot give that \
+             line: `{}` was already running when profiling began, so its recorded line \
+             {} is the line it was at then, and a profiler trace gives other frames at \
+             the line where they were entered; the functions are reliable.",
+            k.function, k.file, k.function, k.line
+        ),
+        None => " A profiler trace gives a frame's line as recorded when the frame was \
+                  entered or when profiling began, so the lines may be off; the \
+                  functions are reliable."
+            .into(),
+    };
+    format!("{what}{line_note}")
+}
+
+fn retry_explanation(r: &RetryEvidence) -> String {
+    let call = r
+        .call
+        .as_ref()
+        .map(|s| format!(" called at {}:{} in {}", s.file, s.line, s.function))
+        .unwrap_or_default();
+    format!(
+        "{} attempt(s){call} ended in an OOM, and their memory was still allocated while the next attempt ran: {} in {} blocks at most (after the OOM at event {}), {} in all. {} of the later attempts ran out of memory with it still held. Something keeps the failed attempts' frames alive: the caught exception's traceback holds every frame of the attempt and their tensors, as long as the exception is stored (`errors.append(e)`), kept by `sys.exc_info()`, or the retry runs inside the `except` block. Inferred from the shape of the log (allocations under the same call, alive across the next attempt); a snapshot records no references.",
+        r.attempts,
+        bytes(r.most_bytes),
+        r.most_blocks,
+        r.most_after_oom.0,
+        bytes(r.total_bytes),
+        r.later_ooms,
+    )
+}
