@@ -37,8 +37,9 @@ Scoring:
   `unjudged` for a single pass (one iteration: no leak judgement is possible), `leak` (or
   `graph_growth` for a trace) for a leak, `ok` otherwise.
 - The step count is right when the number of `steps[]` that are iterations (not `setup`/`tail`),
-  or 1 where memscope calls the log one pass through the program (`structure.single_pass`),
-  equals the truth's count. Truth without a count is not scored.
+  or 1 where memscope calls the log one pass through the program (`structure.single_pass`)
+  or one call of a decoding loop (`structure.decoding_loops`: tokens, not steps), equals the
+  truth's count. Truth without a count is not scored.
 
 Fields the JSON does not have yet (`blame`, an `unjudged` verdict) are read when present and shown as
 "-" when absent. The script exits non-zero only when it crashes; a capture memscope fails on is a row
@@ -222,9 +223,11 @@ def judge(case, rep, err):
         r["steps"] = (sum(1 for s in steps if s.get("source") not in ("setup", "tail"))
                       if isinstance(steps, list) else None)
         # A log memscope calls one pass through the program (structure.single_pass on every
-        # device with history) is one step: the pass itself.
+        # device with history), or one call whose loop is a decoding loop's tokens, is one
+        # step: the pass itself.
         structures = [d.get("structure") or {} for d in rep.get("devices") or []]
-        if r["steps"] == 0 and structures and all(s.get("single_pass") for s in structures):
+        if r["steps"] == 0 and structures and all(
+                s.get("single_pass") or s.get("decoding_loops") for s in structures):
             r["steps"] = 1
     # Scores: True / False / None (not scored).
     r["leak_ok"] = None if case["leak"] == NOT_SCORABLE else (r["found"] == case["leak"])
