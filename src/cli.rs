@@ -267,7 +267,7 @@ fn percent(s: &str) -> Result<f64, String> {
 type FailOnList = Vec<memscope::check::FailOn>;
 
 fn fail_on(s: &str) -> Result<FailOnList, String> {
-    memscope::check::FailOn::parse_list(s)
+    memscope::check::FailOn::parse_list(s).map_err(|e| e.to_string())
 }
 
 fn nodes(s: &str) -> Result<f64, String> {

@@ -5,11 +5,12 @@
 //! analysis into the gate's [`InputSummary`]. The gate itself (`check`) stays a pure function of
 //! summaries and never reads a file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::analysis::Analysis;
-use crate::check::summary::{RankInfo, RankSource};
+use crate::check::summary::{BaselineError, RankInfo, RankSource};
 use crate::check::{summarize, Baseline, InputSummary, BASELINE_SCHEMA};
+use crate::load::LoadError;
 
 /// What a file given to `check`, `baseline` or `diff` turned out to be.
 pub enum Loaded {
@@ -19,39 +20,53 @@ pub enum Loaded {
     Trace(Box<InputSummary>),
 }
 
-/// An error loading an input, already phrased for the user (it names the file).
+/// An error loading an input, phrased for the user: each names the file.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
+pub enum InputError {
+    /// Not readable, or not a capture that loads.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A memscope document (a report, a check) where a capture was expected.
+    #[error("{path}: this is a memscope JSON document, not a capture")]
+    NotACapture { path: PathBuf },
+    #[error("{path}: not UTF-8")]
+    NotUtf8 { path: PathBuf },
+    /// A summary file that is not a usable `memscope.baseline/1` document. The inner error is
+    /// part of the message (not `#[source]`), so a chain printer shows it once.
+    #[error("{path}: {err}")]
+    Baseline { path: PathBuf, err: BaselineError },
+}
 
 /// Loads a capture (snapshot or profiler trace, by content) and analyses it, or reads a
 /// `memscope.baseline/1` file when `allow_baseline`.
 pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
-    let err = |e: crate::load::LoadError| InputError(e.to_string());
-    let bytes = crate::load::read_input(path).map_err(err)?;
+    let bytes = crate::load::read_input(path)?;
     let file_len = bytes.stored_len;
     if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
         if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") {
             if !allow_baseline {
-                return Err(InputError(format!(
-                    "{}: this is a memscope JSON document, not a capture",
-                    path.display()
-                )));
+                return Err(InputError::NotACapture {
+                    path: path.to_owned(),
+                });
             }
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|_| InputError(format!("{}: not UTF-8", path.display())))?;
+            let text = std::str::from_utf8(&bytes).map_err(|_| InputError::NotUtf8 {
+                path: path.to_owned(),
+            })?;
             return Baseline::from_json(text)
                 .map(Loaded::Baseline)
-                .map_err(|e| InputError(format!("{}: {e}", path.display())));
+                .map_err(|err| InputError::Baseline {
+                    path: path.to_owned(),
+                    err,
+                });
         }
         let r = analyze_trace_bytes(path, &bytes, file_len);
         return match bytes.settle(path, Ok(())) {
             Ok(()) => r,
-            Err(e) => Err(err(e)),
+            Err(e) => Err(e.into()),
         };
     }
-    let snap = crate::load::snapshot_from_read(path, &bytes).map_err(err)?;
+    let snap = crate::load::snapshot_from_read(path, &bytes)?;
     drop(bytes);
     Ok(Loaded::Analysis(Box::new(
         crate::analysis::analyze_snapshot(&snap, path, file_len).analysis,
@@ -59,8 +74,7 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
 }
 
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loaded, InputError> {
-    let trace =
-        crate::load::trace_from_bytes(path, bytes).map_err(|e| InputError(e.to_string()))?;
+    let trace = crate::load::trace_from_bytes(path, bytes)?;
     let a = crate::analysis::analyze_trace(&trace, path, file_len);
     let mut s = summarize(&a);
     s.rank = distributed_info(bytes);

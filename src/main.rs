@@ -302,9 +302,9 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         stacks: false,
     };
     let fmt: &dyn CheckFormat = match args.format {
-        CheckFormatArg::Text => &report::check_text::CheckText,
+        CheckFormatArg::Text => &report::check::CheckText,
         CheckFormatArg::Json => &report::check::CheckJson,
-        CheckFormatArg::Junit => &report::check_junit::Junit,
+        CheckFormatArg::Junit => &report::check::Junit,
     };
     {
         let mut out: Box<dyn Write> = match args.format {
@@ -326,7 +326,7 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         let plain = report::Options::default();
         let mut err = std::io::stderr().lock();
-        report::check_github::GithubAnnotations {
+        report::check::GithubAnnotations {
             paths: memscope::check::paths::PathMap::from_env(
                 args.source_root.clone(),
                 args.strip_prefix.clone(),
@@ -345,7 +345,7 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
                         std::path::Path::new(&path).display()
                     )
                 })?;
-            report::check_github::GithubSummary
+            report::check::GithubSummary
                 .render(&report, &plain, &mut f)
                 .context("writing the job summary")?;
         }
@@ -425,7 +425,7 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
     };
     let (fmt, mut out): (&dyn DiffFormat, Box<dyn Write>) = match format {
         DiffFormatArg::Text => (
-            &report::check_text::DiffText,
+            &report::check::DiffText,
             Box::new(output::term_stdout(color)),
         ),
         DiffFormatArg::Json => (
@@ -433,7 +433,7 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
             Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
         ),
         DiffFormatArg::Markdown => (
-            &report::check_text::DiffMarkdown,
+            &report::check::DiffMarkdown,
             Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
         ),
     };

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use memscope::check::{self, diff, CheckConfig, FailOn, InputSummary, Status};
-use memscope::report::check::{check_to_string, diff_to_string, CheckJson};
-use memscope::report::check_github::{GithubAnnotations, GithubSummary};
-use memscope::report::check_junit::Junit;
-use memscope::report::check_text::{CheckText, DiffText};
+use memscope::report::check::{
+    check_to_string, diff_to_string, CheckJson, CheckText, DiffText, GithubAnnotations,
+    GithubSummary, Junit,
+};
 use memscope::report::Options;
 
 fn bin() -> Command {

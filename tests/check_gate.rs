@@ -12,6 +12,7 @@ use std::process::Command;
 use memscope::analysis::{Analysis, NotJudged};
 use memscope::check::rules::{
     FragmentationRule, GraphGrowthRule, GrowthPerStepRule, LeakRule, OomRule, PeakRule, Rule,
+    RuleId,
 };
 use memscope::check::summary::{RankInfo, RankSource};
 use memscope::check::{self, Measurable, Status};
@@ -124,7 +125,7 @@ fn rules_measure_the_analysis_own_fields() {
     assert_eq!((o.measured, o.status), (Some(ooms as f64), Status::Pass));
     // A snapshot has no autograd graph: the rule does not apply to it.
     let gr = GraphGrowthRule {
-        id: "graph-growth",
+        id: RuleId::GraphGrowth,
         limit: 0.0,
     };
     assert!(matches!(gr.measurable(&s), Measurable::NotThisKind(_)));

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use memscope::analysis::Analysis;
+use memscope::analysis::{Analysis, VerdictKind};
 
 mod shared;
 
@@ -375,7 +375,7 @@ fn no_leak_where_none_can_be_shown() {
             format!("{}: {growth} graph growth finding(s)", c.rel)
         });
         f.check(
-            a.verdict.kind != "leak" && a.verdict.kind != "graph_growth",
+            a.verdict.kind != VerdictKind::Leak && a.verdict.kind != VerdictKind::GraphGrowth,
             || {
                 format!(
                     "{}: verdict {}: {}",
@@ -402,7 +402,7 @@ fn verdict_is_not_ok_where_nothing_can_be_judged() {
         if c.expect.judgeable != Some(false) {
             continue;
         }
-        f.check(a.verdict.kind != "ok", || {
+        f.check(a.verdict.kind != VerdictKind::Ok, || {
             format!(
                 "{}: verdict ok ({})",
                 c.rel,
@@ -423,7 +423,7 @@ fn verdict_is_ok_where_judged_clean() {
     let mut f = Failures::new();
     for (c, a) in analyses() {
         if c.expect.judgeable == Some(true) && c.expect.leak == Some(false) {
-            f.check(a.verdict.kind == "ok", || {
+            f.check(a.verdict.kind == VerdictKind::Ok, || {
                 format!(
                     "{}: verdict {}: {}",
                     c.rel,

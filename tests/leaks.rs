@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use memscope::analysis::leaks::LeakKind;
 use memscope::analysis::{categories, leaks, replay, steps};
 use memscope::model::{Device, Snapshot};
 
@@ -108,7 +109,7 @@ fn val_no_grad_oom_is_a_retained_graph_at_line_60_held_by_line_61() {
     assert!(!pattern[92].complete);
     assert_eq!(r.leaks.len(), 1, "{:#?}", r.leaks);
     let l = &r.leaks[0];
-    assert_eq!(l.kind, "retained_graph");
+    assert_eq!(l.kind, LeakKind::RetainedGraph);
     let site = l.site.as_ref().expect("site");
     assert_eq!(
         (site.file.as_str(), site.line, site.function.as_str()),
@@ -234,12 +235,12 @@ fn local_captures_without_leaks_have_no_findings() {
 fn local_leak_captures_find_the_alloc_line() {
     // (capture, kind, growth per step, whether an OOM ends it)
     let cases = [
-        ("leak_cache_dict", "tensor_cache", 2u64 << 20),
-        ("leak_history", "kept_outputs", 2 << 20),
-        ("leak_hook", "hook_cache", 4 << 20),
-        ("leak_preds", "kept_outputs", 2 << 20),
-        ("leak_oom", "retained_graph", 36 << 20),
-        ("leak_val_no_grad", "retained_graph", 18 << 20),
+        ("leak_cache_dict", LeakKind::TensorCache, 2u64 << 20),
+        ("leak_history", LeakKind::KeptOutputs, 2 << 20),
+        ("leak_hook", LeakKind::HookCache, 4 << 20),
+        ("leak_preds", LeakKind::KeptOutputs, 2 << 20),
+        ("leak_oom", LeakKind::RetainedGraph, 36 << 20),
+        ("leak_val_no_grad", LeakKind::RetainedGraph, 18 << 20),
     ];
     for (name, kind, growth) in cases {
         let Some(r) = run(&local(&format!("{name}.pickle"))) else {

@@ -157,12 +157,6 @@ impl LeakKind {
     }
 }
 
-impl PartialEq<&str> for LeakKind {
-    fn eq(&self, other: &&str) -> bool {
-        self.id() == *other
-    }
-}
-
 impl std::fmt::Display for LeakKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
@@ -497,7 +491,7 @@ mod tests {
     #[test]
     fn rule_accumulated_loss() {
         let m = classify(&ev(512.0, 1.0, 4, 1.0, 0.0));
-        assert_eq!(m.kind, "accumulated_loss");
+        assert_eq!(m.kind, LeakKind::AccumulatedLoss);
         assert!(AccumulatedLoss
             .matches(&ev(512.0, 5.0, 4, 1.0, 0.0))
             .is_none());
@@ -510,7 +504,7 @@ mod tests {
     fn rule_retained_graph() {
         assert_eq!(
             classify(&ev(25e6, 7.0, 4 << 20, 1.0, 0.8)).kind,
-            "retained_graph"
+            LeakKind::RetainedGraph
         );
         assert!(RetainedGraph
             .matches(&ev(25e6, 7.0, 4 << 20, 0.0, 0.0))
@@ -521,7 +515,7 @@ mod tests {
     fn rule_hook_cache() {
         assert_eq!(
             classify(&ev(4e6, 1.0, 4 << 20, 1.0, 1.0)).kind,
-            "hook_cache"
+            LeakKind::HookCache
         );
     }
 
@@ -529,7 +523,7 @@ mod tests {
     fn rule_kept_outputs() {
         assert_eq!(
             classify(&ev(2e6, 1.0, 2 << 20, 1.0, 0.0)).kind,
-            "kept_outputs"
+            LeakKind::KeptOutputs
         );
     }
 
@@ -537,7 +531,7 @@ mod tests {
     fn rule_tensor_cache() {
         assert_eq!(
             classify(&ev(2e6, 1.0, 2 << 20, 0.0, 0.0)).kind,
-            "tensor_cache"
+            LeakKind::TensorCache
         );
     }
 
@@ -603,7 +597,7 @@ mod tests {
         let leaks = find(&snap, &dev, &tl, &steps).leaks;
         assert_eq!(leaks.len(), 1, "{leaks:#?}");
         let l = &leaks[0];
-        assert_eq!(l.kind, "kept_outputs");
+        assert_eq!(l.kind, LeakKind::KeptOutputs);
         assert_eq!(l.site.as_ref().map(|s| s.line), Some(11));
         assert!((l.growth_bytes_per_step - (1 << 20) as f64).abs() < 1.0);
         assert!((l.growth_tensors_per_step - 1.0).abs() < 1e-9);

@@ -266,7 +266,7 @@ pub struct CategoriesReport {
 }
 
 /// What the verdict says, computed once from the findings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     OomFragmentation,
@@ -322,12 +322,6 @@ impl VerdictKind {
 impl std::fmt::Display for VerdictKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
-    }
-}
-
-impl PartialEq<&str> for VerdictKind {
-    fn eq(&self, other: &&str) -> bool {
-        self.id() == *other
     }
 }
 

@@ -19,12 +19,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::RuleId;
 use crate::units::parse_bytes;
 
 /// The name of the configuration file.
 pub const CONFIG_FILE: &str = "memscope.toml";
 
-/// Finding kinds that fail a check outright (`--fail-on`).
+/// Finding kinds that fail a check outright (`--fail-on`): the rules of those names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailOn {
@@ -42,30 +43,33 @@ impl FailOn {
         FailOn::GraphGrowth,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The rule that fails on this finding (the same name).
+    pub fn rule(self) -> RuleId {
         match self {
-            FailOn::Oom => "oom",
-            FailOn::Leak => "leak",
-            FailOn::Fragmentation => "fragmentation",
-            FailOn::GraphGrowth => "graph-growth",
+            FailOn::Oom => RuleId::Oom,
+            FailOn::Leak => RuleId::Leak,
+            FailOn::Fragmentation => RuleId::Fragmentation,
+            FailOn::GraphGrowth => RuleId::GraphGrowth,
         }
     }
 
-    pub fn parse(s: &str) -> Result<FailOn, String> {
+    /// The name, as `--fail-on` and every output spell it: its rule's.
+    pub fn name(self) -> &'static str {
+        self.rule().name()
+    }
+
+    pub fn parse(s: &str) -> Result<FailOn, UnknownFinding> {
         let t = s.trim().to_ascii_lowercase().replace('_', "-");
         FailOn::ALL
             .into_iter()
             .find(|f| f.name() == t)
-            .ok_or_else(|| {
-                format!(
-                    "unknown finding {s:?} (expected one of: {})",
-                    FailOn::ALL.map(FailOn::name).join(", ")
-                )
+            .ok_or_else(|| UnknownFinding {
+                given: s.to_owned(),
             })
     }
 
     /// A comma-separated list (`leak,oom`); `none` or empty for no finding.
-    pub fn parse_list(s: &str) -> Result<Vec<FailOn>, String> {
+    pub fn parse_list(s: &str) -> Result<Vec<FailOn>, UnknownFinding> {
         if s.trim().is_empty() || s.trim().eq_ignore_ascii_case("none") {
             return Ok(Vec::new());
         }
@@ -77,6 +81,68 @@ impl FailOn {
         v.dedup();
         Ok(v)
     }
+}
+
+/// A `--fail-on` (or `fail-on =`) name that is no finding.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown finding {given:?} (expected one of: {})",
+    FailOn::ALL.map(FailOn::name).join(", ")
+)]
+pub struct UnknownFinding {
+    /// As given.
+    pub given: String,
+}
+
+/// What is wrong with a `memscope.toml`'s text. The values a file holds are never quoted back
+/// (a config named by `--config` may be any file); its keys are.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML: toml's message, on one line, where it is.
+    #[error("{}{message}", .at.map_or_else(String::new, |(l, c)| format!("line {l}, column {c}: ")))]
+    Syntax {
+        /// Line and column (from 1).
+        at: Option<(usize, usize)>,
+        message: String,
+    },
+    #[error("unknown table or key {key:?} (memscope reads [check])")]
+    UnknownTable { key: String },
+    #[error("`check` must be a table ([check])")]
+    NotATable,
+    /// A known key whose value is not of its type.
+    #[error("[check] {key}: expected {what}")]
+    Expected { key: String, what: &'static str },
+    #[error("[check] {key}: {err}")]
+    FailOn { key: String, err: UnknownFinding },
+    #[error(
+        "[check]: unknown key {key:?} (known: baseline, max-peak, max-reserved, max-growth-per-step, max-graph-growth, max-imbalance, fail-on, tolerance)"
+    )]
+    UnknownKey { key: String },
+    /// `fail-on = []` with no limit or baseline: the gate would pass anything.
+    #[error(
+        "[check] fail-on: the list is empty and no limit or baseline is set, so nothing would be checked \
+         (remove fail-on for the default {:?}, or set a limit)",
+        DEFAULT_FAIL_ON.map(FailOn::name)
+    )]
+    ChecksNothing,
+    /// A `baseline` path out of the repository that holds the file.
+    #[error(
+        "[check] baseline: {rel:?} is outside the repository; give a path inside it, relative to {CONFIG_FILE}"
+    )]
+    BaselineOutside { rel: String },
+}
+
+/// Why a `memscope.toml` file cannot be used (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    // The inner errors are part of the message (not `#[source]`), so a chain printer shows
+    // them once.
+    #[error("{err}")]
+    Read { err: crate::load::LoadError },
+    #[error("{path}: not UTF-8 text")]
+    NotUtf8 { path: PathBuf },
+    #[error("{path}: {err}")]
+    Config { path: PathBuf, err: ConfigError },
 }
 
 /// What fails when nothing is configured: findings that are bugs whatever the budget.
@@ -125,33 +191,44 @@ impl CheckConfig {
     }
 
     /// Parses the `[check]` table of a `memscope.toml`. Relative paths are taken from `dir`.
-    pub fn from_toml(text: &str, dir: &Path) -> Result<CheckConfig, String> {
+    pub fn from_toml(text: &str, dir: &Path) -> Result<CheckConfig, ConfigError> {
         let doc: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| one_line(text, &e))?;
         let mut cfg = CheckConfig::default();
         for key in doc.keys() {
             if key != "check" {
-                return Err(format!(
-                    "unknown table or key {key:?} (memscope reads [check])"
-                ));
+                return Err(ConfigError::UnknownTable { key: key.clone() });
             }
         }
         let Some(t) = doc.get("check") else {
             return Ok(cfg);
         };
-        let t = t.as_table().ok_or("`check` must be a table ([check])")?;
+        let t = t.as_table().ok_or(ConfigError::NotATable)?;
         for (k, v) in t {
             let key = k.replace('_', "-");
             // The value is not quoted back: a config named by --config may be any file, and an
             // error never shows a file's contents.
-            let bad = |what: &str| format!("[check] {k}: expected {what}");
+            let bad = |what: &'static str| ConfigError::Expected {
+                key: k.clone(),
+                what,
+            };
             match key.as_str() {
-                "baseline" => cfg.baseline = Some(inside_repository(dir, v.as_str().ok_or_else(|| bad("a path string"))?)?),
-                "max-peak" => cfg.max_peak = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?),
-                "max-reserved" => cfg.max_reserved = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?),
+                "baseline" => {
+                    cfg.baseline = Some(inside_repository(
+                        dir,
+                        v.as_str().ok_or_else(|| bad("a path string"))?,
+                    )?)
+                }
+                "max-peak" => {
+                    cfg.max_peak = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?)
+                }
+                "max-reserved" => {
+                    cfg.max_reserved = Some(size(v).ok_or_else(|| bad("a size like \"8GiB\""))?)
+                }
                 "max-growth-per-step" => {
-                    cfg.max_growth_per_step = Some(size(v).ok_or_else(|| bad("a size like \"1MiB\""))?)
+                    cfg.max_growth_per_step =
+                        Some(size(v).ok_or_else(|| bad("a size like \"1MiB\""))?)
                 }
                 "max-graph-growth" => {
                     cfg.max_graph_growth = Some(
@@ -162,8 +239,13 @@ impl CheckConfig {
                             .ok_or_else(|| bad("a number of nodes per step"))?,
                     )
                 }
-                "max-imbalance" => cfg.max_imbalance = Some(percent(v).ok_or_else(|| bad("a percentage like \"10%\""))?),
-                "tolerance" => cfg.tolerance = Some(percent(v).ok_or_else(|| bad("a percentage like \"5%\""))?),
+                "max-imbalance" => {
+                    cfg.max_imbalance =
+                        Some(percent(v).ok_or_else(|| bad("a percentage like \"10%\""))?)
+                }
+                "tolerance" => {
+                    cfg.tolerance = Some(percent(v).ok_or_else(|| bad("a percentage like \"5%\""))?)
+                }
                 "fail-on" => {
                     let list: Vec<String> = match v {
                         toml::Value::String(s) => vec![s.clone()],
@@ -174,21 +256,18 @@ impl CheckConfig {
                             .ok_or_else(|| bad("a list of strings"))?,
                         _ => return Err(bad("a list like [\"oom\", \"leak\"]")),
                     };
-                    cfg.fail_on = Some(FailOn::parse_list(&list.join(",")).map_err(|e| format!("[check] {k}: {e}"))?);
+                    cfg.fail_on = Some(FailOn::parse_list(&list.join(",")).map_err(|err| {
+                        ConfigError::FailOn {
+                            key: k.clone(),
+                            err,
+                        }
+                    })?);
                 }
-                _ => {
-                    return Err(format!(
-                        "[check]: unknown key {k:?} (known: baseline, max-peak, max-reserved, max-growth-per-step, max-graph-growth, max-imbalance, fail-on, tolerance)"
-                    ))
-                }
+                _ => return Err(ConfigError::UnknownKey { key: k.clone() }),
             }
         }
         if cfg.fail_on.as_ref().is_some_and(Vec::is_empty) && cfg.checks_nothing() {
-            return Err(format!(
-                "[check] fail-on: the list is empty and no limit or baseline is set, so nothing would be checked \
-                 (remove fail-on for the default {:?}, or set a limit)",
-                DEFAULT_FAIL_ON.map(FailOn::name)
-            ));
+            return Err(ConfigError::ChecksNothing);
         }
         Ok(cfg)
     }
@@ -205,29 +284,31 @@ impl CheckConfig {
     }
 
     /// Reads a `memscope.toml`.
-    pub fn from_file(path: &Path) -> Result<CheckConfig, String> {
+    pub fn from_file(path: &Path) -> Result<CheckConfig, ConfigFileError> {
         // Through the bounded reader: a FIFO or a device named as the config does not hang.
-        let input = crate::load::read_input(path).map_err(|e| e.to_string())?;
-        let text = std::str::from_utf8(&input)
-            .map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+        let input = crate::load::read_input(path).map_err(|err| ConfigFileError::Read { err })?;
+        let text = std::str::from_utf8(&input).map_err(|_| ConfigFileError::NotUtf8 {
+            path: path.to_owned(),
+        })?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        CheckConfig::from_toml(text, dir).map_err(|e| format!("{}: {e}", path.display()))
+        CheckConfig::from_toml(text, dir).map_err(|err| ConfigFileError::Config {
+            path: path.to_owned(),
+            err,
+        })
     }
 }
 
 /// A TOML error on one line ("line 3, column 7: invalid string"), not toml's five-line
 /// picture of the source.
-fn one_line(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().replace('\n', "; ");
-    match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-            format!("line {line}, column {col}: {msg}")
-        }
-        None => msg,
-    }
+fn one_line(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().trim().replace('\n', "; ");
+    let at = e.span().map(|span| {
+        let before = &text[..span.start.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        (line, col)
+    });
+    ConfigError::Syntax { at, message }
 }
 
 fn size(v: &toml::Value) -> Option<u64> {
@@ -260,13 +341,11 @@ pub fn parse_percent(s: &str) -> Option<f64> {
 /// inside the repository that holds the file (the nearest ancestor with `.git`, else `dir`):
 /// no absolute path, no `..` out of it, no symbolic link out of it. A config in a pull request
 /// must not make CI read (and quote) a file elsewhere on the runner.
-fn inside_repository(dir: &Path, rel: &str) -> Result<PathBuf, String> {
+fn inside_repository(dir: &Path, rel: &str) -> Result<PathBuf, ConfigError> {
     use std::path::Component;
     let p = Path::new(rel);
-    let outside = || {
-        format!(
-            "[check] baseline: {rel:?} is outside the repository; give a path inside it, relative to {CONFIG_FILE}"
-        )
+    let outside = || ConfigError::BaselineOutside {
+        rel: rel.to_owned(),
     };
     if p.is_absolute()
         || p.components()
@@ -327,16 +406,19 @@ mod tests {
         assert!(
             CheckConfig::from_toml("[check]\nmax-peek = \"8GiB\"\n", dir)
                 .unwrap_err()
+                .to_string()
                 .contains("max-peek")
         );
         assert!(
             CheckConfig::from_toml("[check]\nmax-peak = \"8 parsecs\"\n", dir)
                 .unwrap_err()
+                .to_string()
                 .contains("max-peak")
         );
         assert!(
             CheckConfig::from_toml("[check]\nfail-on = [\"oops\"]\n", dir)
                 .unwrap_err()
+                .to_string()
                 .contains("oops")
         );
         assert!(CheckConfig::from_toml("[check\n", dir).is_err());

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::summary::{DeviceSummary, InputSummary, SiteBytes, Standing};
 use crate::analysis::sites::Site;
-use crate::analysis::TOP_SITES;
+use crate::analysis::{CaptureKind, TOP_SITES};
 use crate::units;
 
 pub const DIFF_SCHEMA: &str = "memscope.diff/1";
@@ -477,7 +477,10 @@ pub enum Incomparable {
     #[error(
         "the before side is a {before} and the after side a {after}: a snapshot holds the allocator's exact state and live bytes by line, a trace profiled steps without stacks, so their figures do not measure the same thing (--force compares them anyway)"
     )]
-    Kinds { before: String, after: String },
+    Kinds {
+        before: CaptureKind,
+        after: CaptureKind,
+    },
     /// Both sides name where their memory was allocated, and no source file is common: two
     /// different programs, whose every line would read as new or gone.
     #[error(
@@ -527,8 +530,8 @@ fn program_files(s: &InputSummary) -> BTreeSet<String> {
 pub fn comparable(before: &InputSummary, after: &InputSummary) -> Result<(), Incomparable> {
     if before.kind != after.kind {
         return Err(Incomparable::Kinds {
-            before: before.kind.clone(),
-            after: after.kind.clone(),
+            before: before.kind,
+            after: after.kind,
         });
     }
     let (b, a) = (program_files(before), program_files(after));
@@ -568,7 +571,10 @@ fn not_compared(before: &InputSummary, after: &InputSummary) -> Vec<NotCompared>
     let mut out = Vec::new();
     for (record, has) in checks {
         // Snapshots never hold an autograd graph: not a gap of either capture.
-        if record == Record::GraphGrowth && before.kind == "snapshot" && after.kind == "snapshot" {
+        if record == Record::GraphGrowth
+            && before.kind == CaptureKind::Snapshot
+            && after.kind == CaptureKind::Snapshot
+        {
             continue;
         }
         let missing_in = match (has(before), has(after)) {

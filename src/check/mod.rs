@@ -4,8 +4,8 @@
 //! Everything works on [`InputSummary`]s, built from the analysis' typed fields by
 //! [`typed`] (or read back from a summary file), so a check is a pure function of summaries
 //! and settings: [`check`] takes the inputs' summaries, their `--rank`s, a [`CheckConfig`] and
-//! an optional [`Baseline`], and returns a [`CheckReport`] that the `report::check_*` formats
-//! render. Each rule ([`rules`], one type each) yields one [`RuleResult`] per input: `pass`,
+//! an optional [`Baseline`], and returns a [`CheckReport`] that the `report::check` formats
+//! render. Each rule ([`rules`], one file each) yields one [`RuleResult`] per input: `pass`,
 //! `fail` or `skip` (the rule does not apply to the capture's kind, or the capture cannot
 //! support a judgement, with the reason); only `fail` fails. A limit the user set that has
 //! nothing to measure is a [`CheckError`] (exit 2), never a PASS. Inputs that are ranks of one
@@ -23,10 +23,11 @@ pub mod typed;
 use serde::Serialize;
 
 use crate::analysis::sites::Site;
+use crate::analysis::CaptureKind;
 use crate::units;
-pub use config::{CheckConfig, FailOn};
+pub use config::{CheckConfig, ConfigError, FailOn};
 pub use ranks::{Imbalance, RankGroup, RankRow};
-pub use rules::{Measurable, Rule};
+pub use rules::{Measurable, Rule, RuleId};
 pub use summary::{Baseline, InputSummary, BASELINE_SCHEMA};
 pub use typed::summarize;
 
@@ -107,10 +108,8 @@ pub fn site_words(site: &Site, line_known: bool) -> String {
 /// The outcome of one rule on one input.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RuleResult {
-    /// `oom`, `leak`, `fragmentation`, `graph-growth`, `max-peak`, `max-reserved`,
-    /// `max-growth-per-step`, `max-graph-growth`, `baseline-peak`, `baseline-reserved`,
-    /// `baseline-live`, `baseline-growth-per-step`, `baseline-graph-growth`, `max-imbalance`.
-    pub rule: &'static str,
+    /// Which rule (its kebab-case name in every output: `oom`, `max-peak`, ...).
+    pub rule: RuleId,
     pub status: Status,
     /// The measured value and the limit it was held to (absent for a skipped rule).
     pub measured: Option<f64>,
@@ -128,14 +127,14 @@ pub struct RuleResult {
 }
 
 impl RuleResult {
-    fn skip(rule: &'static str, unit: Unit, why: impl Into<String>) -> RuleResult {
+    fn skip(rule: RuleId, unit: Unit, why: impl ToString) -> RuleResult {
         RuleResult {
             rule,
             status: Status::Skip,
             measured: None,
             limit: None,
             unit,
-            message: why.into(),
+            message: why.to_string(),
             site: None,
             line_unknown: false,
             evidence: Vec::new(),
@@ -143,7 +142,7 @@ impl RuleResult {
     }
 
     /// `measured <= limit` passes.
-    fn limit(rule: &'static str, unit: Unit, measured: f64, limit: f64, what: &str) -> RuleResult {
+    fn limit(rule: RuleId, unit: Unit, measured: f64, limit: f64, what: &str) -> RuleResult {
         let ok = measured <= limit;
         let op = if ok { "<=" } else { ">" };
         RuleResult {
@@ -183,7 +182,7 @@ impl RuleResult {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FileResult {
     pub path: String,
-    pub kind: String,
+    pub kind: CaptureKind,
     pub passed: bool,
     pub rules: Vec<RuleResult>,
     /// Events of the capture that no rule saw (skipped as invalid, undecodable, repaired):
@@ -231,59 +230,57 @@ impl CheckReport {
     }
 }
 
-/// A limit the user set that an input holds nothing to measure against.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CheckError(pub String);
+/// Why a check cannot run: a limit the user set that an input holds nothing to measure
+/// against (never a silent PASS), or contradictory `--rank`s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// Two files given one `--rank`: the user's numbering is contradictory, not absent.
+    #[error("--rank {rank} is given to two files: {first} and {second}")]
+    RankTwice {
+        rank: u32,
+        first: String,
+        second: String,
+    },
+    /// A rule's limit was set, and an input of a kind it applies to holds nothing to measure.
+    #[error("--{rule} is set, but {path} has nothing to measure: {why}")]
+    NothingToMeasure {
+        rule: RuleId,
+        path: String,
+        why: String,
+    },
+    /// A rule's limit was set, and no input is of a kind it applies to.
+    #[error("--{rule} is set, but no input has anything to measure: {why}")]
+    NoInputToMeasure { rule: RuleId, why: String },
+    /// `--max-imbalance` over inputs none of which are ranks of one run and kind.
+    #[error(
+        "--max-imbalance is set, but no two inputs are ranks of one run and kind \
+         (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)"
+    )]
+    NoRanks,
+    /// `--max-imbalance` over one input.
+    #[error("--max-imbalance is set, but there is one input: imbalance needs two ranks")]
+    OneInput,
+    /// `--max-imbalance` over a group with a rank whose peak is no measurement.
+    #[error("--max-imbalance is set, but rank {rank} of the {group} ({path}) {why}")]
+    RankUnmeasurable {
+        rank: u32,
+        /// The group's label (`trace ranks (world size 128)`).
+        group: String,
+        path: String,
+        why: RankPeakUnknown,
+    },
+}
 
-/// The rules the settings ask for, and whether each holds a limit the user set.
-fn rules_of(cfg: &CheckConfig) -> Vec<(Box<dyn Rule>, bool)> {
-    let mut rules: Vec<(Box<dyn Rule>, bool)> = Vec::new();
-    for f in cfg.fail_on() {
-        rules.push(match f {
-            FailOn::Oom => (Box::new(rules::OomRule), false),
-            FailOn::Fragmentation => (Box::new(rules::FragmentationRule), false),
-            FailOn::Leak => (Box::new(rules::LeakRule), false),
-            FailOn::GraphGrowth => (
-                Box::new(rules::GraphGrowthRule {
-                    id: "graph-growth",
-                    limit: 0.0,
-                }),
-                false,
-            ),
-        });
-    }
-    if let Some(limit) = cfg.max_peak {
-        rules.push((
-            Box::new(rules::PeakRule {
-                limit,
-                reserved: false,
-            }),
-            true,
-        ));
-    }
-    if let Some(limit) = cfg.max_reserved {
-        rules.push((
-            Box::new(rules::PeakRule {
-                limit,
-                reserved: true,
-            }),
-            true,
-        ));
-    }
-    if let Some(limit) = cfg.max_growth_per_step {
-        rules.push((Box::new(rules::GrowthPerStepRule { limit }), true));
-    }
-    if let Some(limit) = cfg.max_graph_growth {
-        rules.push((
-            Box::new(rules::GraphGrowthRule {
-                id: "max-graph-growth",
-                limit,
-            }),
-            true,
-        ));
-    }
-    rules
+/// Why a rank's peak cannot be compared with another rank's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RankPeakUnknown {
+    #[error("recorded no device memory")]
+    NoMemory,
+    #[error(
+        "records allocated bytes only as changes from its trace's start: its \
+         peak cannot be compared with another rank's"
+    )]
+    FromTraceStart,
 }
 
 /// Runs every configured rule over `inputs`; `explicit_ranks[i]` is input `i`'s `--rank`.
@@ -303,14 +300,15 @@ pub fn check(
         let Some(r) = r else { continue };
         if let Some(j) = explicit_ranks[..i].iter().position(|x| x == &Some(*r)) {
             if let (Some(a), Some(b)) = (inputs.get(j), inputs.get(i)) {
-                return Err(CheckError(format!(
-                    "--rank {r} is given to two files: {} and {}",
-                    a.path, b.path
-                )));
+                return Err(CheckError::RankTwice {
+                    rank: *r,
+                    first: a.path.clone(),
+                    second: b.path.clone(),
+                });
             }
         }
     }
-    let rules = rules_of(cfg);
+    let rules = rules::codes::configured(cfg);
     for (rule, set) in &rules {
         if !*set {
             continue;
@@ -321,11 +319,11 @@ pub fn check(
                 Measurable::Yes => applies = true,
                 Measurable::NotThisKind(_) => {}
                 Measurable::Nothing(why) => {
-                    return Err(CheckError(format!(
-                        "--{} is set, but {} has nothing to measure: {why}",
-                        rule.id(),
-                        s.path
-                    )))
+                    return Err(CheckError::NothingToMeasure {
+                        rule: rule.id(),
+                        path: s.path.clone(),
+                        why,
+                    })
                 }
             }
         }
@@ -334,10 +332,10 @@ pub fn check(
                 Measurable::NotThisKind(w) | Measurable::Nothing(w) => w,
                 Measurable::Yes => String::new(),
             };
-            return Err(CheckError(format!(
-                "--{} is set, but no input has anything to measure: {why}",
-                rule.id()
-            )));
+            return Err(CheckError::NoInputToMeasure {
+                rule: rule.id(),
+                why,
+            });
         }
     }
     let mut files = Vec::new();
@@ -347,21 +345,7 @@ pub fn check(
         if let Some((_, b)) = baseline {
             match b.entry_for(i, inputs.len(), s.file_name()) {
                 Some(e) => rules::baseline_rules(s, e, cfg.tolerance(), &mut results),
-                None => results.push(RuleResult {
-                    rule: "baseline",
-                    status: Status::Fail,
-                    measured: None,
-                    limit: None,
-                    unit: Unit::Count,
-                    message: format!(
-                        "no entry for {} in the baseline ({} entries)",
-                        s.file_name(),
-                        b.inputs.len()
-                    ),
-                    site: None,
-                    line_unknown: false,
-                    evidence: Vec::new(),
-                }),
+                None => results.push(rules::baseline::missing_entry(s, b.inputs.len())),
             }
         }
         for r in &mut results {
@@ -369,7 +353,7 @@ pub fn check(
         }
         files.push(FileResult {
             path: s.path.clone(),
-            kind: s.kind.clone(),
+            kind: s.kind,
             passed: !results.iter().any(RuleResult::failed),
             rules: results,
             skipped: s.load_notes.clone(),
@@ -377,54 +361,10 @@ pub fn check(
     }
     let passed: Vec<bool> = files.iter().map(|f| f.passed).collect();
     let groups = ranks::group(inputs, explicit_ranks, &passed);
-    let mut ranks_rules = Vec::new();
-    if let Some(l) = cfg.max_imbalance {
-        if groups.is_empty() && inputs.len() > 1 {
-            return Err(CheckError(
-                "--max-imbalance is set, but no two inputs are ranks of one run and kind \
-                 (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)"
-                    .into(),
-            ));
-        }
-        if groups.is_empty() {
-            return Err(CheckError(
-                "--max-imbalance is set, but there is one input: imbalance needs two ranks".into(),
-            ));
-        }
-        for g in &groups {
-            let Some(im) = &g.imbalance else {
-                let (r, why) = match g.ranks.iter().find(|r| !r.has_memory) {
-                    Some(r) => (Some(r), "recorded no device memory"),
-                    None => (
-                        g.ranks.iter().find(|r| r.from_trace_start),
-                        "records allocated bytes only as changes from its trace's start: its \
-                         peak cannot be compared with another rank's",
-                    ),
-                };
-                return Err(CheckError(format!(
-                    "--max-imbalance is set, but rank {} of the {} ({}) {why}",
-                    r.map_or(0, |r| r.rank),
-                    g.label(),
-                    r.map_or("", |r| r.path.as_str())
-                )));
-            };
-            let mut r = RuleResult::limit(
-                "max-imbalance",
-                Unit::Fraction,
-                im.fraction,
-                l,
-                &format!("peak imbalance between {}", g.label()),
-            );
-            r.evidence.push(format!(
-                "rank {} peaks at {}, rank {} at {}",
-                im.max_rank,
-                units::bytes(im.max_bytes),
-                im.min_rank,
-                units::bytes(im.min_bytes)
-            ));
-            ranks_rules.push(r);
-        }
-    }
+    let ranks_rules = match cfg.max_imbalance {
+        Some(limit) => rules::imbalance::ImbalanceRule { limit }.apply(&groups, inputs.len())?,
+        None => Vec::new(),
+    };
     let passed = files.iter().all(|f| f.passed) && !ranks_rules.iter().any(RuleResult::failed);
     Ok(CheckReport {
         schema: CHECK_SCHEMA,

@@ -11,6 +11,7 @@
 use serde::Serialize;
 
 use super::summary::{InputSummary, RankInfo, RankSource};
+use crate::analysis::CaptureKind;
 
 /// A rank number read from a file name, and the name up to the number followed by `*` (the
 /// run's name pattern: what follows the number often holds a time or a host, which differ
@@ -94,7 +95,7 @@ pub struct Imbalance {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankGroup {
     /// `snapshot` or `trace`.
-    pub kind: String,
+    pub kind: CaptureKind,
     /// What ties the group together: `world size 128`, a file-name pattern, or `""`.
     pub run: String,
     pub ranks: Vec<RankRow>,
@@ -158,10 +159,10 @@ fn peak(s: &InputSummary) -> u64 {
 pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool]) -> Vec<RankGroup> {
     // (kind, run) -> (input index, rank hint), in the order given.
     type Members = Vec<(usize, Option<RankInfo>)>;
-    let mut keyed: Vec<((String, String), Members)> = Vec::new();
+    let mut keyed: Vec<((CaptureKind, String), Members)> = Vec::new();
     for (i, s) in inputs.iter().enumerate() {
         let (info, run) = hint(s, explicit.get(i).copied().flatten());
-        let key = (s.kind.clone(), run);
+        let key = (s.kind, run);
         match keyed.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push((i, info)),
             None => keyed.push((key, vec![(i, info)])),

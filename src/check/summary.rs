@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::analysis::oom::Cause;
 use crate::analysis::sites::Site;
+use crate::analysis::{CaptureKind, VerdictKind};
 
 pub const BASELINE_SCHEMA: &str = "memscope.baseline/1";
 
@@ -64,11 +66,25 @@ pub struct DeviceSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OomSummary {
     pub device: String,
-    /// `fragmentation`, `capacity`, `leak`, `unknown`.
-    pub cause: String,
+    /// `fragmentation`, `capacity`, `leak`, `retained_attempt`, `unknown`.
+    #[serde(with = "CauseName")]
+    pub cause: Cause,
     pub requested_bytes: u64,
     pub site: Option<Site>,
     pub summary: String,
+}
+
+/// [`Cause`] by its JSON name (`snake_case`, as the analysis writes it), both ways: `Cause`
+/// itself only serializes. The `match` serde derives for `serialize` is exhaustive, so a new
+/// cause is a compile error here until it is named.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Cause", rename_all = "snake_case")]
+enum CauseName {
+    Fragmentation,
+    Capacity,
+    Leak,
+    RetainedAttempt,
+    Unknown,
 }
 
 /// One leak finding (from the analysis' `leaks[]`).
@@ -114,9 +130,9 @@ pub struct InputSummary {
     /// The path as given on the command line.
     pub path: String,
     /// `snapshot` or `trace`.
-    pub kind: String,
+    pub kind: CaptureKind,
     /// The analysis' verdict kind (`ok`, `oom_leak`, ...).
-    pub verdict: String,
+    pub verdict: VerdictKind,
     pub devices: Vec<DeviceSummary>,
     #[serde(default)]
     pub ooms: Vec<OomSummary>,
@@ -348,25 +364,16 @@ impl Baseline {
     }
 
     /// Parses a baseline document, refusing other schemas with a message that says which.
-    pub fn from_json(text: &str) -> Result<Baseline, String> {
+    pub fn from_json(text: &str) -> Result<Baseline, BaselineError> {
         let mut v: Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON ({})", no_echo(&e)))?;
+            serde_json::from_str(text).map_err(|e| BaselineError::NotJson { what: no_echo(&e) })?;
         one_line_strings(&mut v);
         match v.get("schema").and_then(Value::as_str) {
             Some(BASELINE_SCHEMA) => {}
-            Some(_) => {
-                return Err(format!(
-                    "its schema is not {BASELINE_SCHEMA:?} (write one with `memscope baseline`)"
-                ))
-            }
-            None => {
-                return Err(format!(
-                    "no \"schema\" field: not a memscope baseline ({BASELINE_SCHEMA})"
-                ))
-            }
+            Some(_) => return Err(BaselineError::OtherSchema),
+            None => return Err(BaselineError::NoSchema),
         }
-        serde_json::from_value(v)
-            .map_err(|e| format!("malformed {BASELINE_SCHEMA} document: {}", no_echo(&e)))
+        serde_json::from_value(v).map_err(|e| BaselineError::Malformed { what: no_echo(&e) })
     }
 
     /// The baseline entry to compare input `i` of `n` against: the same index when the
@@ -381,6 +388,22 @@ impl Baseline {
             .find(|b| b.file_name() == file_name)
             .or_else(|| (self.inputs.len() == 1).then(|| &self.inputs[0]))
     }
+}
+
+/// Why a file is not a usable `memscope.baseline/1` document. The messages never quote the
+/// document: a baseline path may name any file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BaselineError {
+    /// What went wrong, in words that never quote the document.
+    #[error("not JSON ({what})")]
+    NotJson { what: String },
+    #[error("its schema is not {BASELINE_SCHEMA:?} (write one with `memscope baseline`)")]
+    OtherSchema,
+    #[error("no \"schema\" field: not a memscope baseline ({BASELINE_SCHEMA})")]
+    NoSchema,
+    /// JSON of the schema, with a field missing or of the wrong type.
+    #[error("malformed {BASELINE_SCHEMA} document: {what}")]
+    Malformed { what: String },
 }
 
 /// What went wrong in a JSON document, without quoting it: serde's messages quote the values
@@ -450,6 +473,50 @@ mod tests {
             steps: 0,
             min_steps: 3,
             reason: Some(reason),
+        }
+    }
+
+    /// The summary's kinds are the analysis' enums, under the names summaries have always
+    /// had (`memscope.baseline/1` files stay byte-identical, and old ones load).
+    #[test]
+    fn kinds_keep_their_names_both_ways() {
+        for (cause, name) in [
+            (Cause::Fragmentation, "fragmentation"),
+            (Cause::Capacity, "capacity"),
+            (Cause::Leak, "leak"),
+            (Cause::RetainedAttempt, "retained_attempt"),
+            (Cause::Unknown, "unknown"),
+        ] {
+            assert_eq!(cause.name(), name);
+            let o = OomSummary {
+                device: "cuda:0".into(),
+                cause,
+                requested_bytes: 1,
+                site: None,
+                summary: String::new(),
+            };
+            let v = serde_json::to_value(&o).unwrap();
+            assert_eq!(v["cause"], name);
+            assert_eq!(v["cause"], serde_json::to_value(cause).unwrap());
+            assert_eq!(serde_json::from_value::<OomSummary>(v).unwrap(), o);
+        }
+        for v in [
+            VerdictKind::OomFragmentation,
+            VerdictKind::OomCapacity,
+            VerdictKind::OomLeak,
+            VerdictKind::OomRetainedAttempt,
+            VerdictKind::OomUnknown,
+            VerdictKind::Leak,
+            VerdictKind::GraphGrowth,
+            VerdictKind::Ok,
+            VerdictKind::Unjudged,
+        ] {
+            let j = serde_json::to_value(v).unwrap();
+            assert_eq!(j, v.id());
+            assert_eq!(serde_json::from_value::<VerdictKind>(j).unwrap(), v);
+        }
+        for k in [CaptureKind::Snapshot, CaptureKind::Trace] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
         }
     }
 

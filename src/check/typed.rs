@@ -11,20 +11,9 @@ use super::summary::{
     DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
     RankSource, SiteBytes, StepSummary, Unjudged,
 };
-use crate::analysis::oom::Cause;
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{Analysis, CountedFrom, LeakJudgement, NotJudged};
-
-fn cause_id(c: Cause) -> &'static str {
-    match c {
-        Cause::Fragmentation => "fragmentation",
-        Cause::Capacity => "capacity",
-        Cause::Leak => "leak",
-        Cause::RetainedAttempt => "retained_attempt",
-        Cause::Unknown => "unknown",
-    }
-}
 
 fn unjudged(r: NotJudged) -> Unjudged {
     match r {
@@ -169,7 +158,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         for o in &d.ooms {
             ooms.push(OomSummary {
                 device: label(d.device),
-                cause: cause_id(o.cause).to_owned(),
+                cause: o.cause,
                 requested_bytes: o.rounded_bytes.max(o.requested_bytes),
                 site: o.site.clone(),
                 summary: o.summary.clone(),
@@ -243,8 +232,8 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         });
     InputSummary {
         path: a.input.path.clone(),
-        kind: a.input.kind.name().to_owned(),
-        verdict: a.verdict.kind.id().to_owned(),
+        kind: a.input.kind,
+        verdict: a.verdict.kind,
         devices,
         ooms,
         leaks: Some(leaks),

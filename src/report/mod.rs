@@ -5,9 +5,6 @@
 
 pub mod chart;
 pub mod check;
-pub mod check_github;
-pub mod check_junit;
-pub mod check_text;
 pub use crate::escape;
 pub mod flamegraph;
 pub mod html;

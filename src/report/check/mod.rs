@@ -1,15 +1,33 @@
-//! Views of check results and diffs: the [`CheckFormat`] and [`DiffFormat`] traits, the
-//! counterparts of [`Format`](super::Format) for [`CheckReport`] and [`Diff`].
+//! Views of check results and diffs: one family, the [`CheckFormat`] and [`DiffFormat`]
+//! traits (the counterparts of [`Format`](super::Format) for [`CheckReport`] and [`Diff`]),
+//! one file per output:
 //!
-//! Formats: human text ([`super::check_text`]), JSON ([`CheckJson`], schema
-//! `memscope.check/2`), JUnit XML ([`super::check_junit`]), GitHub Actions annotations and a
-//! step-summary Markdown table ([`super::check_github`]).
+//! - [`text`]: human text of `check` ([`CheckText`]) and `diff` ([`DiffText`]);
+//! - [`markdown`]: `diff --format markdown`, for `$GITHUB_STEP_SUMMARY` ([`DiffMarkdown`]);
+//! - [`json`]: `memscope.check/2` ([`CheckJson`]) and `memscope.diff/1` ([`DiffJson`]);
+//! - [`junit`]: JUnit XML ([`Junit`]);
+//! - [`github`]: GitHub Actions annotations ([`GithubAnnotations`]) and a step-summary
+//!   Markdown table ([`GithubSummary`]).
+//!
+//! A new format is one file implementing a trait, and its `mod`/`pub use` lines here.
 
 use std::io::{self, Write};
 
 use super::Options;
 use crate::check::diff::Diff;
 use crate::check::CheckReport;
+
+pub mod github;
+pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod text;
+
+pub use github::{GithubAnnotations, GithubSummary};
+pub use json::{CheckJson, DiffJson};
+pub use junit::Junit;
+pub use markdown::DiffMarkdown;
+pub use text::{CheckText, DiffText};
 
 /// One output format of `memscope check`.
 pub trait CheckFormat {
@@ -35,24 +53,4 @@ pub fn diff_to_string(f: &dyn DiffFormat, diff: &Diff, opts: &Options) -> String
     f.render(diff, opts, &mut v)
         .expect("writing to a Vec cannot fail");
     String::from_utf8(v).expect("formats write UTF-8")
-}
-
-/// `memscope.check/2`, pretty-printed.
-pub struct CheckJson;
-
-impl CheckFormat for CheckJson {
-    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
-        writeln!(out)
-    }
-}
-
-/// `memscope.diff/1`, pretty-printed.
-pub struct DiffJson;
-
-impl DiffFormat for DiffJson {
-    fn render(&self, diff: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::from)?;
-        writeln!(out)
-    }
 }

@@ -12,17 +12,17 @@
 
 use std::io::{self, Write};
 
-use super::check::CheckFormat;
-use super::escape::md_code;
-use super::Options;
+use super::CheckFormat;
 use crate::check::paths::{PathMap, Target};
 use crate::check::{CheckReport, RuleResult, Status};
+use crate::report::escape::{self, md_code};
+use crate::report::Options;
 
 /// GitHub shows at most 10 error annotations per step; more are dropped by the runner.
 pub const MAX_ANNOTATIONS: usize = 10;
 
-/// Escapes a workflow command's message and property (the rules are in [`super::escape`]).
-pub use super::escape::{gh_data as escape_data, gh_property as escape_property};
+/// Escapes a workflow command's message and property (the rules are in [`escape`]).
+pub use crate::report::escape::{gh_data as escape_data, gh_property as escape_property};
 
 /// `::error` annotations for the failed rules (stderr in the binary). The default map takes
 /// recorded paths as they are (library files are still left out).
@@ -49,7 +49,7 @@ impl CheckFormat for GithubAnnotations {
         for (file, r) in failed.iter().take(MAX_ANNOTATIONS) {
             let mut props = Vec::new();
             let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
-            let mut title = format!("memscope {}: {name}", r.rule);
+            let mut title = format!("memscope {}: {name}", r.rule.name());
             let mut message = annotation_message(r);
             if let Some(s) = r.site.as_ref().filter(|s| !crate::check::is_native(s)) {
                 match self.paths.target(&s.file) {
@@ -95,11 +95,11 @@ impl CheckFormat for GithubAnnotations {
 /// The Markdown job summary (appended to `$GITHUB_STEP_SUMMARY` in the binary).
 pub struct GithubSummary;
 
-/// Text for a Markdown table cell: each line escaped by [`super::escape::md_text`] (nothing
+/// Text for a Markdown table cell: each line escaped by [`escape::md_text`] (nothing
 /// renders: no HTML, link, image or emphasis from a capture), the lines joined by `<br>`.
 fn cell(s: &str) -> String {
     s.split('\n')
-        .map(super::escape::md_text)
+        .map(escape::md_text)
         .collect::<Vec<_>>()
         .join("<br>")
 }
@@ -147,7 +147,7 @@ impl CheckFormat for GithubSummary {
                 out,
                 "| {} | {} | {result} | {} | {} | {site} | {} |",
                 cell(file),
-                r.rule,
+                r.rule.name(),
                 cell(&r.measured_text()),
                 cell(&r.limit_text()),
                 cell(&details)

@@ -3,11 +3,11 @@
 
 use std::io::{self, Write};
 
-use super::check::{CheckFormat, DiffFormat};
-use super::style::Style;
-use super::Options;
+use super::{CheckFormat, DiffFormat};
 use crate::check::diff::{Diff, Presence, SiteChange};
 use crate::check::{CheckReport, RuleResult, Status};
+use crate::report::style::Style;
+use crate::report::Options;
 use crate::units::bytes;
 
 pub struct CheckText;
@@ -25,7 +25,7 @@ fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()>
         out,
         "  {} {:<26} {}",
         status(st, r.status),
-        r.rule,
+        r.rule.name(),
         r.message
     )?;
     if r.status == Status::Fail {
@@ -154,23 +154,6 @@ impl CheckFormat for CheckText {
 }
 
 pub struct DiffText;
-
-/// `memscope diff --format markdown`, for `$GITHUB_STEP_SUMMARY`: a heading, then the text
-/// diff (no colour, through the terminal boundary) in a code block fenced longer than any
-/// backtick run inside it, so nothing a capture names can render (no HTML, image or link).
-pub struct DiffMarkdown;
-
-impl DiffFormat for DiffMarkdown {
-    fn render(&self, d: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        let mut t = super::escape::TermWriter::new(Vec::new(), false);
-        DiffText.render(d, &Options::default(), &mut t)?;
-        t.flush()?;
-        let text = String::from_utf8_lossy(&t.into_inner()).into_owned();
-        writeln!(out, "### memscope diff")?;
-        writeln!(out)?;
-        write!(out, "{}", super::escape::md_fence(&text))
-    }
-}
 
 const SHOWN: usize = 8;
 

@@ -4,14 +4,14 @@
 
 use std::io::{self, Write};
 
-use super::check::CheckFormat;
-use super::Options;
+use super::CheckFormat;
 use crate::check::{CheckReport, RuleResult, Status};
+use crate::report::Options;
 
 pub struct Junit;
 
-/// Escapes text for XML (the one rule is [`super::escape::xml`]).
-pub use super::escape::xml as xml_escape;
+/// Escapes text for XML (the one rule is [`crate::report::escape::xml`]).
+pub use crate::report::escape::xml as xml_escape;
 
 /// A testcase's classname: the input's file name, its dots as `_` (`leak_oom_pickle`). JUnit
 /// viewers read a classname's dots as packages, so `memscope.check./runs/a.pickle` became a tree
@@ -42,7 +42,7 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
     write!(
         out,
         "    <testcase name=\"{}\" classname=\"{}\"",
-        xml_escape(r.rule),
+        xml_escape(r.rule.name()),
         xml_escape(classname)
     )?;
     // A native frame has no file; a trace's line is not the statement's: never a wrong line.
@@ -83,7 +83,7 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
                 out,
                 "      <failure message=\"{}\" type=\"{}\">{}</failure>",
                 xml_escape(&r.message),
-                xml_escape(r.rule),
+                xml_escape(r.rule.name()),
                 xml_escape(&body)
             )?;
             writeln!(out, "    </testcase>")

@@ -1,0 +1,90 @@
+//! `leak` (`--fail-on leak`): memory that grows with the steps.
+//!
+//! - **Detects**: a leak finding of the analysis (alive at the end, or released only after the
+//!   loop that grew it: its peak still grows with the number of steps), or an OOM caused by a
+//!   leak. Measures the number of findings, held to 0.
+//! - **Cannot judge (SKIP)**: a capture that cannot support a leak judgement (no allocation
+//!   history, one pass, a decoding loop, too few steps, no memory events, CPU memory only),
+//!   with the reason: never a PASS it did not earn.
+//! - **Evidence**: the largest finding (by growth per step): its kind, line, growth, steps and
+//!   live bytes, what keeps it alive, the analysis' explanation.
+//! - **Fix**: the finding's own fix (`.item()` on an accumulated loss, `detach()` what a hook
+//!   caches, ...), printed as the last evidence line.
+
+use super::{leak_evidence, leaks_judged, lines_known, Measurable, Rule, RuleId};
+use crate::analysis::oom::Cause;
+use crate::check::summary::InputSummary;
+use crate::check::{RuleResult, Unit};
+use crate::units;
+
+pub struct LeakRule;
+
+impl Rule for LeakRule {
+    fn id(&self) -> RuleId {
+        RuleId::Leak
+    }
+    fn measurable(&self, s: &InputSummary) -> Measurable {
+        match leaks_judged(s) {
+            Ok(_) => Measurable::Yes,
+            Err(why) => Measurable::Nothing(why.to_string()),
+        }
+    }
+    fn apply(&self, s: &InputSummary) -> RuleResult {
+        if let Some(o) = s.ooms.iter().rev().find(|o| o.cause == Cause::Leak) {
+            if s.leaks.as_ref().is_none_or(Vec::is_empty) {
+                let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, 1.0, 0.0, "leaks:");
+                r.message = format!("the OOM on {} was caused by a leak", o.device);
+                r.site = o.site.clone();
+                r.evidence.push(o.summary.clone());
+                return r;
+            }
+        }
+        let leaks = match leaks_judged(s) {
+            Ok(l) => l,
+            Err(why) => return RuleResult::skip(RuleId::Leak, Unit::Count, why),
+        };
+        let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, leaks.len() as f64, 0.0, "leaks:");
+        let worst = leaks
+            .iter()
+            .max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
+        match worst {
+            Some(l) => {
+                // An accumulation freed only after its loop fails too: its peak grows with the
+                // number of steps, so a longer run runs out of memory (docs/how-it-decides.md).
+                let released = leaks.iter().filter(|l| l.extent.released()).count();
+                let also = match released {
+                    0 => String::new(),
+                    n => format!(
+                        " ({n} released only after its loop ended: the peak still grows with the steps)"
+                    ),
+                };
+                let live = if l.extent.released() {
+                    format!(
+                        "{} at its peak, {}",
+                        units::bytes(l.live_bytes),
+                        l.extent.label()
+                    )
+                } else {
+                    format!("{} live", units::bytes(l.live_bytes))
+                };
+                r.message = format!(
+                    "{} leak finding{}{also}; the largest ({}) grows {}/step over {} steps, {live}",
+                    leaks.len(),
+                    if leaks.len() == 1 { "" } else { "s" },
+                    l.kind,
+                    units::bytes(l.growth_bytes_per_step.round() as u64),
+                    l.steps,
+                );
+                r.site = l.site.clone();
+                leak_evidence(l, lines_known(s), &mut r.evidence);
+            }
+            None => {
+                r.message = match &s.leak_judgement {
+                    Some(j) => format!("no leak found over {} steps", j.steps),
+                    None => "no leak found".into(),
+                }
+            }
+        }
+        r
+    }
+}

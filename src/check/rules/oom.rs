@@ -1,0 +1,65 @@
+//! `oom` (`--fail-on oom`): the capture recorded an out-of-memory error.
+//!
+//! - **Detects**: any OOM the capture recorded (a snapshot's allocation history, a trace's
+//!   memory events). Measures the OOM count, held to 0.
+//! - **Cannot judge (SKIP)**: a capture without OOMs that could not have recorded one (a
+//!   snapshot without allocation history, a trace without memory events or with CPU memory
+//!   only), where "no OOM recorded" is no evidence that none happened.
+//! - **Evidence**: the last OOM (the one that ended the run): its device, request and cause,
+//!   its line, and the analysis' summary of it.
+//! - **Fix**: the remedies `memscope analyze` gives for the cause: fix what keeps tensors
+//!   alive (leak), `expandable_segments` (fragmentation), a smaller batch, checkpointing or
+//!   mixed precision (capacity), leaving the `except` block before retrying (retained attempt).
+
+use super::{skip_unless, Measurable, Rule, RuleId};
+use crate::check::summary::InputSummary;
+use crate::check::{RuleResult, Unit};
+use crate::units;
+
+pub struct OomRule;
+
+/// Whether `s` could have recorded an OOM: `Nothing(why)` for a capture without OOMs that
+/// could not have recorded one (a snapshot without allocation history, a trace without
+/// memory events), where "no OOM recorded" is no evidence that none happened. Shared with
+/// [`super::fragmentation`].
+pub(super) fn oom_measurable(s: &InputSummary) -> Measurable {
+    let why = s
+        .ooms
+        .is_empty()
+        .then(|| s.leak_judgement.as_ref()?.why_no_oom_record())
+        .flatten();
+    match why {
+        Some(why) => Measurable::Nothing(format!("OOMs not judged: {why}")),
+        None => Measurable::Yes,
+    }
+}
+
+impl Rule for OomRule {
+    fn id(&self) -> RuleId {
+        RuleId::Oom
+    }
+    fn measurable(&self, s: &InputSummary) -> Measurable {
+        oom_measurable(s)
+    }
+    fn apply(&self, s: &InputSummary) -> RuleResult {
+        if let Some(r) = skip_unless(self, Unit::Count, s) {
+            return r;
+        }
+        let n = s.ooms.len();
+        let mut r = RuleResult::limit(RuleId::Oom, Unit::Count, n as f64, 0.0, "OOMs:");
+        if let Some(o) = s.ooms.last() {
+            r.message = format!(
+                "{n} OOM{} recorded; the last requested {} on {}, cause: {}",
+                if n == 1 { "" } else { "s" },
+                units::bytes(o.requested_bytes),
+                o.device,
+                o.cause.name()
+            );
+            r.site = o.site.clone();
+            r.evidence.push(o.summary.clone());
+        } else {
+            r.message = "no OOM recorded".into();
+        }
+        r
+    }
+}

@@ -1,0 +1,29 @@
+//! JSON of `memscope check` (`memscope.check/2`) and `memscope diff` (`memscope.diff/1`):
+//! the documents' own `Serialize`, pretty-printed.
+
+use std::io::{self, Write};
+
+use super::{CheckFormat, DiffFormat};
+use crate::check::diff::Diff;
+use crate::check::CheckReport;
+use crate::report::Options;
+
+/// `memscope.check/2`, pretty-printed.
+pub struct CheckJson;
+
+impl CheckFormat for CheckJson {
+    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
+        writeln!(out)
+    }
+}
+
+/// `memscope.diff/1`, pretty-printed.
+pub struct DiffJson;
+
+impl DiffFormat for DiffJson {
+    fn render(&self, diff: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::from)?;
+        writeln!(out)
+    }
+}
