@@ -1,49 +1,42 @@
 //! Everything the user can ask for, as values: keys and the mouse map to these (in `input`),
-//! and the app and its components act on them; and what a component asks of the app in return
-//! ([`Effect`]), with what it knows of the app ([`Ctx`]). Depends only on [`super::data`]'s
-//! [`Jump`](super::data::Jump).
+//! and the app and its views act on them; what a view asks of the app in return ([`Effect`]),
+//! and what it knows of the app ([`Ctx`]). Depends only on [`super::data`] (`Jump`, `Marker`)
+//! and [`super::layout`] (`Window`).
 
-/// The views, in tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Overview,
-    Timeline,
-    Map,
-    Sites,
-    Leaks,
-    /// Traces: the profiler steps with their memory, and the ops inside one.
-    Steps,
-    /// Traces: autograd-graph growth.
-    Graph,
+use std::fmt;
+
+use ratatui::layout::Rect;
+
+use super::data::{Jump, Marker};
+use super::layout::Window;
+
+/// A view: one tab of a capture's mode, named by its title.
+///
+/// The app knows two views by name: the overview it opens on and the timeline that an event
+/// jump lands on. Every other view names itself in its own file under [`super::views`]
+/// (`impl View { pub const Map: View = ... }`), so that a new view is one file and its
+/// registration; the consts keep the names of the enum this replaced (`View::Map`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct View(&'static str);
+
+#[allow(non_upper_case_globals)]
+impl View {
+    pub const Overview: View = View::new("Overview");
+    pub const Timeline: View = View::new("Timeline");
+
+    /// The view titled `title` (its tab's label).
+    pub const fn new(title: &'static str) -> View {
+        View(title)
+    }
+
+    pub fn title(self) -> &'static str {
+        self.0
+    }
 }
 
-impl View {
-    /// A snapshot's views, in tab order.
-    pub const ALL: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Map,
-        View::Sites,
-        View::Leaks,
-    ];
-    /// A trace's views, in tab order.
-    pub const TRACE: [View; 5] = [
-        View::Overview,
-        View::Timeline,
-        View::Steps,
-        View::Graph,
-        View::Leaks,
-    ];
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "Overview",
-            View::Timeline => "Timeline",
-            View::Map => "Allocator map",
-            View::Sites => "Sites",
-            View::Leaks => "Leaks",
-            View::Steps => "Steps",
-            View::Graph => "Graph",
-        }
+impl fmt::Debug for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
     }
 }
 
@@ -128,6 +121,16 @@ pub fn cycle(from: usize, n: usize, forward: bool, hit: impl Fn(usize) -> bool) 
         .find(|&i| hit(i))
 }
 
+/// What the status line says after a search for `query` in a view's list: the query, or that
+/// nothing matches it.
+pub fn found(query: &str, hit: bool) -> Effect {
+    Effect::Message(if hit {
+        format!("/{query}")
+    } else {
+        format!("/{query}: no match")
+    })
+}
+
 /// `n`/`N` on the timeline: the next (or previous) event after `cur`, among the first `n`,
 /// that `hit` accepts, as a cursor move; `what` names what was searched for when none does.
 pub fn find_event(
@@ -149,26 +152,52 @@ pub fn find_event(
     }
 }
 
-/// What the app does after a component handled a key.
+/// `]`/`[` (and `↓`/`↑` on the timeline): the cursor to the next (or previous) of `markers`.
+pub fn next_marker(markers: &[Marker], cursor: Option<usize>, forward: bool) -> Effect {
+    let cur = cursor.unwrap_or(0);
+    let t = if forward {
+        markers.iter().find(|m| m.event > cur)
+    } else {
+        markers.iter().rev().find(|m| m.event < cur)
+    };
+    match t.map(|m| m.event) {
+        Some(e) => Effect::Move(e),
+        None => Effect::Message("no further marker".into()),
+    }
+}
+
+/// What the app does after a view handled a key.
 #[derive(Debug, PartialEq)]
 pub enum Effect {
     None,
     Message(String),
-    Jump(super::data::Jump),
+    Jump(Jump),
     /// The event on the timeline (a step back in the history), then the message if any.
     Event(usize, Option<String>),
     /// The cursor moves there (no history), and the message.
     Cursor(usize, String),
+    /// The cursor moves there (no history, nothing said): the timeline's moves.
+    Move(usize),
+    /// The timeline of the device shown looks at this window (its zoom).
+    Window(Window),
     /// The view is shown (a step back in the history).
     Show(View),
 }
 
-/// What the app's components need to know of it: the view shown, the device, the timeline
-/// cursor, a page's rows.
+/// What a view knows of the app: the view shown, the device, the timeline's cursor and window
+/// and how it is drawn, a page's rows, and where the views are drawn.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
     pub view: View,
     pub dev: usize,
     pub cursor: Option<usize>,
     pub page: usize,
+    pub window: Window,
+    /// The timeline's x axis is time.
+    pub by_time: bool,
+    /// The timeline draws reserved memory behind the allocated curve.
+    pub reserved_shown: bool,
+    /// The views' area on the screen (below the tabs, above the status line): clicks map back
+    /// to what was drawn there.
+    pub body: Rect,
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::analysis::replay::Timeline;
 use crate::analysis::steps::StepSource;
 use crate::analysis::{self, Analysis};
-use crate::model::{Device, Snapshot};
+use crate::model::{Device, Snapshot, StackId};
 use crate::units::bytes;
 
 /// What a marker on the timeline stands for.
@@ -44,6 +44,9 @@ pub enum Jump {
         dev: usize,
         label: String,
     },
+    /// A stack in the sites view, at the cursor: its site opened and its row selected (the
+    /// allocator map's `Enter` on a block).
+    Stack(StackId),
     /// A finding of the trace's autograd graph section (`graph.growth[i]`).
     Graph(usize),
     /// A leak of the report (`leaks[i]`): its evidence in the leaks view.
@@ -60,7 +63,33 @@ pub enum Jump {
         op: Option<String>,
         live: bool,
     },
+    /// The ops of trace step `step` with the op that made event `event` of device `dev`
+    /// selected, and that event in its list (the trace timeline's `Enter`).
+    OpOfEvent {
+        dev: usize,
+        step: usize,
+        event: usize,
+    },
     None,
+}
+
+impl Jump {
+    /// The device the jump shows, where it names one.
+    pub fn dev(&self) -> Option<usize> {
+        match self {
+            Jump::Event { dev, .. }
+            | Jump::Site { dev, .. }
+            | Jump::Steps { dev }
+            | Jump::StepOps { dev, .. }
+            | Jump::OpOfEvent { dev, .. } => Some(*dev),
+            Jump::Stack(_) | Jump::Graph(_) | Jump::Leak(_) | Jump::None => None,
+        }
+    }
+
+    /// Whether the cursor goes to the end of the log first: a site is what is held at the end.
+    pub fn at_end(&self) -> bool {
+        matches!(self, Jump::Site { .. })
+    }
 }
 
 /// One selectable line of the overview.

@@ -1,7 +1,8 @@
-//! The help overlay: the keys of the capture's mode (a snapshot's views differ from a trace's),
-//! the allocator map's legend for a snapshot, as a popup that scrolls when the terminal is
-//! smaller than it (at 40x12 it holds a third of the keys). A component: it owns whether it is
-//! open and how far it is scrolled, takes its keys while open, and draws itself.
+//! The help overlay: the keys of the capture's mode (a snapshot's views differ from a trace's,
+//! so each kind of capture names its [`Page`]), the allocator map's legend for a snapshot, as a
+//! popup that scrolls when the terminal is smaller than it (at 40x12 it holds a third of the
+//! keys). A component: it owns whether it is open and how far it is scrolled, takes its keys
+//! while open, and draws itself.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -27,8 +28,8 @@ impl Help {
     }
 
     /// A key while open, on a `w`x`h` screen: the scrolling keys scroll, any other closes.
-    pub fn handle(&mut self, a: Action, trace: bool, w: u16, h: u16) {
-        let (total, shown) = extent(trace, w, h);
+    pub fn handle(&mut self, a: Action, page: &Page, w: u16, h: u16) {
+        let (total, shown) = extent(page, w, h);
         let last = total.saturating_sub(shown);
         let page = shown.max(1);
         self.scroll = match a {
@@ -48,7 +49,30 @@ impl Help {
 }
 
 /// (key, what it does).
-type Keys = &'static [(&'static str, &'static str)];
+pub type Keys = &'static [(&'static str, &'static str)];
+
+/// The help of one kind of capture: its first line, then its sections (a heading or none, and
+/// the keys).
+pub struct Page {
+    pub title: &'static str,
+    pub sections: &'static [(Option<&'static str>, Keys)],
+}
+
+/// A snapshot's keys, and the allocator map's labels.
+pub static SNAPSHOT_HELP: Page = Page {
+    title: "memscope TUI: a snapshot's keys",
+    sections: &[
+        (None, COMMON_TOP),
+        (None, SNAPSHOT),
+        (Some("the allocator map's segment labels:"), MAP_LEGEND),
+    ],
+};
+
+/// A profiler trace's keys.
+pub static TRACE_HELP: Page = Page {
+    title: "memscope TUI: a profiler trace's keys",
+    sections: &[(None, COMMON_TOP), (None, TRACE)],
+};
 
 const COMMON_TOP: Keys = &[
     ("q, Ctrl-C", "quit"),
@@ -121,12 +145,8 @@ const TRACE: Keys = &[
 const KEY_W: usize = 10;
 
 /// The help's lines, wrapped to `w` cells: keys beside what they do, or above it when narrow.
-pub fn lines(trace: bool, w: usize) -> Vec<String> {
-    let mut out = vec![if trace {
-        "memscope TUI: a profiler trace's keys".to_owned()
-    } else {
-        "memscope TUI: a snapshot's keys".to_owned()
-    }];
+pub fn lines(page: &Page, w: usize) -> Vec<String> {
+    let mut out = vec![page.title.to_owned()];
     let section = |title: Option<&str>, keys: Keys, out: &mut Vec<String>| {
         if let Some(t) = title {
             out.push(String::new());
@@ -148,16 +168,8 @@ pub fn lines(trace: bool, w: usize) -> Vec<String> {
             }
         }
     };
-    section(None, COMMON_TOP, &mut out);
-    if trace {
-        section(None, TRACE, &mut out);
-    } else {
-        section(None, SNAPSHOT, &mut out);
-        section(
-            Some("the allocator map's segment labels:"),
-            MAP_LEGEND,
-            &mut out,
-        );
+    for (title, keys) in page.sections {
+        section(*title, keys, &mut out);
     }
     out
 }
@@ -170,9 +182,9 @@ fn popup(w: u16, h: u16, total: usize) -> Rect {
 }
 
 /// (lines in all, lines shown) on a `w`x`h` screen.
-fn extent(trace: bool, w: u16, h: u16) -> (usize, usize) {
+fn extent(page: &Page, w: u16, h: u16) -> (usize, usize) {
     let inner = 86.min(w).saturating_sub(2) as usize;
-    let total = lines(trace, inner).len();
+    let total = lines(page, inner).len();
     let shown = popup(w, h, total).height.saturating_sub(2) as usize;
     (total, shown)
 }
@@ -180,13 +192,13 @@ fn extent(trace: bool, w: u16, h: u16) -> (usize, usize) {
 /// The help popup, centred on the area it is given.
 pub struct HelpView {
     pub help: Help,
-    pub trace: bool,
+    pub page: &'static Page,
 }
 
 impl Widget for HelpView {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let inner = 86.min(area.width).saturating_sub(2) as usize;
-        let all = lines(self.trace, inner);
+        let all = lines(self.page, inner);
         let p = popup(area.width, area.height, all.len());
         let r = Rect::new(area.x + p.x, area.y + p.y, p.width, p.height);
         let shown = r.height.saturating_sub(2) as usize;

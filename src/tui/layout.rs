@@ -80,17 +80,6 @@ pub fn ops_list_area(body: Rect) -> Rect {
     )
 }
 
-/// What a timeline shows of the app: the device, its cursor and window, whether the axis is
-/// time, whether the reserved curve is drawn.
-#[derive(Clone, Copy, Debug)]
-pub struct TimelineAt {
-    pub dev: usize,
-    pub cursor: Option<usize>,
-    pub window: Window,
-    pub by_time: bool,
-    pub reserved_shown: bool,
-}
-
 /// The sites tree's rows in the body: below its summary line and its column headers.
 pub fn sites_list_area(body: Rect) -> Rect {
     let top = 2.min(body.height);

@@ -1,9 +1,13 @@
-//! What `memscope tui FILE` opened, loaded and analysed: the capture's kind decides the views.
+//! What `memscope tui FILE` opened, loaded and analysed: the capture's kind decides the mode,
+//! that is which views it has ([`Loaded::into_mode`]); after that the app never asks the kind.
 
 use std::path::Path;
 
 use super::data::Data;
+use super::mode::{CaptureMode, Mode};
+use super::snapshot_mode::Snap;
 use super::trace::TraceData;
+use super::views;
 use crate::load::{self, Capture, LoadError};
 
 /// What `memscope tui FILE` opened: a snapshot or a profiler trace.
@@ -33,5 +37,13 @@ impl Loaded {
             Capture::Snapshot(s) => Loaded::Snapshot(Data::from_snapshot(path, s, file_len)),
             Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
         })
+    }
+
+    /// The capture with its kind's views.
+    pub fn into_mode(self) -> Box<dyn CaptureMode> {
+        match self {
+            Loaded::Snapshot(d) => Box::new(Mode::new(Snap::new(d), views::snapshot())),
+            Loaded::Trace(t) => Box::new(Mode::new(t, views::trace())),
+        }
     }
 }

@@ -1,19 +1,19 @@
 //! `memscope tui FILE`: browse a capture interactively.
 //!
 //! The split is the usual one for testable TUIs: [`input`] turns terminal events into
-//! [`Action`]s, [`App::apply`] is the only thing that changes state, and the views are widgets
-//! over `&App`. Only [`run`] touches a real terminal, so the whole app can be driven and
-//! rendered in tests on a `TestBackend`.
+//! [`Action`]s, [`App::apply`] is the only thing that changes state, and each view draws its
+//! own state and the capture into a buffer. Only [`run`] touches a real terminal, so the whole
+//! app can be driven and rendered in tests on a `TestBackend`.
 //!
-//! The app holds what every capture has (view, device, timeline cursors, history, overview,
-//! search, message) and a [`app::Mode`]: `Snapshot(SnapshotMode)` or `Trace(TraceMode)` (or
-//! still loading). Each mode owns its capture and its views' state (the structs of
-//! [`components`]); the app handles the global actions (quit, help, view switching, devices,
-//! markers, the timeline) and routes a view's keys, clicks and searches to the active mode,
-//! whose component answers with an [`action::Effect`] (jump, show an event, say something) that
-//! the app carries out. Each mode draws its views (`render_view`): each view is a widget over
-//! its component and the capture, never the app (the timelines also take what the app shows of
-//! them, a `layout::TimelineAt`).
+//! It is built the way gitui is. The app holds what every capture has (view, device, timeline
+//! cursors, history, search, message, help) and a [`mode::CaptureMode`]: the capture with its
+//! views, as a trait object, so the app never branches on the kind of capture. Each view is a
+//! component ([`component::Component`]), one file under [`views`], that owns its state, takes
+//! its keys, clicks and searches, and draws itself; it answers with an [`action::Effect`] (jump,
+//! move the cursor, say something) that the app carries out. What a view needs of the app comes
+//! as an [`action::Ctx`]; what it needs of the capture, and what the app needs of it (devices,
+//! events, markers, findings, status line, help), is the capture's [`capture::Capture`]. Which
+//! views a kind of capture has is a list in [`views`]: a new view is one file and one line there.
 //!
 //! Loading a large capture takes seconds, so it happens on a thread while the terminal already
 //! shows a loading screen and still answers `q`. The terminal is restored however the loop
@@ -23,45 +23,51 @@
 //! The modules form a graph without a circle; each uses only those below it:
 //!
 //! ```text
-//!   mod (run, events)
-//!    └ screen (tabs, status, help; the mode draws the view)
-//!       ├ views (snapshot: map, sites, leaks; SnapshotMode::render_view)
-//!       ├ trace_views (trace: timeline, steps, graph, leaks; TraceMode::render_view)
-//!       │    └ timeline (the snapshot's) · overview (both kinds): no app, over the capture
-//!       │         └ app (App: global state and actions, enum Mode, App::apply)
-//!       │              ├ snapshot_mode (SnapshotMode: snapshot, cursor cache, overview list, map/sites/leaks keys)
-//!       │              ├ trace_mode (TraceMode: trace, overview list, steps/graph/leaks keys)
-//!       │              │    └ (both modes) components (ListText, Steps, MapState, SitesState) ── layout, data (Jump)
-//!       │              │         └ action (View, Action, Effect, Ctx) ── data (Jump) · widgets
-//!       │              ├ input (keys → Action) ── action
-//!       │              └ loaded (the capture: a snapshot's Data or a TraceData)
-//!       │                   ├ data (snapshot: analysis, timelines, markers, findings)
-//!       │                   └ trace (trace: analysis, per-device series, steps' ops) ── data, sites
-//!       └ widgets (text pane, table, fitted lines) ── widgets::chart (memory chart, step bars)
-//!            └ layout (pure geometry) · data (markers)
-//!   sites (the live-memory tree) and layout depend on nothing in src/tui.
+//!   mod (run, events) ── input (keys → Action)
+//!    ├ inspect (the tests' read-only accessors: the capture, a view's state, by type)
+//!    └ screen (tabs, status line, help overlay; the view shown draws itself)
+//!       └ app (App: the global state and actions, over a Box<dyn CaptureMode>)
+//!          └ loaded (the capture a file holds → its mode)
+//!             ├ mode (trait CaptureMode; Mode<C>: a capture's views in tab order, each action
+//!             │       to its view) ── component · capture
+//!             └ views (each kind's views in tab order: the registration)
+//!                └ overview · timeline · map · sites · leaks · steps · graph: a component each
+//!                  (steps uses the timeline's alloc↔free; the timeline's Enter names the map)
+//!                   ├ component (trait Component<C>) · list (ListText)
+//!                   └ snapshot_mode (Snap: the snapshot, its state at the cursor; its Capture)
+//!                     trace_mode (the trace's Capture)
+//!                      └ capture (trait Capture) ── help (the keys, a page per kind)
+//!                         └ data (snapshot: analysis, timelines, markers, findings, Jump)
+//!                           trace (trace: analysis, per-device series, steps' ops) ── data · sites
+//!   Used throughout: action (View, Action, Effect, Ctx) ── data · layout; widgets (text pane,
+//!   table, fitted lines) ── widgets::chart (memory chart, step bars) ── data · layout;
+//!   overview_summary ── widgets. sites (the live-memory tree), layout and data depend on
+//!   nothing in src/tui.
 //! ```
 
 pub mod action;
 pub mod app;
-pub mod components;
+pub mod capture;
+pub mod component;
 pub mod data;
 pub mod help;
 pub mod input;
+pub mod inspect;
 pub mod layout;
+pub mod list;
 pub mod loaded;
-pub mod overview;
+pub mod mode;
 pub mod overview_summary;
 pub mod screen;
 pub mod sites;
-pub mod sites_view;
 pub mod snapshot_mode;
-pub mod timeline;
 pub mod trace;
 pub mod trace_mode;
-pub mod trace_views;
 pub mod views;
 pub mod widgets;
+
+/// The timeline's chart arithmetic, where it was before the views had a folder of their own.
+pub use views::timeline;
 
 use std::io::{self, Write};
 use std::path::Path;

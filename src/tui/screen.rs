@@ -1,15 +1,15 @@
-//! The screen: tab bar, the current view (drawn by the capture's mode), the status line, and
-//! the help overlay (drawn by [`super::help`]).
+//! The screen: tab bar, the current view (drawn by its component, through the capture's mode),
+//! the status line (the capture's account of the cursor), and the help overlay (drawn by
+//! [`super::help`]).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Widget;
 
-use super::app::{tab_label, App, Mode};
+use super::app::{tab_label, App};
 use super::help::HelpView;
 use super::layout::body;
-use super::trace_views;
 use super::widgets::{bold, dim, put};
 
 impl Widget for &App {
@@ -68,11 +68,9 @@ impl Widget for &App {
         }
         let b = body(area.width, area.height);
         let b = Rect::new(area.x + b.x, area.y + b.y, b.width, b.height);
-        // The mode draws its view.
-        match app.mode() {
-            Mode::Trace(tm) => tm.render_view(app, b, buf),
-            Mode::Snapshot(sm) => sm.render_view(app, b, buf),
-            Mode::Loading => {}
+        // The view shown draws itself.
+        if let Some(m) = app.mode() {
+            m.draw(&app.ctx(), b, buf);
         }
         StatusLine(app).render(
             Rect::new(area.x, area.y + area.height - 1, area.width, 1),
@@ -81,7 +79,7 @@ impl Widget for &App {
         if app.help() {
             HelpView {
                 help: app.help_state(),
-                trace: app.trace().is_some(),
+                page: app.help_page(),
             }
             .render(area, buf);
         }
@@ -111,36 +109,8 @@ impl Widget for StatusLine<'_> {
         } else {
             app.message().to_owned()
         };
-        if let Some(t) = app.trace() {
-            let file = t
-                .path
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let (devname, cur) = trace_views::trace_status(app, t);
-            let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
-            put(buf, area, 0, &s, st);
-            return;
-        }
-        let Some(data) = app.data() else { return };
-        let file = data
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let dev = data.snap.devices.get(app.dev());
-        let cur = match (app.cursor(), dev) {
-            (Some(c), Some(d)) => {
-                let t = data
-                    .rel_time_us(app.dev(), c)
-                    .map(|t| format!(" +{:.3}s", t as f64 / 1e6))
-                    .unwrap_or_default();
-                format!("event {c}/{}{t}", d.events.len().saturating_sub(1))
-            }
-            _ => "no events".to_owned(),
-        };
-        let devname = dev.map(|d| format!("cuda:{}", d.index)).unwrap_or_default();
-        let s = format!(" {file} │ {devname} │ {cur} │ {hint}");
+        let Some(m) = app.mode() else { return };
+        let s = format!("{} │ {hint}", m.capture().status(app.dev(), app.cursor()));
         put(buf, area, 0, &s, st);
     }
 }

@@ -198,6 +198,15 @@ impl TraceData {
         data
     }
 
+    /// The first and the last step's names, for a chart's axis across the steps.
+    pub fn step_names(&self) -> (&str, &str) {
+        let s = &self.trace.steps;
+        (
+            s.first().map(|x| x.name.as_str()).unwrap_or(""),
+            s.last().map(|x| x.name.as_str()).unwrap_or(""),
+        )
+    }
+
     /// Whether `site` is the line of a frame that was already running when profiling began.
     pub fn line_as_recorded(&self, site: Option<&Site>) -> bool {
         site.is_some_and(|s| self.preexisting_sites.binary_search(s).is_ok())
@@ -508,10 +517,18 @@ fn leak_series(d: &TraceData) -> Vec<(usize, Vec<u64>)> {
         .collect()
 }
 
-fn site_label(s: &Option<Site>) -> String {
+/// A user frame as `file.py:12 function` (nothing where there is none).
+pub fn site_text(s: &Option<Site>) -> String {
     s.as_ref()
         .map(|s| format!("{}:{} {}", super::sites::short(&s.file), s.line, s.function))
-        .unwrap_or_else(|| "(no user frame)".into())
+        .unwrap_or_default()
+}
+
+fn site_label(s: &Option<Site>) -> String {
+    match s {
+        Some(_) => site_text(s),
+        None => "(no user frame)".into(),
+    }
 }
 
 fn findings(d: &TraceData) -> Vec<Finding> {

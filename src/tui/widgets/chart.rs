@@ -193,11 +193,35 @@ fn axis_label(v: u64, from_start: Option<i64>) -> String {
     }
 }
 
+/// The chart's columns: the window of events each shows (equal spans of events, or of time).
+struct Columns {
+    window: Window,
+    cols: usize,
+    /// With a time axis: each column's range of events.
+    buckets: Option<Vec<(usize, usize)>>,
+}
+
+impl Columns {
+    /// Min and max of `s` in each column.
+    fn series(&self, s: &[u64]) -> Vec<(u64, u64)> {
+        match &self.buckets {
+            Some(b) => downsample_buckets(s, b),
+            None => downsample(s, self.window.lo, self.window.hi, self.cols),
+        }
+    }
+
+    /// The column showing event `ev`, if in the window.
+    fn of(&self, ev: usize) -> Option<usize> {
+        match &self.buckets {
+            Some(b) => column_of_bucket(ev, b),
+            None => column_of(ev, self.window.lo, self.window.hi, self.cols),
+        }
+    }
+}
+
 impl Widget for Chart<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let c = self;
-        let n = c.allocated.len();
-        let cur = c.cursor;
         let w = c.window;
         put(
             buf,
@@ -206,19 +230,56 @@ impl Widget for Chart<'_> {
             &c.header,
             Style::default().add_modifier(Modifier::BOLD),
         );
+        c.legend(area, buf);
+        let chart = chart_area(area);
+        if chart.width == 0 || chart.height == 0 {
+            return;
+        }
+        let cols = chart.width as usize;
+        let columns = Columns {
+            window: w,
+            cols,
+            buckets: c.times.map(|t| time_buckets(t, w.lo, w.hi, cols)),
+        };
+        let cur_col = columns.of(c.cursor);
+        c.plot(area, chart, &columns, cur_col, buf);
+        // Markers, one row under the chart; then the event axis, then what the cursor is on.
+        let my = chart.y + chart.height;
+        if my < area.y + area.height {
+            c.marker_row(area, chart, &columns, buf);
+        }
+        if my + 1 < area.y + area.height {
+            c.event_axis(chart, my + 1, cur_col, buf);
+        }
+        if my + 2 < area.y + area.height {
+            c.cursor_info(area, my + 2, buf);
+        }
+    }
+}
+
+impl Chart<'_> {
+    /// Whether the reserved curve is drawn (asked for, and recorded).
+    fn reserved_drawn(&self) -> bool {
+        self.reserved_shown && self.reserved.is_some()
+    }
+
+    /// Row 1: the curves' colours, the markers', the window.
+    fn legend(&self, area: Rect, buf: &mut Buffer) {
+        let c = self;
+        let w = c.window;
+        let n = c.allocated.len();
         let zoom = n as f64 / (w.hi - w.lo).max(1) as f64;
         let mut legend_items: Vec<(&str, Style)> =
             vec![("█ allocated ", Style::default().fg(Color::Green))];
         if c.active.is_some() {
             legend_items.push(("▒ active ", Style::default().fg(Color::Yellow)));
         }
-        let reserved_shown = c.reserved_shown && c.reserved.is_some();
         if c.reserved.is_none() {
             legend_items.push((
                 "reserved: not recorded  ",
                 Style::default().fg(Color::DarkGray),
             ));
-        } else if reserved_shown {
+        } else if c.reserved_drawn() {
             legend_items.push(("░ reserved (r hides)  ", Style::default().fg(Color::Blue)));
         } else {
             legend_items.push(("r: reserved  ", Style::default().fg(Color::Blue)));
@@ -235,24 +296,23 @@ impl Widget for Chart<'_> {
         };
         legend_items.push((&win, Style::default().fg(Color::DarkGray)));
         put_pieces(buf, area, 1, &legend_items);
+    }
 
-        let chart = chart_area(area);
-        if chart.width == 0 || chart.height == 0 {
-            return;
-        }
-        let cols = chart.width as usize;
-        let buckets = c.times.map(|t| time_buckets(t, w.lo, w.hi, cols));
-        let series = |s: &[u64]| match &buckets {
-            Some(b) => downsample_buckets(s, b),
-            None => downsample(s, w.lo, w.hi, cols),
-        };
-        let col_of = |ev: usize| match &buckets {
-            Some(b) => column_of_bucket(ev, b),
-            None => column_of(ev, w.lo, w.hi, cols),
-        };
-        let alloc = series(c.allocated);
-        let active = c.active.map(series);
-        let reserved = c.reserved.map(series);
+    /// The curves in `chart`, a column each (the cursor's reversed), and the y axis' labels
+    /// left of it.
+    fn plot(
+        &self,
+        area: Rect,
+        chart: Rect,
+        columns: &Columns,
+        cur_col: Option<usize>,
+        buf: &mut Buffer,
+    ) {
+        let c = self;
+        let reserved_shown = c.reserved_drawn();
+        let alloc = columns.series(c.allocated);
+        let active = c.active.map(|s| columns.series(s));
+        let reserved = c.reserved.map(|s| columns.series(s));
         let shown_max = active
             .iter()
             .flatten()
@@ -263,41 +323,18 @@ impl Widget for Chart<'_> {
             .unwrap_or(0)
             .max(1);
         let h = chart.height as u64;
-        // The data fills the chart; round ticks, about one every four rows, label it.
-        let step = tick_step(shown_max, (h / 4).max(1));
         let top = shown_max;
         let level = |v: u64| -> u64 { ((v as u128 * (h as u128 * 8)) / top as u128) as u64 };
-        let cur_col = col_of(cur);
-        for col in 0..cols.min(alloc.len()) {
+        for col in 0..columns.cols.min(alloc.len()) {
             let (amin, amax) = alloc[col];
-            let la = level(amax);
-            let lmin = level(amin);
-            let lact = active.as_ref().map(|a| level(a[col].1)).unwrap_or(0);
-            let lres = reserved.as_ref().map(|r| level(r[col].1)).unwrap_or(0);
+            let levels = Levels {
+                max: level(amax),
+                min: level(amin),
+                active: active.as_ref().map(|a| level(a[col].1)).unwrap_or(0),
+                reserved: reserved.as_ref().map(|r| level(r[col].1)).unwrap_or(0),
+            };
             for r in 0..h {
-                let y = chart.y + chart.height - 1 - r as u16;
-                let x = chart.x + col as u16;
-                let base = r * 8;
-                let (ch, mut st) = if la >= base + 8 {
-                    let colr = if lmin >= base + 8 {
-                        Color::Green
-                    } else {
-                        Color::LightGreen
-                    };
-                    ('█', Style::default().fg(colr))
-                } else if la > base {
-                    (
-                        EIGHTHS[(la - base) as usize],
-                        Style::default().fg(Color::LightGreen),
-                    )
-                } else if lact > base {
-                    ('▒', Style::default().fg(Color::Yellow))
-                } else if reserved_shown && lres > base {
-                    ('░', Style::default().fg(Color::Blue))
-                } else {
-                    (' ', Style::default())
-                };
-                let mut ch = ch;
+                let (mut ch, mut st) = levels.cell(r * 8, reserved_shown);
                 if cur_col == Some(col) {
                     if ch == ' ' {
                         ch = '│';
@@ -306,12 +343,20 @@ impl Widget for Chart<'_> {
                         st = st.add_modifier(Modifier::REVERSED);
                     }
                 }
-                if let Some(cell) = buf.cell_mut((x, y)) {
+                let y = chart.y + chart.height - 1 - r as u16;
+                if let Some(cell) = buf.cell_mut((chart.x + col as u16, y)) {
                     cell.set_char(ch).set_style(st);
                 }
             }
         }
-        // Y axis: a label at each round tick, where the ticks are rows apart.
+        // The data fills the chart; round ticks, about one every four rows, label it.
+        let step = tick_step(shown_max, (h / 4).max(1));
+        self.y_axis(area, chart, top, step, buf);
+    }
+
+    /// Y axis: a label at each round tick of `step` up to `top`, where the ticks are rows apart.
+    fn y_axis(&self, area: Rect, chart: Rect, top: u64, step: u64, buf: &mut Buffer) {
+        let h = chart.height as u64;
         let mut last_row = None;
         let mut v = 0;
         while v <= top {
@@ -321,7 +366,7 @@ impl Widget for Chart<'_> {
                 buf.set_stringn(
                     area.x,
                     chart.y + chart.height - 1 - row as u16,
-                    format!("{:>8} ", axis_label(v, c.axis_from_start)),
+                    format!("{:>8} ", axis_label(v, self.axis_from_start)),
                     AXIS_W as usize - 1,
                     Style::default().fg(Color::DarkGray),
                 );
@@ -329,94 +374,135 @@ impl Widget for Chart<'_> {
             }
             v += step;
         }
-        // Markers, one row under the chart; OOM and peak win over steps and annotations.
+    }
+
+    /// The markers in the window, on the row under the chart; OOM and peak win over steps and
+    /// annotations.
+    fn marker_row(&self, area: Rect, chart: Rect, columns: &Columns, buf: &mut Buffer) {
         let my = chart.y + chart.height;
-        let ms = c.markers;
-        if my < area.y + area.height {
-            buf.set_string(
-                area.x,
-                my,
-                "  markers ",
-                Style::default().fg(Color::DarkGray),
-            );
-            let lo_i = ms.partition_point(|m| m.event < w.lo);
-            for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
-                let Some(col) = col_of(m.event) else {
-                    continue;
-                };
-                let (ch, st) = match m.kind {
-                    MarkerKind::Oom => (
-                        'X',
-                        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
-                    ),
-                    MarkerKind::Peak => (
-                        'P',
-                        Style::default()
-                            .fg(Color::Magenta)
-                            .add_modifier(Modifier::BOLD),
-                    ),
-                    MarkerKind::Annotation | MarkerKind::Step => {
-                        ('│', Style::default().fg(Color::Cyan))
-                    }
-                };
-                if let Some(cell) = buf.cell_mut((chart.x + col as u16, my)) {
-                    if matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step)
-                        && matches!(cell.symbol(), "X" | "P")
-                    {
-                        continue;
-                    }
-                    cell.set_char(ch).set_style(st);
-                }
-            }
-        }
-        // Event axis.
-        let ay = my + 1;
-        if ay < area.y + area.height {
-            let (l, r) = match c.times {
-                Some(t) => (
-                    format!("+{:.3} s", t.get(w.lo).copied().unwrap_or(0.0)),
-                    format!(
-                        "+{:.3} s",
-                        t.get(w.hi.saturating_sub(1)).copied().unwrap_or(0.0)
-                    ),
-                ),
-                None => (format!("{}", w.lo), format!("{}", w.hi.saturating_sub(1))),
+        let (w, ms) = (self.window, self.markers);
+        buf.set_string(
+            area.x,
+            my,
+            "  markers ",
+            Style::default().fg(Color::DarkGray),
+        );
+        let lo_i = ms.partition_point(|m| m.event < w.lo);
+        for m in ms[lo_i..].iter().take_while(|m| m.event < w.hi) {
+            let Some(col) = columns.of(m.event) else {
+                continue;
             };
-            // One column short of the edge, like every text.
-            let rx = (chart.x + chart.width).saturating_sub(r.len() as u16 + 1);
-            let cx = cur_col.map(|col| chart.x + col as u16);
-            // Edge labels give way to the cursor's caret.
-            if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
-                buf.set_string(chart.x, ay, &l, Style::default().fg(Color::DarkGray));
-            }
-            if cx.is_none_or(|cx| cx < rx) {
-                buf.set_string(rx, ay, &r, Style::default().fg(Color::DarkGray));
-            }
-            if let Some(cx) = cx {
-                buf.set_string(cx, ay, "^", Style::default().fg(Color::White));
+            let (ch, st) = match m.kind {
+                MarkerKind::Oom => (
+                    'X',
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                ),
+                MarkerKind::Peak => (
+                    'P',
+                    Style::default()
+                        .fg(Color::Magenta)
+                        .add_modifier(Modifier::BOLD),
+                ),
+                MarkerKind::Annotation | MarkerKind::Step => {
+                    ('│', Style::default().fg(Color::Cyan))
+                }
+            };
+            if let Some(cell) = buf.cell_mut((chart.x + col as u16, my)) {
+                if matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step)
+                    && matches!(cell.symbol(), "X" | "P")
+                {
+                    continue;
+                }
+                cell.set_char(ch).set_style(st);
             }
         }
-        // What the cursor is on: the markers there, or the step/annotation it is in.
-        let iy = ay + 1;
-        if iy < area.y + area.height {
-            let at = ms.partition_point(|m| m.event < cur);
-            let here: Vec<&str> = ms[at..]
-                .iter()
-                .take_while(|m| m.event == cur)
-                .map(|m| m.label.as_str())
-                .collect();
-            let prev = ms[..ms.partition_point(|m| m.event <= cur)]
-                .iter()
-                .rev()
-                .find(|m| matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step));
-            let mut info = String::new();
-            if !here.is_empty() {
-                info.push_str(&format!("here: {}", here.join(", ")));
-            } else if let Some(p) = prev {
-                info.push_str(&format!("in: {} (from event {})", p.label, p.event));
-            }
-            let info = format!("{info}   {}", c.hints);
-            put(buf, area, iy - area.y, &info, Style::default());
+    }
+
+    /// Event axis on row `ay`: the window's first and last event (or time), and a caret under
+    /// the cursor's column.
+    fn event_axis(&self, chart: Rect, ay: u16, cur_col: Option<usize>, buf: &mut Buffer) {
+        let w = self.window;
+        let (l, r) = match self.times {
+            Some(t) => (
+                format!("+{:.3} s", t.get(w.lo).copied().unwrap_or(0.0)),
+                format!(
+                    "+{:.3} s",
+                    t.get(w.hi.saturating_sub(1)).copied().unwrap_or(0.0)
+                ),
+            ),
+            None => (format!("{}", w.lo), format!("{}", w.hi.saturating_sub(1))),
+        };
+        // One column short of the edge, like every text.
+        let rx = (chart.x + chart.width).saturating_sub(r.len() as u16 + 1);
+        let cx = cur_col.map(|col| chart.x + col as u16);
+        // Edge labels give way to the cursor's caret.
+        if cx.is_none_or(|cx| cx >= chart.x + l.len() as u16) {
+            buf.set_string(chart.x, ay, &l, Style::default().fg(Color::DarkGray));
+        }
+        if cx.is_none_or(|cx| cx < rx) {
+            buf.set_string(rx, ay, &r, Style::default().fg(Color::DarkGray));
+        }
+        if let Some(cx) = cx {
+            buf.set_string(cx, ay, "^", Style::default().fg(Color::White));
+        }
+    }
+
+    /// Row `iy`: what the cursor is on (the markers there, or the step or annotation it is in),
+    /// then the keys.
+    fn cursor_info(&self, area: Rect, iy: u16, buf: &mut Buffer) {
+        let (cur, ms) = (self.cursor, self.markers);
+        let at = ms.partition_point(|m| m.event < cur);
+        let here: Vec<&str> = ms[at..]
+            .iter()
+            .take_while(|m| m.event == cur)
+            .map(|m| m.label.as_str())
+            .collect();
+        let prev = ms[..ms.partition_point(|m| m.event <= cur)]
+            .iter()
+            .rev()
+            .find(|m| matches!(m.kind, MarkerKind::Annotation | MarkerKind::Step));
+        let mut info = String::new();
+        if !here.is_empty() {
+            info.push_str(&format!("here: {}", here.join(", ")));
+        } else if let Some(p) = prev {
+            info.push_str(&format!("in: {} (from event {})", p.label, p.event));
+        }
+        let info = format!("{info}   {}", self.hints);
+        put(buf, area, iy - area.y, &info, Style::default());
+    }
+}
+
+/// One column's curves, in eighths of a row from the chart's bottom.
+struct Levels {
+    /// The allocated curve's highest and lowest point in the column.
+    max: u64,
+    min: u64,
+    active: u64,
+    reserved: u64,
+}
+
+impl Levels {
+    /// The cell whose bottom is at level `base`: allocated (solid where even its lowest point
+    /// covers it, an eighth block at its top), else active, else reserved (where drawn).
+    fn cell(&self, base: u64, reserved_shown: bool) -> (char, Style) {
+        if self.max >= base + 8 {
+            let colr = if self.min >= base + 8 {
+                Color::Green
+            } else {
+                Color::LightGreen
+            };
+            ('█', Style::default().fg(colr))
+        } else if self.max > base {
+            (
+                EIGHTHS[(self.max - base) as usize],
+                Style::default().fg(Color::LightGreen),
+            )
+        } else if self.active > base {
+            ('▒', Style::default().fg(Color::Yellow))
+        } else if reserved_shown && self.reserved > base {
+            ('░', Style::default().fg(Color::Blue))
+        } else {
+            (' ', Style::default())
         }
     }
 }

@@ -277,6 +277,17 @@ impl Scroll {
     }
 }
 
+/// Lines of styled text in a [`TextPane`] from row `y` of `area` to its bottom (nothing where
+/// `y` is past it).
+pub fn text_pane(s: &Scroll, lines: Vec<(String, Style)>, area: Rect, y: u16, buf: &mut Buffer) {
+    if y < area.height {
+        TextPane { lines, scroll: s }.render(
+            Rect::new(area.x, area.y + y, area.width, area.height - y),
+            buf,
+        );
+    }
+}
+
 /// Lines of styled text, wrapped to the pane and shown from the scroll position, with a
 /// scroll bar in the last column when they do not all fit.
 pub struct TextPane<'a> {

@@ -1,0 +1,42 @@
+//! The views, one file each: a component ([`super::component::Component`]) that owns the view's
+//! state, handles its keys, clicks and searches, and draws it; and here, each kind of capture's
+//! views in tab order. A new view is its file and a line in the list of the captures that have
+//! it (with its `mod` line); the app, the modes and the screen need nothing else.
+//!
+//! A view names itself (`impl View { pub const Map: View = ... }`) in its file. The views of
+//! both kinds (overview, timeline, leaks) are one component each, with an implementation per
+//! kind of capture where they differ.
+
+pub mod graph;
+pub mod leaks;
+pub mod map;
+pub mod overview;
+pub mod sites;
+pub mod steps;
+pub mod timeline;
+
+use super::component::Component;
+use super::snapshot_mode::Snap;
+use super::trace::TraceData;
+
+/// A snapshot's views, in tab order.
+pub fn snapshot() -> Vec<Box<dyn Component<Snap>>> {
+    vec![
+        Box::new(overview::Overview::default()),
+        Box::new(timeline::Timeline),
+        Box::new(map::Map::default()),
+        Box::new(sites::Sites::default()),
+        Box::new(leaks::Leaks::default()),
+    ]
+}
+
+/// A trace's views, in tab order.
+pub fn trace() -> Vec<Box<dyn Component<TraceData>>> {
+    vec![
+        Box::new(overview::Overview::default()),
+        Box::new(timeline::Timeline),
+        Box::new(steps::Steps::default()),
+        Box::new(graph::Graph::default()),
+        Box::new(leaks::Leaks::default()),
+    ]
+}
