@@ -4,7 +4,7 @@
 //! window per device, the jump history, the search, the status message and the help. The
 //! capture itself, with its views, is a [`CaptureMode`]: a trait object, so nothing here asks
 //! which kind of capture it is. Keys that belong to a view go to the mode, whose component for
-//! the view answers with an [`Effect`] that the app carries out ([`App::effect`]).
+//! the view answers with an [`Effect`] that the app carries out.
 
 use super::action::{next_marker, Ctx, Effect};
 pub use super::action::{Action, View};

@@ -26,12 +26,8 @@ pub use crate::tui::widgets::chart::{
     column_of, column_of_bucket, downsample, downsample_buckets, event_at_column, tick_label,
     tick_step, time_buckets, Chart,
 };
-use crate::tui::widgets::put as put_at;
+use crate::tui::widgets::{put, wrap};
 use crate::units::bytes;
-
-fn put(area: Rect, buf: &mut Buffer, dy: u16, s: &str, st: Style) {
-    put_at(buf, area, dy, s, st)
-}
 
 /// The timeline: no state of its own (the cursor and the window are the app's).
 #[derive(Default)]
@@ -272,8 +268,8 @@ fn snapshot_timeline(data: &Data, at: &Ctx, area: Rect, buf: &mut Buffer) {
     if n == 0 {
         let msg = "this capture has no event history (recorded without _record_memory_history, or torch 2.0): nothing to plot";
         let w = area.width.saturating_sub(1) as usize;
-        for (k, l) in crate::tui::widgets::wrap(msg, w).iter().enumerate() {
-            put(area, buf, k as u16, l, Style::default());
+        for (k, l) in wrap(msg, w).iter().enumerate() {
+            put(buf, area, k as u16, l, Style::default());
         }
         return;
     }
@@ -328,7 +324,7 @@ fn snapshot_timeline(data: &Data, at: &Ctx, area: Rect, buf: &mut Buffer) {
 /// The memory curve of the trace's device shown, at the app's cursor and window.
 fn trace_timeline(t: &TraceData, at: &Ctx, area: Rect, buf: &mut Buffer) {
     let Some(d) = t.devs.get(at.dev) else {
-        put_at(
+        put(
             buf,
             area,
             0,
