@@ -282,14 +282,65 @@ fn step_report(d: &DeviceReport, s: &trace_memory::StepMemory, name: String) -> 
 
 /// The verdict's memory clause: the highest allocated peak in bytes in use where a device
 /// records one, else the highest change from the trace's start; `None` without memory.
-/// Runs every trace analysis.
+/// Runs every trace analysis: the report only.
 pub fn analyze_trace(t: &Trace, path: &Path, file_bytes: u64) -> Analysis {
-    analyze_trace_with_memory(t, path, file_bytes, trace_memory::analyze(t)).0
+    analyze_trace_product(t, path, file_bytes).analysis
 }
 
-/// [`analyze_trace`] on a memory analysis the caller made, handed back with the report (the
-/// TUI browses its per-step figures and growth series).
-pub fn analyze_trace_with_memory(
+/// A trace analysed once: the report, and what the views browse, so that no view runs a pass
+/// of its own (the TUI follows allocations to their frees and events to their user lines).
+pub struct AnalyzedTrace {
+    pub analysis: Analysis,
+    /// The memory timeline, per-step figures and growth of every device.
+    pub memory: TraceMemory,
+    /// Each allocation's free, as the memory pass paired them.
+    pub pairing: trace_memory::Pairing,
+    /// Events to their user lines.
+    pub(crate) resolver: trace_memory::StackResolver,
+    /// Per `analysis.leaks` entry: the bytes of its site still alive at the end, by profiled
+    /// step (from the growth series of its device).
+    pub leak_series: Vec<Vec<u64>>,
+}
+
+/// Runs every trace analysis once, keeping what the views browse.
+pub fn analyze_trace_product(t: &Trace, path: &Path, file_bytes: u64) -> AnalyzedTrace {
+    // One pairing and one resolver serve the analysis and the views.
+    let pairing = trace_memory::pair(t);
+    let resolver = trace_memory::StackResolver::new(t);
+    let mem = trace_memory::analyze_with(t, &pairing, &resolver);
+    let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem);
+    let leak_series = analysis
+        .leaks
+        .iter()
+        .map(|l| {
+            let mut per = vec![0u64; t.steps.len()];
+            let dm = memory
+                .devices
+                .iter()
+                .find(|d| d.device.is_cuda() && d.device.device_id.max(0) as u32 == l.device);
+            for g in dm
+                .into_iter()
+                .flat_map(|d| &d.growth)
+                .filter(|g| g.site == l.leak.site)
+            {
+                for (i, b) in g.per_step_bytes.iter().enumerate().take(per.len()) {
+                    per[i] += b;
+                }
+            }
+            per
+        })
+        .collect();
+    AnalyzedTrace {
+        analysis,
+        memory,
+        pairing,
+        resolver,
+        leak_series,
+    }
+}
+
+/// The report of a memory analysis already made, handed back with it.
+fn analyze_trace_with_memory(
     t: &Trace,
     path: &Path,
     file_bytes: u64,

@@ -13,10 +13,8 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::data::{Finding, Jump, Marker, MarkerKind};
-use crate::analysis::trace_memory::{
-    analyze_with, is_backward_name, pair, Pairing, StackResolver, TraceMemory,
-};
-use crate::analysis::trace_report::analyze_trace_with_memory;
+use crate::analysis::trace_memory::{is_backward_name, Pairing, StackResolver, TraceMemory};
+use crate::analysis::trace_report::analyze_trace_product;
 use crate::analysis::Analysis;
 use crate::model::trace::{CountedFrom, DeviceKey, OpIdx, Site, Trace};
 use crate::units::{bytes, signed_bytes};
@@ -157,11 +155,14 @@ pub struct StepOps {
 impl TraceData {
     /// Analyses a trace and prepares its views.
     pub fn from_trace(path: &Path, trace: Trace, file_len: u64) -> TraceData {
-        // One pairing and one resolver serve the analysis and the views.
-        let pairing = pair(&trace);
-        let resolver = StackResolver::new(&trace);
-        let mem = analyze_with(&trace, &pairing, &resolver);
-        let (analysis, mem) = analyze_trace_with_memory(&trace, path, file_len, mem);
+        // The analysis product: the report, and the pairing, resolver and series it made.
+        let crate::analysis::trace_report::AnalyzedTrace {
+            analysis,
+            memory: mem,
+            pairing,
+            resolver,
+            leak_series,
+        } = analyze_trace_product(&trace, path, file_len);
         let mut alloc_of = vec![None; trace.memory.len()];
         for (a, f) in pairing.freed_by.iter().enumerate() {
             if let Some(f) = f {
@@ -193,7 +194,13 @@ impl TraceData {
             .collect();
         data.preexisting_sites.sort();
         data.preexisting_sites.dedup();
-        data.leak_series = leak_series(&data);
+        data.leak_series = data
+            .analysis
+            .leaks
+            .iter()
+            .zip(leak_series)
+            .map(|(l, per)| (data.dev_of_cuda(l.device).unwrap_or(0), per))
+            .collect();
         data.findings = findings(&data);
         data
     }
@@ -494,27 +501,6 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
         markers,
         step_events,
     }
-}
-
-/// For each leak of the report, the per-step bytes of its site that are still alive at the end.
-fn leak_series(d: &TraceData) -> Vec<(usize, Vec<u64>)> {
-    d.analysis
-        .leaks
-        .iter()
-        .map(|l| {
-            let dev = d.dev_of_cuda(l.device).unwrap_or(0);
-            let n = d.trace.steps.len();
-            let mut per = vec![0u64; n];
-            if let Some(dm) = d.devs.get(dev).and_then(|x| d.mem.devices.get(x.mem)) {
-                for g in dm.growth.iter().filter(|g| g.site == l.leak.site) {
-                    for (i, b) in g.per_step_bytes.iter().enumerate().take(n) {
-                        per[i] += b;
-                    }
-                }
-            }
-            (dev, per)
-        })
-        .collect()
 }
 
 /// A user frame as `file.py:12 function` (nothing where there is none).
