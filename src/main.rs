@@ -117,7 +117,7 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     match args.format {
         OutputFormat::Text => {
             let mut out = output::term_stdout(false);
-            write!(out, "{}", whatif::render_text(&w))?;
+            write!(out, "{}", memscope::report::whatif::render_text(&w))?;
             out.flush().context("writing the report")?;
         }
         OutputFormat::Json => {

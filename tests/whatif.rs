@@ -364,7 +364,7 @@ fn fixture_pair_oom_agreement() {
     .unwrap();
     assert!(w[0].cap.range.is_some());
     assert_eq!(w[0].predicted.ooms.len(), 1);
-    let text = whatif::render_text(&w);
+    let text = memscope::report::whatif::render_text(&w);
     assert!(text.contains("still OOMs"), "{text}");
 }
 

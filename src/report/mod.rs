@@ -12,6 +12,7 @@ pub mod json;
 pub mod perfetto;
 pub mod style;
 pub mod text;
+pub mod whatif;
 
 use std::io::{self, Write};
 
