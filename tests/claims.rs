@@ -145,7 +145,12 @@ fn check_forward_oom(stem: &str, t: &ForwardOom, a: &Analysis) {
     assert_eq!(d.ooms.len(), 1, "{stem}");
     let o = &d.ooms[0];
     // One forward's activations do not fit: not a leak, not fragmentation.
-    assert_eq!(o.cause, Cause::Capacity, "{stem}: {}", o.summary);
+    assert_eq!(
+        o.cause,
+        Cause::Capacity,
+        "{stem}: {}",
+        memscope::wording::oom_summary(o)
+    );
     assert_eq!(a.verdict.kind, VerdictKind::OomCapacity, "{stem}");
     assert_eq!(o.allocated_bytes, t.live, "{stem}: allocated at the OOM");
     // The failing line: the innermost frame of this script in the OOM's traceback, else the

@@ -24,7 +24,7 @@ fn verdict(dir: &str, name: &str) -> Option<Outcome> {
     };
     let snap = memscope::load::load_snapshot(&p).unwrap();
     let a = memscope::analysis::analyze_snapshot(&snap, &p, 0);
-    let v = serde_json::to_value(&a.analysis).unwrap();
+    let v = memscope::report::json::document(&a);
     let causes = a
         .devices
         .iter()

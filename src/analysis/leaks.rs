@@ -30,7 +30,6 @@ use crate::analysis::sites::Site;
 use crate::analysis::steps::{self, Step};
 use crate::model::model_code::ModelCode;
 use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks, Sym};
-use crate::units::bytes;
 
 mod extent;
 mod find;

@@ -110,8 +110,12 @@ pub struct OomReport {
     pub largest_free_block_bytes: u64,
     pub free_reserved_bytes: u64,
     pub cause: Cause,
-    pub summary: String,
-    pub evidence: Vec<String>,
+    /// The figures the cause rests on; its sentence and facts (the JSON's `summary` and
+    /// `evidence`) are the wording module's (`crate::wording::oom_summary`, `oom_evidence`).
+    #[serde(skip)]
+    pub facts: oom::OomEvidence,
+    /// In JSON, each with its action and assessment (`report::json`).
+    #[serde(skip)]
     pub remedies: Vec<oom::Remedy>,
     /// The user's line that made the failing request.
     pub site: Option<Site>,
@@ -200,6 +204,8 @@ pub struct DeviceReport {
     pub replay_consistent: bool,
     pub consistency: Consistency,
     pub history_starts_mid_run: bool,
+    /// In JSON, each with its sentences (`report::json`).
+    #[serde(skip)]
     pub ooms: Vec<OomReport>,
     pub top_sites: Vec<SiteTotal>,
     pub top_sites_at_peak: Vec<SiteTotal>,

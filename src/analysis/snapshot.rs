@@ -246,7 +246,7 @@ fn oom_reports(
                         .iter_mut()
                         .filter(|r| r.kind == oom::RemedyKind::ExpandableSegments)
                     {
-                        r.assessment = a.clone();
+                        r.predicted = Some(a.clone());
                     }
                 }
             }
@@ -264,8 +264,7 @@ fn oom_reports(
                 largest_free_block_bytes: o.largest_free_block_bytes,
                 free_reserved_bytes: o.counters.reserved.saturating_sub(o.counters.active),
                 cause: d.cause,
-                summary: d.summary,
-                evidence: d.evidence,
+                facts: d.evidence,
                 remedies: d.remedies,
                 site: Site::of_stack(&snap.stacks, o.stack),
                 stack: snap

@@ -10,11 +10,12 @@ use super::leaks::{Extent, LeakKind};
 use super::oom::Cause;
 use super::sites::Site;
 use super::{
-    last_oom_in, overall_judgement, DeviceReport, LeakJudgement, LeakReport, Verdict, VerdictKind,
+    last_oom_in, overall_judgement, DeviceReport, LeakJudgement, LeakReport, OomReport, Verdict,
+    VerdictKind,
 };
 
 /// What the verdict rests on.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum VerdictEvidence {
     /// The last OOM (the one that ended the run), explained.
     Oom {
@@ -22,8 +23,8 @@ pub enum VerdictEvidence {
         rounded_bytes: u64,
         cause: Cause,
         site: Option<Site>,
-        /// The OOM diagnosis' own sentence (its cause with its deciding figures).
-        diagnosis: String,
+        /// The OOM itself: its cause and the figures it rests on.
+        report: Box<OomReport>,
         /// OOMs in the whole capture (earlier ones were caught by the program).
         count: usize,
     },
@@ -120,7 +121,7 @@ pub fn of_snapshot(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
             rounded_bytes: o.rounded_bytes,
             cause: o.cause,
             site: o.site.clone(),
-            diagnosis: o.summary.clone(),
+            report: Box::new(o.clone()),
             count: n,
         }
     } else if let Some(l) = leaks.first() {

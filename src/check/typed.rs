@@ -161,7 +161,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
                 cause: o.cause,
                 requested_bytes: o.rounded_bytes.max(o.requested_bytes),
                 site: o.site.clone(),
-                summary: o.summary.clone(),
+                summary: crate::wording::oom_summary(o),
             });
         }
     }

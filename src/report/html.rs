@@ -653,17 +653,17 @@ impl Html<'_> {
                 o.event,
                 bytes(o.rounded_bytes),
                 o.cause.name(),
-                esc(&o.summary)
+                esc(&crate::wording::oom_summary(o))
             );
-            for e in &o.evidence {
-                let _ = write!(out, "<li>{}</li>", esc(e));
+            for e in crate::wording::oom_evidence(o) {
+                let _ = write!(out, "<li>{}</li>", esc(&e));
             }
             for r in &o.remedies {
                 let _ = write!(
                     out,
                     "<li><b>option:</b> {} — <span class=sub>{}</span></li>",
-                    esc(&r.action),
-                    esc(&r.assessment)
+                    esc(crate::wording::remedy_action(r.kind)),
+                    esc(&crate::wording::remedy_assessment(o, r))
                 );
             }
             out.push_str("</ul></section>");

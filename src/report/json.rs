@@ -2,18 +2,21 @@
 //!
 //! The document is the analysis as it is, except that the sentences are the wording module's
 //! (the analysis carries evidence, not words): the verdict's `summary`, each finding's
-//! `explanation` and `fix`. The borrowed mirror below keeps the fields in the analysis' order,
-//! so the schema is unchanged (a finding's two sentences come after its figures).
+//! `explanation` and `fix`, an OOM's `summary`, `evidence` and remedies' `action` and
+//! `assessment`. The borrowed mirror below keeps the fields in the analysis' order, so the
+//! schema is unchanged (the sentences come after the figures of their object, and a device's
+//! `ooms` after its other fields).
 
 use std::io::{self, Write};
 
 use serde::Serialize;
 
 use super::{Format, Options};
+use crate::analysis::oom::RemedyKind;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{
     Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, Input, LeakJudgement,
-    LeakReport, StepReport, VerdictKind,
+    LeakReport, OomReport, StepReport, VerdictKind,
 };
 
 pub struct Json;
@@ -23,7 +26,7 @@ struct Document<'a> {
     schema: &'a str,
     input: &'a Input,
     verdict: VerdictDoc<'a>,
-    devices: &'a [DeviceReport],
+    devices: Vec<DeviceDoc<'a>>,
     leaks: Vec<LeakDoc<'a>>,
     bounded_growth: &'a [BoundedGrowthReport],
     steps: &'a [StepReport],
@@ -31,6 +34,55 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: &'a Option<GraphSection>,
     notes: &'a [String],
+}
+
+/// A device with its OOMs, each with its sentences.
+#[derive(Serialize)]
+struct DeviceDoc<'a> {
+    #[serde(flatten)]
+    report: &'a DeviceReport,
+    ooms: Vec<OomDoc<'a>>,
+}
+
+/// An OOM with its cause's sentence, its facts and its remedies in words.
+#[derive(Serialize)]
+struct OomDoc<'a> {
+    #[serde(flatten)]
+    report: &'a OomReport,
+    summary: String,
+    evidence: Vec<String>,
+    remedies: Vec<RemedyDoc>,
+}
+
+#[derive(Serialize)]
+struct RemedyDoc {
+    kind: RemedyKind,
+    action: &'static str,
+    assessment: String,
+}
+
+fn device_doc(d: &DeviceReport) -> DeviceDoc<'_> {
+    DeviceDoc {
+        report: d,
+        ooms: d
+            .ooms
+            .iter()
+            .map(|o| OomDoc {
+                report: o,
+                summary: crate::wording::oom_summary(o),
+                evidence: crate::wording::oom_evidence(o),
+                remedies: o
+                    .remedies
+                    .iter()
+                    .map(|r| RemedyDoc {
+                        kind: r.kind,
+                        action: crate::wording::remedy_action(r.kind),
+                        assessment: crate::wording::remedy_assessment(o, r),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
 /// A finding with its explanation and fix, the wording module's.
@@ -63,7 +115,7 @@ fn doc(a: &Analysis) -> Document<'_> {
             summary: crate::wording::verdict(&a.verdict),
             leak_judgement: &a.verdict.leak_judgement,
         },
-        devices: &a.devices,
+        devices: a.devices.iter().map(device_doc).collect(),
         leaks: a
             .leaks
             .iter()

@@ -220,8 +220,8 @@ fn write_oom(
             bytes(o.rounded_bytes)
         ))
     )?;
-    writeln!(out, "  cause: {}", st.red(&o.summary))?;
-    for e in &o.evidence {
+    writeln!(out, "  cause: {}", st.red(&crate::wording::oom_summary(o)))?;
+    for e in crate::wording::oom_evidence(o) {
         writeln!(out, "    - {e}")?;
     }
     if let Some(s) = &o.site {
@@ -251,8 +251,12 @@ fn write_oom(
     if !o.remedies.is_empty() {
         writeln!(out, "  options (not promises):")?;
         for r in &o.remedies {
-            writeln!(out, "    - {}", st.bold(&r.action))?;
-            writeln!(out, "      {}", r.assessment)?;
+            writeln!(
+                out,
+                "    - {}",
+                st.bold(crate::wording::remedy_action(r.kind))
+            )?;
+            writeln!(out, "      {}", crate::wording::remedy_assessment(o, r))?;
         }
     }
     Ok(())

@@ -7,7 +7,9 @@
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
 
 mod leaks;
+mod oom;
 mod verdict;
 
 pub use leaks::{leak_explanation, leak_fix};
+pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use verdict::{not_judged, verdict};

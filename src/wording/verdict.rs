@@ -18,10 +18,11 @@ pub fn verdict(v: &Verdict) -> String {
             device,
             rounded_bytes,
             site,
-            diagnosis,
+            report,
             count,
             ..
         } => {
+            let diagnosis = super::oom_summary(report);
             let more = if *count > 1 {
                 format!(" ({count} OOMs in the capture; the last is explained)")
             } else {

@@ -17,7 +17,6 @@ pub struct LeakSignal {
     pub grown_bytes: u64,
     /// That growth as a share of allocated memory at the OOM.
     pub share_of_allocated: f64,
-    pub summary: String,
 }
 
 /// Share of allocated memory at the OOM that the leak's growth must account for.
@@ -59,7 +58,9 @@ pub fn leak_signal_from(
         .enumerate()
         // Growth that began before the OOM and was still going in its last steps (the step
         // the OOM interrupted may be the window's last).
-        .filter(|(_, l)| (l.window_start_event.0 as usize) < o && l.window_end_event.0 as usize >= recent_from)
+        .filter(|(_, l)| {
+            (l.window_start_event.0 as usize) < o && l.window_end_event.0 as usize >= recent_from
+        })
         // Retained failed attempts are not growth over steps: they make their own cause.
         .filter(|(_, l)| l.kind != LeakKind::RetainedAttempt)
         // What was released before this OOM did not fill the memory it ran out of.
@@ -75,17 +76,5 @@ pub fn leak_signal_from(
             steps: l.steps,
             grown_bytes: g as u64,
             share_of_allocated: g / allocated as f64,
-            summary: format!(
-                "survivors grew by {} per step for {} steps up to the OOM ({} in all, {:.0}% of the {} allocated then), at {}",
-                bytes(l.growth_bytes_per_step.max(0.0) as u64),
-                l.steps,
-                bytes(g as u64),
-                100.0 * g / allocated as f64,
-                bytes(allocated),
-                l.site
-                    .as_ref()
-                    .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
-                    .unwrap_or_else(|| "allocations with no recorded stack".into())
-            ),
         })
 }

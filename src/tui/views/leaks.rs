@@ -249,9 +249,18 @@ pub fn leak_items(d: &Data) -> Vec<(String, Jump)> {
         ));
     }
     for (di, dr) in d.analysis.devices.iter().enumerate() {
-        for o in dr.ooms.iter().filter(|o| o.cause.name() == "leak") {
+        for o in dr
+            .ooms
+            .iter()
+            .filter(|o| o.cause == crate::analysis::oom::Cause::Leak)
+        {
             out.push((
-                format!("cuda:{} OOM at event {}: {}", dr.device, o.event, o.summary),
+                format!(
+                    "cuda:{} OOM at event {}: {}",
+                    dr.device,
+                    o.event,
+                    crate::wording::oom_summary(o)
+                ),
                 Jump::Event {
                     dev: di,
                     event: o.event as usize,

@@ -151,12 +151,12 @@ fn oom_lines(a: &crate::analysis::Analysis, lines: &mut Vec<(String, Style)>) {
     if let Some(s) = &o.site {
         lines.push((format!("  failing request from {s}"), Style::default()));
     }
-    for e in &o.evidence {
+    for e in crate::wording::oom_evidence(o) {
         lines.push((format!("  - {e}"), Style::default()));
     }
     for r in &o.remedies {
         lines.push((
-            format!("  fix: {}", r.action),
+            format!("  fix: {}", crate::wording::remedy_action(r.kind)),
             Style::default().fg(Color::Green),
         ));
     }

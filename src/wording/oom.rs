@@ -1,0 +1,194 @@
+//! An OOM's explanation: its cause in one sentence, the facts it rests on, and for each remedy
+//! what to do and whether it would help here. Said from the diagnosis' figures
+//! (`analysis::oom::OomEvidence`).
+
+use crate::analysis::leaks::LeakSignal;
+use crate::analysis::oom::{Cause, Remedy, RemedyKind};
+use crate::analysis::OomReport;
+use crate::model::Pool;
+use crate::units::bytes;
+
+/// The cause with its deciding figures.
+pub fn oom_summary(o: &OomReport) -> String {
+    let e = &o.facts;
+    match o.cause {
+        Cause::Fragmentation => format!(
+            "fragmentation: {} was reserved but free, more than the {} request, yet the largest free block was {}",
+            bytes(e.free_reserved_bytes),
+            bytes(e.rounded_bytes),
+            bytes(e.largest_free_block_bytes)
+        ),
+        Cause::Leak => match &e.leak {
+            Some(l) => format!(
+                "leak: {} grew by {} per step for {} steps{} until the {} request no longer fit",
+                l.kind.label(),
+                bytes(l.growth_bytes_per_step.max(0.0) as u64),
+                l.steps,
+                at_line(l),
+                bytes(e.rounded_bytes)
+            ),
+            None => "leak".into(),
+        },
+        Cause::Capacity => format!(
+            "capacity: a {} request with {} already allocated and only {} reserved-but-free (largest free block {})",
+            bytes(e.rounded_bytes),
+            bytes(e.allocated_bytes),
+            bytes(e.free_reserved_bytes),
+            bytes(e.largest_free_block_bytes)
+        ),
+        Cause::Unknown => "unknown: the capture holds no allocation history before the OOM".into(),
+        Cause::RetainedAttempt => format!(
+            "retained failed attempts: {} of earlier attempts that ran out of memory was still held (their exception kept their frames alive), more than the {} request",
+            bytes(e.retained_bytes),
+            bytes(e.rounded_bytes)
+        ),
+    }
+}
+
+fn at_line(l: &LeakSignal) -> String {
+    l.site
+        .as_ref()
+        .map(|s| format!(" at {}:{}", s.file, s.line))
+        .unwrap_or_default()
+}
+
+/// A leak that grew up to an OOM, in one sentence.
+pub fn leak_signal(l: &LeakSignal, allocated: u64) -> String {
+    format!(
+        "survivors grew by {} per step for {} steps up to the OOM ({} in all, {:.0}% of the {} allocated then), at {}",
+        bytes(l.growth_bytes_per_step.max(0.0) as u64),
+        l.steps,
+        bytes(l.grown_bytes),
+        100.0 * l.share_of_allocated,
+        bytes(allocated),
+        l.site
+            .as_ref()
+            .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
+            .unwrap_or_else(|| "allocations with no recorded stack".into())
+    )
+}
+
+/// The figures, one fact per line.
+pub fn oom_evidence(o: &OomReport) -> Vec<String> {
+    let e = &o.facts;
+    let mut out = vec![
+        format!(
+            "request: {} ({} after rounding), {} pool, stream {}",
+            bytes(e.requested_bytes),
+            bytes(e.rounded_bytes),
+            e.pool.name(),
+            e.stream
+        ),
+        format!(
+            "at the OOM: {} allocated, {} reserved, {} reserved but free",
+            bytes(e.allocated_bytes),
+            bytes(e.reserved_bytes),
+            bytes(e.free_reserved_bytes)
+        ),
+        format!(
+            "largest free block in the {} pool on stream {}: {}",
+            e.pool.name(),
+            e.stream,
+            bytes(e.largest_free_block_bytes)
+        ),
+    ];
+    if let Some(df) = e.device_free_bytes {
+        let mut line = format!("the driver reported {} free on the device", bytes(df));
+        if df >= e.rounded_bytes {
+            line.push_str(
+                ": the device itself had room, so the limit was a per-process cap (set_per_process_memory_fraction) or another process's reservation",
+            );
+        }
+        out.push(line);
+    }
+    if e.also_fragmented {
+        out.push(format!(
+            "the cache was fragmented too: {} reserved but free, no block of {} in it",
+            bytes(e.free_reserved_bytes),
+            bytes(e.rounded_bytes)
+        ));
+    }
+    if let Some(l) = &e.leak {
+        out.push(format!(
+            "leak finding #{}: {}",
+            l.leak + 1,
+            leak_signal(l, e.allocated_bytes)
+        ));
+    }
+    if e.retained_bytes > 0 {
+        out.push(format!(
+            "{} allocated by earlier attempts that ended in an OOM was still held at this one",
+            bytes(e.retained_bytes)
+        ));
+    }
+    out
+}
+
+/// What a remedy asks the user to do.
+pub fn remedy_action(kind: RemedyKind) -> &'static str {
+    match kind {
+        RemedyKind::ExpandableAlreadyOn => "expandable_segments is already on",
+        RemedyKind::ExpandableSegments => "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        RemedyKind::MaxSplitSize => "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N>",
+        RemedyKind::ReorderAllocations => "allocate long-lived tensors first, or free interleaved short- and long-lived tensors together",
+        RemedyKind::FixLeak => "fix what keeps tensors alive across steps (see the leak finding): `.item()` on accumulated losses, `torch.no_grad()` in evaluation, `.detach()` before storing",
+        RemedyKind::ReduceWorkload => "reduce the batch size or sequence length, use activation checkpointing or mixed precision",
+        RemedyKind::SplitRequest => "split the large request (chunk the operation)",
+        RemedyKind::ReleaseFailedAttempt => "leave the `except` block before retrying, and do not store the exception",
+    }
+}
+
+/// Whether a remedy would help here, and why: the allocator model's prediction where it made
+/// one, else the reading of the OOM's figures.
+pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
+    if let Some(p) = &r.predicted {
+        return p.clone();
+    }
+    let e = &o.facts;
+    let unit = if e.pool == Pool::Small {
+        "2 MiB"
+    } else {
+        "20 MiB"
+    };
+    match r.kind {
+        RemedyKind::ExpandableAlreadyOn => format!(
+            "it could not help here: only {} of the free memory lies in whole {unit} mapping units that could be unmapped and reused; reorder or pad allocations so short- and long-lived tensors do not interleave",
+            bytes(e.free_whole_pages_bytes)
+        ),
+        RemedyKind::ExpandableSegments if e.free_whole_pages_bytes >= e.rounded_bytes => format!(
+            "may help: {} of the free memory lies in whole {unit} mapping units, which expandable segments can unmap and map again behind one contiguous range",
+            bytes(e.free_whole_pages_bytes)
+        ),
+        RemedyKind::ExpandableSegments => format!(
+            "unlikely to help: only {} of the free memory lies in whole {unit} mapping units (expandable segments map and unmap in those units; smaller holes stay unusable)",
+            bytes(e.free_whole_pages_bytes)
+        ),
+        RemedyKind::MaxSplitSize if e.rounded_bytes >= 20 << 20 => "the failed request is larger than a normal segment, so it needs a fresh cudaMalloc or a merged hole; max_split_size_mb only keeps big cached blocks whole for big requests and would not merge the scattered holes".into(),
+        RemedyKind::MaxSplitSize => "keeps cached blocks above the limit from being split by smaller requests; it helps when large blocks get carved up, at the cost of more reserved memory".into(),
+        RemedyKind::ReorderAllocations => "removes the holes at their source: here live blocks sit between free ones in the same segments".into(),
+        RemedyKind::FixLeak => format!(
+            "{} per step accumulated{} until the OOM; a bigger GPU or a smaller batch only delays it",
+            bytes(
+                e.leak
+                    .as_ref()
+                    .map_or(0.0, |l| l.growth_bytes_per_step)
+                    .max(0.0) as u64
+            ),
+            e.leak.as_ref().map(at_line).unwrap_or_default()
+        ),
+        RemedyKind::ReduceWorkload => format!(
+            "the workload needed more than was available: {} allocated when a further {} was requested",
+            bytes(e.allocated_bytes),
+            bytes(e.rounded_bytes)
+        ),
+        RemedyKind::SplitRequest => format!(
+            "one request of {} is large next to the {} in use",
+            bytes(e.rounded_bytes),
+            bytes(e.allocated_bytes)
+        ),
+        RemedyKind::ReleaseFailedAttempt => format!(
+            "would free the {} the failed attempts still hold before the next attempt starts",
+            bytes(e.retained_bytes)
+        ),
+    }
+}
