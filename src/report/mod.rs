@@ -1,18 +1,17 @@
-//! Views that turn an [`Analysis`](crate::analysis::Analysis) into bytes.
-//!
-//! Every output format implements [`Format`], so adding one (JUnit, GitHub annotations, HTML)
-//! never touches the analyses, and each format has its own snapshot test.
+//! Views that turn the analysis into bytes, in three families: [`analyze`] (the report: text,
+//! JSON, HTML, each a [`Format`]), [`check`] (the gate: `CheckFormat` and `DiffFormat`) and
+//! [`pictures`] (flamegraph, Perfetto, the chart). Adding a format never touches the analyses,
+//! and each format has its own snapshot test. The families' modules are re-exported here under
+//! their short names (`report::text`, `report::flamegraph`).
 
-pub mod chart;
+pub mod analyze;
 pub mod check;
-pub use crate::escape;
-pub mod flamegraph;
-pub mod html;
-pub mod json;
-pub mod perfetto;
+pub mod pictures;
 pub mod style;
-pub mod text;
-pub mod whatif;
+
+pub use crate::escape;
+pub use analyze::{html, json, text, whatif};
+pub use pictures::{chart, flamegraph, perfetto};
 
 use std::io::{self, Write};
 

@@ -5,13 +5,13 @@
 
 use std::io::{self, Write};
 
-use super::style::Style;
-use super::{Format, Options};
 use crate::analysis::categories::Categories;
 use crate::analysis::figures::{Bound, Counter, Figure};
 use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::model::frames::short_label;
+use crate::report::style::Style;
+use crate::report::{Format, Options};
 use crate::units::{bytes, signed_bytes};
 
 pub struct Text;

@@ -12,9 +12,6 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::chart::{self, Anchor};
-use super::flamegraph::{self, At, By, SvgOptions};
-use super::{Format, Options};
 use crate::analysis::leaks::Leak;
 use crate::analysis::replay::{State, Timeline};
 use crate::analysis::sites::SiteTotal;
@@ -22,6 +19,9 @@ use crate::analysis::steps::Step;
 use crate::analysis::Analyzed;
 use crate::analysis::{Analysis, DeviceReport, StepReport};
 use crate::model::{BlockState, Device, Snapshot};
+use crate::report::chart::{self, Anchor};
+use crate::report::flamegraph::{self, At, By, SvgOptions};
+use crate::report::{Format, Options};
 use crate::units::bytes;
 
 /// Points per counter in the memory chart (each bucket keeps its min and max).
@@ -38,8 +38,8 @@ pub struct Html<'a> {
     pub product: &'a Analyzed,
 }
 
-/// Escapes text for HTML (the one rule is [`super::escape::html`]).
-pub use super::escape::html as esc;
+/// Escapes text for HTML (the one rule is [`crate::escape::html`]).
+pub use crate::escape::html as esc;
 
 const CSS: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
@@ -507,7 +507,7 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
         esc(title)
     );
     for s in sites {
-        let site = super::text::site_label(s);
+        let site = crate::report::text::site_label(s);
         let stack = s
             .stack
             .iter()

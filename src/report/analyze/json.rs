@@ -11,13 +11,13 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{Format, Options};
 use crate::analysis::oom::RemedyKind;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{
     Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, Input, LeakJudgement,
     LeakReport, OomReport, StepReport, VerdictKind,
 };
+use crate::report::{Format, Options};
 
 pub struct Json;
 
