@@ -37,8 +37,11 @@ pub struct GraphGrowth {
     pub per_step: Vec<u32>,
     /// Bytes allocated by these ops and still alive at the end of the trace.
     pub bytes_attributed: u64,
-    pub explanation: String,
-    pub fix: String,
+    /// The site's function was already running when profiling began: its recorded line is
+    /// where it was then, not the line of the op.
+    pub started_before_profiling: bool,
+    /// Steps in which the op left a never-consumed node.
+    pub steps_with_nodes: usize,
 }
 
 /// The autograd graph's size and the growth findings.
@@ -262,21 +265,6 @@ fn accumulates(t: &Trace, creator: OpIdx) -> bool {
     in_place || op.scalar_inputs == Some(true)
 }
 
-fn fix_for(op: &str) -> String {
-    let base = op.rsplit("::").next().unwrap_or(op);
-    if base.starts_with("add") || base.starts_with("sum") || base.starts_with("mean") {
-        "accumulate a Python number, not the tensor: `total += loss.item()` (or \
-         `loss.detach()`); keep only detached values across iterations, and compute metrics \
-         and validation under `torch.no_grad()`"
-            .into()
-    } else {
-        "do not carry tensors that require grad across iterations: store `.detach()`ed \
-         tensors or `.item()` values, and compute anything not meant for backward under \
-         `torch.no_grad()`"
-            .into()
-    }
-}
-
 /// Graph growth findings: per step, the forward nodes never consumed, grouped by op and site.
 pub fn growth(t: &Trace) -> GraphReport {
     let g = build(t);
@@ -385,52 +373,16 @@ pub fn growth(t: &Trace) -> GraphReport {
             dropped.push((op, site, nodes_per_step));
             continue;
         }
-        let place = match &site {
-            Some(s) => format!("in `{}` ({})", s.function, s.file),
-            None => "outside any recorded user frame".into(),
-        };
-        let line_note = match &site {
-            Some(s) if grp.preexisting => format!(
-                " The trace cannot give the line: `{f}` was already running when profiling \
-                 began, so its recorded line {l} is the line it was at then (typically the \
-                 `prof.step()` call), not the line of this op; look for the `{op}` in the body \
-                 of `{f}`.",
-                f = s.function,
-                l = s.line,
-            ),
-            Some(s) => format!(
-                " The trace cannot give the line: the profiler records a call at its first \
-                 line, so {}:{} is where `{}` starts, not the line of this op.",
-                s.file, s.line, s.function
-            ),
-            None => String::new(),
-        };
-        let per = if (nodes_per_step - nodes_per_step.round()).abs() < 1e-9 {
-            format!("{}", nodes_per_step.round() as u64)
-        } else {
-            format!("{nodes_per_step:.2}")
-        };
-        let explanation = format!(
-            "The autograd graph grows by {per} `{op}` node(s) per step {place}: in {with} of \
-             {n_steps} profiled steps, this op creates a node that no backward pass ever \
-             consumes before the trace ends. A node that outlives its step keeps the graph \
-             behind it alive, so each step's graph is chained to the next: the sign of a tensor \
-             that requires grad being carried across iterations (e.g. `total += loss` instead \
-             of `total += loss.item()`). Memory allocated by these ops and still alive at the \
-             end: {} bytes; the graph's saved tensors add to it, and the growth shows in the \
-             graph before it shows in memory.{line_note}",
-            grp.bytes
-        );
         findings.push(GraphGrowth {
-            fix: fix_for(&op),
             op,
             site,
             line_known: false,
+            started_before_profiling: grp.preexisting,
             nodes_per_step,
             steps: n_steps,
+            steps_with_nodes: with,
             per_step: grp.per_step,
             bytes_attributed: grp.bytes,
-            explanation,
         });
     }
     dropped.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
@@ -520,11 +472,7 @@ mod tests {
         assert_eq!(f.per_step, vec![1; 6]);
         assert_eq!(f.site.as_ref().unwrap().function, "loop");
         assert!(!f.line_known);
-        assert!(
-            f.explanation.contains("already running"),
-            "{}",
-            f.explanation
-        );
+        assert!(f.started_before_profiling);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct GraphSection {
     pub leaf_accumulations: usize,
     pub unconsumed_nodes: usize,
     pub steps: usize,
+    /// In JSON, each with its explanation and fix (`report::json`), after `notes`.
+    #[serde(skip)]
     pub growth: Vec<GraphGrowth>,
     pub notes: Vec<String>,
 }

@@ -258,3 +258,63 @@ fn retry_explanation(r: &RetryEvidence) -> String {
         r.later_ooms,
     )
 }
+
+/// Why a trace's autograd graph growth is a finding, and how the trace gives its place.
+pub fn graph_explanation(g: &crate::analysis::graph::GraphGrowth) -> String {
+    let place = match &g.site {
+        Some(s) => format!("in `{}` ({})", s.function, s.file),
+        None => "outside any recorded user frame".into(),
+    };
+    let line_note = match &g.site {
+        Some(s) if g.started_before_profiling => format!(
+            " The trace cannot give the line: `{f}` was already running when profiling \
+             began, so its recorded line {l} is the line it was at then (typically the \
+             `prof.step()` call), not the line of this op; look for the `{op}` in the body \
+             of `{f}`.",
+            f = s.function,
+            l = s.line,
+            op = g.op,
+        ),
+        Some(s) => format!(
+            " The trace cannot give the line: the profiler records a call at its first \
+             line, so {}:{} is where `{}` starts, not the line of this op.",
+            s.file, s.line, s.function
+        ),
+        None => String::new(),
+    };
+    let n = g.nodes_per_step;
+    let per = if (n - n.round()).abs() < 1e-9 {
+        format!("{}", n.round() as u64)
+    } else {
+        format!("{n:.2}")
+    };
+    format!(
+        "The autograd graph grows by {per} `{op}` node(s) per step {place}: in {with} of \
+         {n_steps} profiled steps, this op creates a node that no backward pass ever \
+         consumes before the trace ends. A node that outlives its step keeps the graph \
+         behind it alive, so each step's graph is chained to the next: the sign of a tensor \
+         that requires grad being carried across iterations (e.g. `total += loss` instead \
+         of `total += loss.item()`). Memory allocated by these ops and still alive at the \
+         end: {} bytes; the graph's saved tensors add to it, and the growth shows in the \
+         graph before it shows in memory.{line_note}",
+        g.bytes_attributed,
+        op = g.op,
+        with = g.steps_with_nodes,
+        n_steps = g.steps,
+    )
+}
+
+/// What to change for a graph growth finding: an accumulation (`add`, `sum`, `mean`) keeps a
+/// Python number; anything else is detached.
+pub fn graph_fix(g: &crate::analysis::graph::GraphGrowth) -> &'static str {
+    let base = g.op.rsplit("::").next().unwrap_or(&g.op);
+    if base.starts_with("add") || base.starts_with("sum") || base.starts_with("mean") {
+        "accumulate a Python number, not the tensor: `total += loss.item()` (or \
+         `loss.detach()`); keep only detached values across iterations, and compute metrics \
+         and validation under `torch.no_grad()`"
+    } else {
+        "do not carry tensors that require grad across iterations: store `.detach()`ed \
+         tensors or `.item()` values, and compute anything not meant for backward under \
+         `torch.no_grad()`"
+    }
+}

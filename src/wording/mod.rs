@@ -10,6 +10,6 @@ mod leaks;
 mod oom;
 mod verdict;
 
-pub use leaks::{leak_explanation, leak_fix};
+pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use verdict::{not_judged, verdict};

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::analysis::graph::GraphGrowth;
 use crate::analysis::oom::RemedyKind;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{
@@ -32,7 +33,7 @@ struct Document<'a> {
     steps: &'a [StepReport],
     categories: &'a Option<CategoriesReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    graph: &'a Option<GraphSection>,
+    graph: Option<GraphDoc<'a>>,
     notes: &'a [String],
 }
 
@@ -85,6 +86,22 @@ fn device_doc(d: &DeviceReport) -> DeviceDoc<'_> {
     }
 }
 
+/// A trace's autograd graph, its growth findings with their sentences.
+#[derive(Serialize)]
+struct GraphDoc<'a> {
+    #[serde(flatten)]
+    section: &'a GraphSection,
+    growth: Vec<GraphGrowthDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct GraphGrowthDoc<'a> {
+    #[serde(flatten)]
+    finding: &'a GraphGrowth,
+    explanation: String,
+    fix: &'static str,
+}
+
 /// A finding with its explanation and fix, the wording module's.
 #[derive(Serialize)]
 struct LeakDoc<'a> {
@@ -128,7 +145,18 @@ fn doc(a: &Analysis) -> Document<'_> {
         bounded_growth: &a.bounded_growth,
         steps: &a.steps,
         categories: &a.categories,
-        graph: &a.graph,
+        graph: a.graph.as_ref().map(|g| GraphDoc {
+            section: g,
+            growth: g
+                .growth
+                .iter()
+                .map(|f| GraphGrowthDoc {
+                    finding: f,
+                    explanation: crate::wording::graph_explanation(f),
+                    fix: crate::wording::graph_fix(f),
+                })
+                .collect(),
+        }),
         notes: &a.notes,
     }
 }

@@ -611,8 +611,8 @@ impl Format for Text {
                     f.steps,
                     at.unwrap_or_default()
                 )?;
-                writeln!(out, "    why: {}", f.explanation)?;
-                writeln!(out, "    fix: {}", st.bold(&f.fix))?;
+                writeln!(out, "    why: {}", crate::wording::graph_explanation(f))?;
+                writeln!(out, "    fix: {}", st.bold(crate::wording::graph_fix(f)))?;
             }
         }
         for (i, l) in a.leaks.iter().enumerate() {

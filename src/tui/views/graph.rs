@@ -183,8 +183,11 @@ fn graph_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
         );
         y += chart_h;
         let lines = vec![
-            (f.explanation.clone(), Style::default()),
-            (format!("fix: {}", f.fix), Style::default().fg(Color::Green)),
+            (crate::wording::graph_explanation(f), Style::default()),
+            (
+                format!("fix: {}", crate::wording::graph_fix(f)),
+                Style::default().fg(Color::Green),
+            ),
         ];
         text_pane(list.text(), lines, area, y, buf);
     } else {
