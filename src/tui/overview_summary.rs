@@ -6,7 +6,7 @@ use ratatui::style::Style;
 
 use super::widgets::{bold, dim};
 use crate::analysis::categories::Categories;
-use crate::analysis::{Analysis, DeviceReport, LeakJudgement, NotJudged};
+use crate::analysis::{Analysis, DeviceReport};
 use crate::report::text::{site_label, step_figures};
 use crate::units::bytes;
 
@@ -95,31 +95,4 @@ fn categories_line(c: &Categories) -> Option<String> {
         .map(|(n, b)| format!("{n} {}", bytes(*b)))
         .collect();
     (!parts.is_empty()).then(|| parts.join(", "))
-}
-
-/// What the Leaks view says when it lists no finding: "none found" only where leaks were judged;
-/// otherwise why they could not be (the capture's `leak_judgement`). The `bool`: judged.
-pub fn no_leaks_text(j: &LeakJudgement, judged_clean: &str) -> (String, bool) {
-    let why = match j.reason {
-        None => {
-            return (
-                format!("no leak findings over {} steps: {judged_clean}", j.steps),
-                true,
-            )
-        }
-        Some(NotJudged::NoHistory) => "the capture has no allocation history (only the state at the dump), so growth over time cannot be seen; record it with torch.cuda.memory._record_memory_history".to_owned(),
-        Some(NotJudged::SinglePass) => "the log is one pass through the program, not a loop of steps".to_owned(),
-        Some(NotJudged::DecodingLoop) => "the log's loop is a decoding loop: tokens are not steps (a generation's cache or sequence grows with each)".to_owned(),
-        Some(NotJudged::TooFewSteps) => format!(
-            "{} complete step(s) in the log; a judgement needs {}",
-            j.steps, j.min_steps
-        ),
-        Some(NotJudged::RisingTooFewSteps) => format!(
-            "memory rose at the end of each of the {} steps, too few to tell a leak from warm-up",
-            j.steps
-        ),
-        Some(NotJudged::NoMemoryEvents) => "the trace has no memory events (record with profile_memory=True)".to_owned(),
-        Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".to_owned(),
-    };
-    (format!("leaks not judged: {why}"), false)
 }

@@ -12,4 +12,4 @@ mod verdict;
 
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
-pub use verdict::{not_judged, verdict};
+pub use verdict::{no_leaks, not_judged, verdict};

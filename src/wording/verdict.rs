@@ -235,3 +235,22 @@ pub fn not_judged(j: &LeakJudgement) -> String {
         Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
     }
 }
+
+/// What the Leaks view says when it lists no finding: "none found" only where leaks were judged;
+/// otherwise why they could not be (the same reason the verdict gives). The `bool`: judged.
+pub fn no_leaks(j: &LeakJudgement, judged_clean: &str) -> (String, bool) {
+    match j.reason {
+        None => (
+            format!("no leak findings over {} steps: {judged_clean}", j.steps),
+            true,
+        ),
+        Some(NotJudged::NoHistory) => (
+            format!(
+                "leaks not judged: {}; record it with torch.cuda.memory._record_memory_history",
+                not_judged(j)
+            ),
+            false,
+        ),
+        Some(_) => (format!("leaks not judged: {}", not_judged(j)), false),
+    }
+}

@@ -12,7 +12,6 @@ use crate::tui::component::Component;
 use crate::tui::data::{leak_label, Data, Jump};
 use crate::tui::layout::list_offset;
 use crate::tui::list::ListText;
-use crate::tui::overview_summary::no_leaks_text;
 use crate::tui::snapshot_mode::Snap;
 use crate::tui::trace::TraceData;
 use crate::tui::widgets::chart::step_bars;
@@ -130,7 +129,7 @@ fn snapshot_leaks(list: &ListText, data: &Data, area: Rect, buf: &mut Buffer) {
     // No finding: judged clean, or why leaks could not be judged, wrapped.
     let mut y0 = 1;
     if data.analysis.leaks.is_empty() {
-        let (text, judged) = no_leaks_text(
+        let (text, judged) = crate::wording::no_leaks(
             &data.analysis.verdict.leak_judgement,
             "no site's survivors grow from step to step",
         );
@@ -305,7 +304,7 @@ fn trace_leaks(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
     );
     let ls = &t.analysis.leaks;
     if ls.is_empty() {
-        let (text, judged) = no_leaks_text(
+        let (text, judged) = crate::wording::no_leaks(
             &t.analysis.verdict.leak_judgement,
             "no site's allocations from earlier steps are still alive at the end",
         );
