@@ -212,62 +212,38 @@ pub enum Unjudged {
     CpuOnly,
 }
 
-impl Judgement {
-    /// Why the capture could not be judged, in words (`None` when it was judged).
-    pub fn why_not(&self) -> Option<String> {
-        if self.judged {
-            return None;
+impl Unjudged {
+    /// The analysis' reason this is the summary form of.
+    pub fn reason(self) -> crate::analysis::NotJudged {
+        use crate::analysis::NotJudged;
+        match self {
+            Unjudged::NoHistory => NotJudged::NoHistory,
+            Unjudged::SinglePass => NotJudged::SinglePass,
+            Unjudged::DecodingLoop => NotJudged::DecodingLoop,
+            Unjudged::TooFewSteps => NotJudged::TooFewSteps,
+            Unjudged::RisingTooFewSteps => NotJudged::RisingTooFewSteps,
+            Unjudged::NoMemoryEvents => NotJudged::NoMemoryEvents,
+            Unjudged::CpuOnly => NotJudged::CpuOnly,
         }
-        Some(match self.reason {
-            Some(Unjudged::NoHistory) => {
-                "the capture has no allocation history (only the state at the dump)".into()
-            }
-            Some(Unjudged::SinglePass) => {
-                "the capture is one pass through the program, not a loop".into()
-            }
-            Some(Unjudged::DecodingLoop) => {
-                "the capture's loop is a decoding loop: tokens are not steps".into()
-            }
-            Some(Unjudged::TooFewSteps) => format!(
-                "the capture has {} complete step{}; a leak judgement needs {}",
+    }
+}
+
+impl Judgement {
+    /// Why the capture could not be judged, in the gate's words (`None` when it was judged).
+    pub fn why_not(&self) -> Option<String> {
+        (!self.judged).then(|| {
+            crate::wording::gate_not_judged(
+                self.reason.map(Unjudged::reason),
                 self.steps,
-                if self.steps == 1 { "" } else { "s" },
-                self.min_steps
-            ),
-            Some(Unjudged::RisingTooFewSteps) => format!(
-                "memory rose at the end of every one of the capture's {} complete steps, too \
-                 few to tell a leak from warm-up (a leak finding needs {} rising steps)",
-                self.steps,
-                crate::analysis::leaks::MIN_RISING_STEPS
-            ),
-            Some(Unjudged::NoMemoryEvents) => {
-                "the trace holds no memory events (recorded without profile_memory=True)".into()
-            }
-            Some(Unjudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
-            None => "the capture cannot support a leak judgement".into(),
+                self.min_steps,
+            )
         })
     }
 
     /// Why an OOM could not have been recorded, where it could not: a snapshot records OOMs
     /// in its allocation history, a trace as memory events.
     pub fn why_no_oom_record(&self) -> Option<&'static str> {
-        match self.reason? {
-            Unjudged::NoHistory => {
-                Some("the capture has no allocation history, where a snapshot records its OOMs")
-            }
-            Unjudged::NoMemoryEvents => Some(
-                "the trace holds no memory events (recorded without profile_memory=True), \
-                 where a trace records its OOMs",
-            ),
-            Unjudged::CpuOnly => Some(
-                "the trace's memory events are all on the CPU: it records no CUDA memory, so no \
-                 CUDA OOM",
-            ),
-            Unjudged::SinglePass
-            | Unjudged::DecodingLoop
-            | Unjudged::TooFewSteps
-            | Unjudged::RisingTooFewSteps => None,
-        }
+        crate::wording::no_oom_record(self.reason?.reason())
     }
 }
 
