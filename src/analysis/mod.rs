@@ -220,6 +220,56 @@ pub struct DeviceReport {
     pub leak_judgement: LeakJudgement,
 }
 
+impl DeviceReport {
+    /// The one builder of a device's report: nothing known but the device and its event count.
+    /// Every figure the capture does not record stays unknown (`None`, empty), never 0; both
+    /// pipelines (`snapshot`, `trace_report`) start from it and set what their passes found,
+    /// so a new field is added here once.
+    pub(crate) fn unknown(device: u32, events: usize) -> DeviceReport {
+        DeviceReport {
+            device,
+            allocated_counted_from: CountedFrom::Zero,
+            allocated_bytes: None,
+            active_bytes: None,
+            reserved_bytes: None,
+            requested_bytes: None,
+            peak_allocated_bytes: None,
+            peak_active_bytes: None,
+            peak_reserved_bytes: None,
+            peak_requested_bytes: None,
+            peak_inactive_split_bytes: None,
+            observed_peak_allocated_bytes: 0,
+            observed_peak_reserved_bytes: None,
+            reserved_unknown: true,
+            observed_peak_requested_bytes: 0,
+            peak_exact: false,
+            peak_event: None,
+            inactive_split_bytes: None,
+            segments: None,
+            expandable_segments: None,
+            expandable_free_bytes: None,
+            free_reserved_bytes: None,
+            largest_free_block_bytes: None,
+            from_start: None,
+            events,
+            has_history: events > 0,
+            replay_consistent: true,
+            consistency: Consistency {
+                consistent: true,
+                ..Consistency::default()
+            },
+            history_starts_mid_run: false,
+            ooms: Vec::new(),
+            top_sites: Vec::new(),
+            top_sites_at_peak: Vec::new(),
+            categories_at_peak: None,
+            categories_at_dump: None,
+            structure: Default::default(),
+            leak_judgement: LeakJudgement::not(NotJudged::NoHistory, 0),
+        }
+    }
+}
+
 /// A leak finding, with the device it was found on.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LeakReport {

@@ -21,8 +21,8 @@ use super::sites::{self, FramelessEvidence, Site, SiteTotal};
 use super::steps::{self, Step};
 use super::{
     judge_steps, last_oom_in, retry, top, verdict, whatif, Analysis, Analyzed, BoundedGrowthReport,
-    CaptureKind, CategoriesReport, CountedFrom, DeviceProduct, DeviceReport, Input, LeakJudgement,
-    LeakReport, Moment, NotJudged, OomReport, StepReport, SCHEMA,
+    CaptureKind, CategoriesReport, DeviceProduct, DeviceReport, Input, LeakJudgement, LeakReport,
+    Moment, NotJudged, OomReport, StepReport, SCHEMA,
 };
 use crate::model::{Action, BlockState, Device, Layout, Snapshot};
 
@@ -394,8 +394,6 @@ fn device_report(
         largest_free,
     } = c;
     let report = DeviceReport {
-        device: dev.index,
-        allocated_counted_from: CountedFrom::Zero,
         allocated_bytes: Some(allocated),
         active_bytes: Some(active),
         reserved_bytes: Some(reserved),
@@ -417,8 +415,6 @@ fn device_report(
         expandable_free_bytes: Some(exp_free),
         free_reserved_bytes: Some(reserved.saturating_sub(active)),
         largest_free_block_bytes: Some(largest_free),
-        from_start: None,
-        events: dev.events.len(),
         has_history,
         replay_consistent: tl.consistency.consistent,
         consistency: tl.consistency.clone(),
@@ -431,6 +427,7 @@ fn device_report(
         categories_at_dump,
         structure,
         leak_judgement,
+        ..DeviceReport::unknown(dev.index, dev.events.len())
     };
     DeviceFindings {
         report,

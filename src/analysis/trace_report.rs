@@ -8,7 +8,6 @@ use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
 use super::leaks::{Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, TraceEvidence};
-use super::replay::Consistency;
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
@@ -203,47 +202,22 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
     let peak_alloc = d.peak.as_ref().map(|p| in_use(rel, p.allocated_bytes));
     let peak_res = d.peak_reserved_bytes.map(|v| v.max(0) as u64);
     DeviceReport {
-        device: d.device.device_id.max(0) as u32,
         allocated_counted_from: d.counted_from,
         allocated_bytes: end_alloc,
-        active_bytes: None,
         reserved_bytes: end_res,
-        requested_bytes: None,
         // Changes from the start give no exact peak in bytes in use, only a lower bound.
         peak_allocated_bytes: peak_alloc.filter(|_| rel.is_none()),
-        peak_active_bytes: None,
         peak_reserved_bytes: peak_res,
-        peak_requested_bytes: None,
-        peak_inactive_split_bytes: None,
         observed_peak_allocated_bytes: peak_alloc.unwrap_or(in_use(rel, end)),
         observed_peak_reserved_bytes: peak_res.or(end_res),
         peak_exact: peak_alloc.is_some() && rel.is_none(),
-        peak_event: None,
-        inactive_split_bytes: None,
-        segments: None,
-        expandable_segments: None,
-        expandable_free_bytes: None,
-        observed_peak_requested_bytes: 0,
         reserved_unknown: end_res.is_none(),
         free_reserved_bytes: end_res.zip(end_alloc).map(|(r, a)| r.saturating_sub(a)),
-        largest_free_block_bytes: None,
         from_start,
-        events: d.events,
-        has_history: d.events > 0,
-        // The profiler's running totals are the allocator's own; there is nothing to replay.
-        replay_consistent: true,
-        consistency: Consistency {
-            consistent: true,
-            ..Consistency::default()
-        },
+        // The profiler's running totals are the allocator's own; there is nothing to replay
+        // (the builder's consistency says so).
         // Changes from the start say nothing of what was in use then: not an empty allocator.
         history_starts_mid_run: rel.is_some() || d.start_allocated_bytes.unwrap_or(0) > 0,
-        ooms: Vec::new(),
-        top_sites: Vec::new(),
-        top_sites_at_peak: Vec::new(),
-        categories_at_peak: None,
-        categories_at_dump: None,
-        structure: Default::default(),
         leak_judgement: if d.events == 0 {
             LeakJudgement::not(NotJudged::NoMemoryEvents, 0)
         } else {
@@ -256,6 +230,7 @@ fn device_report(d: &DeviceMemory) -> DeviceReport {
                 .collect();
             super::judge_steps(&ends, false)
         },
+        ..DeviceReport::unknown(d.device.device_id.max(0) as u32, d.events)
     }
 }
 
