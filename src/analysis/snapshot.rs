@@ -458,31 +458,24 @@ fn replay_and_search(snap: &Snapshot, d: &Device) -> (Timeline, steps::Bounds, C
 /// The categories the report shows first: at the last OOM, else at the first allocated peak,
 /// else at the dump of a snapshot with no log.
 fn shown_categories(devices: &[DeviceReport]) -> Option<CategoriesReport> {
+    let at = |device: u32, at: Moment, c: &Option<categories::Categories>| {
+        c.clone().map(|categories| CategoriesReport {
+            device,
+            at,
+            categories,
+        })
+    };
     last_oom_in(devices)
-        .and_then(|(dev, o)| {
-            o.categories.clone().map(|c| CategoriesReport {
-                device: dev,
-                at: Moment::Oom,
-                categories: c,
-            })
+        .and_then(|(dev, o)| at(dev, Moment::Oom, &o.categories))
+        .or_else(|| {
+            devices
+                .iter()
+                .find_map(|d| at(d.device, Moment::Peak, &d.categories_at_peak))
         })
         .or_else(|| {
-            devices.iter().find_map(|d| {
-                d.categories_at_peak.clone().map(|c| CategoriesReport {
-                    device: d.device,
-                    at: Moment::Peak,
-                    categories: c,
-                })
-            })
-        })
-        .or_else(|| {
-            devices.iter().find_map(|d| {
-                d.categories_at_dump.clone().map(|c| CategoriesReport {
-                    device: d.device,
-                    at: Moment::Dump,
-                    categories: c,
-                })
-            })
+            devices
+                .iter()
+                .find_map(|d| at(d.device, Moment::Dump, &d.categories_at_dump))
         })
 }
 
