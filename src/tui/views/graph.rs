@@ -55,14 +55,10 @@ impl Component<TraceData> for Graph {
         query: &str,
         forward: bool,
     ) -> Option<Effect> {
-        let q = query.to_lowercase();
-        let has = |s: &str| s.to_lowercase().contains(&q);
-        let site_has = |s: &Option<crate::model::Site>| {
-            s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))
-        };
+        let q = super::Query::new(query);
         let g = growth(t);
         Some(self.list.search(query, g.len(), forward, |i| {
-            has(&g[i].op) || site_has(&g[i].site)
+            q.matches(&g[i].op) || q.site(&g[i].site)
         }))
     }
 

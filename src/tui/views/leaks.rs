@@ -90,11 +90,12 @@ impl Component<TraceData> for Leaks {
         query: &str,
         forward: bool,
     ) -> Option<Effect> {
-        let q = query.to_lowercase();
+        let q = super::Query::new(query);
         let ls = &t.analysis.leaks;
-        Some(self.list.search(query, ls.len(), forward, |i| {
-            leak_label(&ls[i]).to_lowercase().contains(&q)
-        }))
+        Some(
+            self.list
+                .search(query, ls.len(), forward, |i| q.matches(&leak_label(&ls[i]))),
+        )
     }
 
     fn text(&self) -> Option<&Scroll> {

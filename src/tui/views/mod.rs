@@ -40,3 +40,24 @@ pub fn trace() -> Vec<Box<dyn Component<TraceData>>> {
         Box::new(leaks::Leaks::default()),
     ]
 }
+
+/// A search query, lowercased once: what `n`/`N` matches names and user frames against, the
+/// same way in every view.
+pub(crate) struct Query(String);
+
+impl Query {
+    pub(crate) fn new(query: &str) -> Query {
+        Query(query.to_lowercase())
+    }
+
+    /// Whether `s` contains the query, ignoring case.
+    pub(crate) fn matches(&self, s: &str) -> bool {
+        s.to_lowercase().contains(&self.0)
+    }
+
+    /// Whether a user frame's function or file contains the query.
+    pub(crate) fn site(&self, s: &Option<crate::model::Site>) -> bool {
+        s.as_ref()
+            .is_some_and(|s| self.matches(&s.function) || self.matches(&s.file))
+    }
+}

@@ -67,11 +67,12 @@ impl<C: Overviewed + 'static> Component<C> for Overview {
     }
 
     fn search(&mut self, cap: &mut C, _c: &Ctx, query: &str, forward: bool) -> Option<Effect> {
-        let q = query.to_lowercase();
+        let q = super::Query::new(query);
         let fs = cap.findings();
-        Some(self.list.search(query, fs.len(), forward, |i| {
-            fs[i].label.to_lowercase().contains(&q)
-        }))
+        Some(
+            self.list
+                .search(query, fs.len(), forward, |i| q.matches(&fs[i].label)),
+        )
     }
 
     fn text(&self) -> Option<&Scroll> {

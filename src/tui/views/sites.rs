@@ -112,7 +112,7 @@ impl Component<Snap> for Sites {
     fn search(&mut self, cap: &mut Snap, c: &Ctx, query: &str, forward: bool) -> Option<Effect> {
         self.sync(cap, c);
         cap.set_query(query);
-        let q = query.to_lowercase();
+        let q = super::Query::new(query);
         let tree = cap.tree();
         let cur_site = match self.rows(cap).get(self.sel) {
             Some(
@@ -122,8 +122,7 @@ impl Component<Snap> for Sites {
         };
         let f = cycle(cur_site, tree.len(), forward, |i| {
             let s = &tree[i];
-            s.label.to_lowercase().contains(&q)
-                || s.stacks.iter().any(|k| cap.stack_matches(k.stack))
+            q.matches(&s.label) || s.stacks.iter().any(|k| cap.stack_matches(k.stack))
         });
         if let Some(i) = f {
             self.open_site(cap, i);

@@ -308,21 +308,17 @@ impl Component<TraceData> for Steps {
         query: &str,
         forward: bool,
     ) -> Option<Effect> {
-        let q = query.to_lowercase();
-        let has = |s: &str| s.to_lowercase().contains(&q);
-        let site_has = |s: &Option<crate::model::Site>| {
-            s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))
-        };
+        let q = super::Query::new(query);
         let f = match &self.ops {
             Some(so) => {
                 let rows = &so.rows;
                 let f = cycle(self.ops_sel, rows.len(), forward, |i| {
-                    has(&rows[i].name)
-                        || site_has(&rows[i].site)
+                    q.matches(&rows[i].name)
+                        || q.site(&rows[i].site)
                         || rows[i]
                             .events
                             .iter()
-                            .any(|&e| t.event_ops(so.dev, e).0.is_some_and(has))
+                            .any(|&e| t.event_ops(so.dev, e).0.is_some_and(|s| q.matches(s)))
                 });
                 if let Some(i) = f {
                     self.ops_sel = i;
@@ -332,7 +328,9 @@ impl Component<TraceData> for Steps {
             }
             None => {
                 let steps = &t.trace.steps;
-                let f = cycle(self.sel, steps.len(), forward, |i| has(&steps[i].name));
+                let f = cycle(self.sel, steps.len(), forward, |i| {
+                    q.matches(&steps[i].name)
+                });
                 if let Some(i) = f {
                     self.sel = i;
                 }

@@ -227,11 +227,7 @@ pub fn alloc_free(t: &TraceData, dev: usize, at: Option<usize>) -> Effect {
 
 /// `n`/`N` on a trace's timeline: the next memory event whose op or user frame matches.
 fn trace_search(t: &TraceData, c: &Ctx, query: &str, forward: bool) -> Effect {
-    let q = query.to_lowercase();
-    let has = |s: &str| s.to_lowercase().contains(&q);
-    let site_has = |s: &Option<crate::model::Site>| {
-        s.as_ref().is_some_and(|s| has(&s.function) || has(&s.file))
-    };
+    let q = super::Query::new(query);
     let Some(d) = t.devs.get(c.dev) else {
         return Effect::None;
     };
@@ -244,11 +240,11 @@ fn trace_search(t: &TraceData, c: &Ctx, query: &str, forward: bool) -> Effect {
             let name = t.trace.op(o).name;
             *memo
                 .entry((name.0, true))
-                .or_insert_with(|| has(t.trace.stacks.str(name)))
+                .or_insert_with(|| q.matches(t.trace.stacks.str(name)))
         });
         op || *memo
             .entry((m.stack.0, false))
-            .or_insert_with(|| site_has(&t.trace.user_site(m.stack)))
+            .or_insert_with(|| q.site(&t.trace.user_site(m.stack)))
     };
     find_event(query, cur, n, forward, "event", hit)
 }
