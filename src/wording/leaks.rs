@@ -63,17 +63,11 @@ pub fn leak_fix(l: &Leak) -> &'static str {
     }
 }
 
-fn at(site: &Option<Site>) -> String {
-    site.as_ref()
-        .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
-        .unwrap_or_else(|| "allocations with no recorded stack".into())
-}
-
 fn per_step(e: &LogEvidence) -> String {
     format!(
         "{} more survive at {} after every step ({:.1} tensors per step, {} steps, {} live at the end of the growth)",
         bytes(e.growth_bytes_per_step.max(0.0) as u64),
-        at(&e.site),
+        super::site_in(&e.site),
         e.growth_tensors_per_step,
         e.steps,
         bytes(e.live_bytes)

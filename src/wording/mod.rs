@@ -15,3 +15,19 @@ pub use gate::{gate_not_judged, no_oom_record};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use verdict::{no_leaks, not_judged, verdict};
+
+use crate::analysis::sites::Site;
+
+/// `file:line (in function)`, or what stands for blocks with no stack.
+pub(crate) fn site_in(site: &Option<Site>) -> String {
+    site.as_ref()
+        .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
+        .unwrap_or_else(|| "allocations with no recorded stack".into())
+}
+
+/// ` at file:line`, or nothing where there is no site.
+pub(crate) fn at_line(site: &Option<Site>) -> String {
+    site.as_ref()
+        .map(|s| format!(" at {}:{}", s.file, s.line))
+        .unwrap_or_default()
+}

@@ -24,7 +24,7 @@ pub fn oom_summary(o: &OomReport) -> String {
                 l.kind.label(),
                 bytes(l.growth_bytes_per_step.max(0.0) as u64),
                 l.steps,
-                at_line(l),
+                super::at_line(&l.site),
                 bytes(e.rounded_bytes)
             ),
             None => "leak".into(),
@@ -45,13 +45,6 @@ pub fn oom_summary(o: &OomReport) -> String {
     }
 }
 
-fn at_line(l: &LeakSignal) -> String {
-    l.site
-        .as_ref()
-        .map(|s| format!(" at {}:{}", s.file, s.line))
-        .unwrap_or_default()
-}
-
 /// A leak that grew up to an OOM, in one sentence.
 pub fn leak_signal(l: &LeakSignal, allocated: u64) -> String {
     format!(
@@ -61,10 +54,7 @@ pub fn leak_signal(l: &LeakSignal, allocated: u64) -> String {
         bytes(l.grown_bytes),
         100.0 * l.share_of_allocated,
         bytes(allocated),
-        l.site
-            .as_ref()
-            .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
-            .unwrap_or_else(|| "allocations with no recorded stack".into())
+        super::site_in(&l.site)
     )
 }
 
@@ -174,7 +164,10 @@ pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
                     .map_or(0.0, |l| l.growth_bytes_per_step)
                     .max(0.0) as u64
             ),
-            e.leak.as_ref().map(at_line).unwrap_or_default()
+            e.leak
+                .as_ref()
+                .map(|l| super::at_line(&l.site))
+                .unwrap_or_default()
         ),
         RemedyKind::ReduceWorkload => format!(
             "the workload needed more than was available: {} allocated when a further {} was requested",

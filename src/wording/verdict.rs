@@ -8,11 +8,6 @@ use crate::units::{bytes, signed_bytes};
 
 /// The one line a user reads first.
 pub fn verdict(v: &Verdict) -> String {
-    let at_line = |s: &Option<Site>| {
-        s.as_ref()
-            .map(|s| format!(" at {}:{}", s.file, s.line))
-            .unwrap_or_default()
-    };
     match &v.evidence {
         VerdictEvidence::Oom {
             device,
@@ -31,7 +26,7 @@ pub fn verdict(v: &Verdict) -> String {
             format!(
                 "OOM on cuda:{device} requesting {}{}, caused by {diagnosis}{more}",
                 bytes(*rounded_bytes),
-                at_line(site)
+                super::at_line(site)
             )
         }
         VerdictEvidence::RetainedAttempts {
@@ -42,7 +37,7 @@ pub fn verdict(v: &Verdict) -> String {
             findings,
         } => format!(
             "memory leak on cuda:{device}: {attempts} attempt(s) that ended in an OOM{} still held {} while the next attempt ran{}",
-            at_line(site),
+            super::at_line(site),
             bytes(*held_bytes),
             findings_note(*findings)
         ),
@@ -63,7 +58,7 @@ pub fn verdict(v: &Verdict) -> String {
             format!(
                 "memory leak on cuda:{device}: {}{} grows by {} per step over {steps} steps{released}{}",
                 kind.label(),
-                at_line(site),
+                super::at_line(site),
                 bytes(*per_step_bytes),
                 findings_note(*findings)
             )
