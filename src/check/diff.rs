@@ -98,11 +98,16 @@ impl SiteChange {
     }
 }
 
+/// A path's last component: what identifies a source file across checkouts.
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
 /// What identifies a site across code motion: its file's name and its stack's functions
 /// (`None` sites, with no Python stack, form one group).
 fn motion_key(s: &SiteBytes) -> Option<(String, Vec<String>)> {
     let site = s.site.as_ref()?;
-    let file = site.file.rsplit(['/', '\\']).next().unwrap_or(&site.file);
+    let file = file_name(&site.file);
     let chain = if s.chain.is_empty() {
         vec![site.function.clone()]
     } else {
@@ -114,9 +119,8 @@ fn motion_key(s: &SiteBytes) -> Option<(String, Vec<String>)> {
 /// Whether two findings' sites are the same code across code motion: the same file name and
 /// function (a finding is one per site and kind, so the line adds nothing but motion).
 fn same_code(x: &Option<Site>, y: &Option<Site>) -> bool {
-    let name = |f: &str| f.rsplit(['/', '\\']).next().unwrap_or(f).to_owned();
     match (x, y) {
-        (Some(x), Some(y)) => name(&x.file) == name(&y.file) && x.function == y.function,
+        (Some(x), Some(y)) => file_name(&x.file) == file_name(&y.file) && x.function == y.function,
         (None, None) => true,
         _ => false,
     }
@@ -508,20 +512,9 @@ fn program_files(s: &InputSummary) -> BTreeSet<String> {
         .filter_map(|x| x.site.as_ref())
         .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()));
     sites
-        .filter(|site| {
-            !(site.file.is_empty()
-                || site.file.contains("ipykernel_")
-                || site.file.starts_with("<ipython-input-")
-                || site.file.starts_with('<'))
-                && site.file.ends_with(".py")
-        })
-        .map(|site| {
-            site.file
-                .rsplit(['/', '\\'])
-                .next()
-                .unwrap_or(&site.file)
-                .to_owned()
-        })
+        .map(|site| site.file.as_str())
+        .filter(|f| f.ends_with(".py") && !f.starts_with('<') && !f.contains("ipykernel_"))
+        .map(|f| file_name(f).to_owned())
         .collect()
 }
 
@@ -585,13 +578,11 @@ fn not_compared(before: &InputSummary, after: &InputSummary) -> Vec<NotCompared>
         };
         // Without device memory on either side, nothing below it is recorded either: one
         // line says it.
-        if record != Record::DeviceMemory
-            && out.contains(&NotCompared {
-                record: Record::DeviceMemory,
-                missing_in: Missing::Neither,
-            })
-            && matches!(record, Record::SiteMemory | Record::Categories)
-        {
+        let no_memory = NotCompared {
+            record: Record::DeviceMemory,
+            missing_in: Missing::Neither,
+        };
+        if matches!(record, Record::SiteMemory | Record::Categories) && out.contains(&no_memory) {
             continue;
         }
         out.push(NotCompared { record, missing_in });
