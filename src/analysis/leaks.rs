@@ -123,6 +123,9 @@ pub enum LeakKind {
     HookCache,
     KeptOutputs,
     TensorCache,
+    /// Summaries written by memscope before traces shared the snapshot rules called a trace's
+    /// growth `live_growth`: old baselines still load.
+    #[serde(alias = "live_growth")]
     SteadyGrowth,
     /// Memory of an attempt that ended in an OOM, alive while a later attempt ran
     /// ([`crate::analysis::retry`]).

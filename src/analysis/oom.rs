@@ -11,7 +11,7 @@ use super::leaks::LeakSignal;
 use super::replay::OomFacts;
 use crate::model::{AllocatorSettings, Device};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// Enough memory was cached but free, yet no free block was large enough.

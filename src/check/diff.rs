@@ -745,7 +745,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             for l in v {
                 leaks.push(FindingChange {
                     status,
-                    kind: l.kind.clone(),
+                    kind: l.kind.id().to_owned(),
                     site: l.site.clone(),
                     per_step: l.growth_bytes_per_step,
                 });

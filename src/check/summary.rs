@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::analysis::leaks::LeakKind;
 use crate::analysis::oom::Cause;
 use crate::analysis::sites::Site;
 use crate::analysis::{CaptureKind, VerdictKind};
@@ -67,30 +68,16 @@ pub struct DeviceSummary {
 pub struct OomSummary {
     pub device: String,
     /// `fragmentation`, `capacity`, `leak`, `retained_attempt`, `unknown`.
-    #[serde(with = "CauseName")]
     pub cause: Cause,
     pub requested_bytes: u64,
     pub site: Option<Site>,
     pub summary: String,
 }
 
-/// [`Cause`] by its JSON name (`snake_case`, as the analysis writes it), both ways: `Cause`
-/// itself only serializes. The `match` serde derives for `serialize` is exhaustive, so a new
-/// cause is a compile error here until it is named.
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Cause", rename_all = "snake_case")]
-enum CauseName {
-    Fragmentation,
-    Capacity,
-    Leak,
-    RetainedAttempt,
-    Unknown,
-}
-
 /// One leak finding (from the analysis' `leaks[]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LeakSummary {
-    pub kind: String,
+    pub kind: LeakKind,
     /// Alive at the end, or released only after the loop that grew it (still a finding: the
     /// peak grows with the number of steps). Summaries written before it was recorded are `alive`.
     #[serde(default)]
@@ -494,6 +481,23 @@ mod tests {
         for k in [CaptureKind::Snapshot, CaptureKind::Trace] {
             assert_eq!(serde_json::to_value(k).unwrap(), k.name());
         }
+        for k in [
+            LeakKind::AccumulatedLoss,
+            LeakKind::RetainedGraph,
+            LeakKind::HookCache,
+            LeakKind::KeptOutputs,
+            LeakKind::TensorCache,
+            LeakKind::SteadyGrowth,
+            LeakKind::RetainedAttempt,
+        ] {
+            let j = serde_json::to_value(k).unwrap();
+            assert_eq!(j, k.id());
+            assert_eq!(serde_json::from_value::<LeakKind>(j).unwrap(), k);
+        }
+        // Trace summaries written before traces shared the snapshot rules.
+        let old: LeakKind = serde_json::from_value(serde_json::json!("live_growth")).unwrap();
+        assert_eq!(old, LeakKind::SteadyGrowth);
+        assert!(serde_json::from_value::<LeakKind>(serde_json::json!("no_such_kind")).is_err());
     }
 
     #[test]

@@ -169,7 +169,7 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         .leaks
         .iter()
         .map(|l| LeakSummary {
-            kind: l.leak.kind.id().to_owned(),
+            kind: l.leak.kind,
             extent: l.leak.extent,
             site: l.leak.site.clone(),
             cause_site: l.leak.cause_site.clone(),
