@@ -77,8 +77,9 @@ pub struct Basis {
     pub category: Category,
     pub bytes: u64,
     pub blocks: u64,
-    /// What the inference rests on.
-    pub rule: &'static str,
+    /// What the inference rests on (serialized as its sentence).
+    #[serde(serialize_with = "crate::wording::serialize_category_rule")]
+    pub rule: CategoryRule,
 }
 
 /// Allocated bytes by category at one state of the log.
@@ -169,42 +170,42 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-const R_OPTIM: &str = "allocated under torch/optim and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)";
-const R_OPTIM_TMP: &str =
-    "allocated under torch/optim and freed within its step: optimizer temporaries";
-const R_APPLY: &str =
-    "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers";
-const R_WEIGHTS: &str = "allocated under a function that loads or initialises weights (init_weight*, load_state_dict, from_pretrained, ...) and not freed: parameters (weights)";
-const R_EARLY_NATIVE: &str = "allocated before the first forward pass with no Python frame and no backward in its stack: taken as parameters (weights loaded or created natively)";
-const R_GRAD: &str = "allocated in a backward pass (autograd engine or backward-node frames, a backward() entry point, or no stack at all after a backward() call in the log: autograd's engine thread records no Python frames) and alive past its step: gradients";
-const R_NATIVE: &str = "allocated with no Python frame outside any backward pass (no backward() call before it in the log, no autograd engine frame): native work such as workspaces or communication buffers";
-const R_PRE_GRAD: &str = "allocated before the log began by a backward pass (its own stack shows autograd's engine): gradients";
-const R_GRAD_TMP: &str =
-    "allocated in the backward pass and freed within its step: gradient temporaries";
-const R_ACT: &str = "allocated inside a torch.nn module call and freed by the backward pass or alive past its step: activations (saved for backward, or kept)";
-const R_ACT_TEARDOWN: &str = "allocated inside a torch.nn module call and freed by autograd's graph teardown (`release_variables`) or as an OOM's exception unwound the forward: saved for backward, activations";
-const R_FWD_TMP: &str = "allocated inside a torch.nn module call and freed before the backward pass within its step: forward temporaries";
-const R_USER_TMP: &str = "allocated by other code and freed within its step: temporaries";
-const R_USER: &str = "allocated by user code outside model calls and alive past its step: inputs, targets, buffers, user tensors";
-const R_BEFORE_REC: &str = "allocated before recording began (no stack recorded): typically the weights, and gradients and optimizer state of earlier steps";
-const R_BEFORE_LOG: &str = "allocated before the log's first entry (the ring buffer dropped its event; the block keeps its own stack, which does not say what it is)";
-const R_WORKSPACE: &str = "allocated by at::cuda::getNewWorkspace: a cuBLAS workspace, kept per thread and handle (with Python-only stacks, the backward thread's workspace has no frame and is counted with the gradients)";
-const R_PENDING: &str = "freed by the program, awaiting another stream (record_stream)";
-const R_DUMP_BEFORE_CPP: &str = "no stack, in a snapshot with no log: allocated before recording began (other stacks carry C++ frames, which every thread records, autograd's engine included)";
-const R_DUMP_BEFORE_NO_BWD: &str = "no stack, in a snapshot with no log: allocated before recording began (no stack anywhere shows a backward, so autograd's engine thread, which records no Python frame, made none of it)";
-const R_DUMP_EITHER: &str = "no stack, in a snapshot with no log and Python-only stacks where a backward ran: allocated before recording began, or by autograd's engine thread (gradients); the capture cannot tell which";
-const R_UNLOGGED_EITHER: &str = "allocated before the log's first entry with no stack: before recording began, or by autograd's engine thread before the ring buffer's oldest entry (Python-only stacks record no frame there)";
-const R_DUMP_GRAD: &str = "its own stack shows autograd's engine or a backward node (no log to say more): allocated by a backward pass, kept at the dump";
-const R_KV_GROWN: &str = "made inside a module call by a stack that grows a tensor by replacing it with a larger one every step (`torch.cat([cache, new])` in attention), in a capture where no backward ran: a KV cache";
-const R_KV: &str = "made under a cache's update (a frame whose file or function names a cache, e.g. transformers' cache_utils `update`) in a capture where no backward ran: a KV cache";
-const R_INF_OUT: &str = "allocated inside a torch.nn module call and alive past its step, in a capture where no backward ran (inference): outputs and states, not saved for any backward";
-const R_INF_TMP: &str = "allocated inside a torch.nn module call and freed within its step, in a capture where no backward ran (inference): forward temporaries";
-const R_DUMP_OUT: &str = "allocated inside a torch.nn module call and alive at the dump, in a capture where no stack shows a backward (inference): outputs and states";
-const R_DUMP_ACT: &str = "allocated inside a torch.nn module call and alive at the dump (no log to say when it would be freed): activations or module outputs";
-const R_DUMP_USER: &str =
-    "allocated by user code outside model calls and alive at the dump: inputs, buffers, user tensors, caches";
-const R_DUMP_NATIVE: &str =
-    "allocated with no Python frame and no backward in its stack, alive at the dump: native work";
+/// Which inference rule put a block in its category: the evidence a [`Basis`] rests on.
+/// Its sentence (what the rule rests on) is [`crate::wording::category_rule`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CategoryRule {
+    Optim,
+    OptimTmp,
+    Apply,
+    Weights,
+    EarlyNative,
+    Grad,
+    Native,
+    PreGrad,
+    GradTmp,
+    Act,
+    ActTeardown,
+    FwdTmp,
+    UserTmp,
+    User,
+    BeforeRec,
+    BeforeLog,
+    Workspace,
+    Pending,
+    DumpBeforeCpp,
+    DumpBeforeNoBwd,
+    DumpEither,
+    UnloggedEither,
+    DumpGrad,
+    KvGrown,
+    Kv,
+    InfOut,
+    InfTmp,
+    DumpOut,
+    DumpAct,
+    DumpUser,
+    DumpNative,
+}
 
 /// Frame facts of one stack.
 #[derive(Clone, Copy, Debug, Default)]
@@ -465,7 +466,7 @@ pub fn at_state_with(
         at_event: at,
         ..Categories::default()
     };
-    let mut basis: HashMap<(Category, &'static str), (u64, u64)> = HashMap::default();
+    let mut basis: HashMap<(Category, CategoryRule), (u64, u64)> = HashMap::default();
     for b in state.live_blocks() {
         let (cat, rule) = c.classify(snap, dev, b);
         if b.state == BlockState::ActiveAllocated {
@@ -623,69 +624,71 @@ impl Classifier {
         snap: &Snapshot,
         dev: &Device,
         b: &LiveBlock,
-    ) -> (Category, &'static str) {
+    ) -> (Category, CategoryRule) {
         let stacks = &snap.stacks;
         if b.state == BlockState::ActivePendingFree {
-            return (Category::Other, R_PENDING);
+            return (Category::Other, CategoryRule::Pending);
         }
         let f = self.fact(stacks, b.stack);
         match b.alloc_event {
             None if !self.frameless.has_log => {
                 // No log at all: the block's own stack is everything there is.
                 if f.workspace {
-                    (Category::Other, R_WORKSPACE)
+                    (Category::Other, CategoryRule::Workspace)
                 } else if f.optim {
-                    (Category::OptimizerState, R_OPTIM)
+                    (Category::OptimizerState, CategoryRule::Optim)
                 } else if f.apply {
-                    (Category::Parameter, R_APPLY)
+                    (Category::Parameter, CategoryRule::Apply)
                 } else if f.weights && !f.backward {
-                    (Category::Parameter, R_WEIGHTS)
+                    (Category::Parameter, CategoryRule::Weights)
                 } else if f.backward {
-                    (Category::Gradient, R_DUMP_GRAD)
+                    (Category::Gradient, CategoryRule::DumpGrad)
                 } else if f.empty {
                     match self.frameless.stackless_unlogged() {
                         Origin::BeforeRecording if self.frameless.native_frames => {
-                            (Category::BeforeRecording, R_DUMP_BEFORE_CPP)
+                            (Category::BeforeRecording, CategoryRule::DumpBeforeCpp)
                         }
                         Origin::BeforeRecording => {
-                            (Category::BeforeRecording, R_DUMP_BEFORE_NO_BWD)
+                            (Category::BeforeRecording, CategoryRule::DumpBeforeNoBwd)
                         }
-                        _ => (Category::Other, R_DUMP_EITHER),
+                        _ => (Category::Other, CategoryRule::DumpEither),
                     }
                 } else if self.inference && f.cache {
-                    (Category::KvCache, R_KV)
+                    (Category::KvCache, CategoryRule::Kv)
                 } else if self.inference && f.module {
-                    (Category::Output, R_DUMP_OUT)
+                    (Category::Output, CategoryRule::DumpOut)
                 } else if f.module {
-                    (Category::Activation, R_DUMP_ACT)
+                    (Category::Activation, CategoryRule::DumpAct)
                 } else if f.python {
-                    (Category::Other, R_DUMP_USER)
+                    (Category::Other, CategoryRule::DumpUser)
                 } else {
-                    (Category::Other, R_DUMP_NATIVE)
+                    (Category::Other, CategoryRule::DumpNative)
                 }
             }
             None if self.stack_of_their_free.contains(&b.address) => {
                 match self.frameless.stackless_unlogged() {
-                    Origin::BeforeRecording => (Category::BeforeRecording, R_BEFORE_REC),
-                    _ => (Category::BeforeRecording, R_UNLOGGED_EITHER),
+                    Origin::BeforeRecording => (Category::BeforeRecording, CategoryRule::BeforeRec),
+                    _ => (Category::BeforeRecording, CategoryRule::UnloggedEither),
                 }
             }
             None => {
                 if f.optim {
-                    (Category::OptimizerState, R_OPTIM)
+                    (Category::OptimizerState, CategoryRule::Optim)
                 } else if f.apply {
-                    (Category::Parameter, R_APPLY)
+                    (Category::Parameter, CategoryRule::Apply)
                 } else if f.weights && !f.backward {
-                    (Category::Parameter, R_WEIGHTS)
+                    (Category::Parameter, CategoryRule::Weights)
                 } else if f.backward {
-                    (Category::Gradient, R_PRE_GRAD)
+                    (Category::Gradient, CategoryRule::PreGrad)
                 } else if f.empty {
                     match self.frameless.stackless_unlogged() {
-                        Origin::BeforeRecording => (Category::BeforeRecording, R_BEFORE_REC),
-                        _ => (Category::BeforeRecording, R_UNLOGGED_EITHER),
+                        Origin::BeforeRecording => {
+                            (Category::BeforeRecording, CategoryRule::BeforeRec)
+                        }
+                        _ => (Category::BeforeRecording, CategoryRule::UnloggedEither),
                     }
                 } else {
-                    (Category::BeforeRecording, R_BEFORE_LOG)
+                    (Category::BeforeRecording, CategoryRule::BeforeLog)
                 }
             }
             Some(a) => {
@@ -695,34 +698,34 @@ impl Classifier {
                 let survives = free.is_none_or(|x| x > end);
                 let backward = f.backward || (f.empty && a > self.first_backward);
                 if f.workspace {
-                    (Category::Other, R_WORKSPACE)
+                    (Category::Other, CategoryRule::Workspace)
                 } else if f.optim {
                     if survives {
-                        (Category::OptimizerState, R_OPTIM)
+                        (Category::OptimizerState, CategoryRule::Optim)
                     } else {
-                        (Category::Temporary, R_OPTIM_TMP)
+                        (Category::Temporary, CategoryRule::OptimTmp)
                     }
                 } else if f.apply {
-                    (Category::Parameter, R_APPLY)
+                    (Category::Parameter, CategoryRule::Apply)
                 } else if f.weights && !backward && survives {
-                    (Category::Parameter, R_WEIGHTS)
+                    (Category::Parameter, CategoryRule::Weights)
                 } else if !backward && !f.python && a < self.first_forward {
-                    (Category::Parameter, R_EARLY_NATIVE)
+                    (Category::Parameter, CategoryRule::EarlyNative)
                 } else if backward {
                     if survives {
-                        (Category::Gradient, R_GRAD)
+                        (Category::Gradient, CategoryRule::Grad)
                     } else {
-                        (Category::Temporary, R_GRAD_TMP)
+                        (Category::Temporary, CategoryRule::GradTmp)
                     }
                 } else if self.inference && f.cache {
-                    (Category::KvCache, R_KV)
+                    (Category::KvCache, CategoryRule::Kv)
                 } else if self.inference && f.module && self.growing.contains(&b.stack) {
-                    (Category::KvCache, R_KV_GROWN)
+                    (Category::KvCache, CategoryRule::KvGrown)
                 } else if self.inference && f.module {
                     if survives {
-                        (Category::Output, R_INF_OUT)
+                        (Category::Output, CategoryRule::InfOut)
                     } else {
-                        (Category::Temporary, R_INF_TMP)
+                        (Category::Temporary, CategoryRule::InfTmp)
                     }
                 } else if f.module {
                     let freed_by_backward = free.is_some_and(|x| {
@@ -742,18 +745,18 @@ impl Classifier {
                         }
                     });
                     if torn_down {
-                        (Category::Activation, R_ACT_TEARDOWN)
+                        (Category::Activation, CategoryRule::ActTeardown)
                     } else if survives || freed_by_backward {
-                        (Category::Activation, R_ACT)
+                        (Category::Activation, CategoryRule::Act)
                     } else {
-                        (Category::Temporary, R_FWD_TMP)
+                        (Category::Temporary, CategoryRule::FwdTmp)
                     }
                 } else if !f.python {
-                    (Category::Other, R_NATIVE)
+                    (Category::Other, CategoryRule::Native)
                 } else if survives {
-                    (Category::Other, R_USER)
+                    (Category::Other, CategoryRule::User)
                 } else {
-                    (Category::Temporary, R_USER_TMP)
+                    (Category::Temporary, CategoryRule::UserTmp)
                 }
             }
         }
@@ -767,7 +770,7 @@ pub fn for_each_block<'s>(
     dev: &Device,
     steps: &[Step],
     state: &'s State,
-    mut f: impl FnMut(&'s LiveBlock, Category, &'static str),
+    mut f: impl FnMut(&'s LiveBlock, Category, CategoryRule),
 ) {
     let mut c = Classifier::new(snap, dev, steps);
     for b in state.live_blocks() {

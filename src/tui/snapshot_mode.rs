@@ -30,7 +30,7 @@ pub struct Cursor {
     pub tree: Option<(SortBy, Vec<SiteNode>)>,
     /// Built on demand (the map coloured by category): each live block's category and the
     /// rule that put it there, by address.
-    pub cats: Option<HashMap<u64, (Category, &'static str)>>,
+    pub cats: Option<HashMap<u64, (Category, crate::analysis::categories::CategoryRule)>>,
 }
 
 /// One part of a segment in address order: a live block or a free range.

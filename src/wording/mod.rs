@@ -6,11 +6,13 @@
 //! functions, so a label and its explanation cannot disagree between views, and rewording a
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
 
+mod categories;
 mod gate;
 mod leaks;
 mod oom;
 mod verdict;
 
+pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};

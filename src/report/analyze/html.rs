@@ -754,7 +754,7 @@ impl Html<'_> {
                     "<tr><td>{}</td><td class=n>{}</td><td class=sub>{}</td></tr>",
                     b.category.name(),
                     bytes(b.bytes),
-                    esc(b.rule)
+                    esc(crate::wording::category_rule(b.rule))
                 );
             }
             out.push_str("</table><p class=sub>inferred from stacks and lifetimes: heuristics, each with the rule that filled it</p></section>");

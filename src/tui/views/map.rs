@@ -452,7 +452,10 @@ impl Map {
             .filter(|_| self.by_category)
             .and_then(|m| m.get(&b.address))
         {
-            lines.push((format!("  {}: {rule}", c.name()), cat_style(*c)));
+            lines.push((
+                format!("  {}: {}", c.name(), crate::wording::category_rule(*rule)),
+                cat_style(*c),
+            ));
         }
         let stacks = &cap.data.snap.stacks;
         let frames = stacks.frames(b.stack);
