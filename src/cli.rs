@@ -65,6 +65,9 @@ pub enum Command {
     Tui(TuiArgs),
     /// Replay a snapshot's requests through a model of the caching allocator under other settings.
     Whatif(WhatifArgs),
+    /// Capacity planning: predicted peaks at other batch sizes, OOM under a cap, and the largest
+    /// batch that fits, by replaying the capture's requests scaled through the allocator model.
+    Plan(PlanArgs),
     /// Run a Python program unchanged with CUDA memory recording on; write a snapshot when an
     /// OutOfMemoryError escapes it (and at exit if asked).
     #[command(long_about = RUN_ABOUT)]
@@ -245,6 +248,64 @@ pub struct WhatifArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    /// Snapshot pickle (optionally .gz) with an allocation history, recorded at --batch; `-`
+    /// reads stdin.
+    pub file: PathBuf,
+    /// The batch size the capture was recorded at.
+    #[arg(long)]
+    pub batch: u64,
+    /// The sequence length the capture was recorded at (enables `--at BxS`).
+    #[arg(long)]
+    pub seq: Option<u64>,
+    /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
+    /// (`80GiB`); default: derived from the recorded OOM, if any.
+    #[arg(long, value_parser = size)]
+    pub cap: Option<u64>,
+    /// Shapes to predict: a batch size (`64`) or batch x sequence length (`8x4096`); repeatable.
+    /// Default: 2, 4 and 8 times the recorded batch.
+    #[arg(long, value_parser = shape, value_name = "B[xS]")]
+    pub at: Vec<(u64, Option<u64>)>,
+    /// Allocator settings to plan for, as in PYTORCH_CUDA_ALLOC_CONF (default: the recorded ones).
+    #[arg(long, default_value = "")]
+    pub alloc_conf: String,
+    /// A second capture of the same program at another batch size (--with-batch) or sequence
+    /// length (--with-seq): each request's term is then fitted from its two sizes.
+    #[arg(long, value_name = "OTHER")]
+    pub with: Option<PathBuf>,
+    /// The batch size of the --with capture (default: --batch).
+    #[arg(long, requires = "with")]
+    pub with_batch: Option<u64>,
+    /// The sequence length of the --with capture (default: --seq).
+    #[arg(long, requires = "with")]
+    pub with_seq: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PlanFormatArg::Text)]
+    pub format: PlanFormatArg,
+    #[command(flatten)]
+    pub color: ColorArg,
+}
+
+/// `memscope plan`'s output formats.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum PlanFormatArg {
+    Text,
+    Json,
+    Html,
+}
+
+fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
+    let bad = || format!("{s:?} is not a batch size (64) or batch x sequence length (8x4096)");
+    match s.split_once(['x', 'X']) {
+        Some((b, q)) => Ok((
+            b.trim().parse().map_err(|_| bad())?,
+            Some(q.trim().parse().map_err(|_| bad())?),
+        )),
+        None => Ok((s.trim().parse().map_err(|_| bad())?, None)),
+    }
 }
 
 #[derive(clap::Args, Debug)]

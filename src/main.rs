@@ -7,6 +7,7 @@ mod cli;
 mod man;
 mod output;
 mod pictures;
+mod plan_cmd;
 mod run_cmd;
 
 use std::io::{IsTerminal, Write};
@@ -70,6 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Export(a)) => pictures::export(&a),
         Some(Command::Tui(args)) => tui(&args.file),
         Some(Command::Whatif(args)) => whatif(&args),
+        Some(Command::Plan(args)) => plan_cmd::plan(&args),
         Some(Command::Run(args)) => run_cmd::run(&args),
         Some(Command::Completions(args)) => {
             use clap::CommandFactory;

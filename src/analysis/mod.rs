@@ -19,6 +19,7 @@ pub mod trace_report;
 pub mod verdict;
 
 pub use trace_report::analyze_trace;
+pub mod plan;
 pub mod steps;
 pub mod trace_memory;
 pub mod whatif;

@@ -7,6 +7,7 @@
 pub mod analyze;
 pub mod check;
 pub mod pictures;
+pub mod plan;
 pub mod style;
 
 pub use crate::escape;

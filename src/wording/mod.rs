@@ -10,12 +10,14 @@ mod categories;
 mod gate;
 mod leaks;
 mod oom;
+mod plan;
 mod verdict;
 
 pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
+pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes};
 pub use verdict::{no_leaks, not_judged, verdict};
 
 use crate::analysis::sites::Site;

@@ -238,7 +238,7 @@ pub fn describe_settings(s: &AllocatorSettings) -> String {
 
 /// One step of the program, as the model sees it.
 #[derive(Clone, Debug)]
-enum Op {
+pub(crate) enum Op {
     /// A request (an `alloc`, or the `oom` entry's failed request).
     Malloc {
         size: u64,
@@ -254,7 +254,7 @@ enum Op {
 }
 
 /// Turns the log into requests (see the module docs for `empty_cache`).
-fn ops(dev: &Device) -> Vec<Op> {
+pub(crate) fn ops(dev: &Device) -> Vec<Op> {
     let ev = &dev.events;
     let mut out = Vec::with_capacity(ev.len());
     let mut hints: Vec<(u64, u64)> = Vec::new();

@@ -1,0 +1,195 @@
+//! Two captures of one program at two batch sizes (or two sequence lengths): each request's
+//! two sizes give its term exactly, where one capture can only infer it.
+//!
+//! The same program makes the same requests in the same order at any batch size, from the same
+//! lines. A request is matched to the other capture's by its stack (file, line and function of
+//! every frame, compared as text, since the two files intern them apart) and its rank among the
+//! requests of that stack: the k-th request of a stack here is the k-th there. Stacks that
+//! allocate a different number of times in the two captures (a log of more steps, a ring
+//! buffer that dropped entries) still match their first requests; the rest keep what one
+//! capture inferred.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{Basis, Fit, Growth, Request, Shape, Term};
+use crate::model::{Action, Device, Snapshot, StackId};
+
+/// How far ahead the alignment looks for a request's counterpart past requests that one side
+/// made and the other did not (an op that takes another path at another size).
+const WINDOW: usize = 64;
+
+/// Per request of `dev` (by event), the size of the same request in `other_dev`: the requests
+/// of each stack aligned in order, a pair kept where `compatible` accepts its two sizes.
+fn matches(
+    snap: &Snapshot,
+    dev: &Device,
+    osnap: &Snapshot,
+    odev: &Device,
+    compatible: &dyn Fn(u64, u64) -> bool,
+) -> Vec<Option<u64>> {
+    let by_stack = |snap: &Snapshot, dev: &Device| {
+        let mut keys: HashMap<StackId, String> = HashMap::default();
+        let mut out: HashMap<String, Vec<usize>> = HashMap::default();
+        for (i, e) in dev.events.iter().enumerate() {
+            if e.action == Action::Alloc {
+                let k = keys.entry(e.stack).or_insert_with(|| key(snap, e.stack));
+                out.entry(k.clone()).or_default().push(i);
+            }
+        }
+        out
+    };
+    let here = by_stack(snap, dev);
+    let there = by_stack(osnap, odev);
+    let mut found = vec![None; dev.events.len()];
+    for (k, xs) in &here {
+        let Some(ys) = there.get(k) else { continue };
+        let size = |i: usize| dev.events[i].size;
+        let osize = |j: usize| odev.events[j].size;
+        let (mut i, mut j) = (0, 0);
+        while i < xs.len() && j < ys.len() {
+            if compatible(size(xs[i]), osize(ys[j])) {
+                found[xs[i]] = Some(osize(ys[j]));
+                i += 1;
+                j += 1;
+                continue;
+            }
+            // A request the other side made and this one did not, or the reverse.
+            let skip_there = (1..WINDOW)
+                .take_while(|d| j + d < ys.len())
+                .find(|d| compatible(size(xs[i]), osize(ys[j + d])));
+            let skip_here = (1..WINDOW)
+                .take_while(|d| i + d < xs.len())
+                .find(|d| compatible(size(xs[i + d]), osize(ys[j])));
+            match (skip_there, skip_here) {
+                (Some(d), Some(e)) if e < d => i += e,
+                (Some(d), _) => j += d,
+                (None, Some(e)) => i += e,
+                // Neither has a counterpart near: the pair is the same request at sizes no
+                // term explains (a workspace sized by the algorithm picked); it keeps what one
+                // capture inferred.
+                (None, None) => {
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A stack as text: every frame's file, line and function.
+fn key(snap: &Snapshot, s: StackId) -> String {
+    let st = &snap.stacks;
+    let mut out = String::new();
+    for &f in st.frames(s) {
+        let f = st.frame(f);
+        out.push_str(st.str(f.file));
+        out.push(':');
+        out.push_str(&f.line.to_string());
+        out.push(':');
+        out.push_str(st.str(f.name));
+        out.push('\n');
+    }
+    out
+}
+
+/// The term of one axis from a request's sizes `a` at `x0` and `b` at `x1`, and whether the two
+/// points fit none of the exact terms (then an affine term through both).
+fn term(a: u64, b: u64, x0: u64, x1: u64, quadratic_allowed: bool) -> (Term, bool) {
+    let (a128, b128, x0, x1) = (a as u128, b as u128, x0 as u128, x1 as u128);
+    if a == b {
+        return (Term::Fixed, false);
+    }
+    if a128 * x1 == b128 * x0 {
+        return (Term::Linear, false);
+    }
+    if quadratic_allowed && a128 * x1 * x1 == b128 * x0 * x0 {
+        return (Term::Quadratic, false);
+    }
+    let per_unit = (b as f64 - a as f64) / (x1 as f64 - x0 as f64);
+    let base = a as f64 - per_unit * x0 as f64;
+    (Term::Affine { base, per_unit }, true)
+}
+
+/// Replaces the inferred terms of every matched request with the fitted ones.
+pub fn refine(
+    snap: &Snapshot,
+    dev: &Device,
+    osnap: &Snapshot,
+    odev: &Device,
+    rec: Shape,
+    other: Shape,
+    reqs: &mut [Option<Request>],
+) -> Fit {
+    let batch_axis = other.batch != rec.batch;
+    let (x0, x1) = if batch_axis {
+        (rec.batch, other.batch)
+    } else {
+        (rec.seq.unwrap_or(1), other.seq.unwrap_or(1))
+    };
+    let compatible = |a: u64, b: u64| !term(a, b, x0, x1, !batch_axis).1;
+    let m = matches(snap, dev, osnap, odev, &compatible);
+    let mut matched = 0;
+    for (i, r) in reqs.iter_mut().enumerate() {
+        let (Some(r), Some(b)) = (r.as_mut(), m[i]) else {
+            continue;
+        };
+        matched += 1;
+        let (t, _) = term(r.size, b, x0, x1, !batch_axis);
+        let g = if batch_axis {
+            // The sequence term stays inferred, for a request that grows at all.
+            let seq = if t == Term::Fixed {
+                Term::Fixed
+            } else {
+                r.central.seq
+            };
+            Growth { batch: t, seq }
+        } else {
+            Growth {
+                batch: r.central.batch,
+                seq: t,
+            }
+        };
+        r.central = g;
+        r.upper = g;
+        r.basis = if t == Term::Fixed {
+            Basis::MatchedSame
+        } else {
+            Basis::MatchedFitted
+        };
+    }
+    let requests = reqs.iter().flatten().count();
+    Fit::TwoCaptures {
+        other,
+        matched,
+        requests,
+        unmatched: requests - matched,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_sizes_give_the_term() {
+        assert_eq!(term(4096, 4096, 8, 16, false), (Term::Fixed, false));
+        assert_eq!(term(4096, 8192, 8, 16, false), (Term::Linear, false));
+        assert_eq!(term(4096, 16384, 256, 512, true), (Term::Quadratic, false));
+        // Quadratic is only a sequence term: on the batch axis the same sizes are affine.
+        assert!(term(4096, 16384, 8, 16, false).1);
+        let (t, odd) = term(1000, 1800, 8, 16, false);
+        assert!(odd);
+        // 200 + 100 × batch: exact at both points and between.
+        assert_eq!(t.scale(1000, 8, 12), 1400);
+        assert_eq!(t.scale(1000, 8, 16), 1800);
+    }
+
+    #[test]
+    fn terms_scale_sizes() {
+        assert_eq!(Term::Fixed.scale(1000, 4, 32), 1000);
+        assert_eq!(Term::Linear.scale(1000, 4, 32), 8000);
+        assert_eq!(Term::Quadratic.scale(1000, 256, 512), 4000);
+        assert_eq!(Term::Linear.scale(1000, 4, 4), 1000);
+    }
+}

@@ -1,0 +1,462 @@
+//! Capacity planning from one capture: will it fit at another batch size, and what is the
+//! largest batch that does.
+//!
+//! Counting weights and optimizer state (accelerate's and DeepSpeed's estimators) misses what
+//! usually decides an OOM: activations, temporaries and the allocator's rounding, splitting and
+//! fragmentation. The capture already holds every request of the recorded run in order, and the
+//! what-if allocator model ([`super::whatif::alloc`]) replays requests exactly. So a plan:
+//!
+//! 1. sorts each request into one that grows with the batch (activations, temporaries,
+//!    per-sample buffers) or one that does not (weights, gradients, optimizer state,
+//!    workspaces), from its stack, its category and its lifetime ([`classify`]), or, given a
+//!    second capture at another batch size, from the two sizes of the same request ([`fit`]);
+//! 2. scales the first kind to the batch asked for and replays the whole log through the
+//!    allocator model ([`model`]): the answer is a reserved peak, not a sum;
+//! 3. searches the largest batch whose replay fits under the cap, on the safe side of every
+//!    request the capture cannot place.
+//!
+//! Where the capture cannot tell a request's kind, the plan carries both readings: the
+//! `central` one (the likelier) and the `upper` one (every unsure request grows); OOMs and the
+//! largest batch are decided on the upper one, and the difference is reported.
+
+pub mod classify;
+pub mod fit;
+pub mod model;
+
+use crate::analysis::analyzed::Analyzed;
+use crate::analysis::whatif::{self, AllocConf, CapInfo};
+use crate::model::{Action, Snapshot};
+
+/// A point of the workload's shape: its batch size and, where given, its sequence length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Shape {
+    pub batch: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+}
+
+/// How a request's size depends on one axis (batch or sequence) of the workload.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Term {
+    /// The same size whatever the axis.
+    Fixed,
+    /// Proportional to the axis.
+    Linear,
+    /// Proportional to its square (attention scores over the sequence).
+    Quadratic,
+    /// `base + per_unit × axis`, fitted from two captures.
+    Affine { base: f64, per_unit: f64 },
+}
+
+impl Term {
+    /// The size at axis value `to`, for a request of `size` bytes recorded at `from`.
+    pub fn scale(self, size: u64, from: u64, to: u64) -> u64 {
+        if from == to {
+            return size;
+        }
+        let r = to as f64 / from.max(1) as f64;
+        let v = match self {
+            Term::Fixed => return size,
+            Term::Linear => size as f64 * r,
+            Term::Quadratic => size as f64 * r * r,
+            Term::Affine { base, per_unit } => base + per_unit * to as f64,
+        };
+        v.max(1.0).ceil() as u64
+    }
+}
+
+/// Why a request was given its terms: the evidence, typed (the words are the wording's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Alive before recording began: weights, buffers, state of earlier steps.
+    BeforeRecording,
+    Parameter,
+    OptimizerState,
+    OptimizerTemporary,
+    /// Made by a backward pass and kept past its step: parameter gradients.
+    ParameterGradient,
+    /// A cuBLAS workspace (its native frame says so).
+    Workspace,
+    /// Allocated once and never freed, by a stack that allocates nothing later: a lazily made
+    /// buffer (a workspace, a cache of the first call), not per-step memory.
+    MadeOnce,
+    /// Its size is no multiple of the recorded batch: it cannot be per-sample memory.
+    NotPerSample,
+    /// A backward temporary of exactly a parameter's size (a weight's gradient before it
+    /// is accumulated).
+    ParameterSizedGradient,
+    /// A forward block of half a parameter's size (a weight cast to 16 bits under autocast):
+    /// fixed, unless the coincidence is a 16-bit activation's.
+    ParameterSizedForward,
+    Activation,
+    ForwardTemporary,
+    GradientTemporary,
+    /// Inference: outputs and states a forward kept.
+    Output,
+    KvCache,
+    /// Made by user code and freed within its step (inputs made in the loop, losses).
+    UserTemporary,
+    /// Made by user code and kept past its step (the last batch's inputs, user buffers).
+    UserKept,
+    /// No Python frame, outside any backward: native work whose size the capture cannot explain.
+    Native,
+    /// Two captures: the same request had the same size in both.
+    MatchedSame,
+    /// Two captures: the same request grew between them; the terms are fitted to its sizes.
+    MatchedFitted,
+}
+
+/// The terms of one request: its size as a function of batch and sequence, for both readings.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Growth {
+    pub batch: Term,
+    pub seq: Term,
+}
+
+impl Growth {
+    pub const FIXED: Growth = Growth {
+        batch: Term::Fixed,
+        seq: Term::Fixed,
+    };
+    pub fn size(self, size: u64, rec: Shape, at: Shape) -> u64 {
+        let s = self.batch.scale(size, rec.batch, at.batch);
+        match (rec.seq, at.seq) {
+            (Some(a), Some(b)) => self.seq.scale(s, a, b),
+            _ => s,
+        }
+    }
+    pub fn grows(self) -> bool {
+        self != Growth::FIXED
+    }
+}
+
+/// One request of the log (an `alloc`, or an `oom` entry's failed request), classified.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Request {
+    pub size: u64,
+    pub basis: Basis,
+    pub central: Growth,
+    /// Where the capture cannot tell, the reading in which the request grows most.
+    pub upper: Growth,
+}
+
+impl Request {
+    pub fn unsure(&self) -> bool {
+        self.central != self.upper
+    }
+}
+
+/// Which reading of the unsure requests a replay uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    Central,
+    Upper,
+}
+
+/// What the user asks: the recorded shape, the shapes to predict, the cap, the settings.
+#[derive(Clone, Debug)]
+pub struct Ask {
+    pub recorded: Shape,
+    pub at: Vec<Shape>,
+    pub cap: Option<u64>,
+    pub conf: AllocConf,
+}
+
+/// A second capture of the same program at another shape (`--with`).
+pub struct Other<'a> {
+    pub snap: &'a Snapshot,
+    pub shape: Shape,
+}
+
+/// The prediction at one shape.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Prediction {
+    pub batch: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The likelier reading's peaks.
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    /// Every unsure request growing: the peaks OOMs are judged on.
+    pub peak_allocated_upper_bytes: u64,
+    pub peak_reserved_upper_bytes: u64,
+    /// Whether the replay under the cap fails (`None`: no cap known).
+    pub oom: Option<bool>,
+    /// The first request that fails under the cap, as a log event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_event: Option<u32>,
+}
+
+/// The largest batch, and how it was made safe.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MaxBatch {
+    /// The largest batch whose upper reading replays under the cap with the margin.
+    pub batch: u64,
+    /// The largest batch the central reading alone would allow (no margin).
+    pub central_batch: u64,
+    /// What the answer was rounded down by, against `central_batch`.
+    pub rounded_down_by: u64,
+    /// The margin kept under the cap: the model's own error at the recorded shape.
+    pub margin_bytes: u64,
+    /// The search hit its ceiling (`SEARCH_LIMIT` × the recorded batch) without an OOM.
+    pub at_search_limit: bool,
+}
+
+/// Why the largest batch is not given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoMaxBatch {
+    /// No cap was given and the capture records none.
+    NoCap,
+    /// The capture ends at an OOM: the rest of its step was never requested, so any batch's
+    /// peak is only a lower bound.
+    EndsInOom,
+    /// Even batch 1 does not fit under the cap.
+    NothingFits,
+}
+
+/// Bytes alive at the recorded allocated peak, by how they grow (the model's replay at the
+/// recorded shape).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Split {
+    pub fixed_bytes: u64,
+    pub grows_bytes: u64,
+    /// Of `grows_bytes`/`fixed_bytes`: the unsure ones (fixed in the central reading).
+    pub unsure_bytes: u64,
+    /// Of the growing bytes, those quadratic in the sequence (central reading).
+    pub quadratic_bytes: u64,
+    /// Bytes (at the peak) per basis, largest first.
+    pub by_basis: Vec<(Basis, u64)>,
+}
+
+/// How the terms were found.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fit {
+    /// One capture: terms inferred from stacks, categories and lifetimes.
+    OneCapture,
+    /// Two captures: requests matched by stack and order; the terms of matched ones fitted.
+    TwoCaptures {
+        other: Shape,
+        matched: usize,
+        requests: usize,
+        /// Requests with no counterpart of a fixed or proportional size: a workspace sized by
+        /// the algorithm picked, a path taken at one size only. They keep the inference.
+        unmatched: usize,
+    },
+}
+
+/// Everything `memscope plan` says about one device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Plan {
+    pub device: u32,
+    pub recorded: Shape,
+    /// The recorded run's peaks (the log) and the model's replay of it (its error bar).
+    pub recorded_peak_allocated_bytes: u64,
+    pub recorded_peak_reserved_bytes: u64,
+    pub model_peak_allocated_bytes: u64,
+    pub model_peak_reserved_bytes: u64,
+    pub cap: CapInfo,
+    pub predictions: Vec<Prediction>,
+    /// Rendered by the formats (`max_batch`, and the reason where there is none).
+    #[serde(skip)]
+    pub max_batch: Result<MaxBatch, NoMaxBatch>,
+    pub split: Split,
+    pub fit: Fit,
+    /// The capture's stacks show flash or memory-efficient attention (linear in the sequence).
+    pub flash_attention: bool,
+    /// The log starts from a layout with live blocks (recording began mid-run): those are
+    /// replayed as fixed.
+    pub starts_mid_run: bool,
+    pub ends_in_oom: bool,
+    /// Requests replayed, and how many of them the capture could not place.
+    pub requests: usize,
+    pub unsure_requests: usize,
+    /// Sequence predictions: some growing requests could be linear or quadratic.
+    pub seq_ambiguous: bool,
+}
+
+/// The largest multiple of the recorded batch the search tries.
+pub const SEARCH_LIMIT: u64 = 64;
+
+/// Errors of `plan`.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    WhatIf(#[from] whatif::WhatIfError),
+    #[error("--batch: the recorded batch size must be at least 1")]
+    ZeroBatch,
+    #[error("--at {0}: a batch size must be at least 1")]
+    ZeroAt(u64),
+    #[error("--seq: a sequence length must be at least 1")]
+    ZeroSeq,
+    #[error("--at {batch}x{seq}: a sequence length needs the recorded one (--seq)")]
+    SeqWithoutRecorded { batch: u64, seq: u64 },
+    #[error("--with: the two captures are at the same shape (batch {batch}): a fit needs two different batch sizes or sequence lengths")]
+    SameShape { batch: u64 },
+    #[error(
+        "--with: the two captures differ in both batch and sequence length: vary one at a time"
+    )]
+    BothAxes,
+    #[error("--with: the other capture has {other} device(s) with a history, this one {this}: they are not the same program")]
+    DeviceCount { this: usize, other: usize },
+}
+
+/// Plans every device of the capture with an allocation history.
+pub fn plan(
+    snap: &Snapshot,
+    an: &Analyzed,
+    ask: &Ask,
+    other: Option<&Other>,
+) -> Result<Vec<Plan>, PlanError> {
+    validate(ask, other)?;
+    let mut out = Vec::new();
+    let devs: Vec<usize> = (0..snap.devices.len())
+        .filter(|&i| {
+            snap.devices[i]
+                .events
+                .iter()
+                .any(|e| e.action == Action::Alloc)
+        })
+        .collect();
+    if devs.is_empty() {
+        return Err(whatif::WhatIfError::NoDevices.into());
+    }
+    let other_devs: Option<Vec<usize>> = other.map(|o| {
+        (0..o.snap.devices.len())
+            .filter(|&i| {
+                o.snap.devices[i]
+                    .events
+                    .iter()
+                    .any(|e| e.action == Action::Alloc)
+            })
+            .collect()
+    });
+    if let Some(od) = &other_devs {
+        if od.len() != devs.len() {
+            return Err(PlanError::DeviceCount {
+                this: devs.len(),
+                other: od.len(),
+            });
+        }
+    }
+    for (k, &i) in devs.iter().enumerate() {
+        let dev = &snap.devices[i];
+        if !whatif::plausible(dev) {
+            return Err(whatif::WhatIfError::Implausible(dev.index).into());
+        }
+        let prod = &an.per_device[i];
+        let mut reqs = classify::classify(snap, dev, prod, ask.recorded);
+        let fit = match (other, &other_devs) {
+            (Some(o), Some(od)) => {
+                let od = &o.snap.devices[od[k]];
+                fit::refine(snap, dev, o.snap, od, ask.recorded, o.shape, &mut reqs)
+            }
+            _ => Fit::OneCapture,
+        };
+        out.push(plan_device(snap, i, prod, ask, reqs, fit));
+    }
+    Ok(out)
+}
+
+fn validate(ask: &Ask, other: Option<&Other>) -> Result<(), PlanError> {
+    if ask.recorded.batch == 0 {
+        return Err(PlanError::ZeroBatch);
+    }
+    if ask.recorded.seq == Some(0) {
+        return Err(PlanError::ZeroSeq);
+    }
+    for s in &ask.at {
+        if s.batch == 0 {
+            return Err(PlanError::ZeroAt(s.batch));
+        }
+        match (ask.recorded.seq, s.seq) {
+            (None, Some(seq)) => {
+                return Err(PlanError::SeqWithoutRecorded {
+                    batch: s.batch,
+                    seq,
+                })
+            }
+            (_, Some(0)) => return Err(PlanError::ZeroSeq),
+            _ => {}
+        }
+    }
+    if let Some(o) = other {
+        let r = ask.recorded;
+        let seq_differs = r.seq.is_some() && o.shape.seq.is_some() && r.seq != o.shape.seq;
+        if o.shape.batch == r.batch && !seq_differs {
+            return Err(PlanError::SameShape { batch: r.batch });
+        }
+        if o.shape.batch != r.batch && seq_differs {
+            return Err(PlanError::BothAxes);
+        }
+    }
+    Ok(())
+}
+
+fn plan_device(
+    snap: &Snapshot,
+    i: usize,
+    prod: &crate::analysis::analyzed::DeviceProduct,
+    ask: &Ask,
+    reqs: Vec<Option<Request>>,
+    fit: Fit,
+) -> Plan {
+    let dev = &snap.devices[i];
+    let tl = &prod.timeline;
+    let settings = ask.conf.apply(&snap.settings);
+    let cap = match ask.cap {
+        Some(c) => CapInfo {
+            bytes: Some(c),
+            source: "given (--cap)".into(),
+            range: None,
+        },
+        None => whatif::derive_cap(tl),
+    };
+    let ends_in_oom = dev.events.iter().any(|e| e.action == Action::Oom);
+    let m = model::Model {
+        snap,
+        dev,
+        initial: &tl.initial,
+        reqs: &reqs,
+        settings: &settings,
+        recorded: ask.recorded,
+    };
+    let at_rec = m.run(ask.recorded, Reading::Central, None);
+    let predictions = ask.at.iter().map(|&s| m.predict(s, cap.bytes)).collect();
+    // The model's error at the recorded shape, kept as a margin under the cap.
+    let margin = at_rec
+        .peak_reserved
+        .abs_diff(tl.peaks.reserved.bytes)
+        .max(at_rec.peak_allocated.abs_diff(tl.peaks.allocated.bytes));
+    let max_batch = match cap.bytes {
+        _ if ends_in_oom => Err(NoMaxBatch::EndsInOom),
+        None => Err(NoMaxBatch::NoCap),
+        Some(c) => m.max_batch(c, margin),
+    };
+    let flash = classify::flash_attention(&snap.stacks);
+    let unsure_requests = reqs.iter().flatten().filter(|r| r.unsure()).count();
+    let seq_ambiguous =
+        ask.recorded.seq.is_some() && reqs.iter().flatten().any(|r| r.central.seq != r.upper.seq);
+    Plan {
+        device: dev.index,
+        recorded: ask.recorded,
+        recorded_peak_allocated_bytes: tl.peaks.allocated.bytes,
+        recorded_peak_reserved_bytes: tl.peaks.reserved.bytes,
+        model_peak_allocated_bytes: at_rec.peak_allocated,
+        model_peak_reserved_bytes: at_rec.peak_reserved,
+        cap,
+        predictions,
+        max_batch,
+        split: at_rec.split,
+        fit,
+        flash_attention: flash,
+        starts_mid_run: !tl.initial.segments.is_empty(),
+        ends_in_oom,
+        requests: reqs.iter().flatten().count(),
+        unsure_requests,
+        seq_ambiguous,
+    }
+}

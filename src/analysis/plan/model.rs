@@ -1,0 +1,250 @@
+//! The replay of a plan: the recorded log's requests, each scaled to the shape asked for,
+//! through the caching-allocator model, so that rounding, the small and large pools, segment
+//! sizes, splitting and fragmentation all count in the peaks.
+//!
+//! Frees follow the log (a request freed at event `j` is freed at `j` whatever its size), and
+//! `empty_cache` calls are replayed where the log shows them, as what-if does. A run under a cap
+//! stops at the first request that does not fit: the program would have raised there.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::whatif::alloc::Allocator;
+use super::whatif::{config, ops, Op};
+use super::{
+    Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, SEARCH_LIMIT,
+};
+use crate::analysis::replay::State;
+use crate::model::{AllocatorSettings, Device, Snapshot};
+
+/// What a plan replays: one device's log, its classified requests and the recorded shape.
+pub struct Model<'a> {
+    pub snap: &'a Snapshot,
+    pub dev: &'a Device,
+    /// The layout at the log's first event (blocks from before recording: replayed as fixed).
+    pub initial: &'a State,
+    /// Per log event: the request it makes, if any.
+    pub reqs: &'a [Option<Request>],
+    pub settings: &'a AllocatorSettings,
+    pub recorded: Shape,
+}
+
+/// One replay's outcome.
+#[derive(Clone, Debug, Default)]
+pub struct RunOut {
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    /// The log event whose request did not fit under the cap.
+    pub oom_event: Option<u32>,
+    /// At the allocated peak, by how the live bytes grow (kept for the recorded shape only).
+    pub split: Split,
+}
+
+/// Live bytes by kind while a run tracks its split.
+#[derive(Default)]
+struct Tally {
+    fixed: u64,
+    grows: u64,
+    unsure: u64,
+    quadratic: u64,
+    by_basis: HashMap<Basis, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, r: Option<&Request>, bytes: u64, sign: bool) {
+        let op = |v: &mut u64| {
+            *v = if sign {
+                v.saturating_add(bytes)
+            } else {
+                v.saturating_sub(bytes)
+            }
+        };
+        let basis = r.map_or(Basis::BeforeRecording, |r| r.basis);
+        op(self.by_basis.entry(basis).or_default());
+        match r {
+            Some(r) if r.central.grows() => {
+                op(&mut self.grows);
+                if r.central.seq == Term::Quadratic {
+                    op(&mut self.quadratic);
+                }
+            }
+            _ => op(&mut self.fixed),
+        }
+        if r.is_some_and(|r| r.unsure()) {
+            op(&mut self.unsure);
+        }
+    }
+    fn split(&self) -> Split {
+        let mut by_basis: Vec<(Basis, u64)> = self
+            .by_basis
+            .iter()
+            .filter(|(_, &b)| b > 0)
+            .map(|(&k, &v)| (k, v))
+            .collect();
+        by_basis.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Split {
+            fixed_bytes: self.fixed,
+            grows_bytes: self.grows,
+            unsure_bytes: self.unsure,
+            quadratic_bytes: self.quadratic,
+            by_basis,
+        }
+    }
+}
+
+/// A request's block size as the allocator rounds it (for the split's byte counts).
+fn rounded(size: u64) -> u64 {
+    size.max(1).div_ceil(512) * 512
+}
+
+impl Model<'_> {
+    /// Replays the log at `at`, reading unsure requests as `reading`, under `cap` if given.
+    pub fn run(&self, at: Shape, reading: Reading, cap: Option<u64>) -> RunOut {
+        let track = at == self.recorded && reading == Reading::Central && cap.is_none();
+        let mut m = Allocator::new(config(self.settings, cap, None));
+        let mut addr_map: HashMap<u64, u64> = HashMap::default();
+        let mut tally = Tally::default();
+        // Recorded address -> (the request, its bytes in the tally).
+        let mut live: HashMap<u64, (Option<Request>, u64)> = HashMap::default();
+        for s in self.initial.segments.values() {
+            let blocks: Vec<(u64, u64, u64, bool)> = s
+                .blocks
+                .values()
+                .map(|b| {
+                    (
+                        b.address,
+                        b.size,
+                        b.requested,
+                        b.state == crate::model::BlockState::ActivePendingFree,
+                    )
+                })
+                .collect();
+            m.seed_segment(s.address, s.size, s.stream, s.pool, &blocks);
+            for b in s.blocks.values() {
+                addr_map.insert(b.address, b.address);
+                if track {
+                    tally.add(None, b.size, true);
+                    live.insert(b.address, (None, b.size));
+                }
+            }
+        }
+        let mut out = RunOut::default();
+        let mut peak_alloc = m.stats.allocated;
+        if track {
+            out.split = tally.split();
+        }
+        for (i, op) in ops(self.dev).into_iter().enumerate() {
+            let e = self.dev.events[i];
+            match op {
+                Op::Malloc { stream, .. } => {
+                    let r = self.reqs[i];
+                    let size = r.map_or(e.size, |r| {
+                        let g = match reading {
+                            Reading::Central => r.central,
+                            Reading::Upper => r.upper,
+                        };
+                        g.size(r.size, self.recorded, at)
+                    });
+                    match m.malloc(size, stream, &mut Vec::new()) {
+                        Ok(a) => {
+                            addr_map.insert(e.addr, a);
+                            if track {
+                                tally.add(r.as_ref(), rounded(size), true);
+                                live.insert(e.addr, (r, rounded(size)));
+                            }
+                        }
+                        Err(_) if cap.is_some() => {
+                            out.oom_event = Some(i as u32);
+                            break;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Op::FreeRequested => {
+                    if let Some(&a) = addr_map.get(&e.addr) {
+                        m.free_requested(a);
+                    }
+                    if let Some((r, b)) = live.remove(&e.addr) {
+                        tally.add(r.as_ref(), b, false);
+                    }
+                }
+                Op::FreeCompleted => {
+                    if let Some(a) = addr_map.remove(&e.addr) {
+                        m.free_block(a);
+                    }
+                }
+                Op::EmptyCache => m.release_cached_blocks(),
+                Op::Skip => {}
+            }
+            if track && m.stats.allocated > peak_alloc {
+                peak_alloc = m.stats.allocated;
+                out.split = tally.split();
+            }
+        }
+        out.peak_allocated = m.stats.peak_allocated;
+        out.peak_reserved = m.stats.peak_reserved;
+        out
+    }
+
+    /// The prediction at `at`: both readings' peaks (no cap), and whether the upper reading
+    /// fails under `cap`.
+    pub fn predict(&self, at: Shape, cap: Option<u64>) -> Prediction {
+        let c = self.run(at, Reading::Central, None);
+        let u = self.run(at, Reading::Upper, None);
+        let capped = cap.map(|cap| self.run(at, Reading::Upper, Some(cap)));
+        Prediction {
+            batch: at.batch,
+            seq: at.seq,
+            peak_allocated_bytes: c.peak_allocated,
+            peak_reserved_bytes: c.peak_reserved,
+            peak_allocated_upper_bytes: u.peak_allocated,
+            peak_reserved_upper_bytes: u.peak_reserved,
+            oom: capped.as_ref().map(|r| r.oom_event.is_some()),
+            oom_event: capped.and_then(|r| r.oom_event),
+        }
+    }
+
+    /// The largest batch (at the recorded sequence length) that replays under `cap`.
+    pub fn max_batch(&self, cap: u64, margin: u64) -> Result<MaxBatch, NoMaxBatch> {
+        let safe_cap = cap.saturating_sub(margin);
+        let fits = |b: u64, reading: Reading, cap: u64| {
+            let at = Shape {
+                batch: b,
+                seq: self.recorded.seq,
+            };
+            self.run(at, reading, Some(cap)).oom_event.is_none()
+        };
+        let limit = SEARCH_LIMIT * self.recorded.batch;
+        let search = |reading: Reading, cap: u64| -> Option<(u64, bool)> {
+            if !fits(1, reading, cap) {
+                return None;
+            }
+            // Grow until a batch fails, then bisect between the last that fit and it.
+            let (mut lo, mut hi) = (1u64, self.recorded.batch.max(2));
+            while fits(hi, reading, cap) {
+                lo = hi;
+                if hi >= limit {
+                    return Some((lo, true));
+                }
+                hi = (hi * 2).min(limit);
+            }
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if fits(mid, reading, cap) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            Some((lo, false))
+        };
+        let (batch, at_limit) = search(Reading::Upper, safe_cap).ok_or(NoMaxBatch::NothingFits)?;
+        let central = search(Reading::Central, cap).map_or(batch, |(b, _)| b);
+        Ok(MaxBatch {
+            batch,
+            central_batch: central.max(batch),
+            rounded_down_by: central.saturating_sub(batch),
+            margin_bytes: margin,
+            at_search_limit: at_limit,
+        })
+    }
+}

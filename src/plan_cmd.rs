@@ -1,0 +1,81 @@
+//! `memscope plan`: loads the capture (and the second one of `--with`), analyses it once,
+//! plans every device and writes the chosen format.
+
+use std::io::Write;
+
+use anyhow::Context;
+use memscope::analysis::plan::{self, Ask, Other, Shape};
+use memscope::analysis::whatif;
+use memscope::report::plan::{html::Html, json::Json, text::Text, PlanDoc, PlanFormat};
+
+use crate::cli::{PlanArgs, PlanFormatArg};
+use crate::output;
+
+pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
+    let conf = whatif::parse_alloc_conf(&a.alloc_conf)
+        .map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
+    let (snap, len) = memscope::load::load_snapshot_sized(&a.file)?;
+    let analyzed = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let recorded = Shape {
+        batch: a.batch,
+        seq: a.seq,
+    };
+    let at: Vec<Shape> = if a.at.is_empty() {
+        [2, 4, 8]
+            .iter()
+            .map(|k| Shape {
+                batch: a.batch.saturating_mul(*k),
+                seq: a.seq,
+            })
+            .collect()
+    } else {
+        a.at.iter()
+            .map(|&(batch, seq)| Shape {
+                batch,
+                seq: seq.or(a.seq),
+            })
+            .collect()
+    };
+    let ask = Ask {
+        recorded,
+        at,
+        cap: a.cap,
+        conf,
+    };
+    let other_snap = match &a.with {
+        Some(p) => Some(memscope::load::load_snapshot(p)?),
+        None => None,
+    };
+    let other = other_snap.as_ref().map(|s| Other {
+        snap: s,
+        shape: Shape {
+            batch: a.with_batch.unwrap_or(a.batch),
+            seq: a.with_seq.or(a.seq),
+        },
+    });
+    let plans = plan::plan(&snap, &analyzed, &ask, other.as_ref())
+        .with_context(|| format!("{}", a.file.display()))?;
+    let file = a.file.display().to_string();
+    let other_name = a.with.as_ref().map(|p| p.display().to_string());
+    let doc = PlanDoc {
+        file: &file,
+        other: other_name.as_deref(),
+        plans: &plans,
+    };
+    let format: &dyn PlanFormat = match a.format {
+        PlanFormatArg::Text => &Text,
+        PlanFormatArg::Json => &Json,
+        PlanFormatArg::Html => &Html,
+    };
+    if a.format == PlanFormatArg::Text {
+        let color = a.color.enabled();
+        let mut out = output::term_stdout(color);
+        format.render(&doc, color, &mut out)?;
+        out.flush().context("writing the plan")?;
+    } else {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        format.render(&doc, false, &mut out)?;
+        out.flush().context("writing the plan")?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,76 @@
+//! A plan as JSON (`memscope.plan/1`): `max_batch` and `predictions` at the top for the first
+//! device (a capture usually holds one), every device under `devices`, the evidence (the bytes
+//! that grow, those that do not, the fit) and the notes as sentences.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{PlanDoc, PlanFormat};
+use crate::analysis::plan::{Basis, MaxBatch, Plan, Prediction};
+use crate::wording;
+
+pub struct Json;
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    schema: &'static str,
+    file: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    with: Option<&'a str>,
+    max_batch: Option<u64>,
+    predictions: &'a [Prediction],
+    devices: Vec<Device<'a>>,
+}
+
+#[derive(Serialize)]
+struct Device<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    max_batch: Option<&'a MaxBatch>,
+    /// Why `max_batch` is null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_max_batch: Option<&'static str>,
+    split_labels: Vec<(Basis, &'static str)>,
+    fit_summary: String,
+    notes: Vec<String>,
+}
+
+impl PlanFormat for Json {
+    fn render(&self, doc: &PlanDoc, _color: bool, out: &mut dyn Write) -> io::Result<()> {
+        let devices: Vec<Device> = doc
+            .plans
+            .iter()
+            .map(|p| Device {
+                plan: p,
+                max_batch: p.max_batch.as_ref().ok(),
+                no_max_batch: p
+                    .max_batch
+                    .as_ref()
+                    .err()
+                    .map(|r| wording::no_max_batch(*r)),
+                split_labels: p
+                    .split
+                    .by_basis
+                    .iter()
+                    .map(|(b, _)| (*b, wording::plan_basis(*b)))
+                    .collect(),
+                fit_summary: wording::plan_fit(&p.fit, p.recorded),
+                notes: wording::plan_notes(p),
+            })
+            .collect();
+        let first = doc.plans.first();
+        let d = Doc {
+            schema: "memscope.plan/1",
+            file: doc.file,
+            with: doc.other,
+            max_batch: first
+                .and_then(|p| p.max_batch.as_ref().ok())
+                .map(|m| m.batch),
+            predictions: first.map_or(&[], |p| &p.predictions),
+            devices,
+        };
+        serde_json::to_writer_pretty(&mut *out, &d)?;
+        writeln!(out)
+    }
+}

@@ -1,0 +1,165 @@
+//! A plan for the terminal: the recorded run and the model's replay of it (its error bar), the
+//! largest batch, the predictions, what grows, how the terms were found, and the notes.
+
+use std::io::{self, Write};
+
+use super::{PlanDoc, PlanFormat};
+use crate::analysis::plan::{Plan, Prediction, Shape};
+use crate::escape::term;
+use crate::report::style::Style;
+use crate::units::bytes;
+use crate::wording;
+
+pub struct Text;
+
+impl PlanFormat for Text {
+    fn render(&self, doc: &PlanDoc, color: bool, out: &mut dyn Write) -> io::Result<()> {
+        let st = Style { on: color };
+        for p in doc.plans {
+            write_plan(out, &st, doc, p)?;
+        }
+        Ok(())
+    }
+}
+
+fn shape(s: Shape) -> String {
+    match s.seq {
+        Some(q) => format!("batch {} x seq {q}", s.batch),
+        None => format!("batch {}", s.batch),
+    }
+}
+
+/// `1.2 GiB`, or `1.2 GiB (up to 1.4 GiB)` where the unsure requests could add to it.
+fn figure(central: u64, upper: u64) -> String {
+    if upper > central {
+        format!("{} (up to {})", bytes(central), bytes(upper))
+    } else {
+        bytes(central)
+    }
+}
+
+fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} {}  (device {})",
+        st.bold("memscope plan"),
+        term(doc.file),
+        p.device
+    )?;
+    writeln!(
+        out,
+        "RECORDED   {}: peak allocated {}, peak reserved {}",
+        shape(p.recorded),
+        bytes(p.recorded_peak_allocated_bytes),
+        bytes(p.recorded_peak_reserved_bytes)
+    )?;
+    writeln!(
+        out,
+        "MODEL      the same requests replayed through the allocator model: {}, {}",
+        bytes(p.model_peak_allocated_bytes),
+        bytes(p.model_peak_reserved_bytes)
+    )?;
+    match p.cap.bytes {
+        Some(c) => writeln!(out, "CAP        {} ({})", bytes(c), term(&p.cap.source))?,
+        None => writeln!(out, "CAP        none")?,
+    }
+    match &p.max_batch {
+        Ok(m) => {
+            let seq = p
+                .recorded
+                .seq
+                .map(|s| format!(" at seq {s}"))
+                .unwrap_or_default();
+            let limit = if m.at_search_limit {
+                " (the search stopped there: nothing failed up to it)"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{}  {}{seq}{limit}",
+                st.bold("MAX BATCH"),
+                st.green(&m.batch.to_string())
+            )?;
+            if m.rounded_down_by > 0 || m.margin_bytes > 0 {
+                writeln!(
+                    out,
+                    "           rounded down by {} from {} (the likelier reading), keeping {} under the cap for the model's error at the recorded batch",
+                    m.rounded_down_by,
+                    m.central_batch,
+                    bytes(m.margin_bytes)
+                )?;
+            }
+        }
+        Err(r) => writeln!(
+            out,
+            "{}  unknown: {}",
+            st.bold("MAX BATCH"),
+            wording::no_max_batch(*r)
+        )?,
+    }
+    writeln!(out)?;
+    write_predictions(out, st, p)?;
+    writeln!(out)?;
+    write_split(out, p)?;
+    writeln!(out)?;
+    writeln!(out, "FIT  {}", wording::plan_fit(&p.fit, p.recorded))?;
+    writeln!(out, "NOTES")?;
+    for n in wording::plan_notes(p) {
+        writeln!(out, "  - {n}")?;
+    }
+    Ok(())
+}
+
+fn oom_cell(st: &Style, r: &Prediction) -> String {
+    match r.oom {
+        Some(true) => st.red("OOM"),
+        Some(false) => "fits".into(),
+        None => "-".into(),
+    }
+}
+
+fn write_predictions(out: &mut dyn Write, st: &Style, p: &Plan) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:<22} {:<32} {:<32} UNDER THE CAP",
+        "AT", "PEAK ALLOCATED", "PEAK RESERVED"
+    )?;
+    for r in &p.predictions {
+        let at = shape(Shape {
+            batch: r.batch,
+            seq: r.seq,
+        });
+        writeln!(
+            out,
+            "{:<22} {:<32} {:<32} {}",
+            at,
+            figure(r.peak_allocated_bytes, r.peak_allocated_upper_bytes),
+            figure(r.peak_reserved_bytes, r.peak_reserved_upper_bytes),
+            oom_cell(st, r)
+        )?;
+    }
+    Ok(())
+}
+
+fn write_split(out: &mut dyn Write, p: &Plan) -> io::Result<()> {
+    let s = &p.split;
+    writeln!(
+        out,
+        "AT THE RECORDED PEAK  {} grows with the batch, {} does not{}",
+        bytes(s.grows_bytes),
+        bytes(s.fixed_bytes),
+        if s.quadratic_bytes > 0 {
+            format!(
+                " ({} of the growing bytes quadratic in the sequence)",
+                bytes(s.quadratic_bytes)
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    for (b, n) in s.by_basis.iter().take(8) {
+        writeln!(out, "  {:>10}  {}", bytes(*n), wording::plan_basis(*b))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! The words of `memscope plan`: what each basis of a request's terms rests on, why no
+//! largest batch is given, how the terms were found, and what a reader must know to trust the
+//! figures.
+
+use crate::analysis::plan::{Basis, Fit, NoMaxBatch, Plan, Shape};
+use crate::units::bytes;
+
+/// A basis's short label (a column of the split).
+pub fn plan_basis(b: Basis) -> &'static str {
+    match b {
+        Basis::BeforeRecording => "alive before recording (weights, earlier state)",
+        Basis::Parameter => "parameters",
+        Basis::OptimizerState => "optimizer state",
+        Basis::OptimizerTemporary => "optimizer temporaries",
+        Basis::ParameterGradient => "parameter gradients",
+        Basis::Workspace => "cuBLAS workspaces",
+        Basis::MadeOnce => "made once and kept (lazy buffers, workspaces)",
+        Basis::NotPerSample => "sizes no multiple of the batch",
+        Basis::ParameterSizedGradient => "weight gradients before accumulation",
+        Basis::ParameterSizedForward => "forward blocks of half a weight's size (16-bit casts?)",
+        Basis::Activation => "activations",
+        Basis::ForwardTemporary => "forward temporaries",
+        Basis::GradientTemporary => "backward temporaries",
+        Basis::Output => "outputs (inference)",
+        Basis::KvCache => "KV cache",
+        Basis::UserTemporary => "inputs and temporaries of user code",
+        Basis::UserKept => "kept by user code (inputs of the last step?)",
+        Basis::Native => "native work with no Python frame",
+        Basis::MatchedSame => "same size in both captures",
+        Basis::MatchedFitted => "fitted from both captures",
+    }
+}
+
+/// Why the plan gives no largest batch.
+pub fn no_max_batch(r: NoMaxBatch) -> &'static str {
+    match r {
+        NoMaxBatch::NoCap => "no cap: the capture records neither an OOM nor the device's size; pass --cap (e.g. --cap 80GiB) to get the largest batch and OOM predictions",
+        NoMaxBatch::EndsInOom => "the capture ends at an OOM: the rest of that step was never requested, so the peaks are lower bounds and no batch can be promised to fit; capture a complete step at a smaller batch",
+        NoMaxBatch::NothingFits => "even batch 1 does not fit under the cap",
+    }
+}
+
+/// How the terms were found.
+pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
+    match f {
+        Fit::OneCapture => "one capture: which requests grow is inferred from their stacks, categories, sizes and lifetimes; a second capture at another batch size (--with OTHER --with-batch M) makes the linear terms exact".into(),
+        Fit::TwoCaptures {
+            other,
+            matched,
+            requests,
+            unmatched,
+        } => {
+            let axis = match other.seq {
+                Some(s) if other.batch == recorded.batch => format!("sequence length {s}"),
+                _ => format!("batch {}", other.batch),
+            };
+            let rest = if *unmatched > 0 {
+                format!("; the other {unmatched} (no counterpart of the same or a proportional size: workspaces sized by the algorithm picked, paths taken at one size only) keep what one capture infers")
+            } else {
+                String::new()
+            };
+            format!("two captures (the other at {axis}): {matched} of {requests} requests matched by stack and order, each fixed or proportional from its two sizes{rest}")
+        }
+    }
+}
+
+/// What a reader must know to trust the figures, one sentence each.
+pub fn plan_notes(p: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    if p.starts_mid_run {
+        out.push("the log starts mid-run: the blocks alive at its first event are replayed as fixed (if recording began inside a step, some of them grow with the batch and the peaks are low)".to_string());
+    }
+    if p.ends_in_oom {
+        out.push("the capture ends at an OOM: peaks at other batch sizes are lower bounds (the requests after it were never made)".to_string());
+    }
+    if p.unsure_requests > 0 {
+        out.push(format!(
+            "{} of {} requests could not be placed for sure ({} at the recorded peak): the upper figures let them all grow, and OOMs and the largest batch are judged on those",
+            p.unsure_requests,
+            p.requests,
+            bytes(p.split.unsure_bytes)
+        ));
+    }
+    if p.recorded.seq.is_some() {
+        out.push(if p.flash_attention {
+            "sequence: the capture runs flash or memory-efficient attention, so growing requests are linear in the sequence length".to_string()
+        } else if p.seq_ambiguous {
+            "sequence: some growing requests have sizes that could be attention scores (quadratic in the sequence); one capture cannot tell, so the upper figures take them as quadratic; a second capture at another --seq (--with OTHER --with-seq S) decides".to_string()
+        } else {
+            "sequence: growing requests are linear in the sequence length (none has a size that could be attention scores)".to_string()
+        });
+    }
+    out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
+    out
+}
