@@ -73,7 +73,6 @@ pub struct LiveGrowth {
     pub steps_with_live: usize,
     pub bytes_per_step: f64,
     pub total_bytes: u64,
-    pub explanation: String,
 }
 
 /// Memory of one device over the trace.
@@ -244,21 +243,6 @@ pub fn is_backward_name(name: &str) -> bool {
     }
     let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
     base.ends_with("Backward")
-}
-
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
@@ -499,18 +483,6 @@ fn device_memory(
                 let total_bytes: u64 = per_step_bytes.iter().sum();
                 let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
                 let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
-                let place = match &site {
-                    Some(s) => format!("in `{}` ({})", s.function, s.file),
-                    None => "with no user frame recorded".to_owned(),
-                };
-                let explanation = format!(
-                "allocations made {place}{} in {steps_with_live} of {n_steps} profiled steps are \
-                 still alive when the trace ends, about {} per step ({} in all): memory kept \
-                 across iterations grows with every step",
-                op.as_deref().map(|o| format!(" by `{o}`")).unwrap_or_default(),
-                fmt_bytes(bytes_per_step as u64),
-                fmt_bytes(total_bytes),
-            );
                 LiveGrowth {
                     site,
                     keeper,
@@ -521,7 +493,6 @@ fn device_memory(
                     steps_with_live,
                     bytes_per_step,
                     total_bytes,
-                    explanation,
                 }
             },
         )
