@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::{Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, TraceEvidence};
+use super::leaks::{
+    Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, StepLabel, TraceEvidence,
+};
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
@@ -143,8 +145,8 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 growth_bytes_per_step: main_bytes as f64 / n,
                 growth_tensors_per_step: main_count as f64 / n,
                 steps: with_live,
-                first_step: steps.first().cloned().unwrap_or_default(),
-                last_step: steps.last().cloned().unwrap_or_default(),
+                first_step: StepLabel::Step(steps.first().cloned().unwrap_or_default()),
+                last_step: StepLabel::Step(steps.last().cloned().unwrap_or_default()),
                 window_start_event: EventIdx(0),
                 window_end_event: EventIdx(0),
                 r2: cumulative_r2(&per_step),

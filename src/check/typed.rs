@@ -54,8 +54,8 @@ fn sites(v: &[SiteTotal]) -> Vec<SiteBytes> {
 fn chain(s: &SiteTotal) -> Vec<String> {
     let own = s.site.as_ref().map(|x| format!("{}:{} ", x.file, x.line));
     let mut out = Vec::new();
-    for f in &s.stack {
-        out.push(function_of(f).to_owned());
+    for f in crate::wording::stack_lines(&s.stack) {
+        out.push(function_of(&f).to_owned());
         if own.as_deref().is_some_and(|o| f.starts_with(o)) {
             break;
         }

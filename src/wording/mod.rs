@@ -7,11 +7,13 @@
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
 
 mod gate;
+mod labels;
 mod leaks;
 mod oom;
 mod verdict;
 
 pub use gate::{gate_not_judged, no_oom_record};
+pub use labels::{stack_lines, step_label};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use verdict::{no_leaks, not_judged, verdict};

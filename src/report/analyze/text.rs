@@ -13,6 +13,7 @@ use crate::model::frames::short_label;
 use crate::report::style::Style;
 use crate::report::{Format, Options};
 use crate::units::{bytes, signed_bytes};
+use crate::wording::{stack_lines, step_label};
 
 pub struct Text;
 
@@ -109,8 +110,8 @@ fn write_sites(
             s.blocks
         )?;
         if opts.stacks {
-            for f in &s.stack {
-                writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(f)))?;
+            for f in stack_lines(&s.stack) {
+                writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(&f)))?;
             }
         }
     }
@@ -327,8 +328,8 @@ fn write_leak(
             out,
             "  {} failed attempt(s) retained ({} .. {}); at most {} in {} blocks held while the next attempt ran",
             l.steps,
-            l.first_step,
-            l.last_step,
+            step_label(&l.first_step),
+            step_label(&l.last_step),
             bytes(l.live_bytes),
             l.count
         )?;
@@ -340,8 +341,8 @@ fn write_leak(
             bytes(l.growth_bytes_per_step.max(0.0) as u64),
             l.growth_tensors_per_step,
             l.steps,
-            l.first_step,
-            l.last_step,
+            step_label(&l.first_step),
+            step_label(&l.last_step),
             l.r2,
             bytes(l.live_bytes),
             l.count
