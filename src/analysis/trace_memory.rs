@@ -9,6 +9,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::notes::TraceNote;
 use crate::model::trace::{CountedFrom, DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
 use crate::model::{FrameId, FrameKind, StackId};
 
@@ -122,7 +123,8 @@ pub struct StepSpan {
 pub struct TraceMemory {
     pub steps: Vec<StepSpan>,
     pub devices: Vec<DeviceMemory>,
-    pub notes: Vec<String>,
+    #[serde(skip)]
+    pub notes: Vec<TraceNote>,
 }
 
 /// Alloc/free pairing by address, per device.
@@ -255,28 +257,20 @@ pub fn analyze(t: &Trace) -> TraceMemory {
 pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolver) -> TraceMemory {
     let mut notes = Vec::new();
     if t.memory.is_empty() {
-        notes.push(
-            "the trace has no [memory] events: it was recorded without profile_memory=True".into(),
-        );
+        notes.push(TraceNote::NoMemoryEvents);
     }
     if t.counts.reconstructed_totals > 0 {
-        notes.push(format!(
-            "{} [memory] events carry no `Total Allocated` (a torch 1.9-era trace): allocated totals are reconstructed as the running sum of their `Bytes` per device, counted from 0 at the trace's start, so allocated figures are changes from the trace's start, not bytes in use (memory allocated before it is not recorded); reserved memory is not recorded",
-            t.counts.reconstructed_totals
-        ));
+        notes.push(TraceNote::ReconstructedTotals {
+            events: t.counts.reconstructed_totals,
+        });
     }
     if t.counts.without_address > 0 {
-        notes.push(format!(
-            "{} [memory] events carry no `Addr`: frees are paired with the latest open allocation of the same size on the device",
-            t.counts.without_address
-        ));
+        notes.push(TraceNote::WithoutAddress {
+            events: t.counts.without_address,
+        });
     }
     if t.steps.is_empty() && !t.memory.is_empty() {
-        notes.push(
-            "the trace has no ProfilerStep spans (no prof.step() calls): per-step figures and \
-             leak detection across steps are not available"
-                .into(),
-        );
+        notes.push(TraceNote::NoProfilerSteps);
     }
     // Each device's events, found in one pass (not one pass per device: a trace may name
     // 100k device ids).

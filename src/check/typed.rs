@@ -243,7 +243,12 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
         graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
-        load_notes: a.input.load_notes.clone(),
+        load_notes: a
+            .input
+            .load_notes
+            .iter()
+            .map(crate::wording::load_note)
+            .collect(),
         allocated_from_trace_start,
         reserved_unrecorded,
     }

@@ -828,7 +828,7 @@ impl Format for Html<'_> {
         if !a.notes.is_empty() {
             o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
             for n in &a.notes {
-                let _ = write!(o, "<li>{}</li>", esc(n));
+                let _ = write!(o, "<li>{}</li>", esc(&crate::wording::note(n)));
             }
             o.push_str("</ul></section>");
         }

@@ -686,7 +686,7 @@ impl Format for Text {
             writeln!(out)?;
             writeln!(out, "{}", st.bold("NOTES"))?;
             for n in &a.notes {
-                writeln!(out, "  - {n}")?;
+                writeln!(out, "  - {}", crate::wording::note(n))?;
             }
         }
         Ok(())
