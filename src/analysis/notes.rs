@@ -9,6 +9,7 @@
 //! (`snapshot`), a trace's memory (`trace_memory`, `trace_report`), its autograd graph
 //! (`graph`), and the loader's own notes ([`LoadNote`]), which the model layer keeps.
 
+use super::replay::Mismatch;
 use crate::model::trace::DeviceKey;
 use crate::model::LoadNote;
 
@@ -41,7 +42,7 @@ pub enum SnapshotNote {
     ReplayDiffers {
         device: u32,
         mismatches: usize,
-        first: Option<String>,
+        first: Option<Mismatch>,
     },
     /// A torch 2.0 snapshot: no event history, no OOM entries.
     Torch20,

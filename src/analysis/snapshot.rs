@@ -318,7 +318,7 @@ fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bo
         notes.push(SnapshotNote::ReplayDiffers {
             device,
             mismatches: tl.consistency.mismatches,
-            first: tl.consistency.first_mismatch.clone(),
+            first: tl.consistency.first_mismatch,
         });
     }
     notes.into_iter().map(Note::from).collect()

@@ -7,14 +7,15 @@
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
 //!
 //! The report's notes are said here too (`note`, `load_note`). Where the JSON keeps a typed
-//! value as a string among the analysis' own fields (a leak's first and last step, a site's
-//! stack), that value's `Serialize` is here, beside its words.
+//! value as a string among the analysis' own fields (a replay mismatch, a leak's first and
+//! last step, a site's stack), that value's `Serialize` is here, beside its words.
 
 mod gate;
 mod labels;
 mod leaks;
 mod notes;
 mod oom;
+mod replay;
 mod verdict;
 
 pub use gate::{gate_not_judged, no_oom_record};
@@ -22,6 +23,7 @@ pub use labels::{stack_lines, step_label};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
+pub use replay::{anomaly, mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 
 use crate::analysis::sites::Site;

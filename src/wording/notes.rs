@@ -95,7 +95,10 @@ fn snapshot_note(n: &SnapshotNote) -> String {
         } => format!(
             "device {device}: the replayed end state differs from the snapshot's segments in \
              {mismatches} places; first: {}",
-            first.as_deref().unwrap_or("?")
+            first
+                .as_ref()
+                .map(super::mismatch)
+                .unwrap_or_else(|| "?".into())
         ),
         SnapshotNote::Torch20 => "torch 2.0 snapshots record no event history and no OOM \
              entries: if this one was dumped at an OOM, the sites above show what held the \

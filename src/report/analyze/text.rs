@@ -190,13 +190,17 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
                 d.events,
                 st.yellow("WARNING"),
                 c.mismatches,
-                c.first_mismatch.as_deref().unwrap_or("?")
+                c.first_mismatch
+                    .as_ref()
+                    .map(crate::wording::mismatch)
+                    .unwrap_or_else(|| "?".into())
             )?;
             if let Some(a) = &c.first_anomaly {
                 writeln!(
                     out,
                     "          first unexplained event: #{}: {}",
-                    a.event.0, a.what
+                    a.event.0,
+                    crate::wording::anomaly(&a.what)
                 )?;
             }
         }
