@@ -260,9 +260,10 @@ pub struct Leak {
     pub growth_tensors_per_step: f64,
     /// Boundaries crossed by the growth window (steps over which it grew).
     pub steps: usize,
-    /// The first and last step of the window; in JSON, by name
-    /// (`crate::wording::step_label`).
+    /// The first and last step of the window (serialized as their labels).
+    #[serde(serialize_with = "crate::wording::serialize_step_label")]
     pub first_step: StepLabel,
+    #[serde(serialize_with = "crate::wording::serialize_step_label")]
     pub last_step: StepLabel,
     pub window_start_event: EventIdx,
     pub window_end_event: EventIdx,

@@ -201,7 +201,8 @@ impl State {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Anomaly {
     pub event: EventIdx,
-    /// In JSON, in words (`crate::wording::anomaly`).
+    /// What it did (serialized as its sentence).
+    #[serde(serialize_with = "crate::wording::serialize_anomaly")]
     pub what: AnomalyKind,
 }
 
@@ -321,7 +322,8 @@ pub struct Consistency {
     pub segments_compared: usize,
     pub blocks_compared: usize,
     pub mismatches: usize,
-    /// The first difference; in JSON, in words (`crate::wording::mismatch`).
+    /// The first difference (serialized as its sentence).
+    #[serde(serialize_with = "crate::wording::serialize_mismatch")]
     pub first_mismatch: Option<Mismatch>,
     /// The first log entry the layout could not explain.
     pub first_anomaly: Option<Anomaly>,

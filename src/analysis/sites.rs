@@ -202,7 +202,9 @@ pub struct SiteTotal {
     pub before_recording: bool,
     /// Where the blocks came from (see [`Origin`]).
     pub origin: Origin,
-    /// The stack holding the most bytes of this site, innermost frame first (`file:line function`).
+    /// The stack holding the most bytes of this site, innermost frame first (`file:line function`;
+    /// serialized as its lines).
+    #[serde(serialize_with = "crate::wording::serialize_stack_lines")]
     pub stack: StackLabels,
     #[serde(skip)]
     pub stack_id: StackId,
@@ -214,8 +216,7 @@ pub struct SiteTotal {
 pub const MAX_STACK_LABELS: usize = 512;
 
 /// The first [`MAX_STACK_LABELS`] frames of a stack as `file:line function`, and how many more
-/// it has. In JSON, a list of lines: the frames, then one saying how many more
-/// (`crate::wording::stack_lines`).
+/// it has (`crate::wording::stack_lines` says them: the frames, then a line for the rest).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StackLabels {
     pub frames: Vec<String>,

@@ -2,14 +2,14 @@
 //! ([`StepLabel`]), and the line that stands for a stack's frames past the ones spelled out
 //! ([`StackLabels`]).
 //!
-//! The JSON carries both as strings in the middle of the analysis' own fields (a leak's
-//! `first_step`, a site's `stack`), where `report::json` cannot add a field beside them: their
-//! `Serialize` is here, beside their words, so the analysis derives its own and stays wordless.
+//! The JSON carries both as strings among the analysis' own fields (a leak's `first_step`, a
+//! site's `stack`), where `report::json` cannot add a field beside them: the analysis' fields
+//! serialize through the functions here (`serialize_with`), beside the words.
 
 use std::borrow::Cow;
 
 use serde::ser::SerializeSeq;
-use serde::{Serialize, Serializer};
+use serde::Serializer;
 
 use crate::analysis::leaks::StepLabel;
 use crate::analysis::sites::StackLabels;
@@ -31,22 +31,19 @@ pub fn stack_lines(s: &StackLabels) -> impl Iterator<Item = Cow<'_, str>> {
         .chain(more)
 }
 
-/// The JSON's `first_step` and `last_step`: the label.
-impl Serialize for StepLabel {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&step_label(self))
-    }
+/// Serializes a step label as its words (a leak's `first_step` and `last_step`, unchanged
+/// since they were strings).
+pub fn serialize_step_label<S: Serializer>(l: &StepLabel, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&step_label(l))
 }
 
-/// The JSON's `stack` of a site: its lines.
-impl Serialize for StackLabels {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.frames.len() + usize::from(self.more > 0)))?;
-        for line in stack_lines(self) {
-            seq.serialize_element(&line)?;
-        }
-        seq.end()
+/// Serializes a stack as its lines (a site's `stack`, unchanged since it was a list of them).
+pub fn serialize_stack_lines<S: Serializer>(st: &StackLabels, s: S) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(st.frames.len() + usize::from(st.more > 0)))?;
+    for line in stack_lines(st) {
+        seq.serialize_element(&line)?;
     }
+    seq.end()
 }
 
 #[cfg(test)]
@@ -60,8 +57,9 @@ mod tests {
             frames: vec!["a.py:1 f".into(), "b.py:2 g".into()],
             more: 3,
         };
+        let json = serialize_stack_lines(&s, serde_json::value::Serializer).unwrap();
         assert_eq!(
-            serde_json::to_value(&s).unwrap(),
+            json,
             serde_json::json!(["a.py:1 f", "b.py:2 g", "... 3 more frames"])
         );
         let whole = StackLabels {
@@ -74,7 +72,8 @@ mod tests {
     #[test]
     fn a_retried_attempt_is_named_by_its_oom() {
         let l = StepLabel::OomAt(EventIdx(15));
-        assert_eq!(serde_json::to_value(&l).unwrap(), "OOM at event 15");
+        let json = serialize_step_label(&l, serde_json::value::Serializer).unwrap();
+        assert_eq!(json, "OOM at event 15");
         assert_eq!(step_label(&StepLabel::Step("step 6".into())), "step 6");
     }
 }

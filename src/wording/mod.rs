@@ -8,7 +8,7 @@
 //!
 //! The report's notes are said here too (`note`, `load_note`). Where the JSON keeps a typed
 //! value as a string among the analysis' own fields (a replay mismatch, a leak's first and
-//! last step, a site's stack), that value's `Serialize` is here, beside its words.
+//! last step, a site's stack), the field serializes through a `serialize_*` function here.
 
 mod gate;
 mod labels;
@@ -19,11 +19,11 @@ mod replay;
 mod verdict;
 
 pub use gate::{gate_not_judged, no_oom_record};
-pub use labels::{stack_lines, step_label};
+pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
-pub use replay::{anomaly, mismatch};
+pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 
 use crate::analysis::sites::Site;

@@ -2,11 +2,11 @@
 //! not explain ([`AnomalyKind`]), and a difference between the replayed end state and the
 //! snapshot's own segments ([`Mismatch`]).
 //!
-//! The JSON carries both as sentences inside a device's `consistency` object, in the middle of
-//! the analysis' own fields, where `report::json` cannot add a field beside them: their
-//! `Serialize` is here, beside their words, so the analysis derives its own and stays wordless.
+//! The JSON carries both as sentences inside a device's `consistency` object, among the
+//! analysis' own fields, where `report::json` cannot add a field beside them: the analysis'
+//! fields serialize through the functions here (`serialize_with`), beside the words.
 
-use serde::{Serialize, Serializer};
+use serde::Serializer;
 
 use crate::analysis::replay::{AnomalyKind, Mismatch};
 
@@ -81,16 +81,17 @@ pub fn mismatch(m: &Mismatch) -> String {
     }
 }
 
-/// The JSON's `consistency.first_anomaly.what`: the sentence.
-impl Serialize for AnomalyKind {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&anomaly(self))
-    }
+/// Serializes an anomaly as its sentence (the JSON's `consistency.first_anomaly.what`,
+/// unchanged since it was one).
+pub fn serialize_anomaly<S: Serializer>(a: &AnomalyKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&anomaly(a))
 }
 
-/// The JSON's `consistency.first_mismatch`: the sentence.
-impl Serialize for Mismatch {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&mismatch(self))
+/// Serializes the first mismatch as its sentence, or `null` (the JSON's
+/// `consistency.first_mismatch`, unchanged since it was one).
+pub fn serialize_mismatch<S: Serializer>(m: &Option<Mismatch>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_some(&mismatch(m)),
+        None => s.serialize_none(),
     }
 }

@@ -6,8 +6,8 @@
 //! `assessment`, the `notes` and the graph's `notes`. The borrowed mirror below keeps the
 //! fields in the analysis' order, so the schema is unchanged (the sentences come after the
 //! figures of their object, and a device's `ooms` after its other fields). The strings among
-//! the analysis' own fields (a replay mismatch, a leak's steps, a site's stack) serialize as the
-//! wording module's words themselves.
+//! the analysis' own fields (a replay mismatch, a leak's steps, a site's stack) serialize
+//! through the wording module's `serialize_*` functions.
 
 use std::io::{self, Write};
 
