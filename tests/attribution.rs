@@ -340,6 +340,7 @@ fn native_sites_are_named_by_the_autograd_node() {
                 let native = site.line == 0 && !site.file.ends_with(".py");
                 let engine = s
                     .stack
+                    .frames
                     .iter()
                     .any(|f| f.contains("Engine::evaluate_function"));
                 if native && engine {

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
+use memscope::analysis::notes::{Note, TraceNote};
 use memscope::analysis::{Analysis, VerdictKind};
 
 mod shared;
@@ -655,7 +656,10 @@ fn memory_before_recording_is_attributed() {
             )
         });
         f.check(
-            pre == 0 || a.notes.iter().any(|n| n.contains("already allocated")),
+            pre == 0
+                || a.notes
+                    .iter()
+                    .any(|n| matches!(n, Note::Trace(TraceNote::AllocatedBeforeProfiling { .. }))),
             || {
                 format!(
                     "{}: no note of the {pre} B allocated before profiling",

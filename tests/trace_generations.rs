@@ -126,7 +126,12 @@ fn torch19_trace_with_bytes_only() {
     assert_eq!(cuda0.peak_allocated_bytes, None);
     assert_eq!(cuda0.observed_peak_allocated_bytes, 2_791_636_480);
     assert!(
-        a.notes.iter().any(|n| n.contains("reconstructed")),
+        a.notes.iter().any(|n| matches!(
+            n,
+            memscope::analysis::notes::Note::Trace(
+                memscope::analysis::notes::TraceNote::ReconstructedTotals { .. }
+            )
+        )),
         "{:?}",
         a.notes
     );

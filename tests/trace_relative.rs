@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use memscope::analysis::notes::{Note, TraceNote};
 use memscope::analysis::{analyze_trace, Analysis, CountedFrom};
 use memscope::report::{self, json::Json, text::Text, Options};
 
@@ -238,16 +239,17 @@ fn a_trace_without_memory_events_carries_no_memory_figures() {
     assert_eq!(v["devices"], serde_json::json!([]));
     assert_eq!(v["steps"], serde_json::json!([]));
     assert!(
-        a.notes
-            .iter()
-            .any(|n| n.contains("no memory figures per step")),
+        a.notes.iter().any(|n| matches!(
+            n,
+            Note::Trace(TraceNote::StepsWithoutMemory { steps: 6, .. })
+        )),
         "{:?}",
         a.notes
     );
     assert_eq!(
         a.notes
             .iter()
-            .filter(|n| n.contains("has no [memory] events"))
+            .filter(|n| matches!(n, Note::Trace(TraceNote::NoMemoryEvents)))
             .count(),
         1,
         "said once: {:?}",

@@ -19,6 +19,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 
+use crate::analysis::notes::{GraphNote, UnconsumedOp};
 use crate::analysis::trace_memory::{is_backward_name, pair, steady};
 use crate::model::trace::{OpIdx, Site, Trace};
 
@@ -60,7 +61,8 @@ pub struct GraphReport {
     pub unconsumed_nodes: usize,
     pub steps: usize,
     pub findings: Vec<GraphGrowth>,
-    pub notes: Vec<String>,
+    #[serde(skip)]
+    pub notes: Vec<GraphNote>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,27 +289,15 @@ pub fn growth(t: &Trace) -> GraphReport {
         notes,
     };
     if forward_nodes == 0 {
-        notes.push(
-            "no op carries an autograd sequence number (no grad-mode ops were profiled, or the \
-             trace predates them): the autograd graph cannot be followed"
-                .into(),
-        );
+        notes.push(GraphNote::NoSequenceNumbers);
         return report(findings, notes);
     }
     if backward_nodes + leaf_accumulations == 0 {
-        notes.push(format!(
-            "{forward_nodes} forward ops ran with grad mode on but the trace holds no backward \
-             pass: graph growth cannot be judged (if this is inference, `torch.inference_mode()` \
-             or `torch.no_grad()` saves the graph's memory)"
-        ));
+        notes.push(GraphNote::NoBackward { forward_nodes });
         return report(findings, notes);
     }
     if n_steps < 3 {
-        notes.push(format!(
-            "{} profiled step(s): growth across steps needs at least three \
-             (`schedule(active=...)` with prof.step() each iteration)",
-            n_steps
-        ));
+        notes.push(GraphNote::TooFewSteps { steps: n_steps });
         return report(findings, notes);
     }
 
@@ -387,25 +377,15 @@ pub fn growth(t: &Trace) -> GraphReport {
     }
     dropped.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
     if !dropped.is_empty() {
-        let list: Vec<String> = dropped
-            .iter()
-            .take(8)
-            .map(|(op, site, n)| match site {
-                Some(s) => format!("`{op}` in `{}` ({n:.1}/step)", s.function),
-                None => format!("`{op}` ({n:.1}/step)"),
+        let ops = dropped
+            .into_iter()
+            .map(|(op, site, nodes_per_step)| UnconsumedOp {
+                op,
+                function: site.map(|s| s.function),
+                nodes_per_step,
             })
             .collect();
-        notes.push(format!(
-            "{} op(s) leave autograd nodes that no backward consumes in step after step, but \
-             neither update a tensor in place nor work on 0-dim values, so nothing shows them \
-             accumulating across steps: {}{}. These are usually values computed with grad on \
-             and not used for the loss (predictions for metrics, logging); each step's copy is \
-             freed with its step. Computing them under `torch.no_grad()` or from `.detach()`ed \
-             tensors saves their graph's memory.",
-            dropped.len(),
-            list.join(", "),
-            if dropped.len() > 8 { ", ..." } else { "" }
-        ));
+        notes.push(GraphNote::UnconsumedNotAccumulating { ops });
     }
     findings.sort_by(|a, b| {
         b.nodes_per_step
@@ -500,7 +480,11 @@ mod tests {
         let r = growth(&b.build());
         assert!(r.findings.is_empty(), "{:?}", r.findings);
         assert!(
-            r.notes.iter().any(|n| n.contains("aten::sigmoid")),
+            r.notes.iter().any(|n| matches!(
+                n,
+                GraphNote::UnconsumedNotAccumulating { ops }
+                    if ops.iter().any(|o| o.op == "aten::sigmoid")
+            )),
             "{:?}",
             r.notes
         );

@@ -263,9 +263,11 @@ pub struct Leak {
     pub growth_tensors_per_step: f64,
     /// Boundaries crossed by the growth window (steps over which it grew).
     pub steps: usize,
-    /// Name of the first and last step of the window.
-    pub first_step: String,
-    pub last_step: String,
+    /// The first and last step of the window (serialized as their labels).
+    #[serde(serialize_with = "crate::wording::serialize_step_label")]
+    pub first_step: StepLabel,
+    #[serde(serialize_with = "crate::wording::serialize_step_label")]
+    pub last_step: StepLabel,
     pub window_start_event: EventIdx,
     pub window_end_event: EventIdx,
     /// Goodness of the straight-line fit of survivors over the window.
@@ -278,6 +280,16 @@ pub struct Leak {
     pub related_sites: Vec<RelatedSite>,
     /// The heaviest full stack of the site, innermost first (`file:line function`).
     pub stack: Vec<String>,
+}
+
+/// Where a finding's window starts or ends: a step of the workload, or (for retained failed
+/// attempts, which have no steps) the OOM an attempt followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepLabel {
+    /// A step, by its name (`ProfilerStep#3`, `step 6`); empty where there is none.
+    Step(String),
+    /// The `oom` entry an attempt followed.
+    OomAt(EventIdx),
 }
 
 impl Leak {

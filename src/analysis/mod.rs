@@ -10,6 +10,7 @@ pub mod figures;
 pub mod graph;
 pub mod leaks;
 pub mod loops;
+pub mod notes;
 pub mod oom;
 pub mod replay;
 pub mod retry;
@@ -49,7 +50,7 @@ pub struct Input {
     /// What the reader skipped or repaired (events that are not valid, strings that could
     /// not be decoded): also in `notes`; kept apart so that `check` can say it.
     #[serde(skip)]
-    pub load_notes: Vec<String>,
+    pub load_notes: Vec<crate::model::LoadNote>,
 }
 
 /// What a capture is: a snapshot pickle or a profiler trace.
@@ -490,7 +491,9 @@ pub struct Analysis {
     /// Autograd graph growth (traces only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<trace_report::GraphSection>,
-    pub notes: Vec<String>,
+    /// In JSON, each in words (`report::json`, `crate::wording::note`).
+    #[serde(skip)]
+    pub notes: Vec<notes::Note>,
 }
 
 impl Analysis {

@@ -201,7 +201,68 @@ impl State {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Anomaly {
     pub event: EventIdx,
-    pub what: String,
+    /// What it did (serialized as its sentence).
+    #[serde(serialize_with = "crate::wording::serialize_anomaly")]
+    pub what: AnomalyKind,
+}
+
+/// What an entry of the log did that the replayed layout could not explain, at `addr` (the
+/// entry's address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnomalyKind {
+    /// An `alloc` outside every known segment.
+    AllocOutsideSegments { addr: u64 },
+    /// An `alloc` over a live block.
+    AllocOverlaps { addr: u64 },
+    /// An `alloc` of `rounded` bytes where only `free` bytes are free.
+    AllocDoesNotFit { addr: u64, rounded: u64, free: u64 },
+    /// A `free_requested` where no block is live.
+    FreeRequestedNoBlock { addr: u64 },
+    /// A `free_requested` of a block already freed.
+    FreeRequestedTwice { addr: u64 },
+    /// A `free_completed` outside every known segment.
+    FreeCompletedOutsideSegments { addr: u64 },
+    /// A `free_completed` where no block is live.
+    FreeCompletedNoBlock { addr: u64 },
+    /// A `segment_alloc` over a known segment.
+    SegmentAllocOverlaps { addr: u64 },
+    /// A `segment_free` where no segment starts.
+    SegmentFreeNoSegment { addr: u64 },
+    /// A `segment_free` of a segment that still holds `blocks` live blocks.
+    SegmentFreeWithLiveBlocks { addr: u64, blocks: usize },
+    /// A `segment_map` of 0 bytes.
+    EmptySegmentMap { addr: u64 },
+    /// A `segment_unmap` outside every known segment.
+    UnmapOutsideSegments { addr: u64 },
+}
+
+/// One difference between the replayed end state and the snapshot's own segments, at `addr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// The replay has a segment the snapshot does not list.
+    SegmentNotInSnapshot { addr: u64, size: u64 },
+    /// The snapshot lists a segment the replay does not have.
+    SegmentNotReplayed { addr: u64 },
+    /// A segment's size differs.
+    SegmentSize {
+        addr: u64,
+        replay: u64,
+        snapshot: u64,
+    },
+    /// A block is live in the snapshot and not in the replay.
+    BlockNotReplayed {
+        addr: u64,
+        size: u64,
+        state: BlockState,
+    },
+    /// A block is live in the replay and not in the snapshot.
+    BlockNotInSnapshot { addr: u64, size: u64 },
+    /// A block's size or state differs.
+    BlockDiffers {
+        addr: u64,
+        replay: (u64, BlockState),
+        snapshot: (u64, BlockState),
+    },
 }
 
 /// The allocator's view when an allocation failed.
@@ -261,8 +322,9 @@ pub struct Consistency {
     pub segments_compared: usize,
     pub blocks_compared: usize,
     pub mismatches: usize,
-    /// The first difference, in words.
-    pub first_mismatch: Option<String>,
+    /// The first difference (serialized as its sentence).
+    #[serde(serialize_with = "crate::wording::serialize_mismatch")]
+    pub first_mismatch: Option<Mismatch>,
     /// The first log entry the layout could not explain.
     pub first_anomaly: Option<Anomaly>,
 }
@@ -338,7 +400,7 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    fn anomaly(&mut self, i: usize, what: String) {
+    fn anomaly(&mut self, i: usize, what: AnomalyKind) {
         if self.anomalies.len() < 1000 {
             self.anomalies.push(Anomaly {
                 event: EventIdx(i as u32),
@@ -366,10 +428,7 @@ impl<'a> Replayer<'a> {
     fn handle_alloc(&mut self, i: usize, e: &Event) {
         let rounded = round_size(e.size, &self.rules.settings);
         let Some(seg_addr) = self.state.segment_of(e.addr) else {
-            self.anomaly(
-                i,
-                format!("alloc at 0x{:x} lies in no known segment", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::AllocOutsideSegments { addr: e.addr });
             return;
         };
         let rules = &self.rules;
@@ -391,15 +450,16 @@ impl<'a> Replayer<'a> {
             .unwrap_or(seg.end());
         let mut anomaly = None;
         let size = if prev_end > e.addr || next_start <= e.addr {
-            anomaly = Some(format!("alloc at 0x{:x} overlaps a live block", e.addr));
+            anomaly = Some(AnomalyKind::AllocOverlaps { addr: e.addr });
             rounded
         } else {
             let free = next_start - e.addr;
             if free < rounded {
-                anomaly = Some(format!(
-                    "alloc of {} at 0x{:x} does not fit the free range of {} there",
-                    rounded, e.addr, free
-                ));
+                anomaly = Some(AnomalyKind::AllocDoesNotFit {
+                    addr: e.addr,
+                    rounded,
+                    free,
+                });
                 rounded
             } else if rules.should_split(seg.pool, seg.expandable, free, rounded) {
                 rounded
@@ -440,15 +500,11 @@ impl<'a> Replayer<'a> {
 
     fn handle_free_requested(&mut self, i: usize, e: &Event) {
         let Some(b) = self.find_block(e.addr) else {
-            self.anomaly(
-                i,
-                format!("free_requested at 0x{:x}: no live block there", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::FreeRequestedNoBlock { addr: e.addr });
             return;
         };
         if b.state != BlockState::ActiveAllocated {
-            let a = format!("free_requested at 0x{:x}: block already freed", e.addr);
-            self.anomaly(i, a);
+            self.anomaly(i, AnomalyKind::FreeRequestedTwice { addr: e.addr });
             return;
         }
         b.state = BlockState::ActivePendingFree;
@@ -459,19 +515,14 @@ impl<'a> Replayer<'a> {
 
     fn handle_free_completed(&mut self, i: usize, e: &Event) {
         let Some(seg_addr) = self.state.segment_of(e.addr) else {
-            self.anomaly(
-                i,
-                format!("free_completed at 0x{:x} lies in no known segment", e.addr),
-            );
+            let what = AnomalyKind::FreeCompletedOutsideSegments { addr: e.addr };
+            self.anomaly(i, what);
             return;
         };
         let st = &mut self.state;
         let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
         let Some(b) = seg.blocks.get(&e.addr) else {
-            self.anomaly(
-                i,
-                format!("free_completed at 0x{:x}: no live block there", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::FreeCompletedNoBlock { addr: e.addr });
             return;
         };
         let was_allocated = b.state == BlockState::ActiveAllocated;
@@ -490,10 +541,7 @@ impl<'a> Replayer<'a> {
 
     fn handle_segment_alloc(&mut self, i: usize, e: &Event, expandable: bool) {
         if self.state.segment_of(e.addr).is_some() {
-            self.anomaly(
-                i,
-                format!("segment_alloc at 0x{:x} overlaps a known segment", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::SegmentAllocOverlaps { addr: e.addr });
             return;
         }
         let seg = SegState {
@@ -518,21 +566,15 @@ impl<'a> Replayer<'a> {
 
     fn handle_segment_free(&mut self, i: usize, e: &Event) {
         let Some(seg) = self.state.segments.remove(&e.addr) else {
-            self.anomaly(
-                i,
-                format!("segment_free at 0x{:x}: no segment starts there", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::SegmentFreeNoSegment { addr: e.addr });
             return;
         };
         if !seg.blocks.is_empty() {
-            self.anomaly(
-                i,
-                format!(
-                    "segment_free at 0x{:x} while {} blocks are live in it",
-                    e.addr,
-                    seg.blocks.len()
-                ),
-            );
+            let what = AnomalyKind::SegmentFreeWithLiveBlocks {
+                addr: e.addr,
+                blocks: seg.blocks.len(),
+            };
+            self.anomaly(i, what);
         }
         let c = &mut self.state.counters;
         State::seg_counters(c, &seg, -1);
@@ -549,7 +591,7 @@ impl<'a> Replayer<'a> {
     /// fills the hole between two ranges joins them, and any other starts a new one.
     fn handle_segment_map(&mut self, i: usize, e: &Event) {
         if e.size == 0 {
-            self.anomaly(i, format!("segment_map of 0 bytes at 0x{:x}", e.addr));
+            self.anomaly(i, AnomalyKind::EmptySegmentMap { addr: e.addr });
             return;
         }
         let end = e.addr.saturating_add(e.size);
@@ -602,10 +644,7 @@ impl<'a> Replayer<'a> {
 
     fn handle_segment_unmap(&mut self, i: usize, e: &Event) {
         let Some(a) = self.state.segment_of(e.addr) else {
-            self.anomaly(
-                i,
-                format!("segment_unmap at 0x{:x} lies in no known segment", e.addr),
-            );
+            self.anomaly(i, AnomalyKind::UnmapOutsideSegments { addr: e.addr });
             return;
         };
         let st = &mut self.state;
@@ -879,7 +918,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
         first_anomaly: anomalies.first().cloned(),
         ..Consistency::default()
     };
-    let note = |c: &mut Consistency, what: String| {
+    let note = |c: &mut Consistency, what: Mismatch| {
         c.mismatches = c.mismatches.saturating_add(1);
         if c.first_mismatch.is_none() {
             c.first_mismatch = Some(what);
@@ -892,34 +931,43 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
         match recorded.get(a) {
             None => note(
                 &mut c,
-                format!(
-                    "replay has a segment at 0x{a:x} ({} bytes) that the snapshot does not list",
-                    s.size
-                ),
+                Mismatch::SegmentNotInSnapshot {
+                    addr: *a,
+                    size: s.size,
+                },
             ),
             Some(r) => {
                 if r.total_size != s.size {
                     note(
                         &mut c,
-                        format!(
-                            "segment at 0x{a:x}: replay says {} bytes, snapshot {}",
-                            s.size, r.total_size
-                        ),
+                        Mismatch::SegmentSize {
+                            addr: *a,
+                            replay: s.size,
+                            snapshot: r.total_size,
+                        },
                     );
                 }
                 let rec_blocks: Vec<_> = r.blocks.iter().filter(|b| b.state.is_active()).collect();
                 for rb in &rec_blocks {
                     c.blocks_compared = c.blocks_compared.saturating_add(1);
                     match s.blocks.get(&rb.address) {
-                        None => note(&mut c, format!("block at 0x{:x} ({} bytes, {:?}) is live in the snapshot but not in the replay", rb.address, rb.size, rb.state)),
+                        None => note(
+                            &mut c,
+                            Mismatch::BlockNotReplayed {
+                                addr: rb.address,
+                                size: rb.size,
+                                state: rb.state,
+                            },
+                        ),
                         Some(b) => {
                             if b.size != rb.size || b.state != rb.state {
                                 note(
                                     &mut c,
-                                    format!(
-                                        "block at 0x{:x}: replay {} bytes {:?}, snapshot {} bytes {:?}",
-                                        rb.address, b.size, b.state, rb.size, rb.state
-                                    ),
+                                    Mismatch::BlockDiffers {
+                                        addr: rb.address,
+                                        replay: (b.size, b.state),
+                                        snapshot: (rb.size, rb.state),
+                                    },
                                 );
                             }
                         }
@@ -927,7 +975,13 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
                 }
                 for b in s.blocks.values() {
                     if !rec_blocks.iter().any(|rb| rb.address == b.address) {
-                        note(&mut c, format!("block at 0x{:x} ({} bytes) is live in the replay but not in the snapshot", b.address, b.size));
+                        note(
+                            &mut c,
+                            Mismatch::BlockNotInSnapshot {
+                                addr: b.address,
+                                size: b.size,
+                            },
+                        );
                     }
                 }
             }
@@ -936,10 +990,7 @@ fn check_consistency(dev: &Device, end: &State, anomalies: &[Anomaly]) -> Consis
     for a in recorded.keys() {
         if !end.segments.contains_key(a) {
             c.segments_compared = c.segments_compared.saturating_add(1);
-            note(
-                &mut c,
-                format!("snapshot lists a segment at 0x{a:x} that the replay does not have"),
-            );
+            note(&mut c, Mismatch::SegmentNotReplayed { addr: *a });
         }
     }
     c.consistent = c.mismatches == 0;

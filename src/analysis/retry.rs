@@ -23,7 +23,7 @@ use std::rc::Rc;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::leaks::{
-    Blame, Confidence, Extent, Leak, LeakEvidence, LeakKind, RetryEvidence,
+    Blame, Confidence, Extent, Leak, LeakEvidence, LeakKind, RetryEvidence, StepLabel,
 };
 use crate::analysis::loops;
 use crate::analysis::replay::Timeline;
@@ -315,8 +315,8 @@ impl Retention {
             growth_tensors_per_step: self.attempts.iter().map(|a| a.count as f64).sum::<f64>()
                 / n as f64,
             steps: n,
-            first_step: format!("OOM at event {}", first.oom_event.0),
-            last_step: format!("OOM at event {}", last.oom_event.0),
+            first_step: StepLabel::OomAt(first.oom_event),
+            last_step: StepLabel::OomAt(last.oom_event),
             window_start_event: first.oom_event,
             window_end_event: last.measured_at,
             r2: 1.0,

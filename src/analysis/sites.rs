@@ -202,8 +202,10 @@ pub struct SiteTotal {
     pub before_recording: bool,
     /// Where the blocks came from (see [`Origin`]).
     pub origin: Origin,
-    /// The stack holding the most bytes of this site, innermost frame first (`file:line function`).
-    pub stack: Vec<String>,
+    /// The stack holding the most bytes of this site, innermost frame first (`file:line function`;
+    /// serialized as its lines).
+    #[serde(serialize_with = "crate::wording::serialize_stack_lines")]
+    pub stack: StackLabels,
     #[serde(skip)]
     pub stack_id: StackId,
 }
@@ -213,22 +215,28 @@ pub struct SiteTotal {
 /// 100k frames deep; grouping works on interned ids, never on these strings).
 pub const MAX_STACK_LABELS: usize = 512;
 
-/// The first [`MAX_STACK_LABELS`] frames of `s` as `file:line function`, then one line saying
-/// how many more there are.
-fn stack_labels(stacks: &Stacks, s: StackId) -> Vec<String> {
-    let frames = stacks.frames(s);
-    let mut out: Vec<String> = frames
-        .iter()
-        .take(MAX_STACK_LABELS)
-        .map(|&f| stacks.frame_label(stacks.frame(f)))
-        .collect();
-    if frames.len() > MAX_STACK_LABELS {
-        out.push(format!(
-            "... {} more frames",
-            frames.len() - MAX_STACK_LABELS
-        ));
+/// The first [`MAX_STACK_LABELS`] frames of a stack as `file:line function`, and how many more
+/// it has (`crate::wording::stack_lines` says them: the frames, then a line for the rest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackLabels {
+    pub frames: Vec<String>,
+    /// Frames past the first [`MAX_STACK_LABELS`], not spelled out.
+    pub more: usize,
+}
+
+impl StackLabels {
+    /// The labels of `s`'s frames, at most [`MAX_STACK_LABELS`] of them.
+    fn of(stacks: &Stacks, s: StackId) -> StackLabels {
+        let frames = stacks.frames(s);
+        StackLabels {
+            frames: frames
+                .iter()
+                .take(MAX_STACK_LABELS)
+                .map(|&f| stacks.frame_label(stacks.frame(f)))
+                .collect(),
+            more: frames.len().saturating_sub(MAX_STACK_LABELS),
+        }
     }
-    out
 }
 
 /// Groups `(stack, bytes)` items by site, largest first.
@@ -281,7 +289,7 @@ where
             user_code: user,
             before_recording: pre == Origin::BeforeRecording,
             origin: pre,
-            stack: stack_labels(stacks, s),
+            stack: StackLabels::of(stacks, s),
             stack_id: s,
         })
         .collect();

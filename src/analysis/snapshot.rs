@@ -15,6 +15,7 @@ use std::path::Path;
 
 use super::categories::{self, Classifier};
 use super::leaks::{self, Leak};
+use super::notes::{MidRun, Note, SnapshotNote};
 use super::oom::{self, Cause, Diagnosis};
 use super::replay::{self, Timeline};
 use super::sites::{self, FramelessEvidence, Site, SiteTotal};
@@ -285,48 +286,42 @@ fn oom_reports(
 
 /// The notes a device's figures need: a log that starts mid-run, no history, approximated
 /// blocks, a replay that does not match the dump.
-fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bool) -> Vec<String> {
-    let frameless = fl;
-    let has_history = history;
+fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bool) -> Vec<Note> {
+    let device = dev.index;
     let mut notes = Vec::new();
-    if tl.starts_mid_run && has_history {
+    if tl.starts_mid_run && history {
         // Which of the two, where the blocks from before the log can tell (sites::FramelessEvidence).
-        let why = if frameless.unlogged_stacks {
-            "the ring buffer dropped the oldest entries: blocks from before the log keep their own stacks"
-        } else if frameless.unlogged_stackless
-            && frameless.stackless_unlogged() == sites::Origin::BeforeRecording
+        let why = if fl.unlogged_stacks {
+            MidRun::RingBufferDropped
+        } else if fl.unlogged_stackless && fl.stackless_unlogged() == sites::Origin::BeforeRecording
         {
-            "recording began late: no block from before the log has a stack"
+            MidRun::RecordingBeganLate
         } else {
-            "recording began late, or the ring buffer dropped the oldest entries"
+            MidRun::Either
         };
-        notes.push(format!(
-            "device {}: the event log starts while {} were already reserved ({why}); peaks before the first entry are unknown, so peak figures are lower bounds",
-            dev.index,
-            crate::units::bytes(tl.initial.counters.reserved)
-        ));
+        notes.push(SnapshotNote::StartsMidRun {
+            device,
+            reserved: tl.initial.counters.reserved,
+            why,
+        });
     }
-    if !has_history {
-        notes.push(format!(
-            "device {}: the snapshot has no allocation history (recorded without _record_memory_history, or a torch 2.0 layout): current figures only, no peaks",
-            dev.index
-        ));
+    if !history {
+        notes.push(SnapshotNote::NoHistory { device });
     }
     if tl.approximate_initial_blocks > 0 {
-        notes.push(format!(
-            "device {}: {} blocks allocated before the log began were freed in it; their sizes are taken as their rounded requests",
-            dev.index, tl.approximate_initial_blocks
-        ));
+        notes.push(SnapshotNote::ApproximateInitialBlocks {
+            device,
+            blocks: tl.approximate_initial_blocks,
+        });
     }
     if !tl.consistency.consistent {
-        notes.push(format!(
-            "device {}: the replayed end state differs from the snapshot's segments in {} places; first: {}",
-            dev.index,
-            tl.consistency.mismatches,
-            tl.consistency.first_mismatch.as_deref().unwrap_or("?")
-        ));
+        notes.push(SnapshotNote::ReplayDiffers {
+            device,
+            mismatches: tl.consistency.mismatches,
+            first: tl.consistency.first_mismatch,
+        });
     }
-    notes
+    notes.into_iter().map(Note::from).collect()
 }
 
 fn device_report(
@@ -336,7 +331,7 @@ fn device_report(
     bounds: steps::Bounds,
     classifier: &mut Classifier,
     leak_base: usize,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> DeviceFindings {
     let c = Current::of(dev);
     let has_history = has_history(dev);
@@ -471,7 +466,7 @@ fn shown_categories(devices: &[DeviceReport]) -> Option<CategoriesReport> {
 /// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]).
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyzed {
     let mut products = Vec::new();
-    let mut notes = snap.load_notes.clone();
+    let mut notes: Vec<Note> = snap.load_notes.iter().cloned().map(Note::from).collect();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut bounded_growth = Vec::new();
@@ -523,13 +518,10 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
     }
     let categories = shown_categories(&devices);
     if snap.layout == Layout::Torch20 {
-        notes.push("torch 2.0 snapshots record no event history and no OOM entries: if this one was dumped at an OOM, the sites above show what held the memory then".into());
+        notes.push(SnapshotNote::Torch20.into());
     }
     if snap.devices.is_empty() {
-        notes.push(
-            "the snapshot holds no segments and no events: nothing was allocated while recording"
-                .into(),
-        );
+        notes.push(SnapshotNote::Empty.into());
     }
     let analysis = Analysis {
         schema: SCHEMA,

@@ -9,6 +9,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::notes::TraceNote;
 use crate::model::trace::{CountedFrom, DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
 use crate::model::{FrameId, FrameKind, StackId};
 
@@ -73,7 +74,6 @@ pub struct LiveGrowth {
     pub steps_with_live: usize,
     pub bytes_per_step: f64,
     pub total_bytes: u64,
-    pub explanation: String,
 }
 
 /// Memory of one device over the trace.
@@ -123,7 +123,8 @@ pub struct StepSpan {
 pub struct TraceMemory {
     pub steps: Vec<StepSpan>,
     pub devices: Vec<DeviceMemory>,
-    pub notes: Vec<String>,
+    #[serde(skip)]
+    pub notes: Vec<TraceNote>,
 }
 
 /// Alloc/free pairing by address, per device.
@@ -246,21 +247,6 @@ pub fn is_backward_name(name: &str) -> bool {
     base.ends_with("Backward")
 }
 
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
 pub fn analyze(t: &Trace) -> TraceMemory {
     analyze_with(t, &pair(t), &StackResolver::new(t))
@@ -271,28 +257,20 @@ pub fn analyze(t: &Trace) -> TraceMemory {
 pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolver) -> TraceMemory {
     let mut notes = Vec::new();
     if t.memory.is_empty() {
-        notes.push(
-            "the trace has no [memory] events: it was recorded without profile_memory=True".into(),
-        );
+        notes.push(TraceNote::NoMemoryEvents);
     }
     if t.counts.reconstructed_totals > 0 {
-        notes.push(format!(
-            "{} [memory] events carry no `Total Allocated` (a torch 1.9-era trace): allocated totals are reconstructed as the running sum of their `Bytes` per device, counted from 0 at the trace's start, so allocated figures are changes from the trace's start, not bytes in use (memory allocated before it is not recorded); reserved memory is not recorded",
-            t.counts.reconstructed_totals
-        ));
+        notes.push(TraceNote::ReconstructedTotals {
+            events: t.counts.reconstructed_totals,
+        });
     }
     if t.counts.without_address > 0 {
-        notes.push(format!(
-            "{} [memory] events carry no `Addr`: frees are paired with the latest open allocation of the same size on the device",
-            t.counts.without_address
-        ));
+        notes.push(TraceNote::WithoutAddress {
+            events: t.counts.without_address,
+        });
     }
     if t.steps.is_empty() && !t.memory.is_empty() {
-        notes.push(
-            "the trace has no ProfilerStep spans (no prof.step() calls): per-step figures and \
-             leak detection across steps are not available"
-                .into(),
-        );
+        notes.push(TraceNote::NoProfilerSteps);
     }
     // Each device's events, found in one pass (not one pass per device: a trace may name
     // 100k device ids).
@@ -499,18 +477,6 @@ fn device_memory(
                 let total_bytes: u64 = per_step_bytes.iter().sum();
                 let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
                 let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
-                let place = match &site {
-                    Some(s) => format!("in `{}` ({})", s.function, s.file),
-                    None => "with no user frame recorded".to_owned(),
-                };
-                let explanation = format!(
-                "allocations made {place}{} in {steps_with_live} of {n_steps} profiled steps are \
-                 still alive when the trace ends, about {} per step ({} in all): memory kept \
-                 across iterations grows with every step",
-                op.as_deref().map(|o| format!(" by `{o}`")).unwrap_or_default(),
-                fmt_bytes(bytes_per_step as u64),
-                fmt_bytes(total_bytes),
-            );
                 LiveGrowth {
                     site,
                     keeper,
@@ -521,7 +487,6 @@ fn device_memory(
                     steps_with_live,
                     bytes_per_step,
                     total_bytes,
-                    explanation,
                 }
             },
         )

@@ -7,15 +7,17 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::{Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, TraceEvidence};
+use super::leaks::{
+    Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, StepLabel, TraceEvidence,
+};
+use super::notes::{GraphNote, Note, TraceNote};
 use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
     StepReport, SCHEMA,
 };
-use crate::model::trace::{CountedFrom, Trace};
+use crate::model::trace::{CountedFrom, DeviceKey, Trace};
 use crate::model::EventIdx;
-use crate::units::bytes;
 
 /// The autograd graph section of the report (`graph.growth[]`).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -30,7 +32,9 @@ pub struct GraphSection {
     /// In JSON, each with its explanation and fix (`report::json`), after `notes`.
     #[serde(skip)]
     pub growth: Vec<GraphGrowth>,
-    pub notes: Vec<String>,
+    /// In JSON, each in words (`report::json`, `crate::wording::note`).
+    #[serde(skip)]
+    pub notes: Vec<GraphNote>,
 }
 
 /// R² of the straight-line fit of the cumulative survivors over the steps.
@@ -143,8 +147,8 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 growth_bytes_per_step: main_bytes as f64 / n,
                 growth_tensors_per_step: main_count as f64 / n,
                 steps: with_live,
-                first_step: steps.first().cloned().unwrap_or_default(),
-                last_step: steps.last().cloned().unwrap_or_default(),
+                first_step: StepLabel::Step(steps.first().cloned().unwrap_or_default()),
+                last_step: StepLabel::Step(steps.last().cloned().unwrap_or_default()),
                 window_start_event: EventIdx(0),
                 window_end_event: EventIdx(0),
                 r2: cumulative_r2(&per_step),
@@ -324,9 +328,9 @@ fn analyze_trace_with_memory(
     mem: TraceMemory,
 ) -> (Analysis, TraceMemory) {
     let g = graph::growth(t);
-    let mut notes = t.load_notes.clone();
-    notes.extend(mem.notes.iter().cloned());
-    notes.extend(g.notes.iter().cloned());
+    let mut notes: Vec<Note> = t.load_notes.iter().cloned().map(Note::from).collect();
+    notes.extend(mem.notes.iter().cloned().map(Note::from));
+    notes.extend(g.notes.iter().cloned().map(Note::from));
     let step_names: Vec<String> = mem.steps.iter().map(|s| s.name.clone()).collect();
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
@@ -334,11 +338,13 @@ fn analyze_trace_with_memory(
     for d in mem.devices.iter().filter(|d| d.device.is_cuda()) {
         let rep = device_report(d);
         if d.start_allocated_bytes.unwrap_or(0) > 0 {
-            notes.push(format!(
-                "{}: {} were already allocated when profiling began; peaks are those of the profiled window",
-                d.label,
-                bytes(d.start_allocated_bytes.unwrap_or(0).max(0) as u64)
-            ));
+            notes.push(
+                TraceNote::AllocatedBeforeProfiling {
+                    device: d.device,
+                    bytes: d.start_allocated_bytes.unwrap_or(0).max(0) as u64,
+                }
+                .into(),
+            );
         }
         for leak in leaks_from_growth(&d.growth, &step_names) {
             leaks.push(LeakReport {
@@ -357,29 +363,28 @@ fn analyze_trace_with_memory(
         }
         devices.push(rep);
     }
-    let non_cuda: Vec<String> = mem
+    let non_cuda: Vec<DeviceKey> = mem
         .devices
         .iter()
         .filter(|d| !d.device.is_cuda())
-        .map(|d| d.label.clone())
+        .map(|d| d.device)
         .collect();
     if !non_cuda.is_empty() {
-        notes.push(format!(
-            "memory events of {} are not analysed (CUDA devices only)",
-            non_cuda.join(", ")
-        ));
+        notes.push(TraceNote::NotCuda { devices: non_cuda }.into());
     }
     // A trace without [memory] events: `trace_memory`'s note says so (once).
     // Without CUDA memory events the profiler's steps are still the program's steps: counted,
     // with no memory figures to show for them.
     if devices.is_empty() && !mem.steps.is_empty() {
         let (a, b) = (&mem.steps[0], &mem.steps[mem.steps.len() - 1]);
-        notes.push(format!(
-            "{} profiler steps ({} .. {}), with no CUDA [memory] events: no memory figures per step",
-            mem.steps.len(),
-            a.name,
-            b.name
-        ));
+        notes.push(
+            TraceNote::StepsWithoutMemory {
+                steps: mem.steps.len(),
+                first: a.name.clone(),
+                last: b.name.clone(),
+            }
+            .into(),
+        );
     }
     let judgement = if devices.is_empty() {
         let reason = if mem.devices.is_empty() {

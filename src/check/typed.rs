@@ -54,8 +54,8 @@ fn sites(v: &[SiteTotal]) -> Vec<SiteBytes> {
 fn chain(s: &SiteTotal) -> Vec<String> {
     let own = s.site.as_ref().map(|x| format!("{}:{} ", x.file, x.line));
     let mut out = Vec::new();
-    for f in &s.stack {
-        out.push(function_of(f).to_owned());
+    for f in crate::wording::stack_lines(&s.stack) {
+        out.push(function_of(&f).to_owned());
         if own.as_deref().is_some_and(|o| f.starts_with(o)) {
             break;
         }
@@ -243,7 +243,12 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
         graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
         rank,
-        load_notes: a.input.load_notes.clone(),
+        load_notes: a
+            .input
+            .load_notes
+            .iter()
+            .map(crate::wording::load_note)
+            .collect(),
         allocated_from_trace_start,
         reserved_unrecorded,
     }

@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use super::pickle::MAX_TEXT;
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
+use crate::model::LoadNote;
 
 mod fast;
 
@@ -1173,10 +1174,10 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
         if i >= bytes.len() {
             b.set_truncated();
             let n = b.counts_mut().events;
-            b.note(format!(
-                "the trace ends at byte {i} inside traceEvents without its closing bracket \
-                 (cut off while being written?); all {n} complete events before it were loaded"
-            ));
+            b.note(LoadNote::TraceUnclosed {
+                at_byte: i,
+                events: n,
+            });
             break;
         }
         let start = i;
@@ -1195,10 +1196,10 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
                 Err(Stop::Eof) => {
                     b.set_truncated();
                     let n = b.counts_mut().events;
-                    b.note(format!(
-                        "the trace is cut off inside an event that starts at byte {start}; the {n} \
-                         complete events before it were loaded"
-                    ));
+                    b.note(LoadNote::CutInsideEvent {
+                        at_byte: start,
+                        events: n,
+                    });
                     break;
                 }
                 Err(Stop::Bad(at)) => return Err(syntax(bytes, at, "an event object")),
@@ -1262,23 +1263,19 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
                 source,
             });
         }
-        b.note(format!(
-            "{skipped} of {events} entries of traceEvents are not valid events and were skipped; \
-             the first, at byte {offset}: {source}"
-        ));
+        b.note(LoadNote::InvalidEvents {
+            skipped,
+            events,
+            first_at_byte: offset,
+            error: source.to_string(),
+        });
     }
     if repaired > 0 {
-        b.note(format!(
-            "{repaired} events held raw control characters (tabs, newlines) inside strings, which \
-             JSON forbids (a known profiler defect); they were read with those characters blanked"
-        ));
+        b.note(LoadNote::RawControlCharacters { events: repaired });
     }
     let lone = b.counts_mut().lone_surrogates;
     if lone > 0 {
-        b.note(format!(
-            "{lone} events held a lone UTF-16 surrogate escape (such as \\ud800) in a string, which \
-             is not text; they were read with U+FFFD in its place"
-        ));
+        b.note(LoadNote::LoneSurrogates { events: lone });
     }
     Ok(b.build())
 }
@@ -1348,7 +1345,11 @@ mod tests {
         let t = parse(&SMALL.as_bytes()[..cut]).unwrap();
         assert!(t.truncated);
         assert_eq!(t.counts.events, 2);
-        assert!(t.load_notes[0].contains("cut off"), "{:?}", t.load_notes);
+        assert!(
+            matches!(t.load_notes[0], LoadNote::CutInsideEvent { events: 2, .. }),
+            "{:?}",
+            t.load_notes
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::model::trace::Trace;
-use crate::model::Snapshot;
+use crate::model::{LoadNote, Snapshot};
 
 /// What a file's first bytes say it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -416,7 +416,10 @@ fn trace_from_input(path: &Path, input: &Input) -> Result<Trace, LoadError> {
     if let Some((offset, err)) = &input.damage {
         t.load_notes.insert(
             0,
-            format!("the gzip stream is damaged after {offset} decompressed bytes ({err}); the trace was read up to there"),
+            LoadNote::GzipDamaged {
+                offset: *offset,
+                error: err.to_string(),
+            },
         );
     }
     Ok(t)

@@ -9,8 +9,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
 use crate::model::{
-    Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, FrameId, Layout, Pool,
-    Segment, Snapshot, StackId, Stacks,
+    Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, FrameId, Layout,
+    LoadNote, Pool, Segment, Snapshot, StackId, Stacks, UnknownState,
 };
 
 /// Why a decoded pickle is not a usable snapshot.
@@ -34,13 +34,13 @@ struct Collected<'x> {
     frame_cache: HashMap<ObjId, FrameId>,
     stack_cache: HashMap<ObjId, StackId>,
     scratch: Vec<FrameId>,
-    notes: Vec<String>,
+    notes: Vec<LoadNote>,
     /// Trace entries converted as soon as they were complete (tag `EVENT_TAG | index`).
     events: Vec<Event>,
     on_progress: Option<&'x mut dyn FnMut(usize)>,
     /// Blocks whose state was not one torch writes, and the first of them.
     bad_states: usize,
-    first_bad_state: String,
+    first_bad_state: UnknownState,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -264,10 +264,11 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                 None => {
                     // One note for all of them, naming the first (a damaged file may have millions).
                     if self.st.bad_states == 0 {
-                        self.st.first_bad_state = format!(
-                            "segments[{i}].blocks[{j}] has state {:?}",
-                            state_s.as_deref().unwrap_or("missing")
-                        );
+                        self.st.first_bad_state = UnknownState {
+                            segment: i,
+                            block: j,
+                            state: state_s.as_deref().map(str::to_owned),
+                        };
                     }
                     self.st.bad_states += 1;
                     BlockState::Inactive
@@ -571,9 +572,8 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
                 }
             }
             if skipped > 0 {
-                b.st.notes.push(format!(
-                    "device {d}: {skipped} trace entries without an 'action' were skipped"
-                ));
+                b.st.notes
+                    .push(LoadNote::EntriesWithoutAction { device: d, skipped });
             }
             devices.push(Device {
                 index: d as u32,
@@ -649,9 +649,10 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
         settings,
         load_notes: {
             if b.st.bad_states > 0 {
-                let n = b.st.bad_states;
-                let first = std::mem::take(&mut b.st.first_bad_state);
-                b.st.notes.push(format!("{n} block(s) had an unknown state and were counted as inactive; the first: {first}"));
+                b.st.notes.push(LoadNote::UnknownBlockStates {
+                    blocks: b.st.bad_states,
+                    first: std::mem::take(&mut b.st.first_bad_state),
+                });
             }
             std::mem::take(&mut b.st.notes)
         },

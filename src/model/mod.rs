@@ -7,10 +7,12 @@
 //! comparison. The model owns its strings, so it outlives the mapped input file.
 
 pub mod frames;
+pub mod load_note;
 pub mod model_code;
 pub mod trace;
 
 pub use frames::{Frame, FrameId, FrameKind, Site, StackId, Stacks, Sym};
+pub use load_note::{LoadNote, UnknownState};
 
 /// Which of the allocator's two pools a block or segment belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -238,7 +240,7 @@ pub struct Snapshot {
     pub annotations: Vec<Annotation>,
     pub settings: AllocatorSettings,
     /// Things the loader had to guess or skip, for the report's notes.
-    pub load_notes: Vec<String>,
+    pub load_notes: Vec<LoadNote>,
 }
 
 impl Snapshot {

@@ -216,7 +216,7 @@ pub struct Trace {
     /// The file ended before the trace did (a run killed while writing).
     pub truncated: bool,
     /// Things the loader had to guess, repair or skip.
-    pub load_notes: Vec<String>,
+    pub load_notes: Vec<super::LoadNote>,
     /// Devices whose allocated totals are running sums from the trace's start (no event before
     /// them carried a `Total Allocated` to anchor them): see [`CountedFrom`].
     pub totals_from_trace_start: Vec<DeviceKey>,
@@ -700,7 +700,7 @@ impl TraceBuilder {
         self.trace.truncated = true;
     }
 
-    pub fn note(&mut self, note: String) {
+    pub fn note(&mut self, note: super::LoadNote) {
         self.trace.load_notes.push(note);
     }
 

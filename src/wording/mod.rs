@@ -5,19 +5,29 @@
 //! report, the JSON's `summary` fields, the TUI and the gate's annotations all call these
 //! functions, so a label and its explanation cannot disagree between views, and rewording a
 //! sentence never touches the analysis. It sits above `analysis` and below every view.
+//!
+//! The report's notes are said here too (`note`, `load_note`). Where the JSON keeps a typed
+//! value as a string among the analysis' own fields (a replay mismatch, a leak's first and
+//! last step, a site's stack), the field serializes through a `serialize_*` function here.
 
 mod categories;
 mod gate;
+mod labels;
 mod leaks;
+mod notes;
 mod oom;
 mod plan;
+mod replay;
 mod verdict;
 
 pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
+pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
+pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes};
+pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 
 use crate::analysis::sites::Site;

@@ -681,14 +681,10 @@ pub(super) fn group(
         } else {
             Blame::AllocatingLine
         };
-        let first_step = steps
-            .get(bounds[main.window.start].1 + 1)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        let last_step = steps
-            .get(bounds[main.window.end].1)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
+        let step =
+            |i: usize| StepLabel::Step(steps.get(i).map(|s| s.name.clone()).unwrap_or_default());
+        let first_step = step(bounds[main.window.start].1 + 1);
+        let last_step = step(bounds[main.window.end].1);
         let heaviest = heaviest[m];
         let (extent, release) = extents[m].clone();
         out.push(Leak {

@@ -508,10 +508,8 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
     );
     for s in sites {
         let site = crate::report::text::site_label(s);
-        let stack = s
-            .stack
-            .iter()
-            .map(|f| esc(f))
+        let stack = crate::wording::stack_lines(&s.stack)
+            .map(|f| esc(&f))
             .collect::<Vec<_>>()
             .join("<br>");
         let _ = write!(
@@ -572,8 +570,8 @@ fn leak_chart(out: &mut String, it: &[&StepReport], l: &Leak) {
         out,
         r#"<text x="70" y="{}">memory allocated at the end of each step (orange: the leak's growth window, {} → {})</text></svg>"#,
         h + 16.0,
-        esc(&l.first_step),
-        esc(&l.last_step)
+        esc(&crate::wording::step_label(&l.first_step)),
+        esc(&crate::wording::step_label(&l.last_step))
     );
 }
 
@@ -830,7 +828,7 @@ impl Format for Html<'_> {
         if !a.notes.is_empty() {
             o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
             for n in &a.notes {
-                let _ = write!(o, "<li>{}</li>", esc(n));
+                let _ = write!(o, "<li>{}</li>", esc(&crate::wording::note(n)));
             }
             o.push_str("</ul></section>");
         }

@@ -3,9 +3,11 @@
 //! The document is the analysis as it is, except that the sentences are the wording module's
 //! (the analysis carries evidence, not words): the verdict's `summary`, each finding's
 //! `explanation` and `fix`, an OOM's `summary`, `evidence` and remedies' `action` and
-//! `assessment`. The borrowed mirror below keeps the fields in the analysis' order, so the
-//! schema is unchanged (the sentences come after the figures of their object, and a device's
-//! `ooms` after its other fields).
+//! `assessment`, the `notes` and the graph's `notes`. The borrowed mirror below keeps the
+//! fields in the analysis' order, so the schema is unchanged (the sentences come after the
+//! figures of their object, and a device's `ooms` after its other fields). The strings among
+//! the analysis' own fields (a replay mismatch, a leak's steps, a site's stack) serialize
+//! through the wording module's `serialize_*` functions.
 
 use std::io::{self, Write};
 
@@ -34,7 +36,7 @@ struct Document<'a> {
     categories: &'a Option<CategoriesReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: Option<GraphDoc<'a>>,
-    notes: &'a [String],
+    notes: Vec<String>,
 }
 
 /// A device with its OOMs, each with its sentences.
@@ -86,11 +88,12 @@ fn device_doc(d: &DeviceReport) -> DeviceDoc<'_> {
     }
 }
 
-/// A trace's autograd graph, its growth findings with their sentences.
+/// A trace's autograd graph: its notes, then its growth findings, with their sentences.
 #[derive(Serialize)]
 struct GraphDoc<'a> {
     #[serde(flatten)]
     section: &'a GraphSection,
+    notes: Vec<String>,
     growth: Vec<GraphGrowthDoc<'a>>,
 }
 
@@ -147,6 +150,7 @@ fn doc(a: &Analysis) -> Document<'_> {
         categories: &a.categories,
         graph: a.graph.as_ref().map(|g| GraphDoc {
             section: g,
+            notes: g.notes.iter().map(crate::wording::graph_note).collect(),
             growth: g
                 .growth
                 .iter()
@@ -157,7 +161,7 @@ fn doc(a: &Analysis) -> Document<'_> {
                 })
                 .collect(),
         }),
-        notes: &a.notes,
+        notes: a.notes.iter().map(crate::wording::note).collect(),
     }
 }
 
@@ -170,8 +174,8 @@ impl Format for Json {
 
 #[cfg(test)]
 mod tests {
-    /// The document carries every field of the analysis, in its order, and the verdict's
-    /// summary: a field added to `Analysis` and not to the mirror fails here.
+    /// The document carries every field of the analysis, in its order, the verdict's summary
+    /// and the notes in words: a field added to `Analysis` and not to the mirror fails here.
     #[test]
     fn the_document_mirrors_the_analysis() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/leak_oom.pickle");
@@ -182,7 +186,10 @@ mod tests {
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v.as_object().unwrap().keys().cloned().collect()
         };
-        assert_eq!(keys(&raw), keys(&doc));
+        let mut fields = keys(&raw);
+        fields.push("notes".into());
+        fields.sort();
+        assert_eq!(fields, keys(&doc));
         let mut verdict = keys(&raw["verdict"]);
         verdict.push("summary".into());
         verdict.sort();

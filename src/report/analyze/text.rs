@@ -13,6 +13,7 @@ use crate::model::frames::short_label;
 use crate::report::style::Style;
 use crate::report::{Format, Options};
 use crate::units::{bytes, signed_bytes};
+use crate::wording::{stack_lines, step_label};
 
 pub struct Text;
 
@@ -109,8 +110,8 @@ fn write_sites(
             s.blocks
         )?;
         if opts.stacks {
-            for f in &s.stack {
-                writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(f)))?;
+            for f in stack_lines(&s.stack) {
+                writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(&f)))?;
             }
         }
     }
@@ -189,13 +190,17 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
                 d.events,
                 st.yellow("WARNING"),
                 c.mismatches,
-                c.first_mismatch.as_deref().unwrap_or("?")
+                c.first_mismatch
+                    .as_ref()
+                    .map(crate::wording::mismatch)
+                    .unwrap_or_else(|| "?".into())
             )?;
             if let Some(a) = &c.first_anomaly {
                 writeln!(
                     out,
                     "          first unexplained event: #{}: {}",
-                    a.event.0, a.what
+                    a.event.0,
+                    crate::wording::anomaly(&a.what)
                 )?;
             }
         }
@@ -327,8 +332,8 @@ fn write_leak(
             out,
             "  {} failed attempt(s) retained ({} .. {}); at most {} in {} blocks held while the next attempt ran",
             l.steps,
-            l.first_step,
-            l.last_step,
+            step_label(&l.first_step),
+            step_label(&l.last_step),
             bytes(l.live_bytes),
             l.count
         )?;
@@ -340,8 +345,8 @@ fn write_leak(
             bytes(l.growth_bytes_per_step.max(0.0) as u64),
             l.growth_tensors_per_step,
             l.steps,
-            l.first_step,
-            l.last_step,
+            step_label(&l.first_step),
+            step_label(&l.last_step),
             l.r2,
             bytes(l.live_bytes),
             l.count
@@ -685,7 +690,7 @@ impl Format for Text {
             writeln!(out)?;
             writeln!(out, "{}", st.bold("NOTES"))?;
             for n in &a.notes {
-                writeln!(out, "  - {n}")?;
+                writeln!(out, "  - {}", crate::wording::note(n))?;
             }
         }
         Ok(())

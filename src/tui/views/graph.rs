@@ -190,7 +190,7 @@ fn graph_view(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
         let lines = g
             .notes
             .iter()
-            .map(|n| (format!("note: {n}"), dim()))
+            .map(|n| (format!("note: {}", crate::wording::graph_note(n)), dim()))
             .collect();
         text_pane(list.text(), lines, area, y, buf);
     }

@@ -193,8 +193,8 @@ fn detail(list: &ListText, data: &Data, mut dy: u16, area: Rect, buf: &mut Buffe
         (
             format!(
                 "growth from {} to {} (events {}..{}), r² {:.2}",
-                l.leak.first_step,
-                l.leak.last_step,
+                crate::wording::step_label(&l.leak.first_step),
+                crate::wording::step_label(&l.leak.last_step),
                 l.leak.window_start_event.0,
                 l.leak.window_end_event.0,
                 l.leak.r2

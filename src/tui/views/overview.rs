@@ -331,6 +331,6 @@ fn trace_lines(t: &TraceData, lines: &mut Vec<(String, Style)>) {
         dim(),
     ));
     for n in &a.notes {
-        lines.push((format!("note: {n}"), dim()));
+        lines.push((format!("note: {}", crate::wording::note(n)), dim()));
     }
 }
