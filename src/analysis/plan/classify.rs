@@ -103,21 +103,30 @@ pub fn classify(
 struct Context {
     /// Per log event that makes a request: its block's category and the rule that gave it.
     cats: Vec<Option<(Category, CategoryRule)>>,
-    /// Alloc events whose block the log frees.
-    freed: HashSet<u32>,
-    /// Per stack, its last alloc event.
-    last_of_stack: HashMap<StackId, u32>,
+    /// Per alloc event whose block the log frees: whether a backward pass freed it (a stack
+    /// of autograd's engine, or none: the engine thread records no Python frame).
+    freed_in_backward: HashMap<u32, bool>,
+    /// Per stack, how many of its blocks the log never frees.
+    kept_of_stack: HashMap<StackId, u32>,
+    /// The first event of the log's last iteration.
+    last_iteration: usize,
+    /// The first event of its second iteration, where it has at least three.
+    second_iteration: Option<usize>,
+    /// Stacks that keep a block (never freed) made in an iteration after the first and before
+    /// the last: what a leak does every step.
+    kept_in_middle: HashSet<StackId>,
     /// Sizes of blocks that do not grow: parameters, parameter gradients, optimizer state,
     /// blocks from before recording.
     param_sizes: HashSet<u64>,
-    /// The log holds several iterations: "allocated once" means something.
-    iterations: bool,
+    /// Per event: under autocast, one of a step's first `k` forward blocks (or backward
+    /// temporaries) of half a parameter's size, `k` the number of parameters of that size: the
+    /// weights' 16-bit casts (gradients). Empty without autocast.
+    cast_slot: Vec<bool>,
 }
 
 impl Context {
     fn new(snap: &Snapshot, dev: &Device, prod: &DeviceProduct) -> Context {
-        let mut freed = HashSet::default();
-        let mut last_of_stack = HashMap::default();
+        let mut freed_in_backward = HashMap::default();
         let mut live: HashMap<u64, u32> = HashMap::default();
         let mut classifier = prod.classifier.clone();
         let mut param_sizes: HashSet<u64> = prod
@@ -132,7 +141,6 @@ impl Context {
                 Action::Alloc | Action::Oom => {
                     if e.action == Action::Alloc {
                         live.insert(e.addr, i as u32);
-                        last_of_stack.insert(e.stack, i as u32);
                     }
                     let block = LiveBlock {
                         address: e.addr,
@@ -153,19 +161,48 @@ impl Context {
                 }
                 Action::FreeRequested => {
                     if let Some(a) = live.remove(&e.addr) {
-                        freed.insert(a);
+                        let st = &snap.stacks;
+                        let bwd = st.frames(e.stack).is_empty() || st.backward_evidence(e.stack);
+                        freed_in_backward.insert(a, bwd);
                     }
                 }
                 _ => {}
             }
         }
-        let iterations = prod.steps.iter().filter(|s| s.is_iteration()).count() >= 2;
+        let mut kept_of_stack: HashMap<StackId, u32> = HashMap::default();
+        for &a in live.values() {
+            *kept_of_stack
+                .entry(dev.events[a as usize].stack)
+                .or_default() += 1;
+        }
+        let cast_slot = if casts_weights(dev, &cats, &param_sizes) {
+            cast_slots(dev, prod, &cats, &freed_in_backward, &param_sizes)
+        } else {
+            Vec::new()
+        };
+        let its: Vec<_> = prod.steps.iter().filter(|s| s.is_iteration()).collect();
+        let second_iteration = (its.len() >= 3).then(|| its[1].start_event.0 as usize);
+        let last = its.last().map_or(0, |s| s.start_event.0 as usize);
+        let kept_in_middle = live
+            .values()
+            .filter(|&&a| {
+                second_iteration.is_some_and(|s| (a as usize) >= s && (a as usize) < last)
+            })
+            .map(|&a| dev.events[a as usize].stack)
+            .collect();
         Context {
+            second_iteration,
+            kept_in_middle,
             cats,
-            freed,
-            last_of_stack,
+            freed_in_backward,
+            kept_of_stack,
+            last_iteration: if its.len() >= 2 {
+                its.last().map_or(0, |s| s.start_event.0 as usize)
+            } else {
+                0
+            },
             param_sizes,
-            iterations,
+            cast_slot,
         }
     }
 
@@ -183,13 +220,30 @@ impl Context {
         let fixed = |b| (b, false, false);
         let grows = |b| (b, true, true);
         let unsure = |b, central| (b, central, true);
-        let once = self.iterations
-            && !self.freed.contains(&(i as u32))
-            && self.last_of_stack.get(&stack) == Some(&(i as u32));
-        // Half a parameter's size: a weight cast to 16 bits (autocast). A forward block of a
-        // parameter's exact size is no copy of it (fp32 ops do not copy weights): activations
-        // whose batch × features happen to match a weight's shape.
-        let half_param = size > 512 && self.param_sizes.contains(&(size * 2));
+        // Never freed, made in the first iteration by a stack that keeps nothing in the later
+        // ones: a buffer made on first use (cuBLAS workspaces under the first matmul's frames),
+        // not per-step memory, which every iteration frees or (a leak) keeps again.
+        let kept = !self.freed_in_backward.contains_key(&(i as u32));
+        let once = kept
+            && match self.second_iteration {
+                // Made in the first iteration (or before), and no later iteration but the last
+                // keeps a block of its stack.
+                Some(second) => i < second && !self.kept_in_middle.contains(&stack),
+                None => i < self.last_iteration && self.kept_of_stack.get(&stack) == Some(&1),
+            };
+        // A gradient made by the backward and freed after it (by zero_grad): a parameter's
+        // `.grad`. Activations' gradients die inside the backward.
+        let outlives_backward = self.freed_in_backward.get(&(i as u32)) == Some(&false);
+        // A size that is also a parameter's: a weight's copy or gradient, or an activation
+        // whose batch x features match a weight's shape (dimensions are powers of two).
+        // In fp32 no op copies a weight, and modern loops (`zero_grad(set_to_none=True)`)
+        // make no gradient temporaries of a weight's size: the coincidence is the likelier.
+        let param_sized = self.param_sizes.contains(&size);
+        // Half a parameter's size under autocast: the weight's 16-bit cast in the forward, its
+        // 16-bit gradient in the backward. Fixed in the central reading (most are), growing in
+        // the upper one (16-bit activations can have the same size).
+        let half = size > 512 && self.param_sizes.contains(&(size * 2));
+        let cast = half && self.cast_slot.get(i) == Some(&true);
         match (cat, rule) {
             (_, CategoryRule::Workspace) => fixed(B::Workspace),
             (Category::Parameter, _) => fixed(B::Parameter),
@@ -200,12 +254,19 @@ impl Context {
             (Category::KvCache, _) if size.is_multiple_of(n) => grows(B::KvCache),
             _ if n > 1 && !size.is_multiple_of(n) => fixed(B::NotPerSample),
             _ if once => fixed(B::MadeOnce),
-            (_, CategoryRule::GradTmp) if self.param_sizes.contains(&size) => {
-                fixed(B::ParameterSizedGradient)
+            (_, CategoryRule::GradTmp) if outlives_backward => fixed(B::ParameterGradient),
+            (_, CategoryRule::GradTmp) if cast => unsure(B::ParameterSizedGradient, false),
+            (_, CategoryRule::GradTmp) if param_sized || half => {
+                unsure(B::ParameterSizedGradient, true)
             }
             (_, CategoryRule::GradTmp) => grows(B::GradientTemporary),
-            (Category::Activation | Category::Temporary | Category::Output, _) if half_param => {
+            (Category::Activation | Category::Temporary | Category::Output, _) if cast => {
                 unsure(B::ParameterSizedForward, false)
+            }
+            (Category::Activation | Category::Temporary | Category::Output, _)
+                if param_sized || half =>
+            {
+                unsure(B::ParameterSizedForward, true)
             }
             (Category::Activation, _) => grows(B::Activation),
             (Category::Output, _) => grows(B::Output),
@@ -215,6 +276,97 @@ impl Context {
             _ => unsure(B::Native, false),
         }
     }
+}
+
+/// Whether the forward casts weights to 16 bits: for at least half of the distinct parameter
+/// sizes over 1 KiB, a forward block (made under a module call) of half that size exists. In
+/// fp32 a few activations match half a weight by coincidence; under autocast every weight's
+/// cast does.
+fn casts_weights(
+    dev: &Device,
+    cats: &[Option<(Category, CategoryRule)>],
+    param_sizes: &HashSet<u64>,
+) -> bool {
+    let forward: HashSet<u64> = dev
+        .events
+        .iter()
+        .zip(cats)
+        .filter(|(_, c)| {
+            matches!(
+                c,
+                Some((
+                    Category::Activation | Category::Temporary | Category::Output,
+                    _
+                ))
+            )
+        })
+        .map(|(e, _)| e.size)
+        .collect();
+    let sizes: Vec<u64> = param_sizes.iter().copied().filter(|&s| s > 1024).collect();
+    let cast = sizes
+        .iter()
+        .filter(|&&s| forward.contains(&(s / 2)))
+        .count();
+    !sizes.is_empty() && 2 * cast >= sizes.len()
+}
+
+/// Per event, whether it is one of its step's first `k` forward blocks (or backward temporaries
+/// freed in the backward) of half a parameter's size `2z`, where `k` is the number of
+/// parameters of size `2z`: autocast makes one 16-bit cast of each weight per forward (and one
+/// 16-bit gradient of it per backward); same-sized requests past that count are activations.
+/// A size's parameter count is the most parameter gradients of that size one step made, or,
+/// where no step made any, the blocks of that size alive before recording.
+fn cast_slots(
+    dev: &Device,
+    prod: &DeviceProduct,
+    cats: &[Option<(Category, CategoryRule)>],
+    freed_in_backward: &HashMap<u32, bool>,
+    param_sizes: &HashSet<u64>,
+) -> Vec<bool> {
+    let ranges = prod.step_ranges();
+    let step_of = |i: usize| ranges.partition_point(|r| r.0 <= i).saturating_sub(1);
+    let is_grad = |i: usize, rule: CategoryRule| {
+        rule == CategoryRule::Grad
+            || (rule == CategoryRule::GradTmp && freed_in_backward.get(&(i as u32)) == Some(&false))
+    };
+    let mut grads: HashMap<(usize, u64), u32> = HashMap::default();
+    for (i, c) in cats.iter().enumerate() {
+        if let Some((_, rule)) = c {
+            if is_grad(i, *rule) {
+                *grads.entry((step_of(i), dev.events[i].size)).or_default() += 1;
+            }
+        }
+    }
+    let mut count: HashMap<u64, u32> = HashMap::default();
+    for ((_, size), n) in grads {
+        let c = count.entry(size).or_default();
+        *c = (*c).max(n);
+    }
+    if count.is_empty() {
+        for b in prod.timeline.initial.live_blocks() {
+            *count.entry(b.requested).or_default() += 1;
+        }
+    }
+    let mut used: HashMap<(usize, u64, bool), u32> = HashMap::default();
+    let mut out = vec![false; dev.events.len()];
+    for (i, c) in cats.iter().enumerate() {
+        let Some((cat, rule)) = c else { continue };
+        let size = dev.events[i].size;
+        if size <= 512 || !param_sizes.contains(&(size * 2)) {
+            continue;
+        }
+        let backward = match (cat, rule) {
+            (_, CategoryRule::GradTmp) if !is_grad(i, *rule) => true,
+            (Category::Activation | Category::Temporary | Category::Output, _) => false,
+            _ => continue,
+        };
+        let n = used.entry((step_of(i), size, backward)).or_default();
+        if *n < count.get(&(size * 2)).copied().unwrap_or(0) {
+            out[i] = true;
+        }
+        *n += 1;
+    }
+    out
 }
 
 /// What the sequence axis needs: the sequence length, whether attention is flash, and which
