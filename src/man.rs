@@ -255,6 +255,16 @@ fn examples(sub: Option<&str>) -> Pairs {
             "memscope whatif snap.pickle --alloc-conf expandable_segments:True --cap 2GiB",
             "The same requests under expandable segments and a 2 GiB cap.",
         )],
+        Some("plan") => &[
+            (
+                "memscope plan snap.pickle --batch 8 --cap 80GiB --at 32 --at 64",
+                "Peaks at batch 32 and 64, whether each fits under 80 GiB, and the largest batch that does.",
+            ),
+            (
+                "memscope plan b8.pickle --batch 8 --with b16.pickle --with-batch 16",
+                "Each request's growth fitted from two captures.",
+            ),
+        ],
         Some("run") => &[
             (
                 "memscope run -o mem/ -- python train.py --your --args",

@@ -31,6 +31,7 @@ fn every_page_memscope_1_names_is_written_with_exit_status_and_examples() {
         "export",
         "tui",
         "whatif",
+        "plan",
         "run",
         "completions",
         "man",

@@ -400,6 +400,9 @@ def main():
               f"steps_ok={r['steps_ok']} accumulation_ok={r['accumulation_ok']}",
               flush=True)
     md = render(cases, results, binary)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import plan_accuracy
+    md += "\n\n" + plan_accuracy.section(binary)
     with open(args.output, "w") as f:
         f.write(md + "\n")
     if args.json:

@@ -6,7 +6,7 @@ capture at 2*b0) at every batch/sequence the truth measured, and the largest bat
 workload's cap; prints a Markdown table (real against predicted, error in %). The truth comes
 from the workloads (fresh processes on the GPU), never from memscope.
 
-usage: tools/plan_accuracy.py [--bin target/release/memscope] [--with] [--json OUT]
+usage: tools/plan_accuracy.py [--bin target/release/memscope]
 """
 import argparse, json, os, subprocess, sys
 
@@ -31,51 +31,89 @@ def pct(pred, real):
     return 100.0 * (pred - real) / real
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "memscope"))
-    ap.add_argument("--with", dest="with_", action="store_true", help="fit from the two captures")
-    ap.add_argument("--json", help="write the rows as JSON here")
-    a = ap.parse_args()
-    truth = json.load(open(os.path.join(PLAN, "truth.json")))
+def measure(binary, plan_dir, with_):
+    """Rows of real against predicted for every workload of plan_dir/truth.json."""
+    truth = json.load(open(os.path.join(plan_dir, "truth.json")))
     rows, maxrows = [], []
     for name, w in truth["workloads"].items():
         b0, seq = w["b0"], w["seq"]
         cap = w["cap"]["cap_bytes"]
-        cap_path = os.path.join(PLAN, f"{name}_b{b0}.pickle.gz")
-        other = (os.path.join(PLAN, f"{name}_b{2 * b0}.pickle.gz"), 2 * b0) if a.with_ else None
+        cap_path = os.path.join(plan_dir, f"{name}_b{b0}.pickle.gz")
+        other = (os.path.join(plan_dir, f"{name}_b{2 * b0}.pickle.gz"), 2 * b0) if with_ else None
         pts = [t for t in w["truth"] if t.get("fits") and t.get("max_memory_allocated")]
         at = [(t["batch"], t["seq"] if seq else None) for t in pts]
-        doc = run_plan(a.bin, cap_path, b0, seq, at, cap, other)
+        doc = run_plan(binary, cap_path, b0, seq, at, cap, other)
         preds = doc["devices"][0]["predictions"]
         for t, p in zip(pts, preds):
             assert p["batch"] == t["batch"], (p, t)
             rows.append({
-                "workload": name, "batch": t["batch"], "seq": t["seq"],
+                "workload": name, "batch": t["batch"], "seq": t["seq"] if seq else None,
+                "recorded": t["batch"] == b0 and (not seq or t["seq"] == seq),
                 "real_alloc": t["max_memory_allocated"], "pred_alloc": p["peak_allocated_bytes"],
                 "upper_alloc": p["peak_allocated_upper_bytes"],
                 "real_res": t["max_memory_reserved"], "pred_res": p["peak_reserved_bytes"],
                 "upper_res": p["peak_reserved_upper_bytes"],
             })
-        maxrows.append({
-            "workload": name, "cap": cap, "real": w["cap"]["max_batch"],
-            "pred": doc["max_batch"],
-            "central": doc["devices"][0]["max_batch"]["central_batch"] if doc["max_batch"] else None,
-        })
+        mb = doc["devices"][0]["max_batch"]
+        maxrows.append({"workload": name, "cap": cap, "real": w["cap"]["max_batch"],
+                        "pred": doc["max_batch"], "central": mb["central_batch"] if mb else None})
+    return rows, maxrows
+
+
+def table(rows, maxrows):
     mib = lambda v: f"{v / 2**20:.1f}"
-    print("| workload | batch | seq | real alloc MiB | predicted | err % | real reserved MiB | predicted | err % |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out = ["| workload | batch | seq | real allocated MiB | predicted | error | upper | real reserved MiB | predicted | error | upper |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        print(f"| {r['workload']} | {r['batch']} | {r['seq'] or ''} | {mib(r['real_alloc'])} | {mib(r['pred_alloc'])} | "
-              f"{pct(r['pred_alloc'], r['real_alloc']):+.1f} | {mib(r['real_res'])} | {mib(r['pred_res'])} | {pct(r['pred_res'], r['real_res']):+.1f} |")
-    print()
-    print("| workload | cap MiB | real max batch | predicted | err % | likelier reading |")
-    print("|---|---:|---:|---:|---:|---:|")
+        if r["recorded"]:
+            continue
+        out.append(f"| {r['workload']} | {r['batch']} | {r['seq'] or ''} | {mib(r['real_alloc'])} | {mib(r['pred_alloc'])} | "
+                   f"{pct(r['pred_alloc'], r['real_alloc']):+.1f}% | {mib(r['upper_alloc'])} | {mib(r['real_res'])} | "
+                   f"{mib(r['pred_res'])} | {pct(r['pred_res'], r['real_res']):+.1f}% | {mib(r['upper_res'])} |")
+    out += ["", "| workload | cap MiB | real largest batch | predicted | error | likelier reading alone |",
+            "|---|---:|---:|---:|---:|---:|"]
     for m in maxrows:
-        e = pct(m["pred"], m["real"]) if m["pred"] else float("nan")
-        print(f"| {m['workload']} | {mib(m['cap'])} | {m['real']} | {m['pred']} | {e:+.1f} | {m['central']} |")
-    if a.json:
-        json.dump({"peaks": rows, "max_batch": maxrows}, open(a.json, "w"), indent=1)
+        e = f"{pct(m['pred'], m['real']):+.1f}%" if m["pred"] else "-"
+        out.append(f"| {m['workload']} | {mib(m['cap'])} | {m['real']} | {m['pred']} | {e} | {m['central']} |")
+    return "\n".join(out)
+
+
+def summary(rows, maxrows):
+    batch = [r for r in rows if not r["recorded"] and (r["seq"] is None or r["seq"] == min(x["seq"] for x in rows if x["workload"] == r["workload"]))]
+    worst = lambda k, real: max((abs(pct(r[k], r[real])) for r in batch), default=0.0)
+    above = sum(1 for m in maxrows if m["pred"] and m["pred"] > m["real"])
+    within = sum(1 for m in maxrows if m["pred"] and abs(pct(m["pred"], m["real"])) <= 5.0)
+    return (f"batch axis: worst allocated error {worst('pred_alloc', 'real_alloc'):.1f}%, worst reserved error "
+            f"{worst('pred_res', 'real_res'):.1f}%; largest batch within 5% for {within}/{len(maxrows)}, above the real one for {above}/{len(maxrows)}")
+
+
+def section(binary):
+    """The Markdown section ACCURACY.md carries for `memscope plan`."""
+    parts = ["## Capacity planning (fixtures/plan)", "",
+             "Made by `python3 tools/plan_accuracy.py` (called by tools/accuracy.py). The truth is "
+             "fixtures/plan/truth.json: each workload's peaks (`torch.cuda.max_memory_allocated` / "
+             "`max_memory_reserved`) and its largest batch under a cap (bisection, `set_per_process_memory_fraction`), "
+             "measured in fresh processes on an H100 (fixtures/plan/README.md). memscope plans from the capture at b0 "
+             "(one capture) or from the captures at b0 and 2*b0 (`--with`). `upper` is the reading in which every "
+             "request the capture cannot place grows; OOMs and the largest batch are judged on it. Sequence rows "
+             "(seq other than the recorded one) come from the batch captures alone.", ""]
+    sets = [("tuned on", PLAN)]
+    hold = os.path.join(PLAN, "holdout")
+    if os.path.exists(os.path.join(hold, "truth.json")):
+        sets.append(("holdout (nobody tuned on it)", hold))
+    for label, d in sets:
+        for with_, how in [(False, "one capture"), (True, "two captures (--with)")]:
+            rows, maxrows = measure(binary, d, with_)
+            parts += [f"### {os.path.relpath(d, ROOT)}, {label}: {how}", "", summary(rows, maxrows), "",
+                      table(rows, maxrows), ""]
+    return "\n".join(parts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "memscope"))
+    a = ap.parse_args()
+    print(section(a.bin))
 
 
 if __name__ == "__main__":
