@@ -139,7 +139,12 @@ fn the_model_reproduces_the_recorded_run() {
     for w in workloads() {
         let p = plan_of(&w, false);
         assert!(
-            err(p.model_peak_allocated_bytes, p.recorded_peak_allocated_bytes).abs() < 0.01,
+            err(
+                p.model_peak_allocated_bytes,
+                p.recorded_peak_allocated_bytes
+            )
+            .abs()
+                < 0.01,
             "{}",
             w.name
         );
@@ -236,7 +241,11 @@ fn the_cli_says_the_plan_and_refuses_bad_shapes() {
         .args(["--cap", "1694MiB", "--format", "json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "memscope.plan/1");
     assert!(v["max_batch"].as_u64().is_some());
@@ -248,7 +257,14 @@ fn the_cli_says_the_plan_and_refuses_bad_shapes() {
         assert!(p["oom"].as_bool().is_some());
     }
     let text = bin()
-        .args(["plan", f.to_str().unwrap(), "--batch", "2", "--cap", "1694MiB"])
+        .args([
+            "plan",
+            f.to_str().unwrap(),
+            "--batch",
+            "2",
+            "--cap",
+            "1694MiB",
+        ])
         .output()
         .unwrap();
     let s = String::from_utf8_lossy(&text.stdout);
