@@ -16,8 +16,8 @@ pub fn plan_basis(b: Basis) -> &'static str {
         Basis::Workspace => "cuBLAS workspaces",
         Basis::MadeOnce => "made once and kept (lazy buffers, workspaces)",
         Basis::NotPerSample => "sizes no multiple of the batch",
-        Basis::ParameterSizedGradient => "weight gradients before accumulation",
-        Basis::ParameterSizedForward => "forward blocks of half a weight's size (16-bit casts?)",
+        Basis::ParameterSizedGradient => "backward blocks of a weight's size or half (activation gradients, or 16-bit weight gradients)",
+        Basis::ParameterSizedForward => "forward blocks of a weight's size or half (activations, or 16-bit weight casts)",
         Basis::Activation => "activations",
         Basis::ForwardTemporary => "forward temporaries",
         Basis::GradientTemporary => "backward temporaries",
@@ -72,6 +72,28 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
     }
     if p.ends_in_oom {
         out.push("the capture ends at an OOM: peaks at other batch sizes are lower bounds (the requests after it were never made)".to_string());
+    }
+    if let Some(m) = p.max_batch_at_most {
+        out.push(format!(
+            "the largest batch is at most {m}: up to the OOM, the requests of batch {} no longer fit under the cap, and the rest of the step can only add to them",
+            m + 1
+        ));
+    }
+    if let Some(r) = p
+        .predictions
+        .iter()
+        .filter(|r| {
+            r.peak_reserved_upper_bytes > r.peak_reserved_bytes + r.peak_reserved_bytes / 20
+        })
+        .max_by_key(|r| r.batch)
+    {
+        out.push(format!(
+            "one capture is not enough here: at batch {} the readings differ by {} ({} against {} reserved); a second capture at another batch size (--with) decides which requests grow",
+            r.batch,
+            bytes(r.peak_reserved_upper_bytes - r.peak_reserved_bytes),
+            bytes(r.peak_reserved_upper_bytes),
+            bytes(r.peak_reserved_bytes)
+        ));
     }
     if p.unsure_requests > 0 {
         out.push(format!(

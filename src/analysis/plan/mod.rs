@@ -272,6 +272,9 @@ pub struct Plan {
     /// replayed as fixed.
     pub starts_mid_run: bool,
     pub ends_in_oom: bool,
+    /// A capture that ends at an OOM: the largest batch whose requests up to the OOM fit under
+    /// the cap. The rest of the step only adds to it, so the real largest batch is at most this.
+    pub max_batch_at_most: Option<u64>,
     /// Requests replayed, and how many of them the capture could not place.
     pub requests: usize,
     pub unsure_requests: usize,
@@ -443,6 +446,10 @@ fn plan_device(
     let margin = cap
         .bytes
         .map_or(0, |c| (c as f64 * margin_share).ceil() as u64);
+    let max_batch_at_most = match cap.bytes {
+        Some(c) if ends_in_oom => m.max_batch(c, 0).ok().map(|b| b.central_batch),
+        _ => None,
+    };
     let max_batch = match cap.bytes {
         _ if ends_in_oom => Err(NoMaxBatch::EndsInOom),
         None => Err(NoMaxBatch::NoCap),
@@ -467,6 +474,7 @@ fn plan_device(
         flash_attention: flash,
         starts_mid_run: !tl.initial.segments.is_empty(),
         ends_in_oom,
+        max_batch_at_most,
         requests: reqs.iter().flatten().count(),
         unsure_requests,
         seq_ambiguous,

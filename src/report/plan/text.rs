@@ -111,9 +111,10 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
     Ok(())
 }
 
-fn oom_cell(st: &Style, r: &Prediction) -> String {
+fn oom_cell(st: &Style, r: &Prediction, lower_bounds: bool) -> String {
     match r.oom {
         Some(true) => st.red("OOM"),
+        Some(false) if lower_bounds => "fits up to the OOM's request".into(),
         Some(false) => "fits".into(),
         None => "-".into(),
     }
@@ -130,13 +131,21 @@ fn write_predictions(out: &mut dyn Write, st: &Style, p: &Plan) -> io::Result<()
             batch: r.batch,
             seq: r.seq,
         });
+        // A capture that ends at an OOM never made the rest of its step: lower bounds.
+        let ge = if p.ends_in_oom { ">= " } else { "" };
         writeln!(
             out,
             "{:<22} {:<32} {:<32} {}",
             at,
-            figure(r.peak_allocated_bytes, r.peak_allocated_upper_bytes),
-            figure(r.peak_reserved_bytes, r.peak_reserved_upper_bytes),
-            oom_cell(st, r)
+            format!(
+                "{ge}{}",
+                figure(r.peak_allocated_bytes, r.peak_allocated_upper_bytes)
+            ),
+            format!(
+                "{ge}{}",
+                figure(r.peak_reserved_bytes, r.peak_reserved_upper_bytes)
+            ),
+            oom_cell(st, r, p.ends_in_oom)
         )?;
     }
     Ok(())
