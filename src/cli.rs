@@ -312,6 +312,31 @@ fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
 pub struct TuiArgs {
     /// Snapshot pickle or Chrome trace JSON (either optionally .gz).
     pub file: PathBuf,
+    /// With --batch, a Plan view (snapshots): the predicted peak against the batch size, the cap
+    /// and the largest batch that fits.
+    #[command(flatten, next_help_heading = "Capacity plan")]
+    pub plan: PlanOpts,
+}
+
+/// `--batch` and its companions on `report` and `tui`: the capacity plan `memscope plan` makes,
+/// added to the page or the views. The same meanings and parsers as `plan`'s.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlanOpts {
+    /// Add a capacity plan: the batch size the capture was recorded at (as `memscope plan
+    /// --batch`).
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// The sequence length the capture was recorded at (enables `--at BxS`).
+    #[arg(long, requires = "batch")]
+    pub seq: Option<u64>,
+    /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
+    /// (`80GiB`); default: derived from the recorded OOM, if any.
+    #[arg(long, value_parser = size, requires = "batch")]
+    pub cap: Option<u64>,
+    /// Shapes to predict: a batch size (`64`) or batch x sequence length (`8x4096`); repeatable.
+    /// Default: 2, 4 and 8 times the recorded batch.
+    #[arg(long, value_parser = shape, value_name = "B[xS]", requires = "batch")]
+    pub at: Vec<(u64, Option<u64>)>,
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -486,6 +511,10 @@ pub struct ReportArgs {
     /// Output HTML file (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// With --batch, a "Capacity plan" section: the predicted peak against the batch size, the
+    /// cap and the largest batch that fits.
+    #[command(flatten, next_help_heading = "Capacity plan")]
+    pub plan: PlanOpts,
 }
 
 #[derive(clap::Args, Debug)]

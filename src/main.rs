@@ -69,7 +69,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
-        Some(Command::Tui(args)) => tui(&args.file),
+        Some(Command::Tui(args)) => tui(&args.file, &args.plan),
         Some(Command::Whatif(args)) => whatif(&args),
         Some(Command::Plan(args)) => plan_cmd::plan(&args),
         Some(Command::Run(args)) => run_cmd::run(&args),
@@ -85,7 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Some(Command::Man(args)) => man::run(&args),
         None => match cli.file {
-            Some(file) if std::io::stdout().is_terminal() => tui(&file),
+            Some(file) if std::io::stdout().is_terminal() => tui(&file, &Default::default()),
             Some(file) => analyze(
                 &AnalyzeArgs {
                     file,
@@ -131,7 +131,9 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
+fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
+    // `--batch`: the plan's arguments are checked here, on the normal terminal.
+    let plan = pictures::plan_ask(plan)?;
     // A file that cannot be read is said here, whole, on the normal terminal (exit 2), not on
     // an alternate screen cut at its width; and before asking for a terminal, so that
     // `memscope tui missing </dev/null` says the one thing that is wrong.
@@ -150,7 +152,7 @@ fn tui(file: &std::path::Path) -> anyhow::Result<u8> {
             file.display()
         );
     }
-    memscope::tui::run(file)?;
+    memscope::tui::run_with(file, plan)?;
     Ok(0)
 }
 

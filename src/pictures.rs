@@ -4,6 +4,7 @@
 //! writes only the file named by `-o` (through [`crate::output`]), and refuses when that is the
 //! input itself: a typo must not destroy the only copy of an OOM capture.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
@@ -11,10 +12,12 @@ use anyhow::{bail, Context};
 
 use crate::output::Output;
 
-use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, ReportArgs};
+use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
+use memscope::analysis::plan::{self, Ask, Plan, PlanError, Shape};
 use memscope::analysis::replay::Timeline;
+use memscope::escape::html as esc;
 use memscope::model::Snapshot;
-use memscope::report::{self, flamegraph as fg, Format};
+use memscope::report::{self, flamegraph as fg};
 use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
@@ -106,15 +109,29 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
+    // The plan's arguments are checked before the capture is read.
+    let ask = plan_ask(&a.plan)?;
     let (snap, len) = load(&a.file)?;
-    // One analysis serves the report and its pictures.
+    // One analysis serves the report, its pictures and the plan.
     let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let extra = match &ask {
+        Some(ask) => {
+            let plans = plan::plan(&snap, &product, ask, None);
+            if let Err(e) = &plans {
+                crate::output::eprint_term(&format!(
+                    "memscope: warning: --batch: no capacity plan: {e}"
+                ));
+            }
+            capacity_section(&plans)
+        }
+        None => String::new(),
+    };
     let mut w = create(&a.output, &a.file)?;
     let html = report::html::Html {
         snap: &snap,
         product: &product,
     };
-    html.render(&product, &report::Options::default(), &mut w)?;
+    html.render_with(&product, &report::Options::default(), &extra, &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
@@ -170,4 +187,168 @@ fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         "memscope: wrote {name} (empty: the snapshot holds no device, so no memory was live)"
     );
     Ok(0)
+}
+
+/// What `--batch` (with `--seq`, `--cap`, `--at`) asks of a plan, as `memscope plan` asks it
+/// (the shapes by default 2, 4 and 8 times the recorded batch, the recorded allocator
+/// settings); `None` without `--batch`. The arguments alone are checked here, before the capture
+/// is read (and before the TUI takes the terminal), in the words of [`PlanError`].
+pub fn plan_ask(o: &PlanOpts) -> anyhow::Result<Option<Ask>> {
+    let Some(batch) = o.batch else {
+        return Ok(None);
+    };
+    if batch == 0 {
+        bail!("{}", PlanError::ZeroBatch);
+    }
+    if o.seq == Some(0) {
+        bail!("{}", PlanError::ZeroSeq);
+    }
+    let at: Vec<Shape> = if o.at.is_empty() {
+        [2, 4, 8]
+            .iter()
+            .map(|k| Shape {
+                batch: batch.saturating_mul(*k),
+                seq: o.seq,
+            })
+            .collect()
+    } else {
+        o.at.iter()
+            .map(|&(batch, seq)| Shape {
+                batch,
+                seq: seq.or(o.seq),
+            })
+            .collect()
+    };
+    for s in &at {
+        if s.batch == 0 {
+            bail!("{}", PlanError::ZeroAt(s.batch));
+        }
+        match (o.seq, s.seq) {
+            (None, Some(seq)) => bail!(
+                "{}",
+                PlanError::SeqWithoutRecorded {
+                    batch: s.batch,
+                    seq
+                }
+            ),
+            (_, Some(0)) => bail!("{}", PlanError::ZeroSeq),
+            _ => {}
+        }
+    }
+    Ok(Some(Ask {
+        recorded: Shape { batch, seq: o.seq },
+        at,
+        cap: o.cap,
+        conf: Default::default(),
+    }))
+}
+
+/// `batch 8 x seq 256`, or `batch 8`.
+fn shape(s: Shape) -> String {
+    match s.seq {
+        Some(q) => format!("batch {} x seq {q}", s.batch),
+        None => format!("batch {}", s.batch),
+    }
+}
+
+/// The report's "Capacity plan" section (`report --batch`): per device plan, the largest batch
+/// (or why none), the chart of peak against batch with the cap, the predictions and the notes;
+/// or why there is no plan. Everything from the capture is escaped.
+fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
+    let mut o = String::from(r#"<section id="capacity-plan" class="plan"><h2>Capacity plan</h2>"#);
+    let plans = match plans {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = write!(
+                o,
+                "<p>No capacity plan: {}</p></section>",
+                esc(&e.to_string())
+            );
+            return o;
+        }
+    };
+    for p in plans {
+        let _ = write!(
+            o,
+            r#"<h3 id="capacity-plan-{0}">cuda:{0}</h3><p class=sub>recorded at {1}: peak allocated {2}, peak reserved {3}; the allocator model's replay of it: {4}, {5} · cap: {6}</p>"#,
+            p.device,
+            esc(&shape(p.recorded)),
+            bytes(p.recorded_peak_allocated_bytes),
+            bytes(p.recorded_peak_reserved_bytes),
+            bytes(p.model_peak_allocated_bytes),
+            bytes(p.model_peak_reserved_bytes),
+            match p.cap.bytes {
+                Some(c) => format!("{} ({})", bytes(c), esc(&p.cap.source)),
+                None => "none".to_owned(),
+            }
+        );
+        match &p.max_batch {
+            Ok(m) => {
+                let _ = write!(
+                    o,
+                    r#"<p class="max-batch"><b>Largest batch:</b> {}{}"#,
+                    m.batch,
+                    p.recorded
+                        .seq
+                        .map(|s| format!(" at sequence {s}"))
+                        .unwrap_or_default()
+                );
+                if m.at_search_limit {
+                    o.push_str(" (the search stopped there: nothing failed up to it)");
+                }
+                if m.rounded_down_by > 0 || m.margin_bytes > 0 {
+                    let _ = write!(
+                        o,
+                        " <span class=sub>rounded down by {} from {} (the likelier reading), keeping {} under the cap for the model's error at the recorded batch</span>",
+                        m.rounded_down_by,
+                        m.central_batch,
+                        bytes(m.margin_bytes)
+                    );
+                }
+                o.push_str("</p>");
+            }
+            Err(r) => {
+                let _ = write!(
+                    o,
+                    r#"<p class="max-batch"><b>Largest batch:</b> unknown: {}</p>"#,
+                    esc(memscope::wording::no_max_batch(*r))
+                );
+            }
+        }
+        let chart = report::plan::html::chart_svg(p);
+        if !chart.is_empty() {
+            let _ = write!(o, r#"<div class="card">{chart}</div>"#);
+        }
+        o.push_str("<table><tr><th>at</th><th class=n>peak allocated</th><th class=n>upper</th><th class=n>peak reserved</th><th class=n>upper</th><th>under the cap</th></tr>");
+        for r in &p.predictions {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                esc(&shape(Shape {
+                    batch: r.batch,
+                    seq: r.seq
+                })),
+                bytes(r.peak_allocated_bytes),
+                bytes(r.peak_allocated_upper_bytes),
+                bytes(r.peak_reserved_bytes),
+                bytes(r.peak_reserved_upper_bytes),
+                match r.oom {
+                    Some(true) => "OOM",
+                    Some(false) => "fits",
+                    None => "-",
+                }
+            );
+        }
+        let _ = write!(
+            o,
+            r#"</table><p class=sub>{}</p><ul class="notes">"#,
+            esc(&memscope::wording::plan_fit(&p.fit, p.recorded))
+        );
+        for n in memscope::wording::plan_notes(p) {
+            let _ = write!(o, "<li>{}</li>", esc(&n));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</section>");
+    o
 }

@@ -102,6 +102,11 @@ impl App {
         self.path = path;
     }
 
+    /// What the status line says until the next action.
+    pub fn set_message(&mut self, m: String) {
+        self.message = m;
+    }
+
     /// While loading: how far it has got.
     pub fn set_loading_note(&mut self, note: String) {
         self.loading_note = note;

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::analysis::plan::{self, Ask, Plan};
 use crate::analysis::replay::Timeline;
 use crate::analysis::steps::StepSource;
 use crate::analysis::{self, Analysis};
@@ -118,11 +119,30 @@ pub struct Data {
     /// Per device: the steps the analysis found, `(start, end)` events (the map's categories
     /// need them; the TUI never splits the log itself).
     pub step_ranges: Vec<Vec<(usize, usize)>>,
+    /// `memscope tui --batch`: the capacity plan of every device, or why there is none, made
+    /// from the same analysis at load time; the Plan view takes it when the views are built
+    /// ([`super::loaded::Loaded::into_mode`]), so it is `None` after that.
+    pub plan: Option<Planned>,
 }
+
+/// A capacity plan per device with an allocation history, or why none could be made.
+pub type Planned = Result<Vec<Plan>, String>;
 
 impl Data {
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
+        Data::from_snapshot_planned(path, snap, file_len, None)
+    }
+
+    /// [`Data::from_snapshot`], with the capacity plan `ask` asks for (`--batch`), made once
+    /// from the one analysis before its product is taken apart.
+    pub fn from_snapshot_planned(
+        path: &Path,
+        snap: Snapshot,
+        file_len: u64,
+        ask: Option<&Ask>,
+    ) -> Data {
         let mut product = analysis::analyze_snapshot(&snap, path, file_len);
+        let plan = ask.map(|a| plan::plan(&snap, &product, a, None).map_err(|e| e.to_string()));
         let leak_series = std::mem::take(&mut product.leak_series);
         let step_ranges = product.per_device.iter().map(|d| d.step_ranges()).collect();
         let timelines = product.per_device.into_iter().map(|d| d.timeline).collect();
@@ -149,6 +169,7 @@ impl Data {
             leak_series,
             times,
             step_ranges,
+            plan,
         }
     }
 

@@ -28,6 +28,7 @@ pub fn map_key(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('3') => Action::Tab(2),
         KeyCode::Char('4') => Action::Tab(3),
         KeyCode::Char('5') => Action::Tab(4),
+        KeyCode::Char('6') => Action::Tab(5),
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
         KeyCode::Left if shift => Action::FineLeft,

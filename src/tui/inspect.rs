@@ -9,7 +9,8 @@ use super::app::App;
 use super::data::Data;
 use super::snapshot_mode::{Cursor, Snap};
 use super::trace::{OpRow, OpSort, StepOps, TraceData};
-use super::views::{leaks::Leaks, map::Map, steps::Steps};
+use super::views::{leaks::Leaks, map::Map, plan::PlanView, steps::Steps};
+use crate::analysis::plan::Plan;
 use crate::analysis::replay::LiveBlock;
 
 impl App {
@@ -46,6 +47,12 @@ impl App {
     pub fn selected_part_block(&self) -> Option<&LiveBlock> {
         let snap = self.capture_as::<Snap>()?;
         self.view_as::<Map>(View::Map)?.selected_part_block(snap)
+    }
+
+    /// The capacity plan the Plan view shows (`--batch`): every device's, or why there is none;
+    /// `None` without a Plan view.
+    pub fn plans(&self) -> Option<Result<&[Plan], &str>> {
+        Some(self.view_as::<PlanView>(View::Plan)?.plans())
     }
 
     /// The leak selected in the leaks view.

@@ -8,6 +8,7 @@ use super::mode::{CaptureMode, Mode};
 use super::snapshot_mode::Snap;
 use super::trace::TraceData;
 use super::views;
+use crate::analysis::plan::Ask;
 use crate::load::{self, Capture, LoadError};
 
 /// What `memscope tui FILE` opened: a snapshot or a profiler trace.
@@ -26,6 +27,17 @@ impl Loaded {
 
     /// [`Loaded::load`], reporting how far the decoding has got in `progress`.
     pub fn load_with_progress(path: &Path, progress: &load::Progress) -> Result<Loaded, LoadError> {
+        Loaded::load_planned(path, progress, None)
+    }
+
+    /// [`Loaded::load_with_progress`], with the capacity plan `ask` asks for (`--batch`) made
+    /// from a snapshot's analysis: its views then have a Plan view. A trace has no allocator
+    /// log to replay, so no plan.
+    pub fn load_planned(
+        path: &Path,
+        progress: &load::Progress,
+        ask: Option<&Ask>,
+    ) -> Result<Loaded, LoadError> {
         let capture = load::load_with_progress(path, progress)?;
         let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
         // Decoded: what is left is the analysis.
@@ -34,7 +46,9 @@ impl Loaded {
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(match capture {
-            Capture::Snapshot(s) => Loaded::Snapshot(Data::from_snapshot(path, s, file_len)),
+            Capture::Snapshot(s) => {
+                Loaded::Snapshot(Data::from_snapshot_planned(path, s, file_len, ask))
+            }
             Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
         })
     }
@@ -42,7 +56,10 @@ impl Loaded {
     /// The capture with its kind's views.
     pub fn into_mode(self) -> Box<dyn CaptureMode> {
         match self {
-            Loaded::Snapshot(d) => Box::new(Mode::new(Snap::new(d), views::snapshot())),
+            Loaded::Snapshot(mut d) => {
+                let plan = d.plan.take();
+                Box::new(Mode::new(Snap::new(d), views::snapshot(plan)))
+            }
             Loaded::Trace(t) => Box::new(Mode::new(t, views::trace())),
         }
     }

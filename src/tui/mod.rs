@@ -31,7 +31,8 @@
 //!             ├ mode (trait CaptureMode; Mode<C>: a capture's views in tab order, each action
 //!             │       to its view) ── component · capture
 //!             └ views (each kind's views in tab order: the registration)
-//!                └ overview · timeline · map · sites · leaks · steps · graph: a component each
+//!                └ overview · timeline · map · sites · leaks · steps · graph · plan: a
+//!                  component each (plan, with `--batch`: the capacity plan made at load time)
 //!                  (steps uses the timeline's alloc↔free; the timeline's Enter names the map)
 //!                   ├ component (trait Component<C>) · list (ListText)
 //!                   └ snapshot_mode (Snap: the snapshot, its state at the cursor; its Capture)
@@ -84,6 +85,7 @@ pub use input::{map_key, map_mouse, map_search_key};
 pub use loaded::Loaded;
 pub use trace::TraceData;
 
+use crate::analysis::plan::Ask;
 use crate::load::{LoadError, Progress};
 use crate::units::bytes;
 
@@ -142,6 +144,10 @@ pub fn loading_note(p: &Progress, elapsed: Duration) -> String {
     format!("{what}, {:.1} s", elapsed.as_secs_f64())
 }
 
+/// What the status line says when `--batch` is given with a profiler trace.
+pub const NO_PLAN_FOR_A_TRACE: &str =
+    "--batch: no plan for a profiler trace (it holds no allocator log to replay); plan a snapshot";
+
 struct Restore;
 
 impl Drop for Restore {
@@ -154,12 +160,19 @@ impl Drop for Restore {
 
 /// Runs the TUI on the terminal until the user quits.
 pub fn run(path: &Path) -> Result<(), TuiError> {
+    run_with(path, None)
+}
+
+/// [`run`], with the capacity plan `plan` asks for (`memscope tui --batch`): made on the
+/// loading thread from the snapshot's analysis, shown in a Plan view.
+pub fn run_with(path: &Path, plan: Option<Ask>) -> Result<(), TuiError> {
     let (tx, rx) = mpsc::channel();
     let p = path.to_path_buf();
     let progress = Arc::new(Progress::default());
     let shared = Arc::clone(&progress);
+    let asked = plan.is_some();
     std::thread::spawn(move || {
-        let _ = tx.send(Loaded::load_with_progress(&p, &shared));
+        let _ = tx.send(Loaded::load_planned(&p, &shared, plan.as_ref()));
     });
     let started = Instant::now();
     // A signal (SIGTERM, SIGHUP, SIGQUIT, SIGINT) restores the terminal too (`crate::signals`).
@@ -188,7 +201,11 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
         if waiting {
             match rx.try_recv() {
                 Ok(Ok(data)) => {
+                    let trace = matches!(data, Loaded::Trace(_));
                     app.set_loaded(data);
+                    if asked && trace {
+                        app.set_message(NO_PLAN_FOR_A_TRACE.into());
+                    }
                     waiting = false;
                     continue;
                 }

@@ -791,7 +791,22 @@ impl Html<'_> {
 }
 
 impl Format for Html<'_> {
-    fn render(&self, a: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+    fn render(&self, a: &Analysis, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        self.render_with(a, opts, "", out)
+    }
+}
+
+impl Html<'_> {
+    /// The page, with `extra` after the devices' sections and before the notes: sections the
+    /// caller built (`memscope report --batch`'s capacity plan), HTML already escaped there.
+    /// With `extra` empty, the page [`Format::render`] writes.
+    pub fn render_with(
+        &self,
+        a: &Analysis,
+        _opts: &Options,
+        extra: &str,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         let mut o = String::new();
         let _ = write!(
             o,
@@ -825,6 +840,7 @@ impl Format for Html<'_> {
         for d in order {
             self.device_section(&mut o, a, d);
         }
+        o.push_str(extra);
         if !a.notes.is_empty() {
             o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
             for n in &a.notes {

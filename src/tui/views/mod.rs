@@ -11,23 +11,29 @@ pub mod graph;
 pub mod leaks;
 pub mod map;
 pub mod overview;
+pub mod plan;
 pub mod sites;
 pub mod steps;
 pub mod timeline;
 
 use super::component::Component;
+use super::data::Planned;
 use super::snapshot_mode::Snap;
 use super::trace::TraceData;
 
-/// A snapshot's views, in tab order.
-pub fn snapshot() -> Vec<Box<dyn Component<Snap>>> {
-    vec![
+/// A snapshot's views, in tab order; with a capacity plan (`--batch`), its Plan view last.
+pub fn snapshot(plan: Option<Planned>) -> Vec<Box<dyn Component<Snap>>> {
+    let mut v: Vec<Box<dyn Component<Snap>>> = vec![
         Box::new(overview::Overview::default()),
         Box::new(timeline::Timeline),
         Box::new(map::Map::default()),
         Box::new(sites::Sites::default()),
         Box::new(leaks::Leaks::default()),
-    ]
+    ];
+    if let Some(p) = plan {
+        v.push(Box::new(plan::PlanView::new(p)));
+    }
+    v
 }
 
 /// A trace's views, in tab order.
