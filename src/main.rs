@@ -106,8 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 
 fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
-    let conf = whatif::parse_alloc_conf(&args.alloc_conf)
-        .map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
+    let conf = whatif::parse_alloc_conf(&args.alloc_conf).context("--alloc-conf")?;
     let snap = memscope::load::load_snapshot(&args.file)?;
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),

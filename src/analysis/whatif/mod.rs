@@ -56,11 +56,101 @@ pub const NOT_MODELLED: &[&str] = &[
 /// Number of `roundup_power2_divisions` intervals (1 MiB .. 32 GiB), as in `CUDAAllocatorConfig`.
 const DIVISION_INTERVALS: usize = 16;
 
+/// Why a `PYTORCH_CUDA_ALLOC_CONF` string was refused: one variant per rule of
+/// `CUDAAllocatorConfig` that the model checks, with the offending text or value.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AllocConfError {
+    #[error("`{0}`: expected key:value")]
+    NotKeyValue(String),
+    #[error("expandable_segments: `{0}` is not True or False")]
+    ExpandableNotBool(String),
+    #[error("max_split_size_mb: `{0}` is not an integer")]
+    MaxSplitNotInteger(String),
+    #[error("max_split_size_mb: {0} too small, must be > 20 (torch refuses it)")]
+    MaxSplitTooSmall(i64),
+    #[error("garbage_collection_threshold: `{0}` is not a number")]
+    GcThresholdNotNumber(String),
+    /// The message is torch's, which does not repeat the value.
+    #[error("garbage_collection_threshold must be in (0.0, 1.0)")]
+    GcThresholdOutOfRange(f64),
+    /// A number of divisions that is not 0 or a power of 2.
+    #[error("roundup_power2_divisions: {0} is not a power of 2")]
+    DivisionsNotPowerOfTwo(u64),
+    /// An interval (in MiB) of the list form that is not a power of 2.
+    #[error("roundup_power2_divisions: {0} is not a power of 2")]
+    IntervalNotPowerOfTwo(u64),
+    /// A list entry that is not `MiB:divisions` or `>:divisions`.
+    #[error("roundup_power2_divisions: `{0}`")]
+    DivisionsEntry(String),
+    #[error("roundup_power2_divisions: `{0}` is not an integer")]
+    DivisionsNotInteger(String),
+    #[error("unknown key `{0}`; known keys: {known}", known = known_keys())]
+    UnknownKey(String),
+}
+
+/// Every key accepted, modelled ones first.
+fn known_keys() -> String {
+    MODELLED
+        .iter()
+        .chain(NOT_MODELLED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Parses `key:value[,key:value]` as `CUDAAllocatorConfig` does (the list form
 /// `roundup_power2_divisions:[256:1,512:2,>:4]` included).
-pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
+pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, AllocConfError> {
     let mut out = AllocConf::default();
-    // Split at commas outside brackets.
+    for item in split_items(s)
+        .iter()
+        .map(|i| i.trim())
+        .filter(|i| !i.is_empty())
+    {
+        let (k, v) = item
+            .split_once(':')
+            .ok_or_else(|| AllocConfError::NotKeyValue(item.to_string()))?;
+        let (k, v) = (k.trim(), v.trim());
+        match k {
+            "expandable_segments" => {
+                out.expandable_segments = Some(match v {
+                    "True" | "true" | "1" => true,
+                    "False" | "false" | "0" => false,
+                    _ => return Err(AllocConfError::ExpandableNotBool(v.to_string())),
+                })
+            }
+            "max_split_size_mb" => {
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| AllocConfError::MaxSplitNotInteger(v.to_string()))?;
+                out.max_split_size = Some(if n < 0 {
+                    None
+                } else {
+                    if n <= 20 {
+                        return Err(AllocConfError::MaxSplitTooSmall(n));
+                    }
+                    Some((n as u64) << 20)
+                });
+            }
+            "garbage_collection_threshold" => {
+                let f: f64 = v
+                    .parse()
+                    .map_err(|_| AllocConfError::GcThresholdNotNumber(v.to_string()))?;
+                if !(f > 0.0 && f < 1.0) {
+                    return Err(AllocConfError::GcThresholdOutOfRange(f));
+                }
+                out.garbage_collection_threshold = Some(f);
+            }
+            "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
+            k if NOT_MODELLED.contains(&k) => out.ignored.push(k.to_string()),
+            _ => return Err(AllocConfError::UnknownKey(k.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// The `key:value` items: the string split at commas outside brackets.
+fn split_items(s: &str) -> Vec<String> {
     let mut items = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();
@@ -77,95 +167,33 @@ pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
         cur.push(c);
     }
     items.push(cur);
-    for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
-        let (k, v) = item
-            .split_once(':')
-            .ok_or_else(|| format!("`{item}`: expected key:value"))?;
-        let (k, v) = (k.trim(), v.trim());
-        match k {
-            "expandable_segments" => {
-                out.expandable_segments = Some(match v {
-                    "True" | "true" | "1" => true,
-                    "False" | "false" | "0" => false,
-                    _ => return Err(format!("expandable_segments: `{v}` is not True or False")),
-                })
-            }
-            "max_split_size_mb" => {
-                let n: i64 = v
-                    .parse()
-                    .map_err(|_| format!("max_split_size_mb: `{v}` is not an integer"))?;
-                out.max_split_size = Some(if n < 0 {
-                    None
-                } else {
-                    if n <= 20 {
-                        return Err(format!(
-                            "max_split_size_mb: {n} too small, must be > 20 (torch refuses it)"
-                        ));
-                    }
-                    Some((n as u64) << 20)
-                });
-            }
-            "garbage_collection_threshold" => {
-                let f: f64 = v
-                    .parse()
-                    .map_err(|_| format!("garbage_collection_threshold: `{v}` is not a number"))?;
-                if !(f > 0.0 && f < 1.0) {
-                    return Err("garbage_collection_threshold must be in (0.0, 1.0)".into());
-                }
-                out.garbage_collection_threshold = Some(f);
-            }
-            "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
-            k if NOT_MODELLED.contains(&k) => out.ignored.push(k.to_string()),
-            _ => {
-                return Err(format!(
-                    "unknown key `{k}`; known keys: {}",
-                    MODELLED
-                        .iter()
-                        .chain(NOT_MODELLED)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            }
-        }
-    }
-    Ok(out)
+    items
 }
 
-fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
+fn parse_divisions(v: &str) -> Result<Vec<u64>, AllocConfError> {
     let check = |d: u64| {
         if d == 0 || d.is_power_of_two() {
             Ok(d)
         } else {
-            Err(format!("roundup_power2_divisions: {d} is not a power of 2"))
+            Err(AllocConfError::DivisionsNotPowerOfTwo(d))
         }
     };
     let mut table = vec![0u64; DIVISION_INTERVALS];
     if let Some(list) = v.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
         let mut last: Option<usize> = None;
         for kv in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, d) = kv
-                .split_once(':')
-                .ok_or_else(|| format!("roundup_power2_divisions: `{kv}`"))?;
-            let d = check(
-                d.trim()
-                    .parse()
-                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?,
-            )?;
+            let entry = || AllocConfError::DivisionsEntry(kv.to_string());
+            let (k, d) = kv.split_once(':').ok_or_else(entry)?;
+            let d = check(d.trim().parse().map_err(|_| entry())?)?;
             if k.trim() == ">" {
                 let from = last.map_or(0, |l| l + 1);
                 for t in table.iter_mut().skip(from) {
                     *t = d;
                 }
             } else {
-                let mb: u64 = k
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?;
+                let mb: u64 = k.trim().parse().map_err(|_| entry())?;
                 if !mb.is_power_of_two() {
-                    return Err(format!(
-                        "roundup_power2_divisions: {mb} is not a power of 2"
-                    ));
+                    return Err(AllocConfError::IntervalNotPowerOfTwo(mb));
                 }
                 let idx = (63 - mb.leading_zeros()) as usize;
                 if last.is_none() {
@@ -182,7 +210,7 @@ fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
     } else {
         let d = check(
             v.parse()
-                .map_err(|_| format!("roundup_power2_divisions: `{v}` is not an integer"))?,
+                .map_err(|_| AllocConfError::DivisionsNotInteger(v.to_string()))?,
         )?;
         table.fill(d);
     }
