@@ -110,7 +110,7 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     let snap = memscope::load::load_snapshot(&args.file)?;
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),
-        source: "given (--cap)".into(),
+        source: whatif::CapSource::Given,
         range: None,
     });
     let w = whatif::what_if(&snap, &conf, cap, None)
@@ -123,7 +123,7 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
         }
         OutputFormat::Json => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?;
+            writeln!(out, "{}", memscope::report::whatif::render_json(&w)?)?;
             out.flush().context("writing the report")?;
         }
     }

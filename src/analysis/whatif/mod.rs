@@ -359,18 +359,29 @@ pub struct PredictedOom {
 }
 
 /// How the model's layout compares with the recorded one, request by request.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Placement {
     pub allocs_compared: usize,
     /// Allocations the model put at the recorded offset in their segment.
     pub same_offset: usize,
     /// ... in a segment of the recorded (mapped) size.
     pub same_segment_size: usize,
-    pub first_difference: Option<String>,
+    pub first_difference: Option<PlacementDifference>,
     /// Segment allocations/maps and frees/unmaps: (size) sequences of model and log.
     pub segment_events_model: usize,
     pub segment_events_recorded: usize,
     pub segment_events_same: bool,
+}
+
+/// The first allocation the model placed otherwise than the log: where each put it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacementDifference {
+    /// Index of the `alloc` entry in the log.
+    pub event: usize,
+    pub model_offset: u64,
+    pub model_segment_bytes: u64,
+    pub recorded_offset: u64,
+    pub recorded_segment_bytes: u64,
 }
 
 impl Placement {
@@ -401,6 +412,8 @@ pub struct RunResult {
     pub recorded_ooms_avoided: Vec<u32>,
     /// The run stopped at a new OOM (the program would have raised there).
     pub stopped_at: Option<u32>,
+    /// Said by the renderers' own document (`report::whatif`), with its first difference in words.
+    #[serde(skip)]
     pub placement: Placement,
 }
 
@@ -638,20 +651,40 @@ fn compare_placement(
         p.same_segment_size += 1;
     }
     if (rec_off != off || rec_size != seg_size) && p.first_difference.is_none() {
-        p.first_difference = Some(format!(
-            "event {i}: the model put the block at offset {off} of a {seg_size}-byte segment, the log at offset {rec_off} of a {rec_size}-byte segment"
-        ));
+        p.first_difference = Some(PlacementDifference {
+            event: i,
+            model_offset: off,
+            model_segment_bytes: seg_size,
+            recorded_offset: rec_off,
+            recorded_segment_bytes: rec_size,
+        });
     }
 }
 
-/// Where the cap came from.
+/// The memory cap a run is replayed under, and where it came from.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CapInfo {
     pub bytes: Option<u64>,
-    /// `given (--cap)`, `derived from the OOM ...`, `none`.
-    pub source: String,
+    /// Serialized as its sentence (`whatif`'s and `plan`'s JSON, unchanged since it was one).
+    #[serde(serialize_with = "crate::wording::serialize_cap_source")]
+    pub source: CapSource,
     /// When derived: the range the recorded run allows.
     pub range: Option<(u64, u64)>,
+}
+
+/// Where a cap came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapSource {
+    /// `--cap`.
+    Given,
+    /// The log's allocator retries bound it ([`retry_cap_range`]): the lower end of the range.
+    Retries,
+    /// Neither an OOM nor a retry in the log, and none given: no cap.
+    None,
+    /// The OOM found the device full: reserved + the driver's free memory.
+    DeviceFull,
+    /// The OOM met a per-process fraction: the lower end of the range the recorded run allows.
+    PerProcessFraction,
 }
 
 /// The cap the recorded run implies. An OOM under a per-process fraction means
@@ -674,13 +707,13 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
             let low = low.max(tl.peaks.reserved.bytes);
             return CapInfo {
                 bytes: Some(low),
-                source: "derived from the allocator's retries in the log (cudaMalloc failed, the cache was released, the segment then fit): the lower end of the range they allow".into(),
+                source: CapSource::Retries,
                 range: Some((low, high.max(low))),
             };
         }
         return CapInfo {
             bytes: None,
-            source: "none: no OOM recorded and no cap given, so no OOM can be predicted".into(),
+            source: CapSource::None,
             range: None,
         };
     };
@@ -689,9 +722,7 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
     if let Some(df) = o.device_free_bytes.filter(|df| *df < alloc) {
         return CapInfo {
             bytes: Some(reserved + df),
-            source:
-                "derived from the OOM: the device was full (reserved + the driver's free memory)"
-                    .into(),
+            source: CapSource::DeviceFull,
             range: None,
         };
     }
@@ -699,7 +730,7 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
     let high = reserved + alloc - 1;
     CapInfo {
         bytes: Some(low),
-        source: "derived from the OOM (per-process fraction): the lower end of the range the recorded run allows".into(),
+        source: CapSource::PerProcessFraction,
         range: Some((low, high)),
     }
 }
@@ -832,14 +863,61 @@ fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
 
 /// The what-if answer for one device: the recorded run, the model under the recorded settings
 /// (its error bar), and the model under the asked settings.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
 pub struct WhatIf {
     pub device: u32,
     pub cap: CapInfo,
     pub recorded: Recorded,
     pub model_recorded_settings: RunResult,
     pub predicted: RunResult,
-    pub notes: Vec<String>,
+    pub notes: Vec<WhatIfNote>,
+}
+
+/// What the reader of a prediction should know about how it was made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WhatIfNote {
+    /// The log starts mid-run: both runs start from the layout at its first event.
+    MidRunStart {
+        segments: usize,
+        reserved_bytes: u64,
+        live_bytes: u64,
+    },
+    /// `PYTORCH_CUDA_ALLOC_CONF` keys accepted but not modelled.
+    NotModelled(Vec<String>),
+    /// No cap: no OOM can be predicted.
+    NoCap,
+    /// Under the recorded settings the model placed fewer than 99% of the blocks where the log
+    /// has them (the share it did place so).
+    PoorPlacement { offset_rate: f64 },
+    /// The requests replayed are the recorded ones (always said).
+    RecordedRequests,
+}
+
+/// The prediction against the recorded run, as far as OOMs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The recorded run hit an OOM; the prediction does not.
+    OomAvoided,
+    /// Both hit one.
+    StillOoms,
+    /// Only the prediction hits one.
+    WouldOom,
+    /// Neither does.
+    NoOom,
+}
+
+impl WhatIf {
+    pub fn outcome(&self) -> Outcome {
+        match (
+            self.recorded.ooms.is_empty(),
+            self.predicted.ooms.is_empty(),
+        ) {
+            (false, true) => Outcome::OomAvoided,
+            (false, false) => Outcome::StillOoms,
+            (true, false) => Outcome::WouldOom,
+            (true, true) => Outcome::NoOom,
+        }
+    }
 }
 
 /// Whether the log starts from an empty allocator: every freed block and segment was allocated
@@ -930,32 +1008,7 @@ pub fn what_if(
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
         let model_rec = simulate(snap, dev, base, &tl.initial);
         let predicted = simulate(snap, dev, asked, &tl.initial);
-        let mut notes = Vec::new();
-        if !tl.initial.segments.is_empty() {
-            let live: u64 = tl.initial.live_blocks().map(|b| b.size).sum();
-            notes.push(format!(
-                "the log starts mid-run (recording began late, or the ring buffer dropped its oldest entries): both runs start from the layout at its first event, rebuilt by undoing the log from the snapshot's end state: {} segments, {} reserved, {} in live blocks; this assumes those blocks stay where they were under the settings tried (they were allocated before the log, so their placement under other settings is unknown)",
-                tl.initial.segments.len(),
-                bytes(tl.initial.counters.reserved),
-                bytes(live)
-            ));
-        }
-        if !conf.ignored.is_empty() {
-            notes.push(format!(
-                "not modelled, ignored: {}",
-                conf.ignored.join(", ")
-            ));
-        }
-        if cap.bytes.is_none() {
-            notes.push("no cap: pass --cap BYTES to predict OOMs".into());
-        }
-        if model_rec.placement.offset_rate() < 0.99 {
-            notes.push(format!(
-                "under the recorded settings the model placed only {:.1}% of the blocks where the log has them; treat the prediction with care",
-                100.0 * model_rec.placement.offset_rate()
-            ));
-        }
-        notes.push("the prediction replays the recorded requests: a program that sizes its work from free memory (or catches the OOM) would have asked for different things".into());
+        let notes = notes(&tl, conf, &cap, &model_rec);
         out.push(WhatIf {
             device: dev.index,
             cap,
@@ -969,6 +1022,31 @@ pub fn what_if(
         return Err(WhatIfError::NoDevices);
     }
     Ok(out)
+}
+
+/// What to say about how the prediction for one device was made.
+fn notes(tl: &Timeline, conf: &AllocConf, cap: &CapInfo, model_rec: &RunResult) -> Vec<WhatIfNote> {
+    let mut notes = Vec::new();
+    if !tl.initial.segments.is_empty() {
+        notes.push(WhatIfNote::MidRunStart {
+            segments: tl.initial.segments.len(),
+            reserved_bytes: tl.initial.counters.reserved,
+            live_bytes: tl.initial.live_blocks().map(|b| b.size).sum(),
+        });
+    }
+    if !conf.ignored.is_empty() {
+        notes.push(WhatIfNote::NotModelled(conf.ignored.clone()));
+    }
+    if cap.bytes.is_none() {
+        notes.push(WhatIfNote::NoCap);
+    }
+    if model_rec.placement.offset_rate() < 0.99 {
+        notes.push(WhatIfNote::PoorPlacement {
+            offset_rate: model_rec.placement.offset_rate(),
+        });
+    }
+    notes.push(WhatIfNote::RecordedRequests);
+    notes
 }
 
 /// The prediction that replaces a guess in the OOM diagnosis: would `expandable_segments:True`
