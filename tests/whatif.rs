@@ -486,6 +486,8 @@ fn remedy_assessed_from_a_mid_run_log() {
     let tl = memscope::analysis::replay::replay(dev, &snap.settings);
     let oom = tl.ooms[0].event.0;
     let a = whatif::expandable_assessment(&snap, dev, &tl, oom).expect("an assessment");
+    assert!(a.from_mid_run, "{a:?}");
+    let a = memscope::wording::expandable_prediction(&a);
     // The real run under expandable segments and the 1.6 GiB cap succeeded with 1.54 GiB reserved:
     // the cap the assessment names as enough must lie between the two.
     assert!(a.contains("starts mid-run"), "{a}");

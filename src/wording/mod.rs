@@ -31,8 +31,8 @@ pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes};
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 pub use whatif::{
-    cap_source, first_oom, model_check, placement_difference, serialize_cap_source, whatif_note,
-    whatif_verdict,
+    cap_source, expandable_prediction, first_oom, model_check, placement_difference,
+    serialize_cap_source, whatif_note, whatif_verdict,
 };
 
 use crate::analysis::sites::Site;

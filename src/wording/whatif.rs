@@ -1,10 +1,12 @@
 //! The allocator what-if's words: where its cap came from, the notes on how a prediction was
-//! made, how the model's layout first departed from the log's, and the verdict of `memscope
-//! whatif`. Said from `analysis::whatif`'s typed results, so its text and its JSON word them
-//! alike.
+//! made, how the model's layout first departed from the log's, the verdict of `memscope
+//! whatif`, and the prediction for `expandable_segments:True` that the OOM diagnosis gives as
+//! a remedy's assessment. Said from `analysis::whatif`'s typed results, so the text, the JSON
+//! and the OOM views word them alike.
 
 use crate::analysis::whatif::{
-    CapSource, Outcome, Placement, PlacementDifference, PredictedOom, WhatIf, WhatIfNote,
+    AssumedCap, CapSource, ExpandableAssessment, ExpandableOutcome, Outcome, Placement,
+    PlacementDifference, PredictedOom, WhatIf, WhatIfNote,
 };
 use crate::units::bytes;
 
@@ -128,5 +130,65 @@ pub fn whatif_verdict(w: &WhatIf) -> String {
             bytes(p.stats.peak_reserved),
             bytes(r.peak_reserved_bytes)
         ),
+    }
+}
+
+/// The allocator model's prediction for `expandable_segments:True` at a recorded OOM.
+pub fn expandable_prediction(a: &ExpandableAssessment) -> String {
+    let assumed = if a.from_mid_run {
+        " (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+    } else {
+        ""
+    };
+    format!("{}{assumed}", expandable_outcome(&a.outcome))
+}
+
+fn expandable_outcome(o: &ExpandableOutcome) -> String {
+    match o {
+        ExpandableOutcome::DependsOnCap { low, high, enough } => format!(
+            "depends on the cap, which the recorded run only places between {} and {}: the recorded requests replayed through the allocator model with expandable segments all succeed if the cap was at least {}, and still fail below (`memscope whatif --cap` tells for a given cap)",
+            bytes(*low),
+            bytes(*high),
+            bytes(*enough)
+        ),
+        ExpandableOutcome::Avoided {
+            cap,
+            peak_reserved_bytes,
+        } => format!(
+            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {} all succeed, the failed one included (peak reserved {})",
+            assumed_cap(cap),
+            bytes(*peak_reserved_bytes)
+        ),
+        ExpandableOutcome::FailsHere { cap, oom } => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
+            assumed_cap(cap),
+            bytes(oom.rounded_bytes),
+            bytes(oom.reserved_bytes)
+        ),
+        ExpandableOutcome::FailsLater { cap, oom } => format!(
+            "predicted to get past this request, but not to avoid an OOM: the recorded requests replayed through the allocator model with expandable segments and {} fail later, at event {} ({})",
+            assumed_cap(cap),
+            oom.event,
+            bytes(oom.rounded_bytes)
+        ),
+        ExpandableOutcome::FailsEarlier { cap, oom } => format!(
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {} fail earlier, at event {} ({})",
+            assumed_cap(cap),
+            oom.event,
+            bytes(oom.rounded_bytes)
+        ),
+    }
+}
+
+/// The cap an assessment's replay assumed, as the object of "with expandable segments and".
+fn assumed_cap(cap: &AssumedCap) -> String {
+    match cap {
+        AssumedCap::Range { low, high } => format!(
+            "any cap the recorded run allows ({} .. {})",
+            bytes(*low),
+            bytes(*high)
+        ),
+        AssumedCap::Exact(c) => format!("a cap of {}", bytes(*c)),
+        AssumedCap::None => "no cap".into(),
     }
 }

@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use crate::analysis::replay::{self, Rules, Timeline};
 use crate::analysis::sites::Site;
 use crate::model::{Action, AllocatorSettings, Device, Snapshot};
-use crate::units::bytes;
 use alloc::{Allocator, Config, SegEvent};
 
 /// Settings named in a `PYTORCH_CUDA_ALLOC_CONF` string; `None` leaves the recorded value.
@@ -1050,14 +1049,14 @@ fn notes(tl: &Timeline, conf: &AllocConf, cap: &CapInfo, model_rec: &RunResult) 
 }
 
 /// The prediction that replaces a guess in the OOM diagnosis: would `expandable_segments:True`
-/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed from the
-/// start, or the capture already ran with expandable segments.
+/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed, or the
+/// capture already ran with expandable segments.
 pub fn expandable_assessment(
     snap: &Snapshot,
     dev: &Device,
     tl: &Timeline,
     event: u32,
-) -> Option<String> {
+) -> Option<ExpandableAssessment> {
     if snap.settings.expandable_segments == Some(true) || !plausible(dev) {
         return None;
     }
@@ -1066,26 +1065,63 @@ pub fn expandable_assessment(
     s.expandable_segments = Some(true);
     // A log that starts mid-run is replayed from the layout at its first event.
     let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None), &tl.initial);
-    let assumed = if tl.initial.segments.is_empty() {
-        ""
-    } else {
-        " (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
-    };
-    let text = expandable_text(event, &cap, run)?;
-    Some(format!("{text}{assumed}"))
+    Some(ExpandableAssessment {
+        outcome: expandable_outcome(event, &cap, run),
+        from_mid_run: !tl.initial.segments.is_empty(),
+    })
 }
 
-/// The assessment's words for the OOM at `event`, `run` replaying the requests under a cap.
-fn expandable_text(
+/// The allocator model's answer, for a recorded OOM, to "would `expandable_segments:True` (the
+/// other recorded settings kept) have avoided it?".
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpandableAssessment {
+    pub outcome: ExpandableOutcome,
+    /// The log starts mid-run: it was replayed from the layout at its first event, the blocks
+    /// live then kept where they were.
+    pub from_mid_run: bool,
+}
+
+/// What the replay under expandable segments gave, against the recorded OOM.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExpandableOutcome {
+    /// The recorded run only places the cap between `low` and `high`, and the answer changes
+    /// within it: every request succeeds from a cap of `enough` (to 1 MiB), not below.
+    DependsOnCap { low: u64, high: u64, enough: u64 },
+    /// Every request succeeds, the failed one included.
+    Avoided {
+        cap: AssumedCap,
+        peak_reserved_bytes: u64,
+    },
+    /// The same request fails again.
+    FailsHere { cap: AssumedCap, oom: PredictedOom },
+    /// The recorded OOM's request succeeds, a later one fails.
+    FailsLater { cap: AssumedCap, oom: PredictedOom },
+    /// An earlier request fails.
+    FailsEarlier { cap: AssumedCap, oom: PredictedOom },
+}
+
+/// The cap an assessment's replay ran under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssumedCap {
+    /// Derived as a range (the replay used its lower end; the answer holds across it).
+    Range { low: u64, high: u64 },
+    /// One value.
+    Exact(u64),
+    /// None could be derived.
+    None,
+}
+
+/// The assessment of the OOM at `event`, `run` replaying the requests under a cap.
+fn expandable_outcome(
     event: u32,
     cap: &CapInfo,
     run: impl Fn(Option<u64>) -> RunResult,
-) -> Option<String> {
+) -> ExpandableOutcome {
     let p = run(cap.bytes);
-    if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
+    if let (Some((low, high)), false) = (cap.range, p.ooms.is_empty()) {
         // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
-        if run(Some(hi)).ooms.is_empty() {
-            let (mut a, mut b) = (lo, hi);
+        if run(Some(high)).ooms.is_empty() {
+            let (mut a, mut b) = (low, high);
             while b - a > 1 << 20 {
                 let mid = a + (b - a) / 2;
                 if run(Some(mid)).ooms.is_empty() {
@@ -1094,42 +1130,25 @@ fn expandable_text(
                     a = mid;
                 }
             }
-            return Some(format!(
-                "depends on the cap, which the recorded run only places between {} and {}: the recorded requests replayed through the allocator model with expandable segments all succeed if the cap was at least {}, and still fail below (`memscope whatif --cap` tells for a given cap)",
-                bytes(lo),
-                bytes(hi),
-                bytes(b)
-            ));
+            return ExpandableOutcome::DependsOnCap {
+                low,
+                high,
+                enough: b,
+            };
         }
     }
-    let cap_words = match (cap.bytes, cap.range) {
-        (Some(_), Some((lo, hi))) => format!(
-            "any cap the recorded run allows ({} .. {})",
-            bytes(lo),
-            bytes(hi)
-        ),
-        (Some(c), None) => format!("a cap of {}", bytes(c)),
-        (None, _) => "no cap".into(),
+    let cap = match (cap.bytes, cap.range) {
+        (Some(_), Some((low, high))) => AssumedCap::Range { low, high },
+        (Some(c), None) => AssumedCap::Exact(c),
+        (None, _) => AssumedCap::None,
     };
-    Some(match p.ooms.first() {
-        None => format!(
-            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} all succeed, the failed one included (peak reserved {})",
-            bytes(p.stats.peak_reserved)
-        ),
-        Some(o) if o.event == event => format!(
-            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
-            bytes(o.rounded_bytes),
-            bytes(o.reserved_bytes)
-        ),
-        Some(o) if o.event > event => format!(
-            "predicted to get past this request, but not to avoid an OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail later, at event {} ({})",
-            o.event,
-            bytes(o.rounded_bytes)
-        ),
-        Some(o) => format!(
-            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail earlier, at event {} ({})",
-            o.event,
-            bytes(o.rounded_bytes)
-        ),
-    })
+    match p.ooms.into_iter().next() {
+        None => ExpandableOutcome::Avoided {
+            cap,
+            peak_reserved_bytes: p.stats.peak_reserved,
+        },
+        Some(oom) if oom.event == event => ExpandableOutcome::FailsHere { cap, oom },
+        Some(oom) if oom.event > event => ExpandableOutcome::FailsLater { cap, oom },
+        Some(oom) => ExpandableOutcome::FailsEarlier { cap, oom },
+    }
 }
