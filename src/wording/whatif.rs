@@ -192,3 +192,48 @@ fn assumed_cap(cap: &AssumedCap) -> String {
         AssumedCap::None => "no cap".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oom(event: u32) -> PredictedOom {
+        PredictedOom {
+            event,
+            request_index: 7,
+            requested_bytes: 3 << 20,
+            rounded_bytes: 4 << 20,
+            reserved_bytes: 1 << 30,
+            allocated_bytes: 1 << 29,
+            recorded: false,
+            site: None,
+        }
+    }
+
+    /// The cases no capture of the test corpus reaches, word for word.
+    #[test]
+    fn the_rarer_predictions_are_said() {
+        let a = ExpandableAssessment {
+            outcome: ExpandableOutcome::FailsEarlier {
+                cap: AssumedCap::Exact(2 << 30),
+                oom: oom(12),
+            },
+            from_mid_run: false,
+        };
+        assert_eq!(
+            expandable_prediction(&a),
+            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and a cap of 2.0 GiB fail earlier, at event 12 (4.0 MiB)"
+        );
+        let a = ExpandableAssessment {
+            outcome: ExpandableOutcome::Avoided {
+                cap: AssumedCap::None,
+                peak_reserved_bytes: 1 << 30,
+            },
+            from_mid_run: true,
+        };
+        assert_eq!(
+            expandable_prediction(&a),
+            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+        );
+    }
+}

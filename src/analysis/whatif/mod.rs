@@ -411,7 +411,8 @@ pub struct RunResult {
     pub recorded_ooms_avoided: Vec<u32>,
     /// The run stopped at a new OOM (the program would have raised there).
     pub stopped_at: Option<u32>,
-    /// Said by the renderers' own document (`report::whatif`), with its first difference in words.
+    /// How the layout compares with the log's. Not serialized with the figures: `whatif`'s
+    /// JSON (`report::whatif`) adds it, its first difference in words.
     #[serde(skip)]
     pub placement: Placement,
 }

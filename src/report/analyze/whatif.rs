@@ -99,7 +99,9 @@ pub fn render_text(w: &[WhatIf]) -> String {
 
 /// One device's answer as `--format json` gives it: the analysis' figures, with the
 /// placement's first difference and the notes in words (the cap's source serializes itself as
-/// its sentence, as `plan`'s JSON holds it too). The fields keep the analysis' order.
+/// its sentence, as `plan`'s JSON holds it too). The fields keep the analysis' order, and the
+/// mirrors are filled by destructuring the analysis' structs whole: a field added there and
+/// not here does not compile.
 #[derive(Serialize)]
 struct WhatIfDoc<'a> {
     device: u32,
@@ -130,36 +132,49 @@ struct PlacementDoc {
 }
 
 fn run_doc(run: &RunResult) -> RunDoc<'_> {
-    let p: &Placement = &run.placement;
+    let Placement {
+        allocs_compared,
+        same_offset,
+        same_segment_size,
+        first_difference,
+        segment_events_model,
+        segment_events_recorded,
+        segment_events_same,
+    } = run.placement;
     RunDoc {
         run,
         placement: PlacementDoc {
-            allocs_compared: p.allocs_compared,
-            same_offset: p.same_offset,
-            same_segment_size: p.same_segment_size,
-            first_difference: p
-                .first_difference
-                .as_ref()
-                .map(wording::placement_difference),
-            segment_events_model: p.segment_events_model,
-            segment_events_recorded: p.segment_events_recorded,
-            segment_events_same: p.segment_events_same,
+            allocs_compared,
+            same_offset,
+            same_segment_size,
+            first_difference: first_difference.as_ref().map(wording::placement_difference),
+            segment_events_model,
+            segment_events_recorded,
+            segment_events_same,
         },
+    }
+}
+
+fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
+    let WhatIf {
+        device,
+        cap,
+        recorded,
+        model_recorded_settings,
+        predicted,
+        notes,
+    } = w;
+    WhatIfDoc {
+        device: *device,
+        cap,
+        recorded,
+        model_recorded_settings: run_doc(model_recorded_settings),
+        predicted: run_doc(predicted),
+        notes: notes.iter().map(wording::whatif_note).collect(),
     }
 }
 
 /// The JSON document: one object per device, pretty-printed.
 pub fn render_json(w: &[WhatIf]) -> serde_json::Result<String> {
-    let docs: Vec<WhatIfDoc> = w
-        .iter()
-        .map(|w| WhatIfDoc {
-            device: w.device,
-            cap: &w.cap,
-            recorded: &w.recorded,
-            model_recorded_settings: run_doc(&w.model_recorded_settings),
-            predicted: run_doc(&w.predicted),
-            notes: w.notes.iter().map(wording::whatif_note).collect(),
-        })
-        .collect();
-    serde_json::to_string_pretty(&docs)
+    serde_json::to_string_pretty(&w.iter().map(whatif_doc).collect::<Vec<_>>())
 }
