@@ -585,3 +585,22 @@ fn a_cap_below_what_the_log_starts_with_predicts_an_oom_at_the_first_request() {
         m.free_reserved_at_peak_bytes
     );
 }
+
+/// A log that begins mid-run is seeded with its recorded layout, which under another
+/// `max_split_size_mb` can hold an oversize free block beside live ones (torch never makes
+/// one): releasing cached blocks for a request must skip it, not free the segment under its
+/// live neighbours (it panicked on this capture).
+#[test]
+fn a_seeded_layout_survives_another_max_split_size() {
+    let p = own().join("loops/oom_retry_lm_clean.pickle.gz");
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    for conf in [
+        "max_split_size_mb:64",
+        "max_split_size_mb:21",
+        "max_split_size_mb:200",
+    ] {
+        let c = whatif::parse_alloc_conf(conf).unwrap();
+        let w = whatif::what_if(&snap, &c, None, None).unwrap();
+        assert!(!w.is_empty(), "{conf}");
+    }
+}
