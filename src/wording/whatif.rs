@@ -237,3 +237,10 @@ mod tests {
         );
     }
 }
+
+/// The cap's `source` is its sentence in JSON (what-if's and plan's).
+impl serde::Serialize for crate::analysis::whatif::CapSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_cap_source(self, s)
+    }
+}

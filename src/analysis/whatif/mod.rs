@@ -666,7 +666,6 @@ fn compare_placement(
 pub struct CapInfo {
     pub bytes: Option<u64>,
     /// Serialized as its sentence (`whatif`'s and `plan`'s JSON, unchanged since it was one).
-    #[serde(serialize_with = "crate::wording::serialize_cap_source")]
     pub source: CapSource,
     /// When derived: the range the recorded run allows.
     pub range: Option<(u64, u64)>,
