@@ -106,12 +106,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 
 fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
-    let conf = whatif::parse_alloc_conf(&args.alloc_conf)
-        .map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
+    let conf = whatif::parse_alloc_conf(&args.alloc_conf).context("--alloc-conf")?;
     let snap = memscope::load::load_snapshot(&args.file)?;
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),
-        source: "given (--cap)".into(),
+        source: whatif::CapSource::Given,
         range: None,
     });
     let w = whatif::what_if(&snap, &conf, cap, None)
@@ -124,7 +123,7 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
         }
         OutputFormat::Json => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?;
+            writeln!(out, "{}", memscope::report::whatif::render_json(&w)?)?;
             out.flush().context("writing the report")?;
         }
     }

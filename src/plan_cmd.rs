@@ -12,8 +12,7 @@ use crate::cli::{PlanArgs, PlanFormatArg};
 use crate::output;
 
 pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
-    let conf = whatif::parse_alloc_conf(&a.alloc_conf)
-        .map_err(|e| anyhow::anyhow!("--alloc-conf: {e}"))?;
+    let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;
     let (snap, len) = memscope::load::load_snapshot_sized(&a.file)?;
     let analyzed = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let recorded = Shape {

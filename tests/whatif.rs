@@ -104,7 +104,10 @@ fn model_reproduces_recorded_runs() {
             oom_same_event: rec_ooms == model_ooms,
         });
         if let Some(d) = &r.placement.first_difference {
-            eprintln!("{stem}: first difference: {d}");
+            eprintln!(
+                "{stem}: first difference: {}",
+                memscope::wording::placement_difference(d)
+            );
         }
     }
     eprintln!(
@@ -334,7 +337,7 @@ fn fixture_pair_oom_agreement() {
         .unwrap();
         let cap = whatif::CapInfo {
             bytes: src.cap,
-            source: "meta.json".into(),
+            source: whatif::CapSource::Given,
             range: None,
         };
         let w = whatif::what_if(&src.snap, &conf, Some(cap), src.total).unwrap();
@@ -394,7 +397,7 @@ fn mid_run_log_predicts_the_other_setting() {
             &whatif::parse_alloc_conf(conf).unwrap(),
             Some(whatif::CapInfo {
                 bytes: Some(cap),
-                source: "test".into(),
+                source: whatif::CapSource::Given,
                 range: None,
             }),
             None,
@@ -420,7 +423,10 @@ fn mid_run_log_predicts_the_other_setting() {
             "{truth}: OOM"
         );
         assert!(
-            w[0].notes.iter().any(|n| n.contains("starts mid-run")),
+            w[0].notes
+                .iter()
+                .map(memscope::wording::whatif_note)
+                .any(|n| n.contains("starts mid-run")),
             "the assumption is stated: {:?}",
             w[0].notes
         );
@@ -480,6 +486,8 @@ fn remedy_assessed_from_a_mid_run_log() {
     let tl = memscope::analysis::replay::replay(dev, &snap.settings);
     let oom = tl.ooms[0].event.0;
     let a = whatif::expandable_assessment(&snap, dev, &tl, oom).expect("an assessment");
+    assert!(a.from_mid_run, "{a:?}");
+    let a = memscope::wording::expandable_prediction(&a);
     // The real run under expandable segments and the 1.6 GiB cap succeeded with 1.54 GiB reserved:
     // the cap the assessment names as enough must lie between the two.
     assert!(a.contains("starts mid-run"), "{a}");
@@ -509,7 +517,7 @@ fn cap_from_the_allocator_retries() {
     let w = &w[0];
     let (low, high) = w.cap.range.expect("a range from the retries");
     assert!(
-        w.cap.source.contains("retries") && low <= real_cap && real_cap <= high,
+        w.cap.source == whatif::CapSource::Retries && low <= real_cap && real_cap <= high,
         "{:?} against the real cap {real_cap}",
         w.cap
     );
@@ -537,7 +545,12 @@ fn cap_from_the_allocator_retries() {
     let snap = memscope::load::load_snapshot(&p).unwrap();
     let w = whatif::what_if(&snap, &AllocConf::default(), None, None).unwrap();
     let rec = &w[0].model_recorded_settings;
-    assert!(w[0].cap.source.contains("retries"), "{:?}", w[0].cap);
+    assert_eq!(
+        w[0].cap.source,
+        whatif::CapSource::Retries,
+        "{:?}",
+        w[0].cap
+    );
     assert_eq!(rec.stats.peak_reserved, w[0].recorded.peak_reserved_bytes);
     assert!(rec.placement.offset_rate() >= 0.99);
 }
@@ -555,7 +568,7 @@ fn a_cap_below_what_the_log_starts_with_predicts_an_oom_at_the_first_request() {
         &whatif::parse_alloc_conf("").unwrap(),
         Some(whatif::CapInfo {
             bytes: Some(cap),
-            source: "test".into(),
+            source: whatif::CapSource::Given,
             range: None,
         }),
         None,
@@ -571,4 +584,23 @@ fn a_cap_below_what_the_log_starts_with_predicts_an_oom_at_the_first_request() {
         w[0].recorded.free_reserved_at_peak_bytes,
         m.free_reserved_at_peak_bytes
     );
+}
+
+/// A log that begins mid-run is seeded with its recorded layout, which under another
+/// `max_split_size_mb` can hold an oversize free block beside live ones (torch never makes
+/// one): releasing cached blocks for a request must skip it, not free the segment under its
+/// live neighbours (it panicked on this capture).
+#[test]
+fn a_seeded_layout_survives_another_max_split_size() {
+    let p = own().join("loops/oom_retry_lm_clean.pickle.gz");
+    let snap = memscope::load::load_snapshot(&p).unwrap();
+    for conf in [
+        "max_split_size_mb:64",
+        "max_split_size_mb:21",
+        "max_split_size_mb:200",
+    ] {
+        let c = whatif::parse_alloc_conf(conf).unwrap();
+        let w = whatif::what_if(&snap, &c, None, None).unwrap();
+        assert!(!w.is_empty(), "{conf}");
+    }
 }

@@ -78,7 +78,6 @@ pub struct Basis {
     pub bytes: u64,
     pub blocks: u64,
     /// What the inference rests on (serialized as its sentence).
-    #[serde(serialize_with = "crate::wording::serialize_category_rule")]
     pub rule: CategoryRule,
 }
 

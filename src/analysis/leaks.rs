@@ -264,9 +264,7 @@ pub struct Leak {
     /// Boundaries crossed by the growth window (steps over which it grew).
     pub steps: usize,
     /// The first and last step of the window (serialized as their labels).
-    #[serde(serialize_with = "crate::wording::serialize_step_label")]
     pub first_step: StepLabel,
-    #[serde(serialize_with = "crate::wording::serialize_step_label")]
     pub last_step: StepLabel,
     pub window_start_event: EventIdx,
     pub window_end_event: EventIdx,

@@ -9,6 +9,7 @@
 
 use super::leaks::LeakSignal;
 use super::replay::OomFacts;
+use super::whatif::ExpandableAssessment;
 use crate::model::{AllocatorSettings, Device};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,7 +49,7 @@ pub struct Remedy {
     /// The allocator model's prediction for this remedy, where it could make one (the
     /// what-if replay of `expandable_segments:True`).
     #[serde(skip)]
-    pub predicted: Option<String>,
+    pub predicted: Option<ExpandableAssessment>,
 }
 
 impl Remedy {

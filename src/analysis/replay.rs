@@ -202,7 +202,6 @@ impl State {
 pub struct Anomaly {
     pub event: EventIdx,
     /// What it did (serialized as its sentence).
-    #[serde(serialize_with = "crate::wording::serialize_anomaly")]
     pub what: AnomalyKind,
 }
 
@@ -323,7 +322,6 @@ pub struct Consistency {
     pub blocks_compared: usize,
     pub mismatches: usize,
     /// The first difference (serialized as its sentence).
-    #[serde(serialize_with = "crate::wording::serialize_mismatch")]
     pub first_mismatch: Option<Mismatch>,
     /// The first log entry the layout could not explain.
     pub first_anomaly: Option<Anomaly>,

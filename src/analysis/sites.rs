@@ -204,7 +204,6 @@ pub struct SiteTotal {
     pub origin: Origin,
     /// The stack holding the most bytes of this site, innermost frame first (`file:line function`;
     /// serialized as its lines).
-    #[serde(serialize_with = "crate::wording::serialize_stack_lines")]
     pub stack: StackLabels,
     #[serde(skip)]
     pub stack_id: StackId,

@@ -47,3 +47,11 @@ pub fn serialize_category_rule<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     s.serialize_str(category_rule(*r))
 }
+
+/// The JSON's `basis[].rule` is the rule's sentence: the serialization is the words', so the
+/// analysis names no view.
+impl serde::Serialize for CategoryRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_category_rule(self, s)
+    }
+}

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use serde::ser::SerializeSeq;
-use serde::Serializer;
+use serde::{Serialize, Serializer};
 
 use crate::analysis::leaks::StepLabel;
 use crate::analysis::sites::StackLabels;
@@ -75,5 +75,19 @@ mod tests {
         let json = serialize_step_label(&l, serde_json::value::Serializer).unwrap();
         assert_eq!(json, "OOM at event 15");
         assert_eq!(step_label(&StepLabel::Step("step 6".into())), "step 6");
+    }
+}
+
+/// A leak's `first_step`/`last_step` in JSON: the label's words.
+impl Serialize for StepLabel {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_step_label(self, s)
+    }
+}
+
+/// A site's `stack` in JSON: its frames' labels, then the line for the rest.
+impl Serialize for StackLabels {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_stack_lines(self, s)
     }
 }

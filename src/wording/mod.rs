@@ -19,6 +19,7 @@ mod oom;
 mod plan;
 mod replay;
 mod verdict;
+mod whatif;
 
 pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
@@ -29,6 +30,10 @@ pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_asse
 pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes};
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
+pub use whatif::{
+    cap_source, expandable_prediction, first_oom, model_check, placement_difference,
+    serialize_cap_source, whatif_note, whatif_verdict,
+};
 
 use crate::analysis::sites::Site;
 

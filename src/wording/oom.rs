@@ -132,7 +132,7 @@ pub fn remedy_action(kind: RemedyKind) -> &'static str {
 /// one, else the reading of the OOM's figures.
 pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
     if let Some(p) = &r.predicted {
-        return p.clone();
+        return super::expandable_prediction(p);
     }
     let e = &o.facts;
     let unit = if e.pool == Pool::Small {

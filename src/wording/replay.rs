@@ -6,7 +6,7 @@
 //! analysis' own fields, where `report::json` cannot add a field beside them: the analysis'
 //! fields serialize through the functions here (`serialize_with`), beside the words.
 
-use serde::Serializer;
+use serde::{Serialize, Serializer};
 
 use crate::analysis::replay::{AnomalyKind, Mismatch};
 
@@ -93,5 +93,19 @@ pub fn serialize_mismatch<S: Serializer>(m: &Option<Mismatch>, s: S) -> Result<S
     match m {
         Some(m) => s.serialize_some(&mismatch(m)),
         None => s.serialize_none(),
+    }
+}
+
+/// A replay anomaly's `what` in JSON: its sentence.
+impl Serialize for AnomalyKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_anomaly(self, s)
+    }
+}
+
+/// The replay's `first_mismatch` in JSON: its sentence.
+impl Serialize for Mismatch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&mismatch(self))
     }
 }

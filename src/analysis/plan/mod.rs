@@ -420,7 +420,7 @@ fn plan_device(
     let cap = match ask.cap {
         Some(c) => CapInfo {
             bytes: Some(c),
-            source: "given (--cap)".into(),
+            source: whatif::CapSource::Given,
             range: None,
         },
         None => whatif::derive_cap(tl),

@@ -458,8 +458,11 @@ impl Allocator {
             .next()
             .copied()
             .filter(|k| k.0 == stream);
+        // In torch an oversize free block is a whole segment (requests under max_split_size
+        // never split one). A segment seeded from a log that began mid-run under other settings
+        // can hold one beside live blocks: it cannot be released on its own, so it is skipped.
         if let Some(k) = found {
-            if self.segs[&self.blocks[&k.2].seg].expandable {
+            if self.segs[&self.blocks[&k.2].seg].expandable || self.is_split(k.2) {
                 return false;
             }
             self.release_block(k.2);
@@ -474,6 +477,9 @@ impl Allocator {
             }
             if self.segs[&self.blocks[&k.2].seg].expandable {
                 break;
+            }
+            if self.is_split(k.2) {
+                continue;
             }
             released += k.1;
             self.release_block(k.2);

@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use crate::analysis::replay::{self, Rules, Timeline};
 use crate::analysis::sites::Site;
 use crate::model::{Action, AllocatorSettings, Device, Snapshot};
-use crate::units::bytes;
 use alloc::{Allocator, Config, SegEvent};
 
 /// Settings named in a `PYTORCH_CUDA_ALLOC_CONF` string; `None` leaves the recorded value.
@@ -56,11 +55,101 @@ pub const NOT_MODELLED: &[&str] = &[
 /// Number of `roundup_power2_divisions` intervals (1 MiB .. 32 GiB), as in `CUDAAllocatorConfig`.
 const DIVISION_INTERVALS: usize = 16;
 
+/// Why a `PYTORCH_CUDA_ALLOC_CONF` string was refused: one variant per rule of
+/// `CUDAAllocatorConfig` that the model checks, with the offending text or value.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AllocConfError {
+    #[error("`{0}`: expected key:value")]
+    NotKeyValue(String),
+    #[error("expandable_segments: `{0}` is not True or False")]
+    ExpandableNotBool(String),
+    #[error("max_split_size_mb: `{0}` is not an integer")]
+    MaxSplitNotInteger(String),
+    #[error("max_split_size_mb: {0} too small, must be > 20 (torch refuses it)")]
+    MaxSplitTooSmall(i64),
+    #[error("garbage_collection_threshold: `{0}` is not a number")]
+    GcThresholdNotNumber(String),
+    /// The message is torch's, which does not repeat the value.
+    #[error("garbage_collection_threshold must be in (0.0, 1.0)")]
+    GcThresholdOutOfRange(f64),
+    /// A number of divisions that is not 0 or a power of 2.
+    #[error("roundup_power2_divisions: {0} is not a power of 2")]
+    DivisionsNotPowerOfTwo(u64),
+    /// An interval (in MiB) of the list form that is not a power of 2.
+    #[error("roundup_power2_divisions: {0} is not a power of 2")]
+    IntervalNotPowerOfTwo(u64),
+    /// A list entry that is not `MiB:divisions` or `>:divisions`.
+    #[error("roundup_power2_divisions: `{0}`")]
+    DivisionsEntry(String),
+    #[error("roundup_power2_divisions: `{0}` is not an integer")]
+    DivisionsNotInteger(String),
+    #[error("unknown key `{0}`; known keys: {known}", known = known_keys())]
+    UnknownKey(String),
+}
+
+/// Every key accepted, modelled ones first.
+fn known_keys() -> String {
+    MODELLED
+        .iter()
+        .chain(NOT_MODELLED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Parses `key:value[,key:value]` as `CUDAAllocatorConfig` does (the list form
 /// `roundup_power2_divisions:[256:1,512:2,>:4]` included).
-pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
+pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, AllocConfError> {
     let mut out = AllocConf::default();
-    // Split at commas outside brackets.
+    for item in split_items(s)
+        .iter()
+        .map(|i| i.trim())
+        .filter(|i| !i.is_empty())
+    {
+        let (k, v) = item
+            .split_once(':')
+            .ok_or_else(|| AllocConfError::NotKeyValue(item.to_string()))?;
+        let (k, v) = (k.trim(), v.trim());
+        match k {
+            "expandable_segments" => {
+                out.expandable_segments = Some(match v {
+                    "True" | "true" | "1" => true,
+                    "False" | "false" | "0" => false,
+                    _ => return Err(AllocConfError::ExpandableNotBool(v.to_string())),
+                })
+            }
+            "max_split_size_mb" => {
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| AllocConfError::MaxSplitNotInteger(v.to_string()))?;
+                out.max_split_size = Some(if n < 0 {
+                    None
+                } else {
+                    if n <= 20 {
+                        return Err(AllocConfError::MaxSplitTooSmall(n));
+                    }
+                    Some((n as u64) << 20)
+                });
+            }
+            "garbage_collection_threshold" => {
+                let f: f64 = v
+                    .parse()
+                    .map_err(|_| AllocConfError::GcThresholdNotNumber(v.to_string()))?;
+                if !(f > 0.0 && f < 1.0) {
+                    return Err(AllocConfError::GcThresholdOutOfRange(f));
+                }
+                out.garbage_collection_threshold = Some(f);
+            }
+            "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
+            k if NOT_MODELLED.contains(&k) => out.ignored.push(k.to_string()),
+            _ => return Err(AllocConfError::UnknownKey(k.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// The `key:value` items: the string split at commas outside brackets.
+fn split_items(s: &str) -> Vec<String> {
     let mut items = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();
@@ -77,95 +166,33 @@ pub fn parse_alloc_conf(s: &str) -> Result<AllocConf, String> {
         cur.push(c);
     }
     items.push(cur);
-    for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
-        let (k, v) = item
-            .split_once(':')
-            .ok_or_else(|| format!("`{item}`: expected key:value"))?;
-        let (k, v) = (k.trim(), v.trim());
-        match k {
-            "expandable_segments" => {
-                out.expandable_segments = Some(match v {
-                    "True" | "true" | "1" => true,
-                    "False" | "false" | "0" => false,
-                    _ => return Err(format!("expandable_segments: `{v}` is not True or False")),
-                })
-            }
-            "max_split_size_mb" => {
-                let n: i64 = v
-                    .parse()
-                    .map_err(|_| format!("max_split_size_mb: `{v}` is not an integer"))?;
-                out.max_split_size = Some(if n < 0 {
-                    None
-                } else {
-                    if n <= 20 {
-                        return Err(format!(
-                            "max_split_size_mb: {n} too small, must be > 20 (torch refuses it)"
-                        ));
-                    }
-                    Some((n as u64) << 20)
-                });
-            }
-            "garbage_collection_threshold" => {
-                let f: f64 = v
-                    .parse()
-                    .map_err(|_| format!("garbage_collection_threshold: `{v}` is not a number"))?;
-                if !(f > 0.0 && f < 1.0) {
-                    return Err("garbage_collection_threshold must be in (0.0, 1.0)".into());
-                }
-                out.garbage_collection_threshold = Some(f);
-            }
-            "roundup_power2_divisions" => out.roundup_power2_divisions = Some(parse_divisions(v)?),
-            k if NOT_MODELLED.contains(&k) => out.ignored.push(k.to_string()),
-            _ => {
-                return Err(format!(
-                    "unknown key `{k}`; known keys: {}",
-                    MODELLED
-                        .iter()
-                        .chain(NOT_MODELLED)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            }
-        }
-    }
-    Ok(out)
+    items
 }
 
-fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
+fn parse_divisions(v: &str) -> Result<Vec<u64>, AllocConfError> {
     let check = |d: u64| {
         if d == 0 || d.is_power_of_two() {
             Ok(d)
         } else {
-            Err(format!("roundup_power2_divisions: {d} is not a power of 2"))
+            Err(AllocConfError::DivisionsNotPowerOfTwo(d))
         }
     };
     let mut table = vec![0u64; DIVISION_INTERVALS];
     if let Some(list) = v.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
         let mut last: Option<usize> = None;
         for kv in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let (k, d) = kv
-                .split_once(':')
-                .ok_or_else(|| format!("roundup_power2_divisions: `{kv}`"))?;
-            let d = check(
-                d.trim()
-                    .parse()
-                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?,
-            )?;
+            let entry = || AllocConfError::DivisionsEntry(kv.to_string());
+            let (k, d) = kv.split_once(':').ok_or_else(entry)?;
+            let d = check(d.trim().parse().map_err(|_| entry())?)?;
             if k.trim() == ">" {
                 let from = last.map_or(0, |l| l + 1);
                 for t in table.iter_mut().skip(from) {
                     *t = d;
                 }
             } else {
-                let mb: u64 = k
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("roundup_power2_divisions: `{kv}`"))?;
+                let mb: u64 = k.trim().parse().map_err(|_| entry())?;
                 if !mb.is_power_of_two() {
-                    return Err(format!(
-                        "roundup_power2_divisions: {mb} is not a power of 2"
-                    ));
+                    return Err(AllocConfError::IntervalNotPowerOfTwo(mb));
                 }
                 let idx = (63 - mb.leading_zeros()) as usize;
                 if last.is_none() {
@@ -182,7 +209,7 @@ fn parse_divisions(v: &str) -> Result<Vec<u64>, String> {
     } else {
         let d = check(
             v.parse()
-                .map_err(|_| format!("roundup_power2_divisions: `{v}` is not an integer"))?,
+                .map_err(|_| AllocConfError::DivisionsNotInteger(v.to_string()))?,
         )?;
         table.fill(d);
     }
@@ -331,18 +358,29 @@ pub struct PredictedOom {
 }
 
 /// How the model's layout compares with the recorded one, request by request.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Placement {
     pub allocs_compared: usize,
     /// Allocations the model put at the recorded offset in their segment.
     pub same_offset: usize,
     /// ... in a segment of the recorded (mapped) size.
     pub same_segment_size: usize,
-    pub first_difference: Option<String>,
+    pub first_difference: Option<PlacementDifference>,
     /// Segment allocations/maps and frees/unmaps: (size) sequences of model and log.
     pub segment_events_model: usize,
     pub segment_events_recorded: usize,
     pub segment_events_same: bool,
+}
+
+/// The first allocation the model placed otherwise than the log: where each put it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacementDifference {
+    /// Index of the `alloc` entry in the log.
+    pub event: usize,
+    pub model_offset: u64,
+    pub model_segment_bytes: u64,
+    pub recorded_offset: u64,
+    pub recorded_segment_bytes: u64,
 }
 
 impl Placement {
@@ -373,6 +411,9 @@ pub struct RunResult {
     pub recorded_ooms_avoided: Vec<u32>,
     /// The run stopped at a new OOM (the program would have raised there).
     pub stopped_at: Option<u32>,
+    /// How the layout compares with the log's. Not serialized with the figures: `whatif`'s
+    /// JSON (`report::whatif`) adds it, its first difference in words.
+    #[serde(skip)]
     pub placement: Placement,
 }
 
@@ -610,20 +651,39 @@ fn compare_placement(
         p.same_segment_size += 1;
     }
     if (rec_off != off || rec_size != seg_size) && p.first_difference.is_none() {
-        p.first_difference = Some(format!(
-            "event {i}: the model put the block at offset {off} of a {seg_size}-byte segment, the log at offset {rec_off} of a {rec_size}-byte segment"
-        ));
+        p.first_difference = Some(PlacementDifference {
+            event: i,
+            model_offset: off,
+            model_segment_bytes: seg_size,
+            recorded_offset: rec_off,
+            recorded_segment_bytes: rec_size,
+        });
     }
 }
 
-/// Where the cap came from.
+/// The memory cap a run is replayed under, and where it came from.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CapInfo {
     pub bytes: Option<u64>,
-    /// `given (--cap)`, `derived from the OOM ...`, `none`.
-    pub source: String,
+    /// Serialized as its sentence (`whatif`'s and `plan`'s JSON, unchanged since it was one).
+    pub source: CapSource,
     /// When derived: the range the recorded run allows.
     pub range: Option<(u64, u64)>,
+}
+
+/// Where a cap came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapSource {
+    /// `--cap`.
+    Given,
+    /// The log's allocator retries bound it ([`retry_cap_range`]): the lower end of the range.
+    Retries,
+    /// Neither an OOM nor a retry in the log, and none given: no cap.
+    None,
+    /// The OOM found the device full: reserved + the driver's free memory.
+    DeviceFull,
+    /// The OOM met a per-process fraction: the lower end of the range the recorded run allows.
+    PerProcessFraction,
 }
 
 /// The cap the recorded run implies. An OOM under a per-process fraction means
@@ -646,13 +706,13 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
             let low = low.max(tl.peaks.reserved.bytes);
             return CapInfo {
                 bytes: Some(low),
-                source: "derived from the allocator's retries in the log (cudaMalloc failed, the cache was released, the segment then fit): the lower end of the range they allow".into(),
+                source: CapSource::Retries,
                 range: Some((low, high.max(low))),
             };
         }
         return CapInfo {
             bytes: None,
-            source: "none: no OOM recorded and no cap given, so no OOM can be predicted".into(),
+            source: CapSource::None,
             range: None,
         };
     };
@@ -661,9 +721,7 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
     if let Some(df) = o.device_free_bytes.filter(|df| *df < alloc) {
         return CapInfo {
             bytes: Some(reserved + df),
-            source:
-                "derived from the OOM: the device was full (reserved + the driver's free memory)"
-                    .into(),
+            source: CapSource::DeviceFull,
             range: None,
         };
     }
@@ -671,7 +729,7 @@ pub fn derive_cap_with_retries(tl: &Timeline, retries: Option<(u64, u64)>) -> Ca
     let high = reserved + alloc - 1;
     CapInfo {
         bytes: Some(low),
-        source: "derived from the OOM (per-process fraction): the lower end of the range the recorded run allows".into(),
+        source: CapSource::PerProcessFraction,
         range: Some((low, high)),
     }
 }
@@ -804,14 +862,61 @@ fn recorded(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Recorded {
 
 /// The what-if answer for one device: the recorded run, the model under the recorded settings
 /// (its error bar), and the model under the asked settings.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
 pub struct WhatIf {
     pub device: u32,
     pub cap: CapInfo,
     pub recorded: Recorded,
     pub model_recorded_settings: RunResult,
     pub predicted: RunResult,
-    pub notes: Vec<String>,
+    pub notes: Vec<WhatIfNote>,
+}
+
+/// What the reader of a prediction should know about how it was made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WhatIfNote {
+    /// The log starts mid-run: both runs start from the layout at its first event.
+    MidRunStart {
+        segments: usize,
+        reserved_bytes: u64,
+        live_bytes: u64,
+    },
+    /// `PYTORCH_CUDA_ALLOC_CONF` keys accepted but not modelled.
+    NotModelled(Vec<String>),
+    /// No cap: no OOM can be predicted.
+    NoCap,
+    /// Under the recorded settings the model placed fewer than 99% of the blocks where the log
+    /// has them (the share it did place so).
+    PoorPlacement { offset_rate: f64 },
+    /// The requests replayed are the recorded ones (always said).
+    RecordedRequests,
+}
+
+/// The prediction against the recorded run, as far as OOMs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The recorded run hit an OOM; the prediction does not.
+    OomAvoided,
+    /// Both hit one.
+    StillOoms,
+    /// Only the prediction hits one.
+    WouldOom,
+    /// Neither does.
+    NoOom,
+}
+
+impl WhatIf {
+    pub fn outcome(&self) -> Outcome {
+        match (
+            self.recorded.ooms.is_empty(),
+            self.predicted.ooms.is_empty(),
+        ) {
+            (false, true) => Outcome::OomAvoided,
+            (false, false) => Outcome::StillOoms,
+            (true, false) => Outcome::WouldOom,
+            (true, true) => Outcome::NoOom,
+        }
+    }
 }
 
 /// Whether the log starts from an empty allocator: every freed block and segment was allocated
@@ -902,32 +1007,7 @@ pub fn what_if(
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
         let model_rec = simulate(snap, dev, base, &tl.initial);
         let predicted = simulate(snap, dev, asked, &tl.initial);
-        let mut notes = Vec::new();
-        if !tl.initial.segments.is_empty() {
-            let live: u64 = tl.initial.live_blocks().map(|b| b.size).sum();
-            notes.push(format!(
-                "the log starts mid-run (recording began late, or the ring buffer dropped its oldest entries): both runs start from the layout at its first event, rebuilt by undoing the log from the snapshot's end state: {} segments, {} reserved, {} in live blocks; this assumes those blocks stay where they were under the settings tried (they were allocated before the log, so their placement under other settings is unknown)",
-                tl.initial.segments.len(),
-                bytes(tl.initial.counters.reserved),
-                bytes(live)
-            ));
-        }
-        if !conf.ignored.is_empty() {
-            notes.push(format!(
-                "not modelled, ignored: {}",
-                conf.ignored.join(", ")
-            ));
-        }
-        if cap.bytes.is_none() {
-            notes.push("no cap: pass --cap BYTES to predict OOMs".into());
-        }
-        if model_rec.placement.offset_rate() < 0.99 {
-            notes.push(format!(
-                "under the recorded settings the model placed only {:.1}% of the blocks where the log has them; treat the prediction with care",
-                100.0 * model_rec.placement.offset_rate()
-            ));
-        }
-        notes.push("the prediction replays the recorded requests: a program that sizes its work from free memory (or catches the OOM) would have asked for different things".into());
+        let notes = notes(&tl, conf, &cap, &model_rec);
         out.push(WhatIf {
             device: dev.index,
             cap,
@@ -943,15 +1023,40 @@ pub fn what_if(
     Ok(out)
 }
 
+/// What to say about how the prediction for one device was made.
+fn notes(tl: &Timeline, conf: &AllocConf, cap: &CapInfo, model_rec: &RunResult) -> Vec<WhatIfNote> {
+    let mut notes = Vec::new();
+    if !tl.initial.segments.is_empty() {
+        notes.push(WhatIfNote::MidRunStart {
+            segments: tl.initial.segments.len(),
+            reserved_bytes: tl.initial.counters.reserved,
+            live_bytes: tl.initial.live_blocks().map(|b| b.size).sum(),
+        });
+    }
+    if !conf.ignored.is_empty() {
+        notes.push(WhatIfNote::NotModelled(conf.ignored.clone()));
+    }
+    if cap.bytes.is_none() {
+        notes.push(WhatIfNote::NoCap);
+    }
+    if model_rec.placement.offset_rate() < 0.99 {
+        notes.push(WhatIfNote::PoorPlacement {
+            offset_rate: model_rec.placement.offset_rate(),
+        });
+    }
+    notes.push(WhatIfNote::RecordedRequests);
+    notes
+}
+
 /// The prediction that replaces a guess in the OOM diagnosis: would `expandable_segments:True`
-/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed from the
-/// start, or the capture already ran with expandable segments.
+/// have avoided the recorded OOM at `event`? `None` when the log cannot be replayed, or the
+/// capture already ran with expandable segments.
 pub fn expandable_assessment(
     snap: &Snapshot,
     dev: &Device,
     tl: &Timeline,
     event: u32,
-) -> Option<String> {
+) -> Option<ExpandableAssessment> {
     if snap.settings.expandable_segments == Some(true) || !plausible(dev) {
         return None;
     }
@@ -960,26 +1065,63 @@ pub fn expandable_assessment(
     s.expandable_segments = Some(true);
     // A log that starts mid-run is replayed from the layout at its first event.
     let run = |c: Option<u64>| simulate(snap, dev, config(&s, c, None), &tl.initial);
-    let assumed = if tl.initial.segments.is_empty() {
-        ""
-    } else {
-        " (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
-    };
-    let text = expandable_text(event, &cap, run)?;
-    Some(format!("{text}{assumed}"))
+    Some(ExpandableAssessment {
+        outcome: expandable_outcome(event, &cap, run),
+        from_mid_run: !tl.initial.segments.is_empty(),
+    })
 }
 
-/// The assessment's words for the OOM at `event`, `run` replaying the requests under a cap.
-fn expandable_text(
+/// The allocator model's answer, for a recorded OOM, to "would `expandable_segments:True` (the
+/// other recorded settings kept) have avoided it?".
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpandableAssessment {
+    pub outcome: ExpandableOutcome,
+    /// The log starts mid-run: it was replayed from the layout at its first event, the blocks
+    /// live then kept where they were.
+    pub from_mid_run: bool,
+}
+
+/// What the replay under expandable segments gave, against the recorded OOM.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExpandableOutcome {
+    /// The recorded run only places the cap between `low` and `high`, and the answer changes
+    /// within it: every request succeeds from a cap of `enough` (to 1 MiB), not below.
+    DependsOnCap { low: u64, high: u64, enough: u64 },
+    /// Every request succeeds, the failed one included.
+    Avoided {
+        cap: AssumedCap,
+        peak_reserved_bytes: u64,
+    },
+    /// The same request fails again.
+    FailsHere { cap: AssumedCap, oom: PredictedOom },
+    /// The recorded OOM's request succeeds, a later one fails.
+    FailsLater { cap: AssumedCap, oom: PredictedOom },
+    /// An earlier request fails.
+    FailsEarlier { cap: AssumedCap, oom: PredictedOom },
+}
+
+/// The cap an assessment's replay ran under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssumedCap {
+    /// Derived as a range (the replay used its lower end; the answer holds across it).
+    Range { low: u64, high: u64 },
+    /// One value.
+    Exact(u64),
+    /// None could be derived.
+    None,
+}
+
+/// The assessment of the OOM at `event`, `run` replaying the requests under a cap.
+fn expandable_outcome(
     event: u32,
     cap: &CapInfo,
     run: impl Fn(Option<u64>) -> RunResult,
-) -> Option<String> {
+) -> ExpandableOutcome {
     let p = run(cap.bytes);
-    if let (Some((lo, hi)), false) = (cap.range, p.ooms.is_empty()) {
+    if let (Some((low, high)), false) = (cap.range, p.ooms.is_empty()) {
         // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
-        if run(Some(hi)).ooms.is_empty() {
-            let (mut a, mut b) = (lo, hi);
+        if run(Some(high)).ooms.is_empty() {
+            let (mut a, mut b) = (low, high);
             while b - a > 1 << 20 {
                 let mid = a + (b - a) / 2;
                 if run(Some(mid)).ooms.is_empty() {
@@ -988,42 +1130,25 @@ fn expandable_text(
                     a = mid;
                 }
             }
-            return Some(format!(
-                "depends on the cap, which the recorded run only places between {} and {}: the recorded requests replayed through the allocator model with expandable segments all succeed if the cap was at least {}, and still fail below (`memscope whatif --cap` tells for a given cap)",
-                bytes(lo),
-                bytes(hi),
-                bytes(b)
-            ));
+            return ExpandableOutcome::DependsOnCap {
+                low,
+                high,
+                enough: b,
+            };
         }
     }
-    let cap_words = match (cap.bytes, cap.range) {
-        (Some(_), Some((lo, hi))) => format!(
-            "any cap the recorded run allows ({} .. {})",
-            bytes(lo),
-            bytes(hi)
-        ),
-        (Some(c), None) => format!("a cap of {}", bytes(c)),
-        (None, _) => "no cap".into(),
+    let cap = match (cap.bytes, cap.range) {
+        (Some(_), Some((low, high))) => AssumedCap::Range { low, high },
+        (Some(c), None) => AssumedCap::Exact(c),
+        (None, _) => AssumedCap::None,
     };
-    Some(match p.ooms.first() {
-        None => format!(
-            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} all succeed, the failed one included (peak reserved {})",
-            bytes(p.stats.peak_reserved)
-        ),
-        Some(o) if o.event == event => format!(
-            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
-            bytes(o.rounded_bytes),
-            bytes(o.reserved_bytes)
-        ),
-        Some(o) if o.event > event => format!(
-            "predicted to get past this request, but not to avoid an OOM: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail later, at event {} ({})",
-            o.event,
-            bytes(o.rounded_bytes)
-        ),
-        Some(o) => format!(
-            "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {cap_words} fail earlier, at event {} ({})",
-            o.event,
-            bytes(o.rounded_bytes)
-        ),
-    })
+    match p.ooms.into_iter().next() {
+        None => ExpandableOutcome::Avoided {
+            cap,
+            peak_reserved_bytes: p.stats.peak_reserved,
+        },
+        Some(oom) if oom.event == event => ExpandableOutcome::FailsHere { cap, oom },
+        Some(oom) if oom.event > event => ExpandableOutcome::FailsLater { cap, oom },
+        Some(oom) => ExpandableOutcome::FailsEarlier { cap, oom },
+    }
 }

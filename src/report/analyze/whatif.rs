@@ -1,44 +1,14 @@
 //! `memscope whatif`'s text: the recorded run, the model replaying it with the recorded
-//! settings, and the prediction under the asked ones, side by side. The analysis
-//! (`analysis::whatif`) computes them; this says them.
+//! settings, and the prediction under the asked ones, side by side; and its JSON. The analysis
+//! (`analysis::whatif`) computes them; the wording module says them.
 
 use std::fmt::Write as _;
 
-use crate::analysis::whatif::{PredictedOom, WhatIf};
+use serde::Serialize;
+
+use crate::analysis::whatif::{CapInfo, Placement, Recorded, RunResult, WhatIf};
 use crate::units::bytes;
-
-fn oom_short(o: &[PredictedOom]) -> String {
-    o.first().map_or("none".into(), |f| {
-        format!(
-            "event {} (request #{}), {}",
-            f.event,
-            f.request_index,
-            bytes(f.rounded_bytes)
-        )
-    })
-}
-
-fn oom_text(o: &[PredictedOom], stopped: Option<u32>) -> String {
-    let Some(f) = o.first() else {
-        return "none".into();
-    };
-    let site = f
-        .site
-        .as_ref()
-        .map(|s| format!(" at {}:{}", s.file, s.line))
-        .unwrap_or_default();
-    let end = if stopped.is_some() {
-        " (the run ends there)"
-    } else {
-        ""
-    };
-    format!(
-        "event {} (request #{}), {}{site}{end}",
-        f.event,
-        f.request_index,
-        bytes(f.rounded_bytes)
-    )
-}
+use crate::wording;
 
 fn exact(b: u64) -> String {
     format!("{} ({b})", bytes(b))
@@ -54,7 +24,7 @@ pub fn render_text(w: &[WhatIf]) -> String {
             s,
             "  cap: {} ({}{})",
             w.cap.bytes.map_or("none".into(), bytes),
-            w.cap.source,
+            wording::cap_source(w.cap.source),
             w.cap
                 .range
                 .map(|(a, b)| format!("; range {} .. {}", bytes(a), bytes(b)))
@@ -105,9 +75,9 @@ pub fn render_text(w: &[WhatIf]) -> String {
             ),
             (
                 "first OOM",
-                oom_short(&r.ooms),
-                oom_short(&m.ooms),
-                oom_short(&p.ooms),
+                wording::first_oom(&r.ooms),
+                wording::first_oom(&m.ooms),
+                wording::first_oom(&p.ooms),
             ),
         ];
         let _ = writeln!(
@@ -118,33 +88,93 @@ pub fn render_text(w: &[WhatIf]) -> String {
         for (k, a, b, c) in rows {
             let _ = writeln!(s, "  {k:<22} {a:<34} {b:<34} {c}");
         }
-        let pl = &m.placement;
-        let _ = writeln!(
-            s,
-            "  model check: {:.1}% of {} allocations at the recorded offset; segment events {} ({} model, {} log)",
-            100.0 * pl.offset_rate(),
-            pl.allocs_compared,
-            if pl.segment_events_same { "identical" } else { "differ" },
-            pl.segment_events_model,
-            pl.segment_events_recorded
-        );
-        let verdict = match (r.ooms.is_empty(), p.ooms.is_empty()) {
-            (false, true) => format!(
-                "the recorded OOM would have been avoided; peak reserved {}",
-                bytes(p.stats.peak_reserved)
-            ),
-            (false, false) => format!("still OOMs: {}", oom_text(&p.ooms, p.stopped_at)),
-            (true, false) => format!("would OOM: {}", oom_text(&p.ooms, p.stopped_at)),
-            (true, true) => format!(
-                "no OOM either way; peak reserved {} instead of {}",
-                bytes(p.stats.peak_reserved),
-                bytes(r.peak_reserved_bytes)
-            ),
-        };
-        let _ = writeln!(s, "  VERDICT {verdict}");
+        let _ = writeln!(s, "  model check: {}", wording::model_check(&m.placement));
+        let _ = writeln!(s, "  VERDICT {}", wording::whatif_verdict(w));
         for n in &w.notes {
-            let _ = writeln!(s, "  note: {n}");
+            let _ = writeln!(s, "  note: {}", wording::whatif_note(n));
         }
     }
     s
+}
+
+/// One device's answer as `--format json` gives it: the analysis' figures, with the
+/// placement's first difference and the notes in words (the cap's source serializes itself as
+/// its sentence, as `plan`'s JSON holds it too). The fields keep the analysis' order, and the
+/// mirrors are filled by destructuring the analysis' structs whole: a field added there and
+/// not here does not compile.
+#[derive(Serialize)]
+struct WhatIfDoc<'a> {
+    device: u32,
+    cap: &'a CapInfo,
+    recorded: &'a Recorded,
+    model_recorded_settings: RunDoc<'a>,
+    predicted: RunDoc<'a>,
+    notes: Vec<String>,
+}
+
+/// A run's figures, then how its layout compares with the log's.
+#[derive(Serialize)]
+struct RunDoc<'a> {
+    #[serde(flatten)]
+    run: &'a RunResult,
+    placement: PlacementDoc,
+}
+
+#[derive(Serialize)]
+struct PlacementDoc {
+    allocs_compared: usize,
+    same_offset: usize,
+    same_segment_size: usize,
+    first_difference: Option<String>,
+    segment_events_model: usize,
+    segment_events_recorded: usize,
+    segment_events_same: bool,
+}
+
+fn run_doc(run: &RunResult) -> RunDoc<'_> {
+    let Placement {
+        allocs_compared,
+        same_offset,
+        same_segment_size,
+        first_difference,
+        segment_events_model,
+        segment_events_recorded,
+        segment_events_same,
+    } = run.placement;
+    RunDoc {
+        run,
+        placement: PlacementDoc {
+            allocs_compared,
+            same_offset,
+            same_segment_size,
+            first_difference: first_difference.as_ref().map(wording::placement_difference),
+            segment_events_model,
+            segment_events_recorded,
+            segment_events_same,
+        },
+    }
+}
+
+fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
+    let WhatIf {
+        device,
+        cap,
+        recorded,
+        model_recorded_settings,
+        predicted,
+        notes,
+    } = w;
+    WhatIfDoc {
+        device: *device,
+        cap,
+        recorded,
+        model_recorded_settings: run_doc(model_recorded_settings),
+        predicted: run_doc(predicted),
+        notes: notes.iter().map(wording::whatif_note).collect(),
+    }
+}
+
+/// The JSON document: one object per device, pretty-printed.
+pub fn render_json(w: &[WhatIf]) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(&w.iter().map(whatif_doc).collect::<Vec<_>>())
 }

@@ -60,7 +60,12 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
         bytes(p.model_peak_reserved_bytes)
     )?;
     match p.cap.bytes {
-        Some(c) => writeln!(out, "CAP        {} ({})", bytes(c), term(&p.cap.source))?,
+        Some(c) => writeln!(
+            out,
+            "CAP        {} ({})",
+            bytes(c),
+            term(wording::cap_source(p.cap.source))
+        )?,
         None => writeln!(out, "CAP        none")?,
     }
     match &p.max_batch {
