@@ -278,7 +278,11 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
             bytes(p.model_peak_allocated_bytes),
             bytes(p.model_peak_reserved_bytes),
             match p.cap.bytes {
-                Some(c) => format!("{} ({})", bytes(c), esc(&p.cap.source)),
+                Some(c) => format!(
+                    "{} ({})",
+                    bytes(c),
+                    esc(memscope::wording::cap_source(p.cap.source))
+                ),
                 None => "none".to_owned(),
             }
         );
@@ -310,7 +314,10 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
             Err(r) => {
                 let _ = write!(
                     o,
-                    r#"<p class="max-batch"><b>Largest batch:</b> unknown: {}</p>"#,
+                    r#"<p class="max-batch"><b>Largest batch:</b> unknown{}: {}</p>"#,
+                    p.max_batch_at_most
+                        .map(|m| format!(" (at most {m})"))
+                        .unwrap_or_default(),
                     esc(memscope::wording::no_max_batch(*r))
                 );
             }
@@ -319,11 +326,13 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
         if !chart.is_empty() {
             let _ = write!(o, r#"<div class="card">{chart}</div>"#);
         }
+        // A capture that ends at an OOM never made the rest of its step: lower bounds.
+        let ge = if p.ends_in_oom { "≥ " } else { "" };
         o.push_str("<table><tr><th>at</th><th class=n>peak allocated</th><th class=n>upper</th><th class=n>peak reserved</th><th class=n>upper</th><th>under the cap</th></tr>");
         for r in &p.predictions {
             let _ = write!(
                 o,
-                "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td>{}</td></tr>",
                 esc(&shape(Shape {
                     batch: r.batch,
                     seq: r.seq
@@ -334,6 +343,7 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
                 bytes(r.peak_reserved_upper_bytes),
                 match r.oom {
                     Some(true) => "OOM",
+                    Some(false) if p.ends_in_oom => "fits up to the OOM's request",
                     Some(false) => "fits",
                     None => "-",
                 }

@@ -390,3 +390,57 @@ fn tui_plan_view_draws_at_any_size() {
         assert!(screen(&mut app, 80, 24).contains("MAX BATCH"));
     }
 }
+
+/// A capture that ends at an OOM: the peaks are lower bounds and the largest batch only has an
+/// upper bound, in the report and in the view alike.
+#[test]
+fn a_capture_that_ends_at_an_oom_shows_lower_bounds_and_the_bound_on_the_batch() {
+    let name = "leak_oom.pickle";
+    let a = ask(8, None, None);
+    let want = plans(name, &a);
+    let p = &want[0];
+    assert!(p.ends_in_oom && p.max_batch.is_err());
+    let at_most = p
+        .max_batch_at_most
+        .expect("a bound from the requests up to the OOM");
+    let reason = memscope::wording::no_max_batch(*p.max_batch.as_ref().unwrap_err());
+    let (code, err, page) = report(&fixture(name), &tmp("leak_oom.html"), &["--batch", "8"]);
+    assert_eq!(code, Some(0), "{err}");
+    let s = section(&page);
+    assert!(
+        s.contains(&format!(
+            "<b>Largest batch:</b> unknown (at most {at_most}): {}",
+            esc(reason)
+        )),
+        "{s}"
+    );
+    for r in &p.predictions {
+        assert!(
+            s.contains(&format!(
+                "<td class=n>≥ {}</td><td class=n>≥ {}</td><td>",
+                bytes(r.peak_reserved_bytes),
+                bytes(r.peak_reserved_upper_bytes)
+            )),
+            "{s}"
+        );
+    }
+    let mut app = planned_app(name, Some(&a));
+    key(&mut app, '6');
+    let s = screen(&mut app, 120, 40);
+    assert!(
+        s.contains(&format!("MAX BATCH unknown (at most {at_most}): ")),
+        "{s}"
+    );
+    assert!(s.contains(&format!("┊max ≤ {at_most}")), "{s}");
+    for r in &p.predictions {
+        let row = s
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", r.batch)))
+            .unwrap_or_else(|| panic!("no row for batch {}\n{s}", r.batch));
+        assert!(
+            row.contains(&format!("≥ {}", bytes(r.peak_reserved_bytes))),
+            "{row}"
+        );
+    }
+    std::fs::write("/tmp/pv/leak_oom.txt", &s).ok();
+}

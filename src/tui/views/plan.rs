@@ -174,15 +174,24 @@ pub fn max_batch_line(p: &Plan) -> (String, Style) {
             )
         }
         Err(r) => (
-            format!("MAX BATCH unknown: {}", wording::no_max_batch(*r)),
+            format!(
+                "MAX BATCH unknown{}: {}",
+                p.max_batch_at_most
+                    .map(|m| format!(" (at most {m})"))
+                    .unwrap_or_default(),
+                wording::no_max_batch(*r)
+            ),
             Style::default().fg(Color::Yellow),
         ),
     }
 }
 
 /// The predictions as table rows, headed; the columns that matter most first (the table drops
-/// columns from the right where the pane is narrow).
-fn prediction_rows(p: &Plan) -> Vec<Vec<String>> {
+/// columns from the right where the pane is narrow). A capture that ends at an OOM never made
+/// the rest of its step: its peaks are lower bounds (`≥`).
+pub fn prediction_rows(p: &Plan) -> Vec<Vec<String>> {
+    let ge = if p.ends_in_oom { "≥ " } else { "" };
+    let peak = |v: u64| format!("{ge}{}", bytes(v));
     let mut rows = vec![vec![
         "at".to_owned(),
         "reserved".to_owned(),
@@ -194,16 +203,17 @@ fn prediction_rows(p: &Plan) -> Vec<Vec<String>> {
     for r in &p.predictions {
         rows.push(vec![
             at_cell(r),
-            bytes(r.peak_reserved_bytes),
-            bytes(r.peak_reserved_upper_bytes),
+            peak(r.peak_reserved_bytes),
+            peak(r.peak_reserved_upper_bytes),
             match r.oom {
                 Some(true) => "OOM",
+                Some(false) if p.ends_in_oom => "fits up to the OOM's request",
                 Some(false) => "fits",
                 None => "-",
             }
             .to_owned(),
-            bytes(r.peak_allocated_bytes),
-            bytes(r.peak_allocated_upper_bytes),
+            peak(r.peak_allocated_bytes),
+            peak(r.peak_allocated_upper_bytes),
         ]);
     }
     rows
@@ -240,7 +250,7 @@ fn note_lines(p: &Plan) -> Vec<(String, Style)> {
 
 fn draw_plan(p: &Plan, notes: &Scroll, area: Rect, buf: &mut Buffer) {
     let cap = match p.cap.bytes {
-        Some(c) => format!("cap {} ({})", bytes(c), p.cap.source),
+        Some(c) => format!("cap {} ({})", bytes(c), wording::cap_source(p.cap.source)),
         None => "no cap".to_owned(),
     };
     put(
@@ -364,7 +374,18 @@ fn blank(buf: &Buffer, x: u16, y: u16) -> bool {
 /// The chart in `area`: the legend, the plot with its bytes axis on the left, the batch axis.
 fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
     let upper_differs = pts.iter().any(|r| r.reserved_upper > r.reserved);
-    let max_batch = p.max_batch.as_ref().ok().map(|m| m.batch);
+    // The largest batch, or the bound a capture that ends at an OOM gives it.
+    let (max_batch, bound) = match (&p.max_batch, p.max_batch_at_most) {
+        (Ok(m), _) => (Some(m.batch), ""),
+        (Err(_), Some(m)) => (Some(m), "≤ "),
+        (Err(_), None) => (None, ""),
+    };
+    let max_label = max_batch
+        .map(|m| format!("max batch {bound}{m}"))
+        .unwrap_or_default();
+    let plot_label = max_batch
+        .map(|m| format!("max {bound}{m}"))
+        .unwrap_or_default();
     let last = pts.last().map_or(1, |r| r.batch).max(1);
     // The largest batch is drawn where it falls near the points; far beyond them (the search's
     // ceiling) it is only named.
@@ -398,8 +419,8 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
         .map(|c| format!("─ cap {}  ", bytes(c)))
         .unwrap_or_default();
     let max_text = match (max_batch, max_shown) {
-        (Some(m), Some(_)) => format!("┊ max batch {m}"),
-        (Some(m), None) => format!("max batch {m} (beyond the chart)"),
+        (Some(_), Some(_)) => format!("┊ {max_label}"),
+        (Some(_), None) => format!("{max_label} (beyond the chart)"),
         (None, _) => String::new(),
     };
     let mut legend: Vec<(&str, Style)> = vec![
@@ -446,7 +467,8 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
         })
         .render(plot, buf);
 
-    // The cap, across the plot where nothing is drawn, named at its left end.
+    // The cap, across the plot where nothing is drawn, named where no curve is under it
+    // (leftmost first).
     if let Some(c) = p.cap.bytes {
         let y = s.row(c);
         for x in plot.x..plot.x + plot.width {
@@ -457,15 +479,14 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
             }
         }
         let label = format!(" cap {} ", bytes(c));
-        buf.set_stringn(
-            plot.x + 1,
-            y,
-            &label,
-            plot.width.saturating_sub(1) as usize,
-            Style::default().fg(C_CAP),
-        );
+        let n = label.chars().count() as u16;
+        let end = plot.x + plot.width;
+        if let Some(x) = (plot.x + 1..end.saturating_sub(n)).find(|&x| free(buf, x, y, n)) {
+            buf.set_string(x, y, &label, Style::default().fg(C_CAP));
+        }
     }
-    // The largest batch, down the plot where nothing is drawn, named at its top.
+    // The largest batch, down the plot where nothing is drawn, named at its top: right of the
+    // line, else left of it, where no curve is under the name.
     if let (Some(m), Some(_)) = (max_batch, max_shown) {
         let x = s.col(m);
         for y in plot.y..plot.y + plot.height {
@@ -473,23 +494,21 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
                 buf[(x, y)]
                     .set_char('┊')
                     .set_style(Style::default().fg(C_MAX));
+            } else if buf[(x, y)].symbol() == "─" {
+                buf[(x, y)].set_char('┼');
             }
         }
-        let label = format!("max {m}");
-        let n = label.chars().count() as u16;
+        let n = plot_label.chars().count() as u16;
         let end = plot.x + plot.width;
-        let lx = if x + 1 + n <= end {
-            x + 1
-        } else {
-            x.saturating_sub(n).max(plot.x)
-        };
-        buf.set_stringn(
-            lx,
-            plot.y,
-            &label,
-            (end - lx) as usize,
-            Style::default().fg(C_MAX),
-        );
+        let right = (x + 1 + n <= end).then_some(x + 1);
+        let left = (x >= plot.x + n).then(|| x - n);
+        if let Some(lx) = [right, left]
+            .into_iter()
+            .flatten()
+            .find(|&lx| free(buf, lx, plot.y, n))
+        {
+            buf.set_string(lx, plot.y, &plot_label, Style::default().fg(C_MAX));
+        }
     }
 
     // The bytes axis: its ticks, on distinct rows, top first.
@@ -522,14 +541,13 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
             AXIS_W as usize - 1,
             dim(),
         );
-        let mut next = plot.x;
+        // The points' batches first, then the largest batch where it does not touch them.
         let mut labels: Vec<(u64, Style)> = pts.iter().map(|r| (r.batch, dim())).collect();
         if let (Some(m), Some(_)) = (max_batch, max_shown) {
             labels.push((m, Style::default().fg(C_MAX)));
-            labels.sort_by_key(|l| l.0);
-            labels.dedup_by_key(|l| l.0);
         }
         let end = plot.x + plot.width;
+        let mut taken: Vec<(u16, u16)> = Vec::new();
         for (b, st) in labels {
             let t = b.to_string();
             let n = t.chars().count() as u16;
@@ -539,13 +557,23 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
                 .saturating_sub(n / 2)
                 .min(end.saturating_sub(n))
                 .max(plot.x);
-            if x < next || x + n > end {
+            // A cell apart from every label placed.
+            if x + n > end || taken.iter().any(|&(a, e)| x <= e && a <= x + n) {
                 continue;
             }
             buf.set_stringn(x, ay, &t, n as usize, st);
-            next = x + n + 1;
+            taken.push((x, x + n));
         }
     }
+}
+
+/// Whether the `n` cells from (`x`, `y`) hold no curve: blank, or a line drawn under the
+/// curves (a label may go over those).
+fn free(buf: &Buffer, x: u16, y: u16, n: u16) -> bool {
+    (x..x + n).all(|x| {
+        buf.cell((x, y))
+            .is_some_and(|c| matches!(c.symbol(), " " | "\u{2800}" | "─" | "┊"))
+    })
 }
 
 #[cfg(test)]
