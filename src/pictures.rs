@@ -298,7 +298,7 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
                         .unwrap_or_default()
                 );
                 if m.at_search_limit {
-                    o.push_str(" (the search stopped there: nothing failed up to it)");
+                    o.push_str(&esc(&memscope::wording::plan_search_limit()));
                 }
                 if m.rounded_down_by > 0 || m.margin_bytes > 0 {
                     let _ = write!(

@@ -88,7 +88,7 @@ const COMMON_TOP: Keys = &[
 ];
 
 const SNAPSHOT: Keys = &[
-    ("Tab, 1-5", "views: 1 Overview, 2 Timeline, 3 Allocator map, 4 Sites, 5 Leaks"),
+    ("Tab, 1-6", "views: 1 Overview, 2 Timeline, 3 Allocator map, 4 Sites, 5 Leaks, 6 Plan (with --batch)"),
     ("Enter", "drill in: finding → evidence, timeline → map, map block → its site, site → its stacks → frames"),
     ("←→ / hl", "move the timeline cursor; map: the block; sites: collapse / expand"),
     ("+ / -", "zoom the timeline"),

@@ -46,6 +46,20 @@ pub fn serialize_stack_lines<S: Serializer>(st: &StackLabels, s: S) -> Result<S:
     seq.end()
 }
 
+/// A leak's `first_step`/`last_step` in JSON: the label's words.
+impl Serialize for StepLabel {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_step_label(self, s)
+    }
+}
+
+/// A site's `stack` in JSON: its frames' labels, then the line for the rest.
+impl Serialize for StackLabels {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_stack_lines(self, s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,19 +89,5 @@ mod tests {
         let json = serialize_step_label(&l, serde_json::value::Serializer).unwrap();
         assert_eq!(json, "OOM at event 15");
         assert_eq!(step_label(&StepLabel::Step("step 6".into())), "step 6");
-    }
-}
-
-/// A leak's `first_step`/`last_step` in JSON: the label's words.
-impl Serialize for StepLabel {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serialize_step_label(self, s)
-    }
-}
-
-/// A site's `stack` in JSON: its frames' labels, then the line for the rest.
-impl Serialize for StackLabels {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serialize_stack_lines(self, s)
     }
 }

@@ -27,7 +27,7 @@ pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
-pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes};
+pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes, plan_search_limit};
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 pub use whatif::{

@@ -40,6 +40,14 @@ pub fn no_max_batch(r: NoMaxBatch) -> &'static str {
     }
 }
 
+/// After the largest batch, when the search reached its limit without a failure.
+pub fn plan_search_limit() -> String {
+    format!(
+        " or more (the search stops at {}x the recorded batch: further out, kernels chosen by size may make requests the capture does not show; capture at a larger batch to plan beyond)",
+        crate::analysis::plan::SEARCH_LIMIT
+    )
+}
+
 /// How the terms were found.
 pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
     match f {

@@ -193,6 +193,13 @@ fn assumed_cap(cap: &AssumedCap) -> String {
     }
 }
 
+/// The cap's `source` is its sentence in JSON (what-if's and plan's).
+impl serde::Serialize for crate::analysis::whatif::CapSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_cap_source(self, s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,12 +242,5 @@ mod tests {
             expandable_prediction(&a),
             "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
         );
-    }
-}
-
-/// The cap's `source` is its sentence in JSON (what-if's and plan's).
-impl serde::Serialize for crate::analysis::whatif::CapSource {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serialize_cap_source(self, s)
     }
 }

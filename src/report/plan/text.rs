@@ -76,9 +76,9 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
                 .map(|s| format!(" at seq {s}"))
                 .unwrap_or_default();
             let limit = if m.at_search_limit {
-                " (the search stopped there: nothing failed up to it)"
+                wording::plan_search_limit()
             } else {
-                ""
+                String::new()
             };
             writeln!(
                 out,

@@ -146,9 +146,9 @@ pub fn max_batch_line(p: &Plan) -> (String, Style) {
                 .map(|s| format!(" at seq {s}"))
                 .unwrap_or_default();
             let limit = if m.at_search_limit {
-                " (the search stopped there: nothing failed up to it)"
+                crate::wording::plan_search_limit()
             } else {
-                ""
+                String::new()
             };
             let mut how = Vec::new();
             if m.rounded_down_by > 0 {
