@@ -275,6 +275,8 @@ fn the_cli_says_the_plan_and_refuses_bad_shapes() {
         vec!["--at", "4x"],
         vec!["--at", "8x512"], // a sequence length without --seq
         vec!["--batch", "0"],
+        // Scaled past any device: said, not a crash of the allocator model.
+        vec!["--at", "18446744073709551615"],
     ] {
         let out = bin()
             .args(["plan", f.to_str().unwrap(), "--batch", "2"])

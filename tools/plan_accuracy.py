@@ -15,7 +15,7 @@ ROOT = os.path.dirname(HERE)
 PLAN = os.path.join(ROOT, "fixtures", "plan")
 
 
-def run_plan(binary, capture, b0, seq, at, cap, other=None):
+def run_plan(binary, capture, b0, seq, at, cap, other=None, other_seq=None):
     cmd = [binary, "plan", capture, "--batch", str(b0), "--format", "json", "--cap", str(cap)]
     if seq:
         cmd += ["--seq", str(seq)]
@@ -23,12 +23,22 @@ def run_plan(binary, capture, b0, seq, at, cap, other=None):
         cmd += ["--at", f"{b}x{s}" if s else str(b)]
     if other:
         cmd += ["--with", other[0], "--with-batch", str(other[1])]
+    if other_seq:
+        cmd += ["--with", other_seq[0], "--with-seq", str(other_seq[1])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
 def pct(pred, real):
     return 100.0 * (pred - real) / real
+
+
+def seq_capture(plan_dir, name, b0, seq):
+    """The capture at b0 and twice the sequence length, if the set has one."""
+    if not seq:
+        return None
+    p = os.path.join(plan_dir, f"{name}_b{b0}_s{2 * seq}.pickle.gz")
+    return (p, 2 * seq) if os.path.exists(p) else None
 
 
 def measure(binary, plan_dir, with_):
@@ -39,10 +49,15 @@ def measure(binary, plan_dir, with_):
         b0, seq = w["b0"], w["seq"]
         cap = w["cap"]["cap_bytes"]
         cap_path = os.path.join(plan_dir, f"{name}_b{b0}.pickle.gz")
-        other = (os.path.join(plan_dir, f"{name}_b{2 * b0}.pickle.gz"), 2 * b0) if with_ else None
+        other = (os.path.join(plan_dir, f"{name}_b{2 * b0}.pickle.gz"), 2 * b0) if with_ == "batch" else None
+        other_seq = seq_capture(plan_dir, name, b0, seq) if with_ == "seq" else None
+        if with_ == "seq" and not other_seq:
+            continue
         pts = [t for t in w["truth"] if t.get("fits") and t.get("max_memory_allocated")]
+        if with_ == "seq":
+            pts = [t for t in pts if t["batch"] == b0]
         at = [(t["batch"], t["seq"] if seq else None) for t in pts]
-        doc = run_plan(binary, cap_path, b0, seq, at, cap, other)
+        doc = run_plan(binary, cap_path, b0, seq, at, cap, other, other_seq)
         preds = doc["devices"][0]["predictions"]
         for t, p in zip(pts, preds):
             assert p["batch"] == t["batch"], (p, t)
@@ -78,11 +93,17 @@ def table(rows, maxrows):
     return "\n".join(out)
 
 
-def summary(rows, maxrows):
-    batch = [r for r in rows if not r["recorded"] and (r["seq"] is None or r["seq"] == min(x["seq"] for x in rows if x["workload"] == r["workload"]))]
+def summary(rows, maxrows, axis="batch"):
+    if axis == "seq":
+        batch = [r for r in rows if not r["recorded"]]
+    else:
+        batch = [r for r in rows if not r["recorded"] and (r["seq"] is None or r["seq"] == min(x["seq"] for x in rows if x["workload"] == r["workload"]))]
     worst = lambda k, real: max((abs(pct(r[k], r[real])) for r in batch), default=0.0)
     above = sum(1 for m in maxrows if m["pred"] and m["pred"] > m["real"])
     within = sum(1 for m in maxrows if m["pred"] and abs(pct(m["pred"], m["real"])) <= 5.0)
+    if axis == "seq":
+        return (f"sequence axis: worst allocated error {worst('pred_alloc', 'real_alloc'):.1f}%, worst reserved error "
+                f"{worst('pred_res', 'real_res'):.1f}%")
     return (f"batch axis: worst allocated error {worst('pred_alloc', 'real_alloc'):.1f}%, worst reserved error "
             f"{worst('pred_res', 'real_res'):.1f}%; largest batch within 5% for {within}/{len(maxrows)}, above the real one for {above}/{len(maxrows)}")
 
@@ -96,16 +117,23 @@ def section(binary):
              "measured in fresh processes on an H100 (fixtures/plan/README.md). memscope plans from the capture at b0 "
              "(one capture) or from the captures at b0 and 2*b0 (`--with`). `upper` is the reading in which every "
              "request the capture cannot place grows; OOMs and the largest batch are judged on it. Sequence rows "
-             "(seq other than the recorded one) come from the batch captures alone.", ""]
+             "(seq other than the recorded one) come from the batch captures alone, except in the --with-seq tables.", ""]
     sets = [("tuned on", PLAN)]
     hold = os.path.join(PLAN, "holdout")
     if os.path.exists(os.path.join(hold, "truth.json")):
         sets.append(("holdout (nobody tuned on it)", hold))
     for label, d in sets:
-        for with_, how in [(False, "one capture"), (True, "two captures (--with)")]:
+        for with_, how in [(None, "one capture"), ("batch", "two captures at b0 and 2*b0 (--with, --with-batch)"),
+                           ("seq", "two captures at S and 2*S (--with, --with-seq), sequence rows")]:
             rows, maxrows = measure(binary, d, with_)
-            parts += [f"### {os.path.relpath(d, ROOT)}, {label}: {how}", "", summary(rows, maxrows), "",
-                      table(rows, maxrows), ""]
+            if not rows:
+                continue
+            axis = "seq" if with_ == "seq" else "batch"
+            t = table(rows, [] if axis == "seq" else maxrows)
+            if axis == "seq":
+                t = t.split("\n\n")[0]
+            parts += [f"### {os.path.relpath(d, ROOT)}, {label}: {how}", "", summary(rows, maxrows, axis), "",
+                      t, ""]
     return "\n".join(parts)
 
 

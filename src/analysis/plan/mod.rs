@@ -313,8 +313,17 @@ pub enum PlanError {
         "--with: the two captures differ in both batch and sequence length: vary one at a time"
     )]
     BothAxes,
+    #[error("{} asks for requests past 4 PiB, more than any device holds", shape_words(.0))]
+    BeyondAnyDevice(Shape),
     #[error("--with: the other capture has {other} device(s) with a history, this one {this}: they are not the same program")]
     DeviceCount { this: usize, other: usize },
+}
+
+fn shape_words(s: &Shape) -> String {
+    match s.seq {
+        Some(q) => format!("batch {} x sequence {q}", s.batch),
+        None => format!("batch {}", s.batch),
+    }
 }
 
 /// Plans every device of the capture with an allocation history.
@@ -362,6 +371,15 @@ pub fn plan(
         }
         let prod = &an.per_device[i];
         let mut reqs = classify::classify(snap, dev, prod, ask.recorded);
+        for &at in &ask.at {
+            let too_big = reqs
+                .iter()
+                .flatten()
+                .any(|r| r.upper.size(r.size, ask.recorded, at) >= whatif::MAX_PLAUSIBLE);
+            if too_big {
+                return Err(PlanError::BeyondAnyDevice(at));
+            }
+        }
         let fit = match (other, &other_devs) {
             (Some(o), Some(od)) => {
                 let od = &o.snap.devices[od[k]];

@@ -35,6 +35,8 @@ pub struct RunOut {
     pub peak_reserved: u64,
     /// The log event whose request did not fit under the cap.
     pub oom_event: Option<u32>,
+    /// A request grew past any device (4 PiB): the run stopped there.
+    pub beyond: bool,
     /// At the allocated peak, by how the live bytes grow (kept for the recorded shape only).
     pub split: Split,
 }
@@ -144,6 +146,12 @@ impl Model<'_> {
                         };
                         g.size(r.size, self.recorded, at)
                     });
+                    // No device holds a request past 4 PiB (nor do the model's sums): it fails.
+                    if size >= super::whatif::MAX_PLAUSIBLE {
+                        out.oom_event = Some(i as u32);
+                        out.beyond = true;
+                        break;
+                    }
                     match m.malloc(size, stream, &mut Vec::new()) {
                         Ok(a) => {
                             addr_map.insert(e.addr, a);
@@ -213,7 +221,7 @@ impl Model<'_> {
             };
             self.run(at, reading, Some(cap)).oom_event.is_none()
         };
-        let limit = SEARCH_LIMIT * self.recorded.batch;
+        let limit = SEARCH_LIMIT.saturating_mul(self.recorded.batch);
         let search = |reading: Reading, cap: u64| -> Option<(u64, bool)> {
             if !fits(1, reading, cap) {
                 return None;
@@ -225,7 +233,7 @@ impl Model<'_> {
                 if hi >= limit {
                     return Some((lo, true));
                 }
-                hi = (hi * 2).min(limit);
+                hi = hi.saturating_mul(2).min(limit);
             }
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
