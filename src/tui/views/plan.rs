@@ -371,26 +371,45 @@ fn blank(buf: &Buffer, x: u16, y: u16) -> bool {
         .is_some_and(|c| c.symbol() == " " || c.symbol() == "\u{2800}")
 }
 
+/// What the chart marks besides the curves: the largest batch (or the bound a capture that ends
+/// at an OOM gives it), its labels, and whether it falls on the chart.
+struct Marks {
+    max_batch: Option<u64>,
+    /// The legend's words for it, and the plot's.
+    max_label: String,
+    plot_label: String,
+    /// The largest batch where it is drawn: near the points (far beyond them, the search's
+    /// ceiling, it is only named).
+    max_shown: Option<u64>,
+}
+
+impl Marks {
+    fn of(p: &Plan, pts: &[Point]) -> Marks {
+        let (max_batch, bound) = match (&p.max_batch, p.max_batch_at_most) {
+            (Ok(m), _) => (Some(m.batch), ""),
+            (Err(_), Some(m)) => (Some(m), "≤ "),
+            (Err(_), None) => (None, ""),
+        };
+        let last = pts.last().map_or(1, |r| r.batch).max(1);
+        Marks {
+            max_batch,
+            max_label: max_batch
+                .map(|m| format!("max batch {bound}{m}"))
+                .unwrap_or_default(),
+            plot_label: max_batch
+                .map(|m| format!("max {bound}{m}"))
+                .unwrap_or_default(),
+            max_shown: max_batch.filter(|&m| m <= last.saturating_mul(2)),
+        }
+    }
+}
+
 /// The chart in `area`: the legend, the plot with its bytes axis on the left, the batch axis.
 fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
     let upper_differs = pts.iter().any(|r| r.reserved_upper > r.reserved);
-    // The largest batch, or the bound a capture that ends at an OOM gives it.
-    let (max_batch, bound) = match (&p.max_batch, p.max_batch_at_most) {
-        (Ok(m), _) => (Some(m.batch), ""),
-        (Err(_), Some(m)) => (Some(m), "≤ "),
-        (Err(_), None) => (None, ""),
-    };
-    let max_label = max_batch
-        .map(|m| format!("max batch {bound}{m}"))
-        .unwrap_or_default();
-    let plot_label = max_batch
-        .map(|m| format!("max {bound}{m}"))
-        .unwrap_or_default();
+    let marks = Marks::of(p, pts);
     let last = pts.last().map_or(1, |r| r.batch).max(1);
-    // The largest batch is drawn where it falls near the points; far beyond them (the search's
-    // ceiling) it is only named.
-    let max_shown = max_batch.filter(|&m| m <= last.saturating_mul(2));
-    let xmax = last.max(max_shown.unwrap_or(0)) as f64;
+    let xmax = last.max(marks.max_shown.unwrap_or(0)) as f64;
     let top = pts
         .iter()
         .map(|r| r.reserved_upper.max(r.allocated))
@@ -411,16 +430,27 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
         xmax,
         ymax: ymax as f64,
     };
+    legend(p, &marks, upper_differs, area, buf);
+    curves(pts, upper_differs, &s, buf);
+    if let Some(c) = p.cap.bytes {
+        cap_line(c, &s, buf);
+    }
+    if let (Some(m), Some(_)) = (marks.max_batch, marks.max_shown) {
+        max_line(m, &marks.plot_label, &s, buf);
+    }
+    bytes_axis(ymax, step, &s, area, buf);
+    batch_axis(pts, &marks, &s, area, buf);
+}
 
-    // The legend.
+fn legend(p: &Plan, marks: &Marks, upper_differs: bool, area: Rect, buf: &mut Buffer) {
     let cap_text = p
         .cap
         .bytes
         .map(|c| format!("─ cap {}  ", bytes(c)))
         .unwrap_or_default();
-    let max_text = match (max_batch, max_shown) {
-        (Some(_), Some(_)) => format!("┊ {max_label}"),
-        (Some(_), None) => format!("{max_label} (beyond the chart)"),
+    let max_text = match (marks.max_batch, marks.max_shown) {
+        (Some(_), Some(_)) => format!("┊ {}", marks.max_label),
+        (Some(_), None) => format!("{} (beyond the chart)", marks.max_label),
         (None, _) => String::new(),
     };
     let mut legend: Vec<(&str, Style)> = vec![
@@ -434,8 +464,10 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
     legend.push((&cap_text, Style::default().fg(C_CAP)));
     legend.push((&max_text, Style::default().fg(C_MAX)));
     put_pieces(buf, area, 0, &legend);
+}
 
-    // The curves, the upper reading under the central one.
+/// The curves, the upper reading under the central one.
+fn curves(pts: &[Point], upper_differs: bool, s: &Scale, buf: &mut Buffer) {
     let series = |f: fn(&Point) -> u64, color: Color| -> Vec<Line> {
         pts.windows(2)
             .map(|w| Line {
@@ -455,8 +487,8 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
     layers.push(series(|r| r.reserved, C_RESERVED));
     Canvas::default()
         .marker(Marker::Braille)
-        .x_bounds([0.0, xmax])
-        .y_bounds([0.0, ymax as f64])
+        .x_bounds([0.0, s.xmax])
+        .y_bounds([0.0, s.ymax])
         .paint(|ctx| {
             for layer in &layers {
                 for l in layer {
@@ -465,53 +497,58 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
                 ctx.layer();
             }
         })
-        .render(plot, buf);
+        .render(s.plot, buf);
+}
 
-    // The cap, across the plot where nothing is drawn, named where no curve is under it
-    // (leftmost first).
-    if let Some(c) = p.cap.bytes {
-        let y = s.row(c);
-        for x in plot.x..plot.x + plot.width {
-            if blank(buf, x, y) {
-                buf[(x, y)]
-                    .set_char('─')
-                    .set_style(Style::default().fg(C_CAP));
-            }
-        }
-        let label = format!(" cap {} ", bytes(c));
-        let n = label.chars().count() as u16;
-        let end = plot.x + plot.width;
-        if let Some(x) = (plot.x + 1..end.saturating_sub(n)).find(|&x| free(buf, x, y, n)) {
-            buf.set_string(x, y, &label, Style::default().fg(C_CAP));
+/// The cap, across the plot where nothing is drawn, named where no curve is under it (leftmost
+/// first).
+fn cap_line(c: u64, s: &Scale, buf: &mut Buffer) {
+    let plot = s.plot;
+    let y = s.row(c);
+    for x in plot.x..plot.x + plot.width {
+        if blank(buf, x, y) {
+            buf[(x, y)]
+                .set_char('─')
+                .set_style(Style::default().fg(C_CAP));
         }
     }
-    // The largest batch, down the plot where nothing is drawn, named at its top: right of the
-    // line, else left of it, where no curve is under the name.
-    if let (Some(m), Some(_)) = (max_batch, max_shown) {
-        let x = s.col(m);
-        for y in plot.y..plot.y + plot.height {
-            if blank(buf, x, y) {
-                buf[(x, y)]
-                    .set_char('┊')
-                    .set_style(Style::default().fg(C_MAX));
-            } else if buf[(x, y)].symbol() == "─" {
-                buf[(x, y)].set_char('┼');
-            }
-        }
-        let n = plot_label.chars().count() as u16;
-        let end = plot.x + plot.width;
-        let right = (x + 1 + n <= end).then_some(x + 1);
-        let left = (x >= plot.x + n).then(|| x - n);
-        if let Some(lx) = [right, left]
-            .into_iter()
-            .flatten()
-            .find(|&lx| free(buf, lx, plot.y, n))
-        {
-            buf.set_string(lx, plot.y, &plot_label, Style::default().fg(C_MAX));
+    let label = format!(" cap {} ", bytes(c));
+    let n = label.chars().count() as u16;
+    let end = plot.x + plot.width;
+    if let Some(x) = (plot.x + 1..end.saturating_sub(n)).find(|&x| free(buf, x, y, n)) {
+        buf.set_string(x, y, &label, Style::default().fg(C_CAP));
+    }
+}
+
+/// The largest batch, down the plot where nothing is drawn, named at its top: right of the line,
+/// else left of it, where no curve is under the name.
+fn max_line(m: u64, plot_label: &str, s: &Scale, buf: &mut Buffer) {
+    let plot = s.plot;
+    let x = s.col(m);
+    for y in plot.y..plot.y + plot.height {
+        if blank(buf, x, y) {
+            buf[(x, y)]
+                .set_char('┊')
+                .set_style(Style::default().fg(C_MAX));
+        } else if buf[(x, y)].symbol() == "─" {
+            buf[(x, y)].set_char('┼');
         }
     }
+    let n = plot_label.chars().count() as u16;
+    let end = plot.x + plot.width;
+    let right = (x + 1 + n <= end).then_some(x + 1);
+    let left = (x >= plot.x + n).then(|| x - n);
+    if let Some(lx) = [right, left]
+        .into_iter()
+        .flatten()
+        .find(|&lx| free(buf, lx, plot.y, n))
+    {
+        buf.set_string(lx, plot.y, plot_label, Style::default().fg(C_MAX));
+    }
+}
 
-    // The bytes axis: its ticks, on distinct rows, top first.
+/// The bytes axis: its ticks, on distinct rows, top first.
+fn bytes_axis(ymax: u64, step: u64, s: &Scale, area: Rect, buf: &mut Buffer) {
     let mut used = Vec::new();
     let mut v = ymax;
     loop {
@@ -531,39 +568,43 @@ fn chart(p: &Plan, pts: &[Point], area: Rect, buf: &mut Buffer) {
         }
         v -= step;
     }
-    // The batch axis: each point's batch (and the largest), where they do not touch.
+}
+
+/// The batch axis: each point's batch, then the largest batch, where they do not touch.
+fn batch_axis(pts: &[Point], marks: &Marks, s: &Scale, area: Rect, buf: &mut Buffer) {
+    let plot = s.plot;
     let ay = plot.y + plot.height;
-    if ay < area.y + area.height {
-        buf.set_stringn(
-            area.x,
-            ay,
-            format!("{:>9}", "batch"),
-            AXIS_W as usize - 1,
-            dim(),
-        );
-        // The points' batches first, then the largest batch where it does not touch them.
-        let mut labels: Vec<(u64, Style)> = pts.iter().map(|r| (r.batch, dim())).collect();
-        if let (Some(m), Some(_)) = (max_batch, max_shown) {
-            labels.push((m, Style::default().fg(C_MAX)));
+    if ay >= area.y + area.height {
+        return;
+    }
+    buf.set_stringn(
+        area.x,
+        ay,
+        format!("{:>9}", "batch"),
+        AXIS_W as usize - 1,
+        dim(),
+    );
+    let mut labels: Vec<(u64, Style)> = pts.iter().map(|r| (r.batch, dim())).collect();
+    if let (Some(m), Some(_)) = (marks.max_batch, marks.max_shown) {
+        labels.push((m, Style::default().fg(C_MAX)));
+    }
+    let end = plot.x + plot.width;
+    let mut taken: Vec<(u16, u16)> = Vec::new();
+    for (b, st) in labels {
+        let t = b.to_string();
+        let n = t.chars().count() as u16;
+        // Centred under its column, kept inside the plot (the last at its right edge).
+        let x = s
+            .col(b)
+            .saturating_sub(n / 2)
+            .min(end.saturating_sub(n))
+            .max(plot.x);
+        // A cell apart from every label placed.
+        if x + n > end || taken.iter().any(|&(a, e)| x <= e && a <= x + n) {
+            continue;
         }
-        let end = plot.x + plot.width;
-        let mut taken: Vec<(u16, u16)> = Vec::new();
-        for (b, st) in labels {
-            let t = b.to_string();
-            let n = t.chars().count() as u16;
-            // Centred under its column, kept inside the plot (the last at its right edge).
-            let x = s
-                .col(b)
-                .saturating_sub(n / 2)
-                .min(end.saturating_sub(n))
-                .max(plot.x);
-            // A cell apart from every label placed.
-            if x + n > end || taken.iter().any(|&(a, e)| x <= e && a <= x + n) {
-                continue;
-            }
-            buf.set_stringn(x, ay, &t, n as usize, st);
-            taken.push((x, x + n));
-        }
+        buf.set_stringn(x, ay, &t, n as usize, st);
+        taken.push((x, x + n));
     }
 }
 
