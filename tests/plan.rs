@@ -293,3 +293,35 @@ fn the_cli_says_the_plan_and_refuses_bad_shapes() {
     assert_eq!(same.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&same.stderr).contains("same shape"));
 }
+
+/// `memscope run` records each device's memory size beside torch's snapshot; with no `--cap`
+/// and no OOM to bound it, the plan takes it as the cap. Without it there is no cap, and no
+/// largest batch (said, not guessed).
+#[test]
+fn the_device_size_a_run_records_is_the_default_cap() {
+    let ask = |batch| Ask {
+        recorded: Shape { batch, seq: None },
+        at: vec![Shape {
+            batch: 2 * batch,
+            seq: None,
+        }],
+        cap: None,
+        conf: AllocConf::default(),
+    };
+    let (snap, a) = load("mlp_b256_run.pickle.gz");
+    assert_eq!(snap.device_total(0), Some(85_017_493_504));
+    let p = plan::plan(&snap, &a, &ask(256), None).unwrap().remove(0);
+    assert_eq!(p.cap.bytes, Some(85_017_493_504));
+    assert_eq!(
+        p.cap.source,
+        memscope::analysis::whatif::CapSource::DeviceTotal
+    );
+    assert!(p.max_batch.is_ok());
+    assert_eq!(p.predictions[0].oom, Some(false));
+
+    let (snap, a) = load("mlp_b256.pickle.gz");
+    assert_eq!(snap.device_total(0), None);
+    let p = plan::plan(&snap, &a, &ask(256), None).unwrap().remove(0);
+    assert_eq!(p.cap.bytes, None);
+    assert_eq!(p.max_batch, Err(NoMaxBatch::NoCap));
+}

@@ -96,6 +96,36 @@ def parse_profile_steps(text: str | None):
     return first, last
 
 
+def device_memory(torch) -> list:
+    """Each visible device's memory size, for `memscope plan` (a snapshot does not record it).
+    Asks the driver nothing that allocates: safe while an OOM unwinds."""
+    out = []
+    try:
+        for i in range(torch.cuda.device_count()):
+            out.append({"index": i, "total_memory": int(torch.cuda.get_device_properties(i).total_memory)})
+    except Exception:  # a broken or partial torch: the snapshot is what matters
+        return []
+    return out
+
+
+def write_snapshot(torch, path: str) -> None:
+    """What `torch.cuda.memory._dump_snapshot(path)` writes, plus `memscope: {devices: [...]}`
+    (each device's memory size). Other readers ignore the extra key. Falls back to
+    `_dump_snapshot` where `_snapshot` is missing."""
+    mem = torch.cuda.memory
+    snapshot = getattr(mem, "_snapshot", None)
+    if snapshot is None:
+        mem._dump_snapshot(path)
+        return
+    import pickle
+
+    s = snapshot()
+    if isinstance(s, dict):
+        s["memscope"] = {"devices": device_memory(torch)}
+    with open(path, "wb") as f:
+        pickle.dump(s, f)
+
+
 def oom_classes(torch) -> tuple:
     found = []
     for owner, name in ((torch, "OutOfMemoryError"), (getattr(torch, "cuda", None), "OutOfMemoryError")):
@@ -167,7 +197,7 @@ class Recorder:
         if not self.recording:
             return None
         path = self._path(kind, ".pickle")
-        self.torch.cuda.memory._dump_snapshot(path)
+        write_snapshot(self.torch, path)
         self.written.append(path)
         if kind == "oom":
             self.oom_written = True

@@ -603,6 +603,7 @@ mod tests {
             annotations: Vec::new(),
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
+            device_memory: Vec::new(),
         };
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = steps::split(&snap, &dev, &tl);

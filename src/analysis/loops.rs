@@ -819,6 +819,7 @@ mod tests {
                 annotations: Vec::new(),
                 settings: AllocatorSettings::default(),
                 load_notes: Vec::new(),
+                device_memory: Vec::new(),
             };
             find(&snap, &dev, 0..n)
         }

@@ -623,6 +623,7 @@ mod tests {
             annotations: Vec::new(),
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
+            device_memory: Vec::new(),
         };
         (snap, dev)
     }

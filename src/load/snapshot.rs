@@ -351,6 +351,38 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         })
     }
 
+    /// `{"devices": [{"index": 0, "total_memory": 85017493504}, ...]}`, which `memscope run`
+    /// adds under the snapshot's `memscope` key. Sizes past 4 PiB (no device has them) and
+    /// repeated indices are dropped: the key is attacker data like the rest.
+    fn device_memory(&self, v: Option<Value>) -> Vec<crate::model::DeviceMemory> {
+        let p = self.p;
+        let Some(items) = v
+            .filter(|v| p.dict(*v).is_some())
+            .and_then(|v| p.get(v, "devices"))
+            .and_then(|d| p.seq(d))
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<crate::model::DeviceMemory> = Vec::new();
+        for &d in items.iter().take(1024) {
+            let (Some(index), Some(total)) = (self.int(d, "index"), self.int(d, "total_memory"))
+            else {
+                continue;
+            };
+            if !(0..=i64::from(u32::MAX)).contains(&index) || total <= 0 || total >= 1 << 52 {
+                continue;
+            }
+            if out.iter().any(|m| m.index == index as u32) {
+                continue;
+            }
+            out.push(crate::model::DeviceMemory {
+                index: index as u32,
+                total_bytes: total as u64,
+            });
+        }
+        out
+    }
+
     fn settings(&self, v: Option<Value>) -> AllocatorSettings {
         let p = self.p;
         let Some(v) = v.filter(|v| p.dict(*v).is_some()) else {
@@ -634,6 +666,11 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
     } else {
         AllocatorSettings::default()
     };
+    let device_memory = if p.dict(root).is_some() {
+        b.device_memory(p.get(root, "memscope"))
+    } else {
+        Vec::new()
+    };
     let layout = if has_history && !has_address {
         Layout::Torch20
     } else if any_event_without_time && !any_time {
@@ -647,6 +684,7 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
         stacks: std::mem::take(&mut b.st.stacks),
         annotations,
         settings,
+        device_memory,
         load_notes: {
             if b.st.bad_states > 0 {
                 b.st.notes.push(LoadNote::UnknownBlockStates {

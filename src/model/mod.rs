@@ -241,9 +241,27 @@ pub struct Snapshot {
     pub settings: AllocatorSettings,
     /// Things the loader had to guess or skip, for the report's notes.
     pub load_notes: Vec<LoadNote>,
+    /// Each device's memory size, where the capture records it (`memscope run` and
+    /// `memscope.capture()` add it under the snapshot's `memscope` key; torch does not).
+    pub device_memory: Vec<DeviceMemory>,
+}
+
+/// A device's memory size as the process saw it (`torch.cuda.get_device_properties`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub index: u32,
+    pub total_bytes: u64,
 }
 
 impl Snapshot {
+    /// The memory size of device `index`, where the capture records it.
+    pub fn device_total(&self, index: u32) -> Option<u64> {
+        self.device_memory
+            .iter()
+            .find(|d| d.index == index)
+            .map(|d| d.total_bytes)
+    }
+
     pub fn device(&self, index: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.index == index)
     }

@@ -34,7 +34,7 @@ pub fn plan_basis(b: Basis) -> &'static str {
 /// Why the plan gives no largest batch.
 pub fn no_max_batch(r: NoMaxBatch) -> &'static str {
     match r {
-        NoMaxBatch::NoCap => "no cap: the capture records neither an OOM nor the device's size; pass --cap (e.g. --cap 80GiB) to get the largest batch and OOM predictions",
+        NoMaxBatch::NoCap => "no cap: the capture records neither an OOM nor the device's size (memscope run records it); pass --cap (e.g. --cap 80GiB) to get the largest batch and OOM predictions",
         NoMaxBatch::EndsInOom => "the capture ends at an OOM: the rest of that step was never requested, so the peaks are lower bounds and no batch can be promised to fit; capture a complete step at a smaller batch",
         NoMaxBatch::NothingFits => "even batch 1 does not fit under the cap",
     }

@@ -20,6 +20,7 @@ pub fn cap_source(source: CapSource) -> &'static str {
             "derived from the OOM: the device was full (reserved + the driver's free memory)"
         }
         CapSource::PerProcessFraction => "derived from the OOM (per-process fraction): the lower end of the range the recorded run allows",
+        CapSource::DeviceTotal => "the device's memory, as the capture records it (memscope run)",
     }
 }
 

@@ -179,11 +179,15 @@ class RunRecorder(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("torch.OutOfMemoryError: CUDA out of memory", r.stderr)
         self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+        import pickle
         with open(os.path.join(self.sb.out, "memscope-oom.pickle"), "rb") as f, open(SNAPSHOT, "rb") as g:
-            self.assertEqual(f.read(), g.read())
+            written, original = pickle.load(f), pickle.load(g)
+        # torch's snapshot, plus each device's memory size (for `memscope plan`'s cap).
+        self.assertEqual(written.pop("memscope"), {"devices": [{"index": 0, "total_memory": 85017493504}]})
+        self.assertEqual(written, original)
         events = [c["event"] for c in self.sb.calls()]
         # Recording starts right after CUDA initialises, before anything else; one dump.
-        self.assertEqual(events, ["import", "lazy_init", "record", "dump"])
+        self.assertEqual(events, ["import", "lazy_init", "record", "dump", "props"])
         rec = self.sb.calls()[2]
         self.assertEqual((rec["enabled"], rec["context"], rec["stacks"], rec["max_entries"]),
                          ("all", "all", "python", 12345))

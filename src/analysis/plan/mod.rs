@@ -444,7 +444,18 @@ fn plan_device(
             source: whatif::CapSource::Given,
             range: None,
         },
-        None => whatif::derive_cap(tl),
+        None => match whatif::derive_cap(tl) {
+            c if c.bytes.is_some() => c,
+            // No OOM to bound it: the device's size, where the capture records it.
+            c => match snap.device_total(dev.index) {
+                Some(t) => CapInfo {
+                    bytes: Some(t),
+                    source: whatif::CapSource::DeviceTotal,
+                    range: None,
+                },
+                None => c,
+            },
+        },
     };
     let ends_in_oom = dev.events.iter().any(|e| e.action == Action::Oom);
     let m = model::Model {

@@ -684,6 +684,9 @@ pub enum CapSource {
     DeviceFull,
     /// The OOM met a per-process fraction: the lower end of the range the recorded run allows.
     PerProcessFraction,
+    /// No OOM in the log: the device's memory size, which the capture records
+    /// ([`crate::model::Snapshot::device_memory`]).
+    DeviceTotal,
 }
 
 /// The cap the recorded run implies. An OOM under a per-process fraction means

@@ -378,6 +378,7 @@ mod tests {
             annotations: Vec::new(),
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
+            device_memory: Vec::new(),
         };
         let bare = snap(vec![Device {
             index: 0,
