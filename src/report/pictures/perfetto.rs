@@ -340,6 +340,7 @@ mod tests {
             annotations: Vec::new(),
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
+            device_memory: Vec::new(),
         };
         let tls: Vec<Timeline> = snap
             .devices
