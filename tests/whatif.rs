@@ -604,3 +604,16 @@ fn a_seeded_layout_survives_another_max_split_size() {
         assert!(!w.is_empty(), "{conf}");
     }
 }
+
+/// A snapshot `memscope run` wrote records the device's size: with no OOM or retry to bound the
+/// cap and none given, what-if takes it, as the plan does.
+#[test]
+fn the_device_size_a_run_records_is_the_default_cap() {
+    let with = memscope::load::load_snapshot(&own().join("plan/mlp_b256_run.pickle.gz")).unwrap();
+    let w = whatif::what_if(&with, &AllocConf::default(), None, None).unwrap();
+    assert_eq!(w[0].cap.bytes, Some(85_017_493_504));
+    assert_eq!(w[0].cap.source, whatif::CapSource::DeviceTotal);
+    let without = memscope::load::load_snapshot(&own().join("plan/mlp_b256.pickle.gz")).unwrap();
+    let w = whatif::what_if(&without, &AllocConf::default(), None, None).unwrap();
+    assert_eq!(w[0].cap.bytes, None);
+}

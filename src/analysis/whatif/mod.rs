@@ -1003,9 +1003,20 @@ pub fn what_if(
         let retries = (!gc)
             .then(|| retry_cap_range(dev, tl.initial.counters.reserved))
             .flatten();
-        let cap = cap
-            .clone()
-            .unwrap_or_else(|| derive_cap_with_retries(&tl, retries));
+        let recorded_total = snap.device_total(dev.index);
+        let cap = cap.clone().unwrap_or_else(|| {
+            let c = derive_cap_with_retries(&tl, retries);
+            match recorded_total {
+                // Nothing in the log bounds it: the device's size, where the capture has it.
+                Some(t) if c.bytes.is_none() => CapInfo {
+                    bytes: Some(t),
+                    source: CapSource::DeviceTotal,
+                    range: None,
+                },
+                _ => c,
+            }
+        });
+        let gpu_total = gpu_total.or(recorded_total);
         let base = config(&snap.settings, cap.bytes, gpu_total);
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
         let model_rec = simulate(snap, dev, base, &tl.initial);
