@@ -54,6 +54,8 @@ pub enum LoadError {
     // The inner errors are part of the message (not `#[source]`), so a chain printer shows them once.
     #[error("{path}: cannot read: {err}")]
     Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: this is a Perfetto protobuf trace (newer torch writes export_chrome_trace(\"x.pftrace\") as protobuf; torch 2.11 still writes JSON there), not a Chrome JSON trace or a snapshot pickle: export to a .json name, or convert it with Perfetto's `traceconv json x.pftrace x.json`")]
+    PerfettoProtobuf { path: PathBuf },
     #[error("{path}: gzip stream is damaged after {offset} decompressed bytes: {err}")]
     Gzip {
         path: PathBuf,
@@ -133,8 +135,55 @@ pub fn looks_like(bytes: &[u8]) -> Option<&'static str> {
         [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => "an xz stream (decompress it first)",
         [0x28, 0xb5, 0x2f, 0xfd, ..] => "a zstd stream (decompress it first)",
         [b'S', b'Q', b'L', b'i', b't', b'e', ..] => "an SQLite database (an Nsight Systems export?)",
+        _ if perfetto_protobuf(bytes) => {
+            "a Perfetto protobuf trace (convert it with Perfetto's `traceconv json x.pftrace x.json`)"
+        }
         _ => return None,
     })
+}
+
+/// Whether `bytes` begin as a Perfetto trace: `Trace` is `repeated TracePacket packet = 1`, so
+/// the file is a run of `0a <varint length> <packet>`. Two packets that fit (or one that ends the
+/// file exactly), each opening with a valid protobuf field tag, and binary bytes among the
+/// first 64 (a text file can start with a newline, 0x0a) make it one.
+fn perfetto_protobuf(bytes: &[u8]) -> bool {
+    let varint = |b: &[u8]| -> Option<(u64, usize)> {
+        let mut v = 0u64;
+        for (i, &x) in b.iter().take(10).enumerate() {
+            v |= u64::from(x & 0x7f) << (7 * i);
+            if x & 0x80 == 0 {
+                return Some((v, i + 1));
+            }
+        }
+        None
+    };
+    let binary = bytes
+        .iter()
+        .take(64)
+        .any(|&b| b < 0x09 || (0x0e..0x20).contains(&b) || b >= 0x80);
+    if !binary {
+        return false;
+    }
+    let (mut at, mut packets) = (0usize, 0);
+    while at < bytes.len() && packets < 4 {
+        if bytes[at] != 0x0a {
+            return false;
+        }
+        let Some((len, n)) = varint(&bytes[at + 1..]) else {
+            return false;
+        };
+        let start = at + 1 + n;
+        let Some(end) = usize::try_from(len).ok().and_then(|l| start.checked_add(l)) else {
+            return false;
+        };
+        let tag = bytes.get(start).copied().unwrap_or(0);
+        if len == 0 || end > bytes.len() || tag >> 3 == 0 || !matches!(tag & 7, 0 | 1 | 2 | 5) {
+            return false;
+        }
+        at = end;
+        packets += 1;
+    }
+    packets >= 2 || (packets == 1 && at == bytes.len())
 }
 
 fn wrong_kind(path: &Path, bytes: &[u8], wanted: &str) -> LoadError {
@@ -249,6 +298,11 @@ pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, L
         .stored
         .store(input.stored_len as usize, Ordering::Relaxed);
     progress.total.store(input.len(), Ordering::Relaxed);
+    if input.damage.is_none() && perfetto_protobuf(&input) {
+        return Err(LoadError::PerfettoProtobuf {
+            path: path.to_owned(),
+        });
+    }
     let r = match (sniff(&input), &input.damage) {
         (Sniffed::Json, _) => {
             progress.kind.store(Progress::TRACE, Ordering::Relaxed);
@@ -423,4 +477,64 @@ fn trace_from_input(path: &Path, input: &Input) -> Result<Trace, LoadError> {
         );
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Perfetto trace as its protos define it (`Trace { repeated TracePacket packet = 1 }`;
+    /// `TracePacket.timestamp = 8`, `trusted_packet_sequence_id = 10`, `track_event = 11` with
+    /// `TrackEvent.type = 9`, `name = 23`): two packets.
+    fn perfetto_trace() -> Vec<u8> {
+        let packet = |ts: u64, name: &str| {
+            let mut ev = vec![0x48, 0x01, 0xba, 0x01, name.len() as u8];
+            ev.extend_from_slice(name.as_bytes());
+            let mut p = vec![0x40];
+            let mut v = ts;
+            loop {
+                let b = (v & 0x7f) as u8;
+                v >>= 7;
+                if v == 0 {
+                    p.push(b);
+                    break;
+                }
+                p.push(b | 0x80);
+            }
+            p.extend_from_slice(&[0x50, 0x01, 0x5a, ev.len() as u8]);
+            p.extend(ev);
+            let mut out = vec![0x0a, p.len() as u8];
+            out.extend(p);
+            out
+        };
+        let mut t = packet(1_000_000, "ProfilerStep#1");
+        t.extend(packet(1_250_000, "aten::mm"));
+        t
+    }
+
+    #[test]
+    fn a_perfetto_protobuf_trace_is_named_and_refused() {
+        let t = perfetto_trace();
+        assert!(perfetto_protobuf(&t));
+        let dir = std::env::temp_dir().join(format!("memscope-pftrace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.pftrace");
+        std::fs::write(&p, &t).unwrap();
+        let e = load(&p).err().unwrap().to_string();
+        assert!(e.contains("Perfetto protobuf trace"), "{e}");
+        assert!(e.contains("traceconv json"), "{e}");
+        let e = load_snapshot(&p).err().unwrap().to_string();
+        assert!(e.contains("Perfetto protobuf trace"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn text_that_starts_with_a_newline_is_no_perfetto_trace() {
+        assert!(!perfetto_protobuf(b"\n{\"traceEvents\": []}"));
+        assert!(!perfetto_protobuf(b"\n\n\n"));
+        // A 0a byte followed by a length past the end, or a zero field number.
+        assert!(!perfetto_protobuf(&[0x0a, 0x7f, 0x08, 0x01]));
+        assert!(!perfetto_protobuf(&[0x0a, 0x02, 0x00, 0x01]));
+        assert!(!perfetto_protobuf(&[]));
+    }
 }
