@@ -242,7 +242,8 @@ pub struct WhatifArgs {
     #[arg(long, default_value = "")]
     pub alloc_conf: String,
     /// Memory cap, a size with units like every other limit (`2GiB`, `1536MiB`, `1610612736`);
-    /// default: derived from the recorded OOM, if any.
+    /// default: derived from the recorded OOM (or the allocator's retries), else the device's
+    /// size where the capture records it (`memscope run` does).
     #[arg(long, value_parser = size)]
     pub cap: Option<u64>,
     /// Output format.
@@ -262,7 +263,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
-    /// (`80GiB`); default: derived from the recorded OOM, if any.
+    /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the
+    /// capture records it (`memscope run` does).
     #[arg(long, value_parser = size)]
     pub cap: Option<u64>,
     /// Shapes to predict: a batch size (`64`) or batch x sequence length (`8x4096`); repeatable.
@@ -330,7 +332,8 @@ pub struct PlanOpts {
     #[arg(long, requires = "batch")]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
-    /// (`80GiB`); default: derived from the recorded OOM, if any.
+    /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the
+    /// capture records it (`memscope run` does).
     #[arg(long, value_parser = size, requires = "batch")]
     pub cap: Option<u64>,
     /// Shapes to predict: a batch size (`64`) or batch x sequence length (`8x4096`); repeatable.
