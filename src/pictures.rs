@@ -197,58 +197,8 @@ pub fn plan_ask(o: &PlanOpts) -> anyhow::Result<Option<Ask>> {
     let Some(batch) = o.batch else {
         return Ok(None);
     };
-    if batch == 0 {
-        bail!("{}", PlanError::ZeroBatch);
-    }
-    if o.seq == Some(0) {
-        bail!("{}", PlanError::ZeroSeq);
-    }
-    let at: Vec<Shape> = if o.at.is_empty() {
-        [2, 4, 8]
-            .iter()
-            .map(|k| Shape {
-                batch: batch.saturating_mul(*k),
-                seq: o.seq,
-            })
-            .collect()
-    } else {
-        o.at.iter()
-            .map(|&(batch, seq)| Shape {
-                batch,
-                seq: seq.or(o.seq),
-            })
-            .collect()
-    };
-    for s in &at {
-        if s.batch == 0 {
-            bail!("{}", PlanError::ZeroAt(s.batch));
-        }
-        match (o.seq, s.seq) {
-            (None, Some(seq)) => bail!(
-                "{}",
-                PlanError::SeqWithoutRecorded {
-                    batch: s.batch,
-                    seq
-                }
-            ),
-            (_, Some(0)) => bail!("{}", PlanError::ZeroSeq),
-            _ => {}
-        }
-    }
-    Ok(Some(Ask {
-        recorded: Shape { batch, seq: o.seq },
-        at,
-        cap: o.cap,
-        conf: Default::default(),
-    }))
-}
-
-/// `batch 8 x seq 256`, or `batch 8`.
-fn shape(s: Shape) -> String {
-    match s.seq {
-        Some(q) => format!("batch {} x seq {q}", s.batch),
-        None => format!("batch {}", s.batch),
-    }
+    let recorded = Shape { batch, seq: o.seq };
+    Ok(Some(Ask::new(recorded, &o.at, o.cap, Default::default())?))
 }
 
 /// The report's "Capacity plan" section (`report --batch`): per device plan, the largest batch
@@ -272,7 +222,7 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
             o,
             r#"<h3 id="capacity-plan-{0}">cuda:{0}</h3><p class=sub>recorded at {1}: peak allocated {2}, peak reserved {3}; the allocator model's replay of it: {4}, {5} · cap: {6}</p>"#,
             p.device,
-            esc(&shape(p.recorded)),
+            esc(&p.recorded.to_string()),
             bytes(p.recorded_peak_allocated_bytes),
             bytes(p.recorded_peak_reserved_bytes),
             bytes(p.model_peak_allocated_bytes),
@@ -333,10 +283,10 @@ fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
             let _ = write!(
                 o,
                 "<tr><td>{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td>{}</td></tr>",
-                esc(&shape(Shape {
+                esc(&Shape {
                     batch: r.batch,
                     seq: r.seq
-                })),
+                }.to_string()),
                 bytes(r.peak_allocated_bytes),
                 bytes(r.peak_allocated_upper_bytes),
                 bytes(r.peak_reserved_bytes),

@@ -19,28 +19,7 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
         batch: a.batch,
         seq: a.seq,
     };
-    let at: Vec<Shape> = if a.at.is_empty() {
-        [2, 4, 8]
-            .iter()
-            .map(|k| Shape {
-                batch: a.batch.saturating_mul(*k),
-                seq: a.seq,
-            })
-            .collect()
-    } else {
-        a.at.iter()
-            .map(|&(batch, seq)| Shape {
-                batch,
-                seq: seq.or(a.seq),
-            })
-            .collect()
-    };
-    let ask = Ask {
-        recorded,
-        at,
-        cap: a.cap,
-        conf,
-    };
+    let ask = Ask::new(recorded, &a.at, a.cap, conf)?;
     let other_snap = match &a.with {
         Some(p) => Some(memscope::load::load_snapshot(p)?),
         None => None,

@@ -35,6 +35,16 @@ pub struct Shape {
     pub seq: Option<u64>,
 }
 
+/// `batch 8 x seq 256`, or `batch 8`: how every view names a shape.
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.seq {
+            Some(q) => write!(f, "batch {} x seq {q}", self.batch),
+            None => write!(f, "batch {}", self.batch),
+        }
+    }
+}
+
 /// How a request's size depends on one axis (batch or sequence) of the workload.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -162,6 +172,43 @@ pub struct Ask {
     pub at: Vec<Shape>,
     pub cap: Option<u64>,
     pub conf: AllocConf,
+}
+
+impl Ask {
+    /// The ask from the command line: `at` as given (`(batch, seq)`, a missing sequence length
+    /// being the recorded one), or 2, 4 and 8 times the recorded batch; checked
+    /// ([`PlanError`]) before any capture is read.
+    pub fn new(
+        recorded: Shape,
+        at: &[(u64, Option<u64>)],
+        cap: Option<u64>,
+        conf: AllocConf,
+    ) -> Result<Ask, PlanError> {
+        let at = if at.is_empty() {
+            [2, 4, 8]
+                .iter()
+                .map(|k| Shape {
+                    batch: recorded.batch.saturating_mul(*k),
+                    seq: recorded.seq,
+                })
+                .collect()
+        } else {
+            at.iter()
+                .map(|&(batch, seq)| Shape {
+                    batch,
+                    seq: seq.or(recorded.seq),
+                })
+                .collect()
+        };
+        let ask = Ask {
+            recorded,
+            at,
+            cap,
+            conf,
+        };
+        validate(&ask, None)?;
+        Ok(ask)
+    }
 }
 
 /// A second capture of the same program at another shape (`--with`).
@@ -465,6 +512,7 @@ fn plan_device(
         reqs: &reqs,
         settings: &settings,
         recorded: ask.recorded,
+        ops: whatif::ops(dev),
     };
     let at_rec = m.run(ask.recorded, Reading::Central, None);
     let predictions = ask.at.iter().map(|&s| m.predict(s, cap.bytes)).collect();

@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::whatif::alloc::Allocator;
-use super::whatif::{config, ops, Op};
+use super::whatif::{config, seed_layout, Op};
 use super::{
     Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, SEARCH_LIMIT,
 };
@@ -26,6 +26,8 @@ pub struct Model<'a> {
     pub reqs: &'a [Option<Request>],
     pub settings: &'a AllocatorSettings,
     pub recorded: Shape,
+    /// The log as requests ([`super::whatif::ops`]), made once for every replay of the plan.
+    pub(crate) ops: Vec<Op>,
 }
 
 /// One replay's outcome.
@@ -103,30 +105,14 @@ impl Model<'_> {
     pub fn run(&self, at: Shape, reading: Reading, cap: Option<u64>) -> RunOut {
         let track = at == self.recorded && reading == Reading::Central && cap.is_none();
         let mut m = Allocator::new(config(self.settings, cap, None));
-        let mut addr_map: HashMap<u64, u64> = HashMap::default();
+        let mut addr_map = seed_layout(&mut m, self.initial);
         let mut tally = Tally::default();
         // Recorded address -> (the request, its bytes in the tally).
         let mut live: HashMap<u64, (Option<Request>, u64)> = HashMap::default();
-        for s in self.initial.segments.values() {
-            let blocks: Vec<(u64, u64, u64, bool)> = s
-                .blocks
-                .values()
-                .map(|b| {
-                    (
-                        b.address,
-                        b.size,
-                        b.requested,
-                        b.state == crate::model::BlockState::ActivePendingFree,
-                    )
-                })
-                .collect();
-            m.seed_segment(s.address, s.size, s.stream, s.pool, &blocks);
-            for b in s.blocks.values() {
-                addr_map.insert(b.address, b.address);
-                if track {
-                    tally.add(None, b.size, true);
-                    live.insert(b.address, (None, b.size));
-                }
+        if track {
+            for b in self.initial.live_blocks() {
+                tally.add(None, b.size, true);
+                live.insert(b.address, (None, b.size));
             }
         }
         let mut out = RunOut::default();
@@ -134,10 +120,10 @@ impl Model<'_> {
         if track {
             out.split = tally.split();
         }
-        for (i, op) in ops(self.dev).into_iter().enumerate() {
+        for (i, op) in self.ops.iter().enumerate() {
             let e = self.dev.events[i];
             match op {
-                Op::Malloc { stream, .. } => {
+                &Op::Malloc { stream, .. } => {
                     let r = self.reqs[i];
                     let size = r.map_or(e.size, |r| {
                         let g = match reading {

@@ -430,22 +430,11 @@ pub fn config(settings: &AllocatorSettings, cap: Option<u64>, gpu_total: Option<
     }
 }
 
-/// Replays the device's requests through the model. `snap` gives stacks for OOM sites and the
-/// recorded settings (to place recorded blocks in their segments for [`Placement`]).
-///
-/// `initial` is the layout at the log's first event (empty when the log starts from an empty
-/// allocator): its segments are placed in the model first, their live blocks where they were.
-pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::State) -> RunResult {
-    let settings = describe_settings(&cfg.settings_with_expandable());
-    let cap = cfg.cap;
-    let mut m = Allocator::new(cfg);
-    let ops = ops(dev);
-    let mut recorded = replay::Replayer::new(
-        Rules::from_settings(&snap.settings),
-        &dev.events,
-        initial.clone(),
-    );
-    let mut addr_map: HashMap<u64, u64> = HashMap::new();
+/// Places the layout a log starts with (`initial`: blocks from before its first event) in the
+/// model, its blocks where they were; returns the address map that starts a replay (each live
+/// block at its own address).
+pub(crate) fn seed_layout(m: &mut Allocator, initial: &replay::State) -> HashMap<u64, u64> {
+    let mut addr_map = HashMap::new();
     for s in initial.segments.values() {
         let live: Vec<(u64, u64, u64, bool)> = s
             .blocks
@@ -464,6 +453,25 @@ pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::St
             addr_map.insert(b.address, b.address);
         }
     }
+    addr_map
+}
+
+/// Replays the device's requests through the model. `snap` gives stacks for OOM sites and the
+/// recorded settings (to place recorded blocks in their segments for [`Placement`]).
+///
+/// `initial` is the layout at the log's first event (empty when the log starts from an empty
+/// allocator): its segments are placed in the model first, their live blocks where they were.
+pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::State) -> RunResult {
+    let settings = describe_settings(&cfg.settings_with_expandable());
+    let cap = cfg.cap;
+    let mut m = Allocator::new(cfg);
+    let ops = ops(dev);
+    let mut recorded = replay::Replayer::new(
+        Rules::from_settings(&snap.settings),
+        &dev.events,
+        initial.clone(),
+    );
+    let mut addr_map: HashMap<u64, u64> = seed_layout(&mut m, initial);
     let mut placement = Placement::default();
     let mut ooms = Vec::new();
     let mut avoided = Vec::new();

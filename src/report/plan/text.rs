@@ -22,13 +22,6 @@ impl PlanFormat for Text {
     }
 }
 
-fn shape(s: Shape) -> String {
-    match s.seq {
-        Some(q) => format!("batch {} x seq {q}", s.batch),
-        None => format!("batch {}", s.batch),
-    }
-}
-
 /// `1.2 GiB`, or `1.2 GiB (up to 1.4 GiB)` where the unsure requests could add to it.
 fn figure(central: u64, upper: u64) -> String {
     if upper > central {
@@ -49,7 +42,7 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
     writeln!(
         out,
         "RECORDED   {}: peak allocated {}, peak reserved {}",
-        shape(p.recorded),
+        p.recorded,
         bytes(p.recorded_peak_allocated_bytes),
         bytes(p.recorded_peak_reserved_bytes)
     )?;
@@ -132,10 +125,11 @@ fn write_predictions(out: &mut dyn Write, st: &Style, p: &Plan) -> io::Result<()
         "AT", "PEAK ALLOCATED", "PEAK RESERVED"
     )?;
     for r in &p.predictions {
-        let at = shape(Shape {
+        let at = Shape {
             batch: r.batch,
             seq: r.seq,
-        });
+        }
+        .to_string();
         // A capture that ends at an OOM never made the rest of its step: lower bounds.
         let ge = if p.ends_in_oom { ">= " } else { "" };
         writeln!(

@@ -16,7 +16,7 @@ use ratatui::symbols::Marker;
 use ratatui::widgets::canvas::{Canvas, Line};
 use ratatui::widgets::Widget;
 
-use crate::analysis::plan::{Plan, Prediction, Shape};
+use crate::analysis::plan::{Plan, Prediction};
 use crate::tui::action::{Action, Ctx, Effect, View};
 use crate::tui::component::Component;
 use crate::tui::data::Planned;
@@ -120,14 +120,6 @@ impl Component<Snap> for PlanView {
     }
 }
 
-/// `batch 8 x seq 256`, or `batch 8`.
-fn shape(s: Shape) -> String {
-    match s.seq {
-        Some(q) => format!("batch {} x seq {q}", s.batch),
-        None => format!("batch {}", s.batch),
-    }
-}
-
 /// A table's `at` cell: `8x256`, or `8`.
 fn at_cell(r: &Prediction) -> String {
     match r.seq {
@@ -224,7 +216,7 @@ fn note_lines(p: &Plan) -> Vec<(String, Style)> {
     let mut out = vec![(
         format!(
             "recorded at {}: peak allocated {}, peak reserved {}; the allocator model's replay of it: {}, {}",
-            shape(p.recorded),
+            p.recorded,
             bytes(p.recorded_peak_allocated_bytes),
             bytes(p.recorded_peak_reserved_bytes),
             bytes(p.model_peak_allocated_bytes),
@@ -259,8 +251,7 @@ fn draw_plan(p: &Plan, notes: &Scroll, area: Rect, buf: &mut Buffer) {
         0,
         &format!(
             "CAPACITY PLAN cuda:{} │ recorded {} │ {cap}",
-            p.device,
-            shape(p.recorded)
+            p.device, p.recorded
         ),
         bold(),
     );
