@@ -120,6 +120,12 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
             "sequence: growing requests are linear in the sequence length (none has a size that could be attention scores)".to_string()
         });
     }
+    if p.convolution_requests > 0 {
+        out.push(format!(
+            "{} requests come from convolutions: cuDNN picks an algorithm, and with it a workspace, for each shape, so at another batch size they ask for other sizes; the reserved peak can be well above this prediction (on the ground truth's CNN, 24% above it at 8x the recorded batch, fixtures/plan): near the cap, confirm with a capture at the batch you pick",
+            p.convolution_requests
+        ));
+    }
     out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
     out
 }

@@ -40,6 +40,23 @@ const FLASH: [&str; 6] = [
 /// Frame names (lower case) that make attention scores (quadratic in the sequence).
 const SCORES: [&str; 3] = ["softmax", "attention", "attn"];
 
+/// Frame names (lower case) of convolutions: cuDNN picks an algorithm, and with it a workspace,
+/// per shape, so these requests at another batch size need not be these scaled.
+const CONVOLUTION: [&str; 5] = ["_conv_forward", "conv1d", "conv2d", "conv3d", "convolution"];
+
+/// How many of the device's requests a convolution makes (by their stacks). Backward's run off
+/// the Python thread and carry no Python stack, so this counts the forward ones: evidence that
+/// the capture runs convolutions, not the size of their workspaces.
+pub fn convolution_requests(stacks: &Stacks, dev: &Device) -> usize {
+    let conv: Vec<bool> = (0..stacks.stack_count())
+        .map(|s| frame_named(stacks, StackId(s as u32), &CONVOLUTION))
+        .collect();
+    dev.events
+        .iter()
+        .filter(|e| e.action == Action::Alloc && conv.get(e.stack.0 as usize) == Some(&true))
+        .count()
+}
+
 /// Whether any stack of the capture runs flash or memory-efficient attention.
 pub fn flash_attention(stacks: &Stacks) -> bool {
     (0..stacks.stack_count()).any(|s| frame_named(stacks, StackId(s as u32), &FLASH))

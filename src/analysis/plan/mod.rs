@@ -327,6 +327,9 @@ pub struct Plan {
     pub unsure_requests: usize,
     /// Sequence predictions: some growing requests could be linear or quadratic.
     pub seq_ambiguous: bool,
+    /// Requests made by convolutions (forward, by their stacks): cuDNN picks its workspaces per
+    /// shape, so the reserved peak at another batch can exceed the replay's.
+    pub convolution_requests: usize,
 }
 
 /// The largest multiple of the recorded batch the search tries. Further out the plan is not
@@ -558,5 +561,6 @@ fn plan_device(
         requests: reqs.iter().flatten().count(),
         unsure_requests,
         seq_ambiguous,
+        convolution_requests: classify::convolution_requests(&snap.stacks, dev),
     }
 }
