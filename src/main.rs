@@ -174,6 +174,7 @@ fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u
         Capture::Trace(_) => InputKind::Trace,
     };
     s.found(&args.file, kind);
+    s.sized(&args.file, file_len);
     if args.stacks && kind == InputKind::Trace {
         s.note("--stacks does nothing for a profiler trace (its sites come without stacks)".into());
     }

@@ -17,6 +17,7 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;
     let (snap, len) = memscope::load::load_snapshot_sized(&a.file)?;
     s.found(&a.file, InputKind::Snapshot);
+    s.sized(&a.file, len);
     let analyzed = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let recorded = Shape {
         batch: a.batch,

@@ -99,6 +99,14 @@ impl Session {
         }
     }
 
+    /// The size of the file given as `path` as it was read (stdin's bytes too).
+    pub fn sized(&mut self, path: &Path, bytes: u64) {
+        let shown = path.display().to_string();
+        for i in self.header.inputs.iter_mut().filter(|i| i.path == shown) {
+            i.bytes = Some(bytes);
+        }
+    }
+
     /// A note on stderr (`memscope: note: ...`), and in the envelope's `warnings`.
     pub fn note(&mut self, msg: String) {
         crate::output::eprint_term(&format!("memscope: note: {msg}"));

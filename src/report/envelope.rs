@@ -147,6 +147,41 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// Every kind, in the order `docs/json.md` lists them.
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::Usage,
+        ErrorKind::Io,
+        ErrorKind::RefusedInput,
+        ErrorKind::NotACapture,
+        ErrorKind::Damaged,
+        ErrorKind::TooLarge,
+        ErrorKind::Config,
+        ErrorKind::Baseline,
+        ErrorKind::NotComparable,
+        ErrorKind::CannotAnswer,
+        ErrorKind::Internal,
+    ];
+
+    /// The name in the envelope (`not_a_capture`).
+    pub fn name(self) -> &'static str {
+        // Exhaustive: a kind added here is added to `ALL` above and to docs/json.md.
+        match self {
+            ErrorKind::Usage => "usage",
+            ErrorKind::Io => "io",
+            ErrorKind::RefusedInput => "refused_input",
+            ErrorKind::NotACapture => "not_a_capture",
+            ErrorKind::Damaged => "damaged",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Config => "config",
+            ErrorKind::Baseline => "baseline",
+            ErrorKind::NotComparable => "not_comparable",
+            ErrorKind::CannotAnswer => "cannot_answer",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
 /// One error in the envelope.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ErrorEntry {
@@ -307,7 +342,8 @@ fn load_kind(l: &LoadError) -> ErrorKind {
         | LoadError::Empty { .. } => ErrorKind::NotACapture,
         LoadError::Pickle { err, .. } | LoadError::Cut { err, .. } => match err {
             PickleError::Limit { .. } | PickleError::OutOfMemory { .. } => ErrorKind::TooLarge,
-            PickleError::NotPickle { .. } => ErrorKind::NotACapture,
+            // A snapshot never imports or calls: a file that does is something else.
+            PickleError::NotPickle { .. } | PickleError::Forbidden { .. } => ErrorKind::NotACapture,
             _ => ErrorKind::Damaged,
         },
         LoadError::Snapshot { err, .. } => match err {
@@ -401,6 +437,13 @@ mod tests {
         assert!(e["data"].is_null());
         assert_eq!(e["errors"][0]["kind"], "not_a_capture");
         assert_eq!(e["errors"][0]["message"], "x.pickle: the file is empty");
+    }
+
+    #[test]
+    fn every_kind_serializes_as_its_name() {
+        for k in ErrorKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+        }
     }
 
     #[test]
