@@ -44,7 +44,7 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let file_len = bytes.stored_len;
     if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
-        if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") {
+        if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") || is_envelope(&head) {
             if !allow_baseline {
                 return Err(InputError::NotACapture {
                     path: path.to_owned(),
@@ -71,6 +71,16 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     Ok(Loaded::Analysis(Box::new(
         crate::analysis::analyze_snapshot(&snap, path, file_len).analysis,
     )))
+}
+
+/// Whether a JSON text's head is a `memscope/1` envelope (`"envelope": "memscope/1"`, with any
+/// spacing): memscope's own output, never a capture.
+fn is_envelope(head: &str) -> bool {
+    head.match_indices("\"envelope\"").any(|(i, k)| {
+        let rest = head[i + k.len()..].trim_start();
+        rest.strip_prefix(':')
+            .is_some_and(|r| r.trim_start().starts_with("\"memscope/"))
+    })
 }
 
 fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loaded, InputError> {

@@ -9,6 +9,7 @@ mod output;
 mod pictures;
 mod plan_cmd;
 mod run_cmd;
+mod session;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -21,7 +22,9 @@ use cli::{
     OutputFormat, WhatifArgs,
 };
 use memscope::load::Capture;
+use memscope::report::envelope::{ErrorKind, InputKind, Refused, Role};
 use memscope::report::{self, Format};
+use session::Session;
 
 fn main() -> ExitCode {
     memscope::signals::install();
@@ -35,16 +38,21 @@ fn main() -> ExitCode {
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            if e.use_stderr() {
+                session::refused_line(&args, &e);
+            }
             return ExitCode::from(code);
         }
     };
-    match run(cli) {
+    let mut session = Session::of(&cli);
+    match run(cli, &mut session) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
             output::eprint_term(&format!("memscope: error: {e:#}"));
+            session.fail(&e);
             ExitCode::from(2)
         }
     }
@@ -60,18 +68,18 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn run(cli: Cli) -> anyhow::Result<u8> {
+fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
     match cli.command {
-        Some(Command::Analyze(args)) => analyze(&args, args.color.enabled()),
-        Some(Command::Check(args)) => check(&args, args.color.enabled()),
+        Some(Command::Analyze(args)) => analyze(&args, args.color.enabled(), s),
+        Some(Command::Check(args)) => check(&args, args.color.enabled(), s),
         Some(Command::Baseline(args)) => baseline(&args),
-        Some(Command::Diff(args)) => diff(&args, args.color.enabled()),
+        Some(Command::Diff(args)) => diff(&args, args.color.enabled(), s),
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
         Some(Command::Tui(args)) => tui(&args.file, &args.plan),
-        Some(Command::Whatif(args)) => whatif(&args),
-        Some(Command::Plan(args)) => plan_cmd::plan(&args),
+        Some(Command::Whatif(args)) => whatif(&args, s),
+        Some(Command::Plan(args)) => plan_cmd::plan(&args, s),
         Some(Command::Run(args)) => run_cmd::run(&args),
         Some(Command::Completions(args)) => {
             use clap::CommandFactory;
@@ -94,6 +102,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     color: cli.color,
                 },
                 cli.color.enabled(),
+                s,
             ),
             None => {
                 use clap::CommandFactory;
@@ -104,10 +113,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
+fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
     let conf = whatif::parse_alloc_conf(&args.alloc_conf).context("--alloc-conf")?;
     let snap = memscope::load::load_snapshot(&args.file)?;
+    s.found(&args.file, InputKind::Snapshot);
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),
         source: whatif::CapSource::Given,
@@ -122,9 +132,8 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
             out.flush().context("writing the report")?;
         }
         OutputFormat::Json => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            writeln!(out, "{}", memscope::report::whatif::render_json(&w)?)?;
-            out.flush().context("writing the report")?;
+            let file = args.file.display().to_string();
+            s.answer(&memscope::report::whatif::document(&file, &w))?;
         }
     }
     Ok(0)
@@ -155,15 +164,19 @@ fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
+fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
     let progress = memscope::load::Progress::default();
     let capture = memscope::load::load_with_progress(&args.file, &progress)?;
     // As stored: a pipe's bytes count too.
     let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
-    if args.stacks && matches!(capture, Capture::Trace(_)) {
-        eprintln!(
-            "memscope: note: --stacks does nothing for a profiler trace (its sites come without stacks)"
-        );
+    let kind = match capture {
+        Capture::Snapshot(_) => InputKind::Snapshot,
+        Capture::Trace(_) => InputKind::Trace,
+    };
+    s.found(&args.file, kind);
+    s.sized(&args.file, file_len);
+    if args.stacks && kind == InputKind::Trace {
+        s.note("--stacks does nothing for a profiler trace (its sites come without stacks)".into());
     }
     let analysis = match &capture {
         Capture::Snapshot(snap) => {
@@ -178,16 +191,16 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
         color,
         stacks: args.stacks,
     };
-    let (fmt, mut out): (&dyn Format, Box<dyn Write>) = match args.format {
-        OutputFormat::Text => (&report::text::Text, Box::new(output::term_stdout(color))),
-        OutputFormat::Json => (
-            &report::json::Json,
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-        ),
-    };
-    fmt.render(&analysis, &opts, &mut out)
-        .context("writing the report")?;
-    out.flush().context("writing the report")?;
+    match args.format {
+        OutputFormat::Text => {
+            let mut out = output::term_stdout(color);
+            report::text::Text
+                .render(&analysis, &opts, &mut out)
+                .context("writing the report")?;
+            out.flush().context("writing the report")?;
+        }
+        OutputFormat::Json => s.answer(&report::json::data(&analysis))?,
+    }
     std::mem::forget(analysis);
     Ok(0)
 }
@@ -200,6 +213,7 @@ type Ranked = (Vec<memscope::check::InputSummary>, Vec<Option<u32>>);
 fn load_with_progress(
     files: &[std::path::PathBuf],
     explicit: &[Option<u32>],
+    s: &mut Session,
 ) -> Result<Ranked, memscope::inputs::InputError> {
     use std::io::IsTerminal;
     let start = std::time::Instant::now();
@@ -221,13 +235,14 @@ fn load_with_progress(
     let mut out = Vec::new();
     let mut ranks = Vec::new();
     for ((v, r), file) in r?.into_iter().zip(explicit).zip(files) {
+        s.found(file, file_kind(file, &v));
         let one = v.len() == 1;
         if let (Some(n), false) = (r, one) {
-            eprintln!(
-                "memscope: note: --rank {n}={} does nothing: that summary holds {} inputs, which keep their own ranks",
+            s.note(format!(
+                "--rank {n}={} does nothing: that summary holds {} inputs, which keep their own ranks",
                 file.display(),
                 v.len()
-            );
+            ));
         }
         for s in v {
             ranks.push(r.filter(|_| one));
@@ -237,7 +252,19 @@ fn load_with_progress(
     Ok((out, ranks))
 }
 
-fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
+/// What a file given to `check` or `diff` was, from what it gave: a capture's one summary
+/// carries the path as given, a baseline file's entries their stored paths.
+fn file_kind(file: &std::path::Path, v: &[memscope::check::InputSummary]) -> InputKind {
+    match v {
+        [one] if one.path == file.display().to_string() => match one.kind {
+            memscope::analysis::CaptureKind::Snapshot => InputKind::Snapshot,
+            memscope::analysis::CaptureKind::Trace => InputKind::Trace,
+        },
+        _ => InputKind::Baseline,
+    }
+}
+
+fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::check::{self, config, CheckConfig};
     use memscope::report::check::CheckFormat;
     let flags = CheckConfig {
@@ -255,10 +282,16 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         (Some(p), false) => Some(p.clone()),
         (None, false) => config::find_config(&std::env::current_dir()?),
     };
+    if let Some(p) = &config_path {
+        s.given(p, Role::Config);
+    }
     let file_cfg = match &config_path {
-        Some(p) => CheckConfig::from_file(p).map_err(anyhow::Error::msg)?,
+        Some(p) => CheckConfig::from_file(p)?,
         None => CheckConfig::default(),
     };
+    if let Some(p) = &config_path {
+        s.found(p, InputKind::Config);
+    }
     let cfg = flags.or(file_cfg);
     // A gate that checks nothing would always pass: an error, naming where that came from.
     if cfg.checks_nothing() {
@@ -266,17 +299,31 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
             (Some(_), _) | (_, None) => "--fail-on none".to_owned(),
             (None, Some(p)) => p.display().to_string(),
         };
-        anyhow::bail!(
-            "{from}: no rule to check (fail-on is empty and no limit or baseline is set); memscope check would pass anything"
-        );
+        return Err(Refused::new(
+            ErrorKind::Usage,
+            format!(
+                "{from}: no rule to check (fail-on is empty and no limit or baseline is set); memscope check would pass anything"
+            ),
+        )
+        .into());
     }
     let base = match &cfg.baseline {
         Some(p) => {
+            s.given(p, Role::Baseline);
             let input = memscope::load::read_input(p)?;
-            let text = std::str::from_utf8(&input)
-                .map_err(|_| anyhow::anyhow!("{}: the baseline is not UTF-8 JSON", p.display()))?;
-            let b = check::Baseline::from_json(text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let text = std::str::from_utf8(&input).map_err(|_| {
+                Refused::new(
+                    ErrorKind::Baseline,
+                    format!("{}: the baseline is not UTF-8 JSON", p.display()),
+                )
+            })?;
+            let b = check::Baseline::from_json(text).map_err(|err| {
+                memscope::inputs::InputError::Baseline {
+                    path: p.clone(),
+                    err,
+                }
+            })?;
+            s.found(p, InputKind::Baseline);
             Some((p.display().to_string(), b))
         }
         None => None,
@@ -293,7 +340,7 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
             }
         }
     }
-    let (summaries, explicit) = load_with_progress(&paths, &explicit)?;
+    let (summaries, explicit) = load_with_progress(&paths, &explicit, s)?;
     let report = check::check(
         &summaries,
         &explicit,
@@ -304,20 +351,25 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
         color,
         stacks: false,
     };
-    let fmt: &dyn CheckFormat = match args.format {
-        CheckFormatArg::Text => &report::check::CheckText,
-        CheckFormatArg::Json => &report::check::CheckJson,
-        CheckFormatArg::Junit => &report::check::Junit,
-    };
     {
-        let mut out: Box<dyn Write> = match args.format {
-            CheckFormatArg::Text => Box::new(output::term_stdout(color)),
-            _ => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        let written = match args.format {
+            CheckFormatArg::Json => s.answer(&report),
+            CheckFormatArg::Text | CheckFormatArg::Junit => {
+                let (fmt, mut out): (&dyn CheckFormat, Box<dyn Write>) = match args.format {
+                    CheckFormatArg::Text => (
+                        &report::check::CheckText,
+                        Box::new(output::term_stdout(color)),
+                    ),
+                    _ => (
+                        &report::check::Junit,
+                        Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+                    ),
+                };
+                fmt.render(&report, &opts, &mut out)
+                    .and_then(|()| out.flush())
+                    .context("writing the check report")
+            }
         };
-        let written = fmt
-            .render(&report, &opts, &mut out)
-            .and_then(|()| out.flush())
-            .context("writing the check report");
         // A closed pipe (`memscope check ... | head`) cuts the report, not the verdict: a failed
         // check still exits 1, and the annotations below are still written.
         if let Err(e) = written {
@@ -356,8 +408,12 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
     Ok(if report.passed { 0 } else { 1 })
 }
 
+/// The baseline file is `memscope.baseline/1` itself, not an envelope: it is data that is
+/// committed and read back (docs/json.md says why).
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
-    let (mut summaries, _) = load_with_progress(&args.files, &vec![None; args.files.len()])?;
+    let mut quiet = Session::default();
+    let (mut summaries, _) =
+        load_with_progress(&args.files, &vec![None; args.files.len()], &mut quiet)?;
     // Committed files: paths from the repository root (else the file name), never absolute.
     for s in &mut summaries {
         s.path = memscope::check::paths::for_baseline(&s.path);
@@ -391,20 +447,30 @@ fn stdout_is_step_summary() -> bool {
         .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino())
 }
 
-fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
+fn diff(args: &DiffArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::report::check::DiffFormat;
-    let one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
+    let mut one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
         let mut v = memscope::inputs::load_summaries(&[p], true)?;
+        s.found(p, file_kind(p, &v));
         match v.len() {
             1 => Ok(v.remove(0)),
-            0 => anyhow::bail!("{}: the baseline holds no inputs", p.display()),
-            n => anyhow::bail!(
-                "{}: the baseline holds {n} inputs; diff compares one capture with one",
-                p.display()
-            ),
+            0 => Err(Refused::new(
+                ErrorKind::Baseline,
+                format!("{}: the baseline holds no inputs", p.display()),
+            )
+            .into()),
+            n => Err(Refused::new(
+                ErrorKind::Usage,
+                format!(
+                    "{}: the baseline holds {n} inputs; diff compares one capture with one",
+                    p.display()
+                ),
+            )
+            .into()),
         }
     };
-    let (before, after) = (one(&args.before)?, one(&args.after)?);
+    let before = one(&args.before)?;
+    let after = one(&args.after)?;
     if !args.force {
         memscope::check::diff::comparable(&before, &after).with_context(|| {
             format!(
@@ -427,13 +493,13 @@ fn diff(args: &DiffArgs, color: bool) -> anyhow::Result<u8> {
         f => f,
     };
     let (fmt, mut out): (&dyn DiffFormat, Box<dyn Write>) = match format {
+        DiffFormatArg::Json => {
+            s.answer(&d)?;
+            return Ok(0);
+        }
         DiffFormatArg::Text => (
             &report::check::DiffText,
             Box::new(output::term_stdout(color)),
-        ),
-        DiffFormatArg::Json => (
-            &report::check::DiffJson,
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
         ),
         DiffFormatArg::Markdown => (
             &report::check::DiffMarkdown,

@@ -151,11 +151,12 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         &mut w,
     )?;
     if let Some(why) = sum.empty_because() {
-        eprintln!("memscope: warning: {why}");
+        crate::output::eprint_term(&format!("memscope: warning: {why}"));
     }
     let name = w.name();
     let n = w.finish()?;
-    eprintln!(
+    // Through the terminal boundary, as every message that names a file.
+    crate::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} counter points, {} block slices, {} instants{})",
         name,
         bytes(n),
@@ -167,7 +168,7 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         } else {
             "; no time_us in the log: event indices used as times"
         }
-    );
+    ));
     Ok(0)
 }
 
@@ -183,9 +184,9 @@ fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     }
     let name = w.name();
     w.finish()?;
-    eprintln!(
+    crate::output::eprint_term(&format!(
         "memscope: wrote {name} (empty: the snapshot holds no device, so no memory was live)"
-    );
+    ));
     Ok(0)
 }
 

@@ -6,14 +6,18 @@ use std::io::Write;
 use anyhow::Context;
 use memscope::analysis::plan::{self, Ask, Other, Shape};
 use memscope::analysis::whatif;
-use memscope::report::plan::{html::Html, json::Json, text::Text, PlanDoc, PlanFormat};
+use memscope::report::envelope::InputKind;
+use memscope::report::plan::{html::Html, json, text::Text, PlanDoc, PlanFormat};
 
 use crate::cli::{PlanArgs, PlanFormatArg};
 use crate::output;
+use crate::session::Session;
 
-pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
+pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;
     let (snap, len) = memscope::load::load_snapshot_sized(&a.file)?;
+    s.found(&a.file, InputKind::Snapshot);
+    s.sized(&a.file, len);
     let analyzed = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let recorded = Shape {
         batch: a.batch,
@@ -21,7 +25,11 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
     };
     let ask = Ask::new(recorded, &a.at, a.cap, conf)?;
     let other_snap = match &a.with {
-        Some(p) => Some(memscope::load::load_snapshot(p)?),
+        Some(p) => {
+            let other = memscope::load::load_snapshot(p)?;
+            s.found(p, InputKind::Snapshot);
+            Some(other)
+        }
         None => None,
     };
     let other = other_snap.as_ref().map(|s| Other {
@@ -42,7 +50,10 @@ pub fn plan(a: &PlanArgs) -> anyhow::Result<u8> {
     };
     let format: &dyn PlanFormat = match a.format {
         PlanFormatArg::Text => &Text,
-        PlanFormatArg::Json => &Json,
+        PlanFormatArg::Json => {
+            s.answer(&json::document(&doc))?;
+            return Ok(0);
+        }
         PlanFormatArg::Html => &Html,
     };
     if a.format == PlanFormatArg::Text {

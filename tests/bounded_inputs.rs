@@ -6,6 +6,8 @@
 //! member of zeros repeated (a gzip file may hold many), and a bomb is cut by the budget or by
 //! the address-space limit long before it expands. FUZZING.md lists each case's peak memory.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -311,7 +313,7 @@ fn a_pipe_is_read_and_reports_its_bytes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::envelope::data(&out.stdout);
     assert_eq!(v["input"]["bytes"], len);
     assert_eq!(v["input"]["kind"], "snapshot");
     // Over the budget, through a pipe.
@@ -696,7 +698,7 @@ fn a_gigabyte_string_in_a_snapshot_is_never_copied_whole() {
     let o = run(c, Some(4 << 30), Duration::from_secs(120));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(o.max_rss < 256 * MIB, "peak RSS {}", o.max_rss);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = common::envelope::data(&o.stdout);
     let len = std::fs::metadata(&p).unwrap().len();
     assert_eq!(v["input"]["bytes"].as_u64(), Some(len));
     assert!(

@@ -2,6 +2,8 @@
 //! named, and every output format (insta snapshots, a JUnit structural validator, GitHub
 //! workflow commands).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -196,7 +198,7 @@ fn diff_names_the_leak_line_first() {
         .args(["diff", "--format", "json"])
         .arg(&clean)
         .arg(&leaky));
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = common::envelope::data_str(&json);
     assert_eq!(v["schema"], "memscope.diff/1");
     assert_eq!(
         v["largest_growth"]["site"]["line"].as_u64(),
@@ -851,7 +853,7 @@ fn diff_says_what_neither_side_records() {
         "{out}"
     );
     let (_, json, _) = run(bin().args(["diff", "--format", "json"]).arg(&a).arg(&b));
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = common::envelope::data_str(&json);
     let nc = v["not_compared"].as_array().unwrap();
     assert!(
         nc.iter()

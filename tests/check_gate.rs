@@ -6,6 +6,8 @@
 //! Truth for each capture is written beside its use: from `fixtures/README.md` (what the
 //! generator did) or from the file's own text (`distributedInfo`, read with `zcat | grep`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -60,7 +62,7 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
 fn json(cmd: &mut Command) -> (i32, serde_json::Value) {
     let (code, out, err) = run(cmd.args(["--format", "json"]));
     assert!(code == 0 || code == 1, "exit {code}: {err}");
-    (code, serde_json::from_str(&out).unwrap())
+    (code, common::envelope::data_str(&out))
 }
 
 fn analysis(p: &Path) -> Analysis {
@@ -524,7 +526,7 @@ fn diff_is_robust_to_code_motion() {
         .output()
         .unwrap();
     assert!(o.status.success());
-    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = common::envelope::data(&o.stdout);
     // The inputs as given.
     assert_eq!(d["before"], "fixtures/motion/motion_v1.pickle.gz");
     let dev = &d["devices"][0];

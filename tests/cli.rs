@@ -1,5 +1,7 @@
 //! The binary as users run it: exit codes, one-line errors, formats, broken pipes.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -47,7 +49,7 @@ fn analyze_text_and_json() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::envelope::data(&out.stdout);
     assert_eq!(v["schema"], "memscope.report/1");
     assert_eq!(v["input"]["kind"], "snapshot");
     let d = &v["devices"][0];
@@ -171,7 +173,7 @@ fn analyze_reads_profiler_traces_into_the_same_schema() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::envelope::data(&out.stdout);
     assert_eq!(v["schema"], "memscope.report/1");
     assert_eq!(v["input"]["kind"], "trace");
     assert_eq!(v["verdict"]["kind"], "graph_growth");
@@ -196,7 +198,7 @@ fn analyze_reads_profiler_traces_into_the_same_schema() {
         .arg(&clean)
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::envelope::data(&out.stdout);
     assert_eq!(v["verdict"]["kind"], "ok");
     assert!(v["graph"]["growth"].as_array().unwrap().is_empty());
     assert!(v["leaks"].as_array().unwrap().is_empty());

@@ -2,6 +2,8 @@
 //! position, a pickle that would `touch` a file under Python, files of the wrong kind, damaged
 //! files, and inputs that must never be written to.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -117,7 +119,19 @@ fn every_forbidden_opcode_is_refused_by_the_binary() {
                 .output()
                 .unwrap();
             assert_eq!(out.status.code(), Some(2), "{name}");
-            assert!(out.stdout.is_empty(), "{name}: no report on a refused file");
+            if format == "json" {
+                // No report: the envelope of the failure, its error the one on stderr.
+                let e = common::envelope::envelope(&out.stdout);
+                assert!(e["data"].is_null(), "{name}: no report on a refused file");
+                assert_eq!(e["errors"][0]["kind"], "not_a_capture", "{name}");
+                assert!(
+                    String::from_utf8_lossy(&out.stderr)
+                        .contains(e["errors"][0]["message"].as_str().unwrap()),
+                    "{name}"
+                );
+            } else {
+                assert!(out.stdout.is_empty(), "{name}: no report on a refused file");
+            }
             let err = String::from_utf8(out.stderr).unwrap();
             assert_eq!(err.lines().count(), 1, "{err}");
             assert!(

@@ -8,6 +8,8 @@
 //! accuracy the issue asks (5% allocated, 10% reserved) where the program makes the same
 //! requests at every size, and within the bounds ACCURACY.md reports elsewhere.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -246,7 +248,7 @@ fn the_cli_says_the_plan_and_refuses_bad_shapes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::envelope::data(&out.stdout);
     assert_eq!(v["schema"], "memscope.plan/1");
     assert!(v["max_batch"].as_u64().is_some());
     let preds = v["predictions"].as_array().unwrap();

@@ -5,6 +5,8 @@
 //! (`torch.cuda.memory_allocated()` / `max_memory_allocated()`, in `fixtures/run/logs/`), written
 //! down before memscope read the files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -30,7 +32,7 @@ fn analyze(rel: &str) -> Value {
         "{rel}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::envelope::data(&out.stdout)
 }
 
 fn dev(v: &Value) -> &Value {

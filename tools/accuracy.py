@@ -185,12 +185,19 @@ def run_memscope(binary, path):
         p = subprocess.run([binary, "analyze", "--format", "json", path], capture_output=True, timeout=600)
     except subprocess.TimeoutExpired:
         return None, "timeout", time.time() - t
-    if p.returncode != 0 and not p.stdout.strip():
-        return None, f"exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[:200]}", time.time() - t
     try:
-        return json.loads(p.stdout), None, time.time() - t
+        env = json.loads(p.stdout)
     except ValueError as e:
+        if p.returncode != 0:
+            return None, f"exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[:200]}", time.time() - t
         return None, f"bad JSON: {e}", time.time() - t
+    # The memscope/1 envelope (docs/json.md): the report is its data; a failure has errors.
+    if env.get("envelope") != "memscope/1":
+        return None, f"not a memscope/1 envelope: {str(env.get('envelope'))[:40]}", time.time() - t
+    if env.get("errors") or env.get("data") is None:
+        errs = "; ".join(f"{e.get('kind')}: {e.get('message')}" for e in env.get("errors") or [])
+        return None, f"exit {p.returncode}: {errs[:200]}", time.time() - t
+    return env["data"], None, time.time() - t
 
 
 def site_of(x):

@@ -26,7 +26,10 @@ def run_plan(binary, capture, b0, seq, at, cap, other=None, other_seq=None):
     if other_seq:
         cmd += ["--with", other_seq[0], "--with-seq", str(other_seq[1])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    env = json.loads(out)
+    # The memscope/1 envelope (docs/json.md): the plan is its data.
+    assert env.get("envelope") == "memscope/1" and not env["errors"], env.get("errors")
+    return env["data"]
 
 
 def pct(pred, real):

@@ -331,6 +331,14 @@ impl Baseline {
         let mut v: Value =
             serde_json::from_str(text).map_err(|e| BaselineError::NotJson { what: no_echo(&e) })?;
         one_line_strings(&mut v);
+        // A baseline inside a `memscope/1` envelope (memscope writes baselines bare, but a
+        // tool may keep what it was handed whole): its `data`.
+        if v.get("envelope")
+            .and_then(Value::as_str)
+            .is_some_and(|e| e.starts_with("memscope/"))
+        {
+            v = v.get_mut("data").map(Value::take).unwrap_or(Value::Null);
+        }
         match v.get("schema").and_then(Value::as_str) {
             Some(BASELINE_SCHEMA) => {}
             Some(_) => return Err(BaselineError::OtherSchema),

@@ -1,11 +1,13 @@
 //! Views that turn the analysis into bytes, in three families: [`analyze`] (the report: text,
 //! JSON, HTML, each a [`Format`]), [`check`] (the gate: `CheckFormat` and `DiffFormat`) and
 //! [`pictures`] (flamegraph, Perfetto, the chart). Adding a format never touches the analyses,
-//! and each format has its own snapshot test. The families' modules are re-exported here under
-//! their short names (`report::text`, `report::flamegraph`).
+//! and each format has its own snapshot test. Every JSON document is written inside the one
+//! `memscope/1` envelope of [`envelope`] (docs/json.md). The families' modules are re-exported
+//! here under their short names (`report::text`, `report::flamegraph`).
 
 pub mod analyze;
 pub mod check;
+pub mod envelope;
 pub mod pictures;
 pub mod plan;
 pub mod style;

@@ -2,6 +2,8 @@
 //! keys pressed through the real key map.
 #![allow(dead_code)] // each test crate uses its own part
 
+pub mod envelope;
+
 use std::path::Path;
 
 use memscope::tui::{map_key, Action, App, Loaded};

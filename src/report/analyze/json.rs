@@ -1,4 +1,5 @@
-//! The machine-readable report: the `memscope.report/1` schema (see README), pretty-printed.
+//! The machine-readable report: the `memscope.report/1` document (docs/json-schema.md), the
+//! `data` of `memscope analyze --format json`'s envelope (`crate::report::envelope`).
 //!
 //! The document is the analysis as it is, except that the sentences are the wording module's
 //! (the analysis carries evidence, not words): the verdict's `summary`, each finding's
@@ -126,6 +127,11 @@ pub fn document(a: &Analysis) -> serde_json::Value {
     serde_json::to_value(doc(a)).expect("a report serializes")
 }
 
+/// The `memscope.report/1` document of `a`, to serialize (in an envelope).
+pub fn data(a: &Analysis) -> impl Serialize + '_ {
+    doc(a)
+}
+
 fn doc(a: &Analysis) -> Document<'_> {
     Document {
         schema: a.schema,
@@ -165,6 +171,7 @@ fn doc(a: &Analysis) -> Document<'_> {
     }
 }
 
+/// The document alone, pretty-printed (the binary writes it inside its envelope).
 impl Format for Json {
     fn render(&self, analysis: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, &doc(analysis)).map_err(io::Error::from)?;

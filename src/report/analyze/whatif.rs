@@ -174,7 +174,22 @@ fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
     }
 }
 
-/// The JSON document: one object per device, pretty-printed.
-pub fn render_json(w: &[WhatIf]) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(&w.iter().map(whatif_doc).collect::<Vec<_>>())
+/// The `memscope.whatif/1` document's name.
+pub const SCHEMA: &str = "memscope.whatif/1";
+
+/// `memscope whatif --format json`'s document: the snapshot and one object per device.
+#[derive(Serialize)]
+struct Document<'a> {
+    schema: &'static str,
+    file: &'a str,
+    devices: Vec<WhatIfDoc<'a>>,
+}
+
+/// The `memscope.whatif/1` document of `file`'s what-ifs, to serialize (in an envelope).
+pub fn document<'a>(file: &'a str, w: &'a [WhatIf]) -> impl Serialize + 'a {
+    Document {
+        schema: SCHEMA,
+        file,
+        devices: w.iter().map(whatif_doc).collect(),
+    }
 }

@@ -1,5 +1,6 @@
 //! JSON of `memscope check` (`memscope.check/2`) and `memscope diff` (`memscope.diff/1`):
-//! the documents' own `Serialize`, pretty-printed.
+//! the documents' own `Serialize`, pretty-printed. The binary writes the same documents as the
+//! `data` of the `memscope/1` envelope (`crate::report::envelope`).
 
 use std::io::{self, Write};
 

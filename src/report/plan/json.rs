@@ -1,4 +1,4 @@
-//! A plan as JSON (`memscope.plan/1`): `max_batch` and `predictions` at the top for the first
+//! A plan as JSON (`memscope.plan/1`, the `data` of `memscope plan --format json`'s envelope): `max_batch` and `predictions` at the top for the first
 //! device (a capture usually holds one), every device under `devices`, the evidence (the bytes
 //! that grow, those that do not, the fit) and the notes as sentences.
 
@@ -36,41 +36,46 @@ struct Device<'a> {
     notes: Vec<String>,
 }
 
+/// The `memscope.plan/1` document, to serialize (in an envelope).
+pub fn document<'a>(doc: &'a PlanDoc) -> impl Serialize + 'a {
+    let devices: Vec<Device> = doc
+        .plans
+        .iter()
+        .map(|p| Device {
+            plan: p,
+            max_batch: p.max_batch.as_ref().ok(),
+            no_max_batch: p
+                .max_batch
+                .as_ref()
+                .err()
+                .map(|r| wording::no_max_batch(*r)),
+            split_labels: p
+                .split
+                .by_basis
+                .iter()
+                .map(|(b, _)| (*b, wording::plan_basis(*b)))
+                .collect(),
+            fit_summary: wording::plan_fit(&p.fit, p.recorded),
+            notes: wording::plan_notes(p),
+        })
+        .collect();
+    let first = doc.plans.first();
+    Doc {
+        schema: "memscope.plan/1",
+        file: doc.file,
+        with: doc.other,
+        max_batch: first
+            .and_then(|p| p.max_batch.as_ref().ok())
+            .map(|m| m.batch),
+        predictions: first.map_or(&[], |p| &p.predictions),
+        devices,
+    }
+}
+
+/// The document alone, pretty-printed (the binary writes it inside its envelope).
 impl PlanFormat for Json {
     fn render(&self, doc: &PlanDoc, _color: bool, out: &mut dyn Write) -> io::Result<()> {
-        let devices: Vec<Device> = doc
-            .plans
-            .iter()
-            .map(|p| Device {
-                plan: p,
-                max_batch: p.max_batch.as_ref().ok(),
-                no_max_batch: p
-                    .max_batch
-                    .as_ref()
-                    .err()
-                    .map(|r| wording::no_max_batch(*r)),
-                split_labels: p
-                    .split
-                    .by_basis
-                    .iter()
-                    .map(|(b, _)| (*b, wording::plan_basis(*b)))
-                    .collect(),
-                fit_summary: wording::plan_fit(&p.fit, p.recorded),
-                notes: wording::plan_notes(p),
-            })
-            .collect();
-        let first = doc.plans.first();
-        let d = Doc {
-            schema: "memscope.plan/1",
-            file: doc.file,
-            with: doc.other,
-            max_batch: first
-                .and_then(|p| p.max_batch.as_ref().ok())
-                .map(|m| m.batch),
-            predictions: first.map_or(&[], |p| &p.predictions),
-            devices,
-        };
-        serde_json::to_writer_pretty(&mut *out, &d)?;
+        serde_json::to_writer_pretty(&mut *out, &document(doc))?;
         writeln!(out)
     }
 }
