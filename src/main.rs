@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod job_cmd;
 mod man;
 mod output;
 mod pictures;
@@ -69,7 +70,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
-        Some(Command::Tui(args)) => tui(&args.file, &args.plan),
+        Some(Command::Tui(args)) => tui(&args.files, &args.ranks, &args.plan),
         Some(Command::Whatif(args)) => whatif(&args),
         Some(Command::Plan(args)) => plan_cmd::plan(&args),
         Some(Command::Run(args)) => run_cmd::run(&args),
@@ -85,10 +86,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Some(Command::Man(args)) => man::run(&args),
         None => match cli.file {
-            Some(file) if std::io::stdout().is_terminal() => tui(&file, &Default::default()),
+            Some(file) if std::io::stdout().is_terminal() => {
+                tui(&[file], &Default::default(), &Default::default())
+            }
             Some(file) => analyze(
                 &AnalyzeArgs {
-                    file,
+                    files: vec![file],
+                    ranks: Default::default(),
                     format: OutputFormat::Text,
                     stacks: false,
                     color: cli.color,
@@ -130,7 +134,15 @@ fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
+fn tui(
+    files: &[std::path::PathBuf],
+    ranks: &cli::RankPatternArg,
+    plan: &cli::PlanOpts,
+) -> anyhow::Result<u8> {
+    if job_cmd::is_job(files) {
+        return job_cmd::tui(files, ranks, plan);
+    }
+    let file = files[0].as_path();
     // `--batch`: the plan's arguments are checked here, on the normal terminal.
     let plan = pictures::plan_ask(plan)?;
     // A file that cannot be read is said here, whole, on the normal terminal (exit 2), not on
@@ -156,8 +168,12 @@ fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
+    if job_cmd::is_job(&args.files) {
+        return job_cmd::analyze(args, color);
+    }
+    let file = &args.files[0];
     let progress = memscope::load::Progress::default();
-    let capture = memscope::load::load_with_progress(&args.file, &progress)?;
+    let capture = memscope::load::load_with_progress(file, &progress)?;
     // As stored: a pipe's bytes count too.
     let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
     if args.stacks && matches!(capture, Capture::Trace(_)) {
@@ -167,9 +183,9 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
     }
     let analysis = match &capture {
         Capture::Snapshot(snap) => {
-            memscope::analysis::analyze_snapshot(snap, &args.file, file_len).analysis
+            memscope::analysis::analyze_snapshot(snap, file, file_len).analysis
         }
-        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),
+        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, file, file_len),
     };
     // The process ends right after the report: freeing a million-event model piece by piece
     // would only delay the exit.
@@ -197,7 +213,7 @@ fn analyze(args: &AnalyzeArgs, color: bool) -> anyhow::Result<u8> {
 /// Summaries (files written by `memscope baseline`) are accepted wherever captures are.
 /// Returns the summaries and, for each, its `--rank` from `explicit` (one per file).
 type Ranked = (Vec<memscope::check::InputSummary>, Vec<Option<u32>>);
-fn load_with_progress(
+pub(crate) fn load_with_progress(
     files: &[std::path::PathBuf],
     explicit: &[Option<u32>],
 ) -> Result<Ranked, memscope::inputs::InputError> {
@@ -357,6 +373,15 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
 }
 
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
+    if job_cmd::wants_lines(args) {
+        return job_cmd::baseline_lines(args);
+    }
+    if let Some(n) = args.rank {
+        anyhow::bail!("--rank {n} numbers a rank line: it goes with --format jsonl");
+    }
+    if args.ranks.rank_pattern.is_some() {
+        anyhow::bail!("--rank-pattern numbers rank lines: it goes with --format jsonl");
+    }
     let (mut summaries, _) = load_with_progress(&args.files, &vec![None; args.files.len()])?;
     // Committed files: paths from the repository root (else the file name), never absolute.
     for s in &mut summaries {

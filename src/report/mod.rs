@@ -6,6 +6,7 @@
 
 pub mod analyze;
 pub mod check;
+pub mod job;
 pub mod pictures;
 pub mod plan;
 pub mod style;

@@ -54,6 +54,7 @@ pub mod data;
 pub mod help;
 pub mod input;
 pub mod inspect;
+pub mod job;
 pub mod layout;
 pub mod list;
 pub mod loaded;
@@ -156,6 +157,29 @@ impl Drop for Restore {
         ratatui::restore();
         crate::signals::hold_terminal(false);
     }
+}
+
+/// The Ranks view of a job (several captures, one per rank), on the terminal until the user
+/// quits. The job is analysed before the terminal is taken.
+pub fn run_job(job: crate::job::Job) -> Result<(), TuiError> {
+    crate::signals::save_terminal_modes();
+    crate::signals::hold_terminal(true);
+    let mut terminal = ratatui::try_init()?;
+    let _restore = Restore;
+    let mut view = job::JobView::new(job);
+    while !view.quit {
+        terminal.draw(|f| f.render_widget(&view, f.area()))?;
+        if event::poll(Duration::from_millis(250))? {
+            if let Event::Key(k) = event::read()? {
+                if k.kind != crossterm::event::KeyEventKind::Release {
+                    view.key(k);
+                }
+            }
+        }
+    }
+    drop(_restore);
+    let _ = io::stdout().flush();
+    Ok(())
 }
 
 /// Runs the TUI on the terminal until the user quits.

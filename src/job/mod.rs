@@ -1,0 +1,296 @@
+//! The job view: several captures of one job, one per rank, read together (`analyze`, `report`
+//! and `tui` given several files).
+//!
+//! Each rank is analysed once, alone, into its [`Analyzed`](crate::analysis::Analyzed) product
+//! and reduced to the gate's typed [`InputSummary`] ([`crate::check::summarize`]); or its summary
+//! is read from a file that `memscope baseline` wrote where the rank ran (a cluster's ranks are
+//! summarised in place, and one machine reduces the summaries). The [`Job`] is built from those
+//! summaries only, so a job of captures and a job of their summaries give the same figures,
+//! and no view runs a pass again. The sites that differ between the rank that peaked highest
+//! and the one that peaked lowest come from the gate's own site diff
+//! ([`crate::check::diff::site_changes`]), which is why this module sits beside
+//! [`crate::inputs`], above `analysis` and `check`, and below the views.
+//!
+//! The ranks are told apart first ([`identify`]): by the `--rank-pattern` the user gave, the
+//! trace's `distributedInfo`, the file name ([`crate::rank_name`]), a rank a summary file
+//! recorded, or the one CUDA device a snapshot uses. Files whose rank cannot be told, or that
+//! repeat a rank, are refused: a job table with two rank 0s would compare nothing.
+
+use serde::Serialize;
+
+use crate::analysis::oom::Cause;
+use crate::analysis::{CaptureKind, VerdictKind};
+use crate::check::diff::{site_changes, SiteChange};
+use crate::check::summary::{DeviceSummary, RankSource};
+use crate::check::InputSummary;
+use crate::rank_name::RankPattern;
+
+pub mod lines;
+
+/// `memscope analyze --format json` over several files.
+pub const JOB_SCHEMA: &str = "memscope.job/1";
+
+/// Where a rank's number came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankFrom {
+    /// `--rank-pattern`.
+    Pattern,
+    /// The trace's `distributedInfo.rank`.
+    DistributedInfo,
+    /// The file name, by a framework's convention.
+    FileName,
+    /// A rank the summary file recorded (`memscope baseline --rank`, or its file name there).
+    Summary,
+    /// The one CUDA device the snapshot's memory lives on.
+    Device,
+}
+
+/// One input of the job and its rank.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub rank: u32,
+    pub from: RankFrom,
+    pub summary: InputSummary,
+}
+
+/// Why the inputs are no job the view can show.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("{path}: cannot tell which rank this is: {why}")]
+    NoRank { path: String, why: String },
+    #[error("{first} and {second} are both rank {rank} ({how}); give each rank once, or number them with --rank-pattern")]
+    Repeated {
+        rank: u32,
+        first: String,
+        second: String,
+        how: String,
+    },
+}
+
+/// The rank of one summary (see the module's docs for the order).
+fn rank_of(s: &InputSummary, pattern: Option<&RankPattern>) -> Option<(u32, RankFrom)> {
+    if let Some(p) = pattern {
+        if let Some(n) = p.rank(&s.path) {
+            return Some((n.rank, RankFrom::Pattern));
+        }
+    }
+    let stored = s.rank.as_ref();
+    if let Some(r) = stored.filter(|r| r.source <= RankSource::DistributedInfo) {
+        let from = match r.source {
+            RankSource::DistributedInfo => RankFrom::DistributedInfo,
+            _ => RankFrom::Summary,
+        };
+        return Some((r.rank, from));
+    }
+    if pattern.is_none() {
+        if let Some(n) = crate::rank_name::from_file_name(&s.path) {
+            return Some((n.rank, RankFrom::FileName));
+        }
+    }
+    match stored {
+        Some(r) if r.source == RankSource::FileName => Some((r.rank, RankFrom::Summary)),
+        Some(r) => Some((r.rank, RankFrom::Device)),
+        None => None,
+    }
+}
+
+/// Numbers each input with its rank, sorted by rank; refuses an input without one and a rank
+/// given twice.
+pub fn identify(
+    inputs: Vec<InputSummary>,
+    pattern: Option<&RankPattern>,
+) -> Result<Vec<Member>, JobError> {
+    let mut out: Vec<Member> = Vec::with_capacity(inputs.len());
+    for s in inputs {
+        let Some((rank, from)) = rank_of(&s, pattern) else {
+            let why = match pattern {
+                Some(_) => "--rank-pattern does not match its path, and nothing in it gives a rank",
+                None => "its name follows no rank convention (rank{R}, snapshot_{R}.pickle, …_{R}.pt.trace.json) and nothing in it gives a rank; rename it or pass --rank-pattern",
+            };
+            return Err(JobError::NoRank {
+                path: s.path,
+                why: why.into(),
+            });
+        };
+        if let Some(m) = out.iter().find(|m| m.rank == rank) {
+            return Err(JobError::Repeated {
+                rank,
+                first: m.summary.path.clone(),
+                second: s.path,
+                how: crate::wording::job::rank_from(from).into(),
+            });
+        }
+        out.push(Member {
+            rank,
+            from,
+            summary: s,
+        });
+    }
+    out.sort_by_key(|m| m.rank);
+    Ok(out)
+}
+
+/// One rank's figures: the largest over the capture's devices (a rank uses one).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankFigures {
+    pub rank: u32,
+    pub rank_from: RankFrom,
+    pub path: String,
+    pub kind: CaptureKind,
+    pub verdict: VerdictKind,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    /// Whether the peaks are exact: the log starts from an empty allocator. Otherwise they are
+    /// the highest the log saw, which is the true peak unless it came before recording began.
+    pub peak_exact: bool,
+    /// Allocated (live) bytes at the end of the capture.
+    pub end_allocated_bytes: u64,
+    pub end_reserved_bytes: u64,
+    pub ooms: usize,
+    /// The cause of the last OOM.
+    pub oom_cause: Option<Cause>,
+    /// Leak findings; `None` where the capture could not support a judgement.
+    pub leaks: Option<usize>,
+    /// Bytes the leak findings held alive at the end.
+    pub leak_live_bytes: u64,
+}
+
+/// A figure and the rank it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RankBytes {
+    pub rank: u32,
+    pub bytes: u64,
+}
+
+/// How far apart the ranks' peaks of allocated memory are, as torchrec states it: the largest
+/// over the smallest, with the largest, the smallest and the mean.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Imbalance {
+    /// `max / min`; `None` where the smallest is 0.
+    pub max_over_min: Option<f64>,
+    pub max: RankBytes,
+    pub min: RankBytes,
+    pub mean_bytes: u64,
+}
+
+/// The sites live at the peak that differ between the rank that peaked highest and the one
+/// that peaked lowest (`before` = lowest, `after` = highest).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SiteSpread {
+    pub high_rank: u32,
+    pub low_rank: u32,
+    pub changes: Vec<SiteChange>,
+}
+
+/// The job: its ranks' figures, and what sets them apart.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Job {
+    pub schema: &'static str,
+    /// Sorted by rank.
+    pub ranks: Vec<RankFigures>,
+    /// The rank with the highest peak of allocated memory (the lower rank on a tie).
+    pub peak_rank: Option<u32>,
+    pub oom_ranks: Vec<u32>,
+    pub leak_ranks: Vec<u32>,
+    /// Ranks whose captures could not support a leak judgement.
+    pub unjudged_ranks: Vec<u32>,
+    /// `None` with fewer than two ranks.
+    pub imbalance: Option<Imbalance>,
+    /// `None` with fewer than two ranks, or where the two ranks recorded no sites.
+    pub sites: Option<SiteSpread>,
+}
+
+/// The device a rank's figures and sites come from: the one with the highest peak.
+fn main_device(s: &InputSummary) -> Option<&DeviceSummary> {
+    s.devices.iter().max_by_key(|d| d.peak_allocated_bytes)
+}
+
+fn figures(m: &Member) -> RankFigures {
+    let s = &m.summary;
+    let max = |f: fn(&DeviceSummary) -> u64| s.devices.iter().map(f).max().unwrap_or(0);
+    let judged = s.leak_judgement.as_ref().is_none_or(|j| j.judged);
+    let leaks = s
+        .leaks
+        .as_ref()
+        .filter(|l| !l.is_empty() || judged)
+        .map(Vec::len);
+    RankFigures {
+        rank: m.rank,
+        rank_from: m.from,
+        path: s.path.clone(),
+        kind: s.kind,
+        verdict: s.verdict,
+        peak_allocated_bytes: max(|d| d.peak_allocated_bytes),
+        peak_reserved_bytes: max(|d| d.peak_reserved_bytes),
+        peak_exact: !s.devices.is_empty() && s.devices.iter().all(|d| d.peak_exact),
+        end_allocated_bytes: max(|d| d.end_allocated_bytes),
+        end_reserved_bytes: max(|d| d.end_reserved_bytes),
+        ooms: s.ooms.len(),
+        oom_cause: s.ooms.last().map(|o| o.cause),
+        leaks,
+        leak_live_bytes: s.leaks.iter().flatten().map(|l| l.live_bytes).sum(),
+    }
+}
+
+fn imbalance(ranks: &[RankFigures]) -> Option<Imbalance> {
+    if ranks.len() < 2 {
+        return None;
+    }
+    let max = ranks
+        .iter()
+        .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))?;
+    let min = ranks
+        .iter()
+        .min_by_key(|r| (r.peak_allocated_bytes, r.rank))?;
+    let sum: u128 = ranks.iter().map(|r| r.peak_allocated_bytes as u128).sum();
+    Some(Imbalance {
+        max_over_min: (min.peak_allocated_bytes > 0)
+            .then(|| max.peak_allocated_bytes as f64 / min.peak_allocated_bytes as f64),
+        max: RankBytes {
+            rank: max.rank,
+            bytes: max.peak_allocated_bytes,
+        },
+        min: RankBytes {
+            rank: min.rank,
+            bytes: min.peak_allocated_bytes,
+        },
+        mean_bytes: (sum / ranks.len() as u128) as u64,
+    })
+}
+
+impl Job {
+    /// The job of `members` (as [`identify`] returns them).
+    pub fn new(members: &[Member]) -> Job {
+        let ranks: Vec<RankFigures> = members.iter().map(figures).collect();
+        let imbalance = imbalance(&ranks);
+        let sites = imbalance.as_ref().and_then(|i| {
+            let side = |rank: u32| {
+                let m = members.iter().find(|m| m.rank == rank)?;
+                main_device(&m.summary).map(|d| d.sites_at_peak.as_slice())
+            };
+            let (low, high) = (side(i.min.rank)?, side(i.max.rank)?);
+            (!low.is_empty() || !high.is_empty()).then(|| SiteSpread {
+                high_rank: i.max.rank,
+                low_rank: i.min.rank,
+                changes: site_changes(low, high),
+            })
+        });
+        let pick = |f: &dyn Fn(&RankFigures) -> bool| -> Vec<u32> {
+            ranks.iter().filter(|r| f(r)).map(|r| r.rank).collect()
+        };
+        Job {
+            schema: JOB_SCHEMA,
+            peak_rank: imbalance
+                .as_ref()
+                .map(|i| i.max.rank)
+                .or(ranks.first().map(|r| r.rank)),
+            oom_ranks: pick(&|r| r.ooms > 0),
+            leak_ranks: pick(&|r| r.leaks.is_some_and(|n| n > 0)),
+            unjudged_ranks: pick(&|r| r.leaks.is_none()),
+            ranks,
+            imbalance,
+            sites,
+        }
+    }
+}
