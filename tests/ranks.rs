@@ -231,6 +231,37 @@ fn text_of_a_multi_rank_set() {
     }
 }
 
+#[test]
+fn sites_that_differ_are_the_batch_lines() {
+    // generate.py:54 is `x = torch.randn(b, 1024)` (float32) and :55 `y = torch.randint(1000,
+    // (b,))` (int64): between the highest and the lowest rank they differ by the batches'
+    // difference, as each rank's truth file records its batch.
+    for job in JOBS {
+        let j = job_json(&[&format!("fixtures/ranks/{job}")]);
+        let batch = |rank: &Value| {
+            let r = j["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| &r["rank"] == rank)
+                .unwrap();
+            u(&truth_of(r["path"].as_str().unwrap())["batch"]) as i64
+        };
+        let s = &j["sites"];
+        let (hi, lo) = (batch(&s["high_rank"]), batch(&s["low_rank"]));
+        let change = |line: u64| {
+            s["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["site"]["line"] == line && c["site"]["file"].as_str().unwrap().ends_with("generate.py"))
+                .map(|c| c["delta_bytes"].as_i64().unwrap())
+        };
+        assert_eq!(change(54), Some((hi - lo) * 1024 * 4), "{job}: line 54");
+        assert_eq!(change(55), Some((hi - lo) * 8), "{job}: line 55");
+    }
+}
+
 /// A scratch directory, removed at the end of the test.
 struct Scratch(PathBuf);
 impl Scratch {

@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::analysis::oom::Cause;
 use crate::analysis::{CaptureKind, VerdictKind};
 use crate::check::diff::{site_changes, SiteChange};
-use crate::check::summary::{DeviceSummary, RankSource};
+use crate::check::summary::{DeviceSummary, RankSource, SiteBytes};
 use crate::check::InputSummary;
 use crate::rank_name::RankPattern;
 
@@ -265,15 +265,27 @@ impl Job {
         let ranks: Vec<RankFigures> = members.iter().map(figures).collect();
         let imbalance = imbalance(&ranks);
         let sites = imbalance.as_ref().and_then(|i| {
-            let side = |rank: u32| {
+            // The ranks of one job run the same code: a site is its file, line and function.
+            // Its heaviest stack (what the diff pairs sites by across code motion) differs
+            // with the moment each rank peaked, not with the code, so it is left out here.
+            let side = |rank: u32| -> Option<Vec<SiteBytes>> {
                 let m = members.iter().find(|m| m.rank == rank)?;
-                main_device(&m.summary).map(|d| d.sites_at_peak.as_slice())
+                let d = main_device(&m.summary)?;
+                Some(
+                    d.sites_at_peak
+                        .iter()
+                        .map(|s| SiteBytes {
+                            chain: Vec::new(),
+                            ..s.clone()
+                        })
+                        .collect(),
+                )
             };
             let (low, high) = (side(i.min.rank)?, side(i.max.rank)?);
             (!low.is_empty() || !high.is_empty()).then(|| SiteSpread {
                 high_rank: i.max.rank,
                 low_rank: i.min.rank,
-                changes: site_changes(low, high),
+                changes: site_changes(&low, &high),
             })
         });
         let pick = |f: &dyn Fn(&RankFigures) -> bool| -> Vec<u32> {
