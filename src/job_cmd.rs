@@ -13,7 +13,9 @@ use memscope::job::{self, Job, Member};
 use memscope::rank_name::RankPattern;
 use memscope::report;
 
-use crate::cli::{AnalyzeArgs, BaselineArgs, BaselineFormat, OutputFormat, RankPatternArg, ReportArgs};
+use crate::cli::{
+    AnalyzeArgs, BaselineArgs, BaselineFormat, OutputFormat, RankPatternArg, ReportArgs,
+};
 
 fn lines_name(p: &Path) -> bool {
     let n = p.to_string_lossy().to_ascii_lowercase();
@@ -148,8 +150,7 @@ pub fn wants_lines(args: &BaselineArgs) -> bool {
 /// `memscope baseline --format jsonl`: one line per rank.
 pub fn baseline_lines(args: &BaselineArgs) -> anyhow::Result<u8> {
     let pattern = pattern(&args.ranks)?;
-    let (mut summaries, _) =
-        crate::load_with_progress(&args.files, &vec![None; args.files.len()])?;
+    let (mut summaries, _) = crate::load_with_progress(&args.files, &vec![None; args.files.len()])?;
     if let Some(n) = args.rank {
         if summaries.len() != 1 {
             anyhow::bail!(

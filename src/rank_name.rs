@@ -209,7 +209,11 @@ mod tests {
         assert_eq!(r("rank_unavailable/rank_not_found.json.gz"), None);
         assert_eq!(r("clean_training.pickle"), None);
         assert_eq!(r("trace.json"), None);
-        assert_eq!(r("rank1234567.pickle"), None, "7 digits: a time, not a rank");
+        assert_eq!(
+            r("rank1234567.pickle"),
+            None,
+            "7 digits: a time, not a rank"
+        );
     }
 
     #[test]
@@ -284,6 +288,9 @@ mod tests {
             Err(PatternError::Invalid { .. })
         ));
         // A group that holds no number gives no rank.
-        assert!(RankPattern::new(r"(gpu)").unwrap().rank("gpu.pickle").is_none());
+        assert!(RankPattern::new(r"(gpu)")
+            .unwrap()
+            .rank("gpu.pickle")
+            .is_none());
     }
 }

@@ -85,7 +85,10 @@ fn per_rank_figures_are_exact_against_memory_stats() {
                 "{job} rank {}: peak reserved",
                 r["rank"]
             );
-            assert_eq!(u(&r["peak_reserved_bytes"]), u(&s["reserved_bytes.all.peak"]));
+            assert_eq!(
+                u(&r["peak_reserved_bytes"]),
+                u(&s["reserved_bytes.all.peak"])
+            );
             assert_eq!(
                 u(&r["end_allocated_bytes"]),
                 u(&s["allocated_bytes.all.current"]),
@@ -130,7 +133,10 @@ fn peak_rank_oom_ranks_and_imbalance_follow_the_truth() {
     for job in JOBS {
         let j = job_json(&[&format!("fixtures/ranks/{job}")]);
         let truth = job_truth(job);
-        let max = truth.iter().max_by_key(|t| (t.1, std::cmp::Reverse(t.0))).unwrap();
+        let max = truth
+            .iter()
+            .max_by_key(|t| (t.1, std::cmp::Reverse(t.0)))
+            .unwrap();
         let min = truth.iter().min_by_key(|t| (t.1, t.0)).unwrap();
         assert_eq!(u(&j["peak_rank"]), max.0, "{job}: peak_rank");
         let ooms: Vec<u64> = truth.iter().filter(|t| t.2).map(|t| t.0).collect();
@@ -163,7 +169,11 @@ fn leak_is_flagged_on_verl_rank_1_only() {
     // The clean job: judged, and no leak anywhere.
     let t = job_json(&["fixtures/ranks/titan"]);
     assert_eq!(t["leak_ranks"], serde_json::json!([]));
-    assert!(t["ranks"].as_array().unwrap().iter().all(|r| r["leaks"] == 0));
+    assert!(t["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["leaks"] == 0));
 }
 
 #[test]
@@ -204,7 +214,10 @@ fn text_of_a_multi_rank_set() {
     let text = ok_stdout(&["analyze", "fixtures/ranks/bridge"]);
     let truth = job_truth("bridge");
     let ratio = truth[2].1 as f64 / truth[0].1 as f64;
-    assert!(text.starts_with("memscope job of 3 ranks (snapshot)\n"), "{text}");
+    assert!(
+        text.starts_with("memscope job of 3 ranks (snapshot)\n"),
+        "{text}"
+    );
     assert!(
         text.contains("VERDICT rank 2 hit an OOM (cause: capacity)"),
         "{text}"
@@ -215,17 +228,22 @@ fn text_of_a_multi_rank_set() {
         text.contains(&format!("IMBALANCE of peak allocated: max/min {ratio:.2}x")),
         "{text}"
     );
-    assert!(text.contains("SITES THAT DIFFER live at the peak, rank 2 (highest) against rank 0 (lowest)"));
+    assert!(text
+        .contains("SITES THAT DIFFER live at the peak, rank 2 (highest) against rank 0 (lowest)"));
     // The batch line grew the most: rank 2 ran 8192 rows, rank 0 256.
     let first_change = text
         .lines()
         .skip_while(|l| !l.starts_with("SITES THAT DIFFER"))
         .nth(1)
         .unwrap();
-    assert!(first_change.contains("grown") && first_change.contains("generate.py:56"), "{first_change}");
+    assert!(
+        first_change.contains("grown") && first_change.contains("generate.py:56"),
+        "{first_change}"
+    );
     for r in 0..3 {
         assert!(
-            text.lines().any(|l| l.trim_start().starts_with(&format!("{r} "))),
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{r} "))),
             "row of rank {r}: {text}"
         );
     }
@@ -254,7 +272,10 @@ fn sites_that_differ_are_the_batch_lines() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|c| c["site"]["line"] == line && c["site"]["file"].as_str().unwrap().ends_with("generate.py"))
+                .find(|c| {
+                    c["site"]["line"] == line
+                        && c["site"]["file"].as_str().unwrap().ends_with("generate.py")
+                })
                 .map(|c| c["delta_bytes"].as_i64().unwrap())
         };
         assert_eq!(change(54), Some((hi - lo) * 1024 * 4), "{job}: line 54");
@@ -294,7 +315,10 @@ fn refusals_exit_2_with_the_reason() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("are both rank 0 (from the file name)"), "{err}");
+    assert!(
+        err.contains("are both rank 0 (from the file name)"),
+        "{err}"
+    );
     assert!(o.stdout.is_empty());
     // Names without a rank, both on cuda:0: the device cannot tell them apart.
     let s = Scratch::new("refuse");
@@ -330,13 +354,21 @@ fn refusals_exit_2_with_the_reason() {
 #[test]
 fn rank_pattern_numbers_the_files() {
     let s = Scratch::new("pattern");
-    let a = s.copy("fixtures/ranks/bridge/snapshot_0.pickle.gz", "node3/mem.pickle.gz");
+    let a = s.copy(
+        "fixtures/ranks/bridge/snapshot_0.pickle.gz",
+        "node3/mem.pickle.gz",
+    );
     let b = s.copy(
         "fixtures/ranks/bridge/snapshot_oom_rank-2.pickle.gz",
         "node5/mem.pickle.gz",
     );
     let j = job_json(&["--rank-pattern", r"node(?P<rank>\d+)/", &a, &b]);
-    let ranks: Vec<u64> = j["ranks"].as_array().unwrap().iter().map(|r| u(&r["rank"])).collect();
+    let ranks: Vec<u64> = j["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| u(&r["rank"]))
+        .collect();
     assert_eq!(ranks, [3, 5]);
     assert_eq!(j["ranks"][0]["rank_from"], "pattern");
     assert_eq!(j["oom_ranks"], serde_json::json!([5]));
@@ -515,7 +547,10 @@ fn tui_shows_the_ranks_at_two_sizes() {
     assert!(wide.contains("IMBALANCE max/min 2.56x"), "{wide}");
     assert!(wide.contains("SITES THAT DIFFER"), "{wide}");
     // The selected rank's detail line; Down moves to rank 1, End to rank 2.
-    assert!(wide.contains("rank 0 (from the file name): peak >= 263.0 MiB allocated"), "{wide}");
+    assert!(
+        wide.contains("rank 0 (from the file name): peak >= 263.0 MiB allocated"),
+        "{wide}"
+    );
     view.key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
     assert!(screen(&view, 160, 30).contains("rank 1 (from the file name)"));
     view.key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
@@ -524,7 +559,10 @@ fn tui_shows_the_ranks_at_two_sizes() {
     // Small: the selected row stays in view, and nothing panics.
     let small = screen(&view, 60, 9);
     assert!(small.contains("> "), "{small}");
-    assert!(small.lines().any(|l| l.contains("> ") && l.contains('2')), "{small}");
+    assert!(
+        small.lines().any(|l| l.contains("> ") && l.contains('2')),
+        "{small}"
+    );
     view.key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
     assert!(view.quit);
     let tiny = screen(&view, 10, 2);
@@ -535,7 +573,12 @@ fn tui_shows_the_ranks_at_two_sizes() {
 fn report_writes_a_page_of_the_job() {
     let s = Scratch::new("report");
     let out = s.0.join("job.html");
-    let o = memscope(&["report", "fixtures/ranks/verl", "-o", &out.display().to_string()]);
+    let o = memscope(&[
+        "report",
+        "fixtures/ranks/verl",
+        "-o",
+        &out.display().to_string(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(&out).unwrap();
     assert!(html.contains("job of 2 ranks"));
@@ -546,7 +589,12 @@ fn report_writes_a_page_of_the_job() {
 #[test]
 fn one_file_keeps_the_one_capture_report() {
     // One file is today's report, not a job of one rank.
-    let text = ok_stdout(&["analyze", "fixtures/ranks/bridge/snapshot_oom_rank-2.pickle.gz"]);
-    assert!(text.starts_with("memscope fixtures/ranks/bridge/snapshot_oom_rank-2.pickle.gz (snapshot"));
+    let text = ok_stdout(&[
+        "analyze",
+        "fixtures/ranks/bridge/snapshot_oom_rank-2.pickle.gz",
+    ]);
+    assert!(
+        text.starts_with("memscope fixtures/ranks/bridge/snapshot_oom_rank-2.pickle.gz (snapshot")
+    );
     assert!(!text.contains("RANKS"));
 }

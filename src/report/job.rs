@@ -138,8 +138,18 @@ pub fn render_text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result
             st.bold("IMBALANCE"),
             words::ratio(i)
         )?;
-        writeln!(out, "  max   {:>10}  rank {}", bytes(i.max.bytes), i.max.rank)?;
-        writeln!(out, "  min   {:>10}  rank {}", bytes(i.min.bytes), i.min.rank)?;
+        writeln!(
+            out,
+            "  max   {:>10}  rank {}",
+            bytes(i.max.bytes),
+            i.max.rank
+        )?;
+        writeln!(
+            out,
+            "  min   {:>10}  rank {}",
+            bytes(i.min.bytes),
+            i.min.rank
+        )?;
         writeln!(out, "  mean  {:>10}", bytes(i.mean_bytes))?;
     }
     if let Some(s) = &job.sites {
@@ -191,7 +201,11 @@ pub fn render_html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
     )?;
     write!(out, "<h2>Ranks</h2><table><tr>")?;
     for (i, h) in HEADINGS.iter().enumerate() {
-        let class = if (1..7).contains(&i) { " class=\"n\"" } else { "" };
+        let class = if (1..7).contains(&i) {
+            " class=\"n\""
+        } else {
+            ""
+        };
         write!(out, "<th{class}>{}</th>", esc(h))?;
     }
     write!(out, "<th>peak</th></tr>")?;
@@ -205,7 +219,11 @@ pub fn render_html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
     for r in &job.ranks {
         write!(out, "<tr>")?;
         for (i, c) in rank_cells(r).iter().enumerate() {
-            let class = if (1..7).contains(&i) { " class=\"n\"" } else { "" };
+            let class = if (1..7).contains(&i) {
+                " class=\"n\""
+            } else {
+                ""
+            };
             if i == 9 {
                 write!(out, "<td><code>{}</code></td>", esc(c))?;
             } else {
@@ -213,7 +231,10 @@ pub fn render_html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
             }
         }
         let w = (r.peak_allocated_bytes as f64 / top as f64 * 240.0).round();
-        write!(out, "<td><span class=\"bar\" style=\"width:{w}px\"></span></td></tr>")?;
+        write!(
+            out,
+            "<td><span class=\"bar\" style=\"width:{w}px\"></span></td></tr>"
+        )?;
     }
     write!(out, "</table>")?;
     if job.ranks.iter().any(|r| !r.peak_exact) {

@@ -80,7 +80,11 @@ impl JobView {
         out.push(Line::raw(format!("  {:BAR$}  {}", "peak", table[0])));
         for (i, (row, r)) in table[1..].iter().zip(&self.job.ranks).enumerate() {
             let filled = (r.peak_allocated_bytes as f64 / top as f64 * BAR as f64).round() as usize;
-            let bar = format!("{}{}", "█".repeat(filled), " ".repeat(BAR - filled.min(BAR)));
+            let bar = format!(
+                "{}{}",
+                "█".repeat(filled),
+                " ".repeat(BAR - filled.min(BAR))
+            );
             let mut style = Style::default();
             if r.ooms > 0 || r.leaks.is_some_and(|n| n > 0) {
                 style = style.fg(Color::Red);
@@ -133,7 +137,9 @@ impl JobView {
                 Line::from(
                     l.spans
                         .into_iter()
-                        .map(|s| Span::styled(crate::escape::term(&s.content).into_owned(), s.style))
+                        .map(|s| {
+                            Span::styled(crate::escape::term(&s.content).into_owned(), s.style)
+                        })
                         .collect::<Vec<_>>(),
                 )
             })
