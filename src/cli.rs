@@ -394,6 +394,8 @@ pub struct CheckArgs {
     /// A capture and its rank, `N=FILE` (repeatable): checked as rank N of one run.
     #[arg(long, value_parser = rank_file)]
     pub rank: Vec<(u32, PathBuf)>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
     /// Where the recorded source files lie in this checkout, for GitHub annotations (default:
     /// `$GITHUB_WORKSPACE`, else the current directory; a recorded path is found there by its
     /// longest suffix that exists).

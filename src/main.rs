@@ -309,6 +309,14 @@ fn check(args: &CheckArgs, color: bool) -> anyhow::Result<u8> {
             }
         }
     }
+    // `--rank-pattern`: the files it numbers are ranks of one run (`--rank` wins).
+    if let Some(p) = job_cmd::pattern(&args.ranks)? {
+        for (path, n) in paths.iter().zip(explicit.iter_mut()) {
+            if n.is_none() {
+                *n = p.rank(&path.display().to_string()).map(|r| r.rank);
+            }
+        }
+    }
     let (summaries, explicit) = load_with_progress(&paths, &explicit)?;
     let report = check::check(
         &summaries,

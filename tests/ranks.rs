@@ -372,6 +372,14 @@ fn rank_pattern_numbers_the_files() {
     assert_eq!(ranks, [3, 5]);
     assert_eq!(j["ranks"][0]["rank_from"], "pattern");
     assert_eq!(j["oom_ranks"], serde_json::json!([5]));
+    // `check` numbers them the same way: one run of two ranks.
+    let o = memscope(&["check", "--rank-pattern", r"node(\d+)/", &a, &b]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("SNAPSHOT RANKS\n"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("5 ")),
+        "{text}"
+    );
     // A directory: walked for captures.
     let j = job_json(&["--rank-pattern", r"node(\d+)", &s.0.display().to_string()]);
     assert_eq!(j["ranks"].as_array().unwrap().len(), 2);
@@ -563,6 +571,12 @@ fn tui_shows_the_ranks_at_two_sizes() {
         small.lines().any(|l| l.contains("> ") && l.contains('2')),
         "{small}"
     );
+    // Enter asks for the selected rank's capture.
+    view.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(view.open.as_deref(), Some("snapshot_oom_rank-2.pickle.gz"));
+    view.open = None;
+    view.message = Some("not here".into());
+    assert!(screen(&view, 80, 12).contains("not here"));
     view.key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
     assert!(view.quit);
     let tiny = screen(&view, 10, 2);

@@ -4,7 +4,8 @@
 //! analysis built ([`Job`]): the verdict, the per-rank table with a bar for each rank's peak,
 //! the imbalance, and the sites that differ between the highest and the lowest rank. It reads
 //! the product only; the sentences are [`crate::wording::job`]'s. Up/Down (or j/k) select a
-//! rank, whose figures the detail line spells out; q or Esc quits.
+//! rank, whose figures the detail line spells out; Enter opens that rank's capture in the
+//! one-capture views (q there comes back here); q or Esc quits.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -24,6 +25,10 @@ pub struct JobView {
     /// Index into `job.ranks`.
     pub selected: usize,
     pub quit: bool,
+    /// The capture Enter asked to open (the selected rank's path), for the caller to open.
+    pub open: Option<String>,
+    /// A line to show under the title (why a rank could not be opened).
+    pub message: Option<String>,
 }
 
 impl JobView {
@@ -32,6 +37,8 @@ impl JobView {
             job,
             selected: 0,
             quit: false,
+            open: None,
+            message: None,
         }
     }
 
@@ -45,6 +52,7 @@ impl JobView {
             KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
             KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
             KeyCode::End | KeyCode::Char('G') => self.selected = n.saturating_sub(1),
+            KeyCode::Enter => self.open = self.job.ranks.get(self.selected).map(|r| r.path.clone()),
             _ => {}
         }
     }
@@ -54,15 +62,18 @@ impl JobView {
         let mut out = vec![
             Line::from(Span::styled(
                 format!(
-                    "memscope: job of {} ranks   (Up/Down select a rank, q quits)",
+                    "memscope: job of {} ranks   (Up/Down select a rank, Enter opens it, q quits)",
                     self.job.ranks.len()
                 ),
                 bold,
             )),
-            Line::from(vec![
-                Span::styled("VERDICT ", bold),
-                Span::raw(words::job_verdict(&self.job)),
-            ]),
+            match &self.message {
+                Some(m) => Line::from(Span::styled(m.clone(), Style::default().fg(Color::Yellow))),
+                None => Line::from(vec![
+                    Span::styled("VERDICT ", bold),
+                    Span::raw(words::job_verdict(&self.job)),
+                ]),
+            },
             Line::raw(""),
             Line::from(Span::styled("RANKS", bold)),
         ];
