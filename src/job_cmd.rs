@@ -22,9 +22,13 @@ fn lines_name(p: &Path) -> bool {
     n.ends_with(".jsonl") || n.ends_with(".ndjson")
 }
 
-/// Whether `files` ask for the job view.
+/// Whether `files` ask for the job view: several files, a file of rank lines, or a directory
+/// with captures under it (one without any is refused as a directory, as it always was).
 pub fn is_job(files: &[PathBuf]) -> bool {
-    files.len() > 1 || files.first().is_some_and(|f| f.is_dir() || lines_name(f))
+    files.len() > 1
+        || files.first().is_some_and(|f| {
+            lines_name(f) || (f.is_dir() && walk(f, &mut Vec::new()).is_ok_and(|n| n > 0))
+        })
 }
 
 /// Whether a file in a directory is one the job view reads: a snapshot pickle, a profiler
@@ -41,7 +45,9 @@ fn capture_like(p: &Path) -> bool {
         || (n.ends_with(".json") && n.contains("trace"))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+/// Adds the captures under `dir` to `out`, in name order; returns how many.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<usize> {
+    let before = out.len();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read the directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -54,7 +60,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
             out.push(p);
         }
     }
-    Ok(())
+    Ok(out.len() - before)
 }
 
 /// The files of the job: the files given, each directory replaced by the captures under it.
@@ -65,9 +71,7 @@ pub fn expand(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             anyhow::bail!("`-` (stdin) holds one capture; a job's ranks must be files");
         }
         if f.is_dir() {
-            let before = out.len();
-            walk(f, &mut out)?;
-            if out.len() == before {
+            if walk(f, &mut out)? == 0 {
                 anyhow::bail!(
                     "{}: no capture under it (*.pickle, *.pkl, *trace*.json, *.jsonl, optionally .gz)",
                     f.display()
