@@ -192,6 +192,10 @@ pub fn tui(
     if plan.batch.is_some() {
         anyhow::bail!("--batch plans one capture; give one file for the Plan view");
     }
+    // What cannot be opened is said here, on the normal terminal, before asking for one.
+    for f in expand(files)? {
+        std::fs::File::open(&f).with_context(|| format!("cannot open {}", f.display()))?;
+    }
     if !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal()) {
         anyhow::bail!(
             "the TUI needs a terminal (stdin and stdout); for a text report of the job run `memscope analyze` with the same files"
