@@ -19,8 +19,9 @@
 use serde::Serialize;
 
 use crate::analysis::oom::Cause;
+use crate::analysis::TOP_SITES;
 use crate::analysis::{CaptureKind, VerdictKind};
-use crate::check::diff::{site_changes, SiteChange};
+use crate::check::diff::{site_changes, SiteChange, SiteStatus};
 use crate::check::summary::{DeviceSummary, RankSource, SiteBytes};
 use crate::check::InputSummary;
 use crate::rank_name::RankPattern;
@@ -259,33 +260,55 @@ fn imbalance(ranks: &[RankFigures]) -> Option<Imbalance> {
     })
 }
 
+/// A rank's sites as the job compares them. The ranks of one job run the same code: a site is
+/// its file, line and function. Its heaviest stack (what the diff pairs sites by across code
+/// motion) differs with the moment each rank peaked, not with the code, so it is left out; and
+/// the blocks without a Python stack (allocated before recording began, or recorded without
+/// one) are one row, since nothing tells one such row of a rank from another of the next.
+fn same_code_sites(sites: &[SiteBytes]) -> Vec<SiteBytes> {
+    let mut out: Vec<SiteBytes> = Vec::with_capacity(sites.len());
+    for s in sites {
+        match (&s.site, out.iter_mut().find(|o| o.site.is_none())) {
+            (None, Some(o)) => {
+                o.bytes += s.bytes;
+                o.blocks += s.blocks;
+            }
+            _ => out.push(SiteBytes {
+                chain: Vec::new(),
+                ..s.clone()
+            }),
+        }
+    }
+    out
+}
+
 impl Job {
     /// The job of `members` (as [`identify`] returns them).
     pub fn new(members: &[Member]) -> Job {
         let ranks: Vec<RankFigures> = members.iter().map(figures).collect();
         let imbalance = imbalance(&ranks);
         let sites = imbalance.as_ref().and_then(|i| {
-            // The ranks of one job run the same code: a site is its file, line and function.
-            // Its heaviest stack (what the diff pairs sites by across code motion) differs
-            // with the moment each rank peaked, not with the code, so it is left out here.
-            let side = |rank: u32| -> Option<Vec<SiteBytes>> {
+            // Each side's sites, and how many the summary listed (its top ones, or all).
+            let side = |rank: u32| -> Option<(Vec<SiteBytes>, usize)> {
                 let m = members.iter().find(|m| m.rank == rank)?;
-                let d = main_device(&m.summary)?;
-                Some(
-                    d.sites_at_peak
-                        .iter()
-                        .map(|s| SiteBytes {
-                            chain: Vec::new(),
-                            ..s.clone()
-                        })
-                        .collect(),
-                )
+                let listed = &main_device(&m.summary)?.sites_at_peak;
+                Some((same_code_sites(listed), listed.len()))
             };
-            let (low, high) = (side(i.min.rank)?, side(i.max.rank)?);
+            let ((low, low_listed), (high, high_listed)) = (side(i.min.rank)?, side(i.max.rank)?);
+            let mut changes = site_changes(&low, &high);
+            // Whether the side that lacks a site listed only its top sites, counted before the
+            // rows without a stack were joined.
+            for c in &mut changes {
+                c.below_top = match c.status {
+                    SiteStatus::New => low_listed >= TOP_SITES,
+                    SiteStatus::Gone => high_listed >= TOP_SITES,
+                    _ => false,
+                };
+            }
             (!low.is_empty() || !high.is_empty()).then(|| SiteSpread {
                 high_rank: i.max.rank,
                 low_rank: i.min.rank,
-                changes: site_changes(&low, &high),
+                changes,
             })
         });
         let pick = |f: &dyn Fn(&RankFigures) -> bool| -> Vec<u32> {
@@ -304,5 +327,46 @@ impl Job {
             imbalance,
             sites,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::sites::Site;
+
+    fn row(line: Option<u32>, bytes: u64, chain: &[&str]) -> SiteBytes {
+        SiteBytes {
+            site: line.map(|line| Site {
+                file: "train.py".into(),
+                line,
+                function: "main".into(),
+            }),
+            bytes,
+            blocks: 1,
+            chain: chain.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn sites_of_ranks_pair_by_line_and_join_the_stackless_rows() {
+        // Rank 0 peaked inside Adam's step, rank 1 while Adam made its state: the same line,
+        // two heaviest stacks.
+        let low = same_code_sites(&[
+            row(Some(70), 300, &["_multi_tensor_adam", "step", "main"]),
+            row(None, 132, &[]),
+            row(None, 96, &[]),
+        ]);
+        let high = same_code_sites(&[
+            row(Some(70), 290, &["_init_group", "step", "main"]),
+            row(None, 96, &[]),
+        ]);
+        assert_eq!(low.len(), 2);
+        assert_eq!((low[1].bytes, low[1].blocks), (228, 2));
+        let c = site_changes(&low, &high);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(c.iter().all(|c| c.status == SiteStatus::Shrunk));
+        assert_eq!(c[0].delta_bytes, -132);
+        assert_eq!(c[1].delta_bytes, -10);
     }
 }
