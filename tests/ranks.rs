@@ -478,6 +478,16 @@ fn rank_lines_are_a_table_and_reduce_to_the_same_job() {
             j
         };
         assert_eq!(strip(from_lines), strip(from_captures), "{job}");
+        // `check` reduces the same lines: one run, its ranks as the lines number them.
+        let o = memscope(&["check", "--no-config", &out.display().to_string()]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("SNAPSHOT RANKS\n"), "{job}: {text}");
+        assert!(!text.contains("ranks in the order given"), "{job}: {text}");
+        assert_eq!(
+            o.status.code(),
+            Some(if job == "titan" { 0 } else { 1 }),
+            "{job}: {text}"
+        );
     }
     // Python's json module reads every line as one flat object, where Python is installed.
     let all = s.0.join("bridge.jsonl");
