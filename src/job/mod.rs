@@ -305,7 +305,7 @@ impl Job {
                     _ => false,
                 };
             }
-            (!low.is_empty() || !high.is_empty()).then(|| SiteSpread {
+            (!low.is_empty() || !high.is_empty()).then_some(SiteSpread {
                 high_rank: i.max.rank,
                 low_rank: i.min.rank,
                 changes,
