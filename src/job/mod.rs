@@ -58,14 +58,14 @@ pub struct Member {
 /// Why the inputs are no job the view can show.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    #[error("{path}: cannot tell which rank this is: {why}")]
-    NoRank { path: String, why: String },
-    #[error("{first} and {second} are both rank {rank} ({how}); give each rank once, or number them with --rank-pattern")]
+    #[error("{path}: cannot tell which rank this is: {}", crate::wording::job::no_rank(*pattern_given))]
+    NoRank { path: String, pattern_given: bool },
+    #[error("{first} and {second} are both rank {rank} ({}); give each rank once, or number them with --rank-pattern", crate::wording::job::rank_from(*from))]
     Repeated {
         rank: u32,
         first: String,
         second: String,
-        how: String,
+        from: RankFrom,
     },
 }
 
@@ -103,25 +103,24 @@ pub fn identify(
     pattern: Option<&RankPattern>,
 ) -> Result<Vec<Member>, JobError> {
     let mut out: Vec<Member> = Vec::with_capacity(inputs.len());
+    // rank -> index in `out`: linear in the number of inputs, however many.
+    let mut seen: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for s in inputs {
         let Some((rank, from)) = rank_of(&s, pattern) else {
-            let why = match pattern {
-                Some(_) => "--rank-pattern does not match its path, and nothing in it gives a rank",
-                None => "its name follows no rank convention (rank{R}, snapshot_{R}.pickle, …_{R}.pt.trace.json) and nothing in it gives a rank; rename it or pass --rank-pattern",
-            };
             return Err(JobError::NoRank {
                 path: s.path,
-                why: why.into(),
+                pattern_given: pattern.is_some(),
             });
         };
-        if let Some(m) = out.iter().find(|m| m.rank == rank) {
+        if let Some(&i) = seen.get(&rank) {
             return Err(JobError::Repeated {
                 rank,
-                first: m.summary.path.clone(),
+                first: out[i].summary.path.clone(),
                 second: s.path,
-                how: crate::wording::job::rank_from(from).into(),
+                from,
             });
         }
+        seen.insert(rank, out.len());
         out.push(Member {
             rank,
             from,

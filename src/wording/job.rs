@@ -15,6 +15,15 @@ pub fn rank_from(f: RankFrom) -> &'static str {
     }
 }
 
+/// Why an input has no rank (after `cannot tell which rank this is: `).
+pub fn no_rank(pattern_given: bool) -> &'static str {
+    if pattern_given {
+        "--rank-pattern does not match its path, and nothing in it gives a rank"
+    } else {
+        "its name follows no rank convention (rank{R}, snapshot_{R}.pickle, …_{R}.pt.trace.json) and nothing in it gives a rank; rename it or pass --rank-pattern"
+    }
+}
+
 /// A short word for a table cell.
 pub fn rank_from_cell(f: RankFrom) -> &'static str {
     match f {
