@@ -312,8 +312,12 @@ fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
 
 #[derive(clap::Args, Debug)]
 pub struct TuiArgs {
-    /// Snapshot pickle or Chrome trace JSON (either optionally .gz).
-    pub file: PathBuf,
+    /// Snapshot pickle or Chrome trace JSON (either optionally .gz). Several files (or a
+    /// directory) of one job, one per rank: the Ranks view.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
     /// With --batch, a Plan view (snapshots): the predicted peak against the batch size, the cap
     /// and the largest batch that fits.
     #[command(flatten, next_help_heading = "Capacity plan")]
@@ -390,6 +394,8 @@ pub struct CheckArgs {
     /// A capture and its rank, `N=FILE` (repeatable): checked as rank N of one run.
     #[arg(long, value_parser = rank_file)]
     pub rank: Vec<(u32, PathBuf)>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
     /// Where the recorded source files lie in this checkout, for GitHub annotations (default:
     /// `$GITHUB_WORKSPACE`, else the current directory; a recorded path is found there by its
     /// longest suffix that exists).
@@ -451,6 +457,35 @@ pub struct BaselineArgs {
     /// Where to write the baseline (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// `json`: one `memscope.baseline/1` document; `jsonl`: one flat line per rank (JSON Lines,
+    /// for DuckDB and Polars, and for `check` or `analyze` to reduce) [default: jsonl when -o
+    /// ends in .jsonl or .ndjson, else json].
+    #[arg(long, value_enum)]
+    pub format: Option<BaselineFormat>,
+    /// With --format jsonl and one capture: its rank (e.g. `--rank "$SLURM_PROCID"`), where
+    /// neither its name nor its content says it.
+    #[arg(long)]
+    pub rank: Option<u32>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum BaselineFormat {
+    Json,
+    Jsonl,
+}
+
+/// `--rank-pattern`, on the commands that read several ranks of one job.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RankPatternArg {
+    /// How this job names its ranks' files: a regular expression over each path as given,
+    /// whose group `rank` (or else its first group) is the rank, e.g. `node(?P<rank>\d+)/`.
+    /// Without it: torchtitan's rank{R}_memory_snapshot, Megatron-LM's oom_rank-{R}_,
+    /// Megatron-Bridge's snapshot_{R} and snapshot_oom_rank-{R}, verl's _rank{R}_pid, and
+    /// the trace's distributedInfo.
+    #[arg(long, value_name = "REGEX")]
+    pub rank_pattern: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -509,8 +544,12 @@ pub enum FlameBy {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// Snapshot pickle (optionally .gz); `-` reads stdin.
-    pub file: PathBuf,
+    /// Snapshot pickle (optionally .gz); `-` reads stdin. Several captures (or a directory, or
+    /// rank summaries) of one job, one per rank: a page of the job's ranks.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
     /// Output HTML file (`-` for stdout).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -539,8 +578,14 @@ pub enum ExportFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct AnalyzeArgs {
-    /// Snapshot pickle or Chrome trace JSON (either optionally .gz); `-` reads stdin.
-    pub file: PathBuf,
+    /// Snapshot pickle or Chrome trace JSON (either optionally .gz); `-` reads stdin. Several
+    /// files of one job, one per rank (or a directory of them, or rank summaries written by
+    /// `memscope baseline --format jsonl`): the job's per-rank table, imbalance and the sites
+    /// that differ between the highest and the lowest rank.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub ranks: RankPatternArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,

@@ -44,6 +44,22 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let file_len = bytes.stored_len;
     if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
+        if crate::job::lines::is_rank_lines(&head) {
+            if !allow_baseline {
+                return Err(InputError::NotACapture {
+                    path: path.to_owned(),
+                });
+            }
+            let text = std::str::from_utf8(&bytes).map_err(|_| InputError::NotUtf8 {
+                path: path.to_owned(),
+            })?;
+            return crate::job::lines::read(text)
+                .map(|v| Loaded::Baseline(Baseline::new(v)))
+                .map_err(|err| InputError::Baseline {
+                    path: path.to_owned(),
+                    err,
+                });
+        }
         if head.contains(BASELINE_SCHEMA) || head.contains("\"memscope.") || is_envelope(&head) {
             if !allow_baseline {
                 return Err(InputError::NotACapture {

@@ -4,6 +4,7 @@
 //! not an error.
 
 mod cli;
+mod job_cmd;
 mod man;
 mod output;
 mod pictures;
@@ -77,7 +78,7 @@ fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),
         Some(Command::Export(a)) => pictures::export(&a),
-        Some(Command::Tui(args)) => tui(&args.file, &args.plan),
+        Some(Command::Tui(args)) => tui(&args.files, &args.ranks, &args.plan),
         Some(Command::Whatif(args)) => whatif(&args, s),
         Some(Command::Plan(args)) => plan_cmd::plan(&args, s),
         Some(Command::Run(args)) => run_cmd::run(&args),
@@ -93,10 +94,13 @@ fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
         }
         Some(Command::Man(args)) => man::run(&args),
         None => match cli.file {
-            Some(file) if std::io::stdout().is_terminal() => tui(&file, &Default::default()),
+            Some(file) if std::io::stdout().is_terminal() => {
+                tui(&[file], &Default::default(), &Default::default())
+            }
             Some(file) => analyze(
                 &AnalyzeArgs {
-                    file,
+                    files: vec![file],
+                    ranks: Default::default(),
                     format: OutputFormat::Text,
                     stacks: false,
                     color: cli.color,
@@ -139,7 +143,15 @@ fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
+fn tui(
+    files: &[std::path::PathBuf],
+    ranks: &cli::RankPatternArg,
+    plan: &cli::PlanOpts,
+) -> anyhow::Result<u8> {
+    if job_cmd::is_job(files) {
+        return job_cmd::tui(files, ranks, plan);
+    }
+    let file = files[0].as_path();
     // `--batch`: the plan's arguments are checked here, on the normal terminal.
     let plan = pictures::plan_ask(plan)?;
     // A file that cannot be read is said here, whole, on the normal terminal (exit 2), not on
@@ -165,24 +177,28 @@ fn tui(file: &std::path::Path, plan: &cli::PlanOpts) -> anyhow::Result<u8> {
 }
 
 fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
+    if job_cmd::is_job(&args.files) {
+        return job_cmd::analyze(args, color, s);
+    }
+    let file = &args.files[0];
     let progress = memscope::load::Progress::default();
-    let capture = memscope::load::load_with_progress(&args.file, &progress)?;
+    let capture = memscope::load::load_with_progress(file, &progress)?;
     // As stored: a pipe's bytes count too.
     let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
     let kind = match capture {
         Capture::Snapshot(_) => InputKind::Snapshot,
         Capture::Trace(_) => InputKind::Trace,
     };
-    s.found(&args.file, kind);
-    s.sized(&args.file, file_len);
+    s.found(file, kind);
+    s.sized(file, file_len);
     if args.stacks && kind == InputKind::Trace {
         s.note("--stacks does nothing for a profiler trace (its sites come without stacks)".into());
     }
     let analysis = match &capture {
         Capture::Snapshot(snap) => {
-            memscope::analysis::analyze_snapshot(snap, &args.file, file_len).analysis
+            memscope::analysis::analyze_snapshot(snap, file, file_len).analysis
         }
-        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, &args.file, file_len),
+        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, file, file_len),
     };
     // The process ends right after the report: freeing a million-event model piece by piece
     // would only delay the exit.
@@ -210,7 +226,7 @@ fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u
 /// Summaries (files written by `memscope baseline`) are accepted wherever captures are.
 /// Returns the summaries and, for each, its `--rank` from `explicit` (one per file).
 type Ranked = (Vec<memscope::check::InputSummary>, Vec<Option<u32>>);
-fn load_with_progress(
+pub(crate) fn load_with_progress(
     files: &[std::path::PathBuf],
     explicit: &[Option<u32>],
     s: &mut Session,
@@ -340,6 +356,14 @@ fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
             }
         }
     }
+    // `--rank-pattern`: the files it numbers are ranks of one run (`--rank` wins).
+    if let Some(p) = job_cmd::pattern(&args.ranks)? {
+        for (path, n) in paths.iter().zip(explicit.iter_mut()) {
+            if n.is_none() {
+                *n = p.rank(&path.display().to_string()).map(|r| r.rank);
+            }
+        }
+    }
     let (summaries, explicit) = load_with_progress(&paths, &explicit, s)?;
     let report = check::check(
         &summaries,
@@ -411,6 +435,15 @@ fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
 /// The baseline file is `memscope.baseline/1` itself, not an envelope: it is data that is
 /// committed and read back (docs/json.md says why).
 fn baseline(args: &BaselineArgs) -> anyhow::Result<u8> {
+    if job_cmd::wants_lines(args) {
+        return job_cmd::baseline_lines(args);
+    }
+    if let Some(n) = args.rank {
+        anyhow::bail!("--rank {n} numbers a rank line: it goes with --format jsonl");
+    }
+    if args.ranks.rank_pattern.is_some() {
+        anyhow::bail!("--rank-pattern numbers rank lines: it goes with --format jsonl");
+    }
     let mut quiet = Session::default();
     let (mut summaries, _) =
         load_with_progress(&args.files, &vec![None; args.files.len()], &mut quiet)?;

@@ -197,6 +197,14 @@ fn examples(sub: Option<&str>) -> Pairs {
                 "memscope analyze snap.pickle --stacks",
                 "With the full stack of each site.",
             ),
+            (
+                "memscope analyze out/iteration_6/",
+                "Every rank of a job (rank{R}_memory_snapshot.pickle, snapshot_{R}.pickle, ..._rank{R}_pid...): a per-rank table, peak_rank, oom_ranks, the imbalance and the sites that differ.",
+            ),
+            (
+                "memscope analyze --rank-pattern 'node(?P<rank>\\d+)/' */mem.pickle",
+                "Ranks named another way.",
+            ),
         ],
         Some("check") => &[
             (
@@ -208,10 +216,24 @@ fn examples(sub: Option<&str>) -> Pairs {
                 "Ranks, as JUnit.",
             ),
         ],
-        Some("baseline") => &[(
-            "memscope baseline mem.pickle -o ci/memscope-baseline.json",
-            "A summary to commit.",
-        )],
+        Some("baseline") => &[
+            (
+                "memscope baseline mem.pickle -o ci/memscope-baseline.json",
+                "A summary to commit.",
+            ),
+            (
+                "torchrun --nproc_per_node 8 --no-python sh -c 'python train.py; s=$?; memscope baseline out/rank${RANK}.pickle --rank $RANK -o sums/rank${RANK}.jsonl; exit $s'",
+                "Under torchrun: each rank writes its summary line (JSON Lines, for DuckDB and Polars) when its program ends.",
+            ),
+            (
+                "memscope baseline out/rank${SLURM_ARRAY_TASK_ID}.pickle --rank $SLURM_ARRAY_TASK_ID -o sums/rank${SLURM_ARRAY_TASK_ID}.jsonl",
+                "In a Slurm array (#SBATCH --array=0-1023), one task per rank.",
+            ),
+            (
+                "cat sums/*.jsonl > job.jsonl && memscope analyze job.jsonl",
+                "On one machine: the job view over the summaries (or memscope check job.jsonl).",
+            ),
+        ],
         Some("diff") => &[
             (
                 "memscope diff ci/memscope-baseline.json mem.pickle",

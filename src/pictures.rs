@@ -109,11 +109,15 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
+    if crate::job_cmd::is_job(&a.files) {
+        return crate::job_cmd::report(a);
+    }
+    let file = &a.files[0];
     // The plan's arguments are checked before the capture is read.
     let ask = plan_ask(&a.plan)?;
-    let (snap, len) = load(&a.file)?;
+    let (snap, len) = load(file)?;
     // One analysis serves the report, its pictures and the plan.
-    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let product = memscope::analysis::analyze_snapshot(&snap, file, len);
     let extra = match &ask {
         Some(ask) => {
             let plans = plan::plan(&snap, &product, ask, None);
@@ -126,7 +130,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
         }
         None => String::new(),
     };
-    let mut w = create(&a.output, &a.file)?;
+    let mut w = create(&a.output, file)?;
     let html = report::html::Html {
         snap: &snap,
         product: &product,

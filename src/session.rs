@@ -40,7 +40,9 @@ impl Session {
         };
         let (command, json) = match &cli.command {
             Some(Command::Analyze(a)) => {
-                s.given(&a.file, Role::Input);
+                for f in &a.files {
+                    s.given(f, Role::Input);
+                }
                 ("analyze", a.format == OutputFormat::Json)
             }
             Some(Command::Whatif(a)) => {

@@ -135,9 +135,13 @@ fn tui_on_a_file_that_cannot_be_opened_says_so_once_before_any_screen() {
         err.starts_with(&format!("memscope: error: cannot open {missing}: ")),
         "{err}"
     );
-    // A directory is not a capture either.
-    let dir = fixture("unit");
+    // A directory is not a capture either (one with captures under it is a job's ranks:
+    // tests/ranks.rs).
+    let dir = std::env::temp_dir().join(format!("memscope-empty-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.display().to_string();
     let (code, _, err) = run(&["tui", &dir]);
+    let _ = std::fs::remove_dir(&dir);
     assert_eq!(code, Some(2));
     assert_eq!(
         err,

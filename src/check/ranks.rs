@@ -4,7 +4,7 @@
 //! two views of the same rank, checked side by side. Inputs are grouped by kind and run;
 //! only inputs of one group are ranks, and imbalance is computed within a group. A rank
 //! number comes from, strongest first: `--rank N=FILE`, the trace's `distributedInfo.rank`,
-//! the file name (`rank3`, `rank-3`, `rank_3`, `…_3.pt.trace.json`), the one CUDA device a
+//! the file name (the frameworks' conventions, [`crate::rank_name`]), the one CUDA device a
 //! snapshot's memory lives on. Where a group's numbers are missing or repeat, its members are
 //! ranks in the order given (and the table says so).
 
@@ -13,44 +13,9 @@ use serde::Serialize;
 use super::summary::{InputSummary, RankInfo, RankSource};
 use crate::analysis::CaptureKind;
 
-/// A rank number read from a file name, and the name up to the number followed by `*` (the
-/// run's name pattern: what follows the number often holds a time or a host, which differ
-/// between the ranks of one run).
+/// A rank number read from a file name (by [`crate::rank_name`]), and the run's name pattern.
 pub fn from_file_name(path: &str) -> Option<(u32, String)> {
-    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
-    let lower = name.to_ascii_lowercase();
-    let digits_at = |i: usize| -> Option<(usize, usize)> {
-        let end = i + name[i..].bytes().take_while(u8::is_ascii_digit).count();
-        (end > i && end - i <= 6).then_some((i, end))
-    };
-    let mut found = None;
-    let mut from = 0;
-    while let Some(p) = lower[from..].find("rank") {
-        let mut i = from + p + 4;
-        if matches!(lower.as_bytes().get(i), Some(b'-' | b'_' | b'.')) {
-            i += 1;
-        }
-        if let Some(d) = digits_at(i) {
-            found = Some(d);
-            break;
-        }
-        from += p + 4;
-    }
-    if found.is_none() {
-        // `name_3.pt.trace.json`: torch.profiler's tensorboard handler names files
-        // `<worker>.<time>.pt.trace.json`; launchers often put the rank before the suffix.
-        if let Some(p) = lower.find(".pt.trace") {
-            let head = &name[..p];
-            let start = head.len() - head.bytes().rev().take_while(u8::is_ascii_digit).count();
-            if start < head.len() && start > 0 && matches!(head.as_bytes()[start - 1], b'_' | b'-')
-            {
-                found = digits_at(start);
-            }
-        }
-    }
-    let (a, b) = found?;
-    let rank = name[a..b].parse().ok()?;
-    Some((rank, format!("{}*", &name[..a])))
+    crate::rank_name::from_file_name(path).map(|n| (n.rank, n.run))
 }
 
 /// One rank of a group.
@@ -259,32 +224,5 @@ fn imbalance(ranks: &[RankRow]) -> Imbalance {
         max_bytes: max.peak_allocated_bytes,
         min_rank: min.rank,
         min_bytes: min.peak_allocated_bytes,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::from_file_name;
-
-    #[test]
-    fn rank_from_file_names() {
-        let r = |p: &str| from_file_name(p);
-        assert_eq!(r("out/rank3.pickle"), Some((3, "rank*".into())));
-        assert_eq!(
-            r("sampled_rank-1.json.gz"),
-            Some((1, "sampled_rank-*".into()))
-        );
-        assert_eq!(
-            r("rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
-            Some((0, "rank-*".into()))
-        );
-        assert_eq!(
-            r("job/worker_12.pt.trace.json"),
-            Some((12, "worker_*".into()))
-        );
-        assert_eq!(r("RANK_7_mem.pickle"), Some((7, "RANK_*".into())));
-        assert_eq!(r("rank_unavailable/rank_not_found.json.gz"), None);
-        assert_eq!(r("clean_training.pickle"), None);
-        assert_eq!(r("trace.json"), None);
     }
 }

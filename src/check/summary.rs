@@ -379,7 +379,7 @@ pub enum BaselineError {
 
 /// What went wrong in a JSON document, without quoting it: serde's messages quote the values
 /// they refuse (`invalid type: string "..."`), and a baseline path may name any file.
-fn no_echo(e: &serde_json::Error) -> String {
+pub(crate) fn no_echo(e: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let msg = e.to_string();
     let what = if msg.starts_with("missing field") || msg.starts_with("duplicate field") {
@@ -408,7 +408,7 @@ fn no_echo(e: &serde_json::Error) -> String {
 
 /// Every string of a summary read as input made one line (`report::escape::one_line`): a
 /// summary is as untrusted as the capture it was made from.
-fn one_line_strings(v: &mut Value) {
+pub(crate) fn one_line_strings(v: &mut Value) {
     let mut todo = vec![v];
     while let Some(v) = todo.pop() {
         match v {

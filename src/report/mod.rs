@@ -8,6 +8,7 @@
 pub mod analyze;
 pub mod check;
 pub mod envelope;
+pub mod job;
 pub mod pictures;
 pub mod plan;
 pub mod style;

@@ -54,6 +54,7 @@ pub mod data;
 pub mod help;
 pub mod input;
 pub mod inspect;
+pub mod job;
 pub mod layout;
 pub mod list;
 pub mod loaded;
@@ -156,6 +157,51 @@ impl Drop for Restore {
         ratatui::restore();
         crate::signals::hold_terminal(false);
     }
+}
+
+/// The Ranks view of a job (several captures, one per rank), on the terminal until the user
+/// quits. The job is analysed before the terminal is taken; Enter on a rank opens its capture
+/// in the one-capture views ([`run_with`]), and quitting those comes back here.
+pub fn run_job(job: crate::job::Job) -> Result<(), TuiError> {
+    let mut view = job::JobView::new(job);
+    loop {
+        job_screen(&mut view)?;
+        let Some(path) = view.open.take() else {
+            return Ok(());
+        };
+        view.message = None;
+        let p = Path::new(&path);
+        if !p.is_file() {
+            view.message = Some(format!(
+                "{path}: not here (a summary keeps the path where the rank ran); open the capture with `memscope tui PATH`"
+            ));
+            continue;
+        }
+        if let Err(e) = run_with(p, None) {
+            view.message = Some(e.to_string());
+        }
+    }
+}
+
+/// The job view's own loop, until it quits or asks to open a rank.
+fn job_screen(view: &mut job::JobView) -> Result<(), TuiError> {
+    crate::signals::save_terminal_modes();
+    crate::signals::hold_terminal(true);
+    let mut terminal = ratatui::try_init()?;
+    let _restore = Restore;
+    while !view.quit && view.open.is_none() {
+        terminal.draw(|f| f.render_widget(&*view, f.area()))?;
+        if event::poll(Duration::from_millis(250))? {
+            if let Event::Key(k) = event::read()? {
+                if k.kind != crossterm::event::KeyEventKind::Release {
+                    view.key(k);
+                }
+            }
+        }
+    }
+    drop(_restore);
+    let _ = io::stdout().flush();
+    Ok(())
 }
 
 /// Runs the TUI on the terminal until the user quits.

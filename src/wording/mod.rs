@@ -12,6 +12,7 @@
 
 mod categories;
 mod gate;
+pub mod job;
 mod labels;
 mod leaks;
 mod notes;

@@ -1,0 +1,121 @@
+//! Per-rank summaries as JSON Lines (`memscope baseline --format jsonl`): one flat object per
+//! line per rank, that DuckDB (`read_json_auto`) and Polars (`read_ndjson`) read into a table.
+//!
+//! At cluster scale each rank's capture is summarised where it was written (one `memscope
+//! baseline` per rank, from the job's launcher or a Slurm array), and one machine reduces the
+//! lines with `check` or `analyze`. Every column is a scalar of one type on every line (no
+//! nulls, no nesting): the figures of the job table, and `summary`, the rank's whole
+//! `memscope.baseline/1` summary as a JSON string, which is what `check` and `analyze` read
+//! back (the other columns are for the query engines; reading never trusts them over it).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Job, RankFrom};
+use crate::check::summary::{no_echo, one_line_strings, BaselineError, RankInfo, RankSource};
+use crate::check::InputSummary;
+
+/// The `schema` column of every line.
+pub const RANK_LINE_SCHEMA: &str = "memscope.rank/1";
+
+/// One line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankLine {
+    pub schema: String,
+    pub rank: u32,
+    /// `pattern`, `distributed_info`, `file_name`, `summary` or `device`.
+    pub rank_from: String,
+    pub path: String,
+    pub kind: String,
+    pub verdict: String,
+    pub devices: u64,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub peak_exact: bool,
+    pub end_allocated_bytes: u64,
+    pub end_reserved_bytes: u64,
+    pub ooms: u64,
+    /// The last OOM's cause, `""` without one.
+    pub oom_cause: String,
+    pub leaks_judged: bool,
+    /// 0 where not judged.
+    pub leaks: u64,
+    pub leak_live_bytes: u64,
+    /// The rank's `InputSummary` as JSON text.
+    pub summary: String,
+}
+
+fn snake<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The lines of `job`, whose ranks are `summaries` (in the job's rank order).
+pub fn lines(job: &Job, summaries: &[&InputSummary]) -> Result<String, serde_json::Error> {
+    let mut out = String::new();
+    for (r, s) in job.ranks.iter().zip(summaries) {
+        let line = RankLine {
+            schema: RANK_LINE_SCHEMA.into(),
+            rank: r.rank,
+            rank_from: snake(&r.rank_from),
+            path: r.path.clone(),
+            kind: r.kind.name().into(),
+            verdict: r.verdict.id().into(),
+            devices: s.devices.len() as u64,
+            peak_allocated_bytes: r.peak_allocated_bytes,
+            peak_reserved_bytes: r.peak_reserved_bytes,
+            peak_exact: r.peak_exact,
+            end_allocated_bytes: r.end_allocated_bytes,
+            end_reserved_bytes: r.end_reserved_bytes,
+            ooms: r.ooms as u64,
+            oom_cause: r.oom_cause.map_or("", |c| c.name()).into(),
+            leaks_judged: r.leaks.is_some(),
+            leaks: r.leaks.unwrap_or(0) as u64,
+            leak_live_bytes: r.leak_live_bytes,
+            summary: serde_json::to_string(s)?,
+        };
+        out.push_str(&serde_json::to_string(&line)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Whether `head` (a file's first bytes) starts a file of rank lines.
+pub fn is_rank_lines(head: &str) -> bool {
+    head.contains(RANK_LINE_SCHEMA)
+}
+
+/// Reads rank lines back into summaries, each numbered with its line's rank (blank lines are
+/// skipped, so files joined with `cat` read as one).
+pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
+    let mut out = Vec::new();
+    for (n, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let bad = |what: String| BaselineError::Malformed {
+            what: format!("line {}: {what}", n + 1),
+        };
+        let line: RankLine = serde_json::from_str(l).map_err(|e| bad(no_echo(&e)))?;
+        if line.schema != RANK_LINE_SCHEMA {
+            return Err(BaselineError::OtherSchema);
+        }
+        let mut v: serde_json::Value =
+            serde_json::from_str(&line.summary).map_err(|e| bad(no_echo(&e)))?;
+        one_line_strings(&mut v);
+        let mut s: InputSummary = serde_json::from_value(v).map_err(|e| bad(no_echo(&e)))?;
+        s.rank = Some(RankInfo {
+            rank: line.rank,
+            world_size: None,
+            source: RankSource::Explicit,
+        });
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// `RankFrom` as the lines spell it (for tests and readers).
+pub fn rank_from_name(f: RankFrom) -> String {
+    snake(&f)
+}
