@@ -578,6 +578,7 @@ mod tests {
             time_us: None,
             stack,
             device_free: None,
+            meta: crate::model::MetaId::NONE,
         };
         let mut events = vec![mk(Action::SegmentAlloc, 0, 1 << 30, StackId::EMPTY)];
         for k in 0..12u64 {
@@ -604,6 +605,8 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
         };
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = steps::split(&snap, &dev, &tl);

@@ -51,7 +51,7 @@ pub(crate) fn user_chain(stacks: &Stacks, s: StackId) -> Vec<Link> {
                 break
             }
             FrameKind::Torch => {}
-            FrameKind::Library | FrameKind::Python | FrameKind::Native => {}
+            FrameKind::Library | FrameKind::Python | FrameKind::Native | FrameKind::Generated => {}
         }
     }
     out
@@ -790,6 +790,7 @@ mod tests {
                 time_us: None,
                 stack,
                 device_free: None,
+                meta: crate::model::MetaId::NONE,
             });
         }
         /// Frees the block allocated `back` allocations ago (1 = the last one).
@@ -803,6 +804,7 @@ mod tests {
                 time_us: None,
                 stack: StackId::EMPTY,
                 device_free: None,
+                meta: crate::model::MetaId::NONE,
             });
         }
         fn find(self) -> Structure {
@@ -820,6 +822,8 @@ mod tests {
                 settings: AllocatorSettings::default(),
                 load_notes: Vec::new(),
                 device_memory: Vec::new(),
+                metas: Vec::new(),
+                internal_metadata: None,
             };
             find(&snap, &dev, 0..n)
         }

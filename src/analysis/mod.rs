@@ -8,6 +8,7 @@ pub mod analyzed;
 pub mod categories;
 pub mod figures;
 pub mod graph;
+pub mod labels;
 pub mod leaks;
 pub mod loops;
 pub mod notes;
@@ -220,6 +221,13 @@ pub struct DeviceReport {
     pub structure: steps::Structure,
     /// Whether this device's capture could support a judgement on leaks.
     pub leak_judgement: LeakJudgement,
+    /// Allocations by the `user_metadata` label of their entries (torch 2.6+, where the
+    /// program set one): absent from the JSON when the capture has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub user_labels: Vec<labels::LabelTotal>,
+    /// Allocations by the torch.compile region (`compile_context`) that made them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compiled_regions: Vec<labels::LabelTotal>,
 }
 
 impl DeviceReport {
@@ -268,6 +276,8 @@ impl DeviceReport {
             categories_at_dump: None,
             structure: Default::default(),
             leak_judgement: LeakJudgement::not(NotJudged::NoHistory, 0),
+            user_labels: Vec::new(),
+            compiled_regions: Vec::new(),
         }
     }
 }

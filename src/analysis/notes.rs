@@ -48,6 +48,13 @@ pub enum SnapshotNote {
     Torch20,
     /// No segments and no events at all.
     Empty,
+    /// The snapshot says its trace ring buffer overflowed
+    /// (`allocator_settings.trace_alloc_overflowed`, newer torch): the log lost its oldest
+    /// entries.
+    RingOverflowed {
+        device: u32,
+        max_entries: Option<u64>,
+    },
 }
 
 /// Why a log starts mid-run, as far as the blocks from before it tell
@@ -60,6 +67,13 @@ pub enum MidRun {
     RecordingBeganLate,
     /// The blocks cannot tell the two apart.
     Either,
+    /// The snapshot says (`allocator_settings.trace_alloc_overflowed`, newer torch): the
+    /// allocator's own flag, authoritative over the blocks' evidence.
+    Recorded {
+        overflowed: bool,
+        /// `trace_alloc_max_entries`, the ring buffer's size, where recorded.
+        max_entries: Option<u64>,
+    },
 }
 
 /// What a trace's memory figures need said.

@@ -419,7 +419,8 @@ impl<'a> Replayer<'a> {
             Action::SegmentMap => self.handle_segment_map(i, &e),
             Action::SegmentUnmap => self.handle_segment_unmap(i, &e),
             Action::Oom => self.handle_oom(i, &e),
-            Action::Snapshot | Action::Other => {}
+            // An annotation names a live block; it changes no memory.
+            Action::Snapshot | Action::Annotate | Action::Other => {}
         }
     }
 

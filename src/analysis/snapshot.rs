@@ -286,12 +286,25 @@ fn oom_reports(
 
 /// The notes a device's figures need: a log that starts mid-run, no history, approximated
 /// blocks, a replay that does not match the dump.
-fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bool) -> Vec<Note> {
+fn device_notes(
+    dev: &Device,
+    tl: &Timeline,
+    fl: &FramelessEvidence,
+    history: bool,
+    settings: &crate::model::AllocatorSettings,
+) -> Vec<Note> {
     let device = dev.index;
     let mut notes = Vec::new();
     if tl.starts_mid_run && history {
-        // Which of the two, where the blocks from before the log can tell (sites::FramelessEvidence).
-        let why = if fl.unlogged_stacks {
+        // Which of the two: the allocator's own word where the snapshot has it (newer torch's
+        // `allocator_settings.trace_alloc_overflowed`), else what the blocks from before the
+        // log tell (sites::FramelessEvidence).
+        let why = if let Some(overflowed) = settings.trace_alloc_overflowed {
+            MidRun::Recorded {
+                overflowed,
+                max_entries: settings.trace_alloc_max_entries,
+            }
+        } else if fl.unlogged_stacks {
             MidRun::RingBufferDropped
         } else if fl.unlogged_stackless && fl.stackless_unlogged() == sites::Origin::BeforeRecording
         {
@@ -312,6 +325,14 @@ fn device_notes(dev: &Device, tl: &Timeline, fl: &FramelessEvidence, history: bo
         notes.push(SnapshotNote::ApproximateInitialBlocks {
             device,
             blocks: tl.approximate_initial_blocks,
+        });
+    }
+    // The allocator's word that its ring dropped entries, where the mid-run note above did
+    // not already give it (a log of frees only has no history to start mid-run).
+    if settings.trace_alloc_overflowed == Some(true) && !(tl.starts_mid_run && history) {
+        notes.push(SnapshotNote::RingOverflowed {
+            device,
+            max_entries: settings.trace_alloc_max_entries,
         });
     }
     if !tl.consistency.consistent {
@@ -374,8 +395,15 @@ fn device_report(
             leak_base,
         },
     );
-    notes.extend(device_notes(dev, tl, &frameless, has_history));
+    notes.extend(device_notes(
+        dev,
+        tl,
+        &frameless,
+        has_history,
+        &snap.settings,
+    ));
     let p = &tl.peaks;
+    let breakdowns = super::labels::of_device(snap, dev, p.allocated.event.map(|e| e.0 as usize));
     let peak = |v: u64| exact.then_some(v);
     let report = DeviceReport {
         allocated_bytes: Some(c.allocated),
@@ -411,6 +439,8 @@ fn device_report(
         categories_at_dump,
         structure,
         leak_judgement,
+        user_labels: breakdowns.user_labels,
+        compiled_regions: breakdowns.compiled_regions,
         ..DeviceReport::unknown(dev.index, dev.events.len())
     };
     DeviceFindings {

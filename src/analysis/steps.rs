@@ -584,6 +584,7 @@ mod tests {
             time_us: Some(t),
             stack,
             device_free: None,
+            meta: crate::model::MetaId::NONE,
         }
     }
 
@@ -624,6 +625,8 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
         };
         (snap, dev)
     }

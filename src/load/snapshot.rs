@@ -9,8 +9,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
 use crate::model::{
-    Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, FrameId, Layout,
-    LoadNote, Pool, Segment, Snapshot, StackId, Stacks, UnknownState,
+    Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, EventMeta, FrameId,
+    FxNode, Layout, LoadNote, MetaId, Pool, Segment, Snapshot, StackId, Stacks, Sym, UnknownState,
 };
 
 /// Why a decoded pickle is not a usable snapshot.
@@ -41,6 +41,9 @@ struct Collected<'x> {
     /// Blocks whose state was not one torch writes, and the first of them.
     bad_states: usize,
     first_bad_state: UnknownState,
+    /// Entry metadata, interned (`metas[0]` is the empty one once any is read).
+    metas: Vec<EventMeta>,
+    meta_ids: HashMap<EventMeta, MetaId>,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -97,7 +100,11 @@ impl<'a> Finalizer<'a> for Collected<'_> {
 
     fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32> {
         let mut b = Builder { p: arena, st: self };
-        if pairs.len() <= 4 && get_in(arena, pairs, "filename").is_some() {
+        // A frame has `filename`, `line`, `name`, and up to four FX fields.
+        if pairs.len() <= 8
+            && get_in(arena, pairs, "filename").is_some()
+            && get_in(arena, pairs, "action").is_none()
+        {
             let f = b.frame_from_pairs(pairs);
             return (f.0 < EVENT_TAG).then_some(f.0);
         }
@@ -151,7 +158,92 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             .and_then(|x| p.int(x))
             .unwrap_or(0)
             .clamp(0, u32::MAX as i64) as u32;
-        self.st.stacks.intern_frame(&file, line, &name)
+        let id = self.st.stacks.intern_frame(&file, line, &name);
+        if pairs.len() > 3 {
+            self.fx_node(pairs, id);
+        }
+        id
+    }
+
+    /// The FX fields `augment_with_fx_traces=True` adds to a frame of an FX-generated file
+    /// (torch/_utils.py `_augment_frames`): kept where `fx_node_name` is a string.
+    fn fx_node(&mut self, pairs: &[(Value, Value)], id: FrameId) {
+        let p = self.p;
+        let text = |k: &str| get_in(p, pairs, k).and_then(|x| p.str_bounded(x));
+        let Some(name) = text("fx_node_name") else {
+            return;
+        };
+        let stacks = &mut self.st.stacks;
+        let name = stacks.intern_str(&name);
+        let op = text("fx_node_op").map(|s| stacks.intern_str(&s));
+        let target = text("fx_node_target").map(|s| stacks.intern_str(&s));
+        let origin = text("fx_original_trace").and_then(|t| {
+            let (file, line, func) = crate::model::frames::fx_trace_origin(&t)?;
+            Some(stacks.intern_frame(file, line, func))
+        });
+        stacks.set_fx(
+            id,
+            FxNode {
+                op,
+                name,
+                target,
+                origin,
+            },
+        );
+    }
+
+    /// A metadata value as one opaque line: a string as it is, a number or a bool written
+    /// out, anything else described (its structure is not a documented one).
+    fn opaque(&mut self, v: Value) -> Option<Sym> {
+        let p = self.p;
+        let s = match v {
+            Value::Int(i) => i.to_string(),
+            Value::Bool(b) => if b { "True" } else { "False" }.to_string(),
+            Value::None => return None,
+            _ => match p.str_bounded(v) {
+                Some(s) => s.into_owned(),
+                None => p.describe(v),
+            },
+        };
+        Some(self.st.stacks.intern_str(&s))
+    }
+
+    /// Interns an entry's metadata: `""` and `"N/A"` (torch's "none") are no metadata.
+    fn meta(
+        &mut self,
+        user: Option<Value>,
+        region: Option<Value>,
+        internal: Option<Value>,
+    ) -> MetaId {
+        if user.is_none() && region.is_none() && internal.is_none() {
+            return MetaId::NONE;
+        }
+        let p = self.p;
+        let none_if = |v: Option<Value>, empty: &[&str]| {
+            v.filter(|x| {
+                !p.str_bounded(*x)
+                    .is_some_and(|s| empty.contains(&s.as_ref()))
+            })
+        };
+        let m = EventMeta {
+            user: none_if(user, &[""]).and_then(|v| self.opaque(v)),
+            region: none_if(region, &["", "N/A"]).and_then(|v| self.opaque(v)),
+            internal: none_if(internal, &[""]).and_then(|v| self.opaque(v)),
+        };
+        if m == EventMeta::default() {
+            return MetaId::NONE;
+        }
+        let st = &mut *self.st;
+        if st.metas.is_empty() {
+            st.metas.push(EventMeta::default());
+        }
+        if let Some(&id) = st.meta_ids.get(&m) {
+            return id;
+        }
+        let id = MetaId(st.metas.len() as u32);
+        st.metas.push(m);
+        st.meta_ids.insert(m, id);
+        id
     }
 
     fn frame(&mut self, v: Value) -> Option<FrameId> {
@@ -323,6 +415,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         let p = self.p;
         let (mut action, mut addr, mut size, mut stream, mut time, mut free, mut frames) =
             (None, None, None, None, None, None, None);
+        let (mut user, mut region, mut internal) = (None, None, None);
         for &(k, v) in pairs {
             let Some(key) = p.raw_bytes(k).filter(|_| matches!(k, Value::Str(_))) else {
                 continue;
@@ -335,6 +428,9 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                 b"time_us" if time.is_none() => time = Some(v),
                 b"device_free" if free.is_none() => free = Some(v),
                 b"frames" if frames.is_none() => frames = Some(v),
+                b"user_metadata" if user.is_none() => user = Some(v),
+                b"compile_context" if region.is_none() => region = Some(v),
+                b"internal_metadata" if internal.is_none() => internal = Some(v),
                 _ => {}
             }
         }
@@ -348,6 +444,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             time_us: time.and_then(|x| p.int(x)),
             device_free: num(free),
             stack: self.stack(frames),
+            meta: self.meta(user, region, internal),
         })
     }
 
@@ -432,6 +529,15 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                 .get(v, "garbage_collection_threshold")
                 .and_then(|x| p.float(x)),
             roundup_power2_divisions: divisions,
+            trace_alloc_overflowed: match p.get(v, "trace_alloc_overflowed") {
+                Some(Value::Bool(b)) => Some(b),
+                Some(Value::Int(i)) => Some(i != 0),
+                _ => None,
+            },
+            trace_alloc_max_entries: self
+                .int(v, "trace_alloc_max_entries")
+                .filter(|&n| n >= 0)
+                .map(|n| n as u64),
             recorded: true,
         }
     }
@@ -671,6 +777,13 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
     } else {
         Vec::new()
     };
+    let internal_metadata = if p.dict(root).is_some() {
+        p.get(root, "internal_metadata")
+            .and_then(|v| b.opaque(v))
+            .map(|s| b.st.stacks.str(s).to_owned())
+    } else {
+        None
+    };
     let layout = if has_history && !has_address {
         Layout::Torch20
     } else if any_event_without_time && !any_time {
@@ -685,6 +798,8 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
         annotations,
         settings,
         device_memory,
+        metas: std::mem::take(&mut b.st.metas),
+        internal_metadata,
         load_notes: {
             if b.st.bad_states > 0 {
                 b.st.notes.push(LoadNote::UnknownBlockStates {

@@ -52,6 +52,34 @@ pub enum FrameKind {
     Python,
     /// Native frames (C++, CUDA, unknown `??`).
     Native,
+    /// Python that torch.compile wrote: inductor's output code (`/tmp/torchinductor_<user>/…/<hash>.py`,
+    /// `call`) and FX GraphModule files (`fx_generated__<hash>.py`). Not the user's line: blame
+    /// goes to the FX node's original source where the capture has it (`augment_with_fx_traces`),
+    /// else to the nearest user frame outside.
+    Generated,
+}
+
+/// Whether a file is code torch.compile generated (see [`FrameKind::Generated`]).
+pub fn is_generated_file(file: &str) -> bool {
+    let norm = file.replace('\\', "/");
+    let base = norm.rsplit('/').next().unwrap_or(&norm);
+    (base.starts_with("fx_generated_") && base.ends_with(".py"))
+        || (norm.contains("/torchinductor_") && base.ends_with(".py"))
+}
+
+/// What `augment_with_fx_traces=True` adds to a frame of an FX-generated file (torch's
+/// `torch/_utils.py` `_augment_frames`): the FX node the line runs, and the node's
+/// `stack_trace`, the user source it was traced from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FxNode {
+    /// `fx_node_op` (`call_function`, `call_module`, `output`, …).
+    pub op: Option<Sym>,
+    /// `fx_node_name` (`addmm`, `relu_1`).
+    pub name: Sym,
+    /// `fx_node_target` (`aten.addmm.default`).
+    pub target: Option<Sym>,
+    /// The innermost user frame of `fx_original_trace`, interned as a frame.
+    pub origin: Option<FrameId>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,11 +90,43 @@ pub struct Frame {
     pub kind: FrameKind,
 }
 
+/// The innermost user frame of an FX node's `stack_trace` (`fx_original_trace`), which FX
+/// writes as Python's `traceback.format_list` does, outermost first:
+/// `  File "/x/model.py", line 12, in forward\n    a = self.net1(x)\n`. Lines that do not
+/// read so are skipped; a trace with no user frame gives `None`. Linear in the text.
+pub fn fx_trace_origin(trace: &str) -> Option<(&str, u32, &str)> {
+    let mut found = None;
+    for line in trace.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("File \"") else {
+            continue;
+        };
+        let Some(q) = rest.find("\", line ") else {
+            continue;
+        };
+        let (file, after) = (&rest[..q], &rest[q + "\", line ".len()..]);
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(n) = after[..digits].parse::<u32>() else {
+            continue;
+        };
+        let func = after[digits..]
+            .strip_prefix(", in ")
+            .unwrap_or("")
+            .trim_end();
+        if classify(file, n) == FrameKind::User {
+            found = Some((file, n, func));
+        }
+    }
+    found
+}
+
 /// Classifies a frame by its file name.
 pub fn classify(file: &str, line: u32) -> FrameKind {
     let f = file;
     if f == "??" || f.is_empty() {
         return FrameKind::Native;
+    }
+    if is_generated_file(f) {
+        return FrameKind::Generated;
     }
     let lower_ext = f.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     if matches!(
@@ -239,6 +299,9 @@ pub struct Stacks {
     stack_start: Vec<u32>,
     stack_frames: Vec<FrameId>,
     stack_ids: HashMap<Vec<FrameId>, StackId>,
+    /// FX node of frames in FX-generated files, where the capture has one (keyed by frame
+    /// identity; the first one read wins).
+    fx: HashMap<(Sym, u32, Sym), FxNode>,
 }
 
 impl Default for Stacks {
@@ -257,6 +320,7 @@ impl Stacks {
             stack_start: vec![0, 0],
             stack_frames: Vec::new(),
             stack_ids: HashMap::default(),
+            fx: HashMap::default(),
         };
         s.stack_ids.insert(Vec::new(), StackId::EMPTY);
         s
@@ -298,6 +362,25 @@ impl Stacks {
         &self.frames[id.0 as usize]
     }
 
+    /// Records the FX node of frame `id` (the first one given wins).
+    pub fn set_fx(&mut self, id: FrameId, node: FxNode) {
+        let f = self.frames[id.0 as usize];
+        self.fx.entry((f.file, f.line, f.name)).or_insert(node);
+    }
+
+    /// The FX node of a frame, where the capture has one.
+    pub fn fx(&self, f: &Frame) -> Option<&FxNode> {
+        if self.fx.is_empty() {
+            return None;
+        }
+        self.fx.get(&(f.file, f.line, f.name))
+    }
+
+    /// Whether any frame carries an FX node.
+    pub fn has_fx(&self) -> bool {
+        !self.fx.is_empty()
+    }
+
     pub fn intern_stack(&mut self, frames: &[FrameId]) -> StackId {
         if let Some(&id) = self.stack_ids.get(frames) {
             return id;
@@ -322,12 +405,22 @@ impl Stacks {
         self.stack_start.len() - 1
     }
 
-    /// The innermost frame of the user's own code, if the stack has one.
+    /// The innermost frame of the user's own code, if the stack has one. A generated frame
+    /// whose FX node names its original user source counts as that source's frame: the line
+    /// of the model that the compiled code runs, more telling than the call of the model.
     pub fn user_frame(&self, id: StackId) -> Option<&Frame> {
-        self.frames(id)
-            .iter()
-            .map(|&f| self.frame(f))
-            .find(|f| f.kind == FrameKind::User)
+        self.frames(id).iter().find_map(|&f| {
+            let fr = self.frame(f);
+            match fr.kind {
+                FrameKind::User => Some(fr),
+                FrameKind::Generated => self
+                    .fx(fr)
+                    .and_then(|n| n.origin)
+                    .map(|o| self.frame(o))
+                    .filter(|o| o.kind == FrameKind::User),
+                _ => None,
+            }
+        })
     }
 
     /// The innermost Python frame (any owner), the best site when no user frame exists.
@@ -408,9 +501,51 @@ impl Stacks {
         })
     }
 
-    /// `file:line function` of a frame.
+    /// `file:line function` of a frame. Generated code says what it is instead of a
+    /// temporary file's hash: the FX node and its original source where the capture has them
+    /// (`FX addmm (aten.addmm.default) from model.py:12 forward`), else the kind of code.
     pub fn frame_label(&self, f: &Frame) -> String {
+        if f.kind == FrameKind::Generated {
+            return self.generated_label(f);
+        }
         format!("{}:{} {}", self.str(f.file), f.line, self.str(f.name))
+    }
+
+    fn generated_label(&self, f: &Frame) -> String {
+        let file = self.str(f.file);
+        let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+        // Hash names are long and say nothing: their first 20 characters find the file.
+        let short: String = base.chars().take(20).collect();
+        let short = if short.len() < base.len() {
+            format!("{short}…")
+        } else {
+            short
+        };
+        match self.fx(f) {
+            Some(n) => {
+                let target = n
+                    .target
+                    .map(|t| format!(" ({})", self.str(t)))
+                    .unwrap_or_default();
+                let from = match n.origin.map(|o| self.frame(o)) {
+                    Some(o) => format!("from {}:{} {}", self.str(o.file), o.line, self.str(o.name)),
+                    None => format!("generated code {short}:{}", f.line),
+                };
+                format!("FX {}{target} {from}", self.str(n.name))
+            }
+            None if base.starts_with("fx_generated_") => {
+                format!(
+                    "FX graph (generated code {short}:{} {})",
+                    f.line,
+                    self.str(f.name)
+                )
+            }
+            None => format!(
+                "inductor kernel call (generated code {short}:{} {})",
+                f.line,
+                self.str(f.name)
+            ),
+        }
     }
 }
 
@@ -579,6 +714,46 @@ mod tests {
         assert_eq!(
             s.str(s.site_frame(only_start).unwrap().name),
             "start_thread"
+        );
+    }
+
+    #[test]
+    fn generated_code_is_not_the_users() {
+        assert_eq!(
+            classify("/tmp/torchinductor_root/6k/c6krnnrr.py", 195),
+            FrameKind::Generated
+        );
+        assert_eq!(
+            classify("fx_generated__fc5hljjztw5entvae7mhxawi.py", 17),
+            FrameKind::Generated
+        );
+        let t = "  File \"/x/site-packages/torch/nn/modules/module.py\", line 1, in _call_impl\n    return f()\n  File \"/home/u/model.py\", line 12, in forward\n    a = self.net1(x)\n  File \"/x/site-packages/torch/nn/modules/linear.py\", line 134, in forward\n";
+        assert_eq!(
+            fx_trace_origin(t),
+            Some(("/home/u/model.py", 12, "forward"))
+        );
+        assert_eq!(fx_trace_origin("garbage\nFile \"a.py\", line x"), None);
+        let mut s = Stacks::new();
+        let gen = s.intern_frame("fx_generated__abc.py", 17, "forward");
+        let outer = s.intern_frame("train.py", 40, "main");
+        let origin = s.intern_frame("/home/u/model.py", 12, "forward");
+        let name = s.intern_str("addmm");
+        let target = Some(s.intern_str("aten.addmm.default"));
+        let id = s.intern_stack(&[gen, outer]);
+        assert_eq!(s.str(s.user_frame(id).unwrap().file), "train.py");
+        s.set_fx(
+            gen,
+            FxNode {
+                op: None,
+                name,
+                target,
+                origin: Some(origin),
+            },
+        );
+        assert_eq!(s.str(s.user_frame(id).unwrap().file), "/home/u/model.py");
+        assert_eq!(
+            s.frame_label(s.frame(gen)),
+            "FX addmm (aten.addmm.default) from /home/u/model.py:12 forward"
         );
     }
 

@@ -11,7 +11,7 @@ pub mod load_note;
 pub mod model_code;
 pub mod trace;
 
-pub use frames::{Frame, FrameId, FrameKind, Site, StackId, Stacks, Sym};
+pub use frames::{Frame, FrameId, FrameKind, FxNode, Site, StackId, Stacks, Sym};
 pub use load_note::{LoadNote, UnknownState};
 
 /// Which of the allocator's two pools a block or segment belongs to.
@@ -132,6 +132,9 @@ pub enum Action {
     Snapshot,
     /// An allocation failed; `size` is the request, `device_free` what the device had left.
     Oom,
+    /// `torch.cuda.memory._annotate_memory` (newer torch): a note on the live allocation at
+    /// `addr`, its text in the entry's `user_metadata`. It changes no memory.
+    Annotate,
     /// An action this version of memscope does not know; kept so indices stay faithful.
     Other,
 }
@@ -148,6 +151,7 @@ impl Action {
             "segment_unmap" => Action::SegmentUnmap,
             "snapshot" => Action::Snapshot,
             "oom" => Action::Oom,
+            "annotate" => Action::Annotate,
             _ => Action::Other,
         }
     }
@@ -162,6 +166,7 @@ impl Action {
             Action::SegmentUnmap => "segment_unmap",
             Action::Snapshot => "snapshot",
             Action::Oom => "oom",
+            Action::Annotate => "annotate",
             Action::Other => "other",
         }
     }
@@ -181,6 +186,31 @@ pub struct Event {
     pub stack: StackId,
     /// Free device memory reported with an `oom` entry.
     pub device_free: Option<u64>,
+    /// The entry's `user_metadata`, `compile_context` and `internal_metadata`, interned in
+    /// [`Snapshot::metas`] (`MetaId::NONE` where it has none: most captures, every entry).
+    pub meta: MetaId,
+}
+
+/// Index of an entry's metadata in [`Snapshot::metas`]; 0 is "none".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetaId(pub u32);
+
+impl MetaId {
+    pub const NONE: MetaId = MetaId(0);
+}
+
+/// What torch 2.6+ records beside an entry's frames, each interned in [`Snapshot::stacks`]
+/// as one line. Attacker data like every string of a capture.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EventMeta {
+    /// `user_metadata`: the label `torch._C._cuda_setMemoryMetadata` (`_set_memory_metadata`)
+    /// set when the entry was made, or an `annotate` entry's text (`None` for `""`).
+    pub user: Option<Sym>,
+    /// `compile_context`: the torch.compile region that ran (`"Torch-Compiled Region: 0/0"`;
+    /// `None` for `"N/A"`, what torch writes outside one).
+    pub region: Option<Sym>,
+    /// `internal_metadata`: kept as an opaque string (no public torch source defines it).
+    pub internal: Option<Sym>,
 }
 
 /// Index of an event in its device's trace.
@@ -207,6 +237,13 @@ pub struct Annotation {
 /// The allocator configuration recorded with the snapshot.
 #[derive(Clone, Debug, PartialEq, Default, serde::Serialize)]
 pub struct AllocatorSettings {
+    /// `allocator_settings.trace_alloc_overflowed` (newer torch): the trace ring buffer dropped
+    /// its oldest entries. `None` where torch did not say (2.11 and older).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_alloc_overflowed: Option<bool>,
+    /// `allocator_settings.trace_alloc_max_entries`: the ring buffer's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_alloc_max_entries: Option<u64>,
     /// `PYTORCH_CUDA_ALLOC_CONF` as the process saw it.
     pub conf: Option<String>,
     /// `max_split_size` in bytes; `None` means unlimited (torch reports -1 or `SIZE_MAX`).
@@ -244,6 +281,10 @@ pub struct Snapshot {
     /// Each device's memory size, where the capture records it (`memscope run` and
     /// `memscope.capture()` add it under the snapshot's `memscope` key; torch does not).
     pub device_memory: Vec<DeviceMemory>,
+    /// Entry metadata, interned: `metas[0]` is the empty one (see [`Event::meta`]).
+    pub metas: Vec<EventMeta>,
+    /// A top-level `internal_metadata`, kept opaque (one line), where the capture has one.
+    pub internal_metadata: Option<String>,
 }
 
 /// A device's memory size as the process saw it (`torch.cuda.get_device_properties`).
@@ -264,5 +305,23 @@ impl Snapshot {
 
     pub fn device(&self, index: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.index == index)
+    }
+
+    /// The metadata of an entry (the empty one for `MetaId::NONE` or an id out of range).
+    pub fn meta(&self, e: &Event) -> EventMeta {
+        self.metas
+            .get(e.meta.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// An entry's `user_metadata`, where it has one.
+    pub fn user_label(&self, e: &Event) -> Option<&str> {
+        self.meta(e).user.map(|s| self.stacks.str(s))
+    }
+
+    /// An entry's `compile_context`, where it ran in a compiled region.
+    pub fn compiled_region(&self, e: &Event) -> Option<&str> {
+        self.meta(e).region.map(|s| self.stacks.str(s))
     }
 }

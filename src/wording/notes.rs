@@ -104,6 +104,17 @@ fn snapshot_note(n: &SnapshotNote) -> String {
              entries: if this one was dumped at an OOM, the sites above show what held the \
              memory then"
             .into(),
+        SnapshotNote::RingOverflowed {
+            device,
+            max_entries,
+        } => format!(
+            "device {device}: the allocator's trace ring buffer{} overflowed and dropped the \
+             oldest entries, as the snapshot itself records \
+             (allocator_settings.trace_alloc_overflowed): the log shows only the end of the run",
+            max_entries
+                .map(|n| format!(" of {n} entries"))
+                .unwrap_or_default()
+        ),
         SnapshotNote::Empty => {
             "the snapshot holds no segments and no events: nothing was allocated while recording"
                 .into()
@@ -112,8 +123,32 @@ fn snapshot_note(n: &SnapshotNote) -> String {
 }
 
 /// Why a log starts mid-run, as far as the blocks from before it tell.
-fn mid_run(why: MidRun) -> &'static str {
+fn mid_run(why: MidRun) -> std::borrow::Cow<'static, str> {
     match why {
+        MidRun::Recorded {
+            overflowed: true,
+            max_entries,
+        } => format!(
+            "the ring buffer{} dropped the oldest entries, as the snapshot itself records \
+             (allocator_settings.trace_alloc_overflowed)",
+            max_entries
+                .map(|n| format!(" of {n} entries"))
+                .unwrap_or_default()
+        )
+        .into(),
+        MidRun::Recorded {
+            overflowed: false, ..
+        } => "recording began late: the snapshot records that its ring buffer did not overflow \
+              (allocator_settings.trace_alloc_overflowed)"
+            .into(),
+        other => mid_run_evidence(other).into(),
+    }
+}
+
+/// [`mid_run`] where the snapshot does not say: what the blocks tell.
+fn mid_run_evidence(why: MidRun) -> &'static str {
+    match why {
+        MidRun::Recorded { .. } => "the snapshot records whether its ring buffer overflowed",
         MidRun::RingBufferDropped => {
             "the ring buffer dropped the oldest entries: blocks from before the log keep their \
              own stacks"

@@ -319,6 +319,7 @@ pub(crate) fn ops(dev: &Device) -> Vec<Op> {
                                 | Action::SegmentUnmap
                                 | Action::FreeCompleted
                                 | Action::Snapshot
+                                | Action::Annotate
                                 | Action::Other
                         )
                     })
@@ -777,7 +778,7 @@ pub fn retry_cap_range(dev: &Device, initial_reserved: u64) -> Option<(u64, u64)
                 run_start = None;
                 reserved += e.size;
             }
-            Action::FreeCompleted | Action::Snapshot | Action::Other => {}
+            Action::FreeCompleted | Action::Snapshot | Action::Annotate | Action::Other => {}
             _ => run_start = None,
         }
     }

@@ -739,6 +739,34 @@ impl Html<'_> {
             }
             out.push_str("</section>");
         }
+        for (title, rows) in [
+            ("Allocations by user label (user_metadata)", &d.user_labels),
+            (
+                "Allocations by compiled region (compile_context)",
+                &d.compiled_regions,
+            ),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = write!(
+                out,
+                r#"<section class="labels"><h2>{title}</h2><table><tr><th>label</th><th class=n>allocations</th><th class=n>allocated</th><th class=n>at peak</th><th class=n>at end</th></tr>"#
+            );
+            for r in rows.iter() {
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
+                    // Control characters made visible too: the page is also read as text.
+                    esc(&crate::escape::term(&r.label)),
+                    r.allocations,
+                    bytes(r.allocated_bytes),
+                    r.live_bytes_at_peak.map(bytes).unwrap_or_else(|| "?".into()),
+                    bytes(r.live_bytes_at_end)
+                );
+            }
+            out.push_str("</table></section>");
+        }
         if let Some(c) = a.categories.as_ref().filter(|c| c.device == d.device) {
             let _ = write!(
                 out,

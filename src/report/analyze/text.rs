@@ -46,6 +46,25 @@ pub(crate) fn figure_peak_words(f: &Figure) -> String {
 
 /// How a site row is named, in every format that lists sites.
 pub(crate) fn site_label(s: &SiteTotal) -> String {
+    // Code torch.compile wrote, blamed where no user frame is outside it (a compiled
+    // backward on autograd's thread): said as such, not as a temporary file's hash.
+    if let Some(site) = s
+        .site
+        .as_ref()
+        .filter(|x| crate::model::frames::is_generated_file(&x.file))
+    {
+        let base = site.file.rsplit(['/', '\\']).next().unwrap_or(&site.file);
+        let what = if base.starts_with("fx_generated_") {
+            "FX graph"
+        } else {
+            "inductor kernel call"
+        };
+        let short: String = base.chars().take(20).collect();
+        return format!(
+            "{what} (generated code {short}…:{} {}; no user frame outside it)",
+            site.line, site.function
+        );
+    }
     match s.origin {
         Origin::PendingFree => {
             let what = "freed by the program, awaiting another stream's work (record_stream)";
@@ -114,6 +133,52 @@ fn write_sites(
                 writeln!(out, "{indent}{:>21}{}", "", st.dim(&short_label(&f)))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// A device's allocations by label (`user_metadata`) or compiled region (`compile_context`):
+/// nothing where the capture records none. The labels are the program's strings; the
+/// terminal writer makes their control characters visible.
+fn write_labels(
+    out: &mut dyn Write,
+    st: &Style,
+    device: u32,
+    title: &str,
+    rows: &[crate::analysis::labels::LabelTotal],
+) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", st.bold(&format!("{title} cuda:{device}")))?;
+    writeln!(
+        out,
+        "  {}",
+        st.dim(&format!(
+            "{:>10}  {:>11}  {:>10}  {:>10}  label",
+            "allocs", "allocated", "at peak", "at end"
+        ))
+    )?;
+    for r in rows.iter().take(crate::analysis::TOP_SITES * 2) {
+        writeln!(
+            out,
+            "  {:>10}  {:>11}  {:>10}  {:>10}  {}",
+            r.allocations,
+            bytes(r.allocated_bytes),
+            r.live_bytes_at_peak
+                .map(bytes)
+                .unwrap_or_else(|| "?".into()),
+            bytes(r.live_bytes_at_end),
+            crate::escape::term(&r.label)
+        )?;
+    }
+    if rows.len() > crate::analysis::TOP_SITES * 2 {
+        writeln!(
+            out,
+            "  … {} more (--format json lists them all)",
+            rows.len() - crate::analysis::TOP_SITES * 2
+        )?;
     }
     Ok(())
 }
@@ -685,6 +750,16 @@ impl Format for Text {
                 )?;
                 write_sites(out, &st, &d.top_sites_at_peak, opts, "")?;
             }
+        }
+        for d in &a.devices {
+            write_labels(out, &st, d.device, "BY USER LABEL", &d.user_labels)?;
+            write_labels(
+                out,
+                &st,
+                d.device,
+                "BY COMPILED REGION",
+                &d.compiled_regions,
+            )?;
         }
         if !a.notes.is_empty() {
             writeln!(out)?;

@@ -215,6 +215,11 @@ pub fn color_for(kind: FrameKind, label: &str) -> Color {
             g: 215 + v,
             b: 215 + v,
         },
+        FrameKind::Generated => Color {
+            r: 150 + v,
+            g: 190 + v,
+            b: 150 + v,
+        },
         FrameKind::Native => Color {
             r: 170 + v,
             g: 180 + v,

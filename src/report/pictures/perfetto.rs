@@ -317,6 +317,7 @@ mod tests {
             time_us: None,
             stack: StackId::EMPTY,
             device_free: None,
+            meta: crate::model::MetaId::NONE,
         }
     }
 
@@ -341,6 +342,8 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
         };
         let tls: Vec<Timeline> = snap
             .devices
@@ -380,6 +383,8 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
         };
         let bare = snap(vec![Device {
             index: 0,
