@@ -3,6 +3,8 @@
 //! (fixtures/formats/build_upstream.py). Every expected figure comes from the workload's truth
 //! files or from reading the pickle here (serde_pickle), never from memscope's own output.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -106,7 +108,7 @@ fn json(name: &str) -> J {
     let o = run(bin()
         .args(["analyze", "--format", "json"])
         .arg(fixture(name)));
-    serde_json::from_slice(&o.stdout).unwrap()
+    common::envelope::data(&o.stdout)
 }
 
 fn analyze_text(name: &str, extra: &[&str]) -> String {
