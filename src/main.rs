@@ -8,6 +8,7 @@ mod man;
 mod output;
 mod pictures;
 mod plan_cmd;
+mod query_cmd;
 mod run_cmd;
 
 use std::io::{IsTerminal, Write};
@@ -72,6 +73,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Tui(args)) => tui(&args.file, &args.plan),
         Some(Command::Whatif(args)) => whatif(&args),
         Some(Command::Plan(args)) => plan_cmd::plan(&args),
+        Some(Command::Query(args)) => query_cmd::query(&args),
+        Some(Command::Mcp(_)) => query_cmd::mcp(),
         Some(Command::Run(args)) => run_cmd::run(&args),
         Some(Command::Completions(args)) => {
             use clap::CommandFactory;
