@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::sites::{kind_name, site_cells, stack_cells, SiteDict};
+use super::sites::{kind_name, site_cells, stack_cell, stack_cells, SiteDict};
 use super::{Cell, Filled, Made, Rows};
 use crate::analysis::analyzed::{At, Resolved};
 use crate::analysis::categories::{Categories, Category};
@@ -157,7 +157,7 @@ impl Rows for Events {
         match col {
             0 => i.into(),
             1 => dev.index.into(),
-            2 => e.action.name().into(),
+            2 => Cell::Name(e.action.name()),
             3 => e.addr.into(),
             4 => e.size.into(),
             5 => e.stream.into(),
@@ -169,7 +169,7 @@ impl Rows for Events {
                 .get(pos)
                 .and_then(|p| step_of(&p.steps, i as u32))
                 .into(),
-            c => stack_cells(&self.sites, e.stack)[c - 9].clone(),
+            c => stack_cell(&self.sites, e.stack, c - 9),
         }
     }
 }
@@ -280,7 +280,7 @@ impl<T: Send + Sync> Rows for Frames<T> {
             2 => st.str(f.file).into(),
             3 => f.line.into(),
             4 => st.str(f.name).into(),
-            _ => kind_name(f.kind).into(),
+            _ => Cell::Name(kind_name(f.kind)),
         }
     }
 }

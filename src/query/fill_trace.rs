@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::fill_snapshot::{leaks, site_rows, top_sites, Frames};
-use super::sites::{stack_cells, SiteDict};
+use super::sites::{stack_cell, stack_cells, SiteDict};
 use super::{Cell, Filled, Made, Rows};
 use crate::analysis::trace_report::AnalyzedTrace;
 use crate::model::trace::Trace;
@@ -145,7 +145,7 @@ impl Rows for Ops {
             5 => o.seq.into(),
             6 => o.parent.map(|p| p.0).into(),
             7 => step_number(&self.t, o.ts).into(),
-            c => stack_cells(&self.sites, o.stack)[c - 8].clone(),
+            c => stack_cell(&self.sites, o.stack, c - 8),
         }
     }
 }
@@ -165,9 +165,9 @@ impl Rows for MemoryEvents {
         match col {
             0 => row.into(),
             1 => m.device.device_id.into(),
-            2 => (if m.device.is_cuda() { "cuda" } else { "cpu" }).into(),
+            2 => Cell::Name(if m.device.is_cuda() { "cuda" } else { "cpu" }),
             3 => m.ts.into(),
-            4 => (if m.bytes > 0 { "alloc" } else { "free" }).into(),
+            4 => Cell::Name(if m.bytes > 0 { "alloc" } else { "free" }),
             5 => m.addr.into(),
             6 => m.bytes.unsigned_abs().into(),
             7 => m.total_allocated.into(),
@@ -175,7 +175,7 @@ impl Rows for MemoryEvents {
             9 => m.op.map(|o| o.0).into(),
             10 => self.an.pairing.freed_by.get(row).copied().flatten().into(),
             11 => step_number(&self.t, m.ts).into(),
-            c => stack_cells(&self.sites, self.an.resolver.stack_of(&self.t, m))[c - 12].clone(),
+            c => stack_cell(&self.sites, self.an.resolver.stack_of(&self.t, m), c - 12),
         }
     }
 }

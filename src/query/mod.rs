@@ -31,6 +31,8 @@ pub enum Cell {
     Int(i64),
     Real(f64),
     Text(Arc<str>),
+    /// memscope's own names (`alloc`, `large`): no allocation per row.
+    Name(&'static str),
 }
 
 impl From<i64> for Cell {
@@ -290,6 +292,7 @@ fn bind(st: &mut rusqlite::Statement, i: usize, v: Cell) -> rusqlite::Result<()>
         Cell::Int(x) => st.raw_bind_parameter(i, x),
         Cell::Real(x) => st.raw_bind_parameter(i, x),
         Cell::Text(s) => st.raw_bind_parameter(i, &*s),
+        Cell::Name(s) => st.raw_bind_parameter(i, s),
     }
 }
 

@@ -38,6 +38,7 @@ fn plain(c: &Cell) -> String {
         Cell::Int(v) => v.to_string(),
         Cell::Real(v) => v.to_string(),
         Cell::Text(s) => s.to_string(),
+        Cell::Name(s) => s.to_string(),
     }
 }
 
@@ -131,6 +132,7 @@ fn json_cell(c: &Cell) -> serde_json::Value {
         Cell::Int(v) => (*v).into(),
         Cell::Real(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
         Cell::Text(s) => serde_json::Value::String(s.to_string()),
+        Cell::Name(s) => serde_json::Value::String(s.to_string()),
     }
 }
 

@@ -100,6 +100,23 @@ pub fn stack_cells(d: &SiteDict, s: StackId) -> [super::Cell; 5] {
     }
 }
 
+/// One of [`stack_cells`] (`k` in 0..5), made alone: what a virtual table asks for per row.
+pub fn stack_cell(d: &SiteDict, s: StackId, k: usize) -> super::Cell {
+    use super::Cell;
+    if k == 0 {
+        return Cell::from(s.0);
+    }
+    let id = d.of_stack.get(s.0 as usize).copied().flatten();
+    let Some(i) = id else { return Cell::Null };
+    let r = &d.sites[i as usize];
+    match k {
+        1 => Cell::from(i),
+        2 => Cell::Text(r.file.clone()),
+        3 => Cell::from(r.line),
+        _ => Cell::Text(r.function.clone()),
+    }
+}
+
 /// The site columns of a site the analysis names (no stack: `stack_id` NULL).
 pub fn site_cells(d: &SiteDict, s: Option<&Site>) -> [super::Cell; 5] {
     use super::Cell;

@@ -99,6 +99,7 @@ unsafe impl VTabCursor for Cursor {
             Cell::Int(v) => ctx.set_result(&v),
             Cell::Real(v) => ctx.set_result(&v),
             Cell::Text(s) => ctx.set_result(&&*s),
+            Cell::Name(s) => ctx.set_result(&s),
         }
     }
     fn rowid(&self) -> rusqlite::Result<i64> {
