@@ -15,8 +15,8 @@ pub fn query(a: &QueryArgs) -> anyhow::Result<u8> {
         QueryFormatArg::Json => Format::Json,
         QueryFormatArg::Csv => Format::Csv,
     };
-    let db = memscope::query::open_capture(&a.file)
-        .with_context(|| format!("{}", a.file.display()))?;
+    let db =
+        memscope::query::open_capture(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // Tables go through the terminal boundary; CSV and JSON are data, escaped by their rules.
     let mut out: Box<dyn Write> = match format {
         Format::Table => Box::new(output::term_stdout(false)),

@@ -9,7 +9,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 struct Session {
@@ -63,19 +65,27 @@ impl Session {
 fn oom_entry(name: &str) -> (i64, i64) {
     use serde_pickle::{HashableValue as H, Value as V};
     let data = std::fs::read(fixture(name)).unwrap();
-    let v = serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new().replace_recursive_structures()).unwrap();
+    let v = serde_pickle::value_from_slice(
+        &data,
+        serde_pickle::DeOptions::new().replace_recursive_structures(),
+    )
+    .unwrap();
     let get = |v: &V, k: &str| match v {
         V::Dict(d) => d.get(&H::String(k.into())).cloned().unwrap_or(V::None),
         _ => V::None,
     };
-    let V::List(traces) = get(&v, "device_traces") else { panic!() };
+    let V::List(traces) = get(&v, "device_traces") else {
+        panic!()
+    };
     let V::List(t) = &traces[0] else { panic!() };
     let (i, e) = t
         .iter()
         .enumerate()
         .find(|(_, e)| get(e, "action") == V::String("oom".into()))
         .unwrap();
-    let V::I64(size) = get(e, "size") else { panic!() };
+    let V::I64(size) = get(e, "size") else {
+        panic!()
+    };
     (i as i64, size)
 }
 
@@ -116,7 +126,9 @@ fn an_agent_debugs_an_oom_over_mcp() {
     assert_eq!(ooms[0]["cause"], "leak");
     let text = a["content"][0]["text"].as_str().unwrap();
     assert!(
-        text.contains(&format!("OOM on cuda:0 at event {event}: cause leak, requested {size} bytes")),
+        text.contains(&format!(
+            "OOM on cuda:0 at event {event}: cause leak, requested {size} bytes"
+        )),
         "{text}"
     );
     assert!(text.contains("retained_graph"), "{text}");
@@ -132,14 +144,26 @@ fn an_agent_debugs_an_oom_over_mcp() {
     assert_eq!(q["structuredContent"]["truncated"], true);
     assert_eq!(rows[0]["line"], 150);
     assert_eq!(q["structuredContent"]["columns"], json!(["line", "bytes"]));
-    let q = s.call("query", json!({"path": f, "sql": "SELECT event, requested_bytes FROM ooms"}));
-    assert_eq!(q["structuredContent"]["rows"], json!([{"event": event, "requested_bytes": size}]));
+    let q = s.call(
+        "query",
+        json!({"path": f, "sql": "SELECT event, requested_bytes FROM ooms"}),
+    );
+    assert_eq!(
+        q["structuredContent"]["rows"],
+        json!([{"event": event, "requested_bytes": size}])
+    );
     let schema = s.call("query", json!({"path": f, "sql": ".schema ooms"}));
-    assert!(schema["content"][0]["text"].as_str().unwrap().contains("CREATE TABLE ooms"));
+    assert!(schema["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("CREATE TABLE ooms"));
     // A mistake is the tool's error, for the model to read; the database stays read-only.
     let bad = s.call("query", json!({"path": f, "sql": "SELEC 1"}));
     assert_eq!(bad["isError"], true);
-    assert!(bad["content"][0]["text"].as_str().unwrap().contains("SQL error"));
+    assert!(bad["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("SQL error"));
     let write = s.call("query", json!({"path": f, "sql": "DELETE FROM ooms"}));
     assert_eq!(write["isError"], true);
     let missing = s.call("analyze", json!({"path": fixture("no_such.pickle")}));
@@ -148,7 +172,10 @@ fn an_agent_debugs_an_oom_over_mcp() {
     let c = s.call("check", json!({"paths": [f]}));
     assert_eq!(c["isError"], false, "{c}");
     assert_eq!(c["structuredContent"]["passed"], false);
-    let c = s.call("check", json!({"paths": [fixture("clean.pickle")], "fail_on": ["oom"]}));
+    let c = s.call(
+        "check",
+        json!({"paths": [fixture("clean.pickle")], "fail_on": ["oom"]}),
+    );
     assert_eq!(c["structuredContent"]["passed"], true, "{c}");
 
     let d = s.call(
@@ -156,7 +183,13 @@ fn an_agent_debugs_an_oom_over_mcp() {
         json!({"before": fixture("wi_leak_default.pickle"), "after": fixture("wi_leak_expandable.pickle")}),
     );
     assert_eq!(d["isError"], false, "{d}");
-    assert!(d["structuredContent"]["schema"].as_str().unwrap().starts_with("memscope.diff"), "{d}");
+    assert!(
+        d["structuredContent"]["schema"]
+            .as_str()
+            .unwrap()
+            .starts_with("memscope.diff"),
+        "{d}"
+    );
 
     let p = s.call(
         "plan",
@@ -170,7 +203,10 @@ fn an_agent_debugs_an_oom_over_mcp() {
     assert_eq!(e["error"]["code"], -32601);
     let e = s.request("tools/call", json!({"name": "nope", "arguments": {}}));
     assert_eq!(e["error"]["code"], -32602);
-    let e = s.request("tools/call", json!({"name": "query", "arguments": {"path": "x"}}));
+    let e = s.request(
+        "tools/call",
+        json!({"name": "query", "arguments": {"path": "x"}}),
+    );
     assert_eq!(e["error"]["code"], -32602);
     assert_eq!(s.request("ping", json!({}))["result"], json!({}));
     writeln!(s.stdin, "{{not json").unwrap();
@@ -183,7 +219,10 @@ fn an_agent_debugs_an_oom_over_mcp() {
 #[test]
 fn an_unknown_protocol_version_gets_the_servers() {
     let mut s = Session::start();
-    let init = s.request("initialize", json!({"protocolVersion": "1999-01-01", "capabilities": {}}));
+    let init = s.request(
+        "initialize",
+        json!({"protocolVersion": "1999-01-01", "capabilities": {}}),
+    );
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
 }
 
@@ -201,6 +240,10 @@ fn the_python_sdk_client_debugs_an_oom() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("OOM on cuda:0 at event 3654"), "{text}");
 }

@@ -13,7 +13,9 @@ use memscope::query::{open_capture, schema, Cell, Db, ResultSet};
 use serde_pickle::{HashableValue as H, Value as V};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 fn db(name: &str) -> Db {
@@ -21,7 +23,13 @@ fn db(name: &str) -> Db {
 }
 
 fn int(db: &Db, sql: &str) -> i64 {
-    match db.run(sql, None).unwrap().rows.first().map(|r| r[0].clone()) {
+    match db
+        .run(sql, None)
+        .unwrap()
+        .rows
+        .first()
+        .map(|r| r[0].clone())
+    {
         Some(Cell::Int(v)) => v,
         Some(Cell::Null) | None => 0,
         other => panic!("{sql}: {other:?}"),
@@ -31,8 +39,11 @@ fn int(db: &Db, sql: &str) -> i64 {
 /// The pickle as Python reads it (serde-pickle: no memscope code).
 fn pickle(name: &str) -> V {
     let data = std::fs::read(fixture(name)).unwrap();
-    serde_pickle::value_from_slice(&data, serde_pickle::DeOptions::new().replace_recursive_structures())
-        .expect("serde-pickle reads the fixture")
+    serde_pickle::value_from_slice(
+        &data,
+        serde_pickle::DeOptions::new().replace_recursive_structures(),
+    )
+    .expect("serde-pickle reads the fixture")
 }
 
 fn get<'a>(v: &'a V, key: &str) -> &'a V {
@@ -72,11 +83,16 @@ fn stats(name: &str) -> serde_json::Value {
 
 #[test]
 fn every_documented_table_exists_with_its_columns() {
-    for (name, trace) in [("leak_oom.pickle", false), ("trace_total_loss.trace.json.gz", true)] {
+    for (name, trace) in [
+        ("leak_oom.pickle", false),
+        ("trace_total_loss.trace.json.gz", true),
+    ] {
         let db = db(name);
         let mut seen = 0;
         for t in schema::tables_for(trace) {
-            let rs = db.run(&format!("SELECT * FROM {} LIMIT 1", t.name), None).unwrap();
+            let rs = db
+                .run(&format!("SELECT * FROM {} LIMIT 1", t.name), None)
+                .unwrap();
             let want: Vec<&str> = t.columns.iter().map(|c| c.name).collect();
             assert_eq!(rs.columns, want, "{name}: {}", t.name);
             seen += 1;
@@ -90,7 +106,11 @@ fn every_documented_table_exists_with_its_columns() {
 
 #[test]
 fn snapshot_counts_equal_an_independent_reading() {
-    for name in ["leak_oom.pickle", "two_streams.pickle", "fragmentation_oom.pickle"] {
+    for name in [
+        "leak_oom.pickle",
+        "two_streams.pickle",
+        "fragmentation_oom.pickle",
+    ] {
         let p = pickle(name);
         let db = db(name);
         let traces = list(get(&p, "device_traces"));
@@ -98,10 +118,15 @@ fn snapshot_counts_equal_an_independent_reading() {
         let mut by_stream: BTreeMap<i64, i64> = BTreeMap::new();
         for (d, t) in traces.iter().enumerate() {
             let n = list(t).len() as i64;
-            let got = int(&db, &format!("SELECT COUNT(*) FROM events WHERE device = {d}"));
+            let got = int(
+                &db,
+                &format!("SELECT COUNT(*) FROM events WHERE device = {d}"),
+            );
             assert_eq!(got, n, "{name}: events of cuda:{d}");
             for e in list(t) {
-                *by_action.entry((d as i64, text(get(e, "action")))).or_default() += 1;
+                *by_action
+                    .entry((d as i64, text(get(e, "action"))))
+                    .or_default() += 1;
                 *by_stream.entry(num(get(e, "stream"))).or_default() += 1;
             }
         }
@@ -113,7 +138,10 @@ fn snapshot_counts_equal_an_independent_reading() {
             assert_eq!(got, *n, "{name}: {a} events");
         }
         for (s, n) in &by_stream {
-            let got = int(&db, &format!("SELECT COUNT(*) FROM events WHERE stream = {s}"));
+            let got = int(
+                &db,
+                &format!("SELECT COUNT(*) FROM events WHERE stream = {s}"),
+            );
             assert_eq!(got, *n, "{name}: events on stream {s}");
         }
         // Event indices are the positions in the log, with no gap.
@@ -128,7 +156,10 @@ fn snapshot_counts_equal_an_independent_reading() {
         // torch's own figure at the dump, written by the generator.
         let st = stats(&name.replace(".pickle", ".stats.json"));
         assert_eq!(
-            int(&db, "SELECT SUM(size) FROM blocks WHERE state = 'active_allocated'"),
+            int(
+                &db,
+                "SELECT SUM(size) FROM blocks WHERE state = 'active_allocated'"
+            ),
             st["allocated_bytes.all.current"].as_i64().unwrap(),
             "{name}: allocated at the dump"
         );
@@ -151,7 +182,10 @@ fn live_at_the_peak_and_the_oom_are_torchs_figures() {
     let db = db("leak_oom.pickle");
     let st = stats("leak_oom.stats.json");
     let peak = st["allocated_bytes.all.peak"].as_i64().unwrap();
-    assert_eq!(int(&db, "SELECT SUM(size) FROM live WHERE moment = 'peak'"), peak);
+    assert_eq!(
+        int(&db, "SELECT SUM(size) FROM live WHERE moment = 'peak'"),
+        peak
+    );
     // The OOM entry, as the pickle has it.
     let p = pickle("leak_oom.pickle");
     let t = list(&list(get(&p, "device_traces"))[0]);
@@ -161,7 +195,10 @@ fn live_at_the_peak_and_the_oom_are_torchs_figures() {
         .find(|(_, e)| text(get(e, "action")) == "oom")
         .unwrap();
     let rs = db
-        .run("SELECT event, requested_bytes, device_free_bytes, stream FROM ooms", None)
+        .run(
+            "SELECT event, requested_bytes, device_free_bytes, stream FROM ooms",
+            None,
+        )
         .unwrap();
     assert_eq!(
         rs.rows,
@@ -185,7 +222,10 @@ fn live_at_the_peak_and_the_oom_are_torchs_figures() {
         )
         .unwrap();
     let top = db
-        .run("SELECT bytes FROM top_sites WHERE moment = 'peak' ORDER BY rank LIMIT 3", None)
+        .run(
+            "SELECT bytes FROM top_sites WHERE moment = 'peak' ORDER BY rank LIMIT 3",
+            None,
+        )
         .unwrap();
     assert_eq!(by_site.rows, top.rows);
 }
@@ -204,11 +244,20 @@ fn trace_counts_equal_an_independent_reading() {
     let mem: Vec<&serde_json::Value> = events.iter().filter(|e| e["name"] == "[memory]").collect();
     let ops = events.iter().filter(|e| e["cat"] == "cpu_op").count();
     let db = db(name);
-    assert_eq!(int(&db, "SELECT COUNT(*) FROM memory_events"), mem.len() as i64);
-    assert_eq!(int(&db, "SELECT COUNT(*) FROM ops"), ops as i64);
-    let allocs = mem.iter().filter(|e| e["args"]["Bytes"].as_i64().unwrap() > 0).count();
     assert_eq!(
-        int(&db, "SELECT COUNT(*) FROM memory_events WHERE action = 'alloc'"),
+        int(&db, "SELECT COUNT(*) FROM memory_events"),
+        mem.len() as i64
+    );
+    assert_eq!(int(&db, "SELECT COUNT(*) FROM ops"), ops as i64);
+    let allocs = mem
+        .iter()
+        .filter(|e| e["args"]["Bytes"].as_i64().unwrap() > 0)
+        .count();
+    assert_eq!(
+        int(
+            &db,
+            "SELECT COUNT(*) FROM memory_events WHERE action = 'alloc'"
+        ),
         allocs as i64
     );
     let bytes: i64 = mem
@@ -217,12 +266,18 @@ fn trace_counts_equal_an_independent_reading() {
         .filter(|&b| b > 0)
         .sum();
     assert_eq!(
-        int(&db, "SELECT SUM(size) FROM memory_events WHERE action = 'alloc'"),
+        int(
+            &db,
+            "SELECT SUM(size) FROM memory_events WHERE action = 'alloc'"
+        ),
         bytes
     );
     // The graph's never-consumed nodes are the ones `analyze` counts (10 `aten::add_`, one per
     // step: the workload accumulates the loss tensor, see the fixture's meta).
-    assert_eq!(int(&db, "SELECT COUNT(*) FROM graph_nodes WHERE consumed = 0"), 10);
+    assert_eq!(
+        int(&db, "SELECT COUNT(*) FROM graph_nodes WHERE consumed = 0"),
+        10
+    );
     assert_eq!(
         int(&db, "SELECT COUNT(DISTINCT step) FROM graph_nodes WHERE consumed = 0 AND name = 'aten::add_'"),
         10
@@ -255,11 +310,20 @@ fn the_database_cannot_be_written() {
         assert!(db.run(&sql, None).is_err(), "{sql} was allowed");
     }
     assert!(!f.exists(), "a query wrote {fs}");
+    // Reading pragmas still work.
+    let cols = db.run("PRAGMA table_info(ooms)", None).unwrap();
+    assert_eq!(
+        cols.rows.len(),
+        schema::table("ooms").unwrap().columns.len()
+    );
     // Still readable afterwards, CTEs and window functions included.
     assert_eq!(int(&db, "WITH x AS (SELECT 1 AS a) SELECT a FROM x"), 1);
     assert_eq!(int(&db, "SELECT COUNT(*) FROM sites"), 7);
     assert_eq!(
-        int(&db, "SELECT MAX(n) FROM (SELECT ROW_NUMBER() OVER (ORDER BY idx) AS n FROM events)"),
+        int(
+            &db,
+            "SELECT MAX(n) FROM (SELECT ROW_NUMBER() OVER (ORDER BY idx) AS n FROM events)"
+        ),
         3667
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -269,7 +333,10 @@ fn hostile() -> ResultSet {
     ResultSet {
         columns: vec!["file".into(), "n".into()],
         rows: vec![
-            vec![Cell::from("a\x1b]0;pwned\x07b,\"c\"\n=cmd|' /C calc'!A0"), Cell::Int(-5)],
+            vec![
+                Cell::from("a\x1b]0;pwned\x07b,\"c\"\n=cmd|' /C calc'!A0"),
+                Cell::Int(-5),
+            ],
             vec![Cell::from(" lead"), Cell::Null],
         ],
         truncated: false,
@@ -287,7 +354,8 @@ fn outputs_escape_the_captures_strings() {
         c,
         "file,n\r\n\"a\x1b]0;pwned\x07b,\"\"c\"\"\n=cmd|' /C calc'!A0\",-5\r\n\" lead\",\r\n"
     );
-    let j: serde_json::Value = serde_json::from_str(&render::render(&hostile(), Format::Json)).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&render::render(&hostile(), Format::Json)).unwrap();
     assert_eq!(j[0]["file"], "a\x1b]0;pwned\x07b,\"c\"\n=cmd|' /C calc'!A0");
     assert_eq!(j[1]["n"], serde_json::Value::Null);
 }
@@ -300,7 +368,8 @@ fn the_cli_runs_sql_in_each_format_and_from_stdin() {
         use std::io::Write;
         let mut c = Command::new(bin);
         c.arg("query").arg(&f).args(args);
-        c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
         let mut ch = c.spawn().unwrap();
         let mut i = ch.stdin.take().unwrap();
         if let Some(s) = stdin {
@@ -310,21 +379,38 @@ fn the_cli_runs_sql_in_each_format_and_from_stdin() {
         let o = ch.wait_with_output().unwrap();
         (o.status.code(), String::from_utf8(o.stdout).unwrap())
     };
-    let (code, out) = run(&["SELECT COUNT(*) AS n FROM events", "--format", "json"], None);
+    let (code, out) = run(
+        &["SELECT COUNT(*) AS n FROM events", "--format", "json"],
+        None,
+    );
     assert_eq!(code, Some(0));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap()[0]["n"], 3667);
-    let (_, out) = run(&["SELECT action, COUNT(*) AS n FROM events WHERE action = 'oom' GROUP BY action", "--format", "csv"], None);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()[0]["n"],
+        3667
+    );
+    let (_, out) = run(
+        &[
+            "SELECT action, COUNT(*) AS n FROM events WHERE action = 'oom' GROUP BY action",
+            "--format",
+            "csv",
+        ],
+        None,
+    );
     assert_eq!(out, "action,n\r\noom,1\r\n");
     let (_, out) = run(&["--format", "csv"], Some("SELECT 1 AS a; SELECT 2 AS b;"));
     assert_eq!(out, "a\r\n1\r\nb\r\n2\r\n");
     let (_, out) = run(&[".schema ooms"], None);
-    assert!(out.contains("CREATE TABLE ooms") && out.contains("requested_bytes INTEGER"), "{out}");
+    assert!(
+        out.contains("CREATE TABLE ooms") && out.contains("requested_bytes INTEGER"),
+        "{out}"
+    );
     let (code, _) = run(&["SELECT * FROM nowhere"], None);
     assert_eq!(code, Some(2));
 }
 
 const DOC: &str = "docs/query.md";
-const SCHEMA_BEGIN: &str = "<!-- schema: generated from src/query/schema.rs by tests/query.rs -->\n";
+const SCHEMA_BEGIN: &str =
+    "<!-- schema: generated from src/query/schema.rs by tests/query.rs -->\n";
 const SCHEMA_END: &str = "<!-- end of schema -->";
 
 /// The worked questions: each ```sql FILE block is followed by a ```text block with the
@@ -355,7 +441,9 @@ fn docs_worked_questions_and_schema_are_current() {
             }
             continue;
         }
-        let Some(file) = line.strip_prefix("```sql ") else { continue };
+        let Some(file) = line.strip_prefix("```sql ") else {
+            continue;
+        };
         let file = file.trim().to_owned();
         let mut sql = String::new();
         for l in lines.by_ref() {
@@ -366,7 +454,11 @@ fn docs_worked_questions_and_schema_are_current() {
             sql.push_str(l);
         }
         // The output block.
-        assert_eq!(lines.next(), Some("```text\n"), "{DOC}: an output block after {sql}");
+        assert_eq!(
+            lines.next(),
+            Some("```text\n"),
+            "{DOC}: an output block after {sql}"
+        );
         out.push_str("```text\n");
         let mut old = String::new();
         for l in lines.by_ref() {
@@ -375,16 +467,19 @@ fn docs_worked_questions_and_schema_are_current() {
             }
             old.push_str(l);
         }
-        let db = dbs
-            .entry(file.clone())
-            .or_insert_with(|| open_capture(&Path::new(env!("CARGO_MANIFEST_DIR")).join(&file)).unwrap());
+        let db = dbs.entry(file.clone()).or_insert_with(|| {
+            open_capture(&Path::new(env!("CARGO_MANIFEST_DIR")).join(&file)).unwrap()
+        });
         let got: String = db
             .run_all(&sql, None)
             .unwrap_or_else(|e| panic!("{DOC}: {sql}: {e}"))
             .iter()
-            .map(|rs| render::table(rs))
+            .map(render::table)
             .collect();
-        assert!(update || got == old, "{DOC}: the output of\n{sql}\nis now\n{got}\nnot\n{old}");
+        assert!(
+            update || got == old,
+            "{DOC}: the output of\n{sql}\nis now\n{got}\nnot\n{old}"
+        );
         out.push_str(&got);
         out.push_str("```\n");
         questions += 1;

@@ -23,7 +23,10 @@ pub const DEFAULT_ROWS: usize = 200;
 /// Every tool, with its input schema (JSON Schema).
 pub fn list() -> Value {
     let path = json!({"type": "string", "description": "Path of a capture: a snapshot pickle (optionally .gz) or a profiler trace (.json, .json.gz)"});
-    let tables: Vec<&str> = crate::query::schema::TABLES.iter().map(|t| t.name).collect();
+    let tables: Vec<&str> = crate::query::schema::TABLES
+        .iter()
+        .map(|t| t.name)
+        .collect();
     json!([
         {
             "name": "analyze",
@@ -94,7 +97,10 @@ fn str_arg<'a>(args: &'a Value, k: &str) -> Result<&'a str, RpcError> {
 fn size_arg(args: &Value, k: &str) -> Result<Option<u64>, RpcError> {
     match args.get(k) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| bad(format!("{k}: a size"))),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad(format!("{k}: a size"))),
         Some(Value::String(s)) => crate::units::parse_bytes(s)
             .map(Some)
             .ok_or_else(|| bad(format!("{k}: not a size: {s}"))),
@@ -191,7 +197,12 @@ fn analyze_text(j: &Value) -> String {
                 s(&o["cause"]),
                 o["requested_bytes"],
                 if site.is_object() {
-                    format!(" at {}:{} in {}", s(&site["file"]), site["line"], s(&site["function"]))
+                    format!(
+                        " at {}:{} in {}",
+                        s(&site["file"]),
+                        site["line"],
+                        s(&site["function"])
+                    )
                 } else {
                     String::new()
                 }
@@ -207,7 +218,12 @@ fn analyze_text(j: &Value) -> String {
             s(&l["confidence"]),
             l["live_bytes"],
             if site.is_object() {
-                format!(", line to change {}:{} in {}", s(&site["file"]), site["line"], s(&site["function"]))
+                format!(
+                    ", line to change {}:{} in {}",
+                    s(&site["file"]),
+                    site["line"],
+                    s(&site["function"])
+                )
             } else {
                 String::new()
             }
@@ -265,7 +281,10 @@ fn one_summary(p: &Path) -> Result<crate::check::InputSummary, String> {
     let mut v = crate::inputs::load_summaries(&[p], true).map_err(|e| e.to_string())?;
     match v.len() {
         1 => Ok(v.remove(0)),
-        n => Err(format!("{}: holds {n} inputs; diff compares one with one", p.display())),
+        n => Err(format!(
+            "{}: holds {n} inputs; diff compares one with one",
+            p.display()
+        )),
     }
 }
 
@@ -299,7 +318,11 @@ fn check(args: &Value) -> Outcome {
         .and_then(Value::as_array)
         .ok_or_else(|| bad("argument paths (an array of strings) is required"))?
         .iter()
-        .map(|p| p.as_str().map(PathBuf::from).ok_or_else(|| bad("paths: strings")))
+        .map(|p| {
+            p.as_str()
+                .map(PathBuf::from)
+                .ok_or_else(|| bad("paths: strings"))
+        })
         .collect::<Result<_, _>>()?;
     let fail_on = match args.get("fail_on").and_then(Value::as_array) {
         Some(v) => Some(
@@ -314,7 +337,10 @@ fn check(args: &Value) -> Outcome {
         None => None,
     };
     let cfg = CheckConfig {
-        baseline: args.get("baseline").and_then(Value::as_str).map(PathBuf::from),
+        baseline: args
+            .get("baseline")
+            .and_then(Value::as_str)
+            .map(PathBuf::from),
         max_peak: size_arg(args, "max_peak")?,
         max_reserved: size_arg(args, "max_reserved")?,
         max_growth_per_step: size_arg(args, "max_growth_per_step")?,
@@ -323,7 +349,9 @@ fn check(args: &Value) -> Outcome {
     };
     let inner = || -> Result<Answer, String> {
         if cfg.checks_nothing() {
-            return Err("no rule to check: fail_on is empty and no limit or baseline is set".into());
+            return Err(
+                "no rule to check: fail_on is empty and no limit or baseline is set".into(),
+            );
         }
         let base = match &cfg.baseline {
             Some(p) => {
@@ -360,7 +388,9 @@ fn shape(s: &str) -> Result<(u64, Option<u64>), RpcError> {
             (Some(b), Some(q)) => Ok((b, Some(q))),
             _ => Err(bad(format!("at: not a shape: {s}"))),
         },
-        None => num(s).map(|b| (b, None)).ok_or_else(|| bad(format!("at: not a shape: {s}"))),
+        None => num(s)
+            .map(|b| (b, None))
+            .ok_or_else(|| bad(format!("at: not a shape: {s}"))),
     }
 }
 

@@ -24,7 +24,10 @@ pub fn tables(snap: Arc<Snapshot>, an: Arc<Analyzed>) -> Vec<Filled> {
         Filled::made("devices", devices(&an)),
         Filled::made("segments", segs),
         Filled::made("blocks", blocks),
-        Filled::new("events", Arc::new(Events::new(snap.clone(), an.clone(), sites.clone()))),
+        Filled::new(
+            "events",
+            Arc::new(Events::new(snap.clone(), an.clone(), sites.clone())),
+        ),
         Filled::new(
             "live",
             Arc::new(Live {
@@ -82,7 +85,10 @@ fn segments(snap: &Snapshot, sites: &SiteDict) -> TwoTables {
                 s.blocks.len().into(),
                 (if active { "active" } else { "inactive" }).into(),
                 s.pool.name().into(),
-                s.segment_pool_id.filter(|&p| p != (0, 0)).map(|p| p.0).into(),
+                s.segment_pool_id
+                    .filter(|&p| p != (0, 0))
+                    .map(|p| p.0)
+                    .into(),
                 s.stream.into(),
                 s.is_expandable.into(),
             ];
@@ -185,7 +191,8 @@ struct Live {
 
 impl Live {
     fn made(&self) -> &Made {
-        self.rows.get_or_init(|| Made(live_rows(&self.snap, &self.an, &self.sites)))
+        self.rows
+            .get_or_init(|| Made(live_rows(&self.snap, &self.an, &self.sites)))
     }
 }
 
@@ -261,7 +268,11 @@ impl<T> Frames<T> {
             n += st.frames(StackId(i as u32)).len();
         }
         starts.push(n);
-        Frames { src, stacks, starts }
+        Frames {
+            src,
+            stacks,
+            starts,
+        }
     }
 }
 
@@ -367,7 +378,12 @@ fn leak_steps(an: &Analyzed) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for (i, s) in an.leak_series.iter().enumerate() {
         for (j, (name, bytes)) in s.steps.iter().zip(&s.live_bytes).enumerate() {
-            rows.push(vec![i.into(), j.into(), name.as_str().into(), (*bytes).into()]);
+            rows.push(vec![
+                i.into(),
+                j.into(),
+                name.as_str().into(),
+                (*bytes).into(),
+            ]);
         }
     }
     rows

@@ -309,20 +309,18 @@ fn lock(conn: &Connection) -> Result<(), QueryError> {
             | AuthAction::Read { .. }
             | AuthAction::Function { .. }
             | AuthAction::Recursive => Authorization::Allow,
-            // Reading pragmas (`table_info`) only: one with a value would change a setting.
+            // Reading pragmas only: `table_info(events)` names a table; any other pragma with a
+            // value would change a setting.
             AuthAction::Pragma {
-                pragma_name,
-                pragma_value: None,
-            } if matches!(
-                pragma_name,
-                "table_info" | "table_xinfo" | "table_list" | "function_list"
-            ) =>
-            {
-                Authorization::Allow
+                pragma_name: "table_info" | "table_xinfo",
+                ..
             }
+            | AuthAction::Pragma {
+                pragma_name: "table_list" | "function_list",
+                pragma_value: None,
+            } => Authorization::Allow,
             _ => Authorization::Deny,
         }
     }))?;
     Ok(())
 }
-

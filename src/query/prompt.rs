@@ -41,7 +41,11 @@ pub fn run(db: &Db, format: Format, out: &mut dyn Write) -> std::io::Result<()> 
     out.flush()?;
     let mut pending = String::new();
     loop {
-        let prompt = if pending.is_empty() { "memscope> " } else { "     ...> " };
+        let prompt = if pending.is_empty() {
+            "memscope> "
+        } else {
+            "     ...> "
+        };
         let line = match ed.readline(prompt) {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {

@@ -52,7 +52,11 @@ pub fn table(rs: &ResultSet) -> String {
     let body: Vec<Vec<String>> = rs
         .rows
         .iter()
-        .map(|r| r.iter().map(|c| escape::term(&plain(c)).into_owned()).collect())
+        .map(|r| {
+            r.iter()
+                .map(|c| escape::term(&plain(c)).into_owned())
+                .collect()
+        })
         .collect();
     let numeric: Vec<bool> = (0..head.len())
         .map(|i| {
@@ -97,7 +101,10 @@ pub fn table(rs: &ResultSet) -> String {
     }
     let n = rs.rows.len();
     let more = if rs.truncated { ", more left out" } else { "" };
-    out.push_str(&format!("({n} row{}{more})\n", if n == 1 { "" } else { "s" }));
+    out.push_str(&format!(
+        "({n} row{}{more})\n",
+        if n == 1 { "" } else { "s" }
+    ));
     out
 }
 
@@ -130,7 +137,9 @@ fn json_cell(c: &Cell) -> serde_json::Value {
     match c {
         Cell::Null => serde_json::Value::Null,
         Cell::Int(v) => (*v).into(),
-        Cell::Real(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
+        Cell::Real(v) => {
+            serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into)
+        }
         Cell::Text(s) => serde_json::Value::String(s.to_string()),
         Cell::Name(s) => serde_json::Value::String(s.to_string()),
     }

@@ -86,9 +86,21 @@ use Ty::{Int, Real, Text};
 macro_rules! site {
     () => {
         [
-            c("stack_id", Int, "The stack (`frames.stack_id`); 0 is the empty stack."),
-            c("site_id", Int, "The site (`sites.site_id`); NULL when the stack has no Python frame."),
-            c("file", Text, "Site: file of the user's frame (else the innermost Python frame)."),
+            c(
+                "stack_id",
+                Int,
+                "The stack (`frames.stack_id`); 0 is the empty stack.",
+            ),
+            c(
+                "site_id",
+                Int,
+                "The site (`sites.site_id`); NULL when the stack has no Python frame.",
+            ),
+            c(
+                "file",
+                Text,
+                "Site: file of the user's frame (else the innermost Python frame).",
+            ),
             c("line", Int, "Site: line."),
             c("function", Text, "Site: function."),
         ]

@@ -79,7 +79,11 @@ impl SiteDict {
     pub fn id_of(&self, s: Option<&Site>) -> Option<u32> {
         let s = s?;
         self.by_text
-            .get(&(Arc::from(s.file.as_str()), s.line, Arc::from(s.function.as_str())))
+            .get(&(
+                Arc::from(s.file.as_str()),
+                s.line,
+                Arc::from(s.function.as_str()),
+            ))
             .copied()
     }
 }
@@ -96,7 +100,13 @@ pub fn stack_cells(d: &SiteDict, s: StackId) -> [super::Cell; 5] {
             Cell::from(r.line),
             Cell::Text(r.function.clone()),
         ],
-        None => [Cell::from(s.0), Cell::Null, Cell::Null, Cell::Null, Cell::Null],
+        None => [
+            Cell::from(s.0),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+        ],
     }
 }
 

@@ -108,7 +108,11 @@ unsafe impl VTabCursor for Cursor {
 }
 
 /// Registers `table` as an eponymous virtual table over `rows`.
-pub fn register(conn: &Connection, table: &'static Table, rows: Arc<dyn Rows>) -> rusqlite::Result<()> {
+pub fn register(
+    conn: &Connection,
+    table: &'static Table,
+    rows: Arc<dyn Rows>,
+) -> rusqlite::Result<()> {
     const MODULE: Module<'static, InPlace> = Module::eponymous_only_module();
     let create = CString::new(table.create_sql("x")).expect("no NUL in the schema");
     conn.create_module(table.name, &MODULE, Some(Aux { create, rows }))
