@@ -82,7 +82,9 @@ pub fn run(db: &Db, format: Format, out: &mut dyn Write) -> std::io::Result<()> 
         match db.run_all(&sql, None) {
             Ok(sets) => {
                 for rs in sets {
-                    write!(out, "{}", render(&rs, format))?;
+                    // On the terminal a line ends with a newline (the terminal boundary would
+                    // show CSV's carriage return).
+                    write!(out, "{}", render(&rs, format).replace("\r\n", "\n"))?;
                 }
             }
             Err(e) => writeln!(out, "error: {e}")?,
