@@ -15,6 +15,9 @@ pub fn query(a: &QueryArgs) -> anyhow::Result<u8> {
         QueryFormatArg::Json => Format::Json,
         QueryFormatArg::Csv => Format::Csv,
     };
+    if a.sql.is_none() && a.file.as_os_str() == "-" {
+        anyhow::bail!("the capture is read from stdin: give the SQL as an argument");
+    }
     let db =
         memscope::query::open_capture(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // Tables go through the terminal boundary; CSV and JSON are data, escaped by their rules.
@@ -24,7 +27,7 @@ pub fn query(a: &QueryArgs) -> anyhow::Result<u8> {
     };
     let sql = match &a.sql {
         Some(s) => s.clone(),
-        None if std::io::stdin().is_terminal() && a.file.as_os_str() != "-" => {
+        None if std::io::stdin().is_terminal() => {
             memscope::query::prompt::run(&db, format, &mut out).context("the prompt")?;
             return Ok(0);
         }

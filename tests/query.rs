@@ -489,3 +489,28 @@ fn docs_worked_questions_and_schema_are_current() {
         std::fs::write(&path, out).unwrap();
     }
 }
+
+/// The lazy `live` table is bounded: a capture whose states would outgrow it is an error when
+/// read, not an abort under a memory limit (the bound is far above any fixture).
+#[test]
+fn live_is_bounded() {
+    use memscope::query::fill_snapshot::LIVE_ROWS;
+    let db = db("leak_oom.pickle");
+    let n = int(&db, "SELECT COUNT(*) FROM live");
+    assert!(n > 0 && (n as usize) < LIVE_ROWS);
+    // Each step's end is a moment, and the peak, the OOM and the end.
+    assert_eq!(
+        int(
+            &db,
+            "SELECT COUNT(DISTINCT at_event) FROM live WHERE moment = 'step_end'"
+        ),
+        int(&db, "SELECT COUNT(*) FROM steps")
+    );
+    assert_eq!(
+        int(
+            &db,
+            "SELECT COUNT(*) FROM (SELECT DISTINCT moment FROM live)"
+        ),
+        4
+    );
+}

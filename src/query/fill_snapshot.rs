@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::sites::{kind_name, site_cells, stack_cell, stack_cells, SiteDict};
-use super::{Cell, Filled, Made, Rows};
+use super::{Cell, Filled, Rows};
 use crate::analysis::analyzed::{At, Resolved};
 use crate::analysis::categories::{Categories, Category};
 use crate::analysis::sites::SiteTotal;
@@ -181,35 +181,72 @@ impl Rows for Events {
 }
 
 /// The allocated blocks of the replayed states at the peak, each OOM, each step's end and the
-/// end; made when first read (a state per step is a replay from the nearest checkpoint).
+/// end; made when first read (a state per step is a replay from the nearest checkpoint). Rows
+/// are kept compact (one per block and moment, ~80 bytes) and bounded: past
+/// [`LIVE_ROWS`] rows, reading the table is an error rather than an abort under a memory limit.
 struct Live {
     snap: Arc<Snapshot>,
     an: Arc<Analyzed>,
     sites: Arc<SiteDict>,
-    rows: OnceLock<Made>,
+    rows: OnceLock<Option<Vec<LiveRow>>>,
+}
+
+/// The most rows `live` holds (about 0.8 GB).
+pub const LIVE_ROWS: usize = 10_000_000;
+
+struct LiveRow {
+    device: u32,
+    moment: &'static str,
+    at: Option<u32>,
+    step: Option<u32>,
+    block: crate::analysis::replay::LiveBlock,
+    pool: crate::model::Pool,
 }
 
 impl Live {
-    fn made(&self) -> &Made {
+    fn made(&self) -> Option<&Vec<LiveRow>> {
         self.rows
-            .get_or_init(|| Made(live_rows(&self.snap, &self.an, &self.sites)))
+            .get_or_init(|| live_rows(&self.snap, &self.an))
+            .as_ref()
     }
 }
 
 impl Rows for Live {
     fn len(&self) -> usize {
-        self.made().len()
+        self.made().map_or(0, Vec::len)
+    }
+    fn check(&self) -> Result<(), String> {
+        match self.made() {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "live: the states at the peak, the OOMs and every step's end hold more than {LIVE_ROWS} blocks; this capture is too large for the live table"
+            )),
+        }
     }
     fn get(&self, row: usize, col: usize) -> Cell {
-        self.made().get(row, col)
+        let r = &self.made().expect("checked before reading")[row];
+        let b = &r.block;
+        match col {
+            0 => r.device.into(),
+            1 => Cell::Name(r.moment),
+            2 => r.at.into(),
+            3 => r.step.into(),
+            4 => b.address.into(),
+            5 => b.size.into(),
+            6 => b.requested.into(),
+            7 => b.stream.into(),
+            8 => Cell::Name(r.pool.name()),
+            9 => b.alloc_event.map(|e| e.0).into(),
+            c => stack_cell(&self.sites, b.stack, c - 10),
+        }
     }
 }
 
-fn live_rows(snap: &Snapshot, an: &Analyzed, sites: &SiteDict) -> Vec<Vec<Cell>> {
+fn live_rows(snap: &Snapshot, an: &Analyzed) -> Option<Vec<LiveRow>> {
     let mut rows = Vec::new();
     for (pos, p) in an.per_device.iter().enumerate() {
         let dev = snap.devices[pos].index;
-        let mut moments: Vec<(&str, Option<u32>)> = Vec::new();
+        let mut moments: Vec<(&'static str, Option<u32>)> = Vec::new();
         if let Some(e) = p.timeline.peaks.allocated.event {
             moments.push(("peak", Some(e.0)));
         }
@@ -222,32 +259,29 @@ fn live_rows(snap: &Snapshot, an: &Analyzed, sites: &SiteDict) -> Vec<Vec<Cell>>
                 event: at.map(crate::model::EventIdx),
             };
             let state = an.state_at(snap, pos, m);
-            let step = at.and_then(|e| step_of(&p.steps, e));
+            let step = at.and_then(|e| step_of(&p.steps, e)).map(|s| s as u32);
             for seg in state.segments.values() {
                 for b in seg
                     .blocks
                     .values()
                     .filter(|b| b.state == BlockState::ActiveAllocated)
                 {
-                    let mut row: Vec<Cell> = vec![
-                        dev.into(),
-                        moment.into(),
-                        at.into(),
-                        step.into(),
-                        b.address.into(),
-                        b.size.into(),
-                        b.requested.into(),
-                        b.stream.into(),
-                        seg.pool.name().into(),
-                        b.alloc_event.map(|e| e.0).into(),
-                    ];
-                    row.extend(stack_cells(sites, b.stack));
-                    rows.push(row);
+                    if rows.len() >= LIVE_ROWS {
+                        return None;
+                    }
+                    rows.push(LiveRow {
+                        device: dev,
+                        moment,
+                        at,
+                        step,
+                        block: b.clone(),
+                        pool: seg.pool,
+                    });
                 }
             }
         }
     }
-    rows
+    Some(rows)
 }
 
 /// Every stack, a row per frame.

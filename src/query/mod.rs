@@ -94,6 +94,10 @@ pub trait Rows: Send + Sync {
     }
     /// The value at `row`, `col` (both in range).
     fn get(&self, row: usize, col: usize) -> Cell;
+    /// Whether the rows can be read (a lazy table that would outgrow its bound cannot).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Rows already made (the small tables).

@@ -82,6 +82,7 @@ pub struct Cursor {
 
 unsafe impl VTabCursor for Cursor {
     fn filter(&mut self, _: c_int, _: Option<&str>, _: &Filters<'_>) -> rusqlite::Result<()> {
+        self.rows.check().map_err(rusqlite::Error::ModuleError)?;
         self.row = 0;
         self.len = self.rows.len();
         Ok(())
