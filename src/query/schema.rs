@@ -191,7 +191,7 @@ pub static TABLES: &[Table] = &[
         name: "live",
         covers: For::Snapshot,
         storage: Storage::Virtual,
-        doc: "The allocated blocks alive at moments of the replayed log: the allocated peak, each OOM, each step's end and the end. Made when first read.",
+        doc: "The allocated blocks alive at moments of the replayed log: the allocated peak, each OOM, each step's end and the end. Made when first read; at most 10 million rows (reading a larger one is an error).",
         columns: cols!([
             c("device", Int, "CUDA device index."),
             c("moment", Text, "`peak`, `oom`, `step_end` or `end`."),
