@@ -68,6 +68,12 @@ pub enum Command {
     /// Capacity planning: predicted peaks at other batch sizes, OOM under a cap, and the largest
     /// batch that fits, by replaying the capture's requests scaled through the allocator model.
     Plan(PlanArgs),
+    /// SQL over a capture's segments, blocks, events, steps, leaks and OOMs (docs/query.md);
+    /// an interactive prompt when no SQL is given.
+    Query(QueryArgs),
+    /// Serve memscope's analyses to an AI agent: a Model Context Protocol server on stdio
+    /// (tools analyze, query, diff, check, plan).
+    Mcp(McpArgs),
     /// Run a Python program unchanged with CUDA memory recording on; write a snapshot when an
     /// OutOfMemoryError escapes it (and at exit if asked).
     #[command(long_about = RUN_ABOUT)]
@@ -232,6 +238,29 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     d[a.len()][b.len()]
 }
+
+#[derive(clap::Args, Debug)]
+pub struct QueryArgs {
+    /// Snapshot pickle (optionally .gz) or profiler trace; `-` reads stdin.
+    pub file: PathBuf,
+    /// SQL to run (several statements separated by `;`), or `.tables`, `.schema [TABLE]`.
+    /// Without it: an interactive prompt on a terminal, else statements read from stdin.
+    pub sql: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = QueryFormatArg::Table)]
+    pub format: QueryFormatArg,
+}
+
+/// `memscope query`'s output formats.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryFormatArg {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct McpArgs {}
 
 #[derive(clap::Args, Debug)]
 pub struct WhatifArgs {

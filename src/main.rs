@@ -9,6 +9,7 @@ mod man;
 mod output;
 mod pictures;
 mod plan_cmd;
+mod query_cmd;
 mod run_cmd;
 mod session;
 
@@ -81,6 +82,8 @@ fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
         Some(Command::Tui(args)) => tui(&args.files, &args.ranks, &args.plan),
         Some(Command::Whatif(args)) => whatif(&args, s),
         Some(Command::Plan(args)) => plan_cmd::plan(&args, s),
+        Some(Command::Query(args)) => query_cmd::query(&args, s),
+        Some(Command::Mcp(_)) => query_cmd::mcp(),
         Some(Command::Run(args)) => run_cmd::run(&args),
         Some(Command::Completions(args)) => {
             use clap::CommandFactory;

@@ -287,6 +287,24 @@ fn examples(sub: Option<&str>) -> Pairs {
                 "Each request's growth fitted from two captures.",
             ),
         ],
+        Some("query") => &[
+            (
+                "memscope query snap.pickle \"SELECT file, line, SUM(size) FROM live WHERE moment = 'peak' GROUP BY site_id ORDER BY 3 DESC LIMIT 5\"",
+                "Which lines held the most at the peak (docs/query.md has ten such questions).",
+            ),
+            (
+                "memscope query snap.pickle \"SELECT * FROM ooms\" --format json",
+                "Each OOM's figures, as JSON.",
+            ),
+            (
+                "memscope query snap.pickle",
+                "An interactive prompt with history; .tables and .schema list the tables.",
+            ),
+        ],
+        Some("mcp") => &[(
+            "{\"mcpServers\": {\"memscope\": {\"command\": \"memscope\", \"args\": [\"mcp\"]}}}",
+            "The entry that registers memscope with an MCP client (docs/mcp.md).",
+        )],
         Some("run") => &[
             (
                 "memscope run -o mem/ -- python train.py --your --args",

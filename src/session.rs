@@ -15,10 +15,12 @@ use anyhow::Context;
 use memscope::report::envelope::{self, ErrorEntry, ErrorKind, Header, Input, InputKind, Role};
 use serde::Serialize;
 
-use crate::cli::{CheckFormatArg, Cli, Command, DiffFormatArg, OutputFormat, PlanFormatArg};
+use crate::cli::{
+    CheckFormatArg, Cli, Command, DiffFormatArg, OutputFormat, PlanFormatArg, QueryFormatArg,
+};
 
 /// The subcommands with `--format json`.
-const JSON_COMMANDS: [&str; 5] = ["analyze", "check", "diff", "plan", "whatif"];
+const JSON_COMMANDS: [&str; 6] = ["analyze", "check", "diff", "plan", "query", "whatif"];
 
 /// Inert by default (no command, no JSON): `baseline` loads through the same helpers.
 #[derive(Default)]
@@ -44,6 +46,10 @@ impl Session {
                     s.given(f, Role::Input);
                 }
                 ("analyze", a.format == OutputFormat::Json)
+            }
+            Some(Command::Query(a)) => {
+                s.given(&a.file, Role::Input);
+                ("query", a.format == QueryFormatArg::Json)
             }
             Some(Command::Whatif(a)) => {
                 s.given(&a.file, Role::Input);

@@ -32,6 +32,8 @@ fn every_page_memscope_1_names_is_written_with_exit_status_and_examples() {
         "tui",
         "whatif",
         "plan",
+        "query",
+        "mcp",
         "run",
         "completions",
         "man",

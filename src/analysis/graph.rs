@@ -113,6 +113,23 @@ impl AutogradGraph {
             .filter(|n| matches!(n, Node::Backward { .. }))
             .count()
     }
+    /// Each forward node's creating op, and whether a backward consumed it (`memscope query`'s
+    /// `graph_nodes`), in the graph's order.
+    pub fn forward_consumed(&self) -> Vec<(OpIdx, bool)> {
+        self.graph
+            .node_indices()
+            .filter_map(|n| match self.graph[n] {
+                Node::Forward { creator } => Some((
+                    creator,
+                    self.graph
+                        .neighbors_directed(n, Direction::Outgoing)
+                        .next()
+                        .is_some(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
     /// Creator ops of the forward nodes that no backward consumed.
     pub fn unconsumed(&self) -> Vec<OpIdx> {
         let mut v: Vec<OpIdx> = self
