@@ -12,6 +12,7 @@ pub mod leaks;
 pub mod loops;
 pub mod notes;
 pub mod oom;
+pub mod pools;
 pub mod replay;
 pub mod retry;
 pub mod sites;
@@ -220,6 +221,16 @@ pub struct DeviceReport {
     pub structure: steps::Structure,
     /// Whether this device's capture could support a judgement on leaks.
     pub leak_judgement: LeakJudgement,
+    /// Per memory pool (`segment_pool_id`); absent where the capture records no pool ids.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<pools::PoolReport>,
+    /// Highest reserved bytes whose pool cannot be told (segments made and freed in the log);
+    /// absent where there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_pool_peak_reserved_bytes: Option<u64>,
+    /// What the private pools did to the reserved peak (absent without a private pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_whatif: Option<whatif::pools::PoolWhatIf>,
 }
 
 impl DeviceReport {
@@ -268,6 +279,9 @@ impl DeviceReport {
             categories_at_dump: None,
             structure: Default::default(),
             leak_judgement: LeakJudgement::not(NotJudged::NoHistory, 0),
+            pools: Vec::new(),
+            unknown_pool_peak_reserved_bytes: None,
+            pool_whatif: None,
         }
     }
 }

@@ -377,7 +377,12 @@ fn device_report(
     notes.extend(device_notes(dev, tl, &frameless, has_history));
     let p = &tl.peaks;
     let peak = |v: u64| exact.then_some(v);
+    let pools = super::pools::device_pools(snap, dev, tl);
     let report = DeviceReport {
+        unknown_pool_peak_reserved_bytes: (pools.unknown_pool_peak_reserved_bytes > 0)
+            .then_some(pools.unknown_pool_peak_reserved_bytes),
+        pool_whatif: pools.whatif,
+        pools: pools.pools,
         allocated_bytes: Some(c.allocated),
         active_bytes: Some(c.active),
         reserved_bytes: Some(c.reserved),
