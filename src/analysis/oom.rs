@@ -126,7 +126,11 @@ pub fn diagnose(
     leak: Option<&LeakSignal>,
 ) -> Diagnosis {
     let c = &o.counters;
-    let free_reserved = c.reserved.saturating_sub(c.active);
+    // Free memory of a private pool is not the default pool's to use.
+    let free_reserved = c
+        .reserved
+        .saturating_sub(c.active)
+        .saturating_sub(o.private_pool_free_bytes);
     let fragmented =
         o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     // A leak that grew up to the OOM is the cause even when the last request also met a

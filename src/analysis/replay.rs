@@ -312,6 +312,10 @@ pub struct OomFacts {
     /// Free bytes of the request's pool that lie in whole mapping units (2 MiB small, 20 MiB
     /// large): what expandable segments could unmap and map again.
     pub free_whole_pages_bytes: u64,
+    /// Free bytes in segments of a known private pool (a graph's, a `MemPool`'s): reserved,
+    /// but only that pool's requests can use them. Left out of the figures above.
+    #[serde(skip)]
+    pub private_pool_free_bytes: u64,
     pub stack: StackId,
     pub time_us: Option<i64>,
 }
@@ -843,10 +847,18 @@ impl<'a> Replayer<'a> {
         } else {
             20 << 20
         };
+        let mut private_free = 0u64;
         for s in self.state.segments.values() {
             let split = !s.blocks.is_empty();
+            // A private pool's free memory serves only its own requests; an OOM's request is
+            // taken to be the default pool's (torch 2.11's entries do not say).
+            let private = s.pool_id.is_some_and(|p| p != DEFAULT_POOL);
             for (a, b) in s.free_ranges() {
                 let len = b - a;
+                if private {
+                    private_free = private_free.saturating_add(len);
+                    continue;
+                }
                 if s.pool == pool && s.stream == e.stream {
                     largest = largest.max(len);
                     free_pool = free_pool.saturating_add(len);
@@ -875,6 +887,7 @@ impl<'a> Replayer<'a> {
             free_in_pool_bytes: free_pool,
             free_in_split_segments_bytes: free_split,
             free_whole_pages_bytes: whole_pages,
+            private_pool_free_bytes: private_free,
             stack: e.stack,
             time_us: e.time_us,
         });
