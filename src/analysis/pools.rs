@@ -23,7 +23,7 @@ use super::whatif::pools::{graph_peak_effect, PoolWhatIf};
 use crate::model::{BlockState, Device, Snapshot, StackId};
 
 /// What a pool is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PoolKind {
     Default,

@@ -8,10 +8,12 @@
 use std::collections::BTreeMap;
 
 use super::summary::{
+    PoolSummary,
     DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
     RankSource, SiteBytes, StepSummary, Unjudged,
 };
 use crate::analysis::sites::SiteTotal;
+use crate::analysis::whatif::pools::PoolWhatIf;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{Analysis, CountedFrom, LeakJudgement, NotJudged};
 
@@ -154,6 +156,13 @@ pub fn summarize(a: &Analysis) -> InputSummary {
             end_reserved_bytes: end_res,
             sites_at_peak: at_peak,
             sites_at_end: at_end,
+            pools: pool_summaries(d),
+            pools_raised_peak_bytes: match d.pool_whatif {
+                Some(PoolWhatIf::Computed {
+                    raised_by_bytes, ..
+                }) => Some(raised_by_bytes),
+                _ => None,
+            },
         });
         for o in &d.ooms {
             ooms.push(OomSummary {
@@ -276,4 +285,23 @@ mod tests {
         );
         assert_eq!(function_of("no line"), "no line");
     }
+}
+
+/// A device's pools for its summary: only where one is private, so that a summary of a
+/// capture with the default pool alone reads as it did before pools were reported.
+fn pool_summaries(d: &crate::analysis::DeviceReport) -> Vec<PoolSummary> {
+    if !d.pools.iter().any(|p| p.is_private()) {
+        return Vec::new();
+    }
+    d.pools
+        .iter()
+        .map(|p| PoolSummary {
+            pool_id: p.pool_id,
+            kind: p.kind,
+            reserved_bytes: p.reserved_bytes,
+            allocated_bytes: p.allocated_bytes,
+            peak_reserved_bytes: p.peak_reserved_bytes,
+            segments: p.segments,
+        })
+        .collect()
 }
