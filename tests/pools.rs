@@ -13,7 +13,13 @@ use serde_json::Value;
 
 mod common;
 
-const CAPTURES: [&str; 5] = ["graph_infer", "graph_train", "mempool", "ro_train", "ro_infer"];
+const CAPTURES: [&str; 5] = [
+    "graph_infer",
+    "graph_train",
+    "mempool",
+    "ro_train",
+    "ro_infer",
+];
 const MIB: f64 = (1u64 << 20) as f64;
 
 fn fixture(name: &str) -> PathBuf {
@@ -82,7 +88,11 @@ fn per_pool_figures_equal_the_truths_sums() {
         }
         // And the pools add up to memory_stats() at the dump.
         assert_eq!(res, u(&t["stats"]["reserved_bytes.all.current"]), "{name}");
-        assert_eq!(alloc, u(&t["stats"]["allocated_bytes.all.current"]), "{name}");
+        assert_eq!(
+            alloc,
+            u(&t["stats"]["allocated_bytes.all.current"]),
+            "{name}"
+        );
     }
 }
 
@@ -164,7 +174,11 @@ fn ghost_blocks_are_what_was_allocated_before_recording() {
         let d = device_json(name);
         let before = u(&t["pool_samples"][0]["pools"]["[0, 0]"]["allocated"]);
         for p in d["pools"].as_array().unwrap() {
-            let want = if key(&p["pool_id"]) == "[0, 0]" { before } else { 0 };
+            let want = if key(&p["pool_id"]) == "[0, 0]" {
+                before
+            } else {
+                0
+            };
             assert_eq!(u(&p["ghost_bytes"]), want, "{name} {}", key(&p["pool_id"]));
         }
     }
@@ -268,7 +282,11 @@ fn no_leak_or_fragmentation_blames_a_graph_pool() {
             }
         }
         for o in &a.devices[0].ooms {
-            assert_ne!(o.cause, memscope::analysis::oom::Cause::Fragmentation, "{name}");
+            assert_ne!(
+                o.cause,
+                memscope::analysis::oom::Cause::Fragmentation,
+                "{name}"
+            );
         }
     }
 }
@@ -285,7 +303,10 @@ fn the_map_labels_private_pools() {
         }
         assert!(seen.contains("Lg s"), "{w}x{h}:\n{seen}");
         if w >= 120 {
-            assert!(seen.contains("g CUDA graph pool"), "{w}x{h}: the legend\n{seen}");
+            assert!(
+                seen.contains("g CUDA graph pool"),
+                "{w}x{h}: the legend\n{seen}"
+            );
         }
     }
 }

@@ -160,7 +160,8 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, tl: &Timeline) -> DevicePools
         };
         for b in seg.blocks.values() {
             // With no log at all, no block is mentioned by one: every allocated block is a ghost.
-            let ghost = b.state == BlockState::ActiveAllocated && (b.alloc_event.is_none() || !has_log);
+            let ghost =
+                b.state == BlockState::ActiveAllocated && (b.alloc_event.is_none() || !has_log);
             if ghost {
                 e.ghost_blocks = e.ghost_blocks.saturating_add(1);
                 e.ghost_bytes = e.ghost_bytes.saturating_add(b.size);

@@ -423,9 +423,10 @@ pub fn segment_pools(dev: &Device) -> SegmentPools {
                 }
             }
             Action::SegmentMap => {
-                let owner = dev.segments.iter().find(|s| {
-                    s.is_expandable && s.address <= e.addr && e.addr < s.end()
-                });
+                let owner = dev
+                    .segments
+                    .iter()
+                    .find(|s| s.is_expandable && s.address <= e.addr && e.addr < s.end());
                 if let Some(p) = owner.and_then(|s| s.segment_pool_id) {
                     if !gone.contains(&e.addr) {
                         out.insert(i as u32, p);
@@ -440,12 +441,7 @@ pub fn segment_pools(dev: &Device) -> SegmentPools {
 
 /// After a segment event: raises the peaks of the pool that grew (and, where unknown segments
 /// grew, the bound of every pool).
-fn track_pool_peaks(
-    peaks: &mut BTreeMap<PoolKey, PoolPeak>,
-    st: &State,
-    e: &Event,
-    i: usize,
-) {
+fn track_pool_peaks(peaks: &mut BTreeMap<PoolKey, PoolPeak>, st: &State, e: &Event, i: usize) {
     let Some(key) = st
         .segment_of(e.addr)
         .and_then(|a| st.segments.get(&a))
@@ -1189,12 +1185,22 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         .iter()
         .map(|(&k, &v)| {
             let unknown = initial.pool_reserved.get(&None).copied().unwrap_or(0);
-            let bound = if k.is_some() { v.saturating_add(unknown) } else { v };
+            let bound = if k.is_some() {
+                v.saturating_add(unknown)
+            } else {
+                v
+            };
             let peak = Peak {
                 bytes: v,
                 event: None,
             };
-            (k, PoolPeak { reserved: peak, reserved_with_unknown: bound })
+            (
+                k,
+                PoolPeak {
+                    reserved: peak,
+                    reserved_with_unknown: bound,
+                },
+            )
         })
         .collect();
     let mut r = Replayer::new(rules, &dev.events, initial.clone()).with_pools(&segment_pools);

@@ -8,13 +8,12 @@
 use std::collections::BTreeMap;
 
 use super::summary::{
-    PoolSummary,
-    DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
-    RankSource, SiteBytes, StepSummary, Unjudged,
+    DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary,
+    PoolSummary, RankInfo, RankSource, SiteBytes, StepSummary, Unjudged,
 };
 use crate::analysis::sites::SiteTotal;
-use crate::analysis::whatif::pools::PoolWhatIf;
 use crate::analysis::trace_report::GraphSection;
+use crate::analysis::whatif::pools::PoolWhatIf;
 use crate::analysis::{Analysis, CountedFrom, LeakJudgement, NotJudged};
 
 fn unjudged(r: NotJudged) -> Unjudged {
@@ -263,6 +262,25 @@ pub fn summarize(a: &Analysis) -> InputSummary {
     }
 }
 
+/// A device's pools for its summary: only where one is private, so that a summary of a
+/// capture with the default pool alone reads as it did before pools were reported.
+fn pool_summaries(d: &crate::analysis::DeviceReport) -> Vec<PoolSummary> {
+    if !d.pools.iter().any(|p| p.is_private()) {
+        return Vec::new();
+    }
+    d.pools
+        .iter()
+        .map(|p| PoolSummary {
+            pool_id: p.pool_id,
+            kind: p.kind,
+            reserved_bytes: p.reserved_bytes,
+            allocated_bytes: p.allocated_bytes,
+            peak_reserved_bytes: p.peak_reserved_bytes,
+            segments: p.segments,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::function_of;
@@ -285,23 +303,4 @@ mod tests {
         );
         assert_eq!(function_of("no line"), "no line");
     }
-}
-
-/// A device's pools for its summary: only where one is private, so that a summary of a
-/// capture with the default pool alone reads as it did before pools were reported.
-fn pool_summaries(d: &crate::analysis::DeviceReport) -> Vec<PoolSummary> {
-    if !d.pools.iter().any(|p| p.is_private()) {
-        return Vec::new();
-    }
-    d.pools
-        .iter()
-        .map(|p| PoolSummary {
-            pool_id: p.pool_id,
-            kind: p.kind,
-            reserved_bytes: p.reserved_bytes,
-            allocated_bytes: p.allocated_bytes,
-            peak_reserved_bytes: p.peak_reserved_bytes,
-            segments: p.segments,
-        })
-        .collect()
 }

@@ -50,7 +50,10 @@ pub fn pool_whatif(w: &PoolWhatIf, has_graph: bool) -> String {
             )
         }
         PoolWhatIf::NotComputed { reason } => {
-            format!("{who}' effect on the peak: not computed: {}", no_pool_whatif(reason))
+            format!(
+                "{who}' effect on the peak: not computed: {}",
+                no_pool_whatif(reason)
+            )
         }
     }
 }

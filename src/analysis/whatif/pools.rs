@@ -127,14 +127,25 @@ pub fn graph_peak_effect(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Option
         return None;
     }
     let not = |reason| Some(PoolWhatIf::NotComputed { reason });
-    if tl.initial.pool_reserved.iter().any(|(k, &v)| private(k) && v > 0) {
+    if tl
+        .initial
+        .pool_reserved
+        .iter()
+        .any(|(k, &v)| private(k) && v > 0)
+    {
         return not(NoWhatIf::PoolBeforeLog);
     }
     if !tl.consistency.consistent || !tl.anomalies.is_empty() {
         return not(NoWhatIf::ReplayInconsistent);
     }
     let cfg = config(&snap.settings, None, None);
-    let run = simulate_ops(snap, dev, cfg, &tl.initial, requests(snap, dev, &tl.segment_pools));
+    let run = simulate_ops(
+        snap,
+        dev,
+        cfg,
+        &tl.initial,
+        requests(snap, dev, &tl.segment_pools),
+    );
     let recorded = tl.peaks.reserved.bytes;
     let model = run.stats.peak_reserved;
     Some(PoolWhatIf::Computed {

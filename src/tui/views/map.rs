@@ -252,11 +252,21 @@ impl Map {
             ("· free  c: by state  ", dim()),
             (SEGMENT_LEGEND, dim()),
         ];
-        let private = cache.state.segments.values().any(|s| private_mark(s).is_some());
-        let mut items: Vec<(&str, Style)> =
-            if self.by_category { by_cat.to_vec() } else { by_state.to_vec() };
+        let private = cache
+            .state
+            .segments
+            .values()
+            .any(|s| private_mark(s).is_some());
+        let mut items: Vec<(&str, Style)> = if self.by_category {
+            by_cat.to_vec()
+        } else {
+            by_state.to_vec()
+        };
         if private {
-            let at = items.iter().position(|i| i.0 == SEGMENT_LEGEND).unwrap_or(0);
+            let at = items
+                .iter()
+                .position(|i| i.0 == SEGMENT_LEGEND)
+                .unwrap_or(0);
             items.insert(at + 1, (POOL_LEGEND, dim()));
         }
         let items = &items[..];
@@ -540,7 +550,11 @@ fn segment_line(seg: &SegState) -> String {
         pool_letter(seg),
         private_mark(seg)
             .map(String::from)
-            .unwrap_or_else(|| if seg.expandable { "e".into() } else { String::new() }),
+            .unwrap_or_else(|| if seg.expandable {
+                "e".into()
+            } else {
+                String::new()
+            }),
         seg.stream,
         bytes(seg.size),
         seg.pool.name(),
