@@ -379,7 +379,10 @@ fn device_report(
     let peak = |v: u64| exact.then_some(v);
     let pools = super::pools::device_pools(snap, dev, tl);
     let report = DeviceReport {
-        unknown_pool_peak_reserved_bytes: (pools.unknown_pool_peak_reserved_bytes > 0)
+        // Said only beside a private pool: with the default pool alone at the dump, an unknown
+        // segment could only matter to a pool made and dropped within the log.
+        unknown_pool_peak_reserved_bytes: (pools.has_private()
+            && pools.unknown_pool_peak_reserved_bytes > 0)
             .then_some(pools.unknown_pool_peak_reserved_bytes),
         pool_whatif: pools.whatif,
         pools: pools.pools,

@@ -67,6 +67,9 @@ pub fn no_pool_whatif(r: NoWhatIf) -> &'static str {
         NoWhatIf::ReplayInconsistent => {
             "the replay could not explain the log (entries dropped or damaged), so its requests cannot be replayed faithfully"
         }
+        NoWhatIf::RunOom => {
+            "the run ran out of memory, so its peak is where the device's memory ended, not what the workload would have reached"
+        }
     }
 }
 

@@ -54,6 +54,8 @@ pub enum NoWhatIf {
     PoolBeforeLog,
     /// The replay could not explain the log (a ring that overflowed mid-way, a damaged file).
     ReplayInconsistent,
+    /// The run ran out of memory: its peak is where the memory ended, not the workload's.
+    RunOom,
 }
 
 /// Whether a stack has a frame of the given function name.
@@ -134,6 +136,9 @@ pub fn graph_peak_effect(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Option
         .any(|(k, &v)| private(k) && v > 0)
     {
         return not(NoWhatIf::PoolBeforeLog);
+    }
+    if !tl.ooms.is_empty() {
+        return not(NoWhatIf::RunOom);
     }
     if !tl.consistency.consistent || !tl.anomalies.is_empty() {
         return not(NoWhatIf::ReplayInconsistent);
