@@ -61,6 +61,9 @@ pub fn pool_whatif(w: &PoolWhatIf, has_graph: bool) -> String {
 /// Why the log cannot support the graphs' effect on the peak.
 pub fn no_pool_whatif(r: NoWhatIf) -> &'static str {
     match r {
+        NoWhatIf::NoHistory => {
+            "the capture holds no allocation history (only the state at the dump), so there are no requests to replay"
+        }
         NoWhatIf::PoolBeforeLog => {
             "a private pool already held memory when the log began (recording began after the capture, or the ring buffer dropped it), so its requests are not in the log"
         }

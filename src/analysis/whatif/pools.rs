@@ -49,6 +49,8 @@ pub enum PoolWhatIf {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoWhatIf {
+    /// The capture holds no allocation history, only the state at the dump.
+    NoHistory,
     /// A private pool already held segments when the log began (recording began after the
     /// capture, or the ring buffer dropped it): its requests are not in the log.
     PoolBeforeLog,
@@ -129,6 +131,14 @@ pub fn graph_peak_effect(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Option
         return None;
     }
     let not = |reason| Some(PoolWhatIf::NotComputed { reason });
+    if !dev.events.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::Alloc | Action::SegmentAlloc | Action::SegmentMap
+        )
+    }) {
+        return not(NoWhatIf::NoHistory);
+    }
     if tl
         .initial
         .pool_reserved
