@@ -13,6 +13,7 @@ pub mod leaks;
 pub mod loops;
 pub mod notes;
 pub mod oom;
+pub mod pools;
 pub mod replay;
 pub mod retry;
 pub mod sites;
@@ -228,6 +229,16 @@ pub struct DeviceReport {
     /// Allocations by the torch.compile region (`compile_context`) that made them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compiled_regions: Vec<labels::LabelTotal>,
+    /// Per memory pool (`segment_pool_id`); absent where the capture records no pool ids.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<pools::PoolReport>,
+    /// Highest reserved bytes whose pool cannot be told (segments made and freed in the log);
+    /// absent where there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_pool_peak_reserved_bytes: Option<u64>,
+    /// What the private pools did to the reserved peak (absent without a private pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_whatif: Option<whatif::pools::PoolWhatIf>,
 }
 
 impl DeviceReport {
@@ -278,6 +289,9 @@ impl DeviceReport {
             leak_judgement: LeakJudgement::not(NotJudged::NoHistory, 0),
             user_labels: Vec::new(),
             compiled_regions: Vec::new(),
+            pools: Vec::new(),
+            unknown_pool_peak_reserved_bytes: None,
+            pool_whatif: None,
         }
     }
 }

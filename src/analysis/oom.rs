@@ -93,8 +93,12 @@ pub struct OomEvidence {
     pub stream: u64,
     pub allocated_bytes: u64,
     pub reserved_bytes: u64,
-    /// Reserved minus active: cached, usable by a request that fits.
+    /// Reserved minus active, less what private pools hold free: cached, usable by a
+    /// request that fits.
     pub free_reserved_bytes: u64,
+    /// Free bytes in private pools (a CUDA graph's, a `MemPool`'s): reserved, but only the
+    /// pool's own requests can use them.
+    pub private_pool_free_bytes: u64,
     pub largest_free_block_bytes: u64,
     pub device_free_bytes: Option<u64>,
     /// Free memory in whole mapping units (2 MiB small pool, 20 MiB large): what expandable
@@ -126,7 +130,11 @@ pub fn diagnose(
     leak: Option<&LeakSignal>,
 ) -> Diagnosis {
     let c = &o.counters;
-    let free_reserved = c.reserved.saturating_sub(c.active);
+    // Free memory of a private pool is not the default pool's to use.
+    let free_reserved = c
+        .reserved
+        .saturating_sub(c.active)
+        .saturating_sub(o.private_pool_free_bytes);
     let fragmented =
         o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     // A leak that grew up to the OOM is the cause even when the last request also met a
@@ -169,6 +177,7 @@ pub fn diagnose(
             allocated_bytes: c.allocated,
             reserved_bytes: c.reserved,
             free_reserved_bytes: free_reserved,
+            private_pool_free_bytes: o.private_pool_free_bytes,
             largest_free_block_bytes: o.largest_free_block_bytes,
             device_free_bytes: o.device_free_bytes,
             free_whole_pages_bytes: o.free_whole_pages_bytes,

@@ -106,6 +106,9 @@ pub struct SegState {
     pub pool: Pool,
     pub expandable: bool,
     pub stack: StackId,
+    /// The private pool the segment belongs to (`segment_pool_id`); `None` where the capture
+    /// cannot tell (see [`PoolKey`]).
+    pub pool_id: PoolKey,
     /// Active blocks by address; the gaps between them are free blocks.
     pub blocks: BTreeMap<u64, LiveBlock>,
     pub active_bytes: u64,
@@ -161,11 +164,26 @@ impl SegState {
     }
 }
 
+/// Which memory pool a segment belongs to: its `segment_pool_id` (`(0, 0)` the default
+/// pool), or `None` where the capture cannot tell. torch 2.11's trace entries do not name a
+/// pool, so a segment made in the log takes the id the snapshot lists for it only when it is
+/// the one alive at the dump; one freed before the dump is of an unknown pool (not guessed).
+pub type PoolKey = Option<(i64, i64)>;
+
+/// The default pool's id.
+pub const DEFAULT_POOL: (i64, i64) = (0, 0);
+
+/// The pool of each segment-making entry of a log whose segment is alive at the dump (by event
+/// index): what carries `segment_pool_id` through the replay.
+pub type SegmentPools = HashMap<u32, (i64, i64)>;
+
 /// The allocator's layout at one point of the log.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct State {
     pub segments: BTreeMap<u64, SegState>,
     pub counters: Counters,
+    /// Reserved bytes per pool (only pools that held a segment at some point).
+    pub pool_reserved: BTreeMap<PoolKey, u64>,
 }
 
 impl State {
@@ -187,6 +205,17 @@ impl State {
         } else {
             c.inactive_split = c.inactive_split.saturating_sub(split);
             c.expandable_inactive = c.expandable_inactive.saturating_sub(exp_inactive);
+        }
+    }
+
+    fn pool_add(&mut self, key: PoolKey, bytes: u64) {
+        let v = self.pool_reserved.entry(key).or_insert(0);
+        *v = v.saturating_add(bytes);
+    }
+
+    fn pool_sub(&mut self, key: PoolKey, bytes: u64) {
+        if let Some(v) = self.pool_reserved.get_mut(&key) {
+            *v = v.saturating_sub(bytes);
         }
     }
 
@@ -283,6 +312,10 @@ pub struct OomFacts {
     /// Free bytes of the request's pool that lie in whole mapping units (2 MiB small, 20 MiB
     /// large): what expandable segments could unmap and map again.
     pub free_whole_pages_bytes: u64,
+    /// Free bytes in segments of a known private pool (a graph's, a `MemPool`'s): reserved,
+    /// but only that pool's requests can use them. Left out of the figures above.
+    #[serde(skip)]
+    pub private_pool_free_bytes: u64,
     pub stack: StackId,
     pub time_us: Option<i64>,
 }
@@ -342,8 +375,105 @@ pub struct Timeline {
     /// Some blocks predating the log were freed in it; their sizes are rounded requests, not layout sizes.
     pub approximate_initial_blocks: usize,
     pub consistency: Consistency,
+    /// Per pool (unknown included), its reserved peak within the log.
+    pub pool_peaks: BTreeMap<PoolKey, PoolPeak>,
+    /// The pools of the segments the log made that are alive at the dump.
+    pub segment_pools: SegmentPools,
     /// Replay states every few thousand events, for fast random access.
     checkpoints: Vec<(usize, State)>,
+}
+
+/// One pool's reserved peak in the log, and how far segments of unknown pool could raise it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct PoolPeak {
+    pub reserved: Peak,
+    /// The highest of this pool's reserved bytes plus those of unknown pool at the same
+    /// moment: the peak is exact where this equals it (no unknown segment could have been
+    /// this pool's while it was highest).
+    pub reserved_with_unknown: u64,
+}
+
+/// Most pools whose peaks are bounded against unknown segments one by one; past it (only a
+/// hostile log has that many), the bound is not kept and every peak counts as inexact.
+const POOL_BOUND_LIMIT: usize = 64;
+
+/// The pool of each segment-making entry whose segment is the one alive at the dump: the last
+/// `segment_alloc` at a start address no later `segment_free` undid, or a `segment_map` inside
+/// an expandable segment alive at the dump that no later `segment_unmap` touched.
+pub fn segment_pools(dev: &Device) -> SegmentPools {
+    let mut out = SegmentPools::default();
+    let by_addr: HashMap<u64, (i64, i64)> = dev
+        .segments
+        .iter()
+        .filter_map(|s| Some((s.address, s.segment_pool_id?)))
+        .collect();
+    if by_addr.is_empty() && !dev.segments.iter().any(|s| s.is_expandable) {
+        return out;
+    }
+    let mut gone: HashSet<u64> = HashSet::default();
+    for (i, e) in dev.events.iter().enumerate().rev() {
+        match e.action {
+            Action::SegmentFree | Action::SegmentUnmap => {
+                gone.insert(e.addr);
+            }
+            Action::SegmentAlloc if !gone.contains(&e.addr) => {
+                gone.insert(e.addr);
+                if let Some(&p) = by_addr.get(&e.addr) {
+                    out.insert(i as u32, p);
+                }
+            }
+            Action::SegmentMap => {
+                let owner = dev
+                    .segments
+                    .iter()
+                    .find(|s| s.is_expandable && s.address <= e.addr && e.addr < s.end());
+                if let Some(p) = owner.and_then(|s| s.segment_pool_id) {
+                    if !gone.contains(&e.addr) {
+                        out.insert(i as u32, p);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// After a segment event: raises the peaks of the pool that grew (and, where unknown segments
+/// grew, the bound of every pool).
+fn track_pool_peaks(peaks: &mut BTreeMap<PoolKey, PoolPeak>, st: &State, e: &Event, i: usize) {
+    let Some(key) = st
+        .segment_of(e.addr)
+        .and_then(|a| st.segments.get(&a))
+        .map(|s| s.pool_id)
+    else {
+        return;
+    };
+    let unknown = st.pool_reserved.get(&None).copied().unwrap_or(0);
+    let mine = st.pool_reserved.get(&key).copied().unwrap_or(0);
+    let p = peaks.entry(key).or_default();
+    if mine > p.reserved.bytes {
+        p.reserved = Peak {
+            bytes: mine,
+            event: Some(EventIdx(i as u32)),
+        };
+    }
+    if key.is_some() {
+        p.reserved_with_unknown = p.reserved_with_unknown.max(mine.saturating_add(unknown));
+    } else if st.pool_reserved.len() <= POOL_BOUND_LIMIT {
+        for (k, &v) in &st.pool_reserved {
+            if k.is_some() && v > 0 {
+                let q = peaks.entry(*k).or_default();
+                q.reserved_with_unknown = q.reserved_with_unknown.max(v.saturating_add(unknown));
+            }
+        }
+    } else {
+        for (k, q) in peaks.iter_mut() {
+            if k.is_some() {
+                q.reserved_with_unknown = u64::MAX;
+            }
+        }
+    }
 }
 
 /// Replay configuration derived from the recorded allocator settings.
@@ -385,6 +515,8 @@ pub struct Replayer<'a> {
     state: State,
     anomalies: Vec<Anomaly>,
     ooms: Vec<OomFacts>,
+    /// The pools of segments made in the log ([`segment_pools`]); without it they are unknown.
+    pools: Option<&'a SegmentPools>,
 }
 
 impl<'a> Replayer<'a> {
@@ -395,7 +527,18 @@ impl<'a> Replayer<'a> {
             state: initial,
             anomalies: Vec::new(),
             ooms: Vec::new(),
+            pools: None,
         }
+    }
+
+    /// Gives segments made in the log the pools the snapshot lists for them.
+    pub fn with_pools(mut self, pools: &'a SegmentPools) -> Replayer<'a> {
+        self.pools = Some(pools);
+        self
+    }
+
+    fn pool_of_event(&self, i: usize) -> PoolKey {
+        self.pools.and_then(|p| p.get(&(i as u32)).copied())
     }
 
     fn anomaly(&mut self, i: usize, what: AnomalyKind) {
@@ -550,9 +693,11 @@ impl<'a> Replayer<'a> {
             pool: segment_pool(e.size, expandable, &self.events[i..]),
             expandable,
             stack: e.stack,
+            pool_id: self.pool_of_event(i),
             blocks: BTreeMap::new(),
             active_bytes: 0,
         };
+        self.state.pool_add(seg.pool_id, e.size);
         let c = &mut self.state.counters;
         c.reserved = c.reserved.saturating_add(e.size);
         if expandable {
@@ -575,6 +720,7 @@ impl<'a> Replayer<'a> {
             };
             self.anomaly(i, what);
         }
+        self.state.pool_sub(seg.pool_id, seg.size);
         let c = &mut self.state.counters;
         State::seg_counters(c, &seg, -1);
         c.reserved = c.reserved.saturating_sub(seg.size);
@@ -614,9 +760,14 @@ impl<'a> Replayer<'a> {
                 let seg = st.segments.get_mut(&a).expect("found above");
                 State::seg_counters(&mut st.counters, seg, -1);
                 seg.size = seg.size.saturating_add(e.size);
+                let key = seg.pool_id;
+                st.pool_add(key, e.size);
                 if let Some(n) = n {
                     let right = st.segments.remove(&n).expect("found above");
                     State::seg_counters(&mut st.counters, &right, -1);
+                    // A range joined to its left neighbour counts in the left one's pool.
+                    st.pool_sub(right.pool_id, right.size);
+                    st.pool_add(key, right.size);
                     let seg = st.segments.get_mut(&a).expect("found above");
                     seg.size = seg.size.saturating_add(right.size);
                     seg.active_bytes = seg.active_bytes.saturating_add(right.active_bytes);
@@ -633,6 +784,7 @@ impl<'a> Replayer<'a> {
                 State::seg_counters(&mut st.counters, &seg, -1);
                 seg.address = e.addr;
                 seg.size = seg.size.saturating_add(e.size);
+                st.pool_add(seg.pool_id, e.size);
                 State::seg_counters(&mut st.counters, &seg, 1);
                 st.segments.insert(e.addr, seg);
                 st.counters.reserved = st.counters.reserved.saturating_add(e.size);
@@ -651,6 +803,7 @@ impl<'a> Replayer<'a> {
         let unmap_end = e.addr.saturating_add(e.size).min(seg.end());
         State::seg_counters(&mut st.counters, &seg, -1);
         st.counters.reserved = st.counters.reserved.saturating_sub(unmap_end - e.addr);
+        st.pool_sub(seg.pool_id, unmap_end - e.addr);
         st.counters.expandable_segments = st.counters.expandable_segments.saturating_sub(1);
         // What stays mapped on either side becomes (up to) two segments, as the snapshot lists them.
         let right_blocks = seg.blocks.split_off(&unmap_end);
@@ -691,10 +844,18 @@ impl<'a> Replayer<'a> {
         } else {
             20 << 20
         };
+        let mut private_free = 0u64;
         for s in self.state.segments.values() {
             let split = !s.blocks.is_empty();
+            // A private pool's free memory serves only its own requests; an OOM's request is
+            // taken to be the default pool's (torch 2.11's entries do not say).
+            let private = s.pool_id.is_some_and(|p| p != DEFAULT_POOL);
             for (a, b) in s.free_ranges() {
                 let len = b - a;
+                if private {
+                    private_free = private_free.saturating_add(len);
+                    continue;
+                }
                 if s.pool == pool && s.stream == e.stream {
                     largest = largest.max(len);
                     free_pool = free_pool.saturating_add(len);
@@ -723,6 +884,7 @@ impl<'a> Replayer<'a> {
             free_in_pool_bytes: free_pool,
             free_in_split_segments_bytes: free_split,
             free_whole_pages_bytes: whole_pages,
+            private_pool_free_bytes: private_free,
             stack: e.stack,
             time_us: e.time_us,
         });
@@ -802,6 +964,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
                 pool: s.pool,
                 expandable: s.is_expandable,
                 stack: s.stack,
+                pool_id: s.segment_pool_id,
                 blocks: BTreeMap::new(),
                 active_bytes: 0,
             },
@@ -826,6 +989,8 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
                     },
                     expandable: false,
                     stack: StackId::EMPTY,
+                    // Freed before the dump: the snapshot does not say its pool.
+                    pool_id: None,
                     blocks: BTreeMap::new(),
                     active_bytes: 0,
                 },
@@ -891,7 +1056,10 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
     }
     // Counters of the initial state.
     let mut c = Counters::default();
+    let mut pool_reserved: BTreeMap<PoolKey, u64> = BTreeMap::new();
     for s in st.segments.values() {
+        let v = pool_reserved.entry(s.pool_id).or_insert(0);
+        *v = v.saturating_add(s.size);
         c.reserved = c.reserved.saturating_add(s.size);
         if s.expandable {
             c.expandable_segments = c.expandable_segments.saturating_add(1);
@@ -908,6 +1076,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
         }
     }
     st.counters = c;
+    st.pool_reserved = pool_reserved;
     (st, approx)
 }
 
@@ -1011,7 +1180,31 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
     let n = dev.events.len();
     let checkpoint_every = 4096usize.max(n / 256 + 1);
     let mut last_checkpoint = 0usize;
-    let mut r = Replayer::new(rules, &dev.events, initial.clone());
+    let segment_pools = segment_pools(dev);
+    let mut pool_peaks: BTreeMap<PoolKey, PoolPeak> = initial
+        .pool_reserved
+        .iter()
+        .map(|(&k, &v)| {
+            let unknown = initial.pool_reserved.get(&None).copied().unwrap_or(0);
+            let bound = if k.is_some() {
+                v.saturating_add(unknown)
+            } else {
+                v
+            };
+            let peak = Peak {
+                bytes: v,
+                event: None,
+            };
+            (
+                k,
+                PoolPeak {
+                    reserved: peak,
+                    reserved_with_unknown: bound,
+                },
+            )
+        })
+        .collect();
+    let mut r = Replayer::new(rules, &dev.events, initial.clone()).with_pools(&segment_pools);
     let mut series = Series {
         allocated: Vec::with_capacity(n),
         active: Vec::with_capacity(n),
@@ -1056,6 +1249,12 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
             last_checkpoint = i;
         }
         r.step(i);
+        if matches!(
+            dev.events[i].action,
+            Action::SegmentAlloc | Action::SegmentMap
+        ) {
+            track_pool_peaks(&mut pool_peaks, &r.state, &dev.events[i], i);
+        }
         let c = r.state.counters;
         series.allocated.push(c.allocated);
         series.active.push(c.active);
@@ -1092,6 +1291,8 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         starts_mid_run,
         approximate_initial_blocks: approx,
         consistency,
+        pool_peaks,
+        segment_pools,
         checkpoints,
     }
 }
@@ -1116,7 +1317,8 @@ impl Timeline {
             .find(|(i, _)| *i <= idx)
             .map(|(i, s)| (*i, s.clone()))
             .unwrap_or((0, self.initial.clone()));
-        let mut r = Replayer::new(Rules::from_settings(settings), &dev.events, st);
+        let mut r = Replayer::new(Rules::from_settings(settings), &dev.events, st)
+            .with_pools(&self.segment_pools);
         for i in start..=idx {
             r.step(i);
         }

@@ -405,7 +405,15 @@ fn device_report(
     let p = &tl.peaks;
     let breakdowns = super::labels::of_device(snap, dev, p.allocated.event.map(|e| e.0 as usize));
     let peak = |v: u64| exact.then_some(v);
+    let pools = super::pools::device_pools(snap, dev, tl);
     let report = DeviceReport {
+        // Said only beside a private pool: with the default pool alone at the dump, an unknown
+        // segment could only matter to a pool made and dropped within the log.
+        unknown_pool_peak_reserved_bytes: (pools.has_private()
+            && pools.unknown_pool_peak_reserved_bytes > 0)
+            .then_some(pools.unknown_pool_peak_reserved_bytes),
+        pool_whatif: pools.whatif,
+        pools: pools.pools,
         allocated_bytes: Some(c.allocated),
         active_bytes: Some(c.active),
         reserved_bytes: Some(c.reserved),

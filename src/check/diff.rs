@@ -600,6 +600,8 @@ fn empty_device(label: &str) -> DeviceSummary {
         end_reserved_bytes: 0,
         sites_at_peak: Vec::new(),
         sites_at_end: Vec::new(),
+        pools: Vec::new(),
+        pools_raised_peak_bytes: None,
     }
 }
 

@@ -61,6 +61,23 @@ pub struct DeviceSummary {
     /// What was live at the end, by site.
     #[serde(default)]
     pub sites_at_end: Vec<SiteBytes>,
+    /// Per memory pool, where the device has a private one (a CUDA graph's, a `MemPool`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolSummary>,
+    /// What the private pools did to the reserved peak, where the log supports the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools_raised_peak_bytes: Option<i64>,
+}
+
+/// One memory pool of a device, as kept in a summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolSummary {
+    pub pool_id: [i64; 2],
+    pub kind: crate::analysis::pools::PoolKind,
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub segments: u64,
 }
 
 /// One OOM of the capture.

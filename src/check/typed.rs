@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 
 use super::summary::{
-    DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary, RankInfo,
-    RankSource, SiteBytes, StepSummary, Unjudged,
+    DeviceSummary, GraphGrowthSummary, InputSummary, Judgement, LeakSummary, OomSummary,
+    PoolSummary, RankInfo, RankSource, SiteBytes, StepSummary, Unjudged,
 };
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::trace_report::GraphSection;
+use crate::analysis::whatif::pools::PoolWhatIf;
 use crate::analysis::{Analysis, CountedFrom, LeakJudgement, NotJudged};
 
 fn unjudged(r: NotJudged) -> Unjudged {
@@ -154,6 +155,13 @@ pub fn summarize(a: &Analysis) -> InputSummary {
             end_reserved_bytes: end_res,
             sites_at_peak: at_peak,
             sites_at_end: at_end,
+            pools: pool_summaries(d),
+            pools_raised_peak_bytes: match d.pool_whatif {
+                Some(PoolWhatIf::Computed {
+                    raised_by_bytes, ..
+                }) => Some(raised_by_bytes),
+                _ => None,
+            },
         });
         for o in &d.ooms {
             ooms.push(OomSummary {
@@ -252,6 +260,25 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         allocated_from_trace_start,
         reserved_unrecorded,
     }
+}
+
+/// A device's pools for its summary: only where one is private, so that a summary of a
+/// capture with the default pool alone reads as it did before pools were reported.
+fn pool_summaries(d: &crate::analysis::DeviceReport) -> Vec<PoolSummary> {
+    if !d.pools.iter().any(|p| p.is_private()) {
+        return Vec::new();
+    }
+    d.pools
+        .iter()
+        .map(|p| PoolSummary {
+            pool_id: p.pool_id,
+            kind: p.kind,
+            reserved_bytes: p.reserved_bytes,
+            allocated_bytes: p.allocated_bytes,
+            peak_reserved_bytes: p.peak_reserved_bytes,
+            segments: p.segments,
+        })
+        .collect()
 }
 
 #[cfg(test)]

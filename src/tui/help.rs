@@ -116,6 +116,10 @@ const MAP_LEGEND: Keys = &[
         "the same, an expandable segment (expandable_segments:True)",
     ),
     (
+        "Lg / Lp",
+        "a segment of a private pool: a CUDA graph's own (id (n, 0)) / id (0, n), a MemPool or torch.compile's CUDA graph trees; held by design, not a leak",
+    ),
+    (
         "s0, 75%",
         "the segment's CUDA stream; the share of it in use (active blocks)",
     ),

@@ -18,6 +18,7 @@ mod leaks;
 mod notes;
 mod oom;
 mod plan;
+mod pools;
 mod replay;
 mod verdict;
 mod whatif;
@@ -29,6 +30,10 @@ pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes, plan_search_limit};
+pub use pools::{
+    ghost_blocks, no_pool_whatif, pool_kind, pool_kind_evidence, pool_whatif, private_pool_free,
+    unknown_pool,
+};
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
 pub use whatif::{

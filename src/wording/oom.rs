@@ -70,10 +70,18 @@ pub fn oom_evidence(o: &OomReport) -> Vec<String> {
             e.stream
         ),
         format!(
-            "at the OOM: {} allocated, {} reserved, {} reserved but free",
+            "at the OOM: {} allocated, {} reserved, {} reserved but free{}",
             bytes(e.allocated_bytes),
             bytes(e.reserved_bytes),
-            bytes(e.free_reserved_bytes)
+            bytes(e.free_reserved_bytes),
+            if e.private_pool_free_bytes > 0 {
+                format!(
+                    " (and {} free in private pools, which only their own requests can use)",
+                    bytes(e.private_pool_free_bytes)
+                )
+            } else {
+                String::new()
+            }
         ),
         format!(
             "largest free block in the {} pool on stream {}: {}",

@@ -13,6 +13,7 @@
 //! followed neither by a new segment nor by an `oom` was not the allocator's own retry.
 
 pub mod alloc;
+pub mod pools;
 
 use std::collections::HashMap;
 
@@ -463,10 +464,20 @@ pub(crate) fn seed_layout(m: &mut Allocator, initial: &replay::State) -> HashMap
 /// `initial` is the layout at the log's first event (empty when the log starts from an empty
 /// allocator): its segments are placed in the model first, their live blocks where they were.
 pub fn simulate(snap: &Snapshot, dev: &Device, cfg: Config, initial: &replay::State) -> RunResult {
+    simulate_ops(snap, dev, cfg, initial, ops(dev))
+}
+
+/// [`simulate`] over requests already made from the log (one [`Op`] per entry).
+pub(crate) fn simulate_ops(
+    snap: &Snapshot,
+    dev: &Device,
+    cfg: Config,
+    initial: &replay::State,
+    ops: Vec<Op>,
+) -> RunResult {
     let settings = describe_settings(&cfg.settings_with_expandable());
     let cap = cfg.cap;
     let mut m = Allocator::new(cfg);
-    let ops = ops(dev);
     let mut recorded = replay::Replayer::new(
         Rules::from_settings(&snap.settings),
         &dev.events,

@@ -183,6 +183,63 @@ fn write_labels(
     Ok(())
 }
 
+/// The device's pools, where one is private (a capture with the default pool alone reads as
+/// it did before pools were reported).
+fn write_pools(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
+    use crate::analysis::pools::PoolKind;
+    if !d.pools.iter().any(|p| p.is_private()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {}",
+        st.bold("pools:   id        kind         reserved   allocated   peak reserved  segments")
+    )?;
+    for p in &d.pools {
+        let peak = if p.peak_reserved_exact {
+            bytes(p.peak_reserved_bytes)
+        } else {
+            format!(">= {}", bytes(p.peak_reserved_bytes))
+        };
+        writeln!(
+            out,
+            "           {:<9} {:<11} {:>10} {:>11} {:>15} {:>9}",
+            format!("({}, {})", p.pool_id[0], p.pool_id[1]),
+            crate::wording::pool_kind(p.kind),
+            bytes(p.reserved_bytes),
+            bytes(p.allocated_bytes),
+            peak,
+            p.segments
+        )?;
+    }
+    let private_free: u64 = d
+        .pools
+        .iter()
+        .filter(|p| p.is_private())
+        .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
+        .sum();
+    if private_free > 0 {
+        writeln!(out, "  {}", crate::wording::private_pool_free(private_free))?;
+    }
+    if let Some(u) = d.unknown_pool_peak_reserved_bytes {
+        writeln!(out, "  {}", crate::wording::unknown_pool(u))?;
+    }
+    for p in d.pools.iter().filter(|p| p.ghost_blocks > 0) {
+        writeln!(
+            out,
+            "  pool ({}, {}): {}",
+            p.pool_id[0],
+            p.pool_id[1],
+            crate::wording::ghost_blocks(p.ghost_blocks, p.ghost_bytes)
+        )?;
+    }
+    if let Some(w) = &d.pool_whatif {
+        let graph = d.pools.iter().any(|p| p.kind == PoolKind::Graph);
+        writeln!(out, "  {}", st.bold(&crate::wording::pool_whatif(w, graph)))?;
+    }
+    Ok(())
+}
+
 fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
     writeln!(
@@ -236,6 +293,7 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
             segments
         )?;
     }
+    write_pools(out, st, d)?;
     let c = &d.consistency;
     if d.segments.is_none() {
         // A trace: the profiler's own running totals, nothing replayed.

@@ -252,7 +252,24 @@ impl Map {
             ("· free  c: by state  ", dim()),
             (SEGMENT_LEGEND, dim()),
         ];
-        let items: &[(&str, Style)] = if self.by_category { &by_cat } else { &by_state };
+        let private = cache
+            .state
+            .segments
+            .values()
+            .any(|s| private_mark(s).is_some());
+        let mut items: Vec<(&str, Style)> = if self.by_category {
+            by_cat.to_vec()
+        } else {
+            by_state.to_vec()
+        };
+        if private {
+            let at = items
+                .iter()
+                .position(|i| i.0 == SEGMENT_LEGEND)
+                .unwrap_or(0);
+            items.insert(at + 1, (POOL_LEGEND, dim()));
+        }
+        let items = &items[..];
         put_pieces(buf, area, 1, items);
     }
 
@@ -278,7 +295,7 @@ impl Map {
                 if on { "›" } else { " " },
                 bytes(seg.size),
                 pool_letter(seg),
-                if seg.expandable { 'e' } else { ' ' },
+                private_mark(seg).unwrap_or(if seg.expandable { 'e' } else { ' ' }),
                 seg.stream,
                 used
             );
@@ -503,20 +520,49 @@ fn pool_letter(seg: &SegState) -> char {
     }
 }
 
+/// A segment of a private pool: `g` a CUDA graph's own pool (`(n, 0)`), `p` a pool the
+/// program or torch.compile made (`(0, n)`: a `MemPool`, or CUDA graph trees). It takes the
+/// place of `e` in the label (the details line still says expandable).
+fn private_mark(seg: &SegState) -> Option<char> {
+    match seg.pool_id? {
+        (0, 0) => None,
+        (_, 0) => Some('g'),
+        _ => Some('p'),
+    }
+}
+
+/// The private pool a segment is in, for its details line.
+fn private_pool_words(seg: &SegState) -> String {
+    match (private_mark(seg), seg.pool_id) {
+        (Some('g'), Some((a, b))) => format!(", CUDA graph pool ({a}, {b}): held by design"),
+        (Some(_), Some((a, b))) => {
+            format!(", private pool ({a}, {b}) (MemPool or CUDA graph trees): held by design")
+        }
+        _ => String::new(),
+    }
+}
+
 /// The selected segment in one line.
 fn segment_line(seg: &SegState) -> String {
     format!(
-        "segment 0x{:x} ({}{} s{}): {} {} pool, stream {}{}, {} blocks, largest hole {}",
+        "segment 0x{:x} ({}{} s{}): {} {} pool, stream {}{}, {} blocks, largest hole {}{}",
         seg.address,
         pool_letter(seg),
-        if seg.expandable { "e" } else { "" },
+        private_mark(seg)
+            .map(String::from)
+            .unwrap_or_else(|| if seg.expandable {
+                "e".into()
+            } else {
+                String::new()
+            }),
         seg.stream,
         bytes(seg.size),
         seg.pool.name(),
         seg.stream,
         if seg.expandable { ", expandable" } else { "" },
         seg.blocks.len(),
-        bytes(seg.largest_free())
+        bytes(seg.largest_free()),
+        private_pool_words(seg)
     )
 }
 
@@ -538,6 +584,9 @@ fn cat_style(c: Category) -> Style {
 /// The segment labels (`L`/`S`, `e`, `s0`, `%`), on the legend row where it has room (the help
 /// has them too, `?`).
 const SEGMENT_LEGEND: &str = "L/S large/small pool, e expandable  ";
+
+/// The private pools' marks, on the legend row where the map shows one.
+const POOL_LEGEND: &str = "g CUDA graph pool, p private pool  ";
 
 /// A block's stack, innermost first: the user's frames in full and in colour; library and native
 /// frames by file name, C++ template arguments collapsed (`wrap_kernel_functor_unboxed_<…>::call(…)`),
