@@ -327,3 +327,58 @@ fn the_map_labels_private_pools() {
         }
     }
 }
+
+/// The HTML report shows the pools table where a private pool exists, with the truth's
+/// reserved bytes per pool, and nothing new on a capture with the default pool alone.
+#[test]
+fn the_html_report_has_the_pools() {
+    let dir = std::env::temp_dir().join(format!("memscope-pools-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, private) in [("graph_train", true), ("mempool", true)] {
+        let out = dir.join(format!("{name}.html"));
+        let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+            .arg("report")
+            .arg(fixture(&format!("{name}.pickle.gz")))
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let html = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(
+            html.contains(r#"<section class="pools">"#),
+            private,
+            "{name}"
+        );
+        let t = truth(name);
+        for (id, p) in t["pools"].as_object().unwrap() {
+            let ids: Vec<i64> = serde_json::from_str(id).unwrap();
+            let reserved = p["reserved"].as_u64().unwrap();
+            let row = format!(
+                "<tr><td>({}, {})</td><td>{}</td><td class=n>{}</td>",
+                ids[0],
+                ids[1],
+                if ids == [0, 0] {
+                    "default"
+                } else if name == "mempool" {
+                    "user pool"
+                } else {
+                    "CUDA graph"
+                },
+                memscope::units::bytes(reserved)
+            );
+            assert!(html.contains(&row), "{name}: no row {row}");
+        }
+    }
+    let out = dir.join("plain.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .args(["report", "fixtures/leak_oom.pickle", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(!std::fs::read_to_string(&out)
+        .unwrap()
+        .contains(r#"class="pools""#));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -739,6 +739,7 @@ impl Html<'_> {
             }
             out.push_str("</section>");
         }
+        pools_section(out, d);
         for (title, rows) in [
             ("Allocations by user label (user_metadata)", &d.user_labels),
             (
@@ -880,4 +881,74 @@ impl Html<'_> {
         out.write_all(o.as_bytes())?;
         writeln!(out)
     }
+}
+
+/// The device's memory pools, where one is private (a capture with the default pool alone
+/// reads as before): the same figures and sentences as the text report.
+fn pools_section(out: &mut String, d: &DeviceReport) {
+    use crate::analysis::pools::PoolKind;
+    if !d.pools.iter().any(|p| p.is_private()) {
+        return;
+    }
+    let _ = write!(
+        out,
+        r#"<section class="pools"><h2>Memory pools</h2><table><tr><th>pool id</th><th>kind</th><th class=n>reserved</th><th class=n>allocated</th><th class=n>peak reserved</th><th class=n>segments</th></tr>"#
+    );
+    for p in &d.pools {
+        let peak = if p.peak_reserved_exact {
+            bytes(p.peak_reserved_bytes)
+        } else {
+            format!(">= {}", bytes(p.peak_reserved_bytes))
+        };
+        let _ = write!(
+            out,
+            "<tr><td>({}, {})</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
+            p.pool_id[0],
+            p.pool_id[1],
+            esc(crate::wording::pool_kind(p.kind)),
+            bytes(p.reserved_bytes),
+            bytes(p.allocated_bytes),
+            esc(&peak),
+            p.segments
+        );
+    }
+    out.push_str("</table>");
+    let private_free: u64 = d
+        .pools
+        .iter()
+        .filter(|p| p.is_private())
+        .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
+        .sum();
+    if private_free > 0 {
+        let _ = write!(
+            out,
+            "<p>{}</p>",
+            esc(&crate::wording::private_pool_free(private_free))
+        );
+    }
+    if let Some(u) = d.unknown_pool_peak_reserved_bytes {
+        let _ = write!(
+            out,
+            "<p class=sub>{}</p>",
+            esc(&crate::wording::unknown_pool(u))
+        );
+    }
+    for p in d.pools.iter().filter(|p| p.ghost_blocks > 0) {
+        let _ = write!(
+            out,
+            "<p class=sub>pool ({}, {}): {}</p>",
+            p.pool_id[0],
+            p.pool_id[1],
+            esc(&crate::wording::ghost_blocks(p.ghost_blocks, p.ghost_bytes))
+        );
+    }
+    if let Some(w) = &d.pool_whatif {
+        let graph = d.pools.iter().any(|p| p.kind == PoolKind::Graph);
+        let _ = write!(
+            out,
+            "<p><b>{}</b></p>",
+            esc(&crate::wording::pool_whatif(w, graph))
+        );
+    }
+    out.push_str("</section>");
 }
