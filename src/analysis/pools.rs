@@ -76,6 +76,16 @@ impl PoolReport {
     }
 }
 
+/// Free bytes held in the private ones of `pools` at the dump: reserved there, usable only by
+/// the pool's own requests.
+pub fn private_free_bytes(pools: &[PoolReport]) -> u64 {
+    pools
+        .iter()
+        .filter(|p| p.is_private())
+        .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
+        .fold(0u64, u64::saturating_add)
+}
+
 /// A device's pools, with what the log cannot attribute and the graphs' effect on the peak.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct DevicePools {
@@ -95,11 +105,7 @@ impl DevicePools {
 
     /// Free bytes held in private pools at the dump: reserved there, usable only by the pool.
     pub fn private_free_bytes(&self) -> u64 {
-        self.pools
-            .iter()
-            .filter(|p| p.is_private())
-            .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
-            .fold(0u64, u64::saturating_add)
+        private_free_bytes(&self.pools)
     }
 
     /// The pool `id`, where known.

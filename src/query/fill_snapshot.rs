@@ -13,7 +13,7 @@ use crate::analysis::analyzed::{At, Resolved};
 use crate::analysis::categories::{Categories, Category};
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::steps::{Step, StepSource};
-use crate::analysis::Analyzed;
+use crate::analysis::{Analyzed, DeviceReport};
 use crate::model::{BlockState, Snapshot, StackId};
 
 /// Every table of a snapshot.
@@ -21,7 +21,7 @@ pub fn tables(snap: Arc<Snapshot>, an: Arc<Analyzed>) -> Vec<Filled> {
     let sites = Arc::new(SiteDict::new(&snap.stacks));
     let (segs, blocks) = segments(&snap, &sites);
     vec![
-        Filled::made("devices", devices(&an)),
+        Filled::made("devices", devices(&an.devices)),
         Filled::made("segments", segs),
         Filled::made("blocks", blocks),
         Filled::new(
@@ -48,8 +48,9 @@ pub fn tables(snap: Arc<Snapshot>, an: Arc<Analyzed>) -> Vec<Filled> {
     ]
 }
 
-fn devices(an: &Analyzed) -> Vec<Vec<Cell>> {
-    an.devices
+/// The `devices` table (snapshots and traces alike: both analyses report their devices so).
+pub(super) fn devices(devices: &[DeviceReport]) -> Vec<Vec<Cell>> {
+    devices
         .iter()
         .map(|d| {
             vec![

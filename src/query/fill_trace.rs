@@ -15,7 +15,10 @@ use crate::model::trace::Trace;
 pub fn tables(t: Arc<Trace>, an: Arc<AnalyzedTrace>) -> Vec<Filled> {
     let sites = Arc::new(SiteDict::new(&t.stacks));
     vec![
-        Filled::made("devices", devices(&an)),
+        Filled::made(
+            "devices",
+            super::fill_snapshot::devices(&an.analysis.devices),
+        ),
         Filled::new("frames", Arc::new(Frames::new(t.clone(), |t| &t.stacks))),
         Filled::made("sites", site_rows(&sites)),
         Filled::made("steps", steps(&t, &an)),
@@ -46,26 +49,6 @@ pub fn tables(t: Arc<Trace>, an: Arc<AnalyzedTrace>) -> Vec<Filled> {
             }),
         ),
     ]
-}
-
-fn devices(an: &AnalyzedTrace) -> Vec<Vec<Cell>> {
-    an.analysis
-        .devices
-        .iter()
-        .map(|d| {
-            vec![
-                d.device.into(),
-                d.events.into(),
-                d.allocated_bytes.into(),
-                d.reserved_bytes.into(),
-                d.peak_allocated_bytes.into(),
-                d.observed_peak_allocated_bytes.into(),
-                d.peak_reserved_bytes.into(),
-                d.peak_event.into(),
-                d.ooms.len().into(),
-            ]
-        })
-        .collect()
 }
 
 fn step_number(t: &Trace, ts: f64) -> Option<u64> {

@@ -913,12 +913,7 @@ fn pools_section(out: &mut String, d: &DeviceReport) {
         );
     }
     out.push_str("</table>");
-    let private_free: u64 = d
-        .pools
-        .iter()
-        .filter(|p| p.is_private())
-        .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
-        .sum();
+    let private_free = crate::analysis::pools::private_free_bytes(&d.pools);
     if private_free > 0 {
         let _ = write!(
             out,

@@ -212,12 +212,7 @@ fn write_pools(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<
             p.segments
         )?;
     }
-    let private_free: u64 = d
-        .pools
-        .iter()
-        .filter(|p| p.is_private())
-        .map(|p| p.reserved_bytes.saturating_sub(p.active_bytes))
-        .sum();
+    let private_free = crate::analysis::pools::private_free_bytes(&d.pools);
     if private_free > 0 {
         writeln!(out, "  {}", crate::wording::private_pool_free(private_free))?;
     }
