@@ -120,11 +120,45 @@ def section(binary):
              "measured in fresh processes on an H100 (fixtures/plan/README.md). memscope plans from the capture at b0 "
              "(one capture) or from the captures at b0 and 2*b0 (`--with`). `upper` is the reading in which every "
              "request the capture cannot place grows; OOMs and the largest batch are judged on it. Sequence rows "
-             "(seq other than the recorded one) come from the batch captures alone, except in the --with-seq tables.", ""]
+             "(seq other than the recorded one) come from the batch captures alone, except in the --with-seq tables. "
+             "holdout2 and holdout3 were measured on an H200 (their READMEs).", "",
+             "What was seen when: the tuned set was read while the rules were written. `holdout` was read once in "
+             "session 6, then the search limit was added. `holdout2` was made in session 8 once the cast-order and "
+             "cuDNN-workspace rules were written; its first reading gave 2 of 6 largest batches above the real one "
+             "(gpt_amp_collide 11 against 10, hf_bert_amp 48 against 45, one capture) and a worst allocated error "
+             "of 6.4%. Four rules changed after that reading (the input's cast told from the weight's by the bias; "
+             "a cast in user code also needs a free slot; no quadratic sequence fit where the capture runs flash "
+             "attention; the largest batch is checked under the cap itself and against the batches just below it), "
+             "so holdout2 is no longer unseen. `holdout3` was made after those changes and read once. One rule "
+             "changed after it: the autocast detector needs two call sites; that changed lstm_fp32 alone "
+             "(allocated -1.3% to 0.0% at 8x), and this table is after it.", ""]
     sets = [("tuned on", PLAN)]
     hold = os.path.join(PLAN, "holdout")
     if os.path.exists(os.path.join(hold, "truth.json")):
         sets.append(("holdout (nobody tuned on it)", hold))
+    hold2 = os.path.join(PLAN, "holdout2")
+    if os.path.exists(os.path.join(hold2, "truth.json")):
+        sets.append(("holdout 2 (made in session 8; rules were changed after its first reading, see below)", hold2))
+    hold3 = os.path.join(PLAN, "holdout3")
+    if os.path.exists(os.path.join(hold3, "truth.json")):
+        sets.append(("holdout 3 (made in session 8 after the rules were final; one rule changed after its one reading, see above)", hold3))
+    goals = ["### Against the issue's goals (batch rows at 2x-8x b0, at the recorded sequence length)", "",
+             "| set | captures | allocated within 5% | reserved within 10% | largest batch within 5% | largest batch above the real one |",
+             "|---|---|---:|---:|---:|---:|"]
+    for label, d in sets:
+        for with_, how in [(None, "one"), ("batch", "two (b0, 2*b0)")]:
+            rows, maxrows = measure(binary, d, with_)
+            b0s = {n: w["b0"] for n, w in json.load(open(os.path.join(d, "truth.json")))["workloads"].items()}
+            seq0 = {r["workload"]: r["seq"] for r in rows if r["recorded"]}
+            pts = [r for r in rows if not r["recorded"] and r["seq"] == seq0.get(r["workload"])
+                   and 2 * b0s[r["workload"]] <= r["batch"] <= 8 * b0s[r["workload"]]]
+            a = sum(1 for r in pts if abs(pct(r["pred_alloc"], r["real_alloc"])) <= 5.0)
+            res = sum(1 for r in pts if abs(pct(r["pred_res"], r["real_res"])) <= 10.0)
+            within = sum(1 for m in maxrows if m["pred"] and abs(pct(m["pred"], m["real"])) <= 5.0)
+            above = [m["workload"] for m in maxrows if m["pred"] and m["pred"] > m["real"]]
+            goals.append(f"| {os.path.relpath(d, ROOT)} | {how} | {a}/{len(pts)} | {res}/{len(pts)} | "
+                         f"{within}/{len(maxrows)} | {len(above)}/{len(maxrows)}{' (' + ', '.join(above) + ')' if above else ''} |")
+    parts += goals + [""]
     for label, d in sets:
         for with_, how in [(None, "one capture"), ("batch", "two captures at b0 and 2*b0 (--with, --with-batch)"),
                            ("seq", "two captures at S and 2*S (--with, --with-seq), sequence rows")]:

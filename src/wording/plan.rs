@@ -17,6 +17,7 @@ pub fn plan_basis(b: Basis) -> &'static str {
         Basis::MadeOnce => "made once and kept (lazy buffers, workspaces)",
         Basis::NotPerSample => "sizes no multiple of the batch",
         Basis::ParameterSizedGradient => "backward blocks of a weight's size or half (activation gradients, or 16-bit weight gradients)",
+        Basis::WeightCast => "16-bit casts of weights (made by a Linear or Conv call before its output)",
         Basis::ParameterSizedForward => "forward blocks of a weight's size or half (activations, or 16-bit weight casts)",
         Basis::Activation => "activations",
         Basis::ForwardTemporary => "forward temporaries",
@@ -122,7 +123,7 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
     }
     if p.convolution_requests > 0 {
         out.push(format!(
-            "{} requests come from convolutions: cuDNN picks an algorithm, and with it a workspace, for each shape, so at another batch size they ask for other sizes; the reserved peak can be well above this prediction (on the ground truth's CNN, 24% above it at 8x the recorded batch, fixtures/plan): near the cap, confirm with a capture at the batch you pick",
+            "{} requests come from convolutions: cuDNN picks an algorithm, and with it a workspace, for each shape, so at another batch size they ask for other sizes; without a cap the reserved peak can be well above this prediction (on the ground truth's CNN, 24% above it at 8x the recorded batch, fixtures/plan). Under a cap cuDNN runs another algorithm when a workspace does not fit, so the replay under the cap goes on without the workspaces it cannot place, as real runs do; near the cap, confirm with a capture at the batch you pick",
             p.convolution_requests
         ));
     }

@@ -21,6 +21,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::casts;
 use super::{Basis, Growth, Request, Shape, Term};
 use crate::analysis::analyzed::DeviceProduct;
 use crate::analysis::categories::{Category, CategoryRule};
@@ -57,12 +58,81 @@ pub fn convolution_requests(stacks: &Stacks, dev: &Device) -> usize {
         .count()
 }
 
+/// The requests that are convolution workspaces: the ones a convolution's call frees before
+/// the next request of another call (forward, by the convolution's frames), and, where the
+/// forward shows such workspaces, the backward's requests freed before the next request (the
+/// engine thread records no frame to tell the convolution apart).
+///
+/// PyTorch's cuDNN convolutions allocate the workspace of the algorithm the heuristics rank
+/// first and, when that allocation fails, try the next algorithm (`Conv_v7.cpp` catches the
+/// out-of-memory error), down to ones with no workspace: a real run under a cap passes where a
+/// replay that insists on every workspace fails (fixtures/plan: the cnn fits batch 53 under its
+/// cap with 7 caught OOMs). An empty set where the capture runs no convolution.
+pub fn conv_workspaces(stacks: &Stacks, dev: &Device) -> HashSet<usize> {
+    let mut conv_of: HashMap<StackId, bool> = HashMap::default();
+    let mut is_conv = |s: StackId| {
+        *conv_of
+            .entry(s)
+            .or_insert_with(|| frame_named(stacks, s, &CONVOLUTION))
+    };
+    let allocs: Vec<usize> = (0..dev.events.len())
+        .filter(|&i| dev.events[i].action == Action::Alloc)
+        .collect();
+    let freed_at = freed_at(dev);
+    let mut forward = HashSet::default();
+    let mut backward = HashSet::default();
+    for (k, &i) in allocs.iter().enumerate() {
+        let e = &dev.events[i];
+        let Some(&f) = freed_at.get(&i) else { continue };
+        if stacks.frames(e.stack).is_empty() || stacks.backward_evidence(e.stack) {
+            // Freed before the next request at all: used and dropped inside one kernel call.
+            if allocs.get(k + 1).is_none_or(|&n| f < n) {
+                backward.insert(i);
+            }
+        } else if is_conv(e.stack) {
+            let next_other = allocs[k + 1..]
+                .iter()
+                .find(|&&n| dev.events[n].stack != e.stack)
+                .copied()
+                .unwrap_or(dev.events.len());
+            if f < next_other {
+                forward.insert(i);
+            }
+        }
+    }
+    if forward.is_empty() {
+        return forward;
+    }
+    forward.extend(backward);
+    forward
+}
+
+/// Per alloc event the log frees, the event that frees it (`free_requested`).
+pub(super) fn freed_at(dev: &Device) -> HashMap<usize, usize> {
+    let mut freed_at: HashMap<usize, usize> = HashMap::default();
+    let mut live: HashMap<u64, usize> = HashMap::default();
+    for (i, e) in dev.events.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                live.insert(e.addr, i);
+            }
+            Action::FreeRequested => {
+                if let Some(a) = live.remove(&e.addr) {
+                    freed_at.insert(a, i);
+                }
+            }
+            _ => {}
+        }
+    }
+    freed_at
+}
+
 /// Whether any stack of the capture runs flash or memory-efficient attention.
 pub fn flash_attention(stacks: &Stacks) -> bool {
     (0..stacks.stack_count()).any(|s| frame_named(stacks, StackId(s as u32), &FLASH))
 }
 
-fn frame_named(stacks: &Stacks, s: StackId, names: &[&str]) -> bool {
+pub(super) fn frame_named(stacks: &Stacks, s: StackId, names: &[&str]) -> bool {
     stacks.frames(s).iter().any(|&f| {
         let name = stacks.str(stacks.frame(f).name).to_ascii_lowercase();
         names.iter().any(|n| name.contains(n))
@@ -89,6 +159,7 @@ pub fn classify(
     let seq = rec
         .seq
         .map(|s| SeqEvidence::new(snap, dev, &batch, rec.batch, s));
+    let elastic = conv_workspaces(&snap.stacks, dev);
     batch
         .iter()
         .enumerate()
@@ -111,6 +182,7 @@ pub fn classify(
                     batch: term(upper),
                     seq: us,
                 },
+                elastic: elastic.contains(&i),
             })
         })
         .collect()
@@ -139,6 +211,8 @@ struct Context {
     /// temporaries) of half a parameter's size, `k` the number of parameters of that size: the
     /// weights' 16-bit casts (gradients). Empty without autocast.
     cast_slot: Vec<bool>,
+    /// Of the casts, those inside an `nn.Linear` or `nn.Conv*` call ([`casts::ForwardCasts`]).
+    module_cast: HashSet<usize>,
 }
 
 impl Context {
@@ -192,10 +266,17 @@ impl Context {
                 .entry(dev.events[a as usize].stack)
                 .or_default() += 1;
         }
-        let cast_slot = if casts_weights(dev, &cats, &param_sizes) {
-            cast_slots(dev, prod, &cats, &freed_in_backward, &param_sizes)
+        let forward = casts::forward_casts(&snap.stacks, dev, &cats, &param_sizes);
+        let autocast = forward
+            .module_runs_say()
+            .unwrap_or_else(|| casts::casts_weights(dev, &cats, &param_sizes));
+        let (cast_slot, module_cast) = if autocast {
+            let sure = forward.sure.clone();
+            let slots =
+                casts::cast_slots(dev, prod, &cats, &freed_in_backward, &param_sizes, forward);
+            (slots, sure)
         } else {
-            Vec::new()
+            (Vec::new(), HashSet::default())
         };
         let its: Vec<_> = prod.steps.iter().filter(|s| s.is_iteration()).collect();
         let second_iteration = (its.len() >= 3).then(|| its[1].start_event.0 as usize);
@@ -220,6 +301,7 @@ impl Context {
             },
             param_sizes,
             cast_slot,
+            module_cast,
         }
     }
 
@@ -277,6 +359,11 @@ impl Context {
                 unsure(B::ParameterSizedGradient, true)
             }
             (_, CategoryRule::GradTmp) => grows(B::GradientTemporary),
+            (Category::Activation | Category::Temporary | Category::Output, _)
+                if cast && self.module_cast.contains(&i) =>
+            {
+                fixed(B::WeightCast)
+            }
             (Category::Activation | Category::Temporary | Category::Output, _) if cast => {
                 unsure(B::ParameterSizedForward, false)
             }
@@ -293,97 +380,6 @@ impl Context {
             _ => unsure(B::Native, false),
         }
     }
-}
-
-/// Whether the forward casts weights to 16 bits: for at least half of the distinct parameter
-/// sizes over 1 KiB, a forward block (made under a module call) of half that size exists. In
-/// fp32 a few activations match half a weight by coincidence; under autocast every weight's
-/// cast does.
-fn casts_weights(
-    dev: &Device,
-    cats: &[Option<(Category, CategoryRule)>],
-    param_sizes: &HashSet<u64>,
-) -> bool {
-    let forward: HashSet<u64> = dev
-        .events
-        .iter()
-        .zip(cats)
-        .filter(|(_, c)| {
-            matches!(
-                c,
-                Some((
-                    Category::Activation | Category::Temporary | Category::Output,
-                    _
-                ))
-            )
-        })
-        .map(|(e, _)| e.size)
-        .collect();
-    let sizes: Vec<u64> = param_sizes.iter().copied().filter(|&s| s > 1024).collect();
-    let cast = sizes
-        .iter()
-        .filter(|&&s| forward.contains(&(s / 2)))
-        .count();
-    !sizes.is_empty() && 2 * cast >= sizes.len()
-}
-
-/// Per event, whether it is one of its step's first `k` forward blocks (or backward temporaries
-/// freed in the backward) of half a parameter's size `2z`, where `k` is the number of
-/// parameters of size `2z`: autocast makes one 16-bit cast of each weight per forward (and one
-/// 16-bit gradient of it per backward); same-sized requests past that count are activations.
-/// A size's parameter count is the most parameter gradients of that size one step made, or,
-/// where no step made any, the blocks of that size alive before recording.
-fn cast_slots(
-    dev: &Device,
-    prod: &DeviceProduct,
-    cats: &[Option<(Category, CategoryRule)>],
-    freed_in_backward: &HashMap<u32, bool>,
-    param_sizes: &HashSet<u64>,
-) -> Vec<bool> {
-    let ranges = prod.step_ranges();
-    let step_of = |i: usize| ranges.partition_point(|r| r.0 <= i).saturating_sub(1);
-    let is_grad = |i: usize, rule: CategoryRule| {
-        rule == CategoryRule::Grad
-            || (rule == CategoryRule::GradTmp && freed_in_backward.get(&(i as u32)) == Some(&false))
-    };
-    let mut grads: HashMap<(usize, u64), u32> = HashMap::default();
-    for (i, c) in cats.iter().enumerate() {
-        if let Some((_, rule)) = c {
-            if is_grad(i, *rule) {
-                *grads.entry((step_of(i), dev.events[i].size)).or_default() += 1;
-            }
-        }
-    }
-    let mut count: HashMap<u64, u32> = HashMap::default();
-    for ((_, size), n) in grads {
-        let c = count.entry(size).or_default();
-        *c = (*c).max(n);
-    }
-    if count.is_empty() {
-        for b in prod.timeline.initial.live_blocks() {
-            *count.entry(b.requested).or_default() += 1;
-        }
-    }
-    let mut used: HashMap<(usize, u64, bool), u32> = HashMap::default();
-    let mut out = vec![false; dev.events.len()];
-    for (i, c) in cats.iter().enumerate() {
-        let Some((cat, rule)) = c else { continue };
-        let size = dev.events[i].size;
-        if size <= 512 || !param_sizes.contains(&(size * 2)) {
-            continue;
-        }
-        let backward = match (cat, rule) {
-            (_, CategoryRule::GradTmp) if !is_grad(i, *rule) => true,
-            (Category::Activation | Category::Temporary | Category::Output, _) => false,
-            _ => continue,
-        };
-        let n = used.entry((step_of(i), size, backward)).or_default();
-        if *n < count.get(&(size * 2)).copied().unwrap_or(0) {
-            out[i] = true;
-        }
-        *n += 1;
-    }
-    out
 }
 
 /// What the sequence axis needs: the sequence length, whether attention is flash, and which

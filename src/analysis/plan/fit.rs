@@ -121,13 +121,18 @@ pub fn refine(
     other: Shape,
     reqs: &mut [Option<Request>],
 ) -> Fit {
+    let flash = super::classify::flash_attention(&snap.stacks);
     let batch_axis = other.batch != rec.batch;
     let (x0, x1) = if batch_axis {
         (rec.batch, other.batch)
     } else {
         (rec.seq.unwrap_or(1), other.seq.unwrap_or(1))
     };
-    let compatible = |a: u64, b: u64| !term(a, b, x0, x1, !batch_axis).1;
+    // Quadratic only on the sequence axis, and not where the attention is flash or
+    // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
+    // is a mismatch of two equal-sized requests, not attention scores.
+    let quadratic = !batch_axis && !flash;
+    let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
     let m = matches(snap, dev, osnap, odev, &compatible);
     let mut matched = 0;
     for (i, r) in reqs.iter_mut().enumerate() {
@@ -135,7 +140,7 @@ pub fn refine(
             continue;
         };
         matched += 1;
-        let (t, _) = term(r.size, b, x0, x1, !batch_axis);
+        let (t, _) = term(r.size, b, x0, x1, quadratic);
         let g = if batch_axis {
             // The sequence term stays inferred, for a request that grows at all.
             let seq = if t == Term::Fixed {

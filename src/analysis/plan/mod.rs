@@ -19,6 +19,7 @@
 //! `central` one (the likelier) and the `upper` one (every unsure request grows); OOMs and the
 //! largest batch are decided on the upper one, and the difference is reported.
 
+mod casts;
 pub mod classify;
 pub mod fit;
 pub mod model;
@@ -100,6 +101,9 @@ pub enum Basis {
     /// A forward block of half a parameter's size (a weight cast to 16 bits under autocast):
     /// fixed, unless the coincidence is a 16-bit activation's.
     ParameterSizedForward,
+    /// Under autocast, a request an `nn.Linear` or `nn.Conv*` call made before its output, of
+    /// half one of the parameters' size: the module's weight cast to 16 bits.
+    WeightCast,
     Activation,
     ForwardTemporary,
     GradientTemporary,
@@ -150,6 +154,10 @@ pub struct Request {
     pub central: Growth,
     /// Where the capture cannot tell, the reading in which the request grows most.
     pub upper: Growth,
+    /// A convolution's workspace: cuDNN asks for it and, when the allocator cannot give it,
+    /// runs another algorithm that needs less, so under a cap the replay goes on without it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub elastic: bool,
 }
 
 impl Request {
