@@ -111,6 +111,17 @@ def summary(rows, maxrows, axis="batch"):
             f"{worst('pred_res', 'real_res'):.1f}%; largest batch within 5% for {within}/{len(maxrows)}, above the real one for {above}/{len(maxrows)}")
 
 
+_MEASURED = {}
+
+
+def measure_once(binary, plan_dir, with_):
+    """measure(), once per (binary, set, fit): the goals table and the set tables read the same rows."""
+    key = (binary, plan_dir, with_)
+    if key not in _MEASURED:
+        _MEASURED[key] = measure(binary, plan_dir, with_)
+    return _MEASURED[key]
+
+
 def section(binary):
     """The Markdown section ACCURACY.md carries for `memscope plan`."""
     parts = ["## Capacity planning (fixtures/plan)", "",
@@ -147,7 +158,7 @@ def section(binary):
              "|---|---|---:|---:|---:|---:|"]
     for label, d in sets:
         for with_, how in [(None, "one"), ("batch", "two (b0, 2*b0)")]:
-            rows, maxrows = measure(binary, d, with_)
+            rows, maxrows = measure_once(binary, d, with_)
             b0s = {n: w["b0"] for n, w in json.load(open(os.path.join(d, "truth.json")))["workloads"].items()}
             seq0 = {r["workload"]: r["seq"] for r in rows if r["recorded"]}
             pts = [r for r in rows if not r["recorded"] and r["seq"] == seq0.get(r["workload"])
@@ -162,7 +173,7 @@ def section(binary):
     for label, d in sets:
         for with_, how in [(None, "one capture"), ("batch", "two captures at b0 and 2*b0 (--with, --with-batch)"),
                            ("seq", "two captures at S and 2*S (--with, --with-seq), sequence rows")]:
-            rows, maxrows = measure(binary, d, with_)
+            rows, maxrows = measure_once(binary, d, with_)
             if not rows:
                 continue
             axis = "seq" if with_ == "seq" else "batch"

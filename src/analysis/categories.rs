@@ -423,7 +423,7 @@ fn stacks_of_their_free(dev: &Device) -> rustc_hash::FxHashSet<u64> {
 }
 
 /// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
-fn free_events(dev: &Device) -> HashMap<u32, u32> {
+pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
     let mut live: HashMap<u64, u32> = HashMap::default();
     let mut out = HashMap::default();
     for (i, e) in dev.events.iter().enumerate() {

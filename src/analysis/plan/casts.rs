@@ -9,9 +9,8 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::classify::freed_at;
 use crate::analysis::analyzed::DeviceProduct;
-use crate::analysis::categories::{Category, CategoryRule};
+use crate::analysis::categories::{free_events, Category, CategoryRule};
 use crate::model::{Action, Device, StackId, Stacks};
 
 /// Whether the forward casts weights to 16 bits, where no `nn.Linear` or `nn.Conv*` call shows
@@ -54,14 +53,16 @@ pub(super) fn casts_weights(
 /// output, under the op's own stack. Backward requests carry no stack: there a step's first `k`
 /// backward temporaries of size `z` are the gradients, `k` the number of parameters of size
 /// `2z` (the most parameter gradients of that size one step made, or, where no step made any,
-/// the blocks of that size alive before recording).
+/// the blocks of that size alive before recording). `forward` and `module_run` are
+/// [`ForwardCasts::casts`] and [`ForwardCasts::module_run`].
 pub(super) fn cast_slots(
     dev: &Device,
     prod: &DeviceProduct,
     cats: &[Option<(Category, CategoryRule)>],
     freed_in_backward: &HashMap<u32, bool>,
     param_sizes: &HashSet<u64>,
-    forward: ForwardCasts,
+    forward: Vec<bool>,
+    module_run: &HashSet<usize>,
 ) -> Vec<bool> {
     let ranges = prod.step_ranges();
     let step_of = |i: usize| ranges.partition_point(|r| r.0 <= i).saturating_sub(1);
@@ -87,7 +88,7 @@ pub(super) fn cast_slots(
             *count.entry(b.requested).or_default() += 1;
         }
     }
-    let mut out = forward.casts;
+    let mut out = forward;
     let mut used: HashMap<(usize, u64, bool), u32> = HashMap::default();
     for (i, c) in cats.iter().enumerate() {
         let Some((cat, rule)) = c else { continue };
@@ -102,7 +103,7 @@ pub(super) fn cast_slots(
         };
         let n = used.entry((step_of(i), size, backward)).or_default();
         let free_slot = *n < count.get(&(size * 2)).copied().unwrap_or(0);
-        if !backward && forward.module_run.contains(&i) {
+        if !backward && module_run.contains(&i) {
             // A module call's order decided it; a cast there takes one of the size's slots.
             *n += u32::from(out[i]);
             continue;
@@ -137,7 +138,7 @@ pub(super) fn forward_casts(
     let allocs: Vec<usize> = (0..dev.events.len())
         .filter(|&i| dev.events[i].action == Action::Alloc)
         .collect();
-    let freed_at = freed_at(dev);
+    let freed_at = free_events(dev);
     let forward = |i: usize| {
         matches!(
             cats[i],
@@ -157,7 +158,11 @@ pub(super) fn forward_casts(
             .unwrap_or(allocs.len());
         let run = &allocs[k..end];
         let next = allocs.get(end).copied().unwrap_or(dev.events.len());
-        let outlives = |i: &&usize| freed_at.get(*i).is_none_or(|&f| f >= next);
+        let outlives = |i: &&usize| {
+            freed_at
+                .get(&(**i as u32))
+                .is_none_or(|&f| f as usize >= next)
+        };
         let output = run.iter().rfind(outlives).copied();
         let casting = !*no_cast
             .entry(stack)

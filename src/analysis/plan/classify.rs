@@ -24,7 +24,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use super::casts;
 use super::{Basis, Growth, Request, Shape, Term};
 use crate::analysis::analyzed::DeviceProduct;
-use crate::analysis::categories::{Category, CategoryRule};
+use crate::analysis::categories::{free_events, Category, CategoryRule};
 use crate::analysis::replay::LiveBlock;
 use crate::model::{Action, BlockState, Device, EventIdx, Snapshot, StackId, Stacks};
 
@@ -78,12 +78,15 @@ pub fn conv_workspaces(stacks: &Stacks, dev: &Device) -> HashSet<usize> {
     let allocs: Vec<usize> = (0..dev.events.len())
         .filter(|&i| dev.events[i].action == Action::Alloc)
         .collect();
-    let freed_at = freed_at(dev);
+    let freed_at = free_events(dev);
     let mut forward = HashSet::default();
     let mut backward = HashSet::default();
     for (k, &i) in allocs.iter().enumerate() {
         let e = &dev.events[i];
-        let Some(&f) = freed_at.get(&i) else { continue };
+        let Some(&f) = freed_at.get(&(i as u32)) else {
+            continue;
+        };
+        let f = f as usize;
         if stacks.frames(e.stack).is_empty() || stacks.backward_evidence(e.stack) {
             // Freed before the next request at all: used and dropped inside one kernel call.
             if allocs.get(k + 1).is_none_or(|&n| f < n) {
@@ -105,26 +108,6 @@ pub fn conv_workspaces(stacks: &Stacks, dev: &Device) -> HashSet<usize> {
     }
     forward.extend(backward);
     forward
-}
-
-/// Per alloc event the log frees, the event that frees it (`free_requested`).
-pub(super) fn freed_at(dev: &Device) -> HashMap<usize, usize> {
-    let mut freed_at: HashMap<usize, usize> = HashMap::default();
-    let mut live: HashMap<u64, usize> = HashMap::default();
-    for (i, e) in dev.events.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                live.insert(e.addr, i);
-            }
-            Action::FreeRequested => {
-                if let Some(a) = live.remove(&e.addr) {
-                    freed_at.insert(a, i);
-                }
-            }
-            _ => {}
-        }
-    }
-    freed_at
 }
 
 /// Whether any stack of the capture runs flash or memory-efficient attention.
@@ -271,9 +254,21 @@ impl Context {
             .module_runs_say()
             .unwrap_or_else(|| casts::casts_weights(dev, &cats, &param_sizes));
         let (cast_slot, module_cast) = if autocast {
-            let sure = forward.sure.clone();
-            let slots =
-                casts::cast_slots(dev, prod, &cats, &freed_in_backward, &param_sizes, forward);
+            let casts::ForwardCasts {
+                casts,
+                sure,
+                module_run,
+                ..
+            } = forward;
+            let slots = casts::cast_slots(
+                dev,
+                prod,
+                &cats,
+                &freed_in_backward,
+                &param_sizes,
+                casts,
+                &module_run,
+            );
             (slots, sure)
         } else {
             (Vec::new(), HashSet::default())
