@@ -364,7 +364,7 @@ fn every_format_has_its_boundary() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(
         out.lines().nth(1).unwrap(),
-        "\u{1b}]0;pwned\u{7}\u{1b}[2J,\"'=HYPERLINK(\"\"http://x\"\")\",-5,'-5,\u{9b}x\r"
+        "\u{1b}]0;pwned\u{7}\u{1b}[2J,\"'=HYPERLINK(\"\"http://x\"\")\",-5,'-5,\u{9b}x"
     );
     let o = query(
         "leak_oom.pickle",
@@ -427,7 +427,10 @@ fn every_format_has_its_boundary() {
         ),
     )
     .unwrap();
-    assert_eq!(String::from_utf8(raw).unwrap(), "=c\n@SUM(A1)\n\tx\n-1\n");
+    assert_eq!(
+        String::from_utf8(raw).unwrap(),
+        "=c\n@SUM(A1)\n\"\tx\"\n-1\n"
+    );
 }
 
 /// The smaller cases: `.tables --format json` is the envelope; an SQL error is kind `sql`,
