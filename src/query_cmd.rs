@@ -126,7 +126,7 @@ fn json(
         sql,
     })?;
     // The head's object, left open for its results.
-    w.write_all(head[..head.len() - 1].as_bytes())?;
+    w.write_all(&head.as_bytes()[..head.len() - 1])?;
     w.write_all(b",\"results\":[")?;
     let mut sink = JsonSink::new(&mut *w);
     let mut r = Ok(());

@@ -284,11 +284,11 @@ impl serde_json::ser::Formatter for SafeJson {
         let bad = |c: char| escape::is_unsafe(c) || matches!(c, '\u{2028}' | '\u{2029}');
         let mut from = 0;
         for (i, c) in fragment.char_indices().filter(|&(_, c)| bad(c)) {
-            writer.write_all(fragment[from..i].as_bytes())?;
+            writer.write_all(&fragment.as_bytes()[from..i])?;
             write!(writer, "\\u{:04x}", c as u32)?;
             from = i + c.len_utf8();
         }
-        writer.write_all(fragment[from..].as_bytes())
+        writer.write_all(&fragment.as_bytes()[from..])
     }
 }
 
