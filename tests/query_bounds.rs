@@ -488,3 +488,64 @@ fn dot_commands_errors_and_big_integers() {
         .unwrap();
     assert_eq!(rs.rows, vec![vec![Cell::from("18446744073709551615")]]);
 }
+
+#[path = "../fuzz/fuzz_targets/query_render_check.rs"]
+mod query_render_check;
+
+/// The `query_render` fuzz target's invariants over seeded random result sets, in every
+/// `cargo test`: hostile characters (controls, C1, bidi, quotes, commas, formula starts)
+/// drawn often.
+#[test]
+fn renderers_keep_their_invariants_on_random_result_sets() {
+    const PIECES: &[&str] = &[
+        "a",
+        "=",
+        "+",
+        "-",
+        "@",
+        "\t",
+        "\r",
+        "\n",
+        "\r\n",
+        ",",
+        "\"",
+        "'",
+        " ",
+        "\u{1b}",
+        "\u{1b}]0;t\u{7}",
+        "\u{9b}",
+        "\u{202e}",
+        "\u{2028}",
+        "\u{7f}",
+        "é",
+        "::",
+        "1",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..3000 {
+        let mut data = vec![next() as u8];
+        for _ in 0..next() % 12 {
+            let kind = (next() % 4) as u8;
+            data.push(kind);
+            if kind == 3 {
+                for _ in 0..next() % 5 {
+                    data.extend_from_slice(
+                        PIECES[(next() % PIECES.len() as u64) as usize].as_bytes(),
+                    );
+                }
+            } else {
+                // 0xff separates cells: a number's bytes avoid it.
+                data.extend(next().to_le_bytes().map(|b| b.min(0xfe)));
+            }
+            data.push(0xff);
+        }
+        let rs = query_render_check::result_set(&data).unwrap();
+        query_render_check::check(&rs);
+    }
+}
