@@ -231,6 +231,7 @@ fn endless_queries_stop_at_the_time_limit() {
 #[test]
 fn huge_values_and_memory_stop_at_the_memory_limit() {
     for sql in [
+        "SELECT randomblob(9e8), randomblob(9e8), randomblob(9e8), randomblob(9e8)",
         "SELECT length(randomblob(9e8) || randomblob(9e8) || randomblob(9e8) || randomblob(9e8))",
         // Many values each under the value limit, held together by a sort.
         "SELECT x FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
@@ -463,6 +464,12 @@ fn dot_commands_errors_and_big_integers() {
     let msg = v["errors"][0]["message"].as_str().unwrap();
     assert_eq!(msg.matches("no such table").count(), 1, "{msg}");
     assert_eq!(o.stderr.matches("no such table").count(), 1, "{}", o.stderr);
+    // A syntax error's offset counts from the start of the whole text.
+    let db = open_capture(&fixture("leak_oom.pickle")).unwrap();
+    match db.run_all("SELECT 1; SELEC 2", None) {
+        Err(QueryError::Sql(m)) => assert_eq!(m, "near \"SELEC\": syntax error (at byte 10)"),
+        r => panic!("{r:?}"),
+    }
 
     let o = query("leak_oom.pickle", &[], Some(".tables\n.schema ooms\n"), &[]);
     let out = String::from_utf8(o.stdout).unwrap();

@@ -182,9 +182,20 @@ fn stop_message(s: &Stop) -> String {
 
 /// SQLite's own message, without rusqlite's repetition of it.
 fn sql_error(e: rusqlite::Error) -> QueryError {
+    sql_error_in(e, 0)
+}
+
+/// As [`sql_error`], for an error in a text of `whole` bytes, so that a syntax error's
+/// offset counts from the text's start (SQLite counts from the statement's).
+fn sql_error_in(e: rusqlite::Error, whole: usize) -> QueryError {
     QueryError::Sql(match e {
         rusqlite::Error::SqliteFailure(_, Some(m)) => m,
-        rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at byte {offset})"),
+        rusqlite::Error::SqlInputError {
+            msg, sql, offset, ..
+        } => {
+            let at = whole.saturating_sub(sql.len()) + offset.max(0) as usize;
+            format!("{msg} (at byte {at})")
+        }
         e => e.to_string(),
     })
 }
@@ -280,9 +291,10 @@ impl Db {
                 Ok(Some(mut st)) => statement(&mut st, &guard, sink)?,
                 Ok(None) => return Ok(()),
                 Err(e) => {
-                    return Err(guard
-                        .stop_of(&e)
-                        .map_or_else(|| sql_error(e), QueryError::Stopped))
+                    return Err(match guard.stop_of(&e) {
+                        Some(stop) => QueryError::Stopped(stop),
+                        None => sql_error_in(e, text.len()),
+                    })
                 }
             }
         }
