@@ -556,3 +556,91 @@ fn renderers_keep_their_invariants_on_random_result_sets() {
         query_render_check::check(&rs);
     }
 }
+
+/// Ctrl-C in the prompt, on a real terminal (a pty): before, SIGINT ended memscope (status
+/// signal 2) and the session's history was lost; now it cancels the running statement, the
+/// prompt answers the next one, and the history holds every entry.
+#[test]
+fn ctrl_c_in_the_prompt_cancels_the_statement_not_the_session() {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    let state = Path::new(env!("CARGO_TARGET_TMPDIR")).join("query-prompt-state");
+    let _ = std::fs::remove_dir_all(&state);
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors, owned below.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty");
+    // SAFETY: fresh descriptors from openpty, each owned once.
+    let (m, s) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memscope"));
+    cmd.arg("query")
+        .arg(fixture("leak_oom.pickle"))
+        .env("XDG_STATE_HOME", &state)
+        .env("NO_COLOR", "1")
+        .stdin(s.try_clone().unwrap())
+        .stdout(s.try_clone().unwrap())
+        .stderr(s);
+    // SAFETY: setsid and TIOCSCTTY are async-signal-safe; the pty becomes the controlling
+    // terminal, so a Ctrl-C byte on it is SIGINT to memscope.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
+    let mut reader = m.try_clone().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            s2.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    let wait_for = |what: &str| {
+        let start = Instant::now();
+        while !String::from_utf8_lossy(&seen.lock().unwrap()).contains(what) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no {what:?} in {:?}",
+                String::from_utf8_lossy(&seen.lock().unwrap())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut m = m;
+    wait_for("memscope>");
+    m.write_all(b"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c;\r").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    m.write_all(b"\x03").unwrap();
+    wait_for("the query was cancelled");
+    m.write_all(b"SELECT 'still' || ' here';\r").unwrap();
+    wait_for("still here\r\n(1 row)");
+    m.write_all(b".quit\r").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let hist = std::fs::read_to_string(state.join("memscope/query_history")).unwrap();
+    assert!(
+        hist.contains("WITH RECURSIVE") && hist.contains("still"),
+        "{hist}"
+    );
+}

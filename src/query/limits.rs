@@ -69,7 +69,8 @@ pub struct Limits {
     pub max_rows: Option<u64>,
     /// Bytes SQLite may allocate on top of the tables it holds.
     pub max_memory: u64,
-    /// Bytes of one string or blob value (`SQLITE_LIMIT_LENGTH`).
+    /// Bytes of one string or blob value (`SQLITE_LIMIT_LENGTH`), at most a quarter of
+    /// `max_memory`.
     pub max_value: u64,
 }
 
@@ -101,8 +102,8 @@ pub enum Stop {
     Time { seconds: f64 },
     /// It made more rows than [`Limits::max_rows`].
     Rows { max: u64 },
-    /// SQLite needed more memory than [`Limits::max_memory`], or a value past
-    /// [`Limits::max_value`].
+    /// SQLite needed more memory than [`Limits::max_memory`] (`bytes`), or one value past
+    /// [`Limits::max_value`] (at most a quarter of it).
     Memory { bytes: u64 },
     /// [`Cancel::cancel`] was called (Ctrl-C, MCP `notifications/cancelled`).
     Cancelled,
@@ -128,7 +129,10 @@ impl<'c> Guard<'c> {
     ) -> rusqlite::Result<Guard<'c>> {
         use rusqlite::limits::Limit;
         cancel.reset();
-        let len = limits.max_value.clamp(1 << 10, 1_000_000_000) as i32;
+        let len = limits
+            .max_value
+            .min(limits.max_memory / 4)
+            .clamp(1 << 10, 1_000_000_000) as i32;
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, len)?;
         // SAFETY: plain calls into SQLite's global heap accounting.
         unsafe {
@@ -175,7 +179,7 @@ impl<'c> Guard<'c> {
                 bytes: self.limits.max_memory,
             }),
             C::TooBig => Some(Stop::Memory {
-                bytes: self.limits.max_value,
+                bytes: self.limits.max_memory,
             }),
             _ => None,
         }

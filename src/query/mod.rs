@@ -175,7 +175,7 @@ fn stop_message(s: &Stop) -> String {
     match s {
         Stop::Time { seconds } => format!("the query ran past its time limit ({seconds} s); raise it with --timeout"),
         Stop::Rows { max } => format!("the statement made more than {max} rows; raise the limit with --max-rows"),
-        Stop::Memory { bytes } => format!("the query needed more than {} of memory (or one value past it); raise it with --max-memory", crate::units::bytes(*bytes)),
+        Stop::Memory { bytes } => format!("the query needed more than {} of memory, or one value over a quarter of it; raise it with --max-memory", crate::units::bytes(*bytes)),
         Stop::Cancelled => "the query was cancelled".to_owned(),
     }
 }
