@@ -333,6 +333,10 @@ fn a_cancel_stops_the_running_statement() {
 /// memscope goes on; without it, SIGINT ends memscope as before.
 #[test]
 fn sigint_cancels_instead_of_ending_while_registered() {
+    // As a shell starts a program (a test run under `nohup` would have SIGINT ignored, and
+    // memscope leaves an ignored signal ignored).
+    // SAFETY: setting the default action of one signal.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     memscope::signals::install();
     let cancel = Cancel::new();
     {
@@ -597,6 +601,9 @@ fn ctrl_c_in_the_prompt_cancels_the_statement_not_the_session() {
     // terminal, so a Ctrl-C byte on it is SIGINT to memscope.
     unsafe {
         cmd.pre_exec(|| {
+            // As an interactive shell starts it: SIGINT at its default action (a test run
+            // under `nohup` has it ignored, and memscope leaves an ignored signal ignored).
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::setsid();
             libc::ioctl(0, libc::TIOCSCTTY, 0);
             Ok(())
