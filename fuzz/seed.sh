@@ -32,4 +32,7 @@ if [ -d ../shared/corpus/traces ]; then
     gzip -dc "$f" 2>/dev/null | head -c 65536 > "$c/trace/$(echo "$f" | tr / _ | sed 's/\.gz$//')" || true
   done
 fi
+# query_render: result sets with hostile text cells (kind byte 3), numbers and nulls, 0xff between cells.
+mkdir -p "$c/query_render"
+printf '\x03\x03=HYPERLINK(1)\xff\x01\x05\xff\x03\x1b]0;t\x07\xff\x00\xff\x03\xc2\x9b,"\r\n\xff\x02\x01' > "$c/query_render/hostile"
 ls "$c"/* | wc -l

@@ -249,6 +249,41 @@ pub struct QueryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = QueryFormatArg::Table)]
     pub format: QueryFormatArg,
+    /// Time for all the SQL given (`60s`, `500ms`, `5m`; `0`: no limit). A query past it
+    /// stops with a `limit` error; the rows made before it are written.
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    pub timeout: std::time::Duration,
+    /// Rows one statement may make (`0`: no limit).
+    #[arg(long, default_value_t = memscope::query::limits::DEFAULT_ROWS)]
+    pub max_rows: u64,
+    /// Memory SQLite may use for one query, on top of the tables (sorts, joins, values).
+    #[arg(long, value_parser = size, default_value = "1GiB")]
+    pub max_memory: u64,
+    /// Write CSV cells as they are: no `'` before a cell a spreadsheet would run as a formula
+    /// (leading `=`, `+`, `-`, `@`, tab, carriage return).
+    #[arg(long)]
+    pub csv_raw: bool,
+}
+
+/// A duration: a number of seconds, or with a unit (`ms`, `s`, `m`).
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * scale)
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e9)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 60s, 500ms, 5m, 0 for none)"))
 }
 
 /// `memscope query`'s output formats.

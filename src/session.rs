@@ -129,6 +129,53 @@ impl Session {
         out.flush().context("writing the report")
     }
 
+    /// Writes the envelope around a document written as it is made (`query`'s rows): `body`
+    /// writes `data`'s value, closed even when it fails; its error then goes into `errors`
+    /// (and is returned, for stderr and the exit code). Strings are written through
+    /// `memscope::query::render::SafeJson`.
+    pub fn answer_streamed<E>(
+        &mut self,
+        body: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> anyhow::Result<()>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        use memscope::query::render::to_safe_writer;
+        self.answered = true;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let h = &self.header;
+        let head = (|| -> std::io::Result<()> {
+            out.write_all(b"{\"envelope\":")?;
+            to_safe_writer(&mut out, envelope::ENVELOPE)?;
+            out.write_all(b",\"command\":")?;
+            to_safe_writer(&mut out, &h.command)?;
+            out.write_all(b",\"memscope_version\":")?;
+            to_safe_writer(&mut out, envelope::MEMSCOPE_VERSION)?;
+            out.write_all(b",\"inputs\":")?;
+            to_safe_writer(&mut out, &h.inputs)?;
+            out.write_all(b",\"data\":")
+        })();
+        head.context("writing the report")?;
+        let r = body(&mut out);
+        let errors: Vec<ErrorEntry> = match &r {
+            Ok(()) => Vec::new(),
+            Err(e) => {
+                let chain: [&(dyn std::error::Error + 'static); 1] = [e];
+                vec![envelope::error_entry(e.to_string(), chain)]
+            }
+        };
+        let tail = (|| -> std::io::Result<()> {
+            out.write_all(b",\"errors\":")?;
+            to_safe_writer(&mut out, &errors)?;
+            out.write_all(b",\"warnings\":")?;
+            to_safe_writer(&mut out, &h.warnings)?;
+            out.write_all(b"}\n")?;
+            out.flush()
+        })();
+        r?;
+        tail.context("writing the report")
+    }
+
     /// After `e` ended the command (its message is on stderr already): in JSON, the envelope
     /// with `data: null` and the error, unless the answer had begun.
     pub fn fail(&self, e: &anyhow::Error) {

@@ -27,11 +27,19 @@ const TERMINAL_RESET: &[u8] =
 static TERMINAL_HELD: AtomicBool = AtomicBool::new(false);
 static SAVED_TERMIOS: OnceLock<libc::termios> = OnceLock::new();
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
+/// While not null, SIGINT stores `true` here instead of ending memscope (the query prompt).
+static INTERRUPT: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
 const SLOTS: usize = 16;
 static TEMPS: [AtomicPtr<libc::c_char>; SLOTS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    let flag = INTERRUPT.load(Ordering::SeqCst);
+    if sig == libc::SIGINT && !flag.is_null() {
+        // SAFETY: the flag is kept alive by the InterruptRegistration that stored it.
+        unsafe { (*flag).store(true, Ordering::SeqCst) };
+        return;
+    }
     let group = CHILD_GROUP.load(Ordering::SeqCst);
     if group > 0 {
         // SAFETY: kill is async-signal-safe; the group is the program's own.
@@ -111,6 +119,28 @@ pub fn hold_terminal(held: bool) {
 /// instead of ending memscope. 0 clears it.
 pub fn forward_to_group(pgid: i32) {
     CHILD_GROUP.store(pgid, Ordering::SeqCst);
+}
+
+/// While held, SIGINT (Ctrl-C) sets `flag` instead of ending memscope: the query prompt's
+/// Ctrl-C cancels the running statement ([`crate::query::Cancel`]) and the session, with its
+/// history, goes on. Dropping it gives SIGINT back its usual meaning.
+pub struct InterruptRegistration(std::sync::Arc<AtomicBool>);
+
+/// Routes SIGINT to `flag` until the registration is dropped.
+pub fn interrupt_to(flag: std::sync::Arc<AtomicBool>) -> InterruptRegistration {
+    INTERRUPT.store(std::sync::Arc::as_ptr(&flag).cast_mut(), Ordering::SeqCst);
+    InterruptRegistration(flag)
+}
+
+impl Drop for InterruptRegistration {
+    fn drop(&mut self) {
+        let _ = INTERRUPT.compare_exchange(
+            std::sync::Arc::as_ptr(&self.0).cast_mut(),
+            std::ptr::null_mut(),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
 }
 
 /// A temporary file removed if a signal ends memscope; unregistered when dropped.

@@ -12,9 +12,11 @@
 
 pub mod fill_snapshot;
 pub mod fill_trace;
+pub mod limits;
 pub mod prompt;
 pub mod render;
 pub mod schema;
+pub mod script;
 mod sites;
 mod vtab;
 
@@ -22,6 +24,8 @@ use std::sync::Arc;
 
 use rusqlite::{types::ValueRef, Connection};
 
+use limits::Guard;
+pub use limits::{Cancel, Limits, Stop};
 pub use sites::SiteDict;
 
 /// One value of a row.
@@ -40,9 +44,14 @@ impl From<i64> for Cell {
         Cell::Int(v)
     }
 }
+/// A value past SQLite's integers (2^63 and above: a crafted size or address) is its exact
+/// decimal text, never clamped; copied tables keep it exact too ([`copy`]).
 impl From<u64> for Cell {
     fn from(v: u64) -> Cell {
-        Cell::Int(v.min(i64::MAX as u64) as i64)
+        match i64::try_from(v) {
+            Ok(i) => Cell::Int(i),
+            Err(_) => Cell::Text(Arc::from(v.to_string())),
+        }
     }
 }
 impl From<u32> for Cell {
@@ -145,10 +154,54 @@ impl Filled {
 /// Errors of `memscope query`.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
+    /// SQLite refused or failed the SQL (syntax, an unknown table, a statement that would
+    /// write): SQLite's message, said once.
     #[error("{0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(String),
+    /// A limit, or a cancel, ended the statement; the rows made before it went out.
+    #[error("{}", stop_message(.0))]
+    Stopped(Stop),
     #[error(transparent)]
     Load(#[from] crate::load::LoadError),
+    /// The tables could not be made (a bug).
+    #[error("making the tables: {0}")]
+    Open(String),
+    /// The output could not be written.
+    #[error("writing the result: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+fn stop_message(s: &Stop) -> String {
+    match s {
+        Stop::Time { seconds } => format!("the query ran past its time limit ({seconds} s); raise it with --timeout"),
+        Stop::Rows { max } => format!("the statement made more than {max} rows; raise the limit with --max-rows"),
+        Stop::Memory { bytes } => format!("the query needed more than {} of memory, or one value over a quarter of it; raise it with --max-memory", crate::units::bytes(*bytes)),
+        Stop::Cancelled => "the query was cancelled".to_owned(),
+    }
+}
+
+/// SQLite's own message, without rusqlite's repetition of it.
+fn sql_error(e: rusqlite::Error) -> QueryError {
+    sql_error_in(e, 0)
+}
+
+/// As [`sql_error`], for an error in a text of `whole` bytes, so that a syntax error's
+/// offset counts from the text's start (SQLite counts from the statement's).
+fn sql_error_in(e: rusqlite::Error, whole: usize) -> QueryError {
+    QueryError::Sql(match e {
+        rusqlite::Error::SqliteFailure(_, Some(m)) => m,
+        rusqlite::Error::SqlInputError {
+            msg, sql, offset, ..
+        } => {
+            let at = whole.saturating_sub(sql.len()) + offset.max(0) as usize;
+            format!("{msg} (at byte {at})")
+        }
+        e => e.to_string(),
+    })
+}
+
+fn open_error(e: rusqlite::Error) -> QueryError {
+    QueryError::Open(e.to_string())
 }
 
 /// Loads a capture, analyses it once and opens its tables.
@@ -178,6 +231,17 @@ pub struct ResultSet {
     pub truncated: bool,
 }
 
+/// Where a run's results go, as they are made: each statement's columns, then its rows one
+/// by one, then its end. Nothing is held between rows unless the sink holds it.
+pub trait Sink {
+    /// A statement's columns, before its first row.
+    fn columns(&mut self, columns: &[String]) -> std::io::Result<()>;
+    /// One row; `false` when the sink wants no more rows of this statement.
+    fn row(&mut self, row: &[Cell]) -> std::io::Result<bool>;
+    /// The statement's end: `stop` when a limit or a cancel ended it early.
+    fn end(&mut self, stop: Option<Stop>) -> std::io::Result<()>;
+}
+
 /// A capture's tables in a read-only in-memory database.
 pub struct Db {
     conn: Connection,
@@ -187,33 +251,90 @@ pub struct Db {
 impl Db {
     /// Declares and fills the tables, then closes the database to writes.
     pub fn open(tables: Vec<Filled>, trace: bool) -> Result<Db, QueryError> {
-        let conn = Connection::open_in_memory()?;
-        let tx = conn.unchecked_transaction()?;
+        let conn = Connection::open_in_memory().map_err(open_error)?;
+        let tx = conn.unchecked_transaction().map_err(open_error)?;
         for f in &tables {
             match f.table.storage {
-                schema::Storage::Virtual => vtab::register(&conn, f.table, f.rows.clone())?,
-                schema::Storage::Copied => copy(&conn, f)?,
+                schema::Storage::Virtual => {
+                    vtab::register(&conn, f.table, f.rows.clone()).map_err(open_error)?
+                }
+                schema::Storage::Copied => copy(&conn, f).map_err(open_error)?,
             }
         }
-        tx.commit()?;
-        lock(&conn)?;
+        tx.commit().map_err(open_error)?;
+        lock(&conn).map_err(open_error)?;
         Ok(Db { conn, trace })
     }
 
-    /// Runs every statement of `sql`, keeping at most `limit` rows of each.
-    pub fn run_all(&self, sql: &str, limit: Option<usize>) -> Result<Vec<ResultSet>, QueryError> {
-        let mut out = Vec::new();
+    /// Runs every statement of `sql` under `limits`, handing each row to `sink` as it is
+    /// made. `cancel` stops the running statement from another thread (see [`Cancel`]).
+    ///
+    /// The cost is linear in the SQL's length: the text is handed to SQLite NUL-terminated,
+    /// so each statement is parsed in place (SQLite copies a text that is not, remainder and
+    /// all, once per statement: quadratic over two million statements).
+    pub fn stream(
+        &self,
+        sql: &str,
+        limits: &Limits,
+        cancel: &Cancel,
+        sink: &mut dyn Sink,
+    ) -> Result<(), QueryError> {
         use rusqlite::fallible_iterator::FallibleIterator;
-        let mut batch = rusqlite::Batch::new(&self.conn, sql);
-        while let Some(mut st) = batch.next()? {
-            out.push(result(&mut st, limit)?);
+        if sql.contains('\0') {
+            return Err(QueryError::Sql("the SQL holds a NUL character".to_owned()));
         }
-        Ok(out)
+        let text = format!("{sql}\0");
+        let guard = Guard::install(&self.conn, limits, cancel).map_err(open_error)?;
+        let mut batch = rusqlite::Batch::new(&self.conn, &text);
+        loop {
+            match batch.next() {
+                Ok(Some(mut st)) => statement(&mut st, &guard, sink)?,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    return Err(match guard.stop_of(&e) {
+                        Some(stop) => QueryError::Stopped(stop),
+                        None => sql_error_in(e, text.len()),
+                    })
+                }
+            }
+        }
     }
 
-    /// Runs the one statement of `sql` (the last, where it holds several).
+    /// Runs `sql` under `limits` and keeps its last statement's result, at most `show` rows
+    /// of it (`truncated` says more were left out; the statement stops there). For callers
+    /// that answer in one piece (the MCP `query` tool); `cancel` as in [`Db::stream`].
+    pub fn run_with(
+        &self,
+        sql: &str,
+        show: Option<usize>,
+        limits: &Limits,
+        cancel: &Cancel,
+    ) -> Result<ResultSet, QueryError> {
+        let mut c = Collect {
+            show,
+            sets: Vec::new(),
+            keep_all: false,
+        };
+        self.stream(sql, limits, cancel, &mut c)?;
+        Ok(c.sets.pop().unwrap_or_default())
+    }
+
+    /// Runs every statement of `sql` under the default limits, keeping at most `limit` rows
+    /// of each.
+    pub fn run_all(&self, sql: &str, limit: Option<usize>) -> Result<Vec<ResultSet>, QueryError> {
+        let mut c = Collect {
+            show: limit,
+            sets: Vec::new(),
+            keep_all: true,
+        };
+        self.stream(sql, &Limits::default(), &Cancel::new(), &mut c)?;
+        Ok(c.sets)
+    }
+
+    /// Runs the one statement of `sql` (the last, where it holds several) under the default
+    /// limits.
     pub fn run(&self, sql: &str, limit: Option<usize>) -> Result<ResultSet, QueryError> {
-        Ok(self.run_all(sql, limit)?.pop().unwrap_or_default())
+        self.run_with(sql, limit, &Limits::default(), &Cancel::new())
     }
 
     /// A dot-command (`.tables`, `.schema [TABLE]`, `.help`): its text, or `None` when `line`
@@ -229,10 +350,52 @@ impl Db {
         })
     }
 
+    /// A dot-command as a result set, for the outputs that are data (CSV, JSON): `.tables`
+    /// one row per table, `.schema` and `.help` their text in one row. `None` when `line` is
+    /// SQL; an unknown command is an error.
+    pub fn dot_result(&self, line: &str) -> Option<Result<ResultSet, QueryError>> {
+        let mut words = line.trim().trim_end_matches(';').split_whitespace();
+        let cmd = words.next().filter(|w| w.starts_with('.'))?;
+        let (column, rows): (&str, Vec<Vec<Cell>>) = match cmd {
+            ".tables" => (
+                "table",
+                self.tables()
+                    .into_iter()
+                    .map(|t| vec![Cell::Name(t)])
+                    .collect(),
+            ),
+            ".schema" | ".help" => (
+                &cmd[1..],
+                vec![vec![Cell::from(self.dot(line).unwrap_or_default())]],
+            ),
+            other => {
+                return Some(Err(QueryError::Sql(format!(
+                    "unknown command {other}; try .help"
+                ))))
+            }
+        };
+        Some(Ok(ResultSet {
+            columns: vec![column.to_owned()],
+            rows,
+            truncated: false,
+        }))
+    }
+
     /// The names of the tables this capture has.
     pub fn tables(&self) -> Vec<&'static str> {
         schema::tables_for(self.trace).map(|t| t.name).collect()
     }
+}
+
+/// Hands `rs` to `sink` as a run would.
+pub fn feed(rs: &ResultSet, sink: &mut dyn Sink) -> std::io::Result<()> {
+    sink.columns(&rs.columns)?;
+    for r in &rs.rows {
+        if !sink.row(r)? {
+            break;
+        }
+    }
+    sink.end(None)
 }
 
 /// What `.help` says.
@@ -243,42 +406,109 @@ SQL (SQLite) over the capture; a statement ends with ';'. Read-only.
 .mode table|csv|json   how results are shown (prompt only)
 .help              this
 .quit              leave (or Ctrl-D)
-Sizes are bytes, times microseconds; sites are file, line, function (docs/query.md).
+Ctrl-C stops the running statement. Sizes are bytes, times microseconds; sites are file,
+line, function (docs/query.md).
 ";
 
-fn result(st: &mut rusqlite::Statement, limit: Option<usize>) -> Result<ResultSet, QueryError> {
-    {
-        let columns: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
-        let n = columns.len();
-        let mut rows = st.query([])?;
-        let mut out = ResultSet {
-            columns,
-            ..Default::default()
-        };
-        while let Some(r) = rows.next()? {
-            if limit.is_some_and(|l| out.rows.len() >= l) {
-                out.truncated = true;
-                break;
-            }
-            let mut row = Vec::with_capacity(n);
-            for i in 0..n {
-                row.push(match r.get_ref(i)? {
-                    ValueRef::Null => Cell::Null,
-                    ValueRef::Integer(v) => Cell::Int(v),
-                    ValueRef::Real(v) => Cell::Real(v),
-                    ValueRef::Text(t) => Cell::Text(Arc::from(String::from_utf8_lossy(t))),
-                    ValueRef::Blob(b) => Cell::Text(Arc::from(format!("<{} bytes>", b.len()))),
-                });
-            }
-            out.rows.push(row);
+/// The sink of [`Db::run_with`] and [`Db::run_all`]: result sets, `show` rows of each.
+struct Collect {
+    show: Option<usize>,
+    sets: Vec<ResultSet>,
+    keep_all: bool,
+}
+
+impl Sink for Collect {
+    fn columns(&mut self, columns: &[String]) -> std::io::Result<()> {
+        if !self.keep_all {
+            self.sets.clear();
         }
-        Ok(out)
+        self.sets.push(ResultSet {
+            columns: columns.to_vec(),
+            ..Default::default()
+        });
+        Ok(())
+    }
+    fn row(&mut self, row: &[Cell]) -> std::io::Result<bool> {
+        let rs = self.sets.last_mut().expect("columns come first");
+        if self.show.is_some_and(|l| rs.rows.len() >= l) {
+            rs.truncated = true;
+            return Ok(false);
+        }
+        rs.rows.push(row.to_vec());
+        Ok(true)
+    }
+    fn end(&mut self, _: Option<Stop>) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
-fn copy(conn: &Connection, f: &Filled) -> Result<(), QueryError> {
+/// Runs one prepared statement into `sink`, under `guard`'s limits.
+fn statement(
+    st: &mut rusqlite::Statement,
+    guard: &Guard,
+    sink: &mut dyn Sink,
+) -> Result<(), QueryError> {
+    let columns: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
+    let n = columns.len();
+    sink.columns(&columns)?;
+    let mut rows = st.raw_query();
+    let mut made = 0u64;
+    let mut row = Vec::with_capacity(n);
+    loop {
+        let r = match rows.next() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                let err = match guard.stop_of(&e) {
+                    Some(stop) => {
+                        sink.end(Some(stop))?;
+                        return Err(QueryError::Stopped(stop));
+                    }
+                    None => sql_error(e),
+                };
+                sink.end(None)?;
+                return Err(err);
+            }
+        };
+        if let Some(max) = guard.max_rows().filter(|&m| made >= m) {
+            let stop = Stop::Rows { max };
+            sink.end(Some(stop))?;
+            return Err(QueryError::Stopped(stop));
+        }
+        made += 1;
+        row.clear();
+        for i in 0..n {
+            row.push(match r.get_ref(i).map_err(sql_error)? {
+                ValueRef::Null => Cell::Null,
+                ValueRef::Integer(v) => Cell::Int(v),
+                ValueRef::Real(v) => Cell::Real(v),
+                ValueRef::Text(t) => Cell::Text(Arc::from(String::from_utf8_lossy(t))),
+                ValueRef::Blob(b) => Cell::Text(Arc::from(format!("<{} bytes>", b.len()))),
+            });
+        }
+        if !sink.row(&row)? {
+            break;
+        }
+    }
+    sink.end(None)?;
+    Ok(())
+}
+
+/// Copies a small table into SQLite. Its integer columns are declared without a type, so
+/// that SQLite applies no affinity: an integer past 2^63, held as its exact text
+/// ([`Cell::from`]), stays that text instead of becoming an inexact REAL. Every other value
+/// is bound with its own type, so nothing else changes.
+fn copy(conn: &Connection, f: &Filled) -> rusqlite::Result<()> {
     let t = f.table;
-    conn.execute_batch(&t.create_sql(t.name))?;
+    let cols: Vec<String> = t
+        .columns
+        .iter()
+        .map(|c| match c.ty {
+            schema::Ty::Int => c.name.to_owned(),
+            ty => format!("{} {}", c.name, ty.sql()),
+        })
+        .collect();
+    conn.execute_batch(&format!("CREATE TABLE {}({})", t.name, cols.join(", ")))?;
     let marks = vec!["?"; t.columns.len()].join(",");
     let mut st = conn.prepare(&format!("INSERT INTO {} VALUES ({marks})", t.name))?;
     for r in 0..f.rows.len() {
@@ -301,10 +531,13 @@ fn bind(st: &mut rusqlite::Statement, i: usize, v: Cell) -> rusqlite::Result<()>
 }
 
 /// Closes the database to every write: no statement but reads is authorised, no file may be
-/// attached (`ATTACH`, `VACUUM INTO`), and no setting changed.
-fn lock(conn: &Connection) -> Result<(), QueryError> {
+/// attached (`ATTACH`, `VACUUM INTO`), and no setting changed. Temporary b-trees and sorts
+/// are kept in memory, where the heap limit of [`limits`] bounds them: a query never spills
+/// to temp files.
+fn lock(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::hooks::{AuthAction, Authorization};
     use rusqlite::limits::Limit;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "query_only", true)?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
     conn.authorizer(Some(|ctx: rusqlite::hooks::AuthContext<'_>| {

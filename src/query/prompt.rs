@@ -1,15 +1,20 @@
 //! The interactive prompt of `memscope query CAPTURE` with no SQL: line editing and history
 //! (rustyline), statements ending with `;` (several lines each), dot-commands, and results
 //! through the terminal boundary. History is kept in `$XDG_STATE_HOME/memscope/query_history`
-//! (else `~/.local/state/...`); a history that cannot be read or written is not an error.
+//! (else `~/.local/state/...`), written after each entry; a history that cannot be read or
+//! written is not an error.
+//!
+//! Ctrl-C while a statement runs cancels that statement ([`Cancel`], SIGINT routed to it by
+//! [`crate::signals::interrupt_to`]); at the prompt it clears the line. Neither ends the
+//! session.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use rustyline::error::ReadlineError;
 
-use super::render::{render, Format};
-use super::Db;
+use super::render::{CsvOptions, CsvSink, Format, JsonSink, TableSink};
+use super::{Cancel, Db, Limits, QueryError, Sink};
 
 fn history_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
@@ -22,8 +27,17 @@ fn history_path() -> Option<PathBuf> {
 }
 
 /// Runs the prompt until `.quit` or end of input. `out` is the terminal (through
-/// [`crate::escape::TermWriter`]); errors of a statement are shown and the prompt goes on.
-pub fn run(db: &Db, format: Format, out: &mut dyn Write) -> std::io::Result<()> {
+/// [`crate::escape::TermWriter`]); errors of a statement, and a limit or Ctrl-C that stops
+/// it, are shown and the prompt goes on. Each statement runs under `limits`.
+pub fn run(
+    db: &Db,
+    format: Format,
+    out: &mut dyn Write,
+    limits: &Limits,
+    csv: CsvOptions,
+) -> std::io::Result<()> {
+    let cancel = Cancel::new();
+    let _sigint = crate::signals::interrupt_to(cancel.flag().clone());
     let mut ed = match rustyline::DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => return Err(std::io::Error::other(e.to_string())),
@@ -58,6 +72,7 @@ pub fn run(db: &Db, format: Format, out: &mut dyn Write) -> std::io::Result<()> 
         let t = line.trim();
         if pending.is_empty() && t.starts_with('.') {
             let _ = ed.add_history_entry(t);
+            save(&mut ed, hist.as_deref());
             match t.split_whitespace().collect::<Vec<_>>().as_slice() {
                 [".quit" | ".exit", ..] => break,
                 [".mode", m] => match parse_mode(m) {
@@ -79,25 +94,52 @@ pub fn run(db: &Db, format: Format, out: &mut dyn Write) -> std::io::Result<()> 
         }
         let sql = std::mem::take(&mut pending);
         let _ = ed.add_history_entry(sql.trim());
-        match db.run_all(&sql, None) {
-            Ok(sets) => {
-                for rs in sets {
-                    // On the terminal a line ends with a newline (the terminal boundary would
-                    // show CSV's carriage return).
-                    write!(out, "{}", render(&rs, format).replace("\r\n", "\n"))?;
-                }
-            }
+        save(&mut ed, hist.as_deref());
+        let csv = CsvOptions {
+            terminal: true,
+            ..csv
+        };
+        match statement(db, &sql, format, out, limits, &cancel, csv) {
+            Ok(()) => {}
+            Err(QueryError::Write(e)) => return Err(e),
             Err(e) => writeln!(out, "error: {e}")?,
         }
         out.flush()?;
     }
-    if let Some(h) = &hist {
+    save(&mut ed, hist.as_deref());
+    Ok(())
+}
+
+/// Runs one entry's SQL into `out` in `format`.
+fn statement(
+    db: &Db,
+    sql: &str,
+    format: Format,
+    out: &mut dyn Write,
+    limits: &Limits,
+    cancel: &Cancel,
+    csv: CsvOptions,
+) -> Result<(), QueryError> {
+    match format {
+        Format::Table => db.stream(sql, limits, cancel, &mut TableSink::new(&mut *out)),
+        Format::Csv => db.stream(sql, limits, cancel, &mut CsvSink::new(&mut *out, csv)),
+        Format::Json => {
+            out.write_all(b"[")?;
+            let mut sink = JsonSink::new(&mut *out);
+            let r = db.stream(sql, limits, cancel, &mut sink as &mut dyn Sink);
+            sink.close()?.write_all(b"\n")?;
+            r
+        }
+    }
+}
+
+fn save(ed: &mut rustyline::DefaultEditor, hist: Option<&std::path::Path>) {
+    if let Some(h) = hist {
         if let Some(dir) = h.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         let _ = ed.save_history(h);
     }
-    Ok(())
 }
 
 pub fn parse_mode(m: &str) -> Option<Format> {

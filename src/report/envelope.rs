@@ -29,6 +29,7 @@ use crate::load::chrome::TraceError;
 use crate::load::pickle::PickleError;
 use crate::load::snapshot::SnapshotError;
 use crate::load::LoadError;
+use crate::query::{QueryError, Stop};
 
 /// The envelope's own name and version: bumped only when the envelope's fields change
 /// meaning or go away (see `docs/json.md`), never for a change inside `data`.
@@ -143,13 +144,20 @@ pub enum ErrorKind {
     /// The capture holds nothing the command needs (no allocation history, no OOM to draw,
     /// nothing to measure for a limit that was set).
     CannotAnswer,
+    /// `query`'s SQL is refused or fails (syntax, an unknown table or command, a write).
+    Sql,
+    /// A query ran past a limit (`--timeout`, `--max-rows`, `--max-memory`); the rows made
+    /// before it are in `data`, and the result that stopped says which limit (`stopped`).
+    Limit,
+    /// A query was cancelled (Ctrl-C, MCP `notifications/cancelled`).
+    Cancelled,
     /// Anything else (a bug: please report it).
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind, in the order `docs/json.md` lists them.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Usage,
         ErrorKind::Io,
         ErrorKind::RefusedInput,
@@ -160,6 +168,9 @@ impl ErrorKind {
         ErrorKind::Baseline,
         ErrorKind::NotComparable,
         ErrorKind::CannotAnswer,
+        ErrorKind::Sql,
+        ErrorKind::Limit,
+        ErrorKind::Cancelled,
         ErrorKind::Internal,
     ];
 
@@ -177,6 +188,9 @@ impl ErrorKind {
             ErrorKind::Baseline => "baseline",
             ErrorKind::NotComparable => "not_comparable",
             ErrorKind::CannotAnswer => "cannot_answer",
+            ErrorKind::Sql => "sql",
+            ErrorKind::Limit => "limit",
+            ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
         }
     }
@@ -277,6 +291,16 @@ pub fn classify<'e>(
     }
     if let Some(l) = e.downcast_ref::<LoadError>() {
         return Some((load_kind(l), Some(load_path(l))));
+    }
+    if let Some(q) = e.downcast_ref::<QueryError>() {
+        return Some(match q {
+            QueryError::Load(l) => (load_kind(l), Some(load_path(l))),
+            QueryError::Sql(_) => (ErrorKind::Sql, None),
+            QueryError::Stopped(Stop::Cancelled) => (ErrorKind::Cancelled, None),
+            QueryError::Stopped(_) => (ErrorKind::Limit, None),
+            QueryError::Write(_) => (ErrorKind::Io, None),
+            QueryError::Open(_) => (ErrorKind::Internal, None),
+        });
     }
     if let Some(i) = e.downcast_ref::<InputError>() {
         return Some(match i {
