@@ -386,8 +386,12 @@ fn analyze_trace_with_memory(
             .into(),
         );
     }
+    let cut = super::verdict::TraceCut::of(t);
     let judgement = if devices.is_empty() {
-        let reason = if mem.devices.is_empty() {
+        // A file cut short before any memory event says nothing of how the trace was recorded.
+        let reason = if mem.devices.is_empty() && cut.is_some() {
+            NotJudged::CutBeforeMemoryEvents
+        } else if mem.devices.is_empty() {
             NotJudged::NoMemoryEvents
         } else {
             NotJudged::CpuOnly
@@ -396,7 +400,7 @@ fn analyze_trace_with_memory(
     } else {
         super::overall_judgement(&devices)
     };
-    let verdict = super::verdict::of_trace(
+    let mut verdict = super::verdict::of_trace(
         &devices,
         &leaks,
         &super::verdict::TraceGraph {
@@ -409,6 +413,7 @@ fn analyze_trace_with_memory(
         mem.steps.len(),
         judgement,
     );
+    verdict.cut = cut;
     let analysis = Analysis {
         schema: SCHEMA,
         input: Input {

@@ -213,6 +213,8 @@ pub enum Unjudged {
     RisingTooFewSteps,
     /// A trace recorded without `profile_memory=True`.
     NoMemoryEvents,
+    /// A trace cut short before any memory event (they may lie past the cut).
+    CutBeforeMemoryEvents,
     CpuOnly,
 }
 
@@ -227,6 +229,7 @@ impl Unjudged {
             Unjudged::TooFewSteps => NotJudged::TooFewSteps,
             Unjudged::RisingTooFewSteps => NotJudged::RisingTooFewSteps,
             Unjudged::NoMemoryEvents => NotJudged::NoMemoryEvents,
+            Unjudged::CutBeforeMemoryEvents => NotJudged::CutBeforeMemoryEvents,
             Unjudged::CpuOnly => NotJudged::CpuOnly,
         }
     }
@@ -530,6 +533,7 @@ mod tests {
         for r in [
             Unjudged::NoHistory,
             Unjudged::NoMemoryEvents,
+            Unjudged::CutBeforeMemoryEvents,
             Unjudged::CpuOnly,
         ] {
             assert!(judgement(r).why_no_oom_record().is_some(), "{r:?}");

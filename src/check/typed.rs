@@ -24,6 +24,7 @@ fn unjudged(r: NotJudged) -> Unjudged {
         NotJudged::TooFewSteps => Unjudged::TooFewSteps,
         NotJudged::RisingTooFewSteps => Unjudged::RisingTooFewSteps,
         NotJudged::NoMemoryEvents => Unjudged::NoMemoryEvents,
+        NotJudged::CutBeforeMemoryEvents => Unjudged::CutBeforeMemoryEvents,
         NotJudged::CpuOnly => Unjudged::CpuOnly,
     }
 }
