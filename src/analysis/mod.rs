@@ -428,6 +428,9 @@ pub enum NotJudged {
     /// The trace was cut short (its file ends before its events do) and holds no `[memory]`
     /// event before the cut: they may lie past it, so nothing says how it was recorded.
     CutBeforeMemoryEvents,
+    /// The trace was cut short after some memory events: the frees, backward passes and stacks
+    /// of what it recorded may lie past the cut (a trace's file is not in time order).
+    CutShort,
     /// The trace's memory events are all on the CPU.
     CpuOnly,
 }

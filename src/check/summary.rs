@@ -215,6 +215,8 @@ pub enum Unjudged {
     NoMemoryEvents,
     /// A trace cut short before any memory event (they may lie past the cut).
     CutBeforeMemoryEvents,
+    /// A trace cut short after some memory events (frees may lie past the cut).
+    CutShort,
     CpuOnly,
 }
 
@@ -230,6 +232,7 @@ impl Unjudged {
             Unjudged::RisingTooFewSteps => NotJudged::RisingTooFewSteps,
             Unjudged::NoMemoryEvents => NotJudged::NoMemoryEvents,
             Unjudged::CutBeforeMemoryEvents => NotJudged::CutBeforeMemoryEvents,
+            Unjudged::CutShort => NotJudged::CutShort,
             Unjudged::CpuOnly => NotJudged::CpuOnly,
         }
     }
@@ -534,6 +537,7 @@ mod tests {
             Unjudged::NoHistory,
             Unjudged::NoMemoryEvents,
             Unjudged::CutBeforeMemoryEvents,
+            Unjudged::CutShort,
             Unjudged::CpuOnly,
         ] {
             assert!(judgement(r).why_no_oom_record().is_some(), "{r:?}");

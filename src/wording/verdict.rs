@@ -16,9 +16,9 @@ pub fn verdict(v: &Verdict) -> String {
             c.at_byte, c.events
         ),
         Some(c) => format!(
-            "{said}; the trace is cut short at byte {} (its file ends before its events do): \
-             this covers the {} memory events before the cut, and memory events may lie past it",
-            c.at_byte, c.memory_events
+            "{said}; the file ends at byte {}, after {} events ({} memory events): the figures \
+             are those before the cut, and memory events may lie past it",
+            c.at_byte, c.events, c.memory_events
         ),
     }
 }
@@ -257,6 +257,7 @@ pub fn not_judged(j: &LeakJudgement) -> String {
         ),
         Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),
         Some(NotJudged::CutBeforeMemoryEvents) => "the trace is cut short (its file ends before its events do) and holds no [memory] event before the cut: memory events may lie past the cut".into(),
+        Some(NotJudged::CutShort) => "the trace is cut short, and a trace's file is not in time order: the frees, backward passes and stacks of what it recorded may lie past the cut".into(),
         Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
     }
 }
