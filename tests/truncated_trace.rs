@@ -76,7 +76,10 @@ fn assert_cut(a: &Analysis, what: &str) {
     };
     assert_eq!(a.verdict.leak_judgement.reason, Some(expect), "{what}");
     let g = a.graph.as_ref().expect("a trace's graph section");
-    assert!(g.growth.is_empty(), "{what}: graph growth claimed on a cut trace");
+    assert!(
+        g.growth.is_empty(),
+        "{what}: graph growth claimed on a cut trace"
+    );
 }
 
 #[test]
@@ -104,7 +107,7 @@ fn a_cut_trace_says_memory_events_may_lie_past_the_cut() {
         let a = analyze(&plain);
         assert_cut(&a, &format!("plain cut at {cut}"));
         let c = a.verdict.cut.unwrap();
-        assert!(c.at_byte <= cut as u64, "{c:?} past the file's end {cut}");
+        assert_eq!(c.at_byte, cut as u64, "{c:?}: the file ends at {cut}");
         if c.memory_events == 0 {
             without += 1;
         } else {
@@ -124,7 +127,10 @@ fn a_cut_trace_says_memory_events_may_lie_past_the_cut() {
         let n = (whole.len() as f64 * frac) as usize;
         let p = d.join(format!("gzcut{n}.trace.json.gz"));
         std::fs::write(&p, &whole[..n]).unwrap();
-        assert_cut(&analyze(&p), &format!("gzip stream cut at {n} of {}", whole.len()));
+        assert_cut(
+            &analyze(&p),
+            &format!("gzip stream cut at {n} of {}", whole.len()),
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -138,7 +144,11 @@ fn a_whole_trace_is_not_cut_and_one_without_memory_events_says_profile_memory() 
     std::fs::write(&p, &json).unwrap();
     let a = analyze(&p);
     assert_eq!(a.verdict.cut, None);
-    assert!(a.verdict.leak_judgement.judged, "{:?}", a.verdict.leak_judgement);
+    assert!(
+        a.verdict.leak_judgement.judged,
+        "{:?}",
+        a.verdict.leak_judgement
+    );
     assert!(!memscope::wording::verdict(&a.verdict).contains("cut"));
     // The same trace with its memory events taken out (profile_memory=False): whole, so it
     // says how to record them.
@@ -156,9 +166,40 @@ fn a_whole_trace_is_not_cut_and_one_without_memory_events_says_profile_memory() 
         Some(NotJudged::NoMemoryEvents)
     );
     assert!(
-        sentences(&a).iter().any(|s| s.contains("profile_memory=True")),
+        sentences(&a)
+            .iter()
+            .any(|s| s.contains("profile_memory=True")),
         "{:?}",
         sentences(&a)
     );
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The GPU capture of `fixtures/claims36/` (made by its generate.py): a profiler trace recorded
+/// with `profile_memory=True`, cut 7 bytes before its middle memory event, as a job killed while
+/// writing it leaves it. Its truth: where it was cut, and how many memory events lie on each side.
+#[test]
+fn the_cut_gpu_trace_says_where_and_what_came_before() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claims36");
+    let p = dir.join("prof_trace_truncated.trace.json.gz");
+    if !p.exists() {
+        eprintln!("SKIP: {} is absent", p.display());
+        return;
+    }
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("prof_trace_truncated.meta.json")).unwrap(),
+    )
+    .unwrap();
+    let truth = &meta["truth"]["truncated_copy"];
+    let a = analyze(&p);
+    assert_cut(&a, "prof_trace_truncated");
+    let c = a.verdict.cut.unwrap();
+    assert_eq!(c.at_byte, truth["cut_at_byte"].as_u64().unwrap());
+    assert_eq!(
+        c.memory_events,
+        truth["memory_events_before_cut"].as_u64().unwrap()
+    );
+    // The whole trace is not cut.
+    let whole = analyze(&dir.join("prof_trace.trace.json.gz"));
+    assert_eq!(whole.verdict.cut, None);
 }

@@ -269,7 +269,7 @@ fn decided(evidence: VerdictEvidence, leak_judgement: LeakJudgement) -> Verdict 
 /// OOMs may lie past it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TraceCut {
-    /// Where the events stop: the byte (of the decompressed JSON) at which the file ends.
+    /// Where the file ends: its length in bytes of JSON text (decompressed).
     pub at_byte: u64,
     /// Events read before the cut.
     pub events: u64,

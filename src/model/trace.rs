@@ -223,7 +223,8 @@ pub struct Trace {
     pub counts: TraceCounts,
     /// The file ended before the trace did (a run killed while writing).
     pub truncated: bool,
-    /// Where the file ended, when it ended before the trace did (byte of the JSON text).
+    /// Where the file ended (its length, in bytes of JSON text), when it ended before the trace
+    /// did.
     pub cut_at_byte: Option<u64>,
     /// Things the loader had to guess, repair or skip.
     pub load_notes: Vec<super::LoadNote>,
@@ -706,7 +707,7 @@ impl TraceBuilder {
         &mut self.trace.counts
     }
 
-    /// The file ends at byte `at_byte`, before the trace does.
+    /// The file ends at byte `at_byte` (its length), before the trace does.
     pub fn set_truncated(&mut self, at_byte: usize) {
         self.trace.truncated = true;
         self.trace.cut_at_byte = Some(at_byte as u64);
