@@ -124,13 +124,11 @@ const WEIGHT_FUNCTIONS: [&str; 7] = [
 /// found at the start or after a `/`; the last such component wins (a source checkout's
 /// `pytorch/torch/…`).
 fn under<'a>(norm: &'a str, pkg: &str) -> Option<&'a str> {
-    if let Some(rest) = norm.strip_prefix(pkg) {
-        if let Some(r) = rest.strip_prefix('/') {
-            return Some(under(r, pkg).unwrap_or(r));
-        }
-    }
     let pat = format!("/{pkg}/");
-    norm.rfind(&pat).map(|i| &norm[i + pat.len()..])
+    match norm.rfind(&pat) {
+        Some(i) => Some(&norm[i + pat.len()..]),
+        None => norm.strip_prefix(pkg).and_then(|r| r.strip_prefix('/')),
+    }
 }
 
 /// The roles of a frame, from its file, function name and kind. Native frames are named by C++
@@ -500,6 +498,10 @@ mod tests {
             Some("optim/adamw.py")
         );
         assert_eq!(under("/h/mytorch/optim/adamw.py", "torch"), None);
+        assert_eq!(under("torchvision/ops.py", "torch"), None);
+        // Bounded on hostile paths: one search, no recursion.
+        let deep = "torch/".repeat(200_000) + "optim/x.py";
+        assert_eq!(under(&deep, "torch"), Some("optim/x.py"));
         assert!(frame_role(
             "/x/site-packages/safetensors/torch.py",
             "load_file",
