@@ -209,6 +209,10 @@ fn unjudged(memory: &Memory, j: &LeakJudgement) -> String {
             not_judged(j),
             memory_words(memory)
         ),
+        // Cut before any memory event: the reason says so, and there is no memory to state.
+        Memory::TraceNone if j.reason == Some(NotJudged::CutBeforeMemoryEvents) => {
+            format!("leaks not judged: {}", not_judged(j))
+        }
         m => format!("leaks not judged: {}; {}", not_judged(j), memory_words(m)),
     }
 }
@@ -256,7 +260,7 @@ pub fn not_judged(j: &LeakJudgement) -> String {
             j.steps, j.min_steps
         ),
         Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),
-        Some(NotJudged::CutBeforeMemoryEvents) => "the trace is cut short (its file ends before its events do) and holds no [memory] event before the cut: memory events may lie past the cut".into(),
+        Some(NotJudged::CutBeforeMemoryEvents) => "the trace is cut short and holds no [memory] event before the cut: memory events may lie past the cut".into(),
         Some(NotJudged::CutShort) => "the trace is cut short, and a trace's file is not in time order: the frees, backward passes and stacks of what it recorded may lie past the cut".into(),
         Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
     }
