@@ -199,7 +199,14 @@ fn the_cut_gpu_trace_says_where_and_what_came_before() {
         c.memory_events,
         truth["memory_events_before_cut"].as_u64().unwrap()
     );
+    // The JSON document says the same.
+    let doc = memscope::report::json::document(&a);
+    assert_eq!(doc["verdict"]["cut"]["at_byte"], truth["cut_at_byte"]);
+    assert_eq!(doc["verdict"]["leak_judgement"]["reason"], "cut_short");
     // The whole trace is not cut.
     let whole = analyze(&dir.join("prof_trace.trace.json.gz"));
     assert_eq!(whole.verdict.cut, None);
+    assert!(memscope::report::json::document(&whole)["verdict"]
+        .get("cut")
+        .is_none());
 }
