@@ -121,6 +121,19 @@ fn a_cut_trace_says_memory_events_may_lie_past_the_cut() {
         assert_eq!(b.verdict.cut, a.verdict.cut, "gzip of the cut at {cut}");
     }
     assert!(without >= 2 && with_memory >= 3, "{without} {with_memory}");
+    // The loader's parallel path finds the same cut as its single-threaded one.
+    for &cut in &offsets {
+        let part = &json[..cut];
+        let one = memscope::load::chrome::parse_with_threads(part, 1).unwrap();
+        let many = memscope::load::chrome::parse_with_chunks(part, 4, 16 << 10).unwrap();
+        assert_eq!(one.cut_at_byte, Some(cut as u64), "cut at {cut}");
+        assert_eq!(many.cut_at_byte, one.cut_at_byte, "cut at {cut}, 4 threads");
+        assert_eq!(
+            many.memory.len(),
+            one.memory.len(),
+            "cut at {cut}, 4 threads"
+        );
+    }
     // A gzip stream itself cut short, at several places.
     let whole = gzip(&json);
     for frac in [0.05, 0.3, 0.6, 0.9] {
