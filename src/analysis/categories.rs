@@ -7,7 +7,10 @@
 //! comes with the rules that filled it, so a reader can judge them: they are heuristics, and
 //! `other` is kept honest rather than guessed into. What each rule rests on:
 //!
-//! - optimizer state / temporaries: a `torch/optim/` frame; alive past its step or not.
+//! - optimizer state / temporaries: the optimizer's own code (a `torch/optim/` frame with nothing
+//!   but torch inside it); alive past its step or not. What a closure the optimizer calls makes
+//!   (`optimizer.step(closure)`: Lightning, LBFGS, a user's closure running the model and its
+//!   backward) is the model's: activations, gradients, temporaries by the rules below.
 //! - parameters: `Module._apply` (`.to()`, `.cuda()`) or `nn.Parameter` frames; a function that
 //!   loads or initialises weights (`init_weight*`, `load_state_dict`, `from_pretrained`), where
 //!   the block outlives it; or a native-only stack before the first forward pass that shows no
@@ -34,7 +37,9 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::analysis::replay::{LiveBlock, State};
 use crate::analysis::sites::Origin;
 use crate::analysis::steps::Step;
-use crate::model::{Action, BlockState, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks};
+use crate::model::{
+    Action, BlockState, Device, EventIdx, FrameRole, OptimizerPart, Snapshot, StackId, Stacks,
+};
 
 /// A role of live memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -229,73 +234,26 @@ struct Facts {
     weights: bool,
 }
 
-/// Prefixes of function names (lower case) that load or initialise a model's weights, in
-/// torch, transformers and hand-written loaders (FlexGen's `init_weight_list`).
-const WEIGHT_FUNCTIONS: [&str; 7] = [
-    "init_weight",
-    "init_all_weights",
-    "load_weight",
-    "load_state_dict",
-    "_load_state_dict",
-    "from_pretrained",
-    "load_pretrained",
-];
-
+/// A stack's facts, from its frames' roles ([`crate::model::StackRoles`], decided once per
+/// interned stack). The optimizer's own code is what the optimizer allocates outside any closure
+/// it calls: memory that `optimizer.step(closure)` makes by running the model and its backward
+/// (Lightning, LBFGS, a user's closure) is the model's, categorised as if no optimizer were
+/// around it.
 fn facts(stacks: &Stacks, s: StackId) -> Facts {
-    let mut f = Facts {
-        backward: stacks.backward_evidence(s),
+    let r = stacks.roles(s);
+    let has = |role: FrameRole| r.any.intersects(role);
+    Facts {
+        optim: r.optimizer == OptimizerPart::Own,
+        apply: has(FrameRole::MODULE_APPLY),
+        backward: r.backward,
+        module: has(FrameRole::MODULE),
+        python: r.python,
         empty: stacks.frames(s).is_empty(),
-        ..Facts::default()
-    };
-    for &id in stacks.frames(s) {
-        let fr = stacks.frame(id);
-        if fr.kind != FrameKind::Native {
-            f.python = true;
-            let (file, name) = (stacks.str(fr.file), stacks.str(fr.name));
-            let file_name = file.rsplit(['/', '\\']).next().unwrap_or(file);
-            let lower = name.to_ascii_lowercase();
-            if WEIGHT_FUNCTIONS.iter().any(|w| lower.starts_with(w)) {
-                f.weights = true;
-            }
-            if (file_name.to_ascii_lowercase().contains("cache")
-                || name.to_ascii_lowercase().contains("cache"))
-                && !name.contains("lru_cache")
-                && fr.kind != FrameKind::Torch
-            {
-                f.cache = true;
-            }
-        } else if is_workspace_frame(stacks.str(fr.name)) {
-            f.workspace = true;
-        } else if stacks.str(fr.name).contains("release_variables") {
-            f.release = true;
-        }
-        if fr.kind != FrameKind::Torch {
-            continue;
-        }
-        let file = stacks.str(fr.file);
-        let name = stacks.str(fr.name);
-        if file.contains("torch/optim/") {
-            f.optim = true;
-        }
-        if file.ends_with("torch/nn/modules/module.py")
-            && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert")
-            || file.ends_with("torch/nn/parameter.py")
-        {
-            f.apply = true;
-        }
-        if file.contains("torch/nn/modules/") {
-            f.module = true;
-        }
+        workspace: has(FrameRole::WORKSPACE),
+        cache: has(FrameRole::CACHE),
+        release: has(FrameRole::RELEASE_VARIABLES),
+        weights: has(FrameRole::WEIGHT_LOADER),
     }
-    f
-}
-
-/// A native frame that allocates a cuBLAS / cuBLASLt workspace: `getNewWorkspace` (torch up to
-/// 2.x), `setWorkspaceForHandle` and `getCUDABlasLtWorkspace` (torch 2.11).
-fn is_workspace_frame(name: &str) -> bool {
-    name.contains("getNewWorkspace")
-        || name.contains("setWorkspaceForHandle")
-        || name.contains("BlasLtWorkspace")
 }
 
 /// The share of a forward's module memory kept at an OOM from which it was a forward with

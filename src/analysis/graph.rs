@@ -20,8 +20,9 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 
 use crate::analysis::notes::{GraphNote, UnconsumedOp};
-use crate::analysis::trace_memory::{is_backward_name, pair, steady};
+use crate::analysis::trace_memory::{pair, steady};
 use crate::model::trace::{OpIdx, Site, Trace};
+use crate::model::FrameRole;
 
 /// One finding: an op at a site that leaves never-consumed autograd nodes behind, step after step.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -170,7 +171,7 @@ fn thread_map(t: &Trace) -> HashMap<i64, i64> {
         if o.seq.is_none() {
             continue;
         }
-        if is_backward_name(t.stacks.str(o.name)) {
+        if o.is_backward() {
             if let Some(f) = o.fwd_tid {
                 if !mapped.contains(&f) {
                     bwd_ids.insert(f);
@@ -203,9 +204,8 @@ pub fn build(t: &Trace) -> AutogradGraph {
             // The engine's evaluation of a node without a sequence number is backward work
             // too, linked to no forward op; AccumulateGrad (writing a leaf's .grad) is
             // counted apart.
-            let name = t.stacks.str(o.name);
-            if name.starts_with("autograd::engine::evaluate_function") {
-                let n = graph.add_node(if name.contains("AccumulateGrad") {
+            if o.role.contains(FrameRole::AUTOGRAD_ENGINE) {
+                let n = graph.add_node(if o.role.contains(FrameRole::ACCUMULATE_GRAD) {
                     Node::Accumulate
                 } else {
                     Node::Backward { op }
@@ -214,7 +214,7 @@ pub fn build(t: &Trace) -> AutogradGraph {
             }
             continue;
         };
-        if is_backward_name(t.stacks.str(o.name)) {
+        if o.is_backward() {
             let n = *backward
                 .entry((o.fwd_tid, seq))
                 .or_insert_with(|| graph.add_node(Node::Backward { op }));

@@ -425,6 +425,12 @@ pub enum NotJudged {
     RisingTooFewSteps,
     /// The trace holds no `[memory]` events (recorded without `profile_memory=True`).
     NoMemoryEvents,
+    /// The trace was cut short (its file ends before its events do) and holds no `[memory]`
+    /// event before the cut: they may lie past it, so nothing says how it was recorded.
+    CutBeforeMemoryEvents,
+    /// The trace was cut short after some memory events: the frees, backward passes and stacks
+    /// of what it recorded may lie past the cut (a trace's file is not in time order).
+    CutShort,
     /// The trace's memory events are all on the CPU.
     CpuOnly,
 }
@@ -497,6 +503,10 @@ pub struct Verdict {
     pub evidence: verdict::VerdictEvidence,
     /// Whether leaks could be judged at all (an `ok` needs it; `unjudged` says why not).
     pub leak_judgement: LeakJudgement,
+    /// A trace whose file ends before its events do: where it was cut, and what was read
+    /// before it. Everything the verdict says is about what came before the cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<verdict::TraceCut>,
 }
 
 /// Everything `analyze` found; serialized as the `memscope.report/1` JSON document.

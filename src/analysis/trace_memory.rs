@@ -192,7 +192,7 @@ impl StackResolver {
         let mut forward_by_seq = HashMap::default();
         for (i, o) in t.ops.iter().enumerate() {
             if let Some(s) = o.seq {
-                if o.stack != StackId::EMPTY && !is_backward_name(t.stacks.str(o.name)) {
+                if o.stack != StackId::EMPTY && !o.is_backward() {
                     forward_by_seq.insert(s, OpIdx(i as u32));
                 }
             }
@@ -208,7 +208,7 @@ impl StackResolver {
         while let Some(o) = cur {
             let op = t.op(o);
             if let Some(s) = op.seq {
-                if is_backward_name(t.stacks.str(op.name)) {
+                if op.is_backward() {
                     if let Some(&f) = self.forward_by_seq.get(&s) {
                         return t.op(f).stack;
                     }
@@ -227,7 +227,7 @@ fn holds_graph(t: &Trace, m: &MemEvent, backward_seqs: &rustc_hash::FxHashSet<i6
     for _ in 0..t.ops.len() {
         let Some(o) = cur else { break };
         let op = t.op(o);
-        if is_backward_name(t.stacks.str(op.name)) {
+        if op.is_backward() {
             return false;
         }
         if let Some(seq) = op.seq {
@@ -236,15 +236,6 @@ fn holds_graph(t: &Trace, m: &MemEvent, backward_seqs: &rustc_hash::FxHashSet<i6
         cur = op.parent;
     }
     false
-}
-
-/// Names of backward-pass ops: `autograd::engine::evaluate_function: XBackward0`, `XBackward0`.
-pub fn is_backward_name(name: &str) -> bool {
-    if name.starts_with("autograd::engine::evaluate_function") || name.contains("AccumulateGrad") {
-        return true;
-    }
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    base.ends_with("Backward")
 }
 
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
@@ -256,7 +247,9 @@ pub fn analyze(t: &Trace) -> TraceMemory {
 /// (the TUI follows allocations to their frees and events to their user lines).
 pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolver) -> TraceMemory {
     let mut notes = Vec::new();
-    if t.memory.is_empty() {
+    // A file cut short before any memory event: the loader's note says where, and the
+    // verdict that memory events may lie past the cut; nothing says how it was recorded.
+    if t.memory.is_empty() && !t.truncated {
         notes.push(TraceNote::NoMemoryEvents);
     }
     if t.counts.reconstructed_totals > 0 {
@@ -415,7 +408,7 @@ fn device_memory(
     let backward_seqs: rustc_hash::FxHashSet<i64> = t
         .ops
         .iter()
-        .filter(|o| is_backward_name(t.stacks.str(o.name)))
+        .filter(|o| o.is_backward())
         .filter_map(|o| o.seq)
         .collect();
     for &i in &idx {
@@ -537,17 +530,6 @@ mod tests {
         assert!(steady(&[1, 0, 1, 0, 0]));
         assert!(!steady(&[]));
         assert!(!steady(&[5, 5]));
-    }
-
-    #[test]
-    fn backward_names() {
-        assert!(is_backward_name(
-            "autograd::engine::evaluate_function: AddmmBackward0"
-        ));
-        assert!(is_backward_name("MseLossBackward0"));
-        assert!(is_backward_name("torch::autograd::AccumulateGrad"));
-        assert!(!is_backward_name("aten::add_"));
-        assert!(!is_backward_name("aten::mse_loss_backward"));
     }
 
     /// Four steps; each leaks one 1 KiB block from `leaky`, and makes a temporary that is freed.

@@ -327,7 +327,14 @@ fn analyze_trace_with_memory(
     file_bytes: u64,
     mem: TraceMemory,
 ) -> (Analysis, TraceMemory) {
-    let g = graph::growth(t);
+    let mut g = graph::growth(t);
+    let cut = super::verdict::TraceCut::of(t);
+    // A trace's file is not written in time order (its ops, then its memory events, then its
+    // Python calls), so a cut drops an unknown part of each: a free, a backward, a stack past
+    // the cut. What is still alive at its end, or never consumed, cannot be told.
+    if cut.is_some() {
+        g.findings.clear();
+    }
     let mut notes: Vec<Note> = t.load_notes.iter().cloned().map(Note::from).collect();
     notes.extend(mem.notes.iter().cloned().map(Note::from));
     notes.extend(g.notes.iter().cloned().map(Note::from));
@@ -386,17 +393,25 @@ fn analyze_trace_with_memory(
             .into(),
         );
     }
+    if cut.is_some() {
+        leaks.clear();
+    }
     let judgement = if devices.is_empty() {
-        let reason = if mem.devices.is_empty() {
+        // A file cut short before any memory event says nothing of how the trace was recorded.
+        let reason = if mem.devices.is_empty() && cut.is_some() {
+            NotJudged::CutBeforeMemoryEvents
+        } else if mem.devices.is_empty() {
             NotJudged::NoMemoryEvents
         } else {
             NotJudged::CpuOnly
         };
         LeakJudgement::not(reason, mem.steps.len())
+    } else if cut.is_some() {
+        LeakJudgement::not(NotJudged::CutShort, mem.steps.len())
     } else {
         super::overall_judgement(&devices)
     };
-    let verdict = super::verdict::of_trace(
+    let mut verdict = super::verdict::of_trace(
         &devices,
         &leaks,
         &super::verdict::TraceGraph {
@@ -409,6 +424,7 @@ fn analyze_trace_with_memory(
         mem.steps.len(),
         judgement,
     );
+    verdict.cut = cut;
     let analysis = Analysis {
         schema: SCHEMA,
         input: Input {

@@ -260,5 +260,30 @@ fn decided(evidence: VerdictEvidence, leak_judgement: LeakJudgement) -> Verdict 
         kind,
         evidence,
         leak_judgement,
+        cut: None,
+    }
+}
+
+/// A trace cut short: its file ends before its events do (a run killed while writing, a copy
+/// cut off). What the trace says is about the events before the cut; memory events, steps and
+/// OOMs may lie past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TraceCut {
+    /// Where the file ends: its length in bytes of JSON text (decompressed).
+    pub at_byte: u64,
+    /// Events read before the cut.
+    pub events: u64,
+    /// `[memory]` events among them.
+    pub memory_events: u64,
+}
+
+impl TraceCut {
+    /// The cut of a trace, if its file was cut short.
+    pub fn of(t: &crate::model::trace::Trace) -> Option<TraceCut> {
+        t.cut_at_byte.map(|at_byte| TraceCut {
+            at_byte,
+            events: t.counts.events,
+            memory_events: t.memory.len() as u64,
+        })
     }
 }

@@ -213,6 +213,10 @@ pub enum Unjudged {
     RisingTooFewSteps,
     /// A trace recorded without `profile_memory=True`.
     NoMemoryEvents,
+    /// A trace cut short before any memory event (they may lie past the cut).
+    CutBeforeMemoryEvents,
+    /// A trace cut short after some memory events (frees may lie past the cut).
+    CutShort,
     CpuOnly,
 }
 
@@ -227,6 +231,8 @@ impl Unjudged {
             Unjudged::TooFewSteps => NotJudged::TooFewSteps,
             Unjudged::RisingTooFewSteps => NotJudged::RisingTooFewSteps,
             Unjudged::NoMemoryEvents => NotJudged::NoMemoryEvents,
+            Unjudged::CutBeforeMemoryEvents => NotJudged::CutBeforeMemoryEvents,
+            Unjudged::CutShort => NotJudged::CutShort,
             Unjudged::CpuOnly => NotJudged::CpuOnly,
         }
     }
@@ -530,6 +536,8 @@ mod tests {
         for r in [
             Unjudged::NoHistory,
             Unjudged::NoMemoryEvents,
+            Unjudged::CutBeforeMemoryEvents,
+            Unjudged::CutShort,
             Unjudged::CpuOnly,
         ] {
             assert!(judgement(r).why_no_oom_record().is_some(), "{r:?}");

@@ -24,6 +24,8 @@ fn unjudged(r: NotJudged) -> Unjudged {
         NotJudged::TooFewSteps => Unjudged::TooFewSteps,
         NotJudged::RisingTooFewSteps => Unjudged::RisingTooFewSteps,
         NotJudged::NoMemoryEvents => Unjudged::NoMemoryEvents,
+        NotJudged::CutBeforeMemoryEvents => Unjudged::CutBeforeMemoryEvents,
+        NotJudged::CutShort => Unjudged::CutShort,
         NotJudged::CpuOnly => Unjudged::CpuOnly,
     }
 }
@@ -249,7 +251,15 @@ pub fn summarize(a: &Analysis) -> InputSummary {
         steps: Some(steps),
         categories,
         leak_judgement: Some(judgement(&a.verdict.leak_judgement)),
-        graph_not_judged: a.graph.as_ref().and_then(graph_not_judged),
+        // A trace cut short: backward passes may lie past the cut.
+        graph_not_judged: match a.verdict.cut {
+            Some(_) => Some(crate::wording::gate_not_judged(
+                Some(NotJudged::CutShort),
+                0,
+                0,
+            )),
+            None => a.graph.as_ref().and_then(graph_not_judged),
+        },
         rank,
         load_notes: a
             .input

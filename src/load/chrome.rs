@@ -1172,7 +1172,7 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
     let mut slot = RawEvent::default();
     while !closed {
         if i >= bytes.len() {
-            b.set_truncated();
+            b.set_truncated(bytes.len());
             let n = b.counts_mut().events;
             b.note(LoadNote::TraceUnclosed {
                 at_byte: i,
@@ -1194,7 +1194,7 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
             let (end, ctrl) = match scan_value(bytes, start) {
                 Ok(r) => r,
                 Err(Stop::Eof) => {
-                    b.set_truncated();
+                    b.set_truncated(bytes.len());
                     let n = b.counts_mut().events;
                     b.note(LoadNote::CutInsideEvent {
                         at_byte: start,

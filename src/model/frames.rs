@@ -6,6 +6,8 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::roles::{frame_role, FrameRole, StackRoles};
+
 /// A source location: the unit of blame, and a public JSON shape (`{file, line, function}`).
 #[derive(
     Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -88,6 +90,8 @@ pub struct Frame {
     pub line: u32,
     pub name: Sym,
     pub kind: FrameKind,
+    /// What the frame does in PyTorch's machinery, decided once when it was interned.
+    pub role: FrameRole,
 }
 
 /// The innermost user frame of an FX node's `stack_trace` (`fx_original_trace`), which FX
@@ -221,12 +225,6 @@ fn is_tensor_plumbing(file: &str, name: &str) -> bool {
         .any(|p| name.contains(p))
 }
 
-/// An autograd node's `apply` (`BmmBackward0::apply`, `AccumulateGrad::apply`): the backward
-/// step that allocated, the most telling name a native stack of the engine's thread has.
-fn is_autograd_node(name: &str) -> bool {
-    is_backward_node(name) || name.starts_with("torch::autograd::AccumulateGrad::apply")
-}
-
 /// Native frames of the C library, the C++ runtime and thread start-up (`__clone3` in glibc's
 /// `sysdeps/.../clone3.S`, `start_thread`, `execute_native_thread_routine`): every thread starts
 /// there, so they never say who asked for the memory.
@@ -254,40 +252,6 @@ fn is_runtime_start(file: &str, name: &str) -> bool {
         })
 }
 
-/// Whether one frame shows autograd's backward pass running: the engine evaluating a node
-/// (`Engine::evaluate_function`, `Engine::thread_main`, `Engine::execute`), a generated backward
-/// node (`BmmBackward0::apply`), or the Python entry points of a backward (`Tensor.backward`,
-/// `torch.autograd.backward` / `grad`, `_engine_run_backward`, a compiled graph's `backward`).
-/// `torch/autograd/function.py apply` alone is not evidence: every custom `autograd.Function`'s
-/// forward (DataParallel's `Broadcast.apply`, a compiled forward) passes through it.
-pub fn is_backward_frame(file: &str, name: &str, kind: FrameKind) -> bool {
-    if kind == FrameKind::Native {
-        return name.contains("Engine::evaluate_function")
-            || name.contains("Engine::thread_main")
-            || name.contains("Engine::execute")
-            || is_backward_node(name);
-    }
-    let file = file.replace('\\', "/");
-    (file.ends_with("torch/autograd/__init__.py") && matches!(name, "backward" | "grad"))
-        || (file.ends_with("torch/autograd/graph.py") && name == "_engine_run_backward")
-        || (file.ends_with("torch/_tensor.py") && name == "backward")
-        || (file.contains("torch/_functorch/") && name == "backward")
-}
-
-/// `...::XxxBackward0::apply(...)`: a node of the generated backward graph.
-fn is_backward_node(name: &str) -> bool {
-    let mut rest = name;
-    while let Some(i) = rest.find("Backward") {
-        let after = &rest[i + "Backward".len()..];
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        if after[digits..].starts_with("::apply") {
-            return true;
-        }
-        rest = after;
-    }
-    false
-}
-
 /// Interned strings, frames and stacks for one snapshot or trace.
 #[derive(Clone, Debug)]
 pub struct Stacks {
@@ -299,6 +263,10 @@ pub struct Stacks {
     stack_start: Vec<u32>,
     stack_frames: Vec<FrameId>,
     stack_ids: HashMap<Vec<FrameId>, StackId>,
+    /// Per stack, what its frames' roles say together (decided when it was interned).
+    stack_roles: Vec<StackRoles>,
+    /// Roles of names interned as a trace's ops (see [`Stacks::intern_op`]).
+    op_roles: HashMap<Sym, FrameRole>,
     /// FX node of frames in FX-generated files, where the capture has one (keyed by frame
     /// identity; the first one read wins).
     fx: HashMap<(Sym, u32, Sym), FxNode>,
@@ -320,6 +288,8 @@ impl Stacks {
             stack_start: vec![0, 0],
             stack_frames: Vec::new(),
             stack_ids: HashMap::default(),
+            stack_roles: vec![StackRoles::default()],
+            op_roles: HashMap::default(),
             fx: HashMap::default(),
         };
         s.stack_ids.insert(Vec::new(), StackId::EMPTY);
@@ -348,11 +318,13 @@ impl Stacks {
             return id;
         }
         let id = FrameId(self.frames.len() as u32);
+        let kind = classify(file, line);
         self.frames.push(Frame {
             file: f,
             line,
             name: n,
-            kind: classify(file, line),
+            kind,
+            role: frame_role(file, name, kind),
         });
         self.frame_ids.insert((f, line, n), id);
         id
@@ -388,6 +360,11 @@ impl Stacks {
         let id = StackId((self.stack_start.len() - 1) as u32);
         self.stack_frames.extend_from_slice(frames);
         self.stack_start.push(self.stack_frames.len() as u32);
+        let roles = StackRoles::of(frames.iter().map(|&f| {
+            let fr = &self.frames[f.0 as usize];
+            (fr.role, fr.kind)
+        }));
+        self.stack_roles.push(roles);
         self.stack_ids.insert(frames.to_vec(), id);
         id
     }
@@ -460,9 +437,10 @@ impl Stacks {
                     && !name.is_empty()
             })
             .collect();
-        let node = frames
-            .iter()
-            .position(|f| is_autograd_node(self.str(f.name)));
+        let node = frames.iter().position(|f| {
+            f.role
+                .intersects(FrameRole::BACKWARD_NODE | FrameRole::ACCUMULATE_GRAD)
+        });
         let first_meaningful = frames
             .iter()
             .position(|f| !is_tensor_plumbing(self.str(f.file), self.str(f.name)));
@@ -478,27 +456,29 @@ impl Stacks {
         pick.map(|i| frames[i])
     }
 
-    /// Whether a stack shows autograd's backward pass at work: a frame of
-    /// [`is_backward_frame`], or Python frames whose outermost is `torch/autograd/function.py
-    /// apply`: a custom Function's backward, called from the engine's thread with no Python caller
-    /// (a forward call of the same `apply` always has the user's frames outside it).
+    /// What a stack's frames' roles say together: its place with the optimizer, whether it shows
+    /// a backward (see [`StackRoles`]).
+    pub fn roles(&self, id: StackId) -> StackRoles {
+        self.stack_roles
+            .get(id.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Whether a stack shows autograd's backward pass at work ([`StackRoles::backward`]).
     pub fn backward_evidence(&self, id: StackId) -> bool {
-        let mut outermost_python: Option<&Frame> = None;
-        for &f in self.frames(id) {
-            let fr = self.frame(f);
-            if is_backward_frame(self.str(fr.file), self.str(fr.name), fr.kind) {
-                return true;
-            }
-            if fr.kind != FrameKind::Native {
-                outermost_python = Some(fr);
-            }
-        }
-        outermost_python.is_some_and(|f| {
-            self.str(f.file)
-                .replace('\\', "/")
-                .ends_with("torch/autograd/function.py")
-                && self.str(f.name) == "apply"
-        })
+        self.roles(id).backward
+    }
+
+    /// Interns the name of a trace's op, with its role ([`super::roles::op_role`]) decided once
+    /// per name.
+    pub fn intern_op(&mut self, name: &str) -> (Sym, FrameRole) {
+        let s = self.intern_str(name);
+        let r = *self
+            .op_roles
+            .entry(s)
+            .or_insert_with(|| super::roles::op_role(name));
+        (s, r)
     }
 
     /// `file:line function` of a frame. Generated code says what it is instead of a
@@ -633,42 +613,6 @@ mod tests {
             FrameKind::Native
         );
         assert_eq!(classify("./nptl/pthread_create.c", 442), FrameKind::Native);
-    }
-
-    #[test]
-    fn backward_frames() {
-        use FrameKind::*;
-        assert!(is_backward_frame(
-            "??",
-            "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
-            Native
-        ));
-        assert!(is_backward_frame(
-            "??",
-            "torch::autograd::Engine::evaluate_function(std::shared_ptr<GraphTask>&)",
-            Native
-        ));
-        assert!(!is_backward_frame(
-            "VariableType_3.cpp",
-            "torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet)",
-            Native
-        ));
-        let t = "/x/site-packages/torch/";
-        assert!(is_backward_frame(
-            &format!("{t}_tensor.py"),
-            "backward",
-            Torch
-        ));
-        assert!(is_backward_frame(
-            &format!("{t}autograd/graph.py"),
-            "_engine_run_backward",
-            Torch
-        ));
-        assert!(!is_backward_frame(
-            &format!("{t}autograd/function.py"),
-            "apply",
-            Torch
-        ));
     }
 
     #[test]

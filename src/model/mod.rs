@@ -9,10 +9,12 @@
 pub mod frames;
 pub mod load_note;
 pub mod model_code;
+pub mod roles;
 pub mod trace;
 
 pub use frames::{Frame, FrameId, FrameKind, FxNode, Site, StackId, Stacks, Sym};
 pub use load_note::{LoadNote, UnknownState};
+pub use roles::{FrameRole, OptimizerPart, StackRoles};
 
 /// Which of the allocator's two pools a block or segment belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

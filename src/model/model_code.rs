@@ -6,7 +6,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{FrameKind, StackId, Stacks};
+use super::{FrameKind, FrameRole, StackId, Stacks};
 
 /// Which stacks run model code (the test that a loop is a model loop).
 pub struct ModelCode<'a> {
@@ -29,14 +29,13 @@ impl<'a> ModelCode<'a> {
         // optimizer.
         let v = self.stacks.frames(s).iter().any(|&f| {
             let fr = self.stacks.frame(f);
-            fr.kind == FrameKind::Torch && {
-                let file = self.stacks.str(fr.file);
-                let name = self.stacks.str(fr.name);
-                (file.contains("torch/nn/modules/") && matches!(name, "forward" | "_call_impl"))
-                    || file.contains("torch/autograd/")
-                    || file.contains("torch/optim/")
-                    || (file.ends_with("torch/_tensor.py") && name == "backward")
-            }
+            fr.kind == FrameKind::Torch
+                && fr.role.intersects(
+                    FrameRole::MODULE_CALL
+                        | FrameRole::AUTOGRAD
+                        | FrameRole::OPTIMIZER
+                        | FrameRole::BACKWARD_ENTRY,
+                )
         });
         self.memo.borrow_mut().insert(s, v);
         v

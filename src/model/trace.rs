@@ -13,6 +13,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::frames::{classify, Frame, FrameId, FrameKind, StackId, Stacks, Sym};
+use crate::model::roles::FrameRole;
 
 /// `Device Type` of CPU memory events (c10::DeviceType::CPU).
 pub const DEVICE_TYPE_CPU: i64 = 0;
@@ -119,6 +120,9 @@ impl Step {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Op {
     pub name: Sym,
+    /// What the op is in autograd's machinery (a backward node, the engine evaluating one,
+    /// `AccumulateGrad`), decided once per interned name.
+    pub role: FrameRole,
     pub ts: f64,
     pub dur: f64,
     pub tid: Tid,
@@ -139,6 +143,10 @@ pub struct Op {
 impl Op {
     pub fn end(&self) -> f64 {
         self.ts + self.dur
+    }
+    /// Backward-pass work: a backward node's evaluation or `AccumulateGrad`.
+    pub fn is_backward(&self) -> bool {
+        self.role.intersects(FrameRole::BACKWARD)
     }
 }
 
@@ -215,6 +223,9 @@ pub struct Trace {
     pub counts: TraceCounts,
     /// The file ended before the trace did (a run killed while writing).
     pub truncated: bool,
+    /// Where the file ended (its length, in bytes of JSON text), when it ended before the trace
+    /// did.
+    pub cut_at_byte: Option<u64>,
     /// Things the loader had to guess, repair or skip.
     pub load_notes: Vec<super::LoadNote>,
     /// Devices whose allocated totals are running sums from the trace's start (no event before
@@ -696,8 +707,10 @@ impl TraceBuilder {
         &mut self.trace.counts
     }
 
-    pub fn set_truncated(&mut self) {
+    /// The file ends at byte `at_byte` (its length), before the trace does.
+    pub fn set_truncated(&mut self, at_byte: usize) {
         self.trace.truncated = true;
+        self.trace.cut_at_byte = Some(at_byte as u64);
     }
 
     pub fn note(&mut self, note: super::LoadNote) {
@@ -705,9 +718,10 @@ impl TraceBuilder {
     }
 
     pub fn add_op(&mut self, r: OpRecord<'_>) {
-        let name = self.trace.stacks.intern_str(r.name);
+        let (name, role) = self.trace.stacks.intern_op(r.name);
         self.trace.ops.push(Op {
             name,
+            role,
             ts: r.ts,
             dur: r.dur.max(0.0),
             tid: r.tid,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::data::{Finding, Jump, Marker, MarkerKind};
-use crate::analysis::trace_memory::{is_backward_name, Pairing, StackResolver, TraceMemory};
+use crate::analysis::trace_memory::{Pairing, StackResolver, TraceMemory};
 use crate::analysis::trace_report::analyze_trace_product;
 use crate::analysis::Analysis;
 use crate::model::trace::{CountedFrom, DeviceKey, OpIdx, Site, Trace};
@@ -305,7 +305,7 @@ impl TraceData {
                     Some(o) => {
                         let op = t.op(o);
                         let name = t.op_name(o).to_owned();
-                        let bw = is_backward_name(&name);
+                        let bw = op.is_backward();
                         (name, op.ts, op.dur, bw)
                     }
                     None => ("(outside any op)".to_owned(), m.ts, 0.0, false),
@@ -346,7 +346,7 @@ impl TraceData {
                 continue;
             }
             let name = t.op_name(idx).to_owned();
-            let backward = is_backward_name(&name);
+            let backward = o.is_backward();
             out.rows.push(OpRow::new(
                 Some(idx),
                 name,

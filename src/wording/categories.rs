@@ -6,8 +6,8 @@ use crate::analysis::categories::CategoryRule;
 /// The sentence of a category rule.
 pub fn category_rule(r: CategoryRule) -> &'static str {
     match r {
-        CategoryRule::Optim => "allocated under torch/optim and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)",
-        CategoryRule::OptimTmp => "allocated under torch/optim and freed within its step: optimizer temporaries",
+        CategoryRule::Optim => "allocated by the optimizer's own code (torch/optim, outside any closure it calls) and alive past its step: optimizer state (exp_avg, exp_avg_sq, step counters)",
+        CategoryRule::OptimTmp => "allocated by the optimizer's own code (torch/optim, outside any closure it calls) and freed within its step: optimizer temporaries",
         CategoryRule::Apply => "allocated by Module._apply (model.to() / .cuda()) or nn.Parameter: parameters and buffers",
         CategoryRule::Weights => "allocated under a function that loads or initialises weights (init_weight*, load_state_dict, from_pretrained, ...) and not freed: parameters (weights)",
         CategoryRule::EarlyNative => "allocated before the first forward pass with no Python frame and no backward in its stack: taken as parameters (weights loaded or created natively)",

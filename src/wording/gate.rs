@@ -27,6 +27,14 @@ pub fn gate_not_judged(reason: Option<NotJudged>, steps: usize, min_steps: usize
         Some(NotJudged::NoMemoryEvents) => {
             "the trace holds no memory events (recorded without profile_memory=True)".into()
         }
+        Some(NotJudged::CutBeforeMemoryEvents) => {
+            "the trace is cut short before any memory event (memory events may lie past the cut)"
+                .into()
+        }
+        Some(NotJudged::CutShort) => {
+            "the trace is cut short: frees, backward passes and memory events may lie past the cut"
+                .into()
+        }
         Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
         None => "the capture cannot support a leak judgement".into(),
     }
@@ -42,6 +50,14 @@ pub fn no_oom_record(reason: NotJudged) -> Option<&'static str> {
         NotJudged::NoMemoryEvents => Some(
             "the trace holds no memory events (recorded without profile_memory=True), \
              where a trace records its OOMs",
+        ),
+        NotJudged::CutBeforeMemoryEvents => Some(
+            "the trace is cut short before any memory event, where a trace records its OOMs: \
+             an OOM may lie past the cut",
+        ),
+        NotJudged::CutShort => Some(
+            "the trace is cut short, and a trace records its OOMs as memory events: an OOM may \
+             lie past the cut",
         ),
         NotJudged::CpuOnly => Some(
             "the trace's memory events are all on the CPU: it records no CUDA memory, so no \

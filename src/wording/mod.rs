@@ -35,7 +35,7 @@ pub use pools::{
     unknown_pool,
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
-pub use verdict::{no_leaks, not_judged, verdict};
+pub use verdict::{no_leaks, no_memory_events, not_judged, verdict};
 pub use whatif::{
     cap_source, expandable_prediction, first_oom, model_check, placement_difference,
     serialize_cap_source, whatif_note, whatif_verdict,

@@ -8,6 +8,35 @@ use crate::units::{bytes, signed_bytes};
 
 /// The one line a user reads first.
 pub fn verdict(v: &Verdict) -> String {
+    let said = evidence(v);
+    match v.cut {
+        None => said,
+        Some(c) if c.memory_events == 0 => format!(
+            "{said}; the file ends at byte {}, after {} events",
+            c.at_byte, c.events
+        ),
+        Some(c) => format!(
+            "{said}; the file ends at byte {}, after {} events ({} memory events): the figures \
+             are those before the cut, and memory events may lie past it",
+            c.at_byte, c.events, c.memory_events
+        ),
+    }
+}
+
+/// Why a trace shows no memory, for views that have none to show: recorded without
+/// `profile_memory=True`, or cut short before its memory events (they may lie past the cut).
+pub fn no_memory_events(cut: Option<crate::analysis::verdict::TraceCut>) -> String {
+    match cut {
+        Some(c) => format!(
+            "this trace is cut short at byte {} before any [memory] event: memory events may lie \
+             past the cut",
+            c.at_byte
+        ),
+        None => "this trace has no [memory] events: record it with profile_memory=True".into(),
+    }
+}
+
+fn evidence(v: &Verdict) -> String {
     match &v.evidence {
         VerdictEvidence::Oom {
             device,
@@ -180,6 +209,10 @@ fn unjudged(memory: &Memory, j: &LeakJudgement) -> String {
             not_judged(j),
             memory_words(memory)
         ),
+        // Cut before any memory event: the reason says so, and there is no memory to state.
+        Memory::TraceNone if j.reason == Some(NotJudged::CutBeforeMemoryEvents) => {
+            format!("leaks not judged: {}", not_judged(j))
+        }
         m => format!("leaks not judged: {}; {}", not_judged(j), memory_words(m)),
     }
 }
@@ -227,6 +260,8 @@ pub fn not_judged(j: &LeakJudgement) -> String {
             j.steps, j.min_steps
         ),
         Some(NotJudged::NoMemoryEvents) => "the trace has no [memory] events (record with profile_memory=True)".into(),
+        Some(NotJudged::CutBeforeMemoryEvents) => "the trace is cut short and holds no [memory] event before the cut: memory events may lie past the cut".into(),
+        Some(NotJudged::CutShort) => "the trace is cut short, and a trace's file is not in time order: the frees, backward passes and stacks of what it recorded may lie past the cut".into(),
         Some(NotJudged::CpuOnly) => "the trace's memory events are all on the CPU".into(),
     }
 }

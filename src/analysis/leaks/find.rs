@@ -465,7 +465,7 @@ pub(super) fn backward_site(
                 let frames = st.frames(e.stack);
                 let in_backward = frames.iter().any(|&f| {
                     let fr = st.frame(f);
-                    fr.kind == FrameKind::Torch && stacks_backward(st.str(fr.file), st.str(fr.name))
+                    fr.kind == FrameKind::Torch && stacks_backward(fr)
                 });
                 if !in_backward {
                     return None;
@@ -497,8 +497,9 @@ pub(super) fn backward_site(
     })
 }
 
-pub(super) fn stacks_backward(file: &str, name: &str) -> bool {
-    name == "backward" && (file.ends_with("torch/_tensor.py") || file.contains("torch/autograd/"))
+/// A frame that starts a backward (its role: `Tensor.backward`, `torch.autograd.backward`).
+pub(super) fn stacks_backward(fr: &crate::model::Frame) -> bool {
+    fr.role.contains(crate::model::FrameRole::BACKWARD_ENTRY)
 }
 
 pub(super) fn samples(dev: &Device, d: &Details) -> Vec<Sample> {

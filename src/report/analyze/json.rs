@@ -120,6 +120,8 @@ struct VerdictDoc<'a> {
     kind: VerdictKind,
     summary: String,
     leak_judgement: &'a LeakJudgement,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cut: Option<crate::analysis::verdict::TraceCut>,
 }
 
 /// The `memscope.report/1` document of `a`, as a JSON value.
@@ -140,6 +142,7 @@ fn doc(a: &Analysis) -> Document<'_> {
             kind: a.verdict.kind,
             summary: crate::wording::verdict(&a.verdict),
             leak_judgement: &a.verdict.leak_judgement,
+            cut: a.verdict.cut,
         },
         devices: a.devices.iter().map(device_doc).collect(),
         leaks: a

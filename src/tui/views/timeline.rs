@@ -324,7 +324,7 @@ fn trace_timeline(t: &TraceData, at: &Ctx, area: Rect, buf: &mut Buffer) {
             buf,
             area,
             0,
-            "this trace has no [memory] events: record it with profile_memory=True to see memory",
+            &crate::wording::no_memory_events(t.analysis.verdict.cut),
             Style::default(),
         );
         return;

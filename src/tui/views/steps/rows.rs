@@ -189,8 +189,9 @@ pub(super) fn no_memory(t: &TraceData, area: Rect, buf: &mut Buffer) {
         area,
         0,
         &format!(
-            "{} profiled steps{range}; this trace has no [memory] events: memory per step not recorded (record with profile_memory=True)",
-            steps.len()
+            "{} profiled steps{range}; memory per step not recorded: {}",
+            steps.len(),
+            crate::wording::no_memory_events(t.analysis.verdict.cut)
         ),
         dim(),
     );
