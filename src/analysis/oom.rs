@@ -6,8 +6,14 @@
 //! steps (a leak), or did one request or one spike simply exceed what was left (capacity)?
 //! Each cause comes with the figures that decide it, and remedies are options with the
 //! reasoning for whether they would help here, never promises.
+//!
+//! The cause is judged on the whole step, not the failed request alone ([`super::oom_step`]):
+//! a step past every earlier step's peak on larger inputs than theirs ran out of capacity for
+//! that input, even where the cache also had holes; fragmentation is the cause only where the
+//! step's need would have fit (no earlier step to compare with, or one that was as large).
 
 use super::leaks::LeakSignal;
+use super::oom_step::FailingStep;
 use super::replay::OomFacts;
 use super::whatif::ExpandableAssessment;
 use crate::model::{AllocatorSettings, Device};
@@ -104,7 +110,8 @@ pub struct OomEvidence {
     /// Free memory in whole mapping units (2 MiB small pool, 20 MiB large): what expandable
     /// segments could unmap and map again.
     pub free_whole_pages_bytes: u64,
-    /// A leak was the cause and the cache was fragmented as well.
+    /// The cause is another (a leak, a step that outgrew the earlier ones) and the cache was
+    /// fragmented as well: no free block as large as the request, though enough was free.
     pub also_fragmented: bool,
     /// Whether the capture already ran with `expandable_segments:True`.
     pub expandable_on: bool,
@@ -112,6 +119,16 @@ pub struct OomEvidence {
     pub leak: Option<LeakSignal>,
     /// Bytes that earlier attempts ending in an OOM still held at this one.
     pub retained_bytes: u64,
+    /// The step the request failed in, against the iterations before it (`None` where the log
+    /// shows no iteration before it).
+    pub step: Option<FailingStep>,
+}
+
+impl OomEvidence {
+    /// The failing step had passed every earlier step's peak on larger inputs.
+    pub fn step_outgrew(&self) -> bool {
+        self.step.as_ref().is_some_and(FailingStep::outgrew)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,13 +138,14 @@ pub struct Diagnosis {
     pub remedies: Vec<Remedy>,
 }
 
-/// Decides the cause of one OOM from the replayed allocator state and, when the leak analysis
-/// found steady growth up to the OOM, its signal.
+/// Decides the cause of one OOM from the replayed allocator state, the step it failed in and,
+/// when the leak analysis found steady growth up to the OOM, its signal.
 pub fn diagnose(
     dev: &Device,
     settings: &AllocatorSettings,
     o: &OomFacts,
     leak: Option<&LeakSignal>,
+    step: Option<&FailingStep>,
 ) -> Diagnosis {
     let c = &o.counters;
     // Free memory of a private pool is not the default pool's to use.
@@ -138,9 +156,14 @@ pub fn diagnose(
     let fragmented =
         o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     // A leak that grew up to the OOM is the cause even when the last request also met a
-    // fragmented cache: without the growth there would have been room.
+    // fragmented cache: without the growth there would have been room. A step that outgrew
+    // every earlier one on larger inputs needed more than the holes: a compact cache would have
+    // served this request and failed a later one of the same step.
+    let outgrew = step.is_some_and(FailingStep::outgrew);
     let cause = if leak.is_some() {
         Cause::Leak
+    } else if outgrew {
+        Cause::Capacity
     } else if fragmented {
         Cause::Fragmentation
     } else if dev.events.len() <= 1 {
@@ -160,6 +183,12 @@ pub fn diagnose(
             Remedy::of(RemedyKind::ReorderAllocations),
         ],
         Cause::Leak => vec![Remedy::of(RemedyKind::FixLeak)],
+        // Reducing the input comes first; a compact cache is an option only as far as the
+        // model says it would serve the request (its assessment says the step is not covered).
+        Cause::Capacity if outgrew && fragmented && !expandable_on => vec![
+            Remedy::of(RemedyKind::ReduceWorkload),
+            Remedy::of(RemedyKind::ExpandableSegments),
+        ],
         Cause::Capacity if o.rounded_bytes > c.allocated / 2 => vec![
             Remedy::of(RemedyKind::ReduceWorkload),
             Remedy::of(RemedyKind::SplitRequest),
@@ -181,10 +210,11 @@ pub fn diagnose(
             largest_free_block_bytes: o.largest_free_block_bytes,
             device_free_bytes: o.device_free_bytes,
             free_whole_pages_bytes: o.free_whole_pages_bytes,
-            also_fragmented: leak.is_some() && fragmented,
+            also_fragmented: fragmented && cause != Cause::Fragmentation,
             expandable_on,
             leak: leak.cloned(),
             retained_bytes: 0,
+            step: step.cloned(),
         },
         remedies,
     }

@@ -38,6 +38,8 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: Option<GraphDoc<'a>>,
     notes: Vec<String>,
+    /// The findings by bytes at stake (`Analysis::ranked_findings`).
+    findings: Vec<crate::analysis::ranked::Ranked>,
 }
 
 /// A device with its OOMs, each with its sentences.
@@ -168,6 +170,7 @@ fn doc(a: &Analysis) -> Document<'_> {
                 .collect(),
         }),
         notes: a.notes.iter().map(crate::wording::note).collect(),
+        findings: a.ranked_findings(),
     }
 }
 
@@ -195,6 +198,7 @@ mod tests {
         };
         let mut fields = keys(&raw);
         fields.push("notes".into());
+        fields.push("findings".into());
         fields.sort();
         assert_eq!(fields, keys(&doc));
         let mut verdict = keys(&raw["verdict"]);
