@@ -15,6 +15,7 @@
 use super::leaks::LeakSignal;
 use super::oom_step::FailingStep;
 use super::replay::OomFacts;
+use super::whatif::error::{Bounded, FigureKind};
 use super::whatif::ExpandableAssessment;
 use crate::model::{AllocatorSettings, Device};
 
@@ -119,6 +120,9 @@ pub struct OomEvidence {
     pub leak: Option<LeakSignal>,
     /// Bytes that earlier attempts ending in an OOM still held at this one.
     pub retained_bytes: u64,
+    /// What releasing them would free, with the range the truth lay in on every twin
+    /// (`None` where nothing was retained).
+    pub retained_freed: Option<Bounded>,
     /// The step the request failed in, against the iterations before it (`None` where the log
     /// shows no iteration before it).
     pub step: Option<FailingStep>,
@@ -160,17 +164,7 @@ pub fn diagnose(
     // every earlier one on larger inputs needed more than the holes: a compact cache would have
     // served this request and failed a later one of the same step.
     let outgrew = step.is_some_and(FailingStep::outgrew);
-    let cause = if leak.is_some() {
-        Cause::Leak
-    } else if outgrew {
-        Cause::Capacity
-    } else if fragmented {
-        Cause::Fragmentation
-    } else if dev.events.len() <= 1 {
-        Cause::Unknown
-    } else {
-        Cause::Capacity
-    };
+    let cause = cause_of(leak.is_some(), outgrew, fragmented, dev.events.len() > 1);
     let expandable_on = settings.expandable_segments == Some(true);
     let remedies = match cause {
         Cause::Fragmentation => vec![
@@ -214,9 +208,27 @@ pub fn diagnose(
             expandable_on,
             leak: leak.cloned(),
             retained_bytes: 0,
+            retained_freed: None,
             step: step.cloned(),
         },
         remedies,
+    }
+}
+
+/// The order of the rules: a leak that grew up to the OOM, then a step that outgrew every
+/// earlier one on larger inputs (capacity for that input, holes or not), then fragmentation
+/// (enough free, no block large enough), then capacity; unknown without a history.
+fn cause_of(leak: bool, outgrew: bool, fragmented: bool, history: bool) -> Cause {
+    if leak {
+        Cause::Leak
+    } else if outgrew {
+        Cause::Capacity
+    } else if fragmented {
+        Cause::Fragmentation
+    } else if !history {
+        Cause::Unknown
+    } else {
+        Cause::Capacity
     }
 }
 
@@ -228,10 +240,31 @@ pub fn retained_attempts(d: &mut Diagnosis, o: &OomFacts, retained: u64) {
         return;
     }
     d.evidence.retained_bytes = retained;
+    d.evidence.retained_freed = Some(Bounded::of(
+        FigureKind::RetainedFreed,
+        retained.min(i64::MAX as u64) as i64,
+    ));
     if d.cause == Cause::Leak || retained < o.rounded_bytes {
         return;
     }
     d.cause = Cause::RetainedAttempt;
     d.remedies
         .insert(0, Remedy::of(RemedyKind::ReleaseFailedAttempt));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cause_of, Cause};
+
+    /// A fragmented cache is not the cause where the step had outgrown every earlier one on
+    /// larger inputs (the variable-length batch 6x longer than the rest); it is where the step
+    /// was no larger than the ones that fit. A leak stays first.
+    #[test]
+    fn the_whole_step_decides_before_the_holes() {
+        assert_eq!(cause_of(false, true, true, true), Cause::Capacity);
+        assert_eq!(cause_of(false, false, true, true), Cause::Fragmentation);
+        assert_eq!(cause_of(true, true, true, true), Cause::Leak);
+        assert_eq!(cause_of(false, false, false, true), Cause::Capacity);
+        assert_eq!(cause_of(false, false, false, false), Cause::Unknown);
+    }
 }

@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::replay::Timeline;
 use crate::analysis::sites::Site;
-use crate::analysis::steps::Step;
+use crate::analysis::steps::{Step, StepSource};
 use crate::model::{Action, Device, Snapshot, StackId};
 
 /// Least growth of one line's request over its largest in any earlier step to count as a larger
@@ -32,8 +32,10 @@ pub const MIN_INPUT_GROWTH: f64 = 1.25;
 /// The step an OOM failed in, against the iterations before it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FailingStep {
-    /// The step's name in the report (`step 7`, `tail` for a partial last iteration).
+    /// The step's name in the report (`step 7`), and where its bounds came from (a `tail` is
+    /// the partial iteration after the last complete one).
     pub step: String,
+    pub source: StepSource,
     pub start_event: u32,
     /// Iterations that ended before it.
     pub earlier_steps: usize,
@@ -130,7 +132,7 @@ pub fn failing_steps(
     let mut earlier: HashMap<StackId, u64> = HashMap::default();
     let (mut n_earlier, mut peak, mut peak_step) = (0usize, 0u64, String::new());
     let mut next_oom = 0usize;
-    for (si, s) in steps.iter().enumerate() {
+    for s in steps {
         let (a, b) = (s.start_event.0 as usize, s.end_event.0 as usize);
         let mut cur = InStep::default();
         for i in a..=b.min(dev.events.len().saturating_sub(1)) {
@@ -156,6 +158,7 @@ pub fn failing_steps(
             let o = &tl.ooms[k];
             out[k] = Some(FailingStep {
                 step: s.name.clone(),
+                source: s.source,
                 start_event: a as u32,
                 earlier_steps: n_earlier,
                 earlier_peak_bytes: peak,
@@ -169,7 +172,7 @@ pub fn failing_steps(
                     lines_compared: cur.compared,
                     lines_grown: cur.grown,
                 }),
-                log_ends_inside: !s.complete || si + 1 == steps.len(),
+                log_ends_inside: !s.complete,
             });
         }
         if s.is_iteration() {

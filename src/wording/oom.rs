@@ -5,6 +5,7 @@
 use crate::analysis::leaks::LeakSignal;
 use crate::analysis::oom::{Cause, OomEvidence, Remedy, RemedyKind};
 use crate::analysis::oom_step::{FailingStep, LargerInputs, MIN_INPUT_GROWTH};
+use crate::analysis::steps::StepSource;
 use crate::analysis::whatif::ExpandableOutcome;
 use crate::analysis::OomReport;
 use crate::model::Pool;
@@ -34,11 +35,11 @@ pub fn oom_summary(o: &OomReport) -> String {
         Cause::Capacity if e.step_outgrew() => match &e.step {
             Some(st) => format!(
                 "capacity for this input: {} had allocated {} when its {} request failed, past the {} peak of every earlier step, on larger inputs than theirs ({}); it needed more than the memory available{}",
-                st.step,
+                step_name(st),
                 bytes(st.allocated_at_failure_bytes),
                 bytes(e.rounded_bytes),
                 bytes(st.earlier_peak_bytes),
-                st.larger_inputs.as_ref().map(larger_inputs).unwrap_or_default(),
+                st.larger_inputs.as_ref().map(input_growth).unwrap_or_default(),
                 if e.also_fragmented {
                     format!(
                         " (the cache also had {} free with no block of the request's size: compacting it could at most have served this request, not the rest of the step)",
@@ -64,6 +65,24 @@ pub fn oom_summary(o: &OomReport) -> String {
             bytes(e.rounded_bytes)
         ),
     }
+}
+
+/// The failing step as the subject of a sentence.
+fn step_name(st: &FailingStep) -> String {
+    match st.source {
+        StepSource::Tail => "the unfinished step after the last complete one".into(),
+        _ => st.step.clone(),
+    }
+}
+
+/// A step's larger inputs, short: the line whose request grew most.
+fn input_growth(l: &LargerInputs) -> String {
+    format!(
+        "{} asked for {}, {:.1}x its largest in any earlier step",
+        super::site_in(&l.site),
+        bytes(l.this_step_bytes),
+        l.ratio()
+    )
 }
 
 /// A step's larger inputs: the line whose request grew most, and how many lines grew.
@@ -95,7 +114,7 @@ fn failing_step(st: &FailingStep) -> String {
     };
     format!(
         "{} had allocated {} when the request failed (it needed at least {}); the {} earlier step(s) peaked at {} at most ({}); {inputs}{end}",
-        st.step,
+        step_name(st),
         bytes(st.allocated_at_failure_bytes),
         bytes(st.needed_at_least_bytes),
         st.earlier_steps,
@@ -111,9 +130,9 @@ fn prediction_scope(e: &OomEvidence) -> String {
         return "; this covers the recorded requests only: the log holds none that the program would have made after the failure, so it says this request would have been served, not that the run would have finished".into();
     };
     let how = if st.log_ends_inside {
-        format!("the log ends inside {}", st.step)
+        format!("the log ends inside {}", step_name(st))
     } else {
-        format!("{} was abandoned at the failure", st.step)
+        format!("{} was abandoned at the failure", step_name(st))
     };
     let outgrew = if e.step_outgrew() {
         format!(
@@ -286,7 +305,9 @@ pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
         ),
         RemedyKind::ReleaseFailedAttempt => format!(
             "would free the {} the failed attempts still hold before the next attempt starts",
-            bytes(e.retained_bytes)
+            e.retained_freed
+                .as_ref()
+                .map_or_else(|| bytes(e.retained_bytes), super::bounded_bytes)
         ),
     }
 }
