@@ -266,12 +266,16 @@ mod tests {
             outcome: ExpandableOutcome::Avoided {
                 cap: AssumedCap::None,
                 peak_reserved_bytes: 1 << 30,
+                peak_reserved: crate::analysis::whatif::error::Bounded::of(
+                    FigureKind::WhatIfPeakReserved,
+                    1 << 30,
+                ),
             },
             from_mid_run: true,
         };
         assert_eq!(
             expandable_prediction(&a),
-            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+            "predicted to serve this request: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB (1.0 GiB .. 1.1 GiB, the range the truth lay in on all 41 twin runs of the same work under the settings asked)) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
         );
     }
 }
