@@ -3,7 +3,8 @@
 //! A user with one run and several findings fixes the one that costs most first. Each kind of
 //! finding has its own measure of what is at stake, in bytes a fix would give back:
 //!
-//! * an OOM: the request that could not be had (rounded, as the allocator asked);
+//! * an OOM: what the failing work needed at least (allocated at the failure plus the request);
+//!   an OOM caused by a leak or by retained attempts is that finding's, ranked there;
 //! * a leak or retained attempts: the bytes it held (live at its last sample);
 //! * reserved far above allocated: what the fix frees on every twin of its figure (the recorded
 //!   reserved peak less the highest the fix's peak could be), else reserved beyond allocated;
@@ -12,6 +13,7 @@
 //!
 //! Ties keep the report's order (OOMs, leaks, then per device).
 
+use super::oom::Cause;
 use super::whatif::pools::PoolWhatIf;
 use super::{Analysis, DeviceReport, LeakReport};
 
@@ -59,12 +61,17 @@ pub fn rank(devices: &[DeviceReport], leaks: &[LeakReport]) -> Vec<Ranked> {
     let mut out = Vec::new();
     for d in devices {
         for (i, o) in d.ooms.iter().enumerate() {
+            if matches!(o.cause, Cause::Leak | Cause::RetainedAttempt) {
+                continue;
+            }
             out.push(Ranked {
                 finding: FindingRef::Oom {
                     device: d.device,
                     index: i,
                 },
-                bytes_at_stake: o.rounded_bytes.max(o.requested_bytes),
+                bytes_at_stake: o
+                    .allocated_bytes
+                    .saturating_add(o.rounded_bytes.max(o.requested_bytes)),
             });
         }
     }

@@ -301,7 +301,7 @@ pub fn ranked_finding(a: &Analysis, r: &Ranked) -> String {
     let stake = bytes(r.bytes_at_stake);
     match r.finding {
         FindingRef::Oom { device, index } => format!(
-            "{stake}: OOM #{} on cuda:{device} (the request that failed)",
+            "{stake}: OOM #{} on cuda:{device} (what the failing work needed at least)",
             index + 1
         ),
         FindingRef::Leak { index } => {

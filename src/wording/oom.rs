@@ -248,9 +248,9 @@ pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
     let e = &o.facts;
     if let Some(p) = &r.predicted {
         let scope = match p.outcome {
-            ExpandableOutcome::Avoided { .. }
-            | ExpandableOutcome::FailsLater { .. }
-            | ExpandableOutcome::DependsOnCap { .. } => prediction_scope(e),
+            ExpandableOutcome::Avoided { .. } | ExpandableOutcome::DependsOnCap { .. } => {
+                prediction_scope(e)
+            }
             _ => String::new(),
         };
         return format!("{}{scope}", super::expandable_prediction(p));
