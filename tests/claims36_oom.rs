@@ -67,7 +67,10 @@ fn a_batch_longer_than_any_before_is_capacity_not_fragmentation() {
         assert_eq!(o.cause, Cause::Capacity, "{name}");
         let st = o.facts.step.as_ref().expect("the failing step is judged");
         assert!(o.facts.step_outgrew(), "{name}: {st:?}");
-        assert!(st.log_ends_inside, "{name}: the dump came in the except block");
+        assert!(
+            st.log_ends_inside,
+            "{name}: the dump came in the except block"
+        );
         // The earlier steps' highest peak is the truth's, to the byte (both runs made the same
         // earlier steps; the truth is the default run's).
         assert_eq!(
@@ -112,8 +115,7 @@ fn a_batch_longer_than_any_before_is_capacity_not_fragmentation() {
     .unwrap();
     assert_eq!(w[0].outcome(), whatif::Outcome::StillOoms);
     assert_eq!(
-        w[0].predicted.ooms[0].event,
-        w[0].recorded.ooms[0].event,
+        w[0].predicted.ooms[0].event, w[0].recorded.ooms[0].event,
         "the same request fails"
     );
 }
@@ -170,8 +172,16 @@ fn a_curriculum_reserving_far_above_allocated_is_a_ranked_finding() {
             .reserved_excess
             .as_ref()
             .unwrap_or_else(|| panic!("{name}: no finding"));
-        assert_eq!(r.peak_reserved_bytes, u(&t["peaks"]["reserved_peak"]), "{name}");
-        assert_eq!(r.peak_allocated_bytes, u(&t["peaks"]["allocated_peak"]), "{name}");
+        assert_eq!(
+            r.peak_reserved_bytes,
+            u(&t["peaks"]["reserved_peak"]),
+            "{name}"
+        );
+        assert_eq!(
+            r.peak_allocated_bytes,
+            u(&t["peaks"]["allocated_peak"]),
+            "{name}"
+        );
         assert!(r.segments_for_larger_shapes > 0, "{name}: {r:?}");
         assert_eq!(r.segments_released, 0, "{name}");
         let fix = r.fix.as_ref().unwrap();
@@ -189,7 +199,9 @@ fn a_curriculum_reserving_far_above_allocated_is_a_ranked_finding() {
             "{name}: {ranked:?}"
         );
         assert_eq!(ranked[0].bytes_at_stake, r.bytes_at_stake());
-        assert!(ranked.windows(2).all(|w| w[0].bytes_at_stake >= w[1].bytes_at_stake));
+        assert!(ranked
+            .windows(2)
+            .all(|w| w[0].bytes_at_stake >= w[1].bytes_at_stake));
         let (_, b) = analyze(&d, &format!("{name}_expandable"));
         assert!(b.devices[0].reserved_excess.is_none(), "{name}_expandable");
     }

@@ -38,11 +38,11 @@ pub use pools::{
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, not_judged, verdict};
+pub(crate) use whatif::{bounded_bytes, twins};
 pub use whatif::{
     cap_source, expandable_prediction, first_oom, model_check, placement_difference,
     serialize_cap_source, whatif_note, whatif_verdict,
 };
-pub(crate) use whatif::{bounded_bytes, twins};
 
 use crate::analysis::sites::Site;
 

@@ -168,7 +168,8 @@ pub fn graph_peak_effect(snap: &Snapshot, dev: &Device, tl: &Timeline) -> Option
     );
     let recorded = tl.peaks.reserved.bytes;
     let model = run.stats.peak_reserved;
-    let raised = (recorded as i128 - model as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    let raised =
+        (recorded as i128 - model as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     Some(PoolWhatIf::Computed {
         recorded_peak_reserved_bytes: recorded,
         default_pool_peak_reserved_bytes: model,

@@ -58,6 +58,9 @@ struct OomDoc<'a> {
     summary: String,
     evidence: Vec<String>,
     remedies: Vec<RemedyDoc>,
+    /// The step the request failed in, against the earlier ones (the cause's typed evidence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failing_step: Option<&'a crate::analysis::oom_step::FailingStep>,
 }
 
 #[derive(Serialize)]
@@ -86,6 +89,7 @@ fn device_doc(d: &DeviceReport) -> DeviceDoc<'_> {
                         assessment: crate::wording::remedy_assessment(o, r),
                     })
                     .collect(),
+                failing_step: o.facts.step.as_ref(),
             })
             .collect(),
     }

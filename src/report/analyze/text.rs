@@ -244,12 +244,7 @@ fn write_ranked(out: &mut dyn Write, st: &Style, a: &Analysis) -> io::Result<()>
     }
     writeln!(out, "{}", st.bold("FINDINGS by bytes at stake"))?;
     for (i, r) in ranked.iter().enumerate() {
-        writeln!(
-            out,
-            "  {}. {}",
-            i + 1,
-            crate::wording::ranked_finding(a, r)
-        )?;
+        writeln!(out, "  {}. {}", i + 1, crate::wording::ranked_finding(a, r))?;
     }
     Ok(())
 }
