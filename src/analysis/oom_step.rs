@@ -129,6 +129,9 @@ pub fn failing_steps(
     steps: &[Step],
 ) -> Vec<Option<FailingStep>> {
     let mut out = vec![None; tl.ooms.len()];
+    if tl.ooms.is_empty() {
+        return out;
+    }
     let mut earlier: HashMap<StackId, u64> = HashMap::default();
     let (mut n_earlier, mut peak, mut peak_step) = (0usize, 0u64, String::new());
     let mut next_oom = 0usize;

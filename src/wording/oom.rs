@@ -202,7 +202,13 @@ pub fn oom_evidence(o: &OomReport) -> Vec<String> {
         }
         out.push(line);
     }
-    if let Some(st) = &e.step {
+    // The step against the earlier ones decides between capacity and fragmentation; a leak or
+    // retained attempts have their own evidence.
+    if let Some(st) = e
+        .step
+        .as_ref()
+        .filter(|_| matches!(o.cause, Cause::Capacity | Cause::Fragmentation))
+    {
         out.push(failing_step(st));
     }
     if e.also_fragmented {

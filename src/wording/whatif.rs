@@ -186,6 +186,13 @@ fn expandable_outcome(o: &ExpandableOutcome) -> String {
 /// The cap an assessment's replay assumed, as the object of "with expandable segments and".
 fn assumed_cap(cap: &AssumedCap) -> String {
     match cap {
+        // The reserved peak lies above the most the OOM allowed: the cap was lowered during the
+        // run (or memory outside the allocator grew), so no one cap explains the log.
+        AssumedCap::Range { low, high } if low > high => format!(
+            "a cap of {} (the recorded reserved peak; at the OOM the cap was below {}, so it was lowered during the run and no one cap explains the log)",
+            bytes(*low),
+            bytes(*high)
+        ),
         AssumedCap::Range { low, high } => format!(
             "any cap the recorded run allows ({} .. {})",
             bytes(*low),
