@@ -202,6 +202,26 @@ fn a_curriculum_reserving_far_above_allocated_is_a_ranked_finding() {
         assert!(ranked
             .windows(2)
             .all(|w| w[0].bytes_at_stake >= w[1].bytes_at_stake));
+        // The text report lists it first under the verdict, with the setting and the range.
+        let text = memscope::report::to_string(
+            &memscope::report::text::Text,
+            &a,
+            &memscope::report::Options::default(),
+        );
+        let findings = text
+            .split("FINDINGS by bytes at stake\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(
+            findings.starts_with("  1. ")
+                && findings
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .contains("reserved far above allocated"),
+            "{name}: {findings}"
+        );
+        assert!(text.contains("fix: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
         let (_, b) = analyze(&d, &format!("{name}_expandable"));
         assert!(b.devices[0].reserved_excess.is_none(), "{name}_expandable");
     }

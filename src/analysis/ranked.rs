@@ -89,6 +89,13 @@ pub fn rank(devices: &[DeviceReport], leaks: &[LeakReport]) -> Vec<Ranked> {
     out
 }
 
+/// Whether a list is worth its own section: two findings or more, of more than one kind (a
+/// report of leaks alone already lists them).
+pub fn mixed(ranked: &[Ranked]) -> bool {
+    let kind = |r: &Ranked| std::mem::discriminant(&r.finding);
+    ranked.len() >= 2 && ranked.iter().any(|r| kind(r) != kind(&ranked[0]))
+}
+
 impl Analysis {
     /// The report's findings, most bytes at stake first.
     pub fn ranked_findings(&self) -> Vec<Ranked> {

@@ -238,8 +238,7 @@ fn write_pools(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<
 /// The findings by bytes at stake, where the report has findings of more than one kind.
 fn write_ranked(out: &mut dyn Write, st: &Style, a: &Analysis) -> io::Result<()> {
     let ranked = a.ranked_findings();
-    let kinds = |r: &crate::analysis::ranked::Ranked| std::mem::discriminant(&r.finding);
-    if ranked.len() < 2 || ranked.iter().all(|r| kinds(r) == kinds(&ranked[0])) {
+    if !crate::analysis::ranked::mixed(&ranked) {
         return Ok(());
     }
     writeln!(out, "{}", st.bold("FINDINGS by bytes at stake"))?;
