@@ -13,8 +13,11 @@ pub mod leaks;
 pub mod loops;
 pub mod notes;
 pub mod oom;
+pub mod oom_step;
 pub mod pools;
+pub mod ranked;
 pub mod replay;
+pub mod reserved;
 pub mod retry;
 pub mod sites;
 mod snapshot;
@@ -239,6 +242,9 @@ pub struct DeviceReport {
     /// What the private pools did to the reserved peak (absent without a private pool).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool_whatif: Option<whatif::pools::PoolWhatIf>,
+    /// Reserved far above allocated, with its evidence and fix (absent where it is not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_excess: Option<reserved::ReservedExcess>,
 }
 
 impl DeviceReport {
@@ -292,6 +298,7 @@ impl DeviceReport {
             pools: Vec::new(),
             unknown_pool_peak_reserved_bytes: None,
             pool_whatif: None,
+            reserved_excess: None,
         }
     }
 }

@@ -6,9 +6,16 @@
 //! steps (a leak), or did one request or one spike simply exceed what was left (capacity)?
 //! Each cause comes with the figures that decide it, and remedies are options with the
 //! reasoning for whether they would help here, never promises.
+//!
+//! The cause is judged on the whole step, not the failed request alone ([`super::oom_step`]):
+//! a step past every earlier step's peak on larger inputs than theirs ran out of capacity for
+//! that input, even where the cache also had holes; fragmentation is the cause only where the
+//! step's need would have fit (no earlier step to compare with, or one that was as large).
 
 use super::leaks::LeakSignal;
+use super::oom_step::FailingStep;
 use super::replay::OomFacts;
+use super::whatif::error::{Bounded, FigureKind};
 use super::whatif::ExpandableAssessment;
 use crate::model::{AllocatorSettings, Device};
 
@@ -104,7 +111,8 @@ pub struct OomEvidence {
     /// Free memory in whole mapping units (2 MiB small pool, 20 MiB large): what expandable
     /// segments could unmap and map again.
     pub free_whole_pages_bytes: u64,
-    /// A leak was the cause and the cache was fragmented as well.
+    /// The cause is another (a leak, a step that outgrew the earlier ones) and the cache was
+    /// fragmented as well: no free block as large as the request, though enough was free.
     pub also_fragmented: bool,
     /// Whether the capture already ran with `expandable_segments:True`.
     pub expandable_on: bool,
@@ -112,6 +120,19 @@ pub struct OomEvidence {
     pub leak: Option<LeakSignal>,
     /// Bytes that earlier attempts ending in an OOM still held at this one.
     pub retained_bytes: u64,
+    /// What releasing them would free, with the range the truth lay in on every twin
+    /// (`None` where nothing was retained).
+    pub retained_freed: Option<Bounded>,
+    /// The step the request failed in, against the iterations before it (`None` where the log
+    /// shows no iteration before it).
+    pub step: Option<FailingStep>,
+}
+
+impl OomEvidence {
+    /// The failing step had passed every earlier step's peak on larger inputs.
+    pub fn step_outgrew(&self) -> bool {
+        self.step.as_ref().is_some_and(FailingStep::outgrew)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,13 +142,14 @@ pub struct Diagnosis {
     pub remedies: Vec<Remedy>,
 }
 
-/// Decides the cause of one OOM from the replayed allocator state and, when the leak analysis
-/// found steady growth up to the OOM, its signal.
+/// Decides the cause of one OOM from the replayed allocator state, the step it failed in and,
+/// when the leak analysis found steady growth up to the OOM, its signal.
 pub fn diagnose(
     dev: &Device,
     settings: &AllocatorSettings,
     o: &OomFacts,
     leak: Option<&LeakSignal>,
+    step: Option<&FailingStep>,
 ) -> Diagnosis {
     let c = &o.counters;
     // Free memory of a private pool is not the default pool's to use.
@@ -138,16 +160,11 @@ pub fn diagnose(
     let fragmented =
         o.largest_free_block_bytes < o.rounded_bytes && free_reserved >= o.rounded_bytes;
     // A leak that grew up to the OOM is the cause even when the last request also met a
-    // fragmented cache: without the growth there would have been room.
-    let cause = if leak.is_some() {
-        Cause::Leak
-    } else if fragmented {
-        Cause::Fragmentation
-    } else if dev.events.len() <= 1 {
-        Cause::Unknown
-    } else {
-        Cause::Capacity
-    };
+    // fragmented cache: without the growth there would have been room. A step that outgrew
+    // every earlier one on larger inputs needed more than the holes: a compact cache would have
+    // served this request and failed a later one of the same step.
+    let outgrew = step.is_some_and(FailingStep::outgrew);
+    let cause = cause_of(leak.is_some(), outgrew, fragmented, dev.events.len() > 1);
     let expandable_on = settings.expandable_segments == Some(true);
     let remedies = match cause {
         Cause::Fragmentation => vec![
@@ -160,6 +177,12 @@ pub fn diagnose(
             Remedy::of(RemedyKind::ReorderAllocations),
         ],
         Cause::Leak => vec![Remedy::of(RemedyKind::FixLeak)],
+        // Reducing the input comes first; a compact cache is an option only as far as the
+        // model says it would serve the request (its assessment says the step is not covered).
+        Cause::Capacity if outgrew && fragmented && !expandable_on => vec![
+            Remedy::of(RemedyKind::ReduceWorkload),
+            Remedy::of(RemedyKind::ExpandableSegments),
+        ],
         Cause::Capacity if o.rounded_bytes > c.allocated / 2 => vec![
             Remedy::of(RemedyKind::ReduceWorkload),
             Remedy::of(RemedyKind::SplitRequest),
@@ -181,12 +204,31 @@ pub fn diagnose(
             largest_free_block_bytes: o.largest_free_block_bytes,
             device_free_bytes: o.device_free_bytes,
             free_whole_pages_bytes: o.free_whole_pages_bytes,
-            also_fragmented: leak.is_some() && fragmented,
+            also_fragmented: fragmented && cause != Cause::Fragmentation,
             expandable_on,
             leak: leak.cloned(),
             retained_bytes: 0,
+            retained_freed: None,
+            step: step.cloned(),
         },
         remedies,
+    }
+}
+
+/// The order of the rules: a leak that grew up to the OOM, then a step that outgrew every
+/// earlier one on larger inputs (capacity for that input, holes or not), then fragmentation
+/// (enough free, no block large enough), then capacity; unknown without a history.
+fn cause_of(leak: bool, outgrew: bool, fragmented: bool, history: bool) -> Cause {
+    if leak {
+        Cause::Leak
+    } else if outgrew {
+        Cause::Capacity
+    } else if fragmented {
+        Cause::Fragmentation
+    } else if !history {
+        Cause::Unknown
+    } else {
+        Cause::Capacity
     }
 }
 
@@ -198,10 +240,31 @@ pub fn retained_attempts(d: &mut Diagnosis, o: &OomFacts, retained: u64) {
         return;
     }
     d.evidence.retained_bytes = retained;
+    d.evidence.retained_freed = Some(Bounded::of(
+        FigureKind::RetainedFreed,
+        retained.min(i64::MAX as u64) as i64,
+    ));
     if d.cause == Cause::Leak || retained < o.rounded_bytes {
         return;
     }
     d.cause = Cause::RetainedAttempt;
     d.remedies
         .insert(0, Remedy::of(RemedyKind::ReleaseFailedAttempt));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cause_of, Cause};
+
+    /// A fragmented cache is not the cause where the step had outgrown every earlier one on
+    /// larger inputs (the variable-length batch 6x longer than the rest); it is where the step
+    /// was no larger than the ones that fit. A leak stays first.
+    #[test]
+    fn the_whole_step_decides_before_the_holes() {
+        assert_eq!(cause_of(false, true, true, true), Cause::Capacity);
+        assert_eq!(cause_of(false, false, true, true), Cause::Fragmentation);
+        assert_eq!(cause_of(true, true, true, true), Cause::Leak);
+        assert_eq!(cause_of(false, false, false, true), Cause::Capacity);
+        assert_eq!(cause_of(false, false, false, false), Cause::Unknown);
+    }
 }

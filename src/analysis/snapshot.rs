@@ -233,13 +233,20 @@ fn oom_reports(
 ) -> Vec<OomReport> {
     let (steps, leaks, retention, frameless, leak_base) =
         (i.steps, i.leaks, i.retention, i.fl, i.leak_base);
+    let failing = crate::analysis::oom_step::failing_steps(snap, dev, tl, steps);
     tl.ooms
         .iter()
-        .map(|o| {
+        .zip(failing)
+        .map(|(o, step)| {
             let signal = leaks::leak_signal_from(steps, leaks, tl, o.event);
-            let mut d: Diagnosis = oom::diagnose(dev, &snap.settings, o, signal.as_ref());
+            let mut d: Diagnosis =
+                oom::diagnose(dev, &snap.settings, o, signal.as_ref(), step.as_ref());
             oom::retained_attempts(&mut d, o, retention.alive_at(o.event));
-            if d.cause == Cause::Fragmentation {
+            let expandable = d
+                .remedies
+                .iter()
+                .any(|r| r.kind == oom::RemedyKind::ExpandableSegments);
+            if expandable && matches!(d.cause, Cause::Fragmentation | Cause::Capacity) {
                 // Replace the page-count judgement with the allocator model's prediction.
                 if let Some(a) = whatif::expandable_assessment(snap, dev, tl, o.event.0) {
                     for r in d
@@ -414,6 +421,7 @@ fn device_report(
             .then_some(pools.unknown_pool_peak_reserved_bytes),
         pool_whatif: pools.whatif,
         pools: pools.pools,
+        reserved_excess: super::reserved::find(snap, dev, tl),
         allocated_bytes: Some(c.allocated),
         active_bytes: Some(c.active),
         reserved_bytes: Some(c.reserved),

@@ -27,7 +27,9 @@ pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
 pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
-pub use notes::{graph_note, load_note, note};
+pub use notes::{
+    graph_note, load_note, note, ranked_finding, reserved_excess, reserved_excess_fix,
+};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes, plan_search_limit};
 pub use pools::{
@@ -36,6 +38,7 @@ pub use pools::{
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use verdict::{no_leaks, no_memory_events, not_judged, verdict};
+pub(crate) use whatif::{bounded_bytes, twins};
 pub use whatif::{
     cap_source, expandable_prediction, first_oom, model_check, placement_difference,
     serialize_cap_source, whatif_note, whatif_verdict,

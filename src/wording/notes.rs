@@ -6,6 +6,9 @@
 //! to the analysis without words here does not compile.
 
 use crate::analysis::notes::{GraphNote, MidRun, Note, SnapshotNote, TraceNote, UnconsumedOp};
+use crate::analysis::ranked::{FindingRef, Ranked};
+use crate::analysis::reserved::{ReservedExcess, Setting};
+use crate::analysis::Analysis;
 use crate::model::LoadNote;
 use crate::units::bytes;
 
@@ -241,5 +244,94 @@ fn unconsumed_op(o: &UnconsumedOp) -> String {
     match &o.function {
         Some(f) => format!("`{op}` in `{f}` ({n:.1}/step)"),
         None => format!("`{op}` ({n:.1}/step)"),
+    }
+}
+
+/// Reserved far above allocated, in one line: the figures and what the log shows made it.
+pub fn reserved_excess(r: &ReservedExcess) -> String {
+    let why = if r.segments_for_larger_shapes > 0 {
+        format!(
+            "{} of the {} segments the log made came with a request larger than any before at its own line: growing shapes (a longer sequence, a larger batch) that fit no cached block take new segments, and the old ones stay reserved",
+            r.segments_for_larger_shapes, r.segments_made
+        )
+    } else {
+        format!(
+            "the log made {} segments and released {}: freed blocks stay cached in their segments",
+            r.segments_made, r.segments_released
+        )
+    };
+    let kept = if r.segments_released == 0 {
+        "; no segment was ever released (the cache never shrank)"
+    } else {
+        ""
+    };
+    format!(
+        "reserved far above allocated: {} reserved at the peak for {} allocated at most ({:.1}x); at the reserved peak {} was free in cached blocks, the largest {}; {why}{kept}",
+        bytes(r.peak_reserved_bytes),
+        bytes(r.peak_allocated_bytes),
+        r.peak_reserved_bytes as f64 / r.peak_allocated_bytes.max(1) as f64,
+        bytes(r.free_at_reserved_peak_bytes),
+        bytes(r.largest_hole_at_reserved_peak_bytes)
+    )
+}
+
+/// The fix for reserved far above allocated, with the replay's figure and its range.
+pub fn reserved_excess_fix(r: &ReservedExcess) -> String {
+    let Some(f) = &r.fix else {
+        return "expandable_segments is already on: its segments grow and shrink by pages; what stays reserved is freed memory kept mapped (torch.cuda.empty_cache() releases it, at the cost of mapping it again)".into();
+    };
+    let setting = match f.setting {
+        Setting::ExpandableSegments => "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    };
+    let frees = r.fix_frees().unwrap_or(0);
+    let effect = if frees > 0 {
+        format!("it frees at least {} of the peak", bytes(frees))
+    } else {
+        "it may not lower the peak".into()
+    };
+    format!(
+        "{setting}: the recorded requests replayed under it reserve {} at the peak, against {} recorded: {effect}",
+        super::bounded_bytes(&f.predicted_peak_reserved),
+        bytes(r.peak_reserved_bytes)
+    )
+}
+
+/// One ranked finding, in one line (what it is, where the report says more).
+pub fn ranked_finding(a: &Analysis, r: &Ranked) -> String {
+    let stake = bytes(r.bytes_at_stake);
+    match r.finding {
+        FindingRef::Oom { device, index } => format!(
+            "{stake}: OOM #{} on cuda:{device} (what the failing work needed at least)",
+            index + 1
+        ),
+        FindingRef::Leak { index } => {
+            let what = a
+                .leaks
+                .get(index)
+                .map(|l| l.leak.kind.label())
+                .unwrap_or("leak");
+            format!(
+                "{stake}: leak #{} ({what}), held at its last sample",
+                index + 1
+            )
+        }
+        FindingRef::ReservedExcess { device } => {
+            let frees = a
+                .devices
+                .iter()
+                .find(|d| d.device == device)
+                .and_then(|d| d.reserved_excess.as_ref())
+                .and_then(ReservedExcess::fix_frees)
+                .filter(|b| *b > 0);
+            match frees {
+                Some(_) => format!(
+                    "{stake}: reserved far above allocated on cuda:{device}, which expandable_segments:True frees at least"
+                ),
+                None => format!("{stake}: reserved far above allocated on cuda:{device}"),
+            }
+        }
+        FindingRef::PrivatePools { device } => format!(
+            "{stake}: at least what CUDA graphs' private pools added to the reserved peak on cuda:{device}"
+        ),
     }
 }

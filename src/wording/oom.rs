@@ -3,7 +3,10 @@
 //! (`analysis::oom::OomEvidence`).
 
 use crate::analysis::leaks::LeakSignal;
-use crate::analysis::oom::{Cause, Remedy, RemedyKind};
+use crate::analysis::oom::{Cause, OomEvidence, Remedy, RemedyKind};
+use crate::analysis::oom_step::{FailingStep, LargerInputs, MIN_INPUT_GROWTH};
+use crate::analysis::steps::StepSource;
+use crate::analysis::whatif::ExpandableOutcome;
 use crate::analysis::OomReport;
 use crate::model::Pool;
 use crate::units::bytes;
@@ -29,6 +32,25 @@ pub fn oom_summary(o: &OomReport) -> String {
             ),
             None => "leak".into(),
         },
+        Cause::Capacity if e.step_outgrew() => match &e.step {
+            Some(st) => format!(
+                "capacity for this input: {} had allocated {} when its {} request failed, past the {} peak of every earlier step, on larger inputs than theirs ({}); it needed more than the memory available{}",
+                step_name(st),
+                bytes(st.allocated_at_failure_bytes),
+                bytes(e.rounded_bytes),
+                bytes(st.earlier_peak_bytes),
+                st.larger_inputs.as_ref().map(input_growth).unwrap_or_default(),
+                if e.also_fragmented {
+                    format!(
+                        " (the cache also had {} free with no block of the request's size: compacting it could at most have served this request, not the rest of the step)",
+                        bytes(e.free_reserved_bytes)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            None => "capacity".into(),
+        },
         Cause::Capacity => format!(
             "capacity: a {} request with {} already allocated and only {} reserved-but-free (largest free block {})",
             bytes(e.rounded_bytes),
@@ -43,6 +65,87 @@ pub fn oom_summary(o: &OomReport) -> String {
             bytes(e.rounded_bytes)
         ),
     }
+}
+
+/// The failing step as the subject of a sentence.
+fn step_name(st: &FailingStep) -> String {
+    match st.source {
+        StepSource::Tail => "the unfinished step after the last complete one".into(),
+        _ => st.step.clone(),
+    }
+}
+
+/// A step's larger inputs, short: the line whose request grew most.
+fn input_growth(l: &LargerInputs) -> String {
+    format!(
+        "{} asked for {}, {:.1}x its largest in any earlier step",
+        super::site_in(&l.site),
+        bytes(l.this_step_bytes),
+        l.ratio()
+    )
+}
+
+/// A step's larger inputs: the line whose request grew most, and how many lines grew.
+fn larger_inputs(l: &LargerInputs) -> String {
+    format!(
+        "{} asked for {} against at most {} in any earlier step, {:.1}x; {} of the {} lines that ran before asked for at least {:.2}x their earlier largest",
+        super::site_in(&l.site),
+        bytes(l.this_step_bytes),
+        bytes(l.earlier_max_bytes),
+        l.ratio(),
+        l.lines_grown,
+        l.lines_compared,
+        MIN_INPUT_GROWTH
+    )
+}
+
+/// The failing step against the earlier ones, as one fact.
+fn failing_step(st: &FailingStep) -> String {
+    let inputs = match &st.larger_inputs {
+        Some(l) => format!("its inputs were larger: {}", larger_inputs(l)),
+        None => format!(
+            "no line of it asked for {MIN_INPUT_GROWTH:.2}x its largest request in an earlier step: its inputs were no larger than theirs"
+        ),
+    };
+    let end = if st.log_ends_inside {
+        "; the log ends inside it"
+    } else {
+        ""
+    };
+    format!(
+        "{} had allocated {} when the request failed (it needed at least {}); the {} earlier step(s) peaked at {} at most ({}); {inputs}{end}",
+        step_name(st),
+        bytes(st.allocated_at_failure_bytes),
+        bytes(st.needed_at_least_bytes),
+        st.earlier_steps,
+        bytes(st.earlier_peak_bytes),
+        st.earlier_peak_step
+    )
+}
+
+/// What a what-if at an OOM can and cannot promise: the requests after the failure that the
+/// failing step would have made are not in the log.
+fn prediction_scope(e: &OomEvidence) -> String {
+    let Some(st) = &e.step else {
+        return "; this covers the recorded requests only: the log holds none that the program would have made after the failure, so it says this request would have been served, not that the run would have finished".into();
+    };
+    let how = if st.log_ends_inside {
+        format!("the log ends inside {}", step_name(st))
+    } else {
+        format!("{} was abandoned at the failure", step_name(st))
+    };
+    let outgrew = if e.step_outgrew() {
+        format!(
+            "; and it had already allocated {} against the {} peak of any earlier step, on larger inputs: it needed more than this",
+            bytes(st.allocated_at_failure_bytes),
+            bytes(st.earlier_peak_bytes)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "; this covers the recorded requests only: {how}, so the requests it would have made after the failure are not in the log, and whether it would have finished cannot be told{outgrew}"
+    )
 }
 
 /// A leak that grew up to an OOM, in one sentence.
@@ -99,6 +202,15 @@ pub fn oom_evidence(o: &OomReport) -> Vec<String> {
         }
         out.push(line);
     }
+    // The step against the earlier ones decides between capacity and fragmentation; a leak or
+    // retained attempts have their own evidence.
+    if let Some(st) = e
+        .step
+        .as_ref()
+        .filter(|_| matches!(o.cause, Cause::Capacity | Cause::Fragmentation))
+    {
+        out.push(failing_step(st));
+    }
     if e.also_fragmented {
         out.push(format!(
             "the cache was fragmented too: {} reserved but free, no block of {} in it",
@@ -139,10 +251,16 @@ pub fn remedy_action(kind: RemedyKind) -> &'static str {
 /// Whether a remedy would help here, and why: the allocator model's prediction where it made
 /// one, else the reading of the OOM's figures.
 pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
-    if let Some(p) = &r.predicted {
-        return super::expandable_prediction(p);
-    }
     let e = &o.facts;
+    if let Some(p) = &r.predicted {
+        let scope = match p.outcome {
+            ExpandableOutcome::Avoided { .. } | ExpandableOutcome::DependsOnCap { .. } => {
+                prediction_scope(e)
+            }
+            _ => String::new(),
+        };
+        return format!("{}{scope}", super::expandable_prediction(p));
+    }
     let unit = if e.pool == Pool::Small {
         "2 MiB"
     } else {
@@ -177,6 +295,10 @@ pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
                 .map(|l| super::at_line(&l.site))
                 .unwrap_or_default()
         ),
+        RemedyKind::ReduceWorkload if e.step_outgrew() => format!(
+            "the step that failed ran on larger inputs than any before it and needed more than the {} they peaked at: cap or bucket the input length (or the batch) so that no step exceeds what the earlier ones, which fit, used",
+            bytes(e.step.as_ref().map_or(0, |s| s.earlier_peak_bytes))
+        ),
         RemedyKind::ReduceWorkload => format!(
             "the workload needed more than was available: {} allocated when a further {} was requested",
             bytes(e.allocated_bytes),
@@ -189,7 +311,9 @@ pub fn remedy_assessment(o: &OomReport, r: &Remedy) -> String {
         ),
         RemedyKind::ReleaseFailedAttempt => format!(
             "would free the {} the failed attempts still hold before the next attempt starts",
-            bytes(e.retained_bytes)
+            e.retained_freed
+                .as_ref()
+                .map_or_else(|| bytes(e.retained_bytes), super::bounded_bytes)
         ),
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::analysis::pools::{KindEvidence, PoolKind};
 use crate::analysis::whatif::pools::{NoWhatIf, PoolWhatIf};
-use crate::units::bytes;
+use crate::units::{bytes, signed_bytes};
 
 /// A pool's kind as a table cell.
 pub fn pool_kind(k: PoolKind) -> &'static str {
@@ -40,13 +40,32 @@ pub fn pool_whatif(w: &PoolWhatIf, has_graph: bool) -> String {
             recorded_peak_reserved_bytes: rec,
             default_pool_peak_reserved_bytes: model,
             raised_by_bytes: x,
+            range,
         } => {
-            let verb = if x >= 0 { "raised" } else { "lowered" };
-            format!(
-                "{who} {verb} the reserved peak by {}: {} recorded, {} with every request of the log served by the default pool on the program's main stream (the allocator model's replay). Not counted: what the graph workflow requests besides its pool (warm-up on a side stream, a workspace per stream), which an eager run does not make",
-                bytes(x.unsigned_abs()),
+            let replay = format!(
+                "{} recorded, {} with every request of the log served by the default pool on the program's main stream (the allocator model's replay, {})",
                 bytes(rec),
-                bytes(model)
+                bytes(model),
+                signed_bytes(x)
+            );
+            let twins = super::twins(&range);
+            if range.sign_unknown() {
+                return format!(
+                    "{who}' effect on the reserved peak cannot be told: between {} and {} ({twins}); {replay}",
+                    signed_bytes(range.truth_low),
+                    signed_bytes(range.truth_high)
+                );
+            }
+            let verb = if x >= 0 { "raised" } else { "lowered" };
+            let (lo, hi) = if x >= 0 {
+                (range.truth_low, range.truth_high)
+            } else {
+                (-range.truth_high, -range.truth_low)
+            };
+            format!(
+                "{who} {verb} the reserved peak by {} to {} ({twins}); {replay}",
+                bytes(lo.unsigned_abs()),
+                bytes(hi.unsigned_abs())
             )
         }
         PoolWhatIf::NotComputed { reason } => {

@@ -4,6 +4,7 @@
 //! a remedy's assessment. Said from `analysis::whatif`'s typed results, so the text, the JSON
 //! and the OOM views word them alike.
 
+use crate::analysis::whatif::error::{Bounded, FigureKind};
 use crate::analysis::whatif::{
     AssumedCap, CapSource, ExpandableAssessment, ExpandableOutcome, Outcome, Placement,
     PlacementDifference, PredictedOom, WhatIf, WhatIfNote,
@@ -121,14 +122,14 @@ pub fn whatif_verdict(w: &WhatIf) -> String {
     let (r, p) = (&w.recorded, &w.predicted);
     match w.outcome() {
         Outcome::OomAvoided => format!(
-            "the recorded OOM would have been avoided; peak reserved {}",
-            bytes(p.stats.peak_reserved)
+            "the recorded OOM's request would have been served, and every later recorded one; peak reserved {}. The log holds no request the program would have made after its failure: whether the run would then have finished cannot be told",
+            bounded_bytes(&w.predicted_peak_reserved)
         ),
         Outcome::StillOoms => format!("still OOMs: {}", first_oom_at(&p.ooms, p.stopped_at)),
         Outcome::WouldOom => format!("would OOM: {}", first_oom_at(&p.ooms, p.stopped_at)),
         Outcome::NoOom => format!(
             "no OOM either way; peak reserved {} instead of {}",
-            bytes(p.stats.peak_reserved),
+            bounded_bytes(&w.predicted_peak_reserved),
             bytes(r.peak_reserved_bytes)
         ),
     }
@@ -154,11 +155,12 @@ fn expandable_outcome(o: &ExpandableOutcome) -> String {
         ),
         ExpandableOutcome::Avoided {
             cap,
-            peak_reserved_bytes,
+            peak_reserved,
+            ..
         } => format!(
-            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and {} all succeed, the failed one included (peak reserved {})",
+            "predicted to serve this request: the recorded requests replayed through the allocator model with expandable segments and {} all succeed, the failed one included (peak reserved {})",
             assumed_cap(cap),
-            bytes(*peak_reserved_bytes)
+            bounded_bytes(peak_reserved)
         ),
         ExpandableOutcome::FailsHere { cap, oom } => format!(
             "predicted NOT to avoid it: the recorded requests replayed through the allocator model with expandable segments and {} still fail at this request ({} with {} reserved): the free memory lies in holes that do not cover whole pages (20 MiB in the large pool), which is all expandable segments can unmap and map again",
@@ -184,6 +186,13 @@ fn expandable_outcome(o: &ExpandableOutcome) -> String {
 /// The cap an assessment's replay assumed, as the object of "with expandable segments and".
 fn assumed_cap(cap: &AssumedCap) -> String {
     match cap {
+        // The reserved peak lies above the most the OOM allowed: the cap was lowered during the
+        // run (or memory outside the allocator grew), so no one cap explains the log.
+        AssumedCap::Range { low, high } if low > high => format!(
+            "a cap of {} (the recorded reserved peak; at the OOM the cap was below {}, so it was lowered during the run and no one cap explains the log)",
+            bytes(*low),
+            bytes(*high)
+        ),
         AssumedCap::Range { low, high } => format!(
             "any cap the recorded run allows ({} .. {})",
             bytes(*low),
@@ -192,6 +201,34 @@ fn assumed_cap(cap: &AssumedCap) -> String {
         AssumedCap::Exact(c) => format!("a cap of {}", bytes(*c)),
         AssumedCap::None => "no cap".into(),
     }
+}
+
+/// Where a counterfactual figure's range comes from, for the parentheses after it.
+pub(crate) fn twins(b: &Bounded) -> String {
+    let runs = match b.kind {
+        FigureKind::GraphPeakEffect => "twin runs of the same work without the private pools",
+        FigureKind::WhatIfPeakReserved => "twin runs of the same work under the settings asked",
+        FigureKind::RetainedFreed => "OOMs of retry loops whose kept bytes were measured",
+    };
+    if b.exact() {
+        format!("exact on all {} {runs}", b.twins)
+    } else {
+        format!("the range the truth lay in on all {} {runs}", b.twins)
+    }
+}
+
+/// A figure in bytes with its range: `1.9 GiB (1.9 GiB .. 2.0 GiB, the range ...)`.
+pub(crate) fn bounded_bytes(b: &Bounded) -> String {
+    if b.exact() {
+        return format!("{} ({})", bytes(b.figure.max(0) as u64), twins(b));
+    }
+    format!(
+        "{} ({} .. {}, {})",
+        bytes(b.figure.max(0) as u64),
+        bytes(b.truth_low.max(0) as u64),
+        bytes(b.truth_high.max(0) as u64),
+        twins(b)
+    )
 }
 
 /// The cap's `source` is its sentence in JSON (what-if's and plan's).
@@ -236,12 +273,16 @@ mod tests {
             outcome: ExpandableOutcome::Avoided {
                 cap: AssumedCap::None,
                 peak_reserved_bytes: 1 << 30,
+                peak_reserved: crate::analysis::whatif::error::Bounded::of(
+                    FigureKind::WhatIfPeakReserved,
+                    1 << 30,
+                ),
             },
             from_mid_run: true,
         };
         assert_eq!(
             expandable_prediction(&a),
-            "predicted to avoid this OOM: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
+            "predicted to serve this request: the recorded requests replayed through the allocator model with expandable segments and no cap all succeed, the failed one included (peak reserved 1.0 GiB (1.0 GiB .. 1.1 GiB, the range the truth lay in on all 41 twin runs of the same work under the settings asked)) (the log starts mid-run: replayed from the layout at its first event, the blocks live then kept where they were)"
         );
     }
 }

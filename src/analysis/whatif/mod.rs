@@ -13,6 +13,7 @@
 //! followed neither by a new segment nor by an `oom` was not the allocator's own retry.
 
 pub mod alloc;
+pub mod error;
 pub mod pools;
 
 use std::collections::HashMap;
@@ -893,6 +894,8 @@ pub struct WhatIf {
     pub model_recorded_settings: RunResult,
     pub predicted: RunResult,
     pub notes: Vec<WhatIfNote>,
+    /// The predicted peak reserved with the range the real run's lay in on every twin.
+    pub predicted_peak_reserved: error::Bounded,
 }
 
 /// What the reader of a prediction should know about how it was made.
@@ -1047,6 +1050,10 @@ pub fn what_if(
             cap,
             recorded: recorded(snap, dev, &tl),
             model_recorded_settings: model_rec,
+            predicted_peak_reserved: error::Bounded::of(
+                error::FigureKind::WhatIfPeakReserved,
+                predicted.stats.peak_reserved.min(i64::MAX as u64) as i64,
+            ),
             predicted,
             notes,
         });
@@ -1125,6 +1132,8 @@ pub enum ExpandableOutcome {
     Avoided {
         cap: AssumedCap,
         peak_reserved_bytes: u64,
+        /// Where the real run's peak lay for a prediction of this size, on every twin.
+        peak_reserved: error::Bounded,
     },
     /// The same request fails again.
     FailsHere { cap: AssumedCap, oom: PredictedOom },
@@ -1180,6 +1189,10 @@ fn expandable_outcome(
         None => ExpandableOutcome::Avoided {
             cap,
             peak_reserved_bytes: p.stats.peak_reserved,
+            peak_reserved: error::Bounded::of(
+                error::FigureKind::WhatIfPeakReserved,
+                p.stats.peak_reserved.min(i64::MAX as u64) as i64,
+            ),
         },
         Some(oom) if oom.event == event => ExpandableOutcome::FailsHere { cap, oom },
         Some(oom) if oom.event > event => ExpandableOutcome::FailsLater { cap, oom },

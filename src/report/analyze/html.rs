@@ -740,6 +740,7 @@ impl Html<'_> {
             out.push_str("</section>");
         }
         pools_section(out, d);
+        reserved_section(out, d);
         for (title, rows) in [
             ("Allocations by user label (user_metadata)", &d.user_labels),
             (
@@ -862,6 +863,7 @@ impl Html<'_> {
             r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
             esc(&crate::wording::verdict(&a.verdict))
         );
+        ranked_section(&mut o, a);
         // The device whose OOM ended the run comes first, right under the verdict that names it.
         let oom_device = a.last_oom().map(|(d, _)| d);
         let mut order: Vec<&crate::analysis::DeviceReport> = a.devices.iter().collect();
@@ -946,4 +948,35 @@ fn pools_section(out: &mut String, d: &DeviceReport) {
         );
     }
     out.push_str("</section>");
+}
+
+/// Reserved far above allocated on the device: the same sentences as the text report.
+fn reserved_section(out: &mut String, d: &DeviceReport) {
+    let Some(r) = &d.reserved_excess else {
+        return;
+    };
+    let _ = write!(
+        out,
+        r#"<section class="reserved"><h2>Reserved far above allocated</h2><p>{}</p><p><b>fix:</b> {}</p></section>"#,
+        esc(&crate::wording::reserved_excess(r)),
+        esc(&crate::wording::reserved_excess_fix(r))
+    );
+}
+
+/// The findings by bytes at stake, where the report has findings of more than one kind (as the
+/// text report).
+fn ranked_section(out: &mut String, a: &Analysis) {
+    let ranked = a.ranked_findings();
+    if !crate::analysis::ranked::mixed(&ranked) {
+        return;
+    }
+    out.push_str(r#"<section id="findings"><h2>Findings by bytes at stake</h2><ol>"#);
+    for r in &ranked {
+        let _ = write!(
+            out,
+            "<li>{}</li>",
+            esc(&crate::wording::ranked_finding(a, r))
+        );
+    }
+    out.push_str("</ol></section>");
 }

@@ -38,6 +38,8 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: Option<GraphDoc<'a>>,
     notes: Vec<String>,
+    /// The findings by bytes at stake (`Analysis::ranked_findings`).
+    findings: Vec<crate::analysis::ranked::Ranked>,
 }
 
 /// A device with its OOMs, each with its sentences.
@@ -56,6 +58,9 @@ struct OomDoc<'a> {
     summary: String,
     evidence: Vec<String>,
     remedies: Vec<RemedyDoc>,
+    /// The step the request failed in, against the earlier ones (the cause's typed evidence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failing_step: Option<&'a crate::analysis::oom_step::FailingStep>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +89,7 @@ fn device_doc(d: &DeviceReport) -> DeviceDoc<'_> {
                         assessment: crate::wording::remedy_assessment(o, r),
                     })
                     .collect(),
+                failing_step: o.facts.step.as_ref(),
             })
             .collect(),
     }
@@ -171,6 +177,7 @@ fn doc(a: &Analysis) -> Document<'_> {
                 .collect(),
         }),
         notes: a.notes.iter().map(crate::wording::note).collect(),
+        findings: a.ranked_findings(),
     }
 }
 
@@ -198,6 +205,7 @@ mod tests {
         };
         let mut fields = keys(&raw);
         fields.push("notes".into());
+        fields.push("findings".into());
         fields.sort();
         assert_eq!(fields, keys(&doc));
         let mut verdict = keys(&raw["verdict"]);

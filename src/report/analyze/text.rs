@@ -235,6 +235,19 @@ fn write_pools(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<
     Ok(())
 }
 
+/// The findings by bytes at stake, where the report has findings of more than one kind.
+fn write_ranked(out: &mut dyn Write, st: &Style, a: &Analysis) -> io::Result<()> {
+    let ranked = a.ranked_findings();
+    if !crate::analysis::ranked::mixed(&ranked) {
+        return Ok(());
+    }
+    writeln!(out, "{}", st.bold("FINDINGS by bytes at stake"))?;
+    for (i, r) in ranked.iter().enumerate() {
+        writeln!(out, "  {}. {}", i + 1, crate::wording::ranked_finding(a, r))?;
+    }
+    Ok(())
+}
+
 fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result<()> {
     writeln!(out, "{}", st.bold(&format!("MEMORY cuda:{}", d.device)))?;
     writeln!(
@@ -289,6 +302,14 @@ fn write_device(out: &mut dyn Write, st: &Style, d: &DeviceReport) -> io::Result
         )?;
     }
     write_pools(out, st, d)?;
+    if let Some(r) = &d.reserved_excess {
+        writeln!(out, "  {}", st.yellow(&crate::wording::reserved_excess(r)))?;
+        writeln!(
+            out,
+            "    fix: {}",
+            st.bold(&crate::wording::reserved_excess_fix(r))
+        )?;
+    }
     let c = &d.consistency;
     if d.segments.is_none() {
         // A trace: the profiler's own running totals, nothing replayed.
@@ -698,6 +719,7 @@ impl Format for Text {
             _ => st.red(&crate::wording::verdict(&a.verdict)),
         };
         writeln!(out, "{} {v}", st.bold("VERDICT"))?;
+        write_ranked(out, &st, a)?;
         for d in &a.devices {
             writeln!(out)?;
             write_device(out, &st, d)?;

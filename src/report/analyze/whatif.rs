@@ -110,6 +110,8 @@ struct WhatIfDoc<'a> {
     model_recorded_settings: RunDoc<'a>,
     predicted: RunDoc<'a>,
     notes: Vec<String>,
+    /// The predicted peak reserved with the range the truth lay in on every twin run.
+    predicted_peak_reserved: &'a crate::analysis::whatif::error::Bounded,
 }
 
 /// A run's figures, then how its layout compares with the log's.
@@ -163,6 +165,7 @@ fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
         model_recorded_settings,
         predicted,
         notes,
+        predicted_peak_reserved,
     } = w;
     WhatIfDoc {
         device: *device,
@@ -171,6 +174,7 @@ fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
         model_recorded_settings: run_doc(model_recorded_settings),
         predicted: run_doc(predicted),
         notes: notes.iter().map(wording::whatif_note).collect(),
+        predicted_peak_reserved,
     }
 }
 
