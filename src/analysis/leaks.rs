@@ -31,14 +31,17 @@ use crate::analysis::steps::{self, Step};
 use crate::model::model_code::ModelCode;
 use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks, Sym};
 
+pub mod benign;
 mod extent;
 mod find;
 mod fit;
+pub mod irregular;
 pub mod rules;
 pub mod series;
 mod signal;
 mod survivors;
 
+pub use benign::{BenignReading, ExcludedGrowth, RuledOut};
 pub use extent::{Extent, Release};
 pub use find::*;
 pub use fit::*;
@@ -274,6 +277,10 @@ pub struct Leak {
     /// `explanation` and `fix`) are [`crate::wording::leak_explanation`]'s and `leak_fix`'s.
     #[serde(skip)]
     pub evidence: LeakEvidence,
+    /// The benign readings this finding's figures rule out (replacement, a bounded container,
+    /// immaterial growth), with those figures; `None` for retained attempts and traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ruled_out: Option<RuledOut>,
     pub samples: Vec<Sample>,
     pub related_sites: Vec<RelatedSite>,
     /// The heaviest full stack of the site, innermost first (`file:line function`).
@@ -299,6 +306,14 @@ impl Leak {
             .map(|r| r.growth_bytes_per_step)
             .sum();
         (self.growth_bytes_per_step + related) * self.steps as f64
+    }
+
+    /// Bytes at stake: what the finding's sites held at the growth's end (alive at the end, or
+    /// at their peak for a released accumulation). Findings are ranked by it.
+    pub fn bytes_at_stake(&self) -> u64 {
+        self.related_sites
+            .iter()
+            .fold(self.live_bytes, |t, r| t.saturating_add(r.live_bytes))
     }
 }
 
@@ -351,6 +366,29 @@ pub enum LeakEvidence {
     Trace(TraceEvidence),
     /// Attempts that ended in an OOM, held while the next one ran ([`crate::analysis::retry`]).
     RetainedAttempts(RetryEvidence),
+    /// A container that gained entries on some steps and never freed them
+    /// ([`irregular`]).
+    Irregular(IrregularEvidence),
+}
+
+/// An irregular growth finding's evidence: which steps added entries, and the entries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IrregularEvidence {
+    /// The allocating line.
+    pub site: Option<Site>,
+    /// The steps that added entries (by name).
+    pub gain_steps: Vec<String>,
+    /// Boundaries from the one before the first gain to the last.
+    pub steps: usize,
+    /// Entries (blocks) and bytes gained, none of them freed.
+    pub entries: u64,
+    pub bytes: u64,
+    /// The entries' distinct sizes, largest first (at most [`irregular::SHOWN_SIZES`]), and how
+    /// many distinct sizes there were.
+    pub sizes: Vec<u64>,
+    pub distinct_sizes: usize,
+    /// The loop body's line that called the allocating line, where it is another line.
+    pub loop_line: Option<Site>,
 }
 
 /// A snapshot finding's evidence.
