@@ -26,6 +26,7 @@ pub mod plan;
 pub mod steps;
 pub mod trace_memory;
 pub mod whatif;
+mod work;
 
 pub use crate::model::trace::CountedFrom;
 use crate::model::Layout;
