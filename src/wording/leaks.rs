@@ -185,12 +185,12 @@ pub fn excluded_explanation(g: &ExcludedGrowth) -> String {
         } => {
             let own = site_blocks.saturating_sub(*bound_blocks);
             let made = if own > 0 {
-                format!(" (the other {own} of its {site_blocks} live blocks were made in the step itself, or once before the growth)")
+                format!(" (the other {own} of its {site_blocks} blocks at a step's end were the step's own, or made once before the growth)")
             } else {
                 String::new()
             };
             format!(
-                "{at} grew {per_step} per step over {} steps, then stayed at {site_blocks} blocks ({}) for {plateau_steps} complete steps while {evicted_blocks} old blocks left, one out for one in; {bound_blocks} blocks were kept from earlier steps{made}: a bounded container (`deque(maxlen={bound_blocks})`, a list trimmed to its last entries, an LRU cache). Bounded growth with bound {bound_blocks}, not a leak.",
+                "{at} grew {per_step} per step over {} steps, then stayed at {site_blocks} blocks ({}) for {plateau_steps} complete steps while {evicted_blocks} old blocks left, one out for one in; right after an old one left, {bound_blocks} were alive{made}: a bounded container (`deque(maxlen={bound_blocks})`, a list trimmed to its last entries, an LRU cache). Bounded growth with bound {bound_blocks}, not a leak.",
                 g.steps,
                 bytes(*bound_bytes),
             )

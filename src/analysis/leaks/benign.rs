@@ -53,9 +53,9 @@ pub enum BenignReading {
         replaced_blocks: u64,
     },
     /// The site's blocks rose to `site_blocks` (`bound_bytes`) and stayed there for
-    /// `plateau_steps` complete steps, `evicted_blocks` old ones leaving as new ones came. Of
-    /// those blocks, `bound_blocks` had been kept from earlier steps at the plateau's last
-    /// boundary: the container's bound (the others were made in that step).
+    /// `plateau_steps` complete steps, `evicted_blocks` old ones leaving as new ones came.
+    /// `bound_blocks` of them were alive right after an old one left: the container's bound (the
+    /// others were the step's own, or made once before the growth).
     BoundedContainer {
         bound_blocks: u64,
         site_blocks: u64,
@@ -161,37 +161,44 @@ pub(super) fn bounded(s: &SiteSeries, w: Window, last: usize) -> Option<BenignRe
     })
 }
 
-/// The blocks of `site` alive at boundary `at` that were allocated after the growth began
-/// (boundary `from`) and before the boundary before `at`: entries a container kept from earlier
-/// steps, neither the step's own nor what the site made once before the growth (a cuBLAS
-/// workspace made by the first matmul of the line). One pass over the log up to that boundary,
-/// following the site's blocks only.
-pub(super) fn kept_from_earlier_steps(
+/// The container's bound: over the plateau (after boundary `end`, up to boundary `at`), the
+/// number of the site's blocks made since the growth began (boundary `from`) that are alive right
+/// after each eviction of one that had survived a boundary; the median of those counts. Right after
+/// an old entry leaves, a container holds its bound: a `deque(maxlen=N)` (or an LRU cache) takes the
+/// new entry, then drops the oldest. What the line made once before the growth (a cuBLAS workspace
+/// made by its first matmul) is not counted. One pass over the log up to that boundary, following
+/// the site's blocks only.
+pub(super) fn bound_entries(
     dev: &crate::model::Device,
     sites: &mut super::SiteTable,
     bounds: &[(usize, usize)],
     site: super::SiteId,
-    from: usize,
-    at: usize,
+    (from, end, at): (usize, usize, usize),
 ) -> Option<u64> {
-    let before = bounds[at.checked_sub(1)?].0;
-    let after = bounds[from].0;
+    use crate::model::Action;
+    let (grown_after, plateau_after) = (bounds[from].0, bounds[end].0);
     let mut live: rustc_hash::FxHashMap<u64, usize> = Default::default();
+    let mut next_bound = 0usize;
+    let mut counts: Vec<u64> = Vec::new();
     for (i, e) in dev.events.iter().enumerate().take(bounds[at].0 + 1) {
-        match e.action {
-            crate::model::Action::Alloc => {
-                live.remove(&e.addr);
-                if sites.of(e.stack) == site {
-                    live.insert(e.addr, i);
-                }
-            }
-            crate::model::Action::FreeRequested | crate::model::Action::FreeCompleted => {
-                live.remove(&e.addr);
-            }
-            _ => {}
+        let last_bound = next_bound.checked_sub(1).map(|b| bounds[b].0);
+        let freed = match e.action {
+            Action::Alloc | Action::FreeRequested | Action::FreeCompleted => live.remove(&e.addr),
+            _ => None,
+        };
+        if e.action == Action::Alloc && i > grown_after && sites.of(e.stack) == site {
+            live.insert(e.addr, i);
+        }
+        let evicted = freed.is_some_and(|a| last_bound.is_some_and(|b| a <= b));
+        if evicted && i > plateau_after {
+            counts.push(live.len() as u64);
+        }
+        while next_bound < bounds.len() && bounds[next_bound].0 <= i {
+            next_bound += 1;
         }
     }
-    Some(live.values().filter(|&&i| i > after && i <= before).count() as u64)
+    counts.sort_unstable();
+    counts.get(counts.len() / 2).copied()
 }
 
 /// Steps at `per_step` to add `peak` again (infinite for no growth).

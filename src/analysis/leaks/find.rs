@@ -128,9 +128,8 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         // each step (a curriculum's input) is a replacement.
         let bounded = benign::bounded(&series, w, complete).map(|mut r| {
             if let BenignReading::BoundedContainer { bound_blocks, .. } = &mut r {
-                let at = complete - 1;
-                let kept =
-                    benign::kept_from_earlier_steps(dev, &mut sites, &bounds, site, w.start, at);
+                let span = (w.start, w.end, complete - 1);
+                let kept = benign::bound_entries(dev, &mut sites, &bounds, site, span);
                 *bound_blocks = kept.unwrap_or(*bound_blocks);
             }
             r
