@@ -76,91 +76,18 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
     // Boundaries of complete steps: the OOM's sample ends no step.
     let complete = nb - usize::from(oom_sample.is_some());
     let peak = tl.peaks.allocated.bytes;
-    let mut cands: Vec<Candidate> = Vec::new();
-    let mut irregular_cands: Vec<(Candidate, Vec<usize>)> = Vec::new();
-    let mut excluded: Vec<ExcludedGrowth> = Vec::new();
-    for (k, ch) in surv.changes.iter().enumerate() {
-        if ch.len() < (min_bounds - 1).min(irregular::MIN_GAINS) {
-            continue;
-        }
-        let site = SiteId(k as u32);
-        let (b, c) = surv.series(site, nb);
-        let ev = surv.evicted(site, nb);
-        let series = benign::SiteSeries {
-            bytes: &b,
-            blocks: &c,
-            evicted: &ev,
-        };
-        // Growth that ran up to the OOM and holds most of what was allocated there is the
-        // OOM's leak even over a few steps (an inference server keeping every request's cache).
-        let up_to_oom = || {
-            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
-                // Up to the OOM, or to the last step's end before it (the step the OOM
-                // interrupted may not have added to it yet).
-                oom_sample.is_some()
-                    && w.end + 2 >= nb
-                    && b[nb - 1] >= b[w.end]
-                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * allocated_at_oom as f64
-            })
-        };
-        let window = if ch.len() >= min_bounds - 1 {
-            growth_window(&b).or_else(up_to_oom)
-        } else {
-            None
-        };
-        let linear = window.and_then(|w| {
-            let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
-            let r2 = r_squared(&vb);
-            let slope = theil_sen(&vb);
-            (r2 >= MIN_R2 && slope > 0.0).then_some((w, r2, slope))
-        });
-        let Some((w, r2, slope_bytes)) = linear else {
-            // Not a line: a cache that gains entries on some steps and never frees them.
-            if let Some((gains, w)) = irregular::find(&series, complete) {
-                let cand = candidate(site, w, &b, &c, &ev, complete);
-                irregular_cands.push((cand, gains));
-            }
-            continue;
-        };
-        let vc: Vec<f64> = c[w.start..=w.end].iter().map(|&x| x as f64).collect();
-        // A container at its bound whose entries outlive a step (an LRU of masks) is read as
-        // such even where its blocks also stayed constant over the growth; one block replaced
-        // each step (a curriculum's input) is a replacement.
-        let bounded = benign::bounded(&series, w, complete).map(|mut r| {
-            if let BenignReading::BoundedContainer { bound_blocks, .. } = &mut r {
-                let span = (w.start, w.end, complete - 1);
-                let kept = benign::bound_entries(dev, &mut sites, &bounds, site, span);
-                *bound_blocks = kept.unwrap_or(*bound_blocks);
-            }
-            r
-        });
-        let kept_entries = matches!(
-            bounded,
-            Some(BenignReading::BoundedContainer { bound_blocks, .. }) if bound_blocks >= 2
-        );
-        let benign = if kept_entries {
-            bounded
-        } else {
-            benign::replacement(&series, w).or(bounded)
-        };
-        if let Some(reading) = benign {
-            excluded.push(ExcludedGrowth {
-                site: sites.site(site),
-                growth_bytes_per_step: slope_bytes,
-                steps: w.end - w.start,
-                live_bytes: b[w.end],
-                count: c[w.end],
-                reading,
-            });
-            continue;
-        }
-        cands.push(Candidate {
-            slope_bytes,
-            slope_count: theil_sen(&vc),
-            r2,
-            ..candidate(site, w, &b, &c, &ev, complete)
-        });
-    }
+    let sampling = Sampling {
+        bounds: &bounds,
+        min_bounds,
+        complete,
+        oom_sample: oom_sample.is_some(),
+        allocated_at_oom,
+    };
+    let Scanned {
+        cands,
+        irregular: irregular_cands,
+        mut excluded,
+    } = scan_sites(dev, &mut sites, &surv, &sampling);
     let loop_frame = loop_frame(snap, dev, steps);
     let judge_at = tl
         .ooms
@@ -254,6 +181,146 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         leaks,
         bounded_growth,
         excluded,
+    }
+}
+
+/// Most bounded containers whose bound is counted by a pass of its own over the log
+/// ([`benign::bound_entries`]).
+pub const MAX_BOUND_PASSES: usize = 8;
+
+/// How the survivors were sampled: at the boundaries of complete steps, and at the OOM.
+struct Sampling<'a> {
+    bounds: &'a [(usize, usize)],
+    /// Fewest boundaries a linear growth window needs.
+    min_bounds: usize,
+    /// Boundaries of complete steps (the OOM's sample ends no step).
+    complete: usize,
+    oom_sample: bool,
+    allocated_at_oom: u64,
+}
+
+/// What the scan of every site's series found.
+struct Scanned {
+    /// Linear growth no benign reading explains.
+    cands: Vec<Candidate>,
+    /// Irregular growth, with the boundaries at which it gained.
+    irregular: Vec<(Candidate, Vec<usize>)>,
+    /// Growth a benign reading explains.
+    excluded: Vec<ExcludedGrowth>,
+}
+
+/// Every site's series judged: a straight-line growth window (or growth up to the OOM), then
+/// the benign readings, else irregular growth.
+fn scan_sites(dev: &Device, sites: &mut SiteTable, surv: &Survivors, s: &Sampling) -> Scanned {
+    let nb = s.bounds.len();
+    let mut bound_passes = 0usize;
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut irregular_cands: Vec<(Candidate, Vec<usize>)> = Vec::new();
+    let mut excluded: Vec<ExcludedGrowth> = Vec::new();
+    for (k, ch) in surv.changes.iter().enumerate() {
+        if ch.len() < (s.min_bounds - 1).min(irregular::MIN_GAINS) {
+            continue;
+        }
+        let site = SiteId(k as u32);
+        let (b, c) = surv.series(site, nb);
+        let ev = surv.evicted(site, nb);
+        let series = benign::SiteSeries {
+            bytes: &b,
+            blocks: &c,
+            evicted: &ev,
+        };
+        // Growth that ran up to the OOM and holds most of what was allocated there is the
+        // OOM's leak even over a few steps (an inference server keeping every request's cache).
+        let up_to_oom = || {
+            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
+                // Up to the OOM, or to the last step's end before it (the step the OOM
+                // interrupted may not have added to it yet).
+                s.oom_sample
+                    && w.end + 2 >= nb
+                    && b[nb - 1] >= b[w.end]
+                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * s.allocated_at_oom as f64
+            })
+        };
+        let window = if ch.len() >= s.min_bounds - 1 {
+            growth_window(&b).or_else(up_to_oom)
+        } else {
+            None
+        };
+        let linear = window.and_then(|w| {
+            let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
+            let r2 = r_squared(&vb);
+            let slope = theil_sen(&vb);
+            (r2 >= MIN_R2 && slope > 0.0).then_some((w, r2, slope))
+        });
+        let Some((w, r2, slope_bytes)) = linear else {
+            // Not a line: a cache that gains entries on some steps and never frees them.
+            if let Some((gains, w)) = irregular::find(&series, s.complete) {
+                let cand = candidate(site, w, &b, &c, &ev, s.complete);
+                irregular_cands.push((cand, gains));
+            }
+            continue;
+        };
+        let vc: Vec<f64> = c[w.start..=w.end].iter().map(|&x| x as f64).collect();
+        // Each bound is one more pass over the log: at most MAX_BOUND_PASSES of them, so the
+        // cost stays linear (beyond them, the bound is the site's block count).
+        let refine = bound_passes < MAX_BOUND_PASSES;
+        let benign = benign_reading(dev, sites, s.bounds, site, &series, w, s.complete, refine);
+        bound_passes += usize::from(refine && benign.is_some());
+        if let Some(reading) = benign {
+            excluded.push(ExcludedGrowth {
+                site: sites.site(site),
+                growth_bytes_per_step: slope_bytes,
+                steps: w.end - w.start,
+                live_bytes: b[w.end],
+                count: c[w.end],
+                reading,
+            });
+            continue;
+        }
+        cands.push(Candidate {
+            slope_bytes,
+            slope_count: theil_sen(&vc),
+            r2,
+            ..candidate(site, w, &b, &c, &ev, s.complete)
+        });
+    }
+    Scanned {
+        cands,
+        irregular: irregular_cands,
+        excluded,
+    }
+}
+
+/// The benign reading of a linear growth window, if one applies. A container at its bound whose
+/// entries outlive a step (an LRU of masks) is read as such even where its blocks also stayed
+/// constant over the growth; one block replaced each step (a curriculum's input) is a replacement.
+#[allow(clippy::too_many_arguments)]
+fn benign_reading(
+    dev: &Device,
+    sites: &mut SiteTable,
+    bounds: &[(usize, usize)],
+    site: SiteId,
+    series: &benign::SiteSeries,
+    w: Window,
+    complete: usize,
+    refine: bool,
+) -> Option<BenignReading> {
+    let bounded = benign::bounded(series, w, complete).map(|mut r| {
+        if let (true, BenignReading::BoundedContainer { bound_blocks, .. }) = (refine, &mut r) {
+            let span = (w.start, w.end, complete - 1);
+            let kept = benign::bound_entries(dev, sites, bounds, site, span);
+            *bound_blocks = kept.unwrap_or(*bound_blocks);
+        }
+        r
+    });
+    let kept_entries = matches!(
+        bounded,
+        Some(BenignReading::BoundedContainer { bound_blocks, .. }) if bound_blocks >= 2
+    );
+    if kept_entries {
+        bounded
+    } else {
+        benign::replacement(series, w).or(bounded)
     }
 }
 
