@@ -58,30 +58,29 @@ pub fn leak_explanation(l: &Leak) -> String {
     }
 }
 
-/// The benign readings a finding's figures rule out, with those figures.
+/// The benign readings a finding's figures rule out, with those figures (one short sentence:
+/// the explanation before it says what the finding is).
 fn ruled_out(r: &RuledOut) -> String {
-    let replacement = format!(
-        "not one tensor replaced by a larger one each step (its live blocks went from {} to {})",
-        r.blocks_at_start, r.blocks_at_end
-    );
     let bound = if r.steps_after == 0 {
-        "not a container at its bound (it grew up to the last complete step)".to_string()
+        "it grew to the last step (no bound)".to_string()
     } else {
         format!(
-            "not a container at its bound ({} of its blocks left in the {} complete steps after the growth)",
+            "{} of its blocks left in the {} steps after (no bound)",
             r.evicted_after, r.steps_after
         )
     };
     let material = match r.steps_to_peak {
         Some(n) => format!(
-            "not immaterial (at this rate the allocated peak of {} is added again in {} steps; growth is a note only beyond {} steps)",
+            "it adds the {} peak again in {} steps (material)",
             bytes(r.peak_allocated_bytes),
-            steps_count(n),
-            steps_count(MATERIAL_STEPS)
+            steps_count(n)
         ),
-        None => "its survivors are scalars, each holding its autograd graph, so their bytes understate what is kept and no size makes them immaterial".to_string(),
+        None => "its survivors are scalars holding their graphs (no size test)".to_string(),
     };
-    format!("Ruled out: {replacement}; {bound}; {material}.")
+    format!(
+        "Not a benign reading: its blocks went from {} to {} (no replacement), {bound}, and {material}.",
+        r.blocks_at_start, r.blocks_at_end
+    )
 }
 
 /// A step count in prose: `1.1 million`, `42,000`.
