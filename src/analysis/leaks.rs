@@ -31,14 +31,17 @@ use crate::analysis::steps::{self, Step};
 use crate::model::model_code::ModelCode;
 use crate::model::{Action, Device, EventIdx, FrameKind, Snapshot, StackId, Stacks, Sym};
 
+pub mod benign;
 mod extent;
 mod find;
 mod fit;
+pub mod irregular;
 pub mod rules;
 pub mod series;
 mod signal;
 mod survivors;
 
+pub use benign::{BenignReading, ExcludedGrowth, RuledOut};
 pub use extent::{Extent, Release};
 pub use find::*;
 pub use fit::*;
@@ -274,6 +277,10 @@ pub struct Leak {
     /// `explanation` and `fix`) are [`crate::wording::leak_explanation`]'s and `leak_fix`'s.
     #[serde(skip)]
     pub evidence: LeakEvidence,
+    /// The benign readings this finding's figures rule out (replacement, a bounded container,
+    /// immaterial growth), with those figures; `None` for retained attempts and traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ruled_out: Option<RuledOut>,
     pub samples: Vec<Sample>,
     pub related_sites: Vec<RelatedSite>,
     /// The heaviest full stack of the site, innermost first (`file:line function`).
@@ -299,6 +306,14 @@ impl Leak {
             .map(|r| r.growth_bytes_per_step)
             .sum();
         (self.growth_bytes_per_step + related) * self.steps as f64
+    }
+
+    /// Bytes at stake: what the finding's sites held at the growth's end (alive at the end, or
+    /// at their peak for a released accumulation). Findings are ranked by it.
+    pub fn bytes_at_stake(&self) -> u64 {
+        self.related_sites
+            .iter()
+            .fold(self.live_bytes, |t, r| t.saturating_add(r.live_bytes))
     }
 }
 
@@ -351,6 +366,29 @@ pub enum LeakEvidence {
     Trace(TraceEvidence),
     /// Attempts that ended in an OOM, held while the next one ran ([`crate::analysis::retry`]).
     RetainedAttempts(RetryEvidence),
+    /// A container that gained entries on some steps and never freed them
+    /// ([`irregular`]).
+    Irregular(IrregularEvidence),
+}
+
+/// An irregular growth finding's evidence: which steps added entries, and the entries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IrregularEvidence {
+    /// The allocating line.
+    pub site: Option<Site>,
+    /// The steps that added entries (by name).
+    pub gain_steps: Vec<String>,
+    /// Boundaries from the one before the first gain to the last.
+    pub steps: usize,
+    /// Entries (blocks) and bytes gained, none of them freed.
+    pub entries: u64,
+    pub bytes: u64,
+    /// The entries' distinct sizes, largest first (at most [`irregular::SHOWN_SIZES`]), and how
+    /// many distinct sizes there were.
+    pub sizes: Vec<u64>,
+    pub distinct_sizes: usize,
+    /// The loop body's line that called the allocating line, where it is another line.
+    pub loop_line: Option<Site>,
 }
 
 /// A snapshot finding's evidence.
@@ -555,6 +593,90 @@ mod tests {
         dedup.dedup();
         assert_eq!(ids, dedup);
         assert!(rules().iter().all(|r| !r.describe().is_empty()));
+    }
+
+    /// A loop of 12 steps under a 1 GiB block allocated first (the peak), each step keeping one
+    /// `kept` bytes tensor made by the loop's own line, its temporaries freed.
+    fn kept_under_a_gib(kept: u64) -> Findings {
+        use crate::model::{AllocatorSettings, Device, Event, Layout};
+        let mut st = Stacks::new();
+        let setup = st.intern_frame("train.py", 5, "main");
+        let data = st.intern_frame("train.py", 10, "main");
+        let keep = st.intern_frame("train.py", 12, "main");
+        let lin = st.intern_frame(
+            "/v/lib/python3.12/site-packages/torch/nn/modules/linear.py",
+            134,
+            "forward",
+        );
+        let fwd = st.intern_frame("train.py", 11, "main");
+        let (s_setup, s_in) = (st.intern_stack(&[setup]), st.intern_stack(&[data]));
+        let (s_out, s_keep) = (st.intern_stack(&[lin, fwd]), st.intern_stack(&[keep]));
+        let mk = |action, addr, size, stack| Event {
+            action,
+            addr,
+            size,
+            stream: 0,
+            time_us: None,
+            stack,
+            device_free: None,
+            meta: crate::model::MetaId::NONE,
+        };
+        let mut events = vec![
+            mk(Action::SegmentAlloc, 0, 1 << 32, StackId::EMPTY),
+            mk(Action::Alloc, 1 << 31, 1 << 30, s_setup),
+        ];
+        for k in 0..12u64 {
+            let base = k << 24;
+            events.push(mk(Action::Alloc, base, 4096, s_in));
+            events.push(mk(Action::Alloc, base + (1 << 20), 1 << 20, s_out));
+            events.push(mk(Action::Alloc, base + (4 << 20), kept, s_keep));
+            for a in [base, base + (1 << 20)] {
+                events.push(mk(Action::FreeRequested, a, 0, s_in));
+                events.push(mk(Action::FreeCompleted, a, 0, s_in));
+            }
+        }
+        let dev = Device {
+            index: 0,
+            segments: Vec::new(),
+            events,
+        };
+        let snap = Snapshot {
+            layout: Layout::Torch21,
+            devices: vec![dev.clone()],
+            stacks: st,
+            annotations: Vec::new(),
+            settings: AllocatorSettings::default(),
+            load_notes: Vec::new(),
+            device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
+        };
+        let tl = crate::analysis::replay::replay(&dev, &snap.settings);
+        let steps = steps::split(&snap, &dev, &tl);
+        find(&snap, &dev, &tl, &steps)
+    }
+
+    #[test]
+    fn kib_per_step_against_a_gib_peak_is_a_note_not_a_finding() {
+        // 512 B per step (a 64-element tensor) against a 1 GiB peak: 2 million steps to the peak.
+        let f = kept_under_a_gib(256);
+        assert!(f.leaks.is_empty(), "{:#?}", f.leaks);
+        let notes: Vec<_> = f
+            .excluded
+            .iter()
+            .filter_map(|g| match g.reading {
+                BenignReading::Immaterial { steps_to_peak, .. } => Some(steps_to_peak),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes.len(), 1, "{:#?}", f.excluded);
+        assert!(notes[0] > benign::MATERIAL_STEPS);
+        // The same line keeping 4 MiB per step is a finding, with its figures against the peak.
+        let f = kept_under_a_gib(4 << 20);
+        assert_eq!(f.leaks.len(), 1, "{:#?}", f.excluded);
+        let r = f.leaks[0].ruled_out.as_ref().expect("ruled out");
+        assert!(r.steps_to_peak.is_some_and(|n| n < 1000.0), "{r:?}");
+        assert_eq!(r.blocks_at_end - r.blocks_at_start, f.leaks[0].steps as u64);
     }
 
     #[test]

@@ -751,6 +751,26 @@ pub(crate) fn working(
     total > 0 && ok * 2 >= total
 }
 
+/// Whether the iterations `starts` (event indices) of an inner loop level are whole steps of
+/// the program's loop, not a loop inside one step: most of them run the backward pass, where the
+/// stretch runs one at all, else a module call. A loop over parameters inside one
+/// `optimizer.step` (a hand-written AdamW creating its state lazily), over layers or over tokens
+/// does neither per iteration, so its iterations are never taken as steps.
+pub(crate) fn whole_steps(snap: &Snapshot, dev: &Device, starts: &[usize], end: usize) -> bool {
+    let mut work = super::work::Work::new(&snap.stacks);
+    let its: Vec<(bool, bool)> = starts
+        .iter()
+        .enumerate()
+        .map(|(k, &a)| work.of_range(dev, a..starts.get(k + 1).copied().unwrap_or(end)))
+        .collect();
+    let any_backward = its.iter().any(|w| w.0);
+    let whole = its
+        .iter()
+        .filter(|w| if any_backward { w.0 } else { w.1 })
+        .count();
+    !its.is_empty() && whole * 2 >= its.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

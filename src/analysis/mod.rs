@@ -29,6 +29,7 @@ pub mod plan;
 pub mod steps;
 pub mod trace_memory;
 pub mod whatif;
+mod work;
 
 pub use crate::model::trace::CountedFrom;
 use crate::model::Layout;
@@ -319,6 +320,14 @@ pub struct BoundedGrowthReport {
     pub growth: leaks::BoundedGrowth,
 }
 
+/// Growth a benign reading explains, with the device it was seen on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ExcludedGrowthReport {
+    pub device: u32,
+    #[serde(flatten)]
+    pub growth: leaks::ExcludedGrowth,
+}
+
 /// One step of the workload (a training iteration, a validation batch), as found in the log.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct StepReport {
@@ -526,6 +535,10 @@ pub struct Analysis {
     pub leaks: Vec<LeakReport>,
     /// Growth that stopped and was released (bounded caches, warm-up): not leaks.
     pub bounded_growth: Vec<BoundedGrowthReport>,
+    /// Growth a benign reading explains (replacement, a bounded container, immaterial growth),
+    /// with its figures: not leaks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded_growth: Vec<ExcludedGrowthReport>,
     pub steps: Vec<StepReport>,
     /// Allocated memory by category at the last OOM, else at the allocated peak.
     pub categories: Option<CategoriesReport>,

@@ -321,6 +321,7 @@ impl Retention {
             window_end_event: last.measured_at,
             r2: 1.0,
             evidence,
+            ruled_out: None,
             samples: Vec::new(),
             related_sites: Vec::new(),
             stack: snap

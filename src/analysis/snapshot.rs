@@ -33,6 +33,7 @@ struct DeviceFindings {
     steps: Vec<Step>,
     leaks: Vec<Leak>,
     bounded_growth: Vec<leaks::BoundedGrowth>,
+    excluded: Vec<leaks::ExcludedGrowth>,
 }
 
 /// The current figures, from the snapshot's own segments: what torch recorded.
@@ -381,11 +382,13 @@ fn device_report(
     let leaks::Findings {
         mut leaks,
         bounded_growth,
+        excluded,
     } = found;
     // An OOM-retry loop that keeps its failed attempts alive is a finding of its own, and the
-    // cause of the later OOMs it made.
+    // cause of the later OOMs it made. Findings are ranked by bytes at stake.
     let retention = retry::find(snap, dev, tl);
     leaks.extend(retention.finding(snap));
+    leaks.sort_by_key(|l| std::cmp::Reverse(l.bytes_at_stake()));
     let categories_at_dump = (!has_history && !dev.segments.is_empty())
         .then(|| categories::at_state_with(classifier, snap, dev, &tl.end, None));
     let leak_judgement = judgement(has_history, &steps, &structure);
@@ -464,6 +467,7 @@ fn device_report(
         steps,
         leaks,
         bounded_growth,
+        excluded,
     }
 }
 
@@ -516,6 +520,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut bounded_growth = Vec::new();
+    let mut excluded_growth = Vec::new();
     let mut steps = Vec::new();
     for d in &snap.devices {
         let (tl, bounds, mut classifier) = replay_and_search(snap, d);
@@ -536,6 +541,14 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
             f.bounded_growth
                 .into_iter()
                 .map(|growth| BoundedGrowthReport {
+                    device: d.index,
+                    growth,
+                }),
+        );
+        excluded_growth.extend(
+            f.excluded
+                .into_iter()
+                .map(|growth| super::ExcludedGrowthReport {
                     device: d.index,
                     growth,
                 }),
@@ -582,6 +595,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
         devices,
         leaks,
         bounded_growth,
+        excluded_growth,
         steps,
         categories,
         graph: None,

@@ -227,10 +227,16 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                 let end = s.range.end;
                 // The outermost working level with enough iterations to judge (see
                 // JUDGE_ITERATIONS), else the working level with the most.
+                // An inner level is the steps only where its iterations are whole steps (they
+                // run the backward, or a module call): never a loop over parameters inside one
+                // optimizer step, over layers or over tokens (`loops::whole_steps`).
                 let working: Vec<_> = levels
                     .iter()
                     .enumerate()
-                    .filter(|(_, l)| loops::working(dev, &model, &l.starts, end))
+                    .filter(|(k, l)| {
+                        loops::working(dev, &model, &l.starts, end)
+                            && (*k == 0 || loops::whole_steps(snap, dev, &l.starts, end))
+                    })
                     .collect();
                 let pick = working
                     .iter()
@@ -729,6 +735,77 @@ mod tests {
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = split(&snap, &dev, &tl);
         assert_eq!(steps.iter().filter(|s| s.is_iteration()).count(), 10);
+    }
+
+    #[test]
+    fn a_loop_over_parameters_inside_the_optimizer_step_is_not_the_steps() {
+        // Two training iterations (forward, backward, a hand-written optimizer's step looping
+        // over 40 parameters, creating their state in the first step): too few steps to judge,
+        // never 80 "steps" of the parameter loop.
+        let mut st = Stacks::new();
+        let module = "/v/lib/python3.12/site-packages/torch/nn/modules/module.py";
+        let tensor = "/v/lib/python3.12/site-packages/torch/_tensor.py";
+        let fwd = [
+            st.intern_frame(module, 1775, "_call_impl"),
+            st.intern_frame("train.py", 10, "main"),
+        ];
+        let bwd = [
+            st.intern_frame(tensor, 626, "backward"),
+            st.intern_frame("train.py", 11, "main"),
+        ];
+        let s_fwd = st.intern_stack(&fwd);
+        let s_bwd = st.intern_stack(&bwd);
+        let call = st.intern_frame("train.py", 12, "main");
+        let state = st.intern_frame("opt.py", 21, "step");
+        let temp = st.intern_frame("opt.py", 24, "step");
+        let s_state = st.intern_stack(&[state, call]);
+        let s_temp = st.intern_stack(&[temp, call]);
+        let mut events = vec![ev(Action::SegmentAlloc, 0, 1 << 30, StackId::EMPTY, 0)];
+        let mut addr = 0u64;
+        let mut t = 0i64;
+        let mut alloc = |events: &mut Vec<Event>, stack, free: bool| {
+            addr += 4096;
+            t += 1;
+            events.push(ev(Action::Alloc, addr, 4096, stack, t));
+            if free {
+                events.push(ev(Action::FreeRequested, addr, 0, stack, t));
+                events.push(ev(Action::FreeCompleted, addr, 0, stack, t));
+            }
+        };
+        for step in 0..2 {
+            alloc(&mut events, s_fwd, true);
+            alloc(&mut events, s_bwd, true);
+            for _ in 0..40 {
+                if step == 0 {
+                    alloc(&mut events, s_state, false);
+                }
+                alloc(&mut events, s_temp, true);
+            }
+        }
+        let dev = Device {
+            index: 0,
+            segments: Vec::new(),
+            events,
+        };
+        let snap = Snapshot {
+            layout: Layout::Modern,
+            devices: vec![dev.clone()],
+            stacks: st,
+            annotations: Vec::new(),
+            settings: AllocatorSettings::default(),
+            load_notes: Vec::new(),
+            device_memory: Vec::new(),
+            metas: Vec::new(),
+            internal_metadata: None,
+        };
+        let b = bounds(&snap, &dev);
+        let iterations = b
+            .segs
+            .iter()
+            .filter(|s| s.source == StepSource::Loop)
+            .count();
+        assert!(iterations <= 2, "{iterations} steps: {:?}", b.structure);
+        assert!(b.structure.nested_loops.iter().any(|l| l.file == "opt.py"));
     }
 
     #[test]

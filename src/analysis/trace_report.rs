@@ -153,6 +153,7 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 window_end_event: EventIdx(0),
                 r2: cumulative_r2(&per_step),
                 evidence,
+                ruled_out: None,
                 samples: Vec::new(),
                 related_sites: sites[1..]
                     .iter()
@@ -438,6 +439,7 @@ fn analyze_trace_with_memory(
         devices,
         leaks,
         bounded_growth: Vec::new(),
+        excluded_growth: Vec::new(),
         steps,
         categories: None,
         graph: Some(GraphSection {

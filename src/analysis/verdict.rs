@@ -6,7 +6,7 @@
 //! not made here: [`crate::wording::verdict`] says it, for every view, from this evidence.
 
 use super::graph::GraphGrowth;
-use super::leaks::{Extent, LeakKind};
+use super::leaks::{Extent, LeakEvidence, LeakKind};
 use super::oom::Cause;
 use super::sites::Site;
 use super::{
@@ -45,6 +45,9 @@ pub enum VerdictEvidence {
         steps: usize,
         extent: Extent,
         findings: usize,
+        /// For a cache that gained entries on some steps and never freed them: on how many
+        /// steps it gained, and the bytes it holds.
+        irregular: Option<(usize, u64)>,
     },
     /// A leak found in a trace's memory events (sites known by function and file only).
     TraceLeak {
@@ -142,6 +145,10 @@ pub fn of_snapshot(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
                 steps: l.leak.steps,
                 extent: l.leak.extent,
                 findings: leaks.len(),
+                irregular: match &l.leak.evidence {
+                    LeakEvidence::Irregular(e) => Some((e.gain_steps.len(), e.bytes)),
+                    _ => None,
+                },
             }
         }
     } else {

@@ -4,9 +4,10 @@
 //! (`analysis::leaks::rules`): the rule decides the kind, this says what that kind means and
 //! what to change.
 
+use crate::analysis::leaks::benign::MATERIAL_STEPS;
 use crate::analysis::leaks::{
-    Extent, Holder, Leak, LeakEvidence, LeakKind, LogEvidence, Release, RetryEvidence,
-    TraceEvidence,
+    BenignReading, ExcludedGrowth, Extent, Holder, IrregularEvidence, Leak, LeakEvidence, LeakKind,
+    LogEvidence, Release, RetryEvidence, RuledOut, TraceEvidence,
 };
 use crate::analysis::sites::Site;
 use crate::units::bytes;
@@ -38,10 +39,173 @@ pub fn leak_explanation(l: &Leak) -> String {
                 s.push(' ');
                 s.push_str(&released(l.extent, r, e));
             }
+            if let Some(r) = &l.ruled_out {
+                s.push(' ');
+                s.push_str(&ruled_out(r));
+            }
+            s
+        }
+        LeakEvidence::Irregular(e) => {
+            let mut s = irregular_explanation(e);
+            if let Some(r) = &l.ruled_out {
+                s.push(' ');
+                s.push_str(&ruled_out(r));
+            }
             s
         }
         LeakEvidence::Trace(t) => trace_explanation(t),
         LeakEvidence::RetainedAttempts(r) => retry_explanation(r),
+    }
+}
+
+/// The benign readings a finding's figures rule out, with those figures (one short sentence:
+/// the explanation before it says what the finding is).
+fn ruled_out(r: &RuledOut) -> String {
+    let bound = if r.steps_after == 0 {
+        "it grew to the last step (no bound)".to_string()
+    } else {
+        format!(
+            "{} of its blocks left in the {} steps after (no bound)",
+            r.evicted_after, r.steps_after
+        )
+    };
+    let material = match r.steps_to_peak {
+        Some(n) => format!(
+            "it adds the {} peak again in {} steps (material)",
+            bytes(r.peak_allocated_bytes),
+            steps_count(n)
+        ),
+        None => "its survivors are scalars holding their graphs (no size test)".to_string(),
+    };
+    format!(
+        "Not a benign reading: its blocks went from {} to {} (no replacement), {bound}, and {material}.",
+        r.blocks_at_start, r.blocks_at_end
+    )
+}
+
+/// A step count in prose: `1.1 million`, `42,000`.
+fn steps_count(n: f64) -> String {
+    if !n.is_finite() {
+        return "no number of".into();
+    }
+    if n >= 1e6 {
+        return format!("{:.1} million", n / 1e6);
+    }
+    let v = n.round() as u64;
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Why an irregular growth finding is a leak: the steps that added entries and their sizes.
+fn irregular_explanation(e: &IrregularEvidence) -> String {
+    let shown = 12;
+    let mut steps: Vec<&str> = e
+        .gain_steps
+        .iter()
+        .take(shown)
+        .map(String::as_str)
+        .collect();
+    let more = e.gain_steps.len().saturating_sub(shown);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    if steps.is_empty() {
+        steps.push("none");
+    }
+    let sizes: Vec<String> = e.sizes.iter().map(|&b| bytes(b)).collect();
+    let sizes_more = if e.distinct_sizes > e.sizes.len() {
+        format!(", ... ({} distinct sizes)", e.distinct_sizes)
+    } else {
+        format!(
+            " ({} distinct size{})",
+            e.distinct_sizes,
+            if e.distinct_sizes == 1 { "" } else { "s" }
+        )
+    };
+    let call = match (&e.loop_line, &e.site) {
+        (Some(l), Some(a)) => format!(
+            " The memory is allocated at {}:{} (in {}), called from the loop's line {}:{}.",
+            a.file, a.line, a.function, l.file, l.line
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{} gained entries on {} of {} steps ({}{more}) and freed none of them: {} entries, {} in all, of sizes {}{sizes_more}. A container keyed by something that varies per batch (a sequence length, a shape, an id) that is never evicted: a cache of masks or buffers per length grows whenever a step brings a new key, not linearly in steps, and without a bound.{call}",
+        super::site_in(&e.site),
+        e.gain_steps.len(),
+        e.steps,
+        steps.join(", "),
+        e.entries,
+        bytes(e.bytes),
+        sizes.join(", "),
+    )
+}
+
+/// The heading of growth a benign reading explains, in the text report.
+pub fn excluded_heading(r: &BenignReading) -> &'static str {
+    match r {
+        BenignReading::Replacement { .. } => "NOT A LEAK (replacement)",
+        BenignReading::BoundedContainer { .. } => "BOUNDED GROWTH",
+        BenignReading::Immaterial { .. } => "NOTE (immaterial growth)",
+    }
+}
+
+/// Why growth a benign reading explains is not a leak, with its figures.
+pub fn excluded_explanation(g: &ExcludedGrowth) -> String {
+    let at = super::site_in(&g.site);
+    let per_step = bytes(g.growth_bytes_per_step.max(0.0) as u64);
+    match &g.reading {
+        BenignReading::Replacement {
+            blocks,
+            first_bytes,
+            last_bytes,
+            replaced_blocks,
+        } => format!(
+            "{at} grew {per_step} per step over {} steps, from {} to {}, but its live blocks stayed at {blocks} and {replaced_blocks} were freed on the way: the same tensor replaced each step by a larger one (growing input shapes, a sequence-length curriculum), not tensors kept. Not a leak. (A buffer grown by `torch.cat` into one tensor looks the same in a snapshot.)",
+            g.steps,
+            bytes(*first_bytes),
+            bytes(*last_bytes),
+        ),
+        BenignReading::BoundedContainer {
+            bound_blocks,
+            site_blocks,
+            bound_bytes,
+            plateau_steps,
+            evicted_blocks,
+        } => {
+            let own = site_blocks.saturating_sub(*bound_blocks);
+            let made = if own > 0 {
+                format!(" (the other {own} of its {site_blocks} blocks at a step's end were the step's own, or made once before the growth)")
+            } else {
+                String::new()
+            };
+            format!(
+                "{at} grew {per_step} per step over {} steps, then stayed at {site_blocks} blocks ({}) for {plateau_steps} complete steps while {evicted_blocks} old blocks left, one out for one in; right after an old one left, {bound_blocks} were alive{made}: a bounded container (`deque(maxlen={bound_blocks})`, a list trimmed to its last entries, an LRU cache). Bounded growth with bound {bound_blocks}, not a leak.",
+                g.steps,
+                bytes(*bound_bytes),
+            )
+        }
+        BenignReading::Immaterial {
+            kind,
+            peak_allocated_bytes,
+            steps_to_peak,
+        } => format!(
+            "{at} grew {per_step} per step over {} steps (it would read as a {}): at that rate the allocated peak of {} is added again only after {} steps, beyond the {} steps under which growth matters. A note, not a leak.",
+            g.steps,
+            kind.label(),
+            bytes(*peak_allocated_bytes),
+            steps_count(*steps_to_peak),
+            steps_count(MATERIAL_STEPS),
+        ),
     }
 }
 
@@ -60,6 +224,9 @@ pub fn leak_fix(l: &Leak) -> &'static str {
             "leave the `except` block before retrying (set a flag in it, retry after it) and do not store the exception: keep `str(e)` if you need the message; call `del e` if it must stay in scope"
         }
         LeakEvidence::Log(_) => rule_fix(l.kind),
+        LeakEvidence::Irregular(_) => {
+            "bound the cache: key it by a small fixed set (pad or bucket lengths to a few sizes), evict old entries (an LRU of N), or build the tensor each step"
+        }
     }
 }
 

@@ -74,10 +74,26 @@ fn evidence(v: &Verdict) -> String {
             device,
             kind,
             site,
+            steps,
+            findings,
+            irregular: Some((gains, held)),
+            ..
+        } => format!(
+            "memory leak on cuda:{device}: {}{} gained entries on {gains} of {steps} steps and freed none ({} held){}",
+            kind.label(),
+            super::at_line(site),
+            bytes(*held),
+            findings_note(*findings)
+        ),
+        VerdictEvidence::Leak {
+            device,
+            kind,
+            site,
             per_step_bytes,
             steps,
             extent,
             findings,
+            irregular: None,
         } => {
             let released = if extent.released() {
                 format!(", {}", extent.label())

@@ -293,6 +293,14 @@ mod tests {
             r2: 1.0,
             live_bytes: 0,
             count: 0,
+            ruled: crate::analysis::leaks::RuledOut {
+                blocks_at_start: 0,
+                blocks_at_end: 0,
+                steps_after: 0,
+                evicted_after: 0,
+                steps_to_peak: None,
+                peak_allocated_bytes: 0,
+            },
         }
     }
 

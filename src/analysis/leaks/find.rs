@@ -15,6 +15,8 @@ pub(super) struct Candidate {
     pub(super) r2: f64,
     pub(super) live_bytes: u64,
     pub(super) count: u64,
+    /// The figures against the benign readings (`steps_to_peak` is filled in per finding).
+    pub(super) ruled: RuledOut,
 }
 
 /// Survivor details of one candidate, from the second pass.
@@ -71,58 +73,49 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
     let mut sites = SiteTable::new(&snap.stacks);
     let surv = walk(dev, snap, &mut sites, &bounds);
     let nb = bounds.len();
-    let mut cands: Vec<Candidate> = Vec::new();
-    for (k, ch) in surv.changes.iter().enumerate() {
-        if ch.len() < min_bounds - 1 {
-            continue;
-        }
-        let site = SiteId(k as u32);
-        let (b, c) = surv.series(site, nb);
-        // Growth that ran up to the OOM and holds most of what was allocated there is the
-        // OOM's leak even over a few steps (an inference server keeping every request's cache).
-        let up_to_oom = || {
-            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
-                // Up to the OOM, or to the last step's end before it (the step the OOM
-                // interrupted may not have added to it yet).
-                oom_sample.is_some()
-                    && w.end + 2 >= nb
-                    && b[nb - 1] >= b[w.end]
-                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * allocated_at_oom as f64
-            })
-        };
-        let Some(w) = growth_window(&b).or_else(up_to_oom) else {
-            continue;
-        };
-        let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
-        let vc: Vec<f64> = c[w.start..=w.end].iter().map(|&x| x as f64).collect();
-        let r2 = r_squared(&vb);
-        let slope_bytes = theil_sen(&vb);
-        if r2 < MIN_R2 || slope_bytes <= 0.0 {
-            continue;
-        }
-        cands.push(Candidate {
-            site,
-            window: w,
-            slope_bytes,
-            slope_count: theil_sen(&vc),
-            r2,
-            live_bytes: b[w.end],
-            count: c[w.end],
-        });
-    }
-    if cands.is_empty() {
-        return Findings::default();
-    }
-    // Growth persists when what grew is still alive where the capture ends, or at its last
-    // OOM (what the program freed while unwinding from the OOM does not count).
+    // Boundaries of complete steps: the OOM's sample ends no step.
+    let complete = nb - usize::from(oom_sample.is_some());
+    let peak = tl.peaks.allocated.bytes;
+    let sampling = Sampling {
+        bounds: &bounds,
+        min_bounds,
+        complete,
+        oom_sample: oom_sample.is_some(),
+        allocated_at_oom,
+    };
+    let Scanned {
+        cands,
+        irregular: irregular_cands,
+        mut excluded,
+    } = scan_sites(dev, &mut sites, &surv, &sampling);
+    let loop_frame = loop_frame(snap, dev, steps);
     let judge_at = tl
         .ooms
         .last()
         .map(|o| o.event.0 as usize)
         .unwrap_or(dev.events.len().saturating_sub(1));
+    let irregular_leaks = irregular_findings(
+        snap,
+        dev,
+        steps,
+        &bounds,
+        &mut sites,
+        &irregular_cands,
+        judge_at,
+        loop_frame,
+    );
+    let irregular_leaks = keep_material(irregular_leaks, peak, &mut excluded);
+    if cands.is_empty() {
+        return Findings {
+            leaks: irregular_leaks,
+            bounded_growth: Vec::new(),
+            excluded,
+        };
+    }
+    // Growth persists when what grew is still alive where the capture ends, or at its last
+    // OOM (what the program freed while unwinding from the OOM does not count).
     let details = second_pass(dev, snap, &mut sites, &bounds, &cands, judge_at);
     let model = ModelCode::new(&snap.stacks);
-    let loop_frame = loop_frame(snap, dev, steps);
     // What grew and was mostly freed by the end is judged over the loop's life: freed only
     // after the loop (or all at once each epoch) it is still an accumulation; freed while the
     // steps went on it was bounded (`extent` module docs).
@@ -181,10 +174,263 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         let held = l.live_bytes + l.related_sites.iter().map(|r| r.live_bytes).sum::<u64>();
         !short || held as f64 >= OOM_DOMINANT_SHARE * allocated_at_oom as f64
     });
+    let mut leaks = keep_material(leaks, peak, &mut excluded);
+    leaks.extend(irregular_leaks);
+    leaks.sort_by_key(|l| std::cmp::Reverse(l.bytes_at_stake()));
     Findings {
         leaks,
         bounded_growth,
+        excluded,
     }
+}
+
+/// Most bounded containers whose bound is counted by a pass of its own over the log
+/// ([`benign::bound_entries`]).
+pub const MAX_BOUND_PASSES: usize = 8;
+
+/// How the survivors were sampled: at the boundaries of complete steps, and at the OOM.
+struct Sampling<'a> {
+    bounds: &'a [(usize, usize)],
+    /// Fewest boundaries a linear growth window needs.
+    min_bounds: usize,
+    /// Boundaries of complete steps (the OOM's sample ends no step).
+    complete: usize,
+    oom_sample: bool,
+    allocated_at_oom: u64,
+}
+
+/// What the scan of every site's series found.
+struct Scanned {
+    /// Linear growth no benign reading explains.
+    cands: Vec<Candidate>,
+    /// Irregular growth, with the boundaries at which it gained.
+    irregular: Vec<(Candidate, Vec<usize>)>,
+    /// Growth a benign reading explains.
+    excluded: Vec<ExcludedGrowth>,
+}
+
+/// Every site's series judged: a straight-line growth window (or growth up to the OOM), then
+/// the benign readings, else irregular growth.
+fn scan_sites(dev: &Device, sites: &mut SiteTable, surv: &Survivors, s: &Sampling) -> Scanned {
+    let nb = s.bounds.len();
+    let mut bound_passes = 0usize;
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut irregular_cands: Vec<(Candidate, Vec<usize>)> = Vec::new();
+    let mut excluded: Vec<ExcludedGrowth> = Vec::new();
+    for (k, ch) in surv.changes.iter().enumerate() {
+        if ch.len() < (s.min_bounds - 1).min(irregular::MIN_GAINS) {
+            continue;
+        }
+        let site = SiteId(k as u32);
+        let (b, c) = surv.series(site, nb);
+        let ev = surv.evicted(site, nb);
+        let series = benign::SiteSeries {
+            bytes: &b,
+            blocks: &c,
+            evicted: &ev,
+        };
+        // Growth that ran up to the OOM and holds most of what was allocated there is the
+        // OOM's leak even over a few steps (an inference server keeping every request's cache).
+        let up_to_oom = || {
+            growth_window_min(&b, OOM_MIN_RISING_STEPS).filter(|w| {
+                // Up to the OOM, or to the last step's end before it (the step the OOM
+                // interrupted may not have added to it yet).
+                s.oom_sample
+                    && w.end + 2 >= nb
+                    && b[nb - 1] >= b[w.end]
+                    && b[nb - 1] as f64 >= OOM_SITE_SHARE * s.allocated_at_oom as f64
+            })
+        };
+        let window = if ch.len() >= s.min_bounds - 1 {
+            growth_window(&b).or_else(up_to_oom)
+        } else {
+            None
+        };
+        let linear = window.and_then(|w| {
+            let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
+            let r2 = r_squared(&vb);
+            let slope = theil_sen(&vb);
+            (r2 >= MIN_R2 && slope > 0.0).then_some((w, r2, slope))
+        });
+        let Some((w, r2, slope_bytes)) = linear else {
+            // Not a line: a cache that gains entries on some steps and never frees them.
+            if let Some((gains, w)) = irregular::find(&series, s.complete) {
+                let cand = candidate(site, w, &b, &c, &ev, s.complete);
+                irregular_cands.push((cand, gains));
+            }
+            continue;
+        };
+        let vc: Vec<f64> = c[w.start..=w.end].iter().map(|&x| x as f64).collect();
+        // Each bound is one more pass over the log: at most MAX_BOUND_PASSES of them, so the
+        // cost stays linear (beyond them, the bound is the site's block count).
+        let refine = bound_passes < MAX_BOUND_PASSES;
+        let benign = benign_reading(dev, sites, s.bounds, site, &series, w, s.complete, refine);
+        bound_passes += usize::from(refine && benign.is_some());
+        if let Some(reading) = benign {
+            excluded.push(ExcludedGrowth {
+                site: sites.site(site),
+                growth_bytes_per_step: slope_bytes,
+                steps: w.end - w.start,
+                live_bytes: b[w.end],
+                count: c[w.end],
+                reading,
+            });
+            continue;
+        }
+        cands.push(Candidate {
+            slope_bytes,
+            slope_count: theil_sen(&vc),
+            r2,
+            ..candidate(site, w, &b, &c, &ev, s.complete)
+        });
+    }
+    Scanned {
+        cands,
+        irregular: irregular_cands,
+        excluded,
+    }
+}
+
+/// The benign reading of a linear growth window, if one applies. A container at its bound whose
+/// entries outlive a step (an LRU of masks) is read as such even where its blocks also stayed
+/// constant over the growth; one block replaced each step (a curriculum's input) is a replacement.
+#[allow(clippy::too_many_arguments)]
+fn benign_reading(
+    dev: &Device,
+    sites: &mut SiteTable,
+    bounds: &[(usize, usize)],
+    site: SiteId,
+    series: &benign::SiteSeries,
+    w: Window,
+    complete: usize,
+    refine: bool,
+) -> Option<BenignReading> {
+    let bounded = benign::bounded(series, w, complete).map(|mut r| {
+        if let (true, BenignReading::BoundedContainer { bound_blocks, .. }) = (refine, &mut r) {
+            let span = (w.start, w.end, complete - 1);
+            let kept = benign::bound_entries(dev, sites, bounds, site, span);
+            *bound_blocks = kept.unwrap_or(*bound_blocks);
+        }
+        r
+    });
+    let kept_entries = matches!(
+        bounded,
+        Some(BenignReading::BoundedContainer { bound_blocks, .. }) if bound_blocks >= 2
+    );
+    if kept_entries {
+        bounded
+    } else {
+        benign::replacement(series, w).or(bounded)
+    }
+}
+
+/// A candidate over window `w` with its figures from the series (slopes from the window's ends;
+/// the linear search replaces them with robust fits).
+fn candidate(
+    site: SiteId,
+    w: Window,
+    b: &[u64],
+    c: &[u64],
+    ev: &[u64],
+    complete: usize,
+) -> Candidate {
+    let span = (w.end - w.start).max(1) as f64;
+    let vb: Vec<f64> = b[w.start..=w.end].iter().map(|&x| x as f64).collect();
+    let last = complete.clamp(w.end + 1, b.len()) - 1;
+    Candidate {
+        site,
+        window: w,
+        slope_bytes: b[w.end].saturating_sub(b[w.start]) as f64 / span,
+        slope_count: c[w.end].saturating_sub(c[w.start]) as f64 / span,
+        r2: r_squared(&vb),
+        live_bytes: b[w.end],
+        count: c[w.end],
+        ruled: RuledOut {
+            blocks_at_start: c[w.start],
+            blocks_at_end: c[w.end],
+            steps_after: last - w.end,
+            evicted_after: ev[last].saturating_sub(ev[w.end]),
+            steps_to_peak: None,
+            peak_allocated_bytes: 0,
+        },
+    }
+}
+
+/// Fills in each finding's figures against the peak, and moves immaterial growth
+/// ([`benign::MATERIAL_STEPS`]) to `excluded`. A finding whose survivors are scalars (a kept
+/// loss, which holds its autograd graph) is exempt.
+fn keep_material(leaks: Vec<Leak>, peak: u64, excluded: &mut Vec<ExcludedGrowth>) -> Vec<Leak> {
+    let mut kept = Vec::with_capacity(leaks.len());
+    for mut l in leaks {
+        let scalars = match &l.evidence {
+            LeakEvidence::Log(e) => e.max_requested <= 16,
+            _ => false,
+        };
+        let per_step = l.growth_bytes_per_step
+            + l.related_sites
+                .iter()
+                .map(|r| r.growth_bytes_per_step)
+                .sum::<f64>();
+        let to_peak = benign::steps_to_peak(per_step, peak);
+        if let Some(r) = &mut l.ruled_out {
+            r.peak_allocated_bytes = peak;
+            r.steps_to_peak = (!scalars).then_some(to_peak);
+        }
+        if scalars || !benign::immaterial(per_step, peak) {
+            kept.push(l);
+            continue;
+        }
+        excluded.push(ExcludedGrowth {
+            site: l.site.clone(),
+            growth_bytes_per_step: per_step,
+            steps: l.steps,
+            live_bytes: l.bytes_at_stake(),
+            count: l.count,
+            reading: BenignReading::Immaterial {
+                kind: l.kind,
+                peak_allocated_bytes: peak,
+                steps_to_peak: to_peak,
+            },
+        });
+    }
+    kept
+}
+
+/// The irregular growth findings: one more pass gathers their survivors.
+#[allow(clippy::too_many_arguments)]
+fn irregular_findings(
+    snap: &Snapshot,
+    dev: &Device,
+    steps: &[Step],
+    bounds: &[(usize, usize)],
+    sites: &mut SiteTable,
+    found: &[(Candidate, Vec<usize>)],
+    judge_at: usize,
+    loop_frame: Option<(Sym, Sym)>,
+) -> Vec<Leak> {
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let cands: Vec<Candidate> = found.iter().map(|(c, _)| c.clone()).collect();
+    let details = second_pass(dev, snap, sites, bounds, &cands, judge_at);
+    found
+        .iter()
+        .zip(&details)
+        .map(|((c, gains), d)| {
+            irregular::leak(
+                snap,
+                dev,
+                steps,
+                bounds,
+                sites,
+                c,
+                d,
+                gains,
+                loop_frame,
+                c.ruled.clone(),
+            )
+        })
+        .collect()
 }
 
 /// Least rising boundaries for growth that runs up to an OOM and holds at least
@@ -223,8 +469,11 @@ pub struct BoundedGrowth {
 /// What the leak search found on one device.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Findings {
+    /// Ranked by bytes at stake ([`Leak::bytes_at_stake`]).
     pub leaks: Vec<Leak>,
     pub bounded_growth: Vec<BoundedGrowth>,
+    /// Growth a benign reading explains ([`benign`]).
+    pub excluded: Vec<ExcludedGrowth>,
 }
 
 /// The user's frame that runs the steps' loop: across the allocations of the steps, the first
@@ -708,6 +957,7 @@ pub(super) fn group(
             window_start_event: EventIdx(bounds[main.window.start].0 as u32),
             window_end_event: EventIdx(bounds[main.window.end].0 as u32),
             r2: main.r2,
+            ruled_out: Some(main.ruled.clone()),
             evidence: LeakEvidence::Log(LogEvidence {
                 site: ev.site.clone(),
                 growth_bytes_per_step: ev.growth_bytes_per_step,
@@ -738,6 +988,6 @@ pub(super) fn group(
                 .collect(),
         });
     }
-    out.sort_by(|a, b| b.grown_bytes().total_cmp(&a.grown_bytes()));
+    out.sort_by_key(|l| std::cmp::Reverse(l.bytes_at_stake()));
     out
 }

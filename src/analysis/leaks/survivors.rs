@@ -15,9 +15,14 @@ pub(super) struct Rec {
 
 /// Per-site survivors at every boundary, stored as changes (most sites never change).
 pub(super) struct Survivors {
-    /// `changes[site]`: `(boundary, bytes, count)` whenever the site's figures changed.
-    pub(super) changes: Vec<Vec<(u32, u64, u64)>>,
+    /// `changes[site]`: `(boundary, bytes, count, evicted)` whenever the site's figures changed.
+    /// `evicted` counts, cumulatively, the site's blocks freed after surviving a boundary: old
+    /// entries leaving a container (what tells a bounded container from a leak).
+    pub(super) changes: Vec<Vec<Change>>,
 }
+
+/// One change of a site's figures: `(boundary, bytes, count, evicted)`.
+pub(super) type Change = (u32, u64, u64, u64);
 
 impl Survivors {
     /// Dense series of one site over all boundaries.
@@ -25,7 +30,7 @@ impl Survivors {
         let mut b = vec![0u64; n];
         let mut c = vec![0u64; n];
         let ch = &self.changes[site.0 as usize];
-        for (k, &(at, by, co)) in ch.iter().enumerate() {
+        for (k, &(at, by, co, _)) in ch.iter().enumerate() {
             let until = ch.get(k + 1).map(|x| x.0 as usize).unwrap_or(n);
             for i in at as usize..until.min(n) {
                 b[i] = by;
@@ -33,6 +38,20 @@ impl Survivors {
             }
         }
         (b, c)
+    }
+
+    /// Dense cumulative evictions of one site over all boundaries: its blocks freed after they
+    /// had survived a boundary.
+    pub(super) fn evicted(&self, site: SiteId, n: usize) -> Vec<u64> {
+        let mut v = vec![0u64; n];
+        let ch = &self.changes[site.0 as usize];
+        for (k, &(at, _, _, ev)) in ch.iter().enumerate() {
+            let until = ch.get(k + 1).map(|x| x.0 as usize).unwrap_or(n);
+            for x in v.iter_mut().take(until.min(n)).skip(at as usize) {
+                *x = ev;
+            }
+        }
+        v
     }
 }
 
@@ -77,21 +96,33 @@ pub(super) fn walk(
     bounds: &[(usize, usize)],
 ) -> Survivors {
     let mut live: HashMap<u64, Rec> = HashMap::default();
-    let mut sums: Vec<(u64, u64)> = Vec::new();
+    let mut sums: Vec<(u64, u64, u64)> = Vec::new();
     let mut dirty: Vec<SiteId> = Vec::new();
     let mut is_dirty: Vec<bool> = Vec::new();
-    let mut changes: Vec<Vec<(u32, u64, u64)>> = Vec::new();
+    let mut changes: Vec<Vec<Change>> = Vec::new();
     let mut next = 0usize;
     for i in 0..dev.events.len() {
+        // A block that survived the last boundary and leaves now is an eviction.
+        let last_bound = next.checked_sub(1).map(|b| bounds[b].0);
+        let evicts = match dev.events[i].action {
+            Action::Alloc | Action::FreeRequested | Action::FreeCompleted => live
+                .get(&dev.events[i].addr)
+                .filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
+                .map(|r| r.site),
+            _ => None,
+        };
         for (s, db, dc) in apply(dev, snap, sites, &mut live, i).into_iter().flatten() {
             let k = s.0 as usize;
             if sums.len() <= k {
-                sums.resize(k + 1, (0, 0));
+                sums.resize(k + 1, (0, 0, 0));
                 is_dirty.resize(k + 1, false);
                 changes.resize(k + 1, Vec::new());
             }
             sums[k].0 = sums[k].0.saturating_add_signed(db);
             sums[k].1 = sums[k].1.saturating_add_signed(dc);
+            if dc < 0 && evicts == Some(s) {
+                sums[k].2 += 1;
+            }
             if !is_dirty[k] {
                 is_dirty[k] = true;
                 dirty.push(s);
@@ -101,7 +132,7 @@ pub(super) fn walk(
             for s in dirty.drain(..) {
                 let k = s.0 as usize;
                 is_dirty[k] = false;
-                changes[k].push((next as u32, sums[k].0, sums[k].1));
+                changes[k].push((next as u32, sums[k].0, sums[k].1, sums[k].2));
             }
             next += 1;
         }

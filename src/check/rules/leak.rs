@@ -6,7 +6,7 @@
 //! - **Cannot judge (SKIP)**: a capture that cannot support a leak judgement (no allocation
 //!   history, one pass, a decoding loop, too few steps, no memory events, CPU memory only),
 //!   with the reason: never a PASS it did not earn.
-//! - **Evidence**: the largest finding (by growth per step): its kind, line, growth, steps and
+//! - **Evidence**: the largest finding (by bytes at stake): its kind, line, growth, steps and
 //!   live bytes, what keeps it alive, the analysis' explanation.
 //! - **Fix**: the finding's own fix (`.item()` on an accumulated loss, `detach()` what a hook
 //!   caches, ...), printed as the last evidence line.
@@ -44,9 +44,8 @@ impl Rule for LeakRule {
             Err(why) => return RuleResult::skip(RuleId::Leak, Unit::Count, why),
         };
         let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, leaks.len() as f64, 0.0, "leaks:");
-        let worst = leaks
-            .iter()
-            .max_by(|a, b| a.growth_bytes_per_step.total_cmp(&b.growth_bytes_per_step));
+        // The largest finding by bytes at stake (what it holds), as the analysis ranks them.
+        let worst = leaks.iter().max_by_key(|l| l.live_bytes);
         match worst {
             Some(l) => {
                 // An accumulation freed only after its loop fails too: its peak grows with the

@@ -18,8 +18,8 @@ use crate::analysis::graph::GraphGrowth;
 use crate::analysis::oom::RemedyKind;
 use crate::analysis::trace_report::GraphSection;
 use crate::analysis::{
-    Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, Input, LeakJudgement,
-    LeakReport, OomReport, StepReport, VerdictKind,
+    Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, ExcludedGrowthReport, Input,
+    LeakJudgement, LeakReport, OomReport, StepReport, VerdictKind,
 };
 use crate::report::{Format, Options};
 
@@ -33,6 +33,9 @@ struct Document<'a> {
     devices: Vec<DeviceDoc<'a>>,
     leaks: Vec<LeakDoc<'a>>,
     bounded_growth: &'a [BoundedGrowthReport],
+    /// Growth a benign reading explains, each with its sentence (absent where there is none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    excluded_growth: Vec<ExcludedDoc<'a>>,
     steps: &'a [StepReport],
     categories: &'a Option<CategoriesReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,6 +43,14 @@ struct Document<'a> {
     notes: Vec<String>,
     /// The findings by bytes at stake (`Analysis::ranked_findings`).
     findings: Vec<crate::analysis::ranked::Ranked>,
+}
+
+/// Growth a benign reading explains, with why it is not a leak.
+#[derive(Serialize)]
+struct ExcludedDoc<'a> {
+    #[serde(flatten)]
+    report: &'a ExcludedGrowthReport,
+    explanation: String,
 }
 
 /// A device with its OOMs, each with its sentences.
@@ -161,6 +172,14 @@ fn doc(a: &Analysis) -> Document<'_> {
             })
             .collect(),
         bounded_growth: &a.bounded_growth,
+        excluded_growth: a
+            .excluded_growth
+            .iter()
+            .map(|g| ExcludedDoc {
+                report: g,
+                explanation: crate::wording::excluded_explanation(&g.growth),
+            })
+            .collect(),
         steps: &a.steps,
         categories: &a.categories,
         graph: a.graph.as_ref().map(|g| GraphDoc {

@@ -768,6 +768,16 @@ impl Format for Text {
             writeln!(out)?;
             write_bounded(out, &st, b)?;
         }
+        for g in &a.excluded_growth {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{} cuda:{} {}",
+                st.bold(crate::wording::excluded_heading(&g.growth.reading)),
+                g.device,
+                crate::wording::excluded_explanation(&g.growth)
+            )?;
+        }
         if !a.steps.is_empty()
             || a.devices
                 .iter()
