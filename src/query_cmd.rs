@@ -1,5 +1,4 @@
-//! `memscope query` and `memscope mcp`: the thin shells over `memscope::query` and
-//! `memscope::mcp`.
+//! `memscope query`: the thin shell over `memscope::query`.
 
 use std::io::{IsTerminal, Read, Write};
 
@@ -68,12 +67,5 @@ pub fn query(a: &QueryArgs, s: &mut Session) -> anyhow::Result<u8> {
         }
     }
     out.flush().context("writing the result")?;
-    Ok(0)
-}
-
-pub fn mcp() -> anyhow::Result<u8> {
-    let stdin = std::io::stdin().lock();
-    let stdout = std::io::stdout().lock();
-    memscope::mcp::serve(stdin, stdout).context("the MCP session")?;
     Ok(0)
 }

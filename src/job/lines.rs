@@ -86,10 +86,23 @@ pub fn is_rank_lines(head: &str) -> bool {
     head.contains(RANK_LINE_SCHEMA)
 }
 
+/// The longest rank line read (16 MiB; memscope writes a few KB a rank).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The most rank lines one file holds (as many as a job directory's captures).
+pub const MAX_RANKS: usize = 100_000;
+
+/// The most bytes of rank lines read from one file (256 MiB: 80,000 ranks of 3.3 KB). What a
+/// line's summary becomes in memory is a few times the line, so this bounds the whole read,
+/// whatever the file's size: a 2 GB file is refused after its first 256 MiB, not held.
+pub const MAX_TEXT_BYTES: usize = 256 << 20;
+
 /// Reads rank lines back into summaries, each numbered with its line's rank (blank lines are
-/// skipped, so files joined with `cat` read as one).
+/// skipped, so files joined with `cat` read as one). One line at a time: only its summary is
+/// kept, and the limits above hold before a line is parsed.
 pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
     let mut out = Vec::new();
+    let mut read = 0usize;
     for (n, l) in text.lines().enumerate() {
         if l.trim().is_empty() {
             continue;
@@ -97,6 +110,18 @@ pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
         let bad = |what: String| BaselineError::Malformed {
             what: format!("line {}: {what}", n + 1),
         };
+        read += l.len();
+        if l.len() > MAX_LINE_BYTES {
+            return Err(bad(format!(
+                "{} bytes, over the limit of {MAX_LINE_BYTES} for one rank's line",
+                l.len()
+            )));
+        }
+        if read > MAX_TEXT_BYTES || out.len() == MAX_RANKS {
+            return Err(bad(format!(
+                "over the limit of {MAX_RANKS} ranks or {MAX_TEXT_BYTES} bytes of rank lines in one file; split the job's lines"
+            )));
+        }
         let line: RankLine = serde_json::from_str(l).map_err(|e| bad(no_echo(&e)))?;
         if line.schema != RANK_LINE_SCHEMA {
             return Err(BaselineError::OtherSchema);
