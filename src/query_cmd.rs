@@ -1,4 +1,5 @@
-//! `memscope query`: the thin shell over `memscope::query`.
+//! `memscope query` and `memscope mcp`: the thin shells over `memscope::query` and
+//! `memscope::mcp`.
 
 use std::io::{IsTerminal, Read, Write};
 

@@ -100,23 +100,26 @@ pub const MAX_TEXT_BYTES: usize = 256 << 20;
 /// Reads rank lines back into summaries, each numbered with its line's rank (blank lines are
 /// skipped, so files joined with `cat` read as one). One line at a time: only its summary is
 /// kept, and the limits above hold before a line is parsed.
-pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
+/// Bytes, not text: each line is checked as UTF-8 when it is reached, so that a file past the
+/// limits is never read (nor paged in) beyond them.
+pub fn read(bytes: &[u8]) -> Result<Vec<InputSummary>, BaselineError> {
     let mut out = Vec::new();
     let mut read = 0usize;
-    for (n, l) in text.lines().enumerate() {
-        if l.trim().is_empty() {
-            continue;
-        }
+    for (n, l) in bytes.split(|&b| b == b'\n').enumerate() {
         let bad = |what: String| BaselineError::Malformed {
             what: format!("line {}: {what}", n + 1),
         };
-        read += l.len();
         if l.len() > MAX_LINE_BYTES {
             return Err(bad(format!(
                 "{} bytes, over the limit of {MAX_LINE_BYTES} for one rank's line",
                 l.len()
             )));
         }
+        let l = std::str::from_utf8(l).map_err(|_| bad("not UTF-8".into()))?;
+        if l.trim().is_empty() {
+            continue;
+        }
+        read += l.len();
         if read > MAX_TEXT_BYTES || out.len() == MAX_RANKS {
             return Err(bad(format!(
                 "over the limit of {MAX_RANKS} ranks or {MAX_TEXT_BYTES} bytes of rank lines in one file; split the job's lines"

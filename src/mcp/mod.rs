@@ -13,7 +13,8 @@
 //! client wrote them. Tool calls run one at a time on a worker thread, so that this thread
 //! keeps reading: `ping` is answered while a tool runs, and `notifications/cancelled` stops
 //! the call it names (a query is interrupted; the answer of any cancelled call is dropped).
-//! When the client leaves, every call in flight is cancelled. Tools read only regular files
+//! When the client leaves, every call in flight is cancelled, and the server returns after at
+//! most [`EXIT_GRACE`] even if one does not stop. Tools read only regular files
 //! under the roots ([`paths`]): the client's MCP roots (asked with `roots/list` when it has
 //! them), the `--root` directories, and the working directory when neither is given.
 
@@ -38,8 +39,8 @@ use tools::Cancel;
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// How long a tool call waits for the client's answer to `roots/list` before it goes on with
-/// the roots the server had.
-const ROOTS_WAIT: Duration = Duration::from_secs(10);
+/// the roots the server had (and stops waiting for that answer).
+pub const ROOTS_WAIT: Duration = Duration::from_secs(10);
 
 /// How the server is started.
 #[derive(Clone, Debug)]
@@ -49,6 +50,8 @@ pub struct Config {
     pub roots: Vec<PathBuf>,
     /// The longest message read, in bytes.
     pub max_line: usize,
+    /// How long a tool call waits for the client's roots ([`ROOTS_WAIT`]).
+    pub roots_wait: Duration,
 }
 
 impl Default for Config {
@@ -56,23 +59,28 @@ impl Default for Config {
         Config {
             roots: Vec::new(),
             max_line: wire::MAX_LINE,
+            roots_wait: ROOTS_WAIT,
         }
     }
 }
 
 /// Serves requests from `input` until it ends, answering on `output`, as [`Config::default`].
-pub fn serve(input: impl BufRead, output: impl Write + Send) -> std::io::Result<()> {
+pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> std::io::Result<()> {
     serve_with(&Config::default(), input, output)
 }
+
+/// How long the server waits, once the client has left, for a tool call in flight to stop
+/// before it returns anyway (the process then ends, and the call with it).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves requests from `input` until it ends, answering on `output`.
 pub fn serve_with(
     cfg: &Config,
     mut input: impl BufRead,
-    output: impl Write + Send,
+    output: impl Write + Send + 'static,
 ) -> std::io::Result<()> {
     let (server_roots, _) = Roots::new(&cfg.roots);
-    let shared = Shared {
+    let shared = Arc::new(Shared {
         out: Mutex::new(Box::new(output)),
         roots: Mutex::new(RootsState {
             server: server_roots,
@@ -83,18 +91,24 @@ pub fn serve_with(
             client_has_roots: false,
         }),
         roots_known: Condvar::new(),
+        roots_wait: cfg.roots_wait,
         calls: Mutex::new(HashMap::new()),
-    };
+    });
     let (tx, rx) = mpsc::channel::<Job>();
-    std::thread::scope(|s| {
-        s.spawn(|| worker(&shared, rx));
-        let r = read_loop(&shared, &mut input, tx, cfg.max_line);
-        // The client is gone (or its stream broke): nothing in flight is wanted any more.
-        for c in lock(&shared.calls).values() {
-            c.cancel();
-        }
-        r
-    })
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let w = shared.clone();
+    std::thread::spawn(move || {
+        worker(&w, rx);
+        drop(done_tx);
+    });
+    let r = read_loop(&shared, &mut input, tx, cfg.max_line);
+    // The client is gone (or its stream broke): nothing in flight is wanted any more. A call
+    // that does not stop in time is left to end with the process.
+    for c in lock(&shared.calls).values() {
+        c.cancel();
+    }
+    let _ = done_rx.recv_timeout(EXIT_GRACE);
+    r
 }
 
 /// A `tools/call` waiting for the worker.
@@ -132,10 +146,11 @@ impl RootsState {
 }
 
 /// What the reader and the worker share.
-struct Shared<'a> {
-    out: Mutex<Box<dyn Write + Send + 'a>>,
+struct Shared {
+    out: Mutex<Box<dyn Write + Send>>,
     roots: Mutex<RootsState>,
     roots_known: Condvar,
+    roots_wait: Duration,
     /// Calls sent to the worker and not done, by [`id_key`].
     calls: Mutex<HashMap<String, Arc<Cancel>>>,
 }
@@ -149,7 +164,7 @@ fn id_key(id: &Value) -> String {
     serde_json::to_string(id).unwrap_or_default()
 }
 
-impl Shared<'_> {
+impl Shared {
     fn send(&self, text: &str) -> std::io::Result<()> {
         let mut out = lock(&self.out);
         out.write_all(text.as_bytes())?;
@@ -206,21 +221,22 @@ impl Shared<'_> {
         self.roots_known.notify_all();
     }
 
-    /// The roots a tool call reads under, once an asked `roots/list` is answered (or
-    /// [`ROOTS_WAIT`] passed).
+    /// The roots a tool call reads under, once an asked `roots/list` is answered (or the
+    /// wait passed: the answer is then given up on, and later calls do not wait for it).
     fn roots_now(&self) -> Roots {
         let r = lock(&self.roots);
-        let (r, _) = self
+        let (mut r, _) = self
             .roots_known
-            .wait_timeout_while(r, ROOTS_WAIT, |r| r.pending)
+            .wait_timeout_while(r, self.roots_wait, |r| r.pending)
             .unwrap_or_else(|e| e.into_inner());
+        r.pending = false;
         r.effective()
     }
 }
 
 /// Runs the tool calls, in order, each unless cancelled before it starts; a cancelled call's
 /// answer is dropped, as the protocol asks.
-fn worker(shared: &Shared<'_>, rx: mpsc::Receiver<Job>) {
+fn worker(shared: &Shared, rx: mpsc::Receiver<Job>) {
     let mut state = tools::State::default();
     for job in rx {
         if !job.cancel.is_cancelled() {
@@ -247,7 +263,7 @@ fn worker(shared: &Shared<'_>, rx: mpsc::Receiver<Job>) {
 
 /// Reads messages until the stream ends, answering all but tool calls (sent to the worker).
 fn read_loop(
-    shared: &Shared<'_>,
+    shared: &Shared,
     input: &mut impl BufRead,
     tx: mpsc::Sender<Job>,
     max_line: usize,
@@ -299,7 +315,7 @@ fn invalid(m: &str) -> Step {
 }
 
 /// One message, read.
-fn message(shared: &Shared<'_>, bytes: &[u8]) -> Step {
+fn message(shared: &Shared, bytes: &[u8]) -> Step {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Step::Reply(
             "null".into(),
@@ -360,7 +376,7 @@ fn message(shared: &Shared<'_>, bytes: &[u8]) -> Step {
     Step::Reply(raw_id, result)
 }
 
-fn notification(shared: &Shared<'_>, method: &str, params: &Value) -> Step {
+fn notification(shared: &Shared, method: &str, params: &Value) -> Step {
     match method {
         "notifications/initialized" | "notifications/roots/list_changed" => Step::AskRoots,
         "notifications/cancelled" => {

@@ -160,11 +160,22 @@ pub fn check(j: &Value) -> String {
 }
 
 /// Any document, flattened: `path.to.field: value` lines, strings quoted, empty fields left
-/// out, the first [`FLAT_LINES`].
-pub fn flat(name: &str, j: &Value) -> String {
+/// out, the first [`FLAT_LINES`]; the top-level fields named in `first` come first (what a
+/// reader asks of the document before the rest).
+pub fn flat(name: &str, j: &Value, first: &[&str]) -> String {
     let mut lines = Vec::new();
     let mut n = 0;
-    walk(j, name, &mut lines, &mut n);
+    match j.as_object() {
+        Some(m) => {
+            let rest = m.keys().filter(|k| !first.contains(&k.as_str()));
+            for k in first.iter().copied().chain(rest.map(String::as_str)) {
+                if let Some(x) = m.get(k) {
+                    walk(x, &format!("{name}.{}", key(k)), &mut lines, &mut n);
+                }
+            }
+        }
+        None => walk(j, name, &mut lines, &mut n),
+    }
     let mut t: String = lines.into_iter().map(|l| l + "\n").collect();
     if n > FLAT_LINES {
         t.push_str(&format!("({} more fields)\n", n - FLAT_LINES));
@@ -228,7 +239,8 @@ mod tests {
         assert!(!t.contains('\x1b'));
         let r = rows(&json!({"columns": ["f"], "rows": [{"f": evil}], "truncated": false}));
         assert!(r.contains(r#"["sc_leak_oom. IMPORTANT"#), "{r}");
-        let f = flat("diff", &json!({"a": {"b c": [evil]}}));
-        assert!(f.starts_with(r#"diff.a.["b c"][0]: "sc_leak_oom."#), "{f}");
+        let f = flat("diff", &json!({"z": 1, "a": {"b c": [evil]}}), &["z"]);
+        assert!(f.starts_with("diff.z: 1\n"), "{f}");
+        assert!(f.contains(r#"diff.a.["b c"][0]: "sc_leak_oom."#), "{f}");
     }
 }

@@ -414,7 +414,11 @@ fn diff(args: &Value, ctx: &Ctx) -> Outcome {
     let opts = crate::report::Options::default();
     let json = rendered(|w| crate::report::check::DiffJson.render(&d, &opts, w))?;
     Ok(Answer {
-        text: super::text::flat("diff", &json),
+        text: super::text::flat(
+            "diff",
+            &json,
+            &["largest_growth", "ooms", "leaks", "graph_growth", "devices"],
+        ),
         json,
     })
 }
@@ -547,7 +551,7 @@ fn plan(args: &Value, ctx: &Ctx) -> Result<Outcome, RpcError> {
         };
         let json = rendered(|w| crate::report::plan::json::Json.render(&doc, false, w))?;
         Ok(Answer {
-            text: super::text::flat("plan", &json),
+            text: super::text::flat("plan", &json, &["plans"]),
             json,
         })
     };
