@@ -103,6 +103,14 @@ pub const MAX_TEXT_BYTES: usize = 256 << 20;
 /// Bytes, not text: each line is checked as UTF-8 when it is reached, so that a file past the
 /// limits is never read (nor paged in) beyond them.
 pub fn read(bytes: &[u8]) -> Result<Vec<InputSummary>, BaselineError> {
+    read_within(bytes, MAX_RANKS, MAX_TEXT_BYTES)
+}
+
+fn read_within(
+    bytes: &[u8],
+    max_ranks: usize,
+    max_text: usize,
+) -> Result<Vec<InputSummary>, BaselineError> {
     let mut out = Vec::new();
     let mut read = 0usize;
     for (n, l) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -120,9 +128,9 @@ pub fn read(bytes: &[u8]) -> Result<Vec<InputSummary>, BaselineError> {
             continue;
         }
         read += l.len();
-        if read > MAX_TEXT_BYTES || out.len() == MAX_RANKS {
+        if read > max_text || out.len() == max_ranks {
             return Err(bad(format!(
-                "over the limit of {MAX_RANKS} ranks or {MAX_TEXT_BYTES} bytes of rank lines in one file; split the job's lines"
+                "over the limit of {max_ranks} ranks or {max_text} bytes of rank lines in one file; split the job's lines"
             )));
         }
         let line: RankLine = serde_json::from_str(l).map_err(|e| bad(no_echo(&e)))?;
@@ -146,4 +154,64 @@ pub fn read(bytes: &[u8]) -> Result<Vec<InputSummary>, BaselineError> {
 /// `RankFrom` as the lines spell it (for tests and readers).
 pub fn rank_from_name(f: RankFrom) -> String {
     snake(&f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` lines of the one rank of fixtures/clean.pickle, numbered 0 to n - 1.
+    fn lines_of_clean(n: u32) -> Vec<u8> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/clean.pickle");
+        let s = crate::inputs::load_summaries(&[path], false)
+            .unwrap()
+            .remove(0);
+        let summary = serde_json::to_string(&s).unwrap();
+        let mut out = Vec::new();
+        for rank in 0..n {
+            let l = RankLine {
+                schema: RANK_LINE_SCHEMA.into(),
+                rank,
+                rank_from: "pattern".into(),
+                path: format!("r{rank}.pickle"),
+                kind: "snapshot".into(),
+                verdict: "ok".into(),
+                devices: 1,
+                peak_allocated_bytes: 0,
+                peak_reserved_bytes: 0,
+                peak_exact: true,
+                end_allocated_bytes: 0,
+                end_reserved_bytes: 0,
+                ooms: 0,
+                oom_cause: String::new(),
+                leaks_judged: false,
+                leaks: 0,
+                leak_live_bytes: 0,
+                summary: summary.clone(),
+            };
+            out.extend(serde_json::to_vec(&l).unwrap());
+            out.extend(b"\r\n");
+        }
+        out
+    }
+
+    #[test]
+    fn reading_stops_at_the_limits_before_parsing_past_them() {
+        let text = lines_of_clean(5);
+        assert_eq!(read_within(&text, 5, usize::MAX).unwrap().len(), 5);
+        let e = read_within(&text, 4, usize::MAX).unwrap_err().to_string();
+        assert!(e.contains("line 5: over the limit of 4 ranks"), "{e}");
+        let one = text.len() / 5;
+        let e = read_within(&text, 100, 2 * one).unwrap_err().to_string();
+        assert!(e.contains("line 3: over the limit"), "{e}");
+        let mut long = br#"{"schema": "memscope.rank/1", "summary": ""#.to_vec();
+        long.resize(MAX_LINE_BYTES + 1, b'a');
+        let e = read(&long).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1:") && e.contains("for one rank's line"),
+            "{e}"
+        );
+        let e = read(b"\xff\n").unwrap_err().to_string();
+        assert!(e.contains("line 1: not UTF-8"), "{e}");
+    }
 }

@@ -1,0 +1,121 @@
+//! Costs a command line sets (issue 37): a job directory's walk ends whatever links it holds
+//! and stops at a file cap with a clear error; `plan`'s shapes stay in a range where 2, 4 and
+//! 8 times the batch are three different predictions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memscope-walk37-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs memscope with `args`; fails the test if it has not ended in 120 s (the walks this
+/// file tests ran without end before).
+fn memscope(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("memscope {args:?} still runs after 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_job_directory_with_self_links_or_a_link_to_root_is_walked_once() {
+    let d = scratch("links");
+    let ranks = d.join("ranks");
+    std::fs::create_dir_all(&ranks).unwrap();
+    std::fs::copy(fixture("clean.pickle"), ranks.join("rank0.pickle")).unwrap();
+    std::fs::copy(fixture("clean.pickle"), ranks.join("rank1.pickle")).unwrap();
+    std::os::unix::fs::symlink(".", ranks.join("again")).unwrap();
+    std::os::unix::fs::symlink("..", ranks.join("up")).unwrap();
+    std::os::unix::fs::symlink("/", ranks.join("root")).unwrap();
+    let out = memscope(&[
+        "analyze",
+        "--format",
+        "json",
+        "--rank-pattern",
+        r"rank(\d+)\.pickle",
+        d.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"]["ranks"].as_array().unwrap().len(), 2, "{v}");
+}
+
+#[test]
+fn a_job_directory_past_the_file_cap_is_refused_by_name() {
+    let d = scratch("many");
+    for i in 0..=100_000 {
+        std::fs::File::create(d.join(format!("r{i}.pickle"))).unwrap();
+    }
+    let out = memscope(&["analyze", d.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("more than 100000 captures under it"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn plan_refuses_shapes_it_cannot_tell_apart() {
+    let f = fixture("plan/mlp_b256.pickle.gz");
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["plan", "--batch", "18446744073709551615", f],
+        vec!["plan", "--batch", "0", f],
+        vec!["plan", "--batch", "4294967297", f],
+        vec!["plan", "--batch", "256", "--at", "0", f],
+        vec!["plan", "--batch", "256", "--at", "8x0", f],
+        vec![
+            "plan",
+            "--batch",
+            "256",
+            "--with",
+            f,
+            "--with-batch",
+            "0",
+            f,
+        ],
+        vec!["plan", "--batch", "256", "--seq", "0", f],
+    ] {
+        let out = memscope(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("1 to 4294967296"), "{args:?}: {stderr}");
+    }
+    // The largest batch allowed still gives three different predictions.
+    let out = memscope(&["plan", "--batch", "4294967296", "--format", "json", f]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v.to_string();
+    for b in ["8589934592", "17179869184", "34359738368"] {
+        assert!(text.contains(b), "{b} missing");
+    }
+}
