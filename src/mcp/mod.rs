@@ -13,8 +13,9 @@
 //! client wrote them. Tool calls run one at a time on a worker thread, so that this thread
 //! keeps reading: `ping` is answered while a tool runs, and `notifications/cancelled` stops
 //! the call it names (a query is interrupted; the answer of any cancelled call is dropped).
-//! When the client leaves, every call in flight is cancelled, and the server returns after at
-//! most [`EXIT_GRACE`] even if one does not stop. Tools read only regular files
+//! When the client closes its input, the calls it sent may finish for [`DRAIN`]; then every
+//! call in flight is cancelled, and the server returns after at most [`EXIT_GRACE`] more even
+//! if one does not stop. Tools read only regular files
 //! under the roots ([`paths`]): the client's MCP roots (asked with `roots/list` when it has
 //! them), the `--root` directories, and the working directory when neither is given.
 
@@ -69,8 +70,11 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> std::i
     serve_with(&Config::default(), input, output)
 }
 
-/// How long the server waits, once the client has left, for a tool call in flight to stop
-/// before it returns anyway (the process then ends, and the call with it).
+/// How long the calls a client sent before closing its input may run on.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// How long the server waits, once the calls still running are cancelled, for them to stop
+/// before it returns anyway (the process then ends, and the calls with it).
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves requests from `input` until it ends, answering on `output`.
@@ -102,12 +106,25 @@ pub fn serve_with(
         drop(done_tx);
     });
     let r = read_loop(&shared, &mut input, tx, cfg.max_line);
-    // The client is gone (or its stream broke): nothing in flight is wanted any more. A call
-    // that does not stop in time is left to end with the process.
+    // The input has ended. A client may close it and still read (`printf ... | memscope
+    // mcp`), so the calls it sent are answered if they end within DRAIN; then whatever still
+    // runs is cancelled, and one that does not stop in EXIT_GRACE is left to end with the
+    // process: a server never outlives its client by more than both.
+    let waiting = lock(&shared.calls).values().any(|c| !c.is_cancelled());
+    // The worker never sends: its end drops the sender.
+    let ended = |d| {
+        !matches!(
+            done_rx.recv_timeout(d),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        )
+    };
+    if waiting && ended(DRAIN) {
+        return r;
+    }
     for c in lock(&shared.calls).values() {
         c.cancel();
     }
-    let _ = done_rx.recv_timeout(EXIT_GRACE);
+    ended(EXIT_GRACE);
     r
 }
 
