@@ -452,3 +452,34 @@ fn capture_strings_reach_the_model_as_quoted_data() {
     }
     assert!(s.finish(30).success());
 }
+
+#[test]
+fn a_file_on_the_servers_stdin_is_not_read_as_a_capture() {
+    let dir = scratch("stdin-file");
+    let reqs = dir.join("requests.jsonl");
+    let call = |id: u64, path: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "analyze", "arguments": {"path": path}}});
+    std::fs::write(
+        &reqs,
+        format!(
+            "{}\n{}\n",
+            call(1, "requests.jsonl"),
+            call(2, reqs.to_str().unwrap())
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .arg("mcp")
+        .current_dir(&dir)
+        .stdin(std::fs::File::open(&reqs).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["result"]["isError"], true, "{v}");
+        let t = v["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(t.contains("the server's own stdin"), "{t}");
+    }
+}

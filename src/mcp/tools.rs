@@ -366,6 +366,9 @@ fn query(state: &mut State, args: &Value, ctx: &Ctx) -> Outcome {
         .map_or(DEFAULT_ROWS, |n| n.min(MAX_ROWS as u64) as usize);
     let path = admitted(ctx, given)?;
     let db = open_cached(state, &path, given)?;
+    if ctx.cancel.is_cancelled() {
+        return Err("cancelled".into());
+    }
     if let Some(text) = db.dot(sql) {
         return Ok(Answer {
             json: json!({"text": text}),
