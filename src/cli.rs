@@ -292,10 +292,10 @@ pub struct PlanArgs {
     /// reads stdin.
     pub file: PathBuf,
     /// The batch size the capture was recorded at.
-    #[arg(long, value_parser = count)]
+    #[arg(long, value_parser = at_most)]
     pub batch: u64,
     /// The sequence length the capture was recorded at (enables `--at BxS`).
-    #[arg(long, value_parser = count)]
+    #[arg(long, value_parser = at_most)]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
     /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the
@@ -334,6 +334,21 @@ pub enum PlanFormatArg {
     Html,
 }
 
+/// A batch size or sequence length of at most [`memscope::units::MAX_SHAPE`] (0 is left to the
+/// plan's own check, which says which one must be at least 1).
+fn at_most(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= memscope::units::MAX_SHAPE)
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a count from 1 to {} (2^32)",
+                memscope::units::MAX_SHAPE
+            )
+        })
+}
+
 /// A batch size or sequence length: 1 to [`memscope::units::MAX_SHAPE`].
 fn count(s: &str) -> Result<u64, String> {
     s.trim()
@@ -353,8 +368,8 @@ fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
         format!("{s:?} is not a batch size (64) or batch x sequence length (8x4096): {e}")
     };
     match s.split_once(['x', 'X']) {
-        Some((b, q)) => Ok((count(b).map_err(bad)?, Some(count(q).map_err(bad)?))),
-        None => Ok((count(s).map_err(bad)?, None)),
+        Some((b, q)) => Ok((at_most(b).map_err(bad)?, Some(at_most(q).map_err(bad)?))),
+        None => Ok((at_most(s).map_err(bad)?, None)),
     }
 }
 
@@ -378,10 +393,10 @@ pub struct TuiArgs {
 pub struct PlanOpts {
     /// Add a capacity plan: the batch size the capture was recorded at (as `memscope plan
     /// --batch`).
-    #[arg(long, value_parser = count)]
+    #[arg(long, value_parser = at_most)]
     pub batch: Option<u64>,
     /// The sequence length the capture was recorded at (enables `--at BxS`).
-    #[arg(long, requires = "batch", value_parser = count)]
+    #[arg(long, requires = "batch", value_parser = at_most)]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
     /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the
