@@ -240,6 +240,7 @@ fn every_bad_request_in_one_session_and_ping_still_answers() {
     // the ping's.
     s.send(&json!({"jsonrpc": "2.0", "id": 42, "result": {}}));
     s.send(&json!({"jsonrpc": "2.0", "id": 43, "error": {"code": 1, "message": "x"}}));
+    s.send(&json!({"jsonrpc": "2.0", "id": [1], "result": {}}));
     s.ping(44);
     // Ids come back exactly as written.
     for id in [

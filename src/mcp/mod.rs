@@ -346,6 +346,12 @@ fn message(shared: &Shared, bytes: &[u8]) -> Step {
     let Some(obj) = msg.as_object() else {
         return invalid("a message is one JSON object (batches are not supported)");
     };
+    if !obj.contains_key("method") && (obj.contains_key("result") || obj.contains_key("error")) {
+        // A response (to this server's `roots/list`, or to nothing): never answered, whatever
+        // its id.
+        shared.response(obj);
+        return Step::Nothing;
+    }
     let id = match obj.get("id") {
         None => None,
         Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => {
@@ -356,11 +362,6 @@ fn message(shared: &Shared, bytes: &[u8]) -> Step {
     let method = match obj.get("method") {
         Some(Value::String(m)) => m.as_str(),
         Some(_) => return invalid("a method is a string"),
-        None if obj.contains_key("result") || obj.contains_key("error") => {
-            // A response to this server's own request: never answered.
-            shared.response(obj);
-            return Step::Nothing;
-        }
         None => {
             let raw = id.map_or_else(|| "null".into(), |(_, r)| r);
             return Step::Reply(raw, Err((-32600, "a request needs a method".into())));
