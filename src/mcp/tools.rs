@@ -480,7 +480,10 @@ fn check(args: &Value, ctx: &Ctx) -> Outcome {
     for (p, g) in paths.iter().zip(&given) {
         let mut s = crate::inputs::load_summaries(&[p], true)
             .map_err(|e| super::safe::input_error(g, &e))?;
-        for x in &mut s {
+        // A capture's summary is named by the path read (the canonical one): show the
+        // client's. A baseline's entries keep their own names.
+        let read = p.display().to_string();
+        for x in s.iter_mut().filter(|x| x.path == read) {
             x.path = g.to_string();
         }
         summaries.extend(s);
