@@ -135,3 +135,78 @@ fn plan_refuses_shapes_it_cannot_tell_apart() {
         assert!(text.contains(b), "{b} missing");
     }
 }
+
+/// `tools/crafted_inputs.py plan_segments N`: N requests of 12 MiB, none freed, each in a
+/// segment of its own.
+fn plan_segments(n: i64) -> Vec<u8> {
+    use serde_pickle::{HashableValue as H, Value as V};
+    let d = |pairs: Vec<(&str, V)>| {
+        V::Dict(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (H::String(k.into()), v))
+                .collect(),
+        )
+    };
+    let frame = d(vec![
+        ("filename", V::String("train.py".into())),
+        ("line", V::I64(10)),
+        ("name", V::String("step".into())),
+    ]);
+    let size = 12i64 << 20;
+    let ev = |action: &str, addr: i64, t: i64| {
+        d(vec![
+            ("action", V::String(action.into())),
+            ("addr", V::I64(addr)),
+            ("size", V::I64(size)),
+            ("stream", V::I64(0)),
+            ("time_us", V::I64(t)),
+            ("frames", V::List(vec![frame.clone()])),
+        ])
+    };
+    let base = 0x7f00_0000_0000i64;
+    let trace: Vec<V> = (0..n)
+        .flat_map(|i| {
+            [
+                ev("segment_alloc", base + i * size, 2 * i),
+                ev("alloc", base + i * size, 2 * i + 1),
+            ]
+        })
+        .collect();
+    let doc = d(vec![
+        ("segments", V::List(vec![])),
+        ("device_traces", V::List(vec![V::List(trace)])),
+    ]);
+    serde_pickle::value_to_vec(&doc, serde_pickle::SerOptions::new()).unwrap()
+}
+
+#[test]
+fn plan_places_thousands_of_segments_without_overlap() {
+    // The placement is read from the end of the segment map (issue 37: it scanned every
+    // segment per new one); each request still gets a segment of its own, so the replay
+    // reserves exactly what was recorded, and twice the batch twice that.
+    let n = 3000;
+    let d = scratch("segments");
+    let f = d.join("segments.pickle");
+    std::fs::write(&f, plan_segments(n)).unwrap();
+    let out = memscope(&[
+        "plan",
+        "--batch",
+        "8",
+        "--format",
+        "json",
+        f.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dev = &v["data"]["devices"][0];
+    let recorded = n as u64 * (12 << 20);
+    assert_eq!(dev["recorded_peak_reserved_bytes"], recorded, "{dev}");
+    assert_eq!(dev["model_peak_reserved_bytes"], recorded, "{dev}");
+    assert_eq!(dev["predictions"][0]["batch"], 16);
+    assert_eq!(dev["predictions"][0]["peak_reserved_bytes"], 2 * recorded);
+}
