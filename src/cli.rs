@@ -295,7 +295,13 @@ pub enum QueryFormatArg {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// A directory the tools may read under (repeatable). Without one, the working directory;
+    /// the client's MCP roots, when it sends them, are added. Tools never read outside the
+    /// roots, nor the server's own stdin or stdout.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct WhatifArgs {
@@ -321,10 +327,10 @@ pub struct PlanArgs {
     /// reads stdin.
     pub file: PathBuf,
     /// The batch size the capture was recorded at.
-    #[arg(long)]
+    #[arg(long, value_parser = at_most)]
     pub batch: u64,
     /// The sequence length the capture was recorded at (enables `--at BxS`).
-    #[arg(long)]
+    #[arg(long, value_parser = at_most)]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
     /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the
@@ -343,10 +349,10 @@ pub struct PlanArgs {
     #[arg(long, value_name = "OTHER")]
     pub with: Option<PathBuf>,
     /// The batch size of the --with capture (default: --batch).
-    #[arg(long, requires = "with")]
+    #[arg(long, requires = "with", value_parser = count)]
     pub with_batch: Option<u64>,
     /// The sequence length of the --with capture (default: --seq).
-    #[arg(long, requires = "with")]
+    #[arg(long, requires = "with", value_parser = count)]
     pub with_seq: Option<u64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormatArg::Text)]
@@ -363,14 +369,42 @@ pub enum PlanFormatArg {
     Html,
 }
 
+/// A batch size or sequence length of at most [`memscope::units::MAX_SHAPE`] (0 is left to the
+/// plan's own check, which says which one must be at least 1).
+fn at_most(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= memscope::units::MAX_SHAPE)
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a count from 1 to {} (2^32)",
+                memscope::units::MAX_SHAPE
+            )
+        })
+}
+
+/// A batch size or sequence length: 1 to [`memscope::units::MAX_SHAPE`].
+fn count(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=memscope::units::MAX_SHAPE).contains(n))
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a count from 1 to {} (2^32)",
+                memscope::units::MAX_SHAPE
+            )
+        })
+}
+
 fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
-    let bad = || format!("{s:?} is not a batch size (64) or batch x sequence length (8x4096)");
+    let bad = |e: String| {
+        format!("{s:?} is not a batch size (64) or batch x sequence length (8x4096): {e}")
+    };
     match s.split_once(['x', 'X']) {
-        Some((b, q)) => Ok((
-            b.trim().parse().map_err(|_| bad())?,
-            Some(q.trim().parse().map_err(|_| bad())?),
-        )),
-        None => Ok((s.trim().parse().map_err(|_| bad())?, None)),
+        Some((b, q)) => Ok((at_most(b).map_err(bad)?, Some(at_most(q).map_err(bad)?))),
+        None => Ok((at_most(s).map_err(bad)?, None)),
     }
 }
 
@@ -394,10 +428,10 @@ pub struct TuiArgs {
 pub struct PlanOpts {
     /// Add a capacity plan: the batch size the capture was recorded at (as `memscope plan
     /// --batch`).
-    #[arg(long)]
+    #[arg(long, value_parser = at_most)]
     pub batch: Option<u64>,
     /// The sequence length the capture was recorded at (enables `--at BxS`).
-    #[arg(long, requires = "batch")]
+    #[arg(long, requires = "batch", value_parser = at_most)]
     pub seq: Option<u64>,
     /// Memory cap (reserved memory, as a per-process fraction limits it), a size with units
     /// (`80GiB`); default: derived from the recorded OOM, else the device's size where the

@@ -50,10 +50,7 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
                     path: path.to_owned(),
                 });
             }
-            let text = std::str::from_utf8(&bytes).map_err(|_| InputError::NotUtf8 {
-                path: path.to_owned(),
-            })?;
-            return crate::job::lines::read(text)
+            return crate::job::lines::read(&bytes)
                 .map(|v| Loaded::Baseline(Baseline::new(v)))
                 .map_err(|err| InputError::Baseline {
                     path: path.to_owned(),

@@ -25,11 +25,12 @@ fn lines_name(p: &Path) -> bool {
 }
 
 /// Whether `files` ask for the job view: several files, a file of rank lines, or a directory
-/// with captures under it (one without any is refused as a directory, as it always was).
+/// with captures under it (one without any is refused as a directory, as it always was; one
+/// whose walk fails is a job, so that `expand` says why).
 pub fn is_job(files: &[PathBuf]) -> bool {
     files.len() > 1
         || files.first().is_some_and(|f| {
-            lines_name(f) || (f.is_dir() && walk(f, &mut Vec::new()).is_ok_and(|n| n > 0))
+            lines_name(f) || (f.is_dir() && walk(f, &mut Vec::new()).map_or(true, |n| n > 0))
         })
 }
 
@@ -47,22 +48,56 @@ fn capture_like(p: &Path) -> bool {
         || (n.ends_with(".json") && n.contains("trace"))
 }
 
-/// Adds the captures under `dir` to `out`, in name order; returns how many.
+/// Captures a job directory may hold at most: a job of 100,000 ranks is past any cluster's,
+/// and a tree that holds more is not one job's directory.
+pub const MAX_JOB_FILES: usize = 100_000;
+
+/// Entries (files and directories) a walk reads at most, captures or not.
+const MAX_WALKED: usize = 1_000_000;
+
+/// Adds the captures under `dir` to `out`, in name order; returns how many. Symlinked
+/// directories are not followed (two links to their parent, or one to `/`, would make the
+/// walk endless), and the walk stops with an error past [`MAX_JOB_FILES`] captures or
+/// [`MAX_WALKED`] entries.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<usize> {
     let before = out.len();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut seen = 0usize;
+    walk_in(dir, out, &mut seen)?;
+    Ok(out.len() - before)
+}
+
+fn walk_in(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut usize) -> anyhow::Result<()> {
+    let mut entries: Vec<(PathBuf, bool)> = Vec::new();
+    for e in std::fs::read_dir(dir)
         .with_context(|| format!("cannot read the directory {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
+    {
+        let Ok(e) = e else { continue };
+        *seen += 1;
+        if *seen > MAX_WALKED {
+            anyhow::bail!(
+                "{}: more than {MAX_WALKED} entries under it; give the directory of one job's captures",
+                dir.display()
+            );
+        }
+        // The entry itself, not what a symlink points at: a symlinked directory is skipped.
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        entries.push((e.path(), is_dir));
+    }
     entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else if capture_like(&p) {
+    for (p, is_dir) in entries {
+        if is_dir {
+            walk_in(&p, out, seen)?;
+        } else if capture_like(&p) && !p.is_dir() {
+            if out.len() >= MAX_JOB_FILES {
+                anyhow::bail!(
+                    "{}: more than {MAX_JOB_FILES} captures under it; a job's directory holds one capture per rank",
+                    dir.display()
+                );
+            }
             out.push(p);
         }
     }
-    Ok(out.len() - before)
+    Ok(())
 }
 
 /// The files of the job: the files given, each directory replaced by the captures under it.

@@ -6,6 +6,7 @@
 mod cli;
 mod job_cmd;
 mod man;
+mod mcp_cmd;
 mod output;
 mod pictures;
 mod plan_cmd;
@@ -83,7 +84,7 @@ fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
         Some(Command::Whatif(args)) => whatif(&args, s),
         Some(Command::Plan(args)) => plan_cmd::plan(&args, s),
         Some(Command::Query(args)) => query_cmd::query(&args, s),
-        Some(Command::Mcp(_)) => query_cmd::mcp(),
+        Some(Command::Mcp(args)) => mcp_cmd::mcp(&args),
         Some(Command::Run(args)) => run_cmd::run(&args),
         Some(Command::Completions(args)) => {
             use clap::CommandFactory;

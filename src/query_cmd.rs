@@ -1,5 +1,4 @@
-//! `memscope query` and `memscope mcp`: the thin shells over `memscope::query` and
-//! `memscope::mcp`.
+//! `memscope query`: the thin shell over `memscope::query`.
 //!
 //! `query` streams: each row is written as SQLite makes it, through the format's boundary
 //! (`memscope::query::render`), and every statement runs under the limits of the command line.
@@ -147,11 +146,4 @@ fn to_safe_json<T: serde::Serialize>(v: &T) -> std::io::Result<String> {
     let mut b = Vec::new();
     to_safe_writer(&mut b, v)?;
     Ok(String::from_utf8(b).expect("JSON is UTF-8"))
-}
-
-pub fn mcp() -> anyhow::Result<u8> {
-    let stdin = std::io::stdin().lock();
-    let stdout = std::io::stdout().lock();
-    memscope::mcp::serve(stdin, stdout).context("the MCP session")?;
-    Ok(0)
 }

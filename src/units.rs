@@ -25,6 +25,11 @@ pub fn signed_bytes(n: i64) -> String {
     }
 }
 
+/// The largest batch size or sequence length memscope plans for (2^32): a shape and the
+/// multiples planned from it (8 times the batch by default) stay far from `u64`'s end, where
+/// saturating arithmetic would turn three asks into one.
+pub const MAX_SHAPE: u64 = 1 << 32;
+
 /// Parses `8GiB`, `1.5 GB`, `512MiB`, `1024` (bytes) into bytes. Decimal SI units are accepted too.
 pub fn parse_bytes(s: &str) -> Option<u64> {
     let t = s.trim();

@@ -298,7 +298,8 @@ fn sorts_never_spill_to_disk() {
 }
 
 /// A cancel from another thread (what MCP `notifications/cancelled` does) stops the running
-/// statement with `Stop::Cancelled`; the next run is not cancelled by it.
+/// statement with `Stop::Cancelled`. The flag stays set until its owner clears it, so a cancel
+/// that comes before a run (MCP's race between a cancel and the call's start) stops that run too.
 #[test]
 fn a_cancel_stops_the_running_statement() {
     let db = open_capture(&fixture("leak_oom.pickle")).unwrap();
@@ -325,6 +326,17 @@ fn a_cancel_stops_the_running_statement() {
         "{r:?}"
     );
     assert!(start.elapsed() < Duration::from_secs(20));
+    let early = db.run_with(
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c",
+        None,
+        &limits,
+        &cancel,
+    );
+    assert!(
+        matches!(early, Err(QueryError::Stopped(Stop::Cancelled))),
+        "{early:?}"
+    );
+    cancel.reset();
     let rs = db.run_with("SELECT 1", None, &limits, &cancel).unwrap();
     assert_eq!(rs.rows, vec![vec![Cell::Int(1)]]);
 }

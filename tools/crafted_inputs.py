@@ -16,6 +16,12 @@ BENCHMARKS.md, "Crafted inputs", and FUZZING.md). Needs only the standard librar
         (per-device passes over the steps).
     python3 tools/crafted_inputs.py memory M OUT.trace.json
         a profiler trace with M [memory] events in reverse time order (the sort's scratch).
+    python3 tools/crafted_inputs.py plan_segments N OUT.pickle
+        N 12 MiB requests, none freed, each in a segment of its own (segment_alloc, then the
+        alloc): `plan` replays them into N segments (segment placement, issue 37).
+    python3 tools/crafted_inputs.py rank_lines MIB OUT.jsonl
+        MIB MiB of rank lines (memscope.rank/1), about 4 KB a rank: read back by `check`
+        and `analyze` (issue 37: bounded however large).
 """
 import gzip
 import json
@@ -117,9 +123,62 @@ def memory(m, out):
     trace_doc(gen(), out)
 
 
+def plan_segments(n, out):
+    """N requests of 12 MiB (over kMinLargeAlloc: a segment each), never freed."""
+    fr = [{"filename": "train.py", "line": 10, "name": "step"}]
+    size = 12 * MIB
+    trace = []
+    for i in range(n):
+        addr = BASE + i * size
+        trace.append(event("segment_alloc", addr, size, fr, 2 * i))
+        trace.append(event("alloc", addr, size, fr, 2 * i + 1))
+    write_pickle({"segments": [], "device_traces": [trace], "allocator_settings": settings(),
+                  "external_annotations": []}, out)
+
+
+def rank_summary(rank):
+    """A rank's memscope.baseline/1 summary as `memscope baseline` writes it (5 sites, 12
+    steps: about 3 KB, as for fixtures/clean.pickle)."""
+    sites = [{"site": {"file": "train.py", "line": 100 + k, "function": f"layer_{k}"},
+              "bytes": (k + 1) * MIB, "blocks": k + 1,
+              "chain": ["forward", "_call_impl", "_wrapped_call_impl", f"layer_{k}"]}
+             for k in range(5)]
+    device = {"device": "cuda:0", "peak_allocated_bytes": 400 * MIB,
+              "peak_reserved_bytes": 420 * MIB, "peak_exact": True,
+              "end_allocated_bytes": 330 * MIB, "end_reserved_bytes": 420 * MIB,
+              "sites_at_peak": sites, "sites_at_end": sites}
+    steps = [{"name": f"step {k}", "peak_allocated_bytes": 400 * MIB,
+              "end_allocated_bytes": 330 * MIB} for k in range(1, 13)]
+    cats = {c: MIB for c in ["activation", "before_recording", "gradient", "kv_cache",
+                             "optimizer_state", "other", "output", "parameter", "temporary"]}
+    return {"path": f"rank{rank}.pickle", "kind": "snapshot", "verdict": "ok",
+            "devices": [device], "ooms": [], "leaks": [], "graph_growth": None, "steps": steps,
+            "categories": cats, "leak_judgement": {"judged": True, "steps": 12, "min_steps": 3},
+            "rank": {"rank": rank, "source": "device"}}
+
+
+def rank_lines(mib, out):
+    """Rank lines to MIB MiB, one rank a line, numbered in order."""
+    with open(out, "w") as f:
+        written, rank = 0, 0
+        while written < mib * MIB:
+            line = json.dumps({"schema": "memscope.rank/1", "rank": rank, "rank_from": "pattern",
+                               "path": f"rank{rank}.pickle", "kind": "snapshot", "verdict": "ok",
+                               "devices": 1, "peak_allocated_bytes": 400 * MIB,
+                               "peak_reserved_bytes": 420 * MIB, "peak_exact": True,
+                               "end_allocated_bytes": 330 * MIB,
+                               "end_reserved_bytes": 420 * MIB, "ooms": 0, "oom_cause": "",
+                               "leaks_judged": True, "leaks": 0, "leak_live_bytes": 0,
+                               "summary": json.dumps(rank_summary(rank))}) + "\n"
+            f.write(line)
+            written += len(line)
+            rank += 1
+
+
 def main(argv):
     kinds = {"segments": (segments, 2), "stacks": (stacks, 3), "devices": (devices, 2),
-             "memory": (memory, 2)}
+             "memory": (memory, 2), "plan_segments": (plan_segments, 2),
+             "rank_lines": (rank_lines, 2)}
     if len(argv) < 3 or argv[1] not in kinds:
         sys.exit(__doc__)
     fn, nargs = kinds[argv[1]]

@@ -86,17 +86,53 @@ pub fn is_rank_lines(head: &str) -> bool {
     head.contains(RANK_LINE_SCHEMA)
 }
 
+/// The longest rank line read (16 MiB; memscope writes a few KB a rank).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The most rank lines one file holds (as many as a job directory's captures).
+pub const MAX_RANKS: usize = 100_000;
+
+/// The most bytes of rank lines read from one file (256 MiB: 80,000 ranks of 3.3 KB). What a
+/// line's summary becomes in memory is a few times the line, so this bounds the whole read,
+/// whatever the file's size: a 2 GB file is refused after its first 256 MiB, not held.
+pub const MAX_TEXT_BYTES: usize = 256 << 20;
+
 /// Reads rank lines back into summaries, each numbered with its line's rank (blank lines are
-/// skipped, so files joined with `cat` read as one).
-pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
+/// skipped, so files joined with `cat` read as one). One line at a time: only its summary is
+/// kept, and the limits above hold before a line is parsed.
+/// Bytes, not text: each line is checked as UTF-8 when it is reached, so that a file past the
+/// limits is never read (nor paged in) beyond them.
+pub fn read(bytes: &[u8]) -> Result<Vec<InputSummary>, BaselineError> {
+    read_within(bytes, MAX_RANKS, MAX_TEXT_BYTES)
+}
+
+fn read_within(
+    bytes: &[u8],
+    max_ranks: usize,
+    max_text: usize,
+) -> Result<Vec<InputSummary>, BaselineError> {
     let mut out = Vec::new();
-    for (n, l) in text.lines().enumerate() {
-        if l.trim().is_empty() {
-            continue;
-        }
+    let mut read = 0usize;
+    for (n, l) in bytes.split(|&b| b == b'\n').enumerate() {
         let bad = |what: String| BaselineError::Malformed {
             what: format!("line {}: {what}", n + 1),
         };
+        if l.len() > MAX_LINE_BYTES {
+            return Err(bad(format!(
+                "{} bytes, over the limit of {MAX_LINE_BYTES} for one rank's line",
+                l.len()
+            )));
+        }
+        let l = std::str::from_utf8(l).map_err(|_| bad("not UTF-8".into()))?;
+        if l.trim().is_empty() {
+            continue;
+        }
+        read += l.len();
+        if read > max_text || out.len() == max_ranks {
+            return Err(bad(format!(
+                "over the limit of {max_ranks} ranks or {max_text} bytes of rank lines in one file; split the job's lines"
+            )));
+        }
         let line: RankLine = serde_json::from_str(l).map_err(|e| bad(no_echo(&e)))?;
         if line.schema != RANK_LINE_SCHEMA {
             return Err(BaselineError::OtherSchema);
@@ -118,4 +154,64 @@ pub fn read(text: &str) -> Result<Vec<InputSummary>, BaselineError> {
 /// `RankFrom` as the lines spell it (for tests and readers).
 pub fn rank_from_name(f: RankFrom) -> String {
     snake(&f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` lines of the one rank of fixtures/clean.pickle, numbered 0 to n - 1.
+    fn lines_of_clean(n: u32) -> Vec<u8> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/clean.pickle");
+        let s = crate::inputs::load_summaries(&[path], false)
+            .unwrap()
+            .remove(0);
+        let summary = serde_json::to_string(&s).unwrap();
+        let mut out = Vec::new();
+        for rank in 0..n {
+            let l = RankLine {
+                schema: RANK_LINE_SCHEMA.into(),
+                rank,
+                rank_from: "pattern".into(),
+                path: format!("r{rank}.pickle"),
+                kind: "snapshot".into(),
+                verdict: "ok".into(),
+                devices: 1,
+                peak_allocated_bytes: 0,
+                peak_reserved_bytes: 0,
+                peak_exact: true,
+                end_allocated_bytes: 0,
+                end_reserved_bytes: 0,
+                ooms: 0,
+                oom_cause: String::new(),
+                leaks_judged: false,
+                leaks: 0,
+                leak_live_bytes: 0,
+                summary: summary.clone(),
+            };
+            out.extend(serde_json::to_vec(&l).unwrap());
+            out.extend(b"\r\n");
+        }
+        out
+    }
+
+    #[test]
+    fn reading_stops_at_the_limits_before_parsing_past_them() {
+        let text = lines_of_clean(5);
+        assert_eq!(read_within(&text, 5, usize::MAX).unwrap().len(), 5);
+        let e = read_within(&text, 4, usize::MAX).unwrap_err().to_string();
+        assert!(e.contains("line 5: over the limit of 4 ranks"), "{e}");
+        let one = text.len() / 5;
+        let e = read_within(&text, 100, 2 * one).unwrap_err().to_string();
+        assert!(e.contains("line 3: over the limit"), "{e}");
+        let mut long = br#"{"schema": "memscope.rank/1", "summary": ""#.to_vec();
+        long.resize(MAX_LINE_BYTES + 1, b'a');
+        let e = read(&long).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1:") && e.contains("for one rank's line"),
+            "{e}"
+        );
+        let e = read(b"\xff\n").unwrap_err().to_string();
+        assert!(e.contains("line 1: not UTF-8"), "{e}");
+    }
 }

@@ -49,7 +49,8 @@ impl Cancel {
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
-    /// Clears a cancel (each run does, as it starts).
+    /// Clears a cancel (the prompt does before each statement; a run never does, so a cancel
+    /// that comes before its run still stops it).
     pub fn reset(&self) {
         self.0.store(false, Ordering::SeqCst);
     }
@@ -121,14 +122,14 @@ pub(crate) struct Guard<'c> {
 }
 
 impl<'c> Guard<'c> {
-    /// Installs `limits` and `cancel` on `conn` (clearing `cancel`).
+    /// Installs `limits` and `cancel` on `conn`. A cancel set before the run stops it at its
+    /// first check: the caller owns the flag's reset (the prompt clears it before each statement).
     pub(crate) fn install(
         conn: &'c Connection,
         limits: &Limits,
         cancel: &Cancel,
     ) -> rusqlite::Result<Guard<'c>> {
         use rusqlite::limits::Limit;
-        cancel.reset();
         let len = limits
             .max_value
             .min(limits.max_memory / 4)

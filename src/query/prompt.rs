@@ -99,6 +99,8 @@ pub fn run(
             terminal: true,
             ..csv
         };
+        // A Ctrl-C met while editing is rustyline's; the flag counts from here.
+        cancel.reset();
         match statement(db, &sql, format, out, limits, &cancel, csv) {
             Ok(()) => {}
             Err(QueryError::Write(e)) => return Err(e),

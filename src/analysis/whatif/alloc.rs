@@ -379,14 +379,16 @@ impl Allocator {
             return hints.remove(i).1;
         }
         // Otherwise the driver is taken to hand out increasing addresses: just above the highest
-        // ordinary segment.
+        // ordinary segment. Segments never overlap, so the highest-based one below the synthetic
+        // expandable ranges ends highest: found from the map's end, not by a scan of every
+        // segment (which made a replay quadratic in its segments).
         let top = self
             .segs
-            .values()
-            .filter(|g| !g.expandable)
-            .map(|g| g.base + g.size)
-            .max()
-            .unwrap_or(ORDINARY_BASE);
+            .range(..SYNTH_BASE)
+            .rev()
+            .map(|(_, g)| g)
+            .find(|g| !g.expandable)
+            .map_or(ORDINARY_BASE, |g| g.base + g.size);
         top.div_ceil(ROUND_LARGE) * ROUND_LARGE
     }
 
