@@ -208,18 +208,23 @@ fn a_curriculum_reserving_far_above_allocated_is_a_ranked_finding() {
             &a,
             &memscope::report::Options::default(),
         );
-        let findings = text
-            .split("FINDINGS by bytes at stake\n")
-            .nth(1)
-            .unwrap_or_else(|| panic!("{name}: {text}"));
+        // With findings of one kind only (no false leak beside it since the benign readings),
+        // there is no ranked list to print; where there is one, the gap heads it.
+        match text.split("FINDINGS by bytes at stake\n").nth(1) {
+            Some(findings) => assert!(
+                findings.starts_with("  1. ")
+                    && findings
+                        .lines()
+                        .next()
+                        .unwrap()
+                        .contains("reserved far above allocated"),
+                "{name}: {findings}"
+            ),
+            None => assert_eq!(ranked.len(), 1, "{name}: {text}"),
+        }
         assert!(
-            findings.starts_with("  1. ")
-                && findings
-                    .lines()
-                    .next()
-                    .unwrap()
-                    .contains("reserved far above allocated"),
-            "{name}: {findings}"
+            text.contains("reserved far above allocated: "),
+            "{name}: {text}"
         );
         assert!(text.contains("fix: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
         let (_, b) = analyze(&d, &format!("{name}_expandable"));

@@ -261,6 +261,13 @@ pub struct Leak {
     pub confidence: Confidence,
     /// Survivors of the site at the end of the growth window.
     pub live_bytes: u64,
+    /// What fixing the finding frees, at least: the bytes of the blocks its sites allocated
+    /// inside the growth window that were still alive at its end. `live_bytes` is the most: it
+    /// also counts blocks the sites held before the window (a cuBLAS workspace made by the same
+    /// line's first matmul, the container's first entries), which a fix may not free. `None`
+    /// where the log cannot tell (retained attempts, traces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freed_by_fix_at_least: Option<u64>,
     pub count: u64,
     pub growth_bytes_per_step: f64,
     pub growth_tensors_per_step: f64,

@@ -310,6 +310,7 @@ impl Retention {
             cause_site: None,
             confidence: Confidence::Medium,
             live_bytes: most.bytes,
+            freed_by_fix_at_least: None,
             count: most.count,
             growth_bytes_per_step: total as f64 / n as f64,
             growth_tensors_per_step: self.attempts.iter().map(|a| a.count as f64).sum::<f64>()

@@ -143,6 +143,7 @@ fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
                 }),
                 confidence: Confidence::Medium,
                 live_bytes: main_bytes,
+                freed_by_fix_at_least: None,
                 count: main_count,
                 growth_bytes_per_step: main_bytes as f64 / n,
                 growth_tensors_per_step: main_count as f64 / n,

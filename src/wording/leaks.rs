@@ -209,6 +209,25 @@ pub fn excluded_explanation(g: &ExcludedGrowth) -> String {
     }
 }
 
+/// What fixing a finding frees: at least the blocks it made inside its window and kept, at most
+/// all its sites hold (blocks from before the window, such as a workspace made by the same
+/// line's first matmul, may stay). `None` where the log cannot bound it.
+pub fn freed_by_fix(l: &Leak) -> Option<String> {
+    let low = l.freed_by_fix_at_least?.min(l.bytes_at_stake());
+    let high = l.bytes_at_stake();
+    Some(if low == high {
+        format!("fixing it frees {}", bytes(high))
+    } else {
+        format!(
+            "fixing it frees {} to {}: {} it made during these steps and kept, and at most the {} its lines hold in all",
+            bytes(low),
+            bytes(high),
+            bytes(low),
+            bytes(high)
+        )
+    })
+}
+
 /// What to change.
 pub fn leak_fix(l: &Leak) -> &'static str {
     match &l.evidence {

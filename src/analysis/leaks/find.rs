@@ -948,6 +948,12 @@ pub(super) fn group(
             cause_site,
             confidence,
             live_bytes: main.live_bytes,
+            freed_by_fix_at_least: Some(
+                std::iter::once(m)
+                    .chain(members.iter().copied())
+                    .map(|o| details[o].grown_bytes())
+                    .sum(),
+            ),
             count: main.count,
             growth_bytes_per_step: main.slope_bytes,
             growth_tensors_per_step: main.slope_count,

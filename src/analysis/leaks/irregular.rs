@@ -113,6 +113,7 @@ pub(super) fn leak(
         cause_site: None,
         confidence: Confidence::Medium,
         live_bytes: c.live_bytes,
+        freed_by_fix_at_least: Some(d.grown_bytes()),
         count: c.count,
         growth_bytes_per_step: c.slope_bytes,
         growth_tensors_per_step: c.slope_count,

@@ -490,6 +490,9 @@ fn write_leak(
             bytes(l.live_bytes),
             l.count
         )?;
+        if let Some(f) = crate::wording::freed_by_fix(l) {
+            writeln!(out, "  {f}")?;
+        }
     }
     if let Some(rel) = &l.release {
         let at = rel
