@@ -125,8 +125,24 @@ pub fn whatif_verdict(w: &WhatIf) -> String {
             "the recorded OOM's request would have been served, and every later recorded one; peak reserved {}. The log holds no request the program would have made after its failure: whether the run would then have finished cannot be told",
             bounded_bytes(&w.predicted_peak_reserved)
         ),
-        Outcome::StillOoms => format!("still OOMs: {}", first_oom_at(&p.ooms, p.stopped_at)),
-        Outcome::WouldOom => format!("would OOM: {}", first_oom_at(&p.ooms, p.stopped_at)),
+        Outcome::StillOoms | Outcome::WouldOom => {
+            let head = if matches!(w.outcome(), Outcome::StillOoms) {
+                "still OOMs"
+            } else {
+                "would OOM"
+            };
+            let at = first_oom_at(&p.ooms, p.stopped_at);
+            match (w.served_from_cap, w.cap.range) {
+                (Some(enough), Some((low, high))) => format!(
+                    "depends on the cap, which the recorded run only places between {} and {}: at {} it {head}: {at}; with a cap of at least {} every recorded request is served (give `--cap` for the real one)",
+                    bytes(low),
+                    bytes(high),
+                    bytes(low),
+                    bytes(enough)
+                ),
+                _ => format!("{head}: {at}"),
+            }
+        }
         Outcome::NoOom => format!(
             "no OOM either way; peak reserved {} instead of {}",
             bounded_bytes(&w.predicted_peak_reserved),

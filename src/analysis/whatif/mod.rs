@@ -896,6 +896,10 @@ pub struct WhatIf {
     pub notes: Vec<WhatIfNote>,
     /// The predicted peak reserved with the range the real run's lay in on every twin.
     pub predicted_peak_reserved: error::Bounded,
+    /// Where the cap was derived as a range and the replay still fails at its lower end: the
+    /// least cap in the range under which every recorded request is served, if one is. The
+    /// answer then depends on the cap, which the log does not fix.
+    pub served_from_cap: Option<u64>,
 }
 
 /// What the reader of a prediction should know about how it was made.
@@ -1044,6 +1048,17 @@ pub fn what_if(
         let asked = config(&conf.apply(&snap.settings), cap.bytes, gpu_total);
         let model_rec = simulate(snap, dev, base, &tl.initial);
         let predicted = simulate(snap, dev, asked, &tl.initial);
+        let served_from_cap = match cap.range {
+            Some((low, high)) if !predicted.ooms.is_empty() => least_serving_cap(low, high, |c| {
+                simulate(
+                    snap,
+                    dev,
+                    config(&conf.apply(&snap.settings), Some(c), gpu_total),
+                    &tl.initial,
+                )
+            }),
+            _ => None,
+        };
         let notes = notes(&tl, conf, &cap, &model_rec);
         out.push(WhatIf {
             device: dev.index,
@@ -1056,6 +1071,7 @@ pub fn what_if(
             ),
             predicted,
             notes,
+            served_from_cap,
         });
     }
     if out.is_empty() {
@@ -1154,6 +1170,24 @@ pub enum AssumedCap {
     None,
 }
 
+/// The least cap in `low..=high` (to 1 MiB) under which `run` serves every recorded request,
+/// if `high` does.
+fn least_serving_cap(low: u64, high: u64, run: impl Fn(u64) -> RunResult) -> Option<u64> {
+    if !run(high).ooms.is_empty() {
+        return None;
+    }
+    let (mut a, mut b) = (low, high);
+    while b - a > 1 << 20 {
+        let mid = a + (b - a) / 2;
+        if run(mid).ooms.is_empty() {
+            b = mid;
+        } else {
+            a = mid;
+        }
+    }
+    Some(b)
+}
+
 /// The assessment of the OOM at `event`, `run` replaying the requests under a cap.
 fn expandable_outcome(
     event: u32,
@@ -1163,21 +1197,8 @@ fn expandable_outcome(
     let p = run(cap.bytes);
     if let (Some((low, high)), false) = (cap.range, p.ooms.is_empty()) {
         // The recorded run only bounds the cap: find the smallest cap in the range that avoids it.
-        if run(Some(high)).ooms.is_empty() {
-            let (mut a, mut b) = (low, high);
-            while b - a > 1 << 20 {
-                let mid = a + (b - a) / 2;
-                if run(Some(mid)).ooms.is_empty() {
-                    b = mid;
-                } else {
-                    a = mid;
-                }
-            }
-            return ExpandableOutcome::DependsOnCap {
-                low,
-                high,
-                enough: b,
-            };
+        if let Some(enough) = least_serving_cap(low, high, |c| run(Some(c))) {
+            return ExpandableOutcome::DependsOnCap { low, high, enough };
         }
     }
     let cap = match (cap.bytes, cap.range) {

@@ -112,6 +112,10 @@ struct WhatIfDoc<'a> {
     notes: Vec<String>,
     /// The predicted peak reserved with the range the truth lay in on every twin run.
     predicted_peak_reserved: &'a crate::analysis::whatif::error::Bounded,
+    /// The least cap of the derived range that serves every recorded request, where its lower
+    /// end does not: the answer depends on the cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_from_cap: Option<u64>,
 }
 
 /// A run's figures, then how its layout compares with the log's.
@@ -166,6 +170,7 @@ fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
         predicted,
         notes,
         predicted_peak_reserved,
+        served_from_cap,
     } = w;
     WhatIfDoc {
         device: *device,
@@ -175,6 +180,7 @@ fn whatif_doc(w: &WhatIf) -> WhatIfDoc<'_> {
         predicted: run_doc(predicted),
         notes: notes.iter().map(wording::whatif_note).collect(),
         predicted_peak_reserved,
+        served_from_cap: *served_from_cap,
     }
 }
 
