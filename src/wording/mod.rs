@@ -29,7 +29,10 @@ pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_
 pub use leaks::{graph_explanation, graph_fix, leak_explanation, leak_fix};
 pub use notes::{graph_note, load_note, note};
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
-pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes, plan_search_limit};
+pub use plan::{
+    no_max_batch, plan_basis, plan_fit, plan_next_capture, plan_notes, plan_search_limit,
+    plan_verdict,
+};
 pub use pools::{
     ghost_blocks, no_pool_whatif, pool_kind, pool_kind_evidence, pool_whatif, private_pool_free,
     unknown_pool,

@@ -12,82 +12,127 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{Basis, Fit, Growth, Request, Shape, Term};
-use crate::model::{Action, Device, Snapshot, StackId};
+use crate::model::{Action, Device, FrameKind, Snapshot, StackId};
 
 /// How far ahead the alignment looks for a request's counterpart past requests that one side
 /// made and the other did not (an op that takes another path at another size).
 const WINDOW: usize = 64;
 
-/// Per request of `dev` (by event), the size of the same request in `other_dev`: the requests
-/// of each stack aligned in order, a pair kept where `compatible` accepts its two sizes.
+/// Which frames a matching key holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    /// Python frames by file, line and function; native frames by function alone (their
+    /// `line` is an offset into a library, and `??` frames are raw addresses that move with
+    /// the process's layout), so C++ stacks of one build match across processes.
+    Full,
+    /// Python frames alone: matches a capture recorded with C++ frames against one without,
+    /// a stack cut at another depth, and an op whose native path changed with the size (an
+    /// attention backend picked by shape). Requests with no Python frame (the autograd
+    /// engine's thread) share the empty key and are aligned call by call in log order.
+    Python,
+}
+
+/// Per request of `dev` (by event), the size of the same request in `other_dev` and whether
+/// the second tier found it: the requests of each key aligned in log order, a pair kept where
+/// `compatible` accepts its two sizes; the second tier only sees what the first left.
 fn matches(
     snap: &Snapshot,
     dev: &Device,
     osnap: &Snapshot,
     odev: &Device,
     compatible: &dyn Fn(u64, u64) -> bool,
-) -> Vec<Option<u64>> {
-    let by_stack = |snap: &Snapshot, dev: &Device| {
-        let mut keys: HashMap<StackId, String> = HashMap::default();
-        let mut out: HashMap<String, Vec<usize>> = HashMap::default();
-        for (i, e) in dev.events.iter().enumerate() {
-            if e.action == Action::Alloc {
-                let k = keys.entry(e.stack).or_insert_with(|| key(snap, e.stack));
-                out.entry(k.clone()).or_default().push(i);
-            }
-        }
-        out
-    };
-    let here = by_stack(snap, dev);
-    let there = by_stack(osnap, odev);
+) -> Vec<Option<(u64, bool)>> {
     let mut found = vec![None; dev.events.len()];
-    for (k, xs) in &here {
-        let Some(ys) = there.get(k) else { continue };
-        let size = |i: usize| dev.events[i].size;
-        let osize = |j: usize| odev.events[j].size;
-        let (mut i, mut j) = (0, 0);
-        while i < xs.len() && j < ys.len() {
-            if compatible(size(xs[i]), osize(ys[j])) {
-                found[xs[i]] = Some(osize(ys[j]));
-                i += 1;
-                j += 1;
-                continue;
-            }
-            // A request the other side made and this one did not, or the reverse.
-            let skip_there = (1..WINDOW)
-                .take_while(|d| j + d < ys.len())
-                .find(|d| compatible(size(xs[i]), osize(ys[j + d])));
-            let skip_here = (1..WINDOW)
-                .take_while(|d| i + d < xs.len())
-                .find(|d| compatible(size(xs[i + d]), osize(ys[j])));
-            match (skip_there, skip_here) {
-                (Some(d), Some(e)) if e < d => i += e,
-                (Some(d), _) => j += d,
-                (None, Some(e)) => i += e,
-                // Neither has a counterpart near: the pair is the same request at sizes no
-                // term explains (a workspace sized by the algorithm picked); it keeps what one
-                // capture inferred.
-                (None, None) => {
-                    i += 1;
-                    j += 1;
+    let mut taken = vec![false; odev.events.len()];
+    for tier in [Tier::Full, Tier::Python] {
+        let by_key = |snap: &Snapshot, dev: &Device, skip: &dyn Fn(usize) -> bool| {
+            let mut keys: HashMap<StackId, String> = HashMap::default();
+            let mut out: HashMap<String, Vec<usize>> = HashMap::default();
+            for (i, e) in dev.events.iter().enumerate() {
+                if e.action == Action::Alloc && !skip(i) {
+                    let k = keys.entry(e.stack).or_insert_with(|| key(snap, e.stack, tier));
+                    out.entry(k.clone()).or_default().push(i);
                 }
             }
+            out
+        };
+        let here = by_key(snap, dev, &|i| found[i].is_some());
+        let there = by_key(osnap, odev, &|j| taken[j]);
+        let mut pairs = Vec::new();
+        for (k, xs) in &here {
+            if let Some(ys) = there.get(k) {
+                align(xs, ys, dev, odev, compatible, &mut pairs);
+            }
+        }
+        for (i, j) in pairs {
+            found[i] = Some((odev.events[j].size, tier == Tier::Python));
+            taken[j] = true;
         }
     }
     found
 }
 
-/// A stack as text: every frame's file, line and function.
-fn key(snap: &Snapshot, s: StackId) -> String {
+/// Pairs the requests `xs` (here) and `ys` (there) of one key, in order.
+fn align(
+    xs: &[usize],
+    ys: &[usize],
+    dev: &Device,
+    odev: &Device,
+    compatible: &dyn Fn(u64, u64) -> bool,
+    pairs: &mut Vec<(usize, usize)>,
+) {
+    let size = |i: usize| dev.events[i].size;
+    let osize = |j: usize| odev.events[j].size;
+    let (mut i, mut j) = (0, 0);
+    while i < xs.len() && j < ys.len() {
+        if compatible(size(xs[i]), osize(ys[j])) {
+            pairs.push((xs[i], ys[j]));
+            i += 1;
+            j += 1;
+            continue;
+        }
+        // A request the other side made and this one did not, or the reverse.
+        let skip_there = (1..WINDOW)
+            .take_while(|d| j + d < ys.len())
+            .find(|d| compatible(size(xs[i]), osize(ys[j + d])));
+        let skip_here = (1..WINDOW)
+            .take_while(|d| i + d < xs.len())
+            .find(|d| compatible(size(xs[i + d]), osize(ys[j])));
+        match (skip_there, skip_here) {
+            (Some(d), Some(e)) if e < d => i += e,
+            (Some(d), _) => j += d,
+            (None, Some(e)) => i += e,
+            // Neither has a counterpart near: the pair is the same request at sizes no term
+            // explains (a workspace sized by the algorithm picked); it keeps what one capture
+            // inferred.
+            (None, None) => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+/// A stack as text, by `tier`: its frames (the model's [`FrameKind`] tells native from Python).
+fn key(snap: &Snapshot, s: StackId, tier: Tier) -> String {
     let st = &snap.stacks;
     let mut out = String::new();
     for &f in st.frames(s) {
         let f = st.frame(f);
-        out.push_str(st.str(f.file));
-        out.push(':');
-        out.push_str(&f.line.to_string());
-        out.push(':');
-        out.push_str(st.str(f.name));
+        let name = st.str(f.name);
+        if f.kind == FrameKind::Native {
+            if tier == Tier::Python || name == "??" {
+                continue;
+            }
+            out.push_str("native:");
+            out.push_str(name);
+        } else {
+            out.push_str(st.str(f.file));
+            out.push(':');
+            out.push_str(&f.line.to_string());
+            out.push(':');
+            out.push_str(name);
+        }
         out.push('\n');
     }
     out
@@ -134,12 +179,13 @@ pub fn refine(
     let quadratic = !batch_axis && !flash;
     let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
     let m = matches(snap, dev, osnap, odev, &compatible);
-    let mut matched = 0;
+    let (mut matched, mut by_python) = (0, 0);
     for (i, r) in reqs.iter_mut().enumerate() {
-        let (Some(r), Some(b)) = (r.as_mut(), m[i]) else {
+        let (Some(r), Some((b, python))) = (r.as_mut(), m[i]) else {
             continue;
         };
         matched += 1;
+        by_python += usize::from(python);
         let (t, _) = term(r.size, b, x0, x1, quadratic);
         let g = if batch_axis {
             // The sequence term stays inferred, for a request that grows at all.
@@ -167,6 +213,7 @@ pub fn refine(
     Fit::TwoCaptures {
         other,
         matched,
+        by_python_stack: by_python,
         requests,
         unmatched: requests - matched,
     }
