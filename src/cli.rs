@@ -323,6 +323,13 @@ pub struct PlanArgs {
     pub format: PlanFormatArg,
     #[command(flatten)]
     pub color: ColorArg,
+    /// More captures of the same program at other batch sizes (repeatable, with one
+    /// --also-batch each, after --with): each request's term is fitted from all of them.
+    #[arg(long, requires = "with", value_name = "FILE")]
+    pub also: Vec<PathBuf>,
+    /// The batch size of each --also capture, in order.
+    #[arg(long, requires = "also", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub also_batch: Vec<u64>,
 }
 
 /// `memscope plan`'s output formats.

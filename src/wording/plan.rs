@@ -55,6 +55,7 @@ pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
         Fit::OneCapture => "one capture: which requests grow is inferred from their stacks, categories, sizes and lifetimes; a second capture at another batch size (--with OTHER --with-batch M) makes the linear terms exact".into(),
         Fit::TwoCaptures {
             other,
+            more,
             matched,
             by_python_stack,
             requests,
@@ -74,6 +75,10 @@ pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
             } else {
                 String::new()
             };
+            if !more.is_empty() {
+                let also: Vec<String> = more.iter().map(|s| s.batch.to_string()).collect();
+                return format!("{} captures (the others at {axis} and batch {}): {matched} of {requests} requests matched by stack and order{python} in at least one of them, each term the one that gives every size seen, else the line through the two largest captures{rest}", more.len() + 2, also.join(", "));
+            }
             format!("two captures (the other at {axis}): {matched} of {requests} requests matched by stack and order{python}, each fixed or proportional from its two sizes{rest}")
         }
     }

@@ -50,7 +50,9 @@ fn matches(
             let mut out: HashMap<String, Vec<usize>> = HashMap::default();
             for (i, e) in dev.events.iter().enumerate() {
                 if e.action == Action::Alloc && !skip(i) {
-                    let k = keys.entry(e.stack).or_insert_with(|| key(snap, e.stack, tier));
+                    let k = keys
+                        .entry(e.stack)
+                        .or_insert_with(|| key(snap, e.stack, tier));
                     out.entry(k.clone()).or_default().push(i);
                 }
             }
@@ -156,37 +158,92 @@ fn term(a: u64, b: u64, x0: u64, x1: u64, quadratic_allowed: bool) -> (Term, boo
     (Term::Affine { base, per_unit }, true)
 }
 
-/// Replaces the inferred terms of every matched request with the fitted ones.
+/// Another capture of the program, on the device that pairs with this one's.
+pub struct Capture<'a> {
+    pub snap: &'a Snapshot,
+    pub dev: &'a Device,
+    pub shape: Shape,
+}
+
+/// The term of a request of `a` bytes at `x0` from its sizes in the other captures (`pts`:
+/// axis value, size). One point: the exact term through the two. More: the term through the
+/// farthest point where it also gives every other point; where it does not (a kernel whose
+/// requests change with the size), the line through the two points of largest axis value,
+/// which are the nearest to sizes above the captures.
+fn term_from(a: u64, x0: u64, pts: &[(u64, u64)], quadratic: bool) -> Term {
+    let far = pts
+        .iter()
+        .copied()
+        .max_by_key(|&(x, _)| x.abs_diff(x0))
+        .unwrap_or((x0, a));
+    let (t, _) = term(a, far.1, x0, far.0, quadratic);
+    if pts.iter().all(|&(x, b)| t.scale(a, x0, x).abs_diff(b) <= 1) {
+        return t;
+    }
+    let mut all: Vec<(u64, u64)> = pts.to_vec();
+    all.push((x0, a));
+    all.sort_unstable();
+    let (xa, sa) = all[all.len() - 2];
+    let (xb, sb) = all[all.len() - 1];
+    let per_unit = (sb as f64 - sa as f64) / (xb as f64 - xa as f64);
+    Term::Affine {
+        base: sb as f64 - per_unit * xb as f64,
+        per_unit,
+    }
+}
+
+/// Replaces the inferred terms of every matched request with the ones fitted from all the
+/// other captures (which vary one axis, the same for all).
 pub fn refine(
     snap: &Snapshot,
     dev: &Device,
-    osnap: &Snapshot,
-    odev: &Device,
+    others: &[Capture],
     rec: Shape,
-    other: Shape,
     reqs: &mut [Option<Request>],
 ) -> Fit {
     let flash = super::classify::flash_attention(&snap.stacks);
+    let other = others[0].shape;
     let batch_axis = other.batch != rec.batch;
-    let (x0, x1) = if batch_axis {
-        (rec.batch, other.batch)
-    } else {
-        (rec.seq.unwrap_or(1), other.seq.unwrap_or(1))
+    let axis = |s: Shape| {
+        if batch_axis {
+            s.batch
+        } else {
+            s.seq.unwrap_or(1)
+        }
     };
+    let x0 = axis(rec);
     // Quadratic only on the sequence axis, and not where the attention is flash or
     // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
     // is a mismatch of two equal-sized requests, not attention scores.
     let quadratic = !batch_axis && !flash;
-    let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
-    let m = matches(snap, dev, osnap, odev, &compatible);
+    let found: Vec<(u64, Vec<Option<(u64, bool)>>)> = others
+        .iter()
+        .map(|o| {
+            let x1 = axis(o.shape);
+            let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
+            (x1, matches(snap, dev, o.snap, o.dev, &compatible))
+        })
+        .collect();
     let (mut matched, mut by_python) = (0, 0);
+    let mut pts = Vec::with_capacity(others.len());
     for (i, r) in reqs.iter_mut().enumerate() {
-        let (Some(r), Some((b, python))) = (r.as_mut(), m[i]) else {
+        let Some(r) = r.as_mut() else {
             continue;
         };
+        pts.clear();
+        let mut python = false;
+        for (x1, m) in &found {
+            if let Some((b, p)) = m[i] {
+                pts.push((*x1, b));
+                python |= p;
+            }
+        }
+        if pts.is_empty() {
+            continue;
+        }
         matched += 1;
         by_python += usize::from(python);
-        let (t, _) = term(r.size, b, x0, x1, quadratic);
+        let t = term_from(r.size, x0, &pts, quadratic);
         let g = if batch_axis {
             // The sequence term stays inferred, for a request that grows at all.
             let seq = if t == Term::Fixed {
@@ -212,6 +269,7 @@ pub fn refine(
     let requests = reqs.iter().flatten().count();
     Fit::TwoCaptures {
         other,
+        more: others[1..].iter().map(|o| o.shape).collect(),
         matched,
         by_python_stack: by_python,
         requests,
@@ -235,6 +293,26 @@ mod tests {
         // 200 + 100 × batch: exact at both points and between.
         assert_eq!(t.scale(1000, 8, 12), 1400);
         assert_eq!(t.scale(1000, 8, 16), 1800);
+    }
+
+    #[test]
+    fn three_sizes_give_the_term_that_holds_at_all_or_the_line_nearest_above() {
+        // Linear through all three: the exact term.
+        assert_eq!(
+            term_from(1000, 2, &[(4, 2000), (12, 6000)], false),
+            Term::Linear
+        );
+        assert_eq!(
+            term_from(1000, 2, &[(4, 1000), (12, 1000)], false),
+            Term::Fixed
+        );
+        // Proportional from 2 to 4, not at 12 (a kernel that changed its request): the line
+        // through 4 and 12.
+        let t = term_from(1000, 2, &[(4, 2000), (12, 9000)], false);
+        assert!(matches!(t, Term::Affine { .. }));
+        assert_eq!(t.scale(1000, 2, 12), 9000);
+        assert_eq!(t.scale(1000, 2, 4), 2000);
+        assert_eq!(t.scale(1000, 2, 20), 16000);
     }
 
     #[test]

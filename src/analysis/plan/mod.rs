@@ -343,6 +343,9 @@ pub enum Fit {
     /// Two captures: requests matched by stack and order; the terms of matched ones fitted.
     TwoCaptures {
         other: Shape,
+        /// Captures beyond the second (`--also`), each request's term fitted from all.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        more: Vec<Shape>,
         matched: usize,
         /// Of `matched`: pairs found by Python frames alone, after the whole stacks (the
         /// native part differed, or one capture has none).
@@ -446,6 +449,35 @@ pub fn plan(
     ask: &Ask,
     other: Option<&Other>,
 ) -> Result<Vec<Plan>, PlanError> {
+    let others: Vec<Other> = other
+        .map(|o| Other {
+            snap: o.snap,
+            shape: o.shape,
+        })
+        .into_iter()
+        .collect();
+    plan_all(snap, an, ask, &others)
+}
+
+/// [`plan`] with any number of other captures of the program (`--with`, `--also`): each
+/// request's term is fitted from all of them. The others after the first must vary the same
+/// axis as it.
+pub fn plan_all(
+    snap: &Snapshot,
+    an: &Analyzed,
+    ask: &Ask,
+    others: &[Other],
+) -> Result<Vec<Plan>, PlanError> {
+    for o in others {
+        validate(ask, Some(o))?;
+    }
+    if let Some(first) = others.first() {
+        let axis = |o: &Other| o.shape.batch != ask.recorded.batch;
+        if others.iter().any(|o| axis(o) != axis(first)) {
+            return Err(PlanError::BothAxes);
+        }
+    }
+    let other = others.first();
     validate(ask, other)?;
     let mut out = Vec::new();
     let devs: Vec<usize> = (0..snap.devices.len())
@@ -459,17 +491,20 @@ pub fn plan(
     if devs.is_empty() {
         return Err(whatif::WhatIfError::NoDevices.into());
     }
-    let other_devs: Option<Vec<usize>> = other.map(|o| {
-        (0..o.snap.devices.len())
-            .filter(|&i| {
-                o.snap.devices[i]
-                    .events
-                    .iter()
-                    .any(|e| e.action == Action::Alloc)
-            })
-            .collect()
-    });
-    if let Some(od) = &other_devs {
+    let other_devs: Vec<Vec<usize>> = others
+        .iter()
+        .map(|o| {
+            (0..o.snap.devices.len())
+                .filter(|&i| {
+                    o.snap.devices[i]
+                        .events
+                        .iter()
+                        .any(|e| e.action == Action::Alloc)
+                })
+                .collect()
+        })
+        .collect();
+    for od in &other_devs {
         if od.len() != devs.len() {
             return Err(PlanError::DeviceCount {
                 this: devs.len(),
@@ -493,12 +528,19 @@ pub fn plan(
                 return Err(PlanError::BeyondAnyDevice(at));
             }
         }
-        let fit = match (other, &other_devs) {
-            (Some(o), Some(od)) => {
-                let od = &o.snap.devices[od[k]];
-                fit::refine(snap, dev, o.snap, od, ask.recorded, o.shape, &mut reqs)
-            }
-            _ => Fit::OneCapture,
+        let theirs: Vec<fit::Capture> = others
+            .iter()
+            .zip(&other_devs)
+            .map(|(o, od)| fit::Capture {
+                snap: o.snap,
+                dev: &o.snap.devices[od[k]],
+                shape: o.shape,
+            })
+            .collect();
+        let fit = if theirs.is_empty() {
+            Fit::OneCapture
+        } else {
+            fit::refine(snap, dev, &theirs, ask.recorded, &mut reqs)
         };
         out.push(plan_device(snap, i, prod, ask, reqs, fit));
     }

@@ -11,7 +11,8 @@ use rustc_hash::FxHashMap as HashMap;
 use super::whatif::alloc::Allocator;
 use super::whatif::{config, seed_layout, Op};
 use super::{
-    Basis, MaxBatch, NoMaxBatch, Prediction, Band, Reading, Verdict, Request, Shape, Split, Term, SEARCH_LIMIT,
+    Band, Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, Verdict,
+    SEARCH_LIMIT,
 };
 use crate::analysis::replay::State;
 use crate::model::{AllocatorSettings, Device, Snapshot};
@@ -193,13 +194,13 @@ impl Model<'_> {
         let capped = cap.map(|cap| self.run(at, Reading::Upper, Some(cap)));
         let fails = |cap: u64| self.run(at, Reading::Upper, Some(cap)).oom_event.is_some();
         let scaled = |cap: u64, k: f64| (cap as f64 * k) as u64;
-        let verdict = cap.zip(capped.as_ref()).map(|(cap, r)| {
-            match (r.oom_event.is_some(), band) {
-                (true, b) if fails(scaled(cap, 1.0 + b.over)) => Verdict::Oom,
-                (false, b) if !fails(scaled(cap, 1.0 - b.under)) => Verdict::Fits,
-                _ => Verdict::WithinBand,
-            }
-        });
+        let verdict =
+            cap.zip(capped.as_ref())
+                .map(|(cap, r)| match (r.oom_event.is_some(), band) {
+                    (true, b) if fails(scaled(cap, 1.0 + b.over)) => Verdict::Oom,
+                    (false, b) if !fails(scaled(cap, 1.0 - b.under)) => Verdict::Fits,
+                    _ => Verdict::WithinBand,
+                });
         Prediction {
             batch: at.batch,
             seq: at.seq,
