@@ -32,6 +32,9 @@ enum Tier {
     Python,
 }
 
+/// A request's size in another capture, and whether only its Python frames matched it.
+type Counterpart = Option<(u64, bool)>;
+
 /// Per request of `dev` (by event), the size of the same request in `other_dev` and whether
 /// the second tier found it: the requests of each key aligned in log order, a pair kept where
 /// `compatible` accepts its two sizes; the second tier only sees what the first left.
@@ -41,7 +44,7 @@ fn matches(
     osnap: &Snapshot,
     odev: &Device,
     compatible: &dyn Fn(u64, u64) -> bool,
-) -> Vec<Option<(u64, bool)>> {
+) -> Vec<Counterpart> {
     let mut found = vec![None; dev.events.len()];
     let mut taken = vec![false; odev.events.len()];
     for tier in [Tier::Full, Tier::Python] {
@@ -216,7 +219,7 @@ pub fn refine(
     // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
     // is a mismatch of two equal-sized requests, not attention scores.
     let quadratic = !batch_axis && !flash;
-    let found: Vec<(u64, Vec<Option<(u64, bool)>>)> = others
+    let found: Vec<(u64, Vec<Counterpart>)> = others
         .iter()
         .map(|o| {
             let x1 = axis(o.shape);
