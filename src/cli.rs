@@ -134,6 +134,11 @@ pub struct RunArgs {
     /// Also write a profiler trace of optimizer steps A to B (counted from 1), e.g. 3:5.
     #[arg(long, value_parser = profile_steps, value_name = "A:B")]
     pub profile_steps: Option<(u64, u64)>,
+    /// Stop the program after N optimizer steps (PyTorch's global optimizer step hook): the
+    /// program ends with status 0 and `--snapshot-on exit` writes its snapshot; a capture for
+    /// `memscope plan` needs 3.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_steps: Option<u64>,
     /// Directory for the snapshots and the trace (created when missing).
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
@@ -359,6 +364,13 @@ pub struct PlanArgs {
     pub format: PlanFormatArg,
     #[command(flatten)]
     pub color: ColorArg,
+    /// More captures of the same program at other batch sizes (repeatable, with one
+    /// --also-batch each, after --with): each request's term is fitted from all of them.
+    #[arg(long, requires = "with", value_name = "FILE")]
+    pub also: Vec<PathBuf>,
+    /// The batch size of each --also capture, in order.
+    #[arg(long, requires = "also", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub also_batch: Vec<u64>,
 }
 
 /// `memscope plan`'s output formats.

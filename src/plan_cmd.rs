@@ -39,7 +39,22 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
             seq: a.with_seq.or(a.seq),
         },
     });
-    let plans = plan::plan(&snap, &analyzed, &ask, other.as_ref())
+    if a.also.len() != a.also_batch.len() {
+        anyhow::bail!("--also: give one --also-batch for each --also capture");
+    }
+    let mut also_snaps = Vec::new();
+    for p in &a.also {
+        also_snaps.push(memscope::load::load_snapshot(p)?);
+        s.found(p, InputKind::Snapshot);
+    }
+    let mut others: Vec<Other> = other.into_iter().collect();
+    for (snap, &batch) in also_snaps.iter().zip(&a.also_batch) {
+        others.push(Other {
+            snap,
+            shape: Shape { batch, seq: a.seq },
+        });
+    }
+    let plans = plan::plan_all(&snap, &analyzed, &ask, &others)
         .with_context(|| format!("{}", a.file.display()))?;
     let file = a.file.display().to_string();
     let other_name = a.with.as_ref().map(|p| p.display().to_string());

@@ -206,6 +206,9 @@ pub fn recorder_env(
     if let Some((a, b)) = args.profile_steps {
         env.push(("MEMSCOPE_PROFILE_STEPS", format!("{a}:{b}").into()));
     }
+    if let Some(n) = args.max_steps {
+        env.push(("MEMSCOPE_MAX_STEPS", n.to_string().into()));
+    }
     env
 }
 

@@ -61,7 +61,7 @@ fn prepares_the_program_runs_it_and_reports() {
     std::fs::write(out_dir.join("memscope-oom.pickle"), b"old").unwrap();
     let r = bin()
         .args(["run", "--snapshot-on", "both", "--max-entries", "5000"])
-        .args(["--profile-steps", "3:5", "-o"])
+        .args(["--profile-steps", "3:5", "--max-steps", "7", "-o"])
         .arg(&out_dir)
         .arg("--")
         .arg(&py)
@@ -87,6 +87,7 @@ fn prepares_the_program_runs_it_and_reports() {
     assert_eq!(env["MEMSCOPE_MAX_ENTRIES"], "5000");
     assert_eq!(env["MEMSCOPE_STACKS"], "python");
     assert_eq!(env["MEMSCOPE_PROFILE_STEPS"], "3:5");
+    assert_eq!(env["MEMSCOPE_MAX_STEPS"], "7");
     // The recorder goes first on PYTHONPATH, the user's path after it.
     let boot = std::fs::read_to_string(d.join("bootdir")).unwrap();
     assert_eq!(env["PYTHONPATH"], format!("{}:/user/site", boot.trim()));

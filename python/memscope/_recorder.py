@@ -17,11 +17,14 @@ temporary directory that it puts first on `PYTHONPATH`, so the user's program ru
 - `--profile-steps A:B` counts optimizer steps with PyTorch's global optimizer step hook
   (`torch.optim.optimizer.register_optimizer_step_post_hook`): one `Optimizer.step()` call is
   one step; a `torch.profiler` trace (`profile_memory`, `with_stack`, `record_shapes`) covers
-  steps A..B and is written to `DIR/memscope-trace[-rankR].json`.
+  steps A..B and is written to `DIR/memscope-trace[-rankR].json`;
+- `--max-steps N` ends the program (`SystemExit(0)` out of the Nth `Optimizer.step()`) after N
+  optimizer steps, counted by the same hook; the exit hooks then write the snapshot.
 
 The rank in a file name comes from `RANK` (else `LOCAL_RANK`), as torchrun sets them. Settings
 come from the environment `memscope run` sets: `MEMSCOPE_RUN_DIR`, `MEMSCOPE_SNAPSHOT_ON`,
-`MEMSCOPE_MAX_ENTRIES`, `MEMSCOPE_STACKS`, `MEMSCOPE_PROFILE_STEPS`. Nothing here imports torch:
+`MEMSCOPE_MAX_ENTRIES`, `MEMSCOPE_STACKS`, `MEMSCOPE_PROFILE_STEPS`, `MEMSCOPE_MAX_STEPS`.
+Nothing here imports torch:
 it is only touched once the program imported it. Self-contained on purpose: the binary embeds this
 file, so `memscope run` also works where only the binary was installed.
 """
@@ -96,6 +99,19 @@ def parse_profile_steps(text: str | None):
     return first, last
 
 
+def parse_max_steps(text: str | None):
+    """`MEMSCOPE_MAX_STEPS`: a count of optimizer steps, at least 1, or None."""
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: --max-steps is a whole number of optimizer steps") from None
+    if n < 1:
+        raise ValueError(f"{text!r}: --max-steps counts from 1")
+    return n
+
+
 def device_memory(torch) -> list:
     """Each visible device's memory size, for `memscope plan` (a snapshot does not record it).
     Asks the driver nothing that allocates: safe while an OOM unwinds."""
@@ -151,7 +167,7 @@ class Recorder:
     """Records the allocator's history from `start()` and writes snapshots and a trace."""
 
     def __init__(self, out_dir, snapshot_on="oom", max_entries=DEFAULT_MAX_ENTRIES,
-                 stacks=DEFAULT_STACKS, profile_steps=None, torch=None, announce=True):
+                 stacks=DEFAULT_STACKS, profile_steps=None, torch=None, announce=True, max_steps=None):
         if snapshot_on not in SNAPSHOT_ON:
             raise ValueError(f"snapshot_on must be one of {SNAPSHOT_ON}, not {snapshot_on!r}")
         if stacks not in ("python", "all"):
@@ -161,6 +177,9 @@ class Recorder:
         self.max_entries = int(max_entries)
         self.stacks = stacks
         self.profile_steps = profile_steps
+        # Stop the program after this many optimizer steps (`--max-steps`): a capture for
+        # `memscope plan` needs a few steps, not a whole training run.
+        self.max_steps = max_steps
         self.torch = torch
         self.announce = announce
         # The process that writes the plain file names (see `output_path`).
@@ -221,7 +240,7 @@ class Recorder:
 
     # -- profiler over optimizer steps -------------------------------------------------------
     def install_step_hook(self):
-        if not self.profile_steps:
+        if not self.profile_steps and not self.max_steps:
             return
         # Imported by name: `torch.optim.optimizer` need not be an attribute of `torch.optim`
         # right after `import torch`.
@@ -229,13 +248,23 @@ class Recorder:
             module = importlib.import_module(self.torch.__name__ + ".optim.optimizer")
             register = module.register_optimizer_step_post_hook
         except (ImportError, AttributeError) as e:
-            print(f"memscope: no global optimizer step hook in this torch ({e}); --profile-steps ignored",
+            print(f"memscope: no global optimizer step hook in this torch ({e}); --profile-steps and --max-steps ignored",
                   file=sys.stderr)
             return
         register(self._after_step)
 
     def _after_step(self, *_args, **_kwargs):
         self._steps_done += 1
+        if self.profile_steps:
+            self._profile_step()
+        if self.max_steps and self._steps_done >= self.max_steps:
+            if self.announce:
+                print(f"memscope: stopping the program after {self._steps_done} optimizer steps (--max-steps)",
+                      file=sys.stderr, flush=True)
+            # Out of `optimizer.step()` and the user's loop; the exit hooks write the snapshot.
+            raise SystemExit(0)
+
+    def _profile_step(self):
         first, last = self.profile_steps
         if self._prof is not None:
             if self._steps_done >= last:
@@ -379,6 +408,7 @@ def recorder_from_env(environ=None):
         max_entries=int(environ.get("MEMSCOPE_MAX_ENTRIES", DEFAULT_MAX_ENTRIES)),
         stacks=environ.get("MEMSCOPE_STACKS", DEFAULT_STACKS),
         profile_steps=parse_profile_steps(environ.get("MEMSCOPE_PROFILE_STEPS")),
+        max_steps=parse_max_steps(environ.get("MEMSCOPE_MAX_STEPS")),
     )
     recorder.main_pid = main_pid
     return recorder

@@ -34,7 +34,10 @@ pub use notes::{
     graph_note, load_note, note, ranked_finding, reserved_excess, reserved_excess_fix,
 };
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
-pub use plan::{no_max_batch, plan_basis, plan_fit, plan_notes, plan_search_limit};
+pub use plan::{
+    no_max_batch, plan_basis, plan_fit, plan_next_capture, plan_notes, plan_search_limit,
+    plan_verdict,
+};
 pub use pools::{
     ghost_blocks, no_pool_whatif, pool_kind, pool_kind_evidence, pool_whatif, private_pool_free,
     unknown_pool,

@@ -2,7 +2,7 @@
 //! largest batch is given, how the terms were found, and what a reader must know to trust the
 //! figures.
 
-use crate::analysis::plan::{Basis, Fit, NoMaxBatch, Plan, Shape};
+use crate::analysis::plan::{Band, Basis, Fit, NextCapture, NoMaxBatch, Plan, Shape, Verdict};
 use crate::units::bytes;
 
 /// A basis's short label (a column of the split).
@@ -55,7 +55,9 @@ pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
         Fit::OneCapture => "one capture: which requests grow is inferred from their stacks, categories, sizes and lifetimes; a second capture at another batch size (--with OTHER --with-batch M) makes the linear terms exact".into(),
         Fit::TwoCaptures {
             other,
+            more,
             matched,
+            by_python_stack,
             requests,
             unmatched,
         } => {
@@ -68,7 +70,16 @@ pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
             } else {
                 String::new()
             };
-            format!("two captures (the other at {axis}): {matched} of {requests} requests matched by stack and order, each fixed or proportional from its two sizes{rest}")
+            let python = if *by_python_stack > 0 {
+                format!(" ({by_python_stack} of them by their Python frames alone, in log order: their native frames differ or are missing)")
+            } else {
+                String::new()
+            };
+            if !more.is_empty() {
+                let also: Vec<String> = more.iter().map(|s| s.batch.to_string()).collect();
+                return format!("{} captures (the others at {axis} and batch {}): {matched} of {requests} requests matched by stack and order{python} in at least one of them, each term the one that gives every size seen, else the line through the two largest captures{rest}", more.len() + 2, also.join(", "));
+            }
+            format!("two captures (the other at {axis}): {matched} of {requests} requests matched by stack and order{python}, each fixed or proportional from its two sizes{rest}")
         }
     }
 }
@@ -127,6 +138,50 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
             p.convolution_requests
         ));
     }
+    out.push(plan_band(p.band));
     out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
     out
+}
+
+/// A prediction's cell under the cap (`lower_bounds`: the capture ends at an OOM).
+pub fn plan_verdict(v: Option<Verdict>, lower_bounds: bool) -> &'static str {
+    match v {
+        Some(Verdict::Oom) => "OOM",
+        Some(Verdict::Fits) if lower_bounds => "fits up to the OOM's request",
+        Some(Verdict::Fits) => "fits",
+        Some(Verdict::WithinBand) => "cannot tell (within the error band)",
+        None => "-",
+    }
+}
+
+/// How the fit/OOM column clears the model's reserved error.
+pub fn plan_band(b: Band) -> String {
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    format!(
+        "under the cap: an OOM is said only where the replay also fails under the cap raised by {}, and a fit only where it also fits under the cap lowered by {}: the model's error at the largest batch, measured on the ground truth (20 workloads; a cuDNN LSTM needed 15%); between them the column says it cannot tell",
+        pct(b.over),
+        pct(b.under),
+    )
+}
+
+/// The capture to take next and the commands that take it and plan from both.
+pub fn plan_next_capture(n: NextCapture, recorded: Shape, file: &str) -> Vec<String> {
+    let seq = recorded
+        .seq
+        .map(|s| format!(" --seq {s}"))
+        .unwrap_or_default();
+    vec![
+        format!(
+            "the two readings differ: a second capture at batch {} settles which requests grow (each request's term is then fitted from both sizes)",
+            n.batch
+        ),
+        format!(
+            "memscope run --snapshot-on exit --max-steps {} -o capture_b{} -- python train.py --batch {}",
+            n.steps, n.batch, n.batch
+        ),
+        format!(
+            "memscope plan {file} --batch {}{seq} --with capture_b{}/memscope-exit.pickle --with-batch {}",
+            recorded.batch, n.batch, n.batch
+        ),
+    ]
 }

@@ -308,6 +308,20 @@ class RunRecorder(unittest.TestCase):
         self.assertIn("(steps 1..2)", r.stderr)
         self.assertEqual(self.sb.written(), ["memscope-trace.json"])
 
+    def test_max_steps_ends_the_program_and_writes_the_exit_snapshot(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            opt = torch.optim.Optimizer()
+            for i in range(10):
+                opt.step()
+                print("step", i + 1)
+        """, MEMSCOPE_SNAPSHOT_ON="exit", MEMSCOPE_MAX_STEPS="3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["step", "1", "step", "2"])
+        self.assertIn("stopping the program after 3 optimizer steps", r.stderr)
+        self.assertEqual(self.sb.written(), ["memscope-exit.pickle"])
+
     def test_bad_settings_say_so_and_run_the_program_anyway(self):
         r = self.sb.run(TRAIN_OK, MEMSCOPE_PROFILE_STEPS="5:2")
         self.assertEqual(r.returncode, 0)
@@ -315,6 +329,13 @@ class RunRecorder(unittest.TestCase):
 
 
 class Helpers(unittest.TestCase):
+    def test_parse_max_steps(self):
+        self.assertEqual(_recorder.parse_max_steps("3"), 3)
+        self.assertIsNone(_recorder.parse_max_steps(None))
+        for bad in ("0", "-1", "x"):
+            with self.assertRaises(ValueError):
+                _recorder.parse_max_steps(bad)
+
     def test_parse_profile_steps(self):
         self.assertEqual(_recorder.parse_profile_steps("3:5"), (3, 5))
         self.assertEqual(_recorder.parse_profile_steps("2:2"), (2, 2))

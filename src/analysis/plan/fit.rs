@@ -12,82 +12,132 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{Basis, Fit, Growth, Request, Shape, Term};
-use crate::model::{Action, Device, Snapshot, StackId};
+use crate::model::{Action, Device, FrameKind, Snapshot, StackId};
 
 /// How far ahead the alignment looks for a request's counterpart past requests that one side
 /// made and the other did not (an op that takes another path at another size).
 const WINDOW: usize = 64;
 
-/// Per request of `dev` (by event), the size of the same request in `other_dev`: the requests
-/// of each stack aligned in order, a pair kept where `compatible` accepts its two sizes.
+/// Which frames a matching key holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    /// Python frames by file, line and function; native frames by function alone (their
+    /// `line` is an offset into a library, and `??` frames are raw addresses that move with
+    /// the process's layout), so C++ stacks of one build match across processes.
+    Full,
+    /// Python frames alone: matches a capture recorded with C++ frames against one without,
+    /// a stack cut at another depth, and an op whose native path changed with the size (an
+    /// attention backend picked by shape). Requests with no Python frame (the autograd
+    /// engine's thread) share the empty key and are aligned call by call in log order.
+    Python,
+}
+
+/// A request's size in another capture, and whether only its Python frames matched it.
+type Counterpart = Option<(u64, bool)>;
+
+/// Per request of `dev` (by event), the size of the same request in `other_dev` and whether
+/// the second tier found it: the requests of each key aligned in log order, a pair kept where
+/// `compatible` accepts its two sizes; the second tier only sees what the first left.
 fn matches(
     snap: &Snapshot,
     dev: &Device,
     osnap: &Snapshot,
     odev: &Device,
     compatible: &dyn Fn(u64, u64) -> bool,
-) -> Vec<Option<u64>> {
-    let by_stack = |snap: &Snapshot, dev: &Device| {
-        let mut keys: HashMap<StackId, String> = HashMap::default();
-        let mut out: HashMap<String, Vec<usize>> = HashMap::default();
-        for (i, e) in dev.events.iter().enumerate() {
-            if e.action == Action::Alloc {
-                let k = keys.entry(e.stack).or_insert_with(|| key(snap, e.stack));
-                out.entry(k.clone()).or_default().push(i);
-            }
-        }
-        out
-    };
-    let here = by_stack(snap, dev);
-    let there = by_stack(osnap, odev);
+) -> Vec<Counterpart> {
     let mut found = vec![None; dev.events.len()];
-    for (k, xs) in &here {
-        let Some(ys) = there.get(k) else { continue };
-        let size = |i: usize| dev.events[i].size;
-        let osize = |j: usize| odev.events[j].size;
-        let (mut i, mut j) = (0, 0);
-        while i < xs.len() && j < ys.len() {
-            if compatible(size(xs[i]), osize(ys[j])) {
-                found[xs[i]] = Some(osize(ys[j]));
-                i += 1;
-                j += 1;
-                continue;
-            }
-            // A request the other side made and this one did not, or the reverse.
-            let skip_there = (1..WINDOW)
-                .take_while(|d| j + d < ys.len())
-                .find(|d| compatible(size(xs[i]), osize(ys[j + d])));
-            let skip_here = (1..WINDOW)
-                .take_while(|d| i + d < xs.len())
-                .find(|d| compatible(size(xs[i + d]), osize(ys[j])));
-            match (skip_there, skip_here) {
-                (Some(d), Some(e)) if e < d => i += e,
-                (Some(d), _) => j += d,
-                (None, Some(e)) => i += e,
-                // Neither has a counterpart near: the pair is the same request at sizes no
-                // term explains (a workspace sized by the algorithm picked); it keeps what one
-                // capture inferred.
-                (None, None) => {
-                    i += 1;
-                    j += 1;
+    let mut taken = vec![false; odev.events.len()];
+    for tier in [Tier::Full, Tier::Python] {
+        let by_key = |snap: &Snapshot, dev: &Device, skip: &dyn Fn(usize) -> bool| {
+            let mut keys: HashMap<StackId, String> = HashMap::default();
+            let mut out: HashMap<String, Vec<usize>> = HashMap::default();
+            for (i, e) in dev.events.iter().enumerate() {
+                if e.action == Action::Alloc && !skip(i) {
+                    let k = keys
+                        .entry(e.stack)
+                        .or_insert_with(|| key(snap, e.stack, tier));
+                    out.entry(k.clone()).or_default().push(i);
                 }
             }
+            out
+        };
+        let here = by_key(snap, dev, &|i| found[i].is_some());
+        let there = by_key(osnap, odev, &|j| taken[j]);
+        let mut pairs = Vec::new();
+        for (k, xs) in &here {
+            if let Some(ys) = there.get(k) {
+                align(xs, ys, dev, odev, compatible, &mut pairs);
+            }
+        }
+        for (i, j) in pairs {
+            found[i] = Some((odev.events[j].size, tier == Tier::Python));
+            taken[j] = true;
         }
     }
     found
 }
 
-/// A stack as text: every frame's file, line and function.
-fn key(snap: &Snapshot, s: StackId) -> String {
+/// Pairs the requests `xs` (here) and `ys` (there) of one key, in order.
+fn align(
+    xs: &[usize],
+    ys: &[usize],
+    dev: &Device,
+    odev: &Device,
+    compatible: &dyn Fn(u64, u64) -> bool,
+    pairs: &mut Vec<(usize, usize)>,
+) {
+    let size = |i: usize| dev.events[i].size;
+    let osize = |j: usize| odev.events[j].size;
+    let (mut i, mut j) = (0, 0);
+    while i < xs.len() && j < ys.len() {
+        if compatible(size(xs[i]), osize(ys[j])) {
+            pairs.push((xs[i], ys[j]));
+            i += 1;
+            j += 1;
+            continue;
+        }
+        // A request the other side made and this one did not, or the reverse.
+        let skip_there = (1..WINDOW)
+            .take_while(|d| j + d < ys.len())
+            .find(|d| compatible(size(xs[i]), osize(ys[j + d])));
+        let skip_here = (1..WINDOW)
+            .take_while(|d| i + d < xs.len())
+            .find(|d| compatible(size(xs[i + d]), osize(ys[j])));
+        match (skip_there, skip_here) {
+            (Some(d), Some(e)) if e < d => i += e,
+            (Some(d), _) => j += d,
+            (None, Some(e)) => i += e,
+            // Neither has a counterpart near: the pair is the same request at sizes no term
+            // explains (a workspace sized by the algorithm picked); it keeps what one capture
+            // inferred.
+            (None, None) => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+/// A stack as text, by `tier`: its frames (the model's [`FrameKind`] tells native from Python).
+fn key(snap: &Snapshot, s: StackId, tier: Tier) -> String {
     let st = &snap.stacks;
     let mut out = String::new();
     for &f in st.frames(s) {
         let f = st.frame(f);
-        out.push_str(st.str(f.file));
-        out.push(':');
-        out.push_str(&f.line.to_string());
-        out.push(':');
-        out.push_str(st.str(f.name));
+        let name = st.str(f.name);
+        if f.kind == FrameKind::Native {
+            if tier == Tier::Python || name == "??" {
+                continue;
+            }
+            out.push_str("native:");
+            out.push_str(name);
+        } else {
+            out.push_str(st.str(f.file));
+            out.push(':');
+            out.push_str(&f.line.to_string());
+            out.push(':');
+            out.push_str(name);
+        }
         out.push('\n');
     }
     out
@@ -111,36 +161,92 @@ fn term(a: u64, b: u64, x0: u64, x1: u64, quadratic_allowed: bool) -> (Term, boo
     (Term::Affine { base, per_unit }, true)
 }
 
-/// Replaces the inferred terms of every matched request with the fitted ones.
+/// Another capture of the program, on the device that pairs with this one's.
+pub struct Capture<'a> {
+    pub snap: &'a Snapshot,
+    pub dev: &'a Device,
+    pub shape: Shape,
+}
+
+/// The term of a request of `a` bytes at `x0` from its sizes in the other captures (`pts`:
+/// axis value, size). One point: the exact term through the two. More: the term through the
+/// farthest point where it also gives every other point; where it does not (a kernel whose
+/// requests change with the size), the line through the two points of largest axis value,
+/// which are the nearest to sizes above the captures.
+fn term_from(a: u64, x0: u64, pts: &[(u64, u64)], quadratic: bool) -> Term {
+    let far = pts
+        .iter()
+        .copied()
+        .max_by_key(|&(x, _)| x.abs_diff(x0))
+        .unwrap_or((x0, a));
+    let (t, _) = term(a, far.1, x0, far.0, quadratic);
+    if pts.iter().all(|&(x, b)| t.scale(a, x0, x).abs_diff(b) <= 1) {
+        return t;
+    }
+    let mut all: Vec<(u64, u64)> = pts.to_vec();
+    all.push((x0, a));
+    all.sort_unstable();
+    let (xa, sa) = all[all.len() - 2];
+    let (xb, sb) = all[all.len() - 1];
+    let per_unit = (sb as f64 - sa as f64) / (xb as f64 - xa as f64);
+    Term::Affine {
+        base: sb as f64 - per_unit * xb as f64,
+        per_unit,
+    }
+}
+
+/// Replaces the inferred terms of every matched request with the ones fitted from all the
+/// other captures (which vary one axis, the same for all).
 pub fn refine(
     snap: &Snapshot,
     dev: &Device,
-    osnap: &Snapshot,
-    odev: &Device,
+    others: &[Capture],
     rec: Shape,
-    other: Shape,
     reqs: &mut [Option<Request>],
 ) -> Fit {
     let flash = super::classify::flash_attention(&snap.stacks);
+    let other = others[0].shape;
     let batch_axis = other.batch != rec.batch;
-    let (x0, x1) = if batch_axis {
-        (rec.batch, other.batch)
-    } else {
-        (rec.seq.unwrap_or(1), other.seq.unwrap_or(1))
+    let axis = |s: Shape| {
+        if batch_axis {
+            s.batch
+        } else {
+            s.seq.unwrap_or(1)
+        }
     };
+    let x0 = axis(rec);
     // Quadratic only on the sequence axis, and not where the attention is flash or
     // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
     // is a mismatch of two equal-sized requests, not attention scores.
     let quadratic = !batch_axis && !flash;
-    let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
-    let m = matches(snap, dev, osnap, odev, &compatible);
-    let mut matched = 0;
+    let found: Vec<(u64, Vec<Counterpart>)> = others
+        .iter()
+        .map(|o| {
+            let x1 = axis(o.shape);
+            let compatible = |a: u64, b: u64| !term(a, b, x0, x1, quadratic).1;
+            (x1, matches(snap, dev, o.snap, o.dev, &compatible))
+        })
+        .collect();
+    let (mut matched, mut by_python) = (0, 0);
+    let mut pts = Vec::with_capacity(others.len());
     for (i, r) in reqs.iter_mut().enumerate() {
-        let (Some(r), Some(b)) = (r.as_mut(), m[i]) else {
+        let Some(r) = r.as_mut() else {
             continue;
         };
+        pts.clear();
+        let mut python = false;
+        for (x1, m) in &found {
+            if let Some((b, p)) = m[i] {
+                pts.push((*x1, b));
+                python |= p;
+            }
+        }
+        if pts.is_empty() {
+            continue;
+        }
         matched += 1;
-        let (t, _) = term(r.size, b, x0, x1, quadratic);
+        by_python += usize::from(python);
+        let t = term_from(r.size, x0, &pts, quadratic);
         let g = if batch_axis {
             // The sequence term stays inferred, for a request that grows at all.
             let seq = if t == Term::Fixed {
@@ -166,7 +272,9 @@ pub fn refine(
     let requests = reqs.iter().flatten().count();
     Fit::TwoCaptures {
         other,
+        more: others[1..].iter().map(|o| o.shape).collect(),
         matched,
+        by_python_stack: by_python,
         requests,
         unmatched: requests - matched,
     }
@@ -188,6 +296,26 @@ mod tests {
         // 200 + 100 × batch: exact at both points and between.
         assert_eq!(t.scale(1000, 8, 12), 1400);
         assert_eq!(t.scale(1000, 8, 16), 1800);
+    }
+
+    #[test]
+    fn three_sizes_give_the_term_that_holds_at_all_or_the_line_nearest_above() {
+        // Linear through all three: the exact term.
+        assert_eq!(
+            term_from(1000, 2, &[(4, 2000), (12, 6000)], false),
+            Term::Linear
+        );
+        assert_eq!(
+            term_from(1000, 2, &[(4, 1000), (12, 1000)], false),
+            Term::Fixed
+        );
+        // Proportional from 2 to 4, not at 12 (a kernel that changed its request): the line
+        // through 4 and 12.
+        let t = term_from(1000, 2, &[(4, 2000), (12, 9000)], false);
+        assert!(matches!(t, Term::Affine { .. }));
+        assert_eq!(t.scale(1000, 2, 12), 9000);
+        assert_eq!(t.scale(1000, 2, 4), 2000);
+        assert_eq!(t.scale(1000, 2, 20), 16000);
     }
 
     #[test]

@@ -11,7 +11,8 @@ use rustc_hash::FxHashMap as HashMap;
 use super::whatif::alloc::Allocator;
 use super::whatif::{config, seed_layout, Op};
 use super::{
-    Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, SEARCH_LIMIT,
+    Band, Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, Verdict,
+    SEARCH_LIMIT,
 };
 use crate::analysis::replay::State;
 use crate::model::{AllocatorSettings, Device, Snapshot};
@@ -187,10 +188,19 @@ impl Model<'_> {
 
     /// The prediction at `at`: both readings' peaks (no cap), and whether the upper reading
     /// fails under `cap`.
-    pub fn predict(&self, at: Shape, cap: Option<u64>) -> Prediction {
+    pub fn predict(&self, at: Shape, cap: Option<u64>, band: Band) -> Prediction {
         let c = self.run(at, Reading::Central, None);
         let u = self.run(at, Reading::Upper, None);
         let capped = cap.map(|cap| self.run(at, Reading::Upper, Some(cap)));
+        let fails = |cap: u64| self.run(at, Reading::Upper, Some(cap)).oom_event.is_some();
+        let scaled = |cap: u64, k: f64| (cap as f64 * k) as u64;
+        let verdict =
+            cap.zip(capped.as_ref())
+                .map(|(cap, r)| match (r.oom_event.is_some(), band) {
+                    (true, b) if fails(scaled(cap, 1.0 + b.over)) => Verdict::Oom,
+                    (false, b) if !fails(scaled(cap, 1.0 - b.under)) => Verdict::Fits,
+                    _ => Verdict::WithinBand,
+                });
         Prediction {
             batch: at.batch,
             seq: at.seq,
@@ -199,6 +209,7 @@ impl Model<'_> {
             peak_allocated_upper_bytes: u.peak_allocated,
             peak_reserved_upper_bytes: u.peak_reserved,
             oom: capped.as_ref().map(|r| r.oom_event.is_some()),
+            verdict,
             oom_event: capped.and_then(|r| r.oom_event),
         }
     }

@@ -65,11 +65,7 @@ fn section(o: &mut String, doc: &PlanDoc, p: &Plan) {
             bytes(r.peak_allocated_upper_bytes),
             bytes(r.peak_reserved_bytes),
             bytes(r.peak_reserved_upper_bytes),
-            match r.oom {
-                Some(true) => "OOM",
-                Some(false) => "fits",
-                None => "-",
-            }
+            wording::plan_verdict(r.verdict, p.ends_in_oom)
         );
     }
     o.push_str("</table>");

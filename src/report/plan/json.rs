@@ -33,6 +33,9 @@ struct Device<'a> {
     no_max_batch: Option<&'static str>,
     split_labels: Vec<(Basis, &'static str)>,
     fit_summary: String,
+    /// With `next_capture`: why, the command that takes it, the plan from both (sentences).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    next_capture_commands: Vec<String>,
     notes: Vec<String>,
 }
 
@@ -56,6 +59,10 @@ pub fn document<'a>(doc: &'a PlanDoc) -> impl Serialize + 'a {
                 .map(|(b, _)| (*b, wording::plan_basis(*b)))
                 .collect(),
             fit_summary: wording::plan_fit(&p.fit, p.recorded),
+            next_capture_commands: p
+                .next_capture
+                .map(|n| wording::plan_next_capture(n, p.recorded, doc.file))
+                .unwrap_or_default(),
             notes: wording::plan_notes(p),
         })
         .collect();

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::{PlanDoc, PlanFormat};
-use crate::analysis::plan::{Plan, Prediction, Shape};
+use crate::analysis::plan::{Plan, Prediction, Shape, Verdict};
 use crate::escape::term;
 use crate::report::style::Style;
 use crate::units::bytes;
@@ -102,6 +102,15 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
     write_split(out, p)?;
     writeln!(out)?;
     writeln!(out, "FIT  {}", wording::plan_fit(&p.fit, p.recorded))?;
+    if let Some(n) = p.next_capture {
+        let mut lines = wording::plan_next_capture(n, p.recorded, doc.file).into_iter();
+        if let Some(first) = lines.next() {
+            writeln!(out, "{}  {first}", st.bold("NEXT"))?;
+        }
+        for l in lines {
+            writeln!(out, "     $ {l}")?;
+        }
+    }
     writeln!(out, "NOTES")?;
     for n in wording::plan_notes(p) {
         writeln!(out, "  - {n}")?;
@@ -110,11 +119,10 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
 }
 
 fn oom_cell(st: &Style, r: &Prediction, lower_bounds: bool) -> String {
-    match r.oom {
-        Some(true) => st.red("OOM"),
-        Some(false) if lower_bounds => "fits up to the OOM's request".into(),
-        Some(false) => "fits".into(),
-        None => "-".into(),
+    let w = wording::plan_verdict(r.verdict, lower_bounds);
+    match r.verdict {
+        Some(Verdict::Oom) => st.red(w),
+        _ => w.into(),
     }
 }
 

@@ -16,7 +16,7 @@ use ratatui::symbols::Marker;
 use ratatui::widgets::canvas::{Canvas, Line};
 use ratatui::widgets::Widget;
 
-use crate::analysis::plan::{Plan, Prediction};
+use crate::analysis::plan::{Plan, Prediction, Verdict};
 use crate::tui::action::{Action, Ctx, Effect, View};
 use crate::tui::component::Component;
 use crate::tui::data::Planned;
@@ -197,13 +197,7 @@ pub fn prediction_rows(p: &Plan) -> Vec<Vec<String>> {
             at_cell(r),
             peak(r.peak_reserved_bytes),
             peak(r.peak_reserved_upper_bytes),
-            match r.oom {
-                Some(true) => "OOM",
-                Some(false) if p.ends_in_oom => "fits up to the OOM's request",
-                Some(false) => "fits",
-                None => "-",
-            }
-            .to_owned(),
+            wording::plan_verdict(r.verdict, p.ends_in_oom).to_owned(),
             peak(r.peak_allocated_bytes),
             peak(r.peak_allocated_upper_bytes),
         ]);
@@ -289,7 +283,7 @@ fn draw_plan(p: &Plan, notes: &Scroll, area: Rect, buf: &mut Buffer) {
     for (k, l) in table(&rows, &align, w).iter().enumerate() {
         let st = if k == 0 {
             dim()
-        } else if p.predictions.get(k - 1).and_then(|r| r.oom) == Some(true) {
+        } else if p.predictions.get(k - 1).and_then(|r| r.verdict) == Some(Verdict::Oom) {
             Style::default().fg(Color::Red)
         } else {
             Style::default()
