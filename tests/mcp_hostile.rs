@@ -301,6 +301,12 @@ fn ping_and_cancel_are_answered_while_a_query_runs_and_the_server_leaves_with_th
     s.ping(3);
     s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}));
     s.ping(4);
+    // The cancel interrupted the SQL itself: the next call is answered at once, not after the
+    // endless statement's 60 s time limit.
+    let t = Instant::now();
+    let r = s.call(5, "query", json!({"path": "c.pickle", "sql": "SELECT 2"}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
     // The cancelled call is never answered.
     assert_eq!(s.line(2), None);
     let t = Instant::now();
