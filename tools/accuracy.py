@@ -410,6 +410,8 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import plan_accuracy
     md += "\n\n" + plan_accuracy.section(binary)
+    import claims_audit
+    md += "\n\n" + claims_audit.section(binary)
     with open(args.output, "w") as f:
         f.write(md + "\n")
     if args.json:
