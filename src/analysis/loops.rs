@@ -757,11 +757,16 @@ pub(crate) fn working(
 /// `optimizer.step` (a hand-written AdamW creating its state lazily), over layers or over tokens
 /// does neither per iteration, so its iterations are never taken as steps.
 pub(crate) fn whole_steps(snap: &Snapshot, dev: &Device, starts: &[usize], end: usize) -> bool {
-    let mut work = super::work::Work::new(&snap.stacks);
     let its: Vec<(bool, bool)> = starts
         .iter()
         .enumerate()
-        .map(|(k, &a)| work.of_range(dev, a..starts.get(k + 1).copied().unwrap_or(end)))
+        .map(|(k, &a)| {
+            super::work::of_range(
+                &snap.stacks,
+                dev,
+                a..starts.get(k + 1).copied().unwrap_or(end),
+            )
+        })
         .collect();
     let any_backward = its.iter().any(|w| w.0);
     let whole = its
