@@ -26,27 +26,18 @@ pub const QUOTED_CHARS: usize = 200;
 /// `s` as a JSON string literal that is safe to show a model and a terminal (see the module
 /// docs), cut at [`QUOTED_CHARS`] characters with the count of those left out.
 pub fn quoted(s: &str) -> String {
-    let mut o = String::with_capacity(s.len().min(4 * QUOTED_CHARS) + 2);
-    o.push('"');
-    for (n, c) in s.chars().enumerate() {
-        if n == QUOTED_CHARS {
-            let left = s.chars().count() - n;
-            let _ = write!(o, "\" (and {left} more characters)");
-            return o;
-        }
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if crate::escape::is_unsafe(c) || matches!(c, '\u{2028}' | '\u{2029}') => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
+    // The JSON boundary `query` writes through (`query::render::SafeJson`), on at most
+    // QUOTED_CHARS characters.
+    let (shown, left) = match s.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => (&s[..at], s[at..].chars().count()),
+        None => (s, 0),
+    };
+    let mut b = Vec::with_capacity(shown.len() + 2);
+    crate::query::render::to_safe_writer(&mut b, shown).expect("a string to a Vec");
+    let mut o = String::from_utf8(b).expect("JSON is UTF-8");
+    if left > 0 {
+        let _ = write!(o, " (and {left} more characters)");
     }
-    o.push('"');
     o
 }
 
