@@ -78,7 +78,7 @@ pub fn rank(devices: &[DeviceReport], leaks: &[LeakReport]) -> Vec<Ranked> {
     for (i, l) in leaks.iter().enumerate() {
         out.push(Ranked {
             finding: FindingRef::Leak { index: i },
-            bytes_at_stake: l.leak.live_bytes,
+            bytes_at_stake: l.leak.bytes_at_stake(),
         });
     }
     for d in devices {
