@@ -15,7 +15,7 @@ use anyhow::Context;
 use memscope::report::envelope::{self, ErrorEntry, ErrorKind, Header, Input, InputKind, Role};
 use serde::Serialize;
 
-use crate::cli::{
+use crate::cmd::cli::{
     CheckFormatArg, Cli, Command, DiffFormatArg, OutputFormat, PlanFormatArg, QueryFormatArg,
 };
 
@@ -117,7 +117,7 @@ impl Session {
 
     /// A note on stderr (`memscope: note: ...`), and in the envelope's `warnings`.
     pub fn note(&mut self, msg: String) {
-        crate::output::eprint_term(&format!("memscope: note: {msg}"));
+        crate::cmd::output::eprint_term(&format!("memscope: note: {msg}"));
         self.header.warnings.push(msg);
     }
 

@@ -15,15 +15,15 @@ use std::time::SystemTime;
 
 use anyhow::Context;
 
-use crate::cli::{RecordStacks, RunArgs, SnapshotOn};
+use crate::cmd::cli::{RecordStacks, RunArgs, SnapshotOn};
 
 /// The recorder, written as `_memscope_recorder.py` beside the boot file.
-const RECORDER: &str = include_str!("../python/memscope/_recorder.py");
+const RECORDER: &str = include_str!("../../python/memscope/_recorder.py");
 
 /// The boot file, written as `sitecustomize.py` for every Python the program starts: any
 /// Python can parse it; it loads the recorder where the interpreter can run it, and otherwise
 /// steps aside (runs the hidden `sitecustomize`, records nothing).
-const BOOT: &str = include_str!("../python/memscope/_boot.py");
+const BOOT: &str = include_str!("../../python/memscope/_boot.py");
 
 /// The program runs in a process group of its own, which memscope makes the terminal's
 /// foreground group while it runs (as a shell does for a job): Ctrl-C and Ctrl-\ reach the

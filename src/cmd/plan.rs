@@ -9,9 +9,9 @@ use memscope::analysis::whatif;
 use memscope::report::envelope::InputKind;
 use memscope::report::plan::{html::Html, json, text::Text, PlanDoc, PlanFormat};
 
-use crate::cli::{PlanArgs, PlanFormatArg};
-use crate::output;
-use crate::session::Session;
+use crate::cmd::cli::{PlanArgs, PlanFormatArg};
+use crate::cmd::output;
+use crate::cmd::session::Session;
 
 pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;

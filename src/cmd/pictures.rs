@@ -1,7 +1,7 @@
 //! The picture commands (`flamegraph`, `report`, `export`): load, replay, write to `-o` only.
 //!
 //! Kept apart from `main.rs` so the dispatcher stays a list of one-liners. Each command
-//! writes only the file named by `-o` (through [`crate::output`]), and refuses when that is the
+//! writes only the file named by `-o` (through [`crate::cmd::output`]), and refuses when that is the
 //! input itself: a typo must not destroy the only copy of an OOM capture.
 
 use std::fmt::Write as _;
@@ -10,9 +10,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use crate::output::Output;
+use crate::cmd::output::Output;
 
-use crate::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
+use crate::cmd::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
 use memscope::analysis::plan::{self, Ask, Plan, PlanError, Shape};
 use memscope::analysis::replay::Timeline;
 use memscope::escape::html as esc;
@@ -25,7 +25,7 @@ fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
     Ok(memscope::load::load_snapshot_sized(file)?)
 }
 
-/// Opens `-o` for writing (see [`crate::output`]): never the input, `-` is stdout.
+/// Opens `-o` for writing (see [`crate::cmd::output`]): never the input, `-` is stdout.
 fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
     Output::create(output, &[input])
 }
@@ -98,7 +98,7 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     }
     let name = w.name();
     let n = w.finish()?;
-    crate::output::eprint_term(&format!(
+    crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} live at {})",
         name,
         bytes(n),
@@ -109,8 +109,8 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
-    if crate::job_cmd::is_job(&a.files) {
-        return crate::job_cmd::report(a);
+    if crate::cmd::job::is_job(&a.files) {
+        return crate::cmd::job::report(a);
     }
     let file = &a.files[0];
     // The plan's arguments are checked before the capture is read.
@@ -122,7 +122,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
         Some(ask) => {
             let plans = plan::plan(&snap, &product, ask, None);
             if let Err(e) = &plans {
-                crate::output::eprint_term(&format!(
+                crate::cmd::output::eprint_term(&format!(
                     "memscope: warning: --batch: no capacity plan: {e}"
                 ));
             }
@@ -138,7 +138,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     html.render_with(&product, &report::Options::default(), &extra, &mut w)?;
     let name = w.name();
     let n = w.finish()?;
-    crate::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
+    crate::cmd::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
     Ok(0)
 }
 
@@ -155,12 +155,12 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
         &mut w,
     )?;
     if let Some(why) = sum.empty_because() {
-        crate::output::eprint_term(&format!("memscope: warning: {why}"));
+        crate::cmd::output::eprint_term(&format!("memscope: warning: {why}"));
     }
     let name = w.name();
     let n = w.finish()?;
     // Through the terminal boundary, as every message that names a file.
-    crate::output::eprint_term(&format!(
+    crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} counter points, {} block slices, {} instants{})",
         name,
         bytes(n),
@@ -188,7 +188,7 @@ fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     }
     let name = w.name();
     w.finish()?;
-    crate::output::eprint_term(&format!(
+    crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {name} (empty: the snapshot holds no device, so no memory was live)"
     ));
     Ok(0)

@@ -14,10 +14,10 @@ use memscope::rank_name::RankPattern;
 use memscope::report;
 use memscope::report::envelope::Role;
 
-use crate::cli::{
+use crate::cmd::cli::{
     AnalyzeArgs, BaselineArgs, BaselineFormat, OutputFormat, RankPatternArg, ReportArgs,
 };
-use crate::session::Session;
+use crate::cmd::session::Session;
 
 fn lines_name(p: &Path) -> bool {
     let n = p.to_string_lossy().to_ascii_lowercase();
@@ -140,7 +140,7 @@ pub fn load(
     for p in &paths {
         s.given(p, Role::Input);
     }
-    let (summaries, _) = crate::load_with_progress(&paths, &vec![None; paths.len()], s)?;
+    let (summaries, _) = crate::cmd::load_with_progress(&paths, &vec![None; paths.len()], s)?;
     let members = job::identify(summaries, pattern.as_ref())?;
     Ok((Job::new(&members), members))
 }
@@ -156,7 +156,7 @@ pub fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Resu
     };
     match args.format {
         OutputFormat::Text => {
-            let mut out = crate::output::term_stdout(color);
+            let mut out = crate::cmd::output::term_stdout(color);
             report::job::render_text(&job, &opts, &mut out).context("writing the report")?;
             out.flush().context("writing the report")?;
         }
@@ -171,11 +171,11 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     }
     let (job, _) = load(&a.files, &a.ranks, &mut Session::default())?;
     let inputs: Vec<&Path> = a.files.iter().map(PathBuf::as_path).collect();
-    let mut w = crate::output::Output::create(&a.output, &inputs)?;
+    let mut w = crate::cmd::output::Output::create(&a.output, &inputs)?;
     report::job::render_html(&job, &mut w)?;
     let name = w.name();
     let n = w.finish()?;
-    crate::output::eprint_term(&format!(
+    crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({})",
         name,
         memscope::units::bytes(n)
@@ -194,7 +194,7 @@ pub fn wants_lines(args: &BaselineArgs) -> bool {
 /// `memscope baseline --format jsonl`: one line per rank.
 pub fn baseline_lines(args: &BaselineArgs) -> anyhow::Result<u8> {
     let pattern = pattern(&args.ranks)?;
-    let (mut summaries, _) = crate::load_with_progress(
+    let (mut summaries, _) = crate::cmd::load_with_progress(
         &args.files,
         &vec![None; args.files.len()],
         &mut Session::default(),
@@ -221,7 +221,7 @@ pub fn baseline_lines(args: &BaselineArgs) -> anyhow::Result<u8> {
     let refs: Vec<&InputSummary> = members.iter().map(|m| &m.summary).collect();
     let text = job::lines::lines(&j, &refs)?;
     let inputs: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
-    let mut out = crate::output::Output::create(&args.output, &inputs)?;
+    let mut out = crate::cmd::output::Output::create(&args.output, &inputs)?;
     out.write_all(text.as_bytes())?;
     out.finish()?;
     Ok(0)
@@ -230,7 +230,7 @@ pub fn baseline_lines(args: &BaselineArgs) -> anyhow::Result<u8> {
 pub fn tui(
     files: &[PathBuf],
     arg: &RankPatternArg,
-    plan: &crate::cli::PlanOpts,
+    plan: &crate::cmd::cli::PlanOpts,
 ) -> anyhow::Result<u8> {
     use std::io::IsTerminal;
     if plan.batch.is_some() {

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 
-use crate::cli::McpArgs;
+use crate::cmd::cli::McpArgs;
 
 pub fn mcp(a: &McpArgs) -> anyhow::Result<u8> {
     let (_, missing) = memscope::mcp::paths::Roots::new(&a.roots);

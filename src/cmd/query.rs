@@ -14,9 +14,9 @@ use memscope::query::render::{
 use memscope::query::script::{pieces, Piece};
 use memscope::query::{feed, Cancel, Db, Limits, QueryError, Sink};
 
-use crate::cli::{QueryArgs, QueryFormatArg};
-use crate::output;
-use crate::session::Session;
+use crate::cmd::cli::{QueryArgs, QueryFormatArg};
+use crate::cmd::output;
+use crate::cmd::session::Session;
 use memscope::report::envelope::InputKind;
 
 fn limits(a: &QueryArgs) -> Limits {

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, roman, Roff};
 
-use crate::cli::{Cli, ManArgs};
+use crate::cmd::cli::{Cli, ManArgs};
 
 /// `memscope man [SUBCOMMAND] [-o DIR]`.
 pub fn run(args: &ManArgs) -> anyhow::Result<u8> {

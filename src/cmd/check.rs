@@ -1,0 +1,163 @@
+//! `memscope check`: the CI gate over captures and summaries, with its formats and GitHub annotations.
+
+use std::io::Write;
+
+use anyhow::Context;
+
+use crate::cmd::cli::{CheckArgs, CheckFormatArg};
+use crate::cmd::output;
+use crate::cmd::session::Session;
+use memscope::report;
+use memscope::report::envelope::{ErrorKind, InputKind, Refused, Role};
+
+pub(crate) fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
+    use memscope::check::{self, config, CheckConfig};
+    use memscope::report::check::CheckFormat;
+    let flags = CheckConfig {
+        baseline: args.baseline.clone(),
+        max_peak: args.max_peak,
+        max_reserved: args.max_reserved,
+        max_growth_per_step: args.max_growth_per_step,
+        max_graph_growth: args.max_graph_growth,
+        max_imbalance: args.max_imbalance,
+        fail_on: args.fail_on.clone(),
+        tolerance: args.tolerance,
+    };
+    let config_path = match (&args.config, args.no_config) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => config::find_config(&std::env::current_dir()?),
+    };
+    if let Some(p) = &config_path {
+        s.given(p, Role::Config);
+    }
+    let file_cfg = match &config_path {
+        Some(p) => CheckConfig::from_file(p)?,
+        None => CheckConfig::default(),
+    };
+    if let Some(p) = &config_path {
+        s.found(p, InputKind::Config);
+    }
+    let cfg = flags.or(file_cfg);
+    // A gate that checks nothing would always pass: an error, naming where that came from.
+    if cfg.checks_nothing() {
+        let from = match (&args.fail_on, &config_path) {
+            (Some(_), _) | (_, None) => "--fail-on none".to_owned(),
+            (None, Some(p)) => p.display().to_string(),
+        };
+        return Err(Refused::new(
+            ErrorKind::Usage,
+            format!(
+                "{from}: no rule to check (fail-on is empty and no limit or baseline is set); memscope check would pass anything"
+            ),
+        )
+        .into());
+    }
+    let base = match &cfg.baseline {
+        Some(p) => {
+            s.given(p, Role::Baseline);
+            let input = memscope::load::read_input(p)?;
+            let text = std::str::from_utf8(&input).map_err(|_| {
+                Refused::new(
+                    ErrorKind::Baseline,
+                    format!("{}: the baseline is not UTF-8 JSON", p.display()),
+                )
+            })?;
+            let b = check::Baseline::from_json(text).map_err(|err| {
+                memscope::inputs::InputError::Baseline {
+                    path: p.clone(),
+                    err,
+                }
+            })?;
+            s.found(p, InputKind::Baseline);
+            Some((p.display().to_string(), b))
+        }
+        None => None,
+    };
+    // Positional files, then `--rank N=FILE`s; summaries (baseline files) give their entries.
+    let mut paths: Vec<std::path::PathBuf> = args.files.clone();
+    let mut explicit: Vec<Option<u32>> = vec![None; paths.len()];
+    for (n, f) in &args.rank {
+        match paths.iter().position(|p| p == f) {
+            Some(i) => explicit[i] = Some(*n),
+            None => {
+                paths.push(f.clone());
+                explicit.push(Some(*n));
+            }
+        }
+    }
+    // `--rank-pattern`: the files it numbers are ranks of one run (`--rank` wins).
+    if let Some(p) = crate::cmd::job::pattern(&args.ranks)? {
+        for (path, n) in paths.iter().zip(explicit.iter_mut()) {
+            if n.is_none() {
+                *n = p.rank(&path.display().to_string()).map(|r| r.rank);
+            }
+        }
+    }
+    let (summaries, explicit) = crate::cmd::load_with_progress(&paths, &explicit, s)?;
+    let report = check::check(
+        &summaries,
+        &explicit,
+        &cfg,
+        base.as_ref().map(|(p, b)| (p.as_str(), b)),
+    )?;
+    let opts = report::Options {
+        color,
+        stacks: false,
+    };
+    {
+        let written = match args.format {
+            CheckFormatArg::Json => s.answer(&report),
+            CheckFormatArg::Text | CheckFormatArg::Junit => {
+                let (fmt, mut out): (&dyn CheckFormat, Box<dyn Write>) = match args.format {
+                    CheckFormatArg::Text => (
+                        &report::check::CheckText,
+                        Box::new(output::term_stdout(color)),
+                    ),
+                    _ => (
+                        &report::check::Junit,
+                        Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+                    ),
+                };
+                fmt.render(&report, &opts, &mut out)
+                    .and_then(|()| out.flush())
+                    .context("writing the check report")
+            }
+        };
+        // A closed pipe (`memscope check ... | head`) cuts the report, not the verdict: a failed
+        // check still exits 1, and the annotations below are still written.
+        if let Err(e) = written {
+            if !crate::cmd::is_broken_pipe(&e) {
+                return Err(e);
+            }
+        }
+    }
+    if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
+        let plain = report::Options::default();
+        let mut err = std::io::stderr().lock();
+        report::check::GithubAnnotations {
+            paths: memscope::check::paths::PathMap::from_env(
+                args.source_root.clone(),
+                args.strip_prefix.clone(),
+            ),
+        }
+        .render(&report, &plain, &mut err)
+        .context("writing annotations")?;
+        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .with_context(|| {
+                    format!(
+                        "{}: cannot append the job summary",
+                        std::path::Path::new(&path).display()
+                    )
+                })?;
+            report::check::GithubSummary
+                .render(&report, &plain, &mut f)
+                .context("writing the job summary")?;
+        }
+    }
+    Ok(if report.passed { 0 } else { 1 })
+}
