@@ -409,19 +409,14 @@ pub enum Holder {
 /// A trace finding's evidence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceEvidence {
-    /// Bytes of the survivors made by ops whose autograd nodes no backward consumed (what the
-    /// `retained_graph` rule reads: [`TraceSiteEvidence::graph_bytes`]).
-    pub graph_bytes: u64,
-    /// The sites of the group, and the main one's bytes.
-    pub sites: usize,
+    /// What the rules judged: the group's bytes, those holding a graph, its sites and steps.
+    pub group: TraceSiteEvidence,
+    /// The main site, and its bytes.
     pub main_site: Option<Site>,
     pub main_bytes: u64,
     /// The ops that made them (at most 6).
     pub ops: Vec<String>,
-    pub steps_with_live: usize,
-    pub profiled_steps: usize,
     pub per_step_bytes: u64,
-    pub total_bytes: u64,
     /// The loop that keeps them, with the line the trace recorded for it.
     pub keeper: Option<Site>,
 }

@@ -255,8 +255,9 @@ fn per_step(e: &LogEvidence) -> String {
     )
 }
 
-/// The rule's own sentence (see each rule's documentation in `analysis::leaks::rules`).
-fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
+/// The rule's own sentence about a snapshot's finding (see each rule's documentation in
+/// `analysis::leaks::rules`).
+pub fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
     let p = per_step(e);
     match kind {
         LeakKind::AccumulatedLoss => format!(
@@ -389,17 +390,17 @@ fn trace_explanation(kind: LeakKind, t: &TraceEvidence) -> String {
             .unwrap_or_else(|| "code with no user frame recorded".into())
     };
     let ops: Vec<String> = t.ops.iter().map(|o| format!("`{o}`")).collect();
-    let made = if t.sites == 1 {
+    let made = if t.group.sites == 1 {
         format!("made in {}", place(&t.main_site))
     } else {
         format!(
             "made at {} sites (most in {}, {})",
-            t.sites,
+            t.group.sites,
             place(&t.main_site),
             bytes(t.main_bytes)
         )
     };
-    let (with_live, n_steps) = (t.steps_with_live, t.profiled_steps);
+    let (with_live, n_steps) = (t.group.steps_with_live, t.group.profiled_steps);
     let what = match kind {
         LeakKind::RetainedGraph => format!(
             "Allocations {made} by {} under grad mode, whose autograd nodes no backward in \
@@ -410,7 +411,7 @@ fn trace_explanation(kind: LeakKind, t: &TraceEvidence) -> String {
              evaluation without `torch.no_grad()` (`losses.append(loss)`, `total += loss`).",
             ops.join(", "),
             bytes(t.per_step_bytes),
-            bytes(t.total_bytes)
+            bytes(t.group.total_bytes)
         ),
         LeakKind::AccumulatedLoss
         | LeakKind::HookCache
@@ -423,7 +424,7 @@ fn trace_explanation(kind: LeakKind, t: &TraceEvidence) -> String {
              every step.",
             ops.join(", "),
             bytes(t.per_step_bytes),
-            bytes(t.total_bytes)
+            bytes(t.group.total_bytes)
         ),
     };
     let line_note = match &t.keeper {

@@ -126,16 +126,13 @@ fn finding(gs: &[&LiveGrowth], n_steps: usize, steps: &[String]) -> Leak {
         v.truncate(6);
         v
     };
+    let steps_with_live = ev.steps_with_live;
     let evidence = LeakEvidence::Trace(TraceEvidence {
-        graph_bytes: ev.graph_bytes,
-        sites: ev.sites,
+        per_step_bytes: (ev.total_bytes as f64 / n) as u64,
+        group: ev,
         main_site: main_site.clone(),
         main_bytes,
         ops,
-        steps_with_live: ev.steps_with_live,
-        profiled_steps: n_steps,
-        per_step_bytes: (ev.total_bytes as f64 / n) as u64,
-        total_bytes: ev.total_bytes,
         keeper: keeper.clone(),
     });
     Leak {
@@ -159,7 +156,7 @@ fn finding(gs: &[&LiveGrowth], n_steps: usize, steps: &[String]) -> Leak {
         count: main_count,
         growth_bytes_per_step: main_bytes as f64 / n,
         growth_tensors_per_step: main_count as f64 / n,
-        steps: ev.steps_with_live,
+        steps: steps_with_live,
         first_step: StepLabel::Step(steps.first().cloned().unwrap_or_default()),
         last_step: StepLabel::Step(steps.last().cloned().unwrap_or_default()),
         window_start_event: EventIdx(0),

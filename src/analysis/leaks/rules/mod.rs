@@ -221,3 +221,69 @@ pub fn classify_trace(ev: &TraceSiteEvidence) -> Match {
             confidence: Confidence::Medium,
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_row_is_its_kind_at_its_place_with_its_rule() {
+        for (i, c) in CODES.iter().enumerate() {
+            assert_eq!(c.kind as usize, i, "{} is out of LeakKind's order", c.id);
+            assert_eq!(c.kind.code().id, c.id);
+            if let FoundBy::Rule { rule, .. } = c.found_by {
+                assert_eq!(rule.id(), c.kind, "{}'s rule makes another kind", c.id);
+            }
+        }
+        // The last registered kind is the enum's last variant: no kind without a row.
+        assert_eq!(
+            CODES.last().map(|c| c.kind),
+            Some(LeakKind::RetainedAttempt)
+        );
+    }
+
+    #[test]
+    fn the_last_rule_matches_any_site_of_either_capture() {
+        let (last, on) = registered().last().expect("rules");
+        assert_eq!(on, OnTrace::Judges);
+        let t = TraceSiteEvidence {
+            total_bytes: 1 << 20,
+            graph_bytes: 0,
+            count: 4,
+            sites: 1,
+            steps_with_live: 4,
+            profiled_steps: 4,
+        };
+        assert_eq!(last.matches_trace(&t).map(|m| m.kind), Some(last.id()));
+        assert_eq!(classify_trace(&t).kind, LeakKind::SteadyGrowth);
+        // Half its bytes holding an unconsumed graph: a retained graph, as in a snapshot.
+        let g = TraceSiteEvidence {
+            graph_bytes: 1 << 19,
+            ..t.clone()
+        };
+        assert_eq!(classify_trace(&g).kind, LeakKind::RetainedGraph);
+        let under = TraceSiteEvidence {
+            graph_bytes: (1 << 19) - 1,
+            ..t
+        };
+        assert_eq!(classify_trace(&under).kind, LeakKind::SteadyGrowth);
+    }
+
+    #[test]
+    fn rules_that_lack_a_traces_evidence_never_judge_one() {
+        let t = TraceSiteEvidence {
+            total_bytes: 512,
+            graph_bytes: 512,
+            count: 1,
+            sites: 1,
+            steps_with_live: 10,
+            profiled_steps: 10,
+        };
+        for (r, on) in registered() {
+            if let OnTrace::Lacks(gaps) = on {
+                assert!(!gaps.is_empty(), "{}: a gap names what is lacking", r.id());
+                assert_eq!(r.matches_trace(&t), None, "{}", r.id());
+            }
+        }
+    }
+}
