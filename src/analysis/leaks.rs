@@ -18,7 +18,9 @@
 //! hook, a dict) the holding line allocates nothing and is not named.
 //!
 //! Each known shape of leak is its own [`LeakRule`], so that what memscope claims about a
-//! shape, and the fix it suggests, can be read and tested one rule at a time.
+//! shape, and the fix it suggests, can be read and tested one rule at a time. The rules are
+//! registered once ([`rules::CODES`]) and judge both captures: a snapshot's log here, a
+//! profiler trace's survivors in [`trace`].
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,7 @@ pub mod rules;
 pub mod series;
 mod signal;
 mod survivors;
+pub mod trace;
 
 pub use benign::{BenignReading, ExcludedGrowth, RuledOut};
 pub use extent::{Extent, Release};
@@ -114,57 +117,6 @@ impl<'a> SiteTable<'a> {
             .copied()
             .flatten()
             .map(|(f, _, n)| (f, n))
-    }
-}
-
-/// The shape of a leak: which [`LeakRule`] recognised it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LeakKind {
-    AccumulatedLoss,
-    RetainedGraph,
-    HookCache,
-    KeptOutputs,
-    TensorCache,
-    /// Summaries written by memscope before traces shared the snapshot rules called a trace's
-    /// growth `live_growth`: old baselines still load.
-    #[serde(alias = "live_growth")]
-    SteadyGrowth,
-    /// Memory of an attempt that ended in an OOM, alive while a later attempt ran
-    /// ([`crate::analysis::retry`]).
-    RetainedAttempt,
-}
-
-impl LeakKind {
-    /// The snake_case name used in JSON, baselines and `--fail-on`.
-    pub fn id(self) -> &'static str {
-        match self {
-            LeakKind::AccumulatedLoss => "accumulated_loss",
-            LeakKind::RetainedGraph => "retained_graph",
-            LeakKind::HookCache => "hook_cache",
-            LeakKind::KeptOutputs => "kept_outputs",
-            LeakKind::TensorCache => "tensor_cache",
-            LeakKind::SteadyGrowth => "steady_growth",
-            LeakKind::RetainedAttempt => "retained_attempt",
-        }
-    }
-    /// The name in prose: `retained graph`.
-    pub fn label(self) -> &'static str {
-        match self {
-            LeakKind::AccumulatedLoss => "accumulated loss",
-            LeakKind::RetainedGraph => "retained graph",
-            LeakKind::HookCache => "hook cache",
-            LeakKind::KeptOutputs => "kept outputs",
-            LeakKind::TensorCache => "tensor cache",
-            LeakKind::SteadyGrowth => "steady growth",
-            LeakKind::RetainedAttempt => "retained failed attempt",
-        }
-    }
-}
-
-impl std::fmt::Display for LeakKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
     }
 }
 
@@ -357,6 +309,23 @@ pub struct SiteEvidence {
     pub scalars_per_step: f64,
 }
 
+/// Everything a trace's memory events show of one group of survivors (kept by one loop, or
+/// made at one site where no loop is known), what the rules that read a trace judge.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSiteEvidence {
+    /// Bytes of the group's survivors still alive when profiling stopped.
+    pub total_bytes: u64,
+    /// Those made by ops that recorded an autograd node (grad mode on) that no backward in the
+    /// trace consumed: survivors that hold a graph.
+    pub graph_bytes: u64,
+    /// Survivors (blocks) in all, and the sites that made them.
+    pub count: u64,
+    pub sites: usize,
+    /// Profiled steps with survivors of the group, of all profiled steps.
+    pub steps_with_live: usize,
+    pub profiled_steps: usize,
+}
+
 /// What a rule says about a site.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Match {
@@ -440,18 +409,14 @@ pub enum Holder {
 /// A trace finding's evidence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceEvidence {
-    /// Whether the survivors were made under grad mode with nodes no backward consumed.
-    pub graph: bool,
-    /// The sites of the group, and the main one's bytes.
-    pub sites: usize,
+    /// What the rules judged: the group's bytes, those holding a graph, its sites and steps.
+    pub group: TraceSiteEvidence,
+    /// The main site, and its bytes.
     pub main_site: Option<Site>,
     pub main_bytes: u64,
     /// The ops that made them (at most 6).
     pub ops: Vec<String>,
-    pub steps_with_live: usize,
-    pub profiled_steps: usize,
     pub per_step_bytes: u64,
-    pub total_bytes: u64,
     /// The loop that keeps them, with the line the trace recorded for it.
     pub keeper: Option<Site>,
 }
@@ -471,13 +436,19 @@ pub struct RetryEvidence {
     pub later_ooms: usize,
 }
 
-/// A known shape of leak.
-pub trait LeakRule {
+/// A known shape of leak, registered in [`rules::CODES`].
+pub trait LeakRule: Sync {
     /// The `kind` of findings it makes (snake_case).
     fn id(&self) -> LeakKind;
     /// What it detects, in one sentence.
     fn describe(&self) -> &'static str;
+    /// Its judgement of a snapshot's growing site.
     fn matches(&self, ev: &SiteEvidence) -> Option<Match>;
+    /// Its judgement of a trace's group of survivors. Asked only of rules whose row says
+    /// [`OnTrace::Judges`]; the others read evidence a trace lacks ([`OnTrace::Lacks`]).
+    fn matches_trace(&self, _ev: &TraceSiteEvidence) -> Option<Match> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -7,17 +7,13 @@
 use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
-use super::leaks::{
-    Blame, Confidence, Leak, LeakEvidence, LeakKind, RelatedSite, StepLabel, TraceEvidence,
-};
 use super::notes::{GraphNote, Note, TraceNote};
-use super::trace_memory::{self, DeviceMemory, LiveGrowth, TraceMemory};
+use super::trace_memory::{self, DeviceMemory, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
     StepReport, SCHEMA,
 };
 use crate::model::trace::{CountedFrom, DeviceKey, Trace};
-use crate::model::EventIdx;
 
 /// The autograd graph section of the report (`graph.growth[]`).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -35,143 +31,6 @@ pub struct GraphSection {
     /// In JSON, each in words (`report::json`, `crate::wording::note`).
     #[serde(skip)]
     pub notes: Vec<GraphNote>,
-}
-
-/// R² of the straight-line fit of the cumulative survivors over the steps.
-fn cumulative_r2(per_step: &[u64]) -> f64 {
-    let mut acc = 0.0;
-    let ys: Vec<f64> = per_step
-        .iter()
-        .map(|&b| {
-            acc += b as f64;
-            acc
-        })
-        .collect();
-    super::leaks::r_squared(&ys)
-}
-
-/// One finding per thing the user fixes. Survivors kept across the steps by the same loop (the
-/// same `keeper`: the frame that was running when profiling began) are one finding, however
-/// many sites made them: one retained graph, or one list of kept tensors. Without a keeper (no
-/// Python stacks), one finding per allocating site. A finding whose survivors mostly hold
-/// autograd nodes that no backward consumed is a retained graph.
-fn leaks_from_growth(growth: &[LiveGrowth], steps: &[String]) -> Vec<Leak> {
-    type Key = (Option<(String, String)>, Option<crate::model::Site>);
-    let mut groups: Vec<(Key, Vec<&LiveGrowth>)> = Vec::new();
-    for g in growth {
-        let key: Key = match &g.keeper {
-            Some(k) => (Some((k.file.clone(), k.function.clone())), None),
-            None => (None, g.site.clone()),
-        };
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(g),
-            None => groups.push((key, vec![g])),
-        }
-    }
-    let n_steps = growth
-        .iter()
-        .map(|g| g.per_step_bytes.len())
-        .max()
-        .unwrap_or(0);
-    let n = n_steps.max(1) as f64;
-    let mut out: Vec<Leak> = groups
-        .into_iter()
-        .map(|(_, gs)| {
-            // The group's sites, largest first: (site, bytes, count, ops).
-            let mut sites: Vec<(Option<crate::model::Site>, u64, u64, Vec<String>)> = Vec::new();
-            let mut per_step = vec![0u64; n_steps];
-            let (mut total, mut graph_bytes, mut with_live) = (0u64, 0u64, 0);
-            for g in &gs {
-                for (i, b) in g.per_step_bytes.iter().enumerate() {
-                    per_step[i] += b;
-                }
-                let c: u64 = g.per_step_count.iter().map(|&c| c as u64).sum();
-                total += g.total_bytes;
-                graph_bytes += g.graph_bytes;
-                with_live = with_live.max(g.steps_with_live);
-                let i = match sites.iter().position(|x| x.0 == g.site) {
-                    Some(i) => i,
-                    None => {
-                        sites.push((g.site.clone(), 0, 0, Vec::new()));
-                        sites.len() - 1
-                    }
-                };
-                sites[i].1 += g.total_bytes;
-                sites[i].2 += c;
-                sites[i].3.extend(g.op.clone());
-            }
-            sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            let keeper = gs[0].keeper.clone();
-            let graph = graph_bytes * 2 >= total && graph_bytes > 0;
-            let (main_site, main_bytes, main_count, _) = sites[0].clone();
-            let ops: Vec<String> = {
-                let mut v: Vec<String> = sites.iter().flat_map(|x| x.3.clone()).collect();
-                v.dedup();
-                v.truncate(6);
-                v
-            };
-            let evidence = LeakEvidence::Trace(TraceEvidence {
-                graph,
-                sites: sites.len(),
-                main_site: main_site.clone(),
-                main_bytes,
-                ops,
-                steps_with_live: with_live,
-                profiled_steps: n_steps,
-                per_step_bytes: (total as f64 / n) as u64,
-                total_bytes: total,
-                keeper: keeper.clone(),
-            });
-            Leak {
-                kind: if graph {
-                    LeakKind::RetainedGraph
-                } else {
-                    LeakKind::SteadyGrowth
-                },
-                // Alive when profiling stopped: a trace sees only its profiled steps.
-                extent: crate::analysis::leaks::Extent::Alive,
-                release: None,
-                allocation_site: main_site.clone(),
-                site: main_site.clone(),
-                blame: Blame::AllocatingLine,
-                line_known: false,
-                // The keeper named apart only where it is not the function that allocated.
-                cause_site: keeper.filter(|k| {
-                    main_site
-                        .as_ref()
-                        .is_none_or(|m| (&m.file, &m.function) != (&k.file, &k.function))
-                }),
-                confidence: Confidence::Medium,
-                live_bytes: main_bytes,
-                freed_by_fix_at_least: None,
-                count: main_count,
-                growth_bytes_per_step: main_bytes as f64 / n,
-                growth_tensors_per_step: main_count as f64 / n,
-                steps: with_live,
-                first_step: StepLabel::Step(steps.first().cloned().unwrap_or_default()),
-                last_step: StepLabel::Step(steps.last().cloned().unwrap_or_default()),
-                window_start_event: EventIdx(0),
-                window_end_event: EventIdx(0),
-                r2: cumulative_r2(&per_step),
-                evidence,
-                ruled_out: None,
-                samples: Vec::new(),
-                related_sites: sites[1..]
-                    .iter()
-                    .map(|(site, b, c, _)| RelatedSite {
-                        site: site.clone(),
-                        live_bytes: *b,
-                        count: *c,
-                        growth_bytes_per_step: *b as f64 / n,
-                        growth_tensors_per_step: *c as f64 / n,
-                    })
-                    .collect(),
-                stack: Vec::new(),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| b.grown_bytes().total_cmp(&a.grown_bytes()));
-    out
 }
 
 /// A device's allocated figures as changes from the trace's start, where they count from it.
@@ -355,7 +214,7 @@ fn analyze_trace_with_memory(
                 .into(),
             );
         }
-        for leak in leaks_from_growth(&d.growth, &step_names) {
+        for leak in super::leaks::trace::find(&d.growth, &step_names) {
             leaks.push(LeakReport {
                 device: rep.device,
                 leak,

@@ -1,8 +1,10 @@
 //! A leak finding's explanation and fix, said from its typed evidence.
 //!
-//! Each rule's sentence sits beside the others here, in the order of the rules
-//! (`analysis::leaks::rules`): the rule decides the kind, this says what that kind means and
-//! what to change.
+//! Each rule's sentences sit beside the others here, in the order of the rules' table
+//! (`analysis::leaks::rules::CODES`): the rule decides the kind, this says what that kind means
+//! and what to change, in a snapshot ([`rule_fix`] and the rule's explanation) and in a trace
+//! ([`trace_fix`] and the trace's explanation). Every match on the kind is exhaustive: a new
+//! rule does not compile until it has its sentences.
 
 use crate::analysis::leaks::benign::MATERIAL_STEPS;
 use crate::analysis::leaks::{
@@ -53,7 +55,7 @@ pub fn leak_explanation(l: &Leak) -> String {
             }
             s
         }
-        LeakEvidence::Trace(t) => trace_explanation(t),
+        LeakEvidence::Trace(t) => trace_explanation(l.kind, t),
         LeakEvidence::RetainedAttempts(r) => retry_explanation(r),
     }
 }
@@ -231,14 +233,7 @@ pub fn freed_by_fix(l: &Leak) -> Option<String> {
 /// What to change.
 pub fn leak_fix(l: &Leak) -> &'static str {
     match &l.evidence {
-        LeakEvidence::Trace(t) if t.graph => {
-            "run evaluation under `torch.no_grad()` (or `torch.inference_mode()`), and keep \
-             `loss.item()` or `loss.detach()` rather than the loss tensor"
-        }
-        LeakEvidence::Trace(_) => {
-            "keep only what the next step needs: `.item()` or `.detach().cpu()` before \
-             storing results, and bound or clear caches"
-        }
+        LeakEvidence::Trace(_) => trace_fix(l.kind),
         LeakEvidence::RetainedAttempts(_) => {
             "leave the `except` block before retrying (set a flag in it, retry after it) and do not store the exception: keep `str(e)` if you need the message; call `del e` if it must stay in scope"
         }
@@ -260,8 +255,9 @@ fn per_step(e: &LogEvidence) -> String {
     )
 }
 
-/// The rule's own sentence (see each rule's documentation in `analysis::leaks::rules`).
-fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
+/// The rule's own sentence about a snapshot's finding (see each rule's documentation in
+/// `analysis::leaks::rules`).
+pub fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
     let p = per_step(e);
     match kind {
         LeakKind::AccumulatedLoss => format!(
@@ -284,7 +280,8 @@ fn rule_explanation(kind: LeakKind, e: &LogEvidence) -> String {
     }
 }
 
-fn rule_fix(kind: LeakKind) -> &'static str {
+/// What to change, for a snapshot's finding of this kind.
+pub fn rule_fix(kind: LeakKind) -> &'static str {
     match kind {
         LeakKind::AccumulatedLoss => {
             "accumulate Python numbers: `total += loss.item()` (or store `loss.detach()`)"
@@ -303,6 +300,26 @@ fn rule_fix(kind: LeakKind) -> &'static str {
         }
         LeakKind::SteadyGrowth | LeakKind::RetainedAttempt => {
             "find what references tensors made on this line across steps (lists, dicts, closures, module attributes) and release or detach them"
+        }
+    }
+}
+
+/// What to change, for a trace's finding of this kind. Only the rules that read a trace
+/// (`OnTrace::Judges`) make trace findings; the others share the general advice.
+pub fn trace_fix(kind: LeakKind) -> &'static str {
+    match kind {
+        LeakKind::RetainedGraph => {
+            "run evaluation under `torch.no_grad()` (or `torch.inference_mode()`), and keep \
+             `loss.item()` or `loss.detach()` rather than the loss tensor"
+        }
+        LeakKind::AccumulatedLoss
+        | LeakKind::HookCache
+        | LeakKind::KeptOutputs
+        | LeakKind::TensorCache
+        | LeakKind::SteadyGrowth
+        | LeakKind::RetainedAttempt => {
+            "keep only what the next step needs: `.item()` or `.detach().cpu()` before \
+             storing results, and bound or clear caches"
         }
     }
 }
@@ -366,26 +383,26 @@ fn released(extent: Extent, r: &Release, e: &LogEvidence) -> String {
     }
 }
 
-fn trace_explanation(t: &TraceEvidence) -> String {
+fn trace_explanation(kind: LeakKind, t: &TraceEvidence) -> String {
     let place = |s: &Option<Site>| {
         s.as_ref()
             .map(|s| format!("`{}` ({})", s.function, s.file))
             .unwrap_or_else(|| "code with no user frame recorded".into())
     };
     let ops: Vec<String> = t.ops.iter().map(|o| format!("`{o}`")).collect();
-    let made = if t.sites == 1 {
+    let made = if t.group.sites == 1 {
         format!("made in {}", place(&t.main_site))
     } else {
         format!(
             "made at {} sites (most in {}, {})",
-            t.sites,
+            t.group.sites,
             place(&t.main_site),
             bytes(t.main_bytes)
         )
     };
-    let (with_live, n_steps) = (t.steps_with_live, t.profiled_steps);
-    let what = if t.graph {
-        format!(
+    let (with_live, n_steps) = (t.group.steps_with_live, t.group.profiled_steps);
+    let what = match kind {
+        LeakKind::RetainedGraph => format!(
             "Allocations {made} by {} under grad mode, whose autograd nodes no backward in \
              the trace consumed, survive {with_live} of {n_steps} profiled steps: about {} \
              per step ({} in all). They are the activations each step's graph saved for a \
@@ -394,17 +411,21 @@ fn trace_explanation(t: &TraceEvidence) -> String {
              evaluation without `torch.no_grad()` (`losses.append(loss)`, `total += loss`).",
             ops.join(", "),
             bytes(t.per_step_bytes),
-            bytes(t.total_bytes)
-        )
-    } else {
-        format!(
+            bytes(t.group.total_bytes)
+        ),
+        LeakKind::AccumulatedLoss
+        | LeakKind::HookCache
+        | LeakKind::KeptOutputs
+        | LeakKind::TensorCache
+        | LeakKind::SteadyGrowth
+        | LeakKind::RetainedAttempt => format!(
             "Allocations {made} by {} survive {with_live} of {n_steps} profiled steps: \
              about {} per step ({} in all); memory kept across iterations grows with \
              every step.",
             ops.join(", "),
             bytes(t.per_step_bytes),
-            bytes(t.total_bytes)
-        )
+            bytes(t.group.total_bytes)
+        ),
     };
     let line_note = match &t.keeper {
         Some(k) => format!(

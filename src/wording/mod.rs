@@ -28,7 +28,7 @@ pub use gate::{gate_not_judged, no_oom_record};
 pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
 pub use leaks::{
     excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
-    leak_explanation, leak_fix,
+    leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
 };
 pub use notes::{
     graph_note, load_note, note, ranked_finding, reserved_excess, reserved_excess_fix,

@@ -8,6 +8,8 @@ use super::*;
 /// for backward, so memory grows by a whole forward pass per step until the OOM.
 /// Example: validation without `torch.no_grad()` doing `val_loss += crit(model(x), y)`;
 /// `loss.backward(retain_graph=True)` with the losses kept in a list.
+/// In a trace: most of a group's surviving bytes were made by ops whose autograd nodes no
+/// backward in the trace consumed (the trace records the graph, not which calls were modules).
 /// Fix: `with torch.no_grad():` (or `torch.inference_mode()`) for evaluation, accumulate
 /// `.item()`, and drop `retain_graph=True` unless a second backward needs it.
 pub struct RetainedGraph;
@@ -27,5 +29,11 @@ impl LeakRule for RetainedGraph {
                 kind: self.id(),
                 confidence: Confidence::High,
             })
+    }
+    fn matches_trace(&self, ev: &TraceSiteEvidence) -> Option<Match> {
+        (ev.graph_bytes > 0 && ev.graph_bytes.saturating_mul(2) >= ev.total_bytes).then(|| Match {
+            kind: self.id(),
+            confidence: Confidence::Medium,
+        })
     }
 }
