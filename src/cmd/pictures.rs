@@ -5,7 +5,6 @@
 //! input itself: a typo must not destroy the only copy of an OOM capture.
 
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -17,7 +16,7 @@ use memscope::analysis::plan::{self, Ask, Plan, PlanError, Shape};
 use memscope::analysis::replay::Timeline;
 use memscope::escape::html as esc;
 use memscope::model::Snapshot;
-use memscope::report::{self, flamegraph as fg};
+use memscope::report::{self, flamegraph as fg, Render};
 use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
@@ -73,29 +72,24 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         FlameBy::Category => fg::By::Category,
     };
     let folded = fg::fold(&snap, dev, &state, by, &p.classifier);
+    let svg = fg::Svg {
+        title: format!(
+            "Live memory on cuda:{} at {}: {}",
+            dev.index,
+            label,
+            bytes(folded.total_bytes)
+        ),
+        subtitle: Some(format!(
+            "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
+            a.file.display()
+        )),
+        no_javascript: false,
+        width: None,
+    };
+    // The one place `flamegraph` picks its picture.
+    let picture: &dyn Render<fg::Folded> = if a.folded { &fg::Lines } else { &svg };
     let mut w = create(&a.output, &a.file)?;
-    if a.folded {
-        // Folded lines are text too: a name cannot command the terminal it is printed on.
-        let mut t = memscope::report::escape::TermWriter::new(&mut w, false);
-        fg::write_folded(&folded, &mut t)?;
-        t.flush()?;
-    } else {
-        let opts = fg::SvgOptions {
-            title: format!(
-                "Live memory on cuda:{} at {}: {}",
-                dev.index,
-                label,
-                bytes(folded.total_bytes)
-            ),
-            subtitle: Some(format!(
-                "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
-                a.file.display()
-            )),
-            no_javascript: false,
-            width: None,
-        };
-        fg::write_svg(&folded, &opts, &mut w)?;
-    }
+    picture.render(&folded, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!(
@@ -134,8 +128,9 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let html = report::html::Html {
         snap: &snap,
         product: &product,
+        extra: &extra,
     };
-    html.render_with(&product, &report::Options::default(), &extra, &mut w)?;
+    html.render(&product, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
@@ -147,13 +142,14 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
     let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let tls: Vec<Timeline> = product.per_device.into_iter().map(|d| d.timeline).collect();
     let mut w = create(&a.output, &a.file)?;
-    let sum = report::perfetto::write(
+    let trace = report::perfetto::document(
         &snap,
         &tls,
         &a.file.display().to_string(),
         &report::perfetto::Options::default(),
-        &mut w,
-    )?;
+    );
+    report::perfetto::Json.render(&trace, &report::Options::default(), &mut w)?;
+    let sum = &trace.summary;
     if let Some(why) = sum.empty_because() {
         crate::cmd::output::eprint_term(&format!("memscope: warning: {why}"));
     }
