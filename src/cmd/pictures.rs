@@ -177,8 +177,9 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
 fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let mut w = create(&a.output, &a.file)?;
     if !a.folded {
-        fg::write_note_svg(
+        fg::NoteSvg.render(
             "the snapshot holds no device: no GPU memory to draw",
+            &report::Options::default(),
             &mut w,
         )?;
     }

@@ -16,6 +16,7 @@ use memscope::report::envelope::{self, ErrorEntry, ErrorKind, Header, Input, Inp
 
 use crate::cmd::cli::{
     CheckFormatArg, Cli, Command, DiffFormatArg, OutputFormat, PlanFormatArg, QueryFormatArg,
+    WhatifFormatArg,
 };
 
 /// The subcommands with `--format json`.
@@ -52,7 +53,7 @@ impl Session {
             }
             Some(Command::Whatif(a)) => {
                 s.given(&a.file, Role::Input);
-                ("whatif", a.format == OutputFormat::Json)
+                ("whatif", a.format == WhatifFormatArg::Json)
             }
             Some(Command::Plan(a)) => {
                 s.given(&a.file, Role::Input);

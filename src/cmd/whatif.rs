@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 
-use crate::cmd::cli::{OutputFormat, WhatifArgs};
+use crate::cmd::cli::{WhatifArgs, WhatifFormatArg};
 use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
 use memscope::report::envelope::{InEnvelope, InputKind};
@@ -34,11 +34,11 @@ pub(crate) fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
 
 /// The one place `whatif` turns `--format` into a format of its answer.
 fn format<'a>(
-    f: OutputFormat,
+    f: WhatifFormatArg,
     answer: &'a InEnvelope<'a>,
 ) -> (&'a dyn for<'w> Render<Whatif<'w>>, Stdout) {
     match f {
-        OutputFormat::Text => (&report::whatif::Text, Stdout::Term),
-        OutputFormat::Json => (answer, Stdout::Answer),
+        WhatifFormatArg::Text => (&report::whatif::Text, Stdout::Term),
+        WhatifFormatArg::Json => (answer, Stdout::Answer),
     }
 }

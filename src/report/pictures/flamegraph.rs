@@ -283,9 +283,17 @@ fn write_svg(f: &Folded, o: &Svg, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// An SVG holding one line of text: the flamegraph of nothing (no live memory, no device), so
-/// that `flamegraph` succeeds wherever `report` and `export` do. `note` is the program's own
+/// that `flamegraph` succeeds wherever `report` and `export` do. The note is the program's own
 /// text, never the capture's.
-pub fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
+pub struct NoteSvg;
+
+impl Render<str> for NoteSvg {
+    fn render(&self, note: &str, _opts: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+        write_note_svg(note, out)
+    }
+}
+
+fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">{note}</text></svg>"#
