@@ -9,10 +9,7 @@ use memscope::report::envelope::{InEnvelope, InputKind};
 use memscope::report::{self, Render};
 
 /// The one place `analyze` turns `--format` into a format of the report.
-pub(crate) fn format<'a>(
-    f: OutputFormat,
-    answer: &'a InEnvelope<'a>,
-) -> (&'a dyn Render<Analysis>, Stdout) {
+fn format<'a>(f: OutputFormat, answer: &'a InEnvelope<'a>) -> (&'a dyn Render<Analysis>, Stdout) {
     match f {
         OutputFormat::Text => (&report::text::Text, Stdout::Term),
         OutputFormat::Json => (answer, Stdout::Answer),
