@@ -4,6 +4,7 @@
 
 pub mod html;
 pub mod json;
+pub mod section;
 pub mod text;
 
 use crate::analysis::plan::Plan;
