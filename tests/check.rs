@@ -9,10 +9,9 @@ use std::process::{Command, Output};
 
 use memscope::check::{self, diff, CheckConfig, FailOn, InputSummary, Status};
 use memscope::report::check::{
-    check_to_string, diff_to_string, CheckJson, CheckText, DiffText, GithubAnnotations,
-    GithubSummary, Junit,
+    CheckJson, CheckText, DiffText, GithubAnnotations, GithubSummary, Junit,
 };
-use memscope::report::Options;
+use memscope::report::{to_string, Options};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_memscope"));
@@ -542,7 +541,7 @@ fn junit_is_valid_and_escaped() {
         None,
     )
     .expect("no limit set");
-    let xml = check_to_string(&Junit, &r, &Options::default());
+    let xml = to_string(&Junit, &r, &Options::default());
     let root = validate_junit(&xml);
     assert_eq!(
         root.children[0].attr("name"),
@@ -669,13 +668,13 @@ fn sample_report() -> Option<check::CheckReport> {
 #[test]
 fn snapshot_check_text() {
     let Some(r) = sample_report() else { return };
-    insta::assert_snapshot!(check_to_string(&CheckText, &r, &Options::default()));
+    insta::assert_snapshot!(to_string(&CheckText, &r, &Options::default()));
 }
 
 #[test]
 fn snapshot_check_json() {
     let Some(r) = sample_report() else { return };
-    let s = check_to_string(&CheckJson, &r, &Options::default());
+    let s = to_string(&CheckJson, &r, &Options::default());
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
     assert_eq!(v["schema"], "memscope.check/2");
     insta::assert_snapshot!(s);
@@ -684,7 +683,7 @@ fn snapshot_check_json() {
 #[test]
 fn snapshot_check_junit() {
     let Some(r) = sample_report() else { return };
-    let s = check_to_string(&Junit, &r, &Options::default());
+    let s = to_string(&Junit, &r, &Options::default());
     validate_junit(&s);
     insta::assert_snapshot!(s);
 }
@@ -692,7 +691,7 @@ fn snapshot_check_junit() {
 #[test]
 fn snapshot_check_github_annotations() {
     let Some(r) = sample_report() else { return };
-    insta::assert_snapshot!(check_to_string(
+    insta::assert_snapshot!(to_string(
         &GithubAnnotations::default(),
         &r,
         &Options::default()
@@ -702,7 +701,7 @@ fn snapshot_check_github_annotations() {
 #[test]
 fn snapshot_check_github_summary() {
     let Some(r) = sample_report() else { return };
-    insta::assert_snapshot!(check_to_string(&GithubSummary, &r, &Options::default()));
+    insta::assert_snapshot!(to_string(&GithubSummary, &r, &Options::default()));
 }
 
 #[test]
@@ -711,7 +710,7 @@ fn snapshot_diff_text() {
         return;
     };
     let d = diff::diff(&a, &b);
-    insta::assert_snapshot!(diff_to_string(&DiffText, &d, &Options::default()));
+    insta::assert_snapshot!(to_string(&DiffText, &d, &Options::default()));
 }
 
 #[test]

@@ -68,6 +68,7 @@ fn the_html_report_shows_the_oom_device_first() {
     let h = memscope::report::html::Html {
         snap: &snap,
         product: &a,
+        extra: "",
     };
     let html = memscope::report::to_string(&h, &a, &memscope::report::Options::default());
     let one = html

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use memscope::analysis::replay::{self, Timeline};
 use memscope::model::Snapshot;
-use memscope::report::{self, flamegraph as fg};
+use memscope::report::{self, flamegraph as fg, Render};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,7 +59,9 @@ fn folded_stacks_add_up_to_allocated_at_the_oom() {
         assert_eq!(sum, tl.series.allocated[e], "{by:?}");
         assert_eq!(f.total_bytes, sum);
         let mut text = Vec::new();
-        fg::write_folded(&f, &mut text).unwrap();
+        fg::Lines
+            .render(&f, &report::Options::default(), &mut text)
+            .unwrap();
         let text = String::from_utf8(text).unwrap();
         for line in text.lines() {
             let (stack, n) = line.rsplit_once(' ').unwrap();
@@ -90,13 +92,13 @@ fn flamegraph_svg_colours_user_frames() {
     let c = &a.per_device[0].classifier;
     let f = fg::fold(&snap, dev, &st, fg::By::Stack, c);
     let mut svg = Vec::new();
-    let o = fg::SvgOptions {
+    let o = fg::Svg {
         title: "t".into(),
         subtitle: None,
         no_javascript: false,
         width: None,
     };
-    fg::write_svg(&f, &o, &mut svg).unwrap();
+    o.render(&f, &report::Options::default(), &mut svg).unwrap();
     let svg = String::from_utf8(svg).unwrap();
     assert!(svg.contains("<svg"));
     assert!(svg.contains(" KiB, "), "counts in binary units");
@@ -174,6 +176,7 @@ fn html_of(name: &str) -> String {
     let h = report::html::Html {
         snap: &snap,
         product: &a,
+        extra: "",
     };
     report::to_string(&h, &a, &report::Options::default())
 }
@@ -232,14 +235,12 @@ fn perfetto_export_parses_and_matches_the_replay() {
     ] {
         let (p, snap, tls) = load(name);
         let mut buf = Vec::new();
-        let sum = report::perfetto::write(
-            &snap,
-            &tls,
-            &p.display().to_string(),
-            &Default::default(),
-            &mut buf,
-        )
-        .unwrap();
+        let trace =
+            report::perfetto::document(&snap, &tls, &p.display().to_string(), &Default::default());
+        report::perfetto::Json
+            .render(&trace, &report::Options::default(), &mut buf)
+            .unwrap();
+        let sum = trace.summary;
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         let evs = v["traceEvents"].as_array().unwrap();
         for tl in &tls {
@@ -358,13 +359,13 @@ fn flamegraph_truncation_keeps_the_function_name() {
     let f = fg::fold(&snap, dev, &st, fg::By::Stack, c);
     for no_javascript in [true, false] {
         let mut svg = Vec::new();
-        let o = fg::SvgOptions {
+        let o = fg::Svg {
             title: "t".into(),
             subtitle: None,
             no_javascript,
             width: Some(600),
         };
-        fg::write_svg(&f, &o, &mut svg).unwrap();
+        o.render(&f, &report::Options::default(), &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
         if !no_javascript {
             assert!(

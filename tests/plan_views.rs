@@ -9,7 +9,7 @@ use std::process::Command;
 use memscope::analysis::plan::{self, Ask, Plan, Shape};
 use memscope::escape::html as esc;
 use memscope::load::Progress;
-use memscope::report::Format;
+use memscope::report::Render;
 use memscope::tui::{App, Loaded, View};
 use memscope::units::bytes;
 
@@ -163,13 +163,14 @@ fn report_without_batch_is_the_page_it_was() {
     let (code, err, without) = report(&file, &tmp("without.html"), &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(!without.contains("capacity-plan"));
-    // The page the library writes (`Format::render`), byte for byte.
+    // The page the library writes (`Render::render`), byte for byte.
     let (snap, len) = memscope::load::load_snapshot_sized(&file).unwrap();
     let product = memscope::analysis::analyze_snapshot(&snap, &file, len);
     let mut v = Vec::new();
     memscope::report::html::Html {
         snap: &snap,
         product: &product,
+        extra: "",
     }
     .render(&product, &Default::default(), &mut v)
     .unwrap();

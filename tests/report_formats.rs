@@ -104,3 +104,50 @@ fn color_only_when_asked() {
     assert!(!plain.contains('\x1b'));
     assert!(colored.contains("\x1b[1;31m"));
 }
+
+/// Every JSON answer (`envelope::InEnvelope`, what `--format json` writes) holds as its `data`
+/// the very document that the document's own JSON format writes alone, for the report, the
+/// gate, the diff and the job view.
+#[test]
+fn json_answers_hold_the_documents_their_json_formats_write() {
+    use memscope::report::check::{CheckJson, DiffJson};
+    use memscope::report::envelope::{Header, InEnvelope};
+    use memscope::report::Render;
+    fn same<D: ?Sized>(alone: &dyn Render<D>, doc: &D)
+    where
+        for<'h> InEnvelope<'h>: Render<D>,
+    {
+        let header = Header::default();
+        let answer = InEnvelope { header: &header };
+        let parse = |r: &dyn Render<D>| -> serde_json::Value {
+            serde_json::from_str(&report::to_string(r, doc, &Options::default())).unwrap()
+        };
+        let env = parse(&answer);
+        assert_eq!(env["envelope"], "memscope/1");
+        assert_eq!(env["data"], parse(alone));
+    }
+    let fixture = |n: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(n)
+    };
+    let a = analysis("fixtures", "leak_oom.pickle").unwrap();
+    same(&Json, &a);
+    let paths = [fixture("clean.pickle"), fixture("leak_oom.pickle")];
+    let summaries = memscope::inputs::load_summaries(&paths, false).unwrap();
+    let cfg = memscope::check::CheckConfig::default();
+    let r = memscope::check::check(&summaries, &[None, None], &cfg, None).unwrap();
+    assert!(!r.passed, "leak_oom fails the gate");
+    same(&CheckJson, &r);
+    let d = memscope::check::diff::diff(&summaries[0], &summaries[1]);
+    same(&DiffJson, &d);
+    let ranks = [
+        fixture("ranks/bridge/snapshot_0.pickle.gz"),
+        fixture("ranks/bridge/snapshot_1.pickle.gz"),
+    ];
+    let ranks = memscope::inputs::load_summaries(&ranks, false).unwrap();
+    let members = memscope::job::identify(ranks, None).unwrap();
+    let job = memscope::job::Job::new(&members);
+    assert_eq!(job.ranks.len(), 2);
+    same(&memscope::report::job::Json, &job);
+}

@@ -378,6 +378,7 @@ fn report_of(p: &Path) -> (String, Vec<(usize, bool)>) {
     let h = report::html::Html {
         snap: &snap,
         product: &a,
+        extra: "",
     };
     let marks = a
         .timelines()

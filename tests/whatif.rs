@@ -367,7 +367,12 @@ fn fixture_pair_oom_agreement() {
     .unwrap();
     assert!(w[0].cap.range.is_some());
     assert_eq!(w[0].predicted.ooms.len(), 1);
-    let text = memscope::report::whatif::render_text(&w);
+    let doc = memscope::report::whatif::Whatif {
+        file: "f",
+        devices: &w,
+    };
+    let text =
+        memscope::report::to_string(&memscope::report::whatif::Text, &doc, &Default::default());
     assert!(text.contains("still OOMs"), "{text}");
 }
 

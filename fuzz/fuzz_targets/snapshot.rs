@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memscope::report::{self, Format};
+use memscope::report::{self, Render};
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,15 +1,20 @@
 //! `memscope analyze`: one capture's report (a rank directory goes to the job view).
 
-use std::io::Write;
-
-use anyhow::Context;
-
 use crate::cmd::cli::{AnalyzeArgs, OutputFormat};
-use crate::cmd::output;
+use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
+use memscope::analysis::Analysis;
 use memscope::load::Capture;
-use memscope::report::envelope::InputKind;
-use memscope::report::{self, Format};
+use memscope::report::envelope::{InEnvelope, InputKind};
+use memscope::report::{self, Render};
+
+/// The one place `analyze` turns `--format` into a format of the report.
+fn format<'a>(f: OutputFormat, answer: &'a InEnvelope<'a>) -> (&'a dyn Render<Analysis>, Stdout) {
+    match f {
+        OutputFormat::Text => (&report::text::Text, Stdout::Term),
+        OutputFormat::Json => (answer, Stdout::Answer),
+    }
+}
 
 pub(crate) fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
     if crate::cmd::job::is_job(&args.files) {
@@ -42,16 +47,9 @@ pub(crate) fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyho
         color,
         stacks: args.stacks,
     };
-    match args.format {
-        OutputFormat::Text => {
-            let mut out = output::term_stdout(color);
-            report::text::Text
-                .render(&analysis, &opts, &mut out)
-                .context("writing the report")?;
-            out.flush().context("writing the report")?;
-        }
-        OutputFormat::Json => s.answer(&report::json::data(&analysis))?,
-    }
+    let answer = s.envelope();
+    let (fmt, sink) = format(args.format, &answer);
+    output::to_stdout(fmt, sink, &analysis, &opts, "writing the report")?;
     std::mem::forget(analysis);
     Ok(0)
 }

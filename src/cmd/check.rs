@@ -1,18 +1,28 @@
 //! `memscope check`: the CI gate over captures and summaries, with its formats and GitHub annotations.
 
-use std::io::Write;
-
 use anyhow::Context;
 
 use crate::cmd::cli::{CheckArgs, CheckFormatArg};
-use crate::cmd::output;
+use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
-use memscope::report;
-use memscope::report::envelope::{ErrorKind, InputKind, Refused, Role};
+use memscope::check::CheckReport;
+use memscope::report::envelope::{ErrorKind, InEnvelope, InputKind, Refused, Role};
+use memscope::report::{self, Render};
+
+/// The one place `check` turns `--format` into a format of the check report.
+fn format<'a>(
+    f: CheckFormatArg,
+    answer: &'a InEnvelope<'a>,
+) -> (&'a dyn Render<CheckReport>, Stdout) {
+    match f {
+        CheckFormatArg::Text => (&report::check::CheckText, Stdout::Term),
+        CheckFormatArg::Json => (answer, Stdout::Answer),
+        CheckFormatArg::Junit => (&report::check::Junit, Stdout::Plain),
+    }
+}
 
 pub(crate) fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::check::{self, config, CheckConfig};
-    use memscope::report::check::CheckFormat;
     let flags = CheckConfig {
         baseline: args.baseline.clone(),
         max_peak: args.max_peak,
@@ -106,24 +116,9 @@ pub(crate) fn check(args: &CheckArgs, color: bool, s: &mut Session) -> anyhow::R
         stacks: false,
     };
     {
-        let written = match args.format {
-            CheckFormatArg::Json => s.answer(&report),
-            CheckFormatArg::Text | CheckFormatArg::Junit => {
-                let (fmt, mut out): (&dyn CheckFormat, Box<dyn Write>) = match args.format {
-                    CheckFormatArg::Text => (
-                        &report::check::CheckText,
-                        Box::new(output::term_stdout(color)),
-                    ),
-                    _ => (
-                        &report::check::Junit,
-                        Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-                    ),
-                };
-                fmt.render(&report, &opts, &mut out)
-                    .and_then(|()| out.flush())
-                    .context("writing the check report")
-            }
-        };
+        let answer = s.envelope();
+        let (fmt, sink) = format(args.format, &answer);
+        let written = output::to_stdout(fmt, sink, &report, &opts, "writing the check report");
         // A closed pipe (`memscope check ... | head`) cuts the report, not the verdict: a failed
         // check still exits 1, and the annotations below are still written.
         if let Err(e) = written {

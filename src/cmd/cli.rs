@@ -322,8 +322,8 @@ pub struct WhatifArgs {
     #[arg(long, value_parser = size)]
     pub cap: Option<u64>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = WhatifFormatArg::Text)]
+    pub format: WhatifFormatArg,
 }
 
 #[derive(clap::Args, Debug)]
@@ -708,6 +708,13 @@ pub struct AnalyzeArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// `whatif --format`: its own, so that a format added to `analyze` is not asked of `whatif`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum WhatifFormatArg {
     Text,
     Json,
 }

@@ -1,14 +1,13 @@
 //! `memscope diff`: one capture against another, as text, Markdown or JSON.
 
-use std::io::Write;
-
 use anyhow::Context;
 
 use crate::cmd::cli::{DiffArgs, DiffFormatArg};
-use crate::cmd::output;
+use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
-use memscope::report;
-use memscope::report::envelope::{ErrorKind, Refused};
+use memscope::check::diff::Diff;
+use memscope::report::envelope::{ErrorKind, InEnvelope, Refused};
+use memscope::report::{self, Render};
 
 /// True when stdout is the file `$GITHUB_STEP_SUMMARY` names (`memscope diff ... >>
 /// "$GITHUB_STEP_SUMMARY"`): the text there is read as Markdown, so it is written as Markdown.
@@ -30,7 +29,6 @@ pub(crate) fn stdout_is_step_summary() -> bool {
 }
 
 pub(crate) fn diff(args: &DiffArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
-    use memscope::report::check::DiffFormat;
     let mut one = |p: &std::path::Path| -> anyhow::Result<memscope::check::InputSummary> {
         let mut v = memscope::inputs::load_summaries(&[p], true)?;
         s.found(p, crate::cmd::file_kind(p, &v));
@@ -70,26 +68,21 @@ pub(crate) fn diff(args: &DiffArgs, color: bool, s: &mut Session) -> anyhow::Res
         color,
         stacks: false,
     };
-    let format = match args.format {
+    let asked = match args.format {
         DiffFormatArg::Text if stdout_is_step_summary() => DiffFormatArg::Markdown,
         f => f,
     };
-    let (fmt, mut out): (&dyn DiffFormat, Box<dyn Write>) = match format {
-        DiffFormatArg::Json => {
-            s.answer(&d)?;
-            return Ok(0);
-        }
-        DiffFormatArg::Text => (
-            &report::check::DiffText,
-            Box::new(output::term_stdout(color)),
-        ),
-        DiffFormatArg::Markdown => (
-            &report::check::DiffMarkdown,
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-        ),
-    };
-    fmt.render(&d, &opts, &mut out)
-        .context("writing the diff")?;
-    out.flush().context("writing the diff")?;
+    let answer = s.envelope();
+    let (fmt, sink) = format(asked, &answer);
+    output::to_stdout(fmt, sink, &d, &opts, "writing the diff")?;
     Ok(0)
+}
+
+/// The one place `diff` turns `--format` into a format of the diff.
+fn format<'a>(f: DiffFormatArg, answer: &'a InEnvelope<'a>) -> (&'a dyn Render<Diff>, Stdout) {
+    match f {
+        DiffFormatArg::Text => (&report::check::DiffText, Stdout::Term),
+        DiffFormatArg::Json => (answer, Stdout::Answer),
+        DiffFormatArg::Markdown => (&report::check::DiffMarkdown, Stdout::Plain),
+    }
 }

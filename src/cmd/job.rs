@@ -11,12 +11,13 @@ use anyhow::Context;
 use memscope::check::InputSummary;
 use memscope::job::{self, Job, Member};
 use memscope::rank_name::RankPattern;
-use memscope::report;
-use memscope::report::envelope::Role;
+use memscope::report::envelope::{InEnvelope, Role};
+use memscope::report::{self, Render};
 
 use crate::cmd::cli::{
     AnalyzeArgs, BaselineArgs, BaselineFormat, OutputFormat, RankPatternArg, ReportArgs,
 };
+use crate::cmd::output::Stdout;
 use crate::cmd::session::Session;
 
 fn lines_name(p: &Path) -> bool {
@@ -154,15 +155,18 @@ pub fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Resu
         color,
         stacks: false,
     };
-    match args.format {
-        OutputFormat::Text => {
-            let mut out = crate::cmd::output::term_stdout(color);
-            report::job::render_text(&job, &opts, &mut out).context("writing the report")?;
-            out.flush().context("writing the report")?;
-        }
-        OutputFormat::Json => s.answer(&job)?,
-    }
+    let answer = s.envelope();
+    let (fmt, sink) = format(args.format, &answer);
+    crate::cmd::output::to_stdout(fmt, sink, &job, &opts, "writing the report")?;
     Ok(0)
+}
+
+/// The one place the job view turns `analyze --format` into a format of the job.
+fn format<'a>(f: OutputFormat, answer: &'a InEnvelope<'a>) -> (&'a dyn Render<Job>, Stdout) {
+    match f {
+        OutputFormat::Text => (&report::job::Text, Stdout::Term),
+        OutputFormat::Json => (answer, Stdout::Answer),
+    }
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
@@ -172,7 +176,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let (job, _) = load(&a.files, &a.ranks, &mut Session::default())?;
     let inputs: Vec<&Path> = a.files.iter().map(PathBuf::as_path).collect();
     let mut w = crate::cmd::output::Output::create(&a.output, &inputs)?;
-    report::job::render_html(&job, &mut w)?;
+    report::job::Html.render(&job, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!(

@@ -16,7 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use memscope::report::escape;
+use memscope::report::{escape, Options, Render};
 
 enum Sink {
     Stdout(BufWriter<io::Stdout>),
@@ -247,6 +247,45 @@ impl Drop for Output {
 /// `--color` says (`color` only lets memscope's own colour codes through).
 pub fn term_stdout(color: bool) -> escape::TermWriter<BufWriter<io::StdoutLock<'static>>> {
     escape::TermWriter::new(BufWriter::new(io::stdout().lock()), color)
+}
+
+/// Where a format's bytes go on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stdout {
+    /// Text a person reads: through the terminal boundary ([`term_stdout`]).
+    Term,
+    /// A document for a program or a file (XML, Markdown, HTML), as written.
+    Plain,
+    /// The command's JSON answer, in the envelope ([`crate::cmd::session::Session::envelope`]);
+    /// a failure to write it is said as the session's answers always said it.
+    Answer,
+}
+
+/// Renders `doc` with `format` on stdout, as `sink` says; `what` names the writing in an error
+/// (`writing the diff`).
+pub fn to_stdout<D: ?Sized>(
+    format: &dyn Render<D>,
+    sink: Stdout,
+    doc: &D,
+    opts: &Options,
+    what: &'static str,
+) -> anyhow::Result<()> {
+    let what = match sink {
+        Stdout::Answer => "writing the report",
+        _ => what,
+    };
+    let written = if sink == Stdout::Term {
+        let mut out = term_stdout(opts.color);
+        format
+            .render(doc, opts, &mut out)
+            .and_then(|()| out.flush())
+    } else {
+        let mut out = BufWriter::new(io::stdout().lock());
+        format
+            .render(doc, opts, &mut out)
+            .and_then(|()| out.flush())
+    };
+    written.context(what)
 }
 
 /// Writes `msg` and a newline to stderr through the terminal boundary: errors and notes may

@@ -4,8 +4,6 @@
 //! writes only the file named by `-o` (through [`crate::cmd::output`]), and refuses when that is the
 //! input itself: a typo must not destroy the only copy of an OOM capture.
 
-use std::fmt::Write as _;
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -13,11 +11,10 @@ use anyhow::{bail, Context};
 use crate::cmd::output::Output;
 
 use crate::cmd::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
-use memscope::analysis::plan::{self, Ask, Plan, PlanError, Shape};
+use memscope::analysis::plan::{self, Ask, Shape};
 use memscope::analysis::replay::Timeline;
-use memscope::escape::html as esc;
 use memscope::model::Snapshot;
-use memscope::report::{self, flamegraph as fg};
+use memscope::report::{self, flamegraph as fg, Render};
 use memscope::units::bytes;
 
 fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
@@ -73,29 +70,24 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         FlameBy::Category => fg::By::Category,
     };
     let folded = fg::fold(&snap, dev, &state, by, &p.classifier);
+    let svg = fg::Svg {
+        title: format!(
+            "Live memory on cuda:{} at {}: {}",
+            dev.index,
+            label,
+            bytes(folded.total_bytes)
+        ),
+        subtitle: Some(format!(
+            "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
+            a.file.display()
+        )),
+        no_javascript: false,
+        width: None,
+    };
+    // The one place `flamegraph` picks its picture.
+    let picture: &dyn Render<fg::Folded> = if a.folded { &fg::Lines } else { &svg };
     let mut w = create(&a.output, &a.file)?;
-    if a.folded {
-        // Folded lines are text too: a name cannot command the terminal it is printed on.
-        let mut t = memscope::report::escape::TermWriter::new(&mut w, false);
-        fg::write_folded(&folded, &mut t)?;
-        t.flush()?;
-    } else {
-        let opts = fg::SvgOptions {
-            title: format!(
-                "Live memory on cuda:{} at {}: {}",
-                dev.index,
-                label,
-                bytes(folded.total_bytes)
-            ),
-            subtitle: Some(format!(
-                "{} · width = bytes held · orange = your code, grey = PyTorch and libraries",
-                a.file.display()
-            )),
-            no_javascript: false,
-            width: None,
-        };
-        fg::write_svg(&folded, &opts, &mut w)?;
-    }
+    picture.render(&folded, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!(
@@ -126,7 +118,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
                     "memscope: warning: --batch: no capacity plan: {e}"
                 ));
             }
-            capacity_section(&plans)
+            report::to_string(&report::plan::section::Section, &plans, &Default::default())
         }
         None => String::new(),
     };
@@ -134,8 +126,9 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let html = report::html::Html {
         snap: &snap,
         product: &product,
+        extra: &extra,
     };
-    html.render_with(&product, &report::Options::default(), &extra, &mut w)?;
+    html.render(&product, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
@@ -147,13 +140,14 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
     let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
     let tls: Vec<Timeline> = product.per_device.into_iter().map(|d| d.timeline).collect();
     let mut w = create(&a.output, &a.file)?;
-    let sum = report::perfetto::write(
+    let trace = report::perfetto::document(
         &snap,
         &tls,
         &a.file.display().to_string(),
         &report::perfetto::Options::default(),
-        &mut w,
-    )?;
+    );
+    report::perfetto::Json.render(&trace, &report::Options::default(), &mut w)?;
+    let sum = &trace.summary;
     if let Some(why) = sum.empty_because() {
         crate::cmd::output::eprint_term(&format!("memscope: warning: {why}"));
     }
@@ -181,8 +175,9 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
 fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let mut w = create(&a.output, &a.file)?;
     if !a.folded {
-        fg::write_note_svg(
+        fg::NoteSvg.render(
             "the snapshot holds no device: no GPU memory to draw",
+            &report::Options::default(),
             &mut w,
         )?;
     }
@@ -204,116 +199,4 @@ pub fn plan_ask(o: &PlanOpts) -> anyhow::Result<Option<Ask>> {
     };
     let recorded = Shape { batch, seq: o.seq };
     Ok(Some(Ask::new(recorded, &o.at, o.cap, Default::default())?))
-}
-
-/// The report's "Capacity plan" section (`report --batch`): per device plan, the largest batch
-/// (or why none), the chart of peak against batch with the cap, the predictions and the notes;
-/// or why there is no plan. Everything from the capture is escaped.
-fn capacity_section(plans: &Result<Vec<Plan>, PlanError>) -> String {
-    let mut o = String::from(r#"<section id="capacity-plan" class="plan"><h2>Capacity plan</h2>"#);
-    let plans = match plans {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = write!(
-                o,
-                "<p>No capacity plan: {}</p></section>",
-                esc(&e.to_string())
-            );
-            return o;
-        }
-    };
-    for p in plans {
-        let _ = write!(
-            o,
-            r#"<h3 id="capacity-plan-{0}">cuda:{0}</h3><p class=sub>recorded at {1}: peak allocated {2}, peak reserved {3}; the allocator model's replay of it: {4}, {5} · cap: {6}</p>"#,
-            p.device,
-            esc(&p.recorded.to_string()),
-            bytes(p.recorded_peak_allocated_bytes),
-            bytes(p.recorded_peak_reserved_bytes),
-            bytes(p.model_peak_allocated_bytes),
-            bytes(p.model_peak_reserved_bytes),
-            match p.cap.bytes {
-                Some(c) => format!(
-                    "{} ({})",
-                    bytes(c),
-                    esc(memscope::wording::cap_source(p.cap.source))
-                ),
-                None => "none".to_owned(),
-            }
-        );
-        match &p.max_batch {
-            Ok(m) => {
-                let _ = write!(
-                    o,
-                    r#"<p class="max-batch"><b>Largest batch:</b> {}{}"#,
-                    m.batch,
-                    p.recorded
-                        .seq
-                        .map(|s| format!(" at sequence {s}"))
-                        .unwrap_or_default()
-                );
-                if m.at_search_limit {
-                    o.push_str(&esc(&memscope::wording::plan_search_limit()));
-                }
-                if m.rounded_down_by > 0 || m.margin_bytes > 0 {
-                    let _ = write!(
-                        o,
-                        " <span class=sub>rounded down by {} from {} (the likelier reading), keeping {} under the cap for the model's error at the recorded batch</span>",
-                        m.rounded_down_by,
-                        m.central_batch,
-                        bytes(m.margin_bytes)
-                    );
-                }
-                o.push_str("</p>");
-            }
-            Err(r) => {
-                let _ = write!(
-                    o,
-                    r#"<p class="max-batch"><b>Largest batch:</b> unknown{}: {}</p>"#,
-                    p.max_batch_at_most
-                        .map(|m| format!(" (at most {m})"))
-                        .unwrap_or_default(),
-                    esc(memscope::wording::no_max_batch(*r))
-                );
-            }
-        }
-        let chart = report::plan::html::chart_svg(p);
-        if !chart.is_empty() {
-            let _ = write!(o, r#"<div class="card">{chart}</div>"#);
-        }
-        // A capture that ends at an OOM never made the rest of its step: lower bounds.
-        let ge = if p.ends_in_oom { "≥ " } else { "" };
-        o.push_str("<table><tr><th>at</th><th class=n>peak allocated</th><th class=n>upper</th><th class=n>peak reserved</th><th class=n>upper</th><th>under the cap</th></tr>");
-        for r in &p.predictions {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td class=n>{ge}{}</td><td>{}</td></tr>",
-                esc(&Shape {
-                    batch: r.batch,
-                    seq: r.seq
-                }.to_string()),
-                bytes(r.peak_allocated_bytes),
-                bytes(r.peak_allocated_upper_bytes),
-                bytes(r.peak_reserved_bytes),
-                bytes(r.peak_reserved_upper_bytes),
-                match r.oom {
-                    Some(true) => "OOM",
-                    Some(false) if p.ends_in_oom => "fits up to the OOM's request",
-                    Some(false) => "fits",
-                    None => "-",
-                }
-            );
-        }
-        let _ = write!(
-            o,
-            r#"</table><p class=sub>{}</p><ul class="notes">"#,
-            esc(&memscope::wording::plan_fit(&p.fit, p.recorded))
-        );
-        for n in memscope::wording::plan_notes(p) {
-            let _ = write!(o, "<li>{}</li>", esc(&n));
-        }
-        o.push_str("</ul>");
-    }
-    o.push_str("</section>");
-    o
 }

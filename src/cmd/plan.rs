@@ -1,16 +1,15 @@
 //! `memscope plan`: loads the capture (and the second one of `--with`), analyses it once,
 //! plans every device and writes the chosen format.
 
-use std::io::Write;
-
 use anyhow::Context;
 use memscope::analysis::plan::{self, Ask, Other, Shape};
 use memscope::analysis::whatif;
-use memscope::report::envelope::InputKind;
-use memscope::report::plan::{html::Html, json, text::Text, PlanDoc, PlanFormat};
+use memscope::report::envelope::{InEnvelope, InputKind};
+use memscope::report::plan::{html::Html, text::Text, PlanDoc};
+use memscope::report::{Options, Render};
 
 use crate::cmd::cli::{PlanArgs, PlanFormatArg};
-use crate::cmd::output;
+use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
 
 pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
@@ -63,23 +62,25 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
         other: other_name.as_deref(),
         plans: &plans,
     };
-    let format: &dyn PlanFormat = match a.format {
-        PlanFormatArg::Text => &Text,
-        PlanFormatArg::Json => {
-            s.answer(&json::document(&doc))?;
-            return Ok(0);
-        }
-        PlanFormatArg::Html => &Html,
+    let answer = s.envelope();
+    let (format, sink) = format(a.format, &answer);
+    // Colour is for the terminal only.
+    let opts = Options {
+        color: sink == Stdout::Term && a.color.enabled(),
+        stacks: false,
     };
-    if a.format == PlanFormatArg::Text {
-        let color = a.color.enabled();
-        let mut out = output::term_stdout(color);
-        format.render(&doc, color, &mut out)?;
-        out.flush().context("writing the plan")?;
-    } else {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        format.render(&doc, false, &mut out)?;
-        out.flush().context("writing the plan")?;
-    }
+    output::to_stdout(format, sink, &doc, &opts, "writing the plan")?;
     Ok(0)
+}
+
+/// The one place `plan` turns `--format` into a format of the plan.
+fn format<'a>(
+    f: PlanFormatArg,
+    answer: &'a InEnvelope<'a>,
+) -> (&'a dyn for<'p> Render<PlanDoc<'p>>, Stdout) {
+    match f {
+        PlanFormatArg::Text => (&Text, Stdout::Term),
+        PlanFormatArg::Json => (answer, Stdout::Answer),
+        PlanFormatArg::Html => (&Html, Stdout::Plain),
+    }
 }

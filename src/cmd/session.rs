@@ -1,11 +1,11 @@
 //! What a command was run on, and how its JSON answer, or its failure, is written: the one
-//! place in the binary that writes the `memscope/1` envelope (`memscope::report::envelope`).
+//! place in the binary that fills the `memscope/1` envelope (`memscope::report::envelope`).
 //!
 //! [`Session::of`] reads the command line once: the subcommand, whether it answers in JSON,
 //! and the files it names. Commands add what they learn (what each file turned out to be, a
-//! config file found, a note) and hand their document to [`Session::answer`]. When a command
-//! fails, `main` calls [`Session::fail`], so every command that answers in JSON also fails in
-//! JSON, without a line of error handling of its own.
+//! config file found, a note) and write their document with [`Session::envelope`], the JSON
+//! format of their answer. When a command fails, `main` calls [`Session::fail`], so every
+//! command that answers in JSON also fails in JSON, without a line of error handling of its own.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -13,10 +13,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use memscope::report::envelope::{self, ErrorEntry, ErrorKind, Header, Input, InputKind, Role};
-use serde::Serialize;
 
 use crate::cmd::cli::{
     CheckFormatArg, Cli, Command, DiffFormatArg, OutputFormat, PlanFormatArg, QueryFormatArg,
+    WhatifFormatArg,
 };
 
 /// The subcommands with `--format json`.
@@ -53,7 +53,7 @@ impl Session {
             }
             Some(Command::Whatif(a)) => {
                 s.given(&a.file, Role::Input);
-                ("whatif", a.format == OutputFormat::Json)
+                ("whatif", a.format == WhatifFormatArg::Json)
             }
             Some(Command::Plan(a)) => {
                 s.given(&a.file, Role::Input);
@@ -121,12 +121,13 @@ impl Session {
         self.header.warnings.push(msg);
     }
 
-    /// Writes the envelope with `data` on stdout.
-    pub fn answer<T: Serialize>(&mut self, data: &T) -> anyhow::Result<()> {
+    /// The JSON format of this command's answer (the envelope around its document). From here
+    /// on a failure gets no second envelope: the answer has begun.
+    pub fn envelope(&mut self) -> envelope::InEnvelope<'_> {
         self.answered = true;
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        envelope::write(&mut out, &self.header, data).context("writing the report")?;
-        out.flush().context("writing the report")
+        envelope::InEnvelope {
+            header: &self.header,
+        }
     }
 
     /// Writes the envelope around a document written as it is made (`query`'s rows): `body`

@@ -1,13 +1,13 @@
 //! `memscope whatif`: the caching-allocator model replays a snapshot under another `PYTORCH_CUDA_ALLOC_CONF`.
 
-use std::io::Write;
-
 use anyhow::Context;
 
-use crate::cmd::cli::{OutputFormat, WhatifArgs};
-use crate::cmd::output;
+use crate::cmd::cli::{WhatifArgs, WhatifFormatArg};
+use crate::cmd::output::{self, Stdout};
 use crate::cmd::session::Session;
-use memscope::report::envelope::InputKind;
+use memscope::report::envelope::{InEnvelope, InputKind};
+use memscope::report::whatif::Whatif;
+use memscope::report::{self, Options, Render};
 
 pub(crate) fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
@@ -21,16 +21,24 @@ pub(crate) fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     });
     let w = whatif::what_if(&snap, &conf, cap, None)
         .with_context(|| format!("{}", args.file.display()))?;
-    match args.format {
-        OutputFormat::Text => {
-            let mut out = output::term_stdout(false);
-            write!(out, "{}", memscope::report::whatif::render_text(&w))?;
-            out.flush().context("writing the report")?;
-        }
-        OutputFormat::Json => {
-            let file = args.file.display().to_string();
-            s.answer(&memscope::report::whatif::document(&file, &w))?;
-        }
-    }
+    let file = args.file.display().to_string();
+    let doc = report::whatif::Whatif {
+        file: &file,
+        devices: &w,
+    };
+    let answer = s.envelope();
+    let (fmt, sink) = format(args.format, &answer);
+    output::to_stdout(fmt, sink, &doc, &Options::default(), "writing the report")?;
     Ok(0)
+}
+
+/// The one place `whatif` turns `--format` into a format of its answer.
+fn format<'a>(
+    f: WhatifFormatArg,
+    answer: &'a InEnvelope<'a>,
+) -> (&'a dyn for<'w> Render<Whatif<'w>>, Stdout) {
+    match f {
+        WhatifFormatArg::Text => (&report::whatif::Text, Stdout::Term),
+        WhatifFormatArg::Json => (answer, Stdout::Answer),
+    }
 }

@@ -311,7 +311,7 @@ fn admitted(ctx: &Ctx, given: &str) -> Result<PathBuf, String> {
 
 fn analyze(args: &Value, ctx: &Ctx) -> Outcome {
     use crate::load::Capture;
-    use crate::report::Format;
+    use crate::report::Render;
     let given = str_arg(args, "path").map_err(|e| e.1)?;
     let path = admitted(ctx, given)?;
     let shown = Path::new(given);
@@ -406,7 +406,7 @@ fn one_summary(p: &Path, given: &str) -> Result<crate::check::InputSummary, Stri
 }
 
 fn diff(args: &Value, ctx: &Ctx) -> Outcome {
-    use crate::report::check::DiffFormat;
+    use crate::report::Render;
     let before = str_arg(args, "before").map_err(|e| e.1)?;
     let after = str_arg(args, "after").map_err(|e| e.1)?;
     let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
@@ -433,7 +433,7 @@ fn diff(args: &Value, ctx: &Ctx) -> Outcome {
 fn check(args: &Value, ctx: &Ctx) -> Outcome {
     use crate::check::config::FailOn;
     use crate::check::CheckConfig;
-    use crate::report::check::CheckFormat;
+    use crate::report::Render;
     let given: Vec<&str> = args["paths"]
         .as_array()
         .into_iter()
@@ -533,7 +533,8 @@ fn shape(s: &str) -> Result<(u64, Option<u64>), String> {
 
 fn plan(args: &Value, ctx: &Ctx) -> Result<Outcome, RpcError> {
     use crate::analysis::plan::{self, Ask, Shape};
-    use crate::report::plan::{PlanDoc, PlanFormat};
+    use crate::report::plan::PlanDoc;
+    use crate::report::Render;
     let given = str_arg(args, "path")?;
     let batch = args["batch"].as_u64().unwrap_or(1);
     let seq = args.get("seq").and_then(Value::as_u64);
@@ -559,7 +560,8 @@ fn plan(args: &Value, ctx: &Ctx) -> Result<Outcome, RpcError> {
             other: None,
             plans: &plans,
         };
-        let json = rendered(|w| crate::report::plan::json::Json.render(&doc, false, w))?;
+        let json =
+            rendered(|w| crate::report::plan::json::Json.render(&doc, &Default::default(), w))?;
         Ok(Answer {
             text: super::text::flat("plan", &json, &["plans"]),
             json,

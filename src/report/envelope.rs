@@ -223,6 +223,14 @@ pub fn write<T: Serialize>(out: &mut dyn Write, header: &Header, data: &T) -> io
     write_envelope(out, header, Some(data), &[])
 }
 
+/// The JSON format of a command's answer: the document as the `data` of the envelope with
+/// `header`. Each document's JSON module implements [`Render`](super::Render) for it (the
+/// `data` it writes is the one its own JSON format writes alone).
+#[derive(Clone, Copy, Debug)]
+pub struct InEnvelope<'a> {
+    pub header: &'a Header,
+}
+
 /// Writes the envelope of a command that failed: `data` is `null`.
 pub fn write_errors(out: &mut dyn Write, header: &Header, errors: &[ErrorEntry]) -> io::Result<()> {
     write_envelope::<()>(out, header, None, errors)

@@ -1,15 +1,17 @@
 //! The job view's formats: several ranks of one job in one text report, one JSON document, or
 //! one HTML page (`analyze`, `analyze --format json`, `report` given several files).
 //!
-//! All three read the [`Job`] product and nothing else; the sentences come from
+//! Each is a [`Render`] of the [`Job`] ([`Text`], [`Json`] alone or [`InEnvelope`], [`Html`]);
+//! all read the product and nothing else; the sentences come from
 //! [`crate::wording::job`]. Paths are capture data: the text goes through the terminal boundary
 //! (the caller's writer), the HTML through [`crate::escape::html`], the JSON through serde.
 
 use std::io::{self, Write};
 
 use crate::job::{Job, RankFigures};
+use crate::report::envelope::InEnvelope;
 use crate::report::style::Style;
-use crate::report::Options;
+use crate::report::{Options, Render};
 use crate::units::bytes;
 use crate::wording::job as words;
 
@@ -83,7 +85,15 @@ pub fn table_lines(job: &Job) -> Vec<String> {
 }
 
 /// The human report of a job.
-pub fn render_text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+pub struct Text;
+
+impl Render<Job> for Text {
+    fn render(&self, job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        text(job, opts, out)
+    }
+}
+
+fn text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
     let st = Style { on: opts.color };
     let kinds: Vec<&str> = {
         let mut k: Vec<&str> = job.ranks.iter().map(|r| r.kind.name()).collect();
@@ -174,17 +184,36 @@ pub fn render_text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result
     Ok(())
 }
 
-/// The job as one JSON document (`memscope.job/1`).
-pub fn render_json(job: &Job, out: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, job)?;
-    writeln!(out)
+/// The job as one JSON document (`memscope.job/1`), pretty-printed.
+pub struct Json;
+
+impl Render<Job> for Json {
+    fn render(&self, job: &Job, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, job)?;
+        writeln!(out)
+    }
+}
+
+/// `memscope analyze --format json` of a job: the document as the `data` of the envelope.
+impl Render<Job> for InEnvelope<'_> {
+    fn render(&self, job: &Job, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, job)
+    }
 }
 
 const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d5d9e0}table{border-collapse:collapse;font-size:13px;background:#fff}td,th{padding:3px 10px;border-bottom:1px solid #e6e8ec;text-align:left}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}.verdict{padding:12px 16px;border-radius:6px;font-size:16px;margin:12px 0;border-left:6px solid;background:#e9f7ee;border-color:#2e9d57}.verdict.bad{background:#fdecea;border-color:#d93025}.bar{display:inline-block;height:10px;background:#4a7bd0;vertical-align:middle}.sub{color:#5b6475;font-size:13px}code{font:12px ui-monospace,monospace}";
 
 /// The job as one self-contained HTML page: the verdict, the rank table with a bar per rank's
 /// peak, the imbalance and the sites that differ.
-pub fn render_html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
+pub struct Html;
+
+impl Render<Job> for Html {
+    fn render(&self, job: &Job, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        html(job, out)
+    }
+}
+
+fn html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
     use crate::escape::html as esc;
     let bad = !job.oom_ranks.is_empty() || !job.leak_ranks.is_empty();
     write!(

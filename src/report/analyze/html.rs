@@ -20,8 +20,8 @@ use crate::analysis::Analyzed;
 use crate::analysis::{Analysis, DeviceReport, StepReport};
 use crate::model::{BlockState, Device, Snapshot};
 use crate::report::chart::{self, Anchor};
-use crate::report::flamegraph::{self, At, By, SvgOptions};
-use crate::report::{Format, Options};
+use crate::report::flamegraph::{self, At, By, Svg};
+use crate::report::{Options, Render};
 use crate::units::bytes;
 
 /// Points per counter in the memory chart (each bucket keeps its min and max).
@@ -36,6 +36,9 @@ pub struct Html<'a> {
     /// The analysis product: the report, and per device the timeline, steps and classifier
     /// the charts, the allocator map and the flamegraph are drawn from.
     pub product: &'a Analyzed,
+    /// Sections the caller built, after the devices' sections and before the notes
+    /// (`memscope report --batch`'s capacity plan), HTML already escaped there; empty for none.
+    pub extra: &'a str,
 }
 
 /// Escapes text for HTML (the one rule is [`crate::escape::html`]).
@@ -795,7 +798,7 @@ impl Html<'_> {
             label,
             bytes(folded.total_bytes)
         );
-        let opts = SvgOptions {
+        let picture = Svg {
             title,
             subtitle: Some(
                 "width = bytes held; orange = your code, grey = PyTorch and libraries".into(),
@@ -809,7 +812,10 @@ impl Html<'_> {
             d.device,
             esc(&label)
         );
-        if flamegraph::write_svg(&folded, &opts, &mut svg).is_ok() {
+        if picture
+            .render(&folded, &Options::default(), &mut svg)
+            .is_ok()
+        {
             let s = String::from_utf8_lossy(&svg);
             // Inline it: drop the XML prolog and DOCTYPE, which are not allowed inside HTML.
             // The script is left out, so its `onload` hook must go too.
@@ -820,17 +826,15 @@ impl Html<'_> {
     }
 }
 
-impl Format for Html<'_> {
+impl Render<Analysis> for Html<'_> {
     fn render(&self, a: &Analysis, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-        self.render_with(a, opts, "", out)
+        self.page(a, opts, self.extra, out)
     }
 }
 
 impl Html<'_> {
-    /// The page, with `extra` after the devices' sections and before the notes: sections the
-    /// caller built (`memscope report --batch`'s capacity plan), HTML already escaped there.
-    /// With `extra` empty, the page [`Format::render`] writes.
-    pub fn render_with(
+    /// The page, with `extra` (see [`Html::extra`]) after the devices' sections.
+    fn page(
         &self,
         a: &Analysis,
         _opts: &Options,

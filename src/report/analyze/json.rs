@@ -21,7 +21,8 @@ use crate::analysis::{
     Analysis, BoundedGrowthReport, CategoriesReport, DeviceReport, ExcludedGrowthReport, Input,
     LeakJudgement, LeakReport, OomReport, StepReport, VerdictKind,
 };
-use crate::report::{Format, Options};
+use crate::report::envelope::InEnvelope;
+use crate::report::{Options, Render};
 
 pub struct Json;
 
@@ -201,10 +202,17 @@ fn doc(a: &Analysis) -> Document<'_> {
 }
 
 /// The document alone, pretty-printed (the binary writes it inside its envelope).
-impl Format for Json {
+impl Render<Analysis> for Json {
     fn render(&self, analysis: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, &doc(analysis)).map_err(io::Error::from)?;
         writeln!(out)
+    }
+}
+
+/// `memscope analyze --format json`: the document as the `data` of the envelope.
+impl Render<Analysis> for InEnvelope<'_> {
+    fn render(&self, analysis: &Analysis, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, &data(analysis))
     }
 }
 

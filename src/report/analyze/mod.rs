@@ -1,5 +1,5 @@
-//! The analysis' renderers: one [`super::Format`] each (text, JSON, HTML), and `whatif`'s
-//! table. They read the analysis and say it through [`crate::wording`]; none runs a pass.
+//! The analysis' renderers: one [`Render<Analysis>`](super::Render) each (text, JSON, HTML),
+//! and `whatif`'s text. They read the analysis and say it through [`crate::wording`]; none runs a pass.
 
 pub mod html;
 pub mod json;

@@ -11,7 +11,7 @@ use crate::analysis::sites::{Origin, Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::model::frames::short_label;
 use crate::report::style::Style;
-use crate::report::{Format, Options};
+use crate::report::{Options, Render};
 use crate::units::{bytes, signed_bytes};
 use crate::wording::{stack_lines, step_label};
 
@@ -700,7 +700,7 @@ fn write_bounded(
     )
 }
 
-impl Format for Text {
+impl Render<Analysis> for Text {
     fn render(&self, a: &Analysis, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let st = Style { on: opts.color };
         let events: usize = a.devices.iter().map(|d| d.events).sum();

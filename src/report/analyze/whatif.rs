@@ -1,12 +1,16 @@
 //! `memscope whatif`'s text: the recorded run, the model replaying it with the recorded
 //! settings, and the prediction under the asked ones, side by side; and its JSON. The analysis
-//! (`analysis::whatif`) computes them; the wording module says them.
+//! (`analysis::whatif`) computes them; the wording module says them. Both are a
+//! [`Render`] of a [`Whatif`]: [`Text`], and the envelope's JSON.
 
 use std::fmt::Write as _;
+use std::io;
 
 use serde::Serialize;
 
 use crate::analysis::whatif::{CapInfo, Placement, Recorded, RunResult, WhatIf};
+use crate::report::envelope::InEnvelope;
+use crate::report::{Options, Render};
 use crate::units::bytes;
 use crate::wording;
 
@@ -14,8 +18,30 @@ fn exact(b: u64) -> String {
     format!("{} ({b})", bytes(b))
 }
 
+/// What `memscope whatif` shows: the snapshot's name and one answer per device.
+#[derive(Clone, Copy, Debug)]
+pub struct Whatif<'a> {
+    pub file: &'a str,
+    pub devices: &'a [WhatIf],
+}
+
 /// The side-by-side text table.
-pub fn render_text(w: &[WhatIf]) -> String {
+pub struct Text;
+
+impl Render<Whatif<'_>> for Text {
+    fn render(&self, doc: &Whatif, _opts: &Options, out: &mut dyn io::Write) -> io::Result<()> {
+        out.write_all(table(doc.devices).as_bytes())
+    }
+}
+
+/// `memscope whatif --format json`: the document as the `data` of the envelope.
+impl Render<Whatif<'_>> for InEnvelope<'_> {
+    fn render(&self, doc: &Whatif, _opts: &Options, out: &mut dyn io::Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, &document(doc.file, doc.devices))
+    }
+}
+
+fn table(w: &[WhatIf]) -> String {
     let mut s = String::new();
     for w in w {
         let (r, m, p) = (&w.recorded, &w.model_recorded_settings, &w.predicted);
@@ -196,7 +222,7 @@ struct Document<'a> {
 }
 
 /// The `memscope.whatif/1` document of `file`'s what-ifs, to serialize (in an envelope).
-pub fn document<'a>(file: &'a str, w: &'a [WhatIf]) -> impl Serialize + 'a {
+fn document<'a>(file: &'a str, w: &'a [WhatIf]) -> impl Serialize + 'a {
     Document {
         schema: SCHEMA,
         file,

@@ -12,11 +12,10 @@
 
 use std::io::{self, Write};
 
-use super::CheckFormat;
 use crate::check::paths::{PathMap, Target};
 use crate::check::{CheckReport, RuleResult, Status};
 use crate::report::escape::{self, md_code};
-use crate::report::Options;
+use crate::report::{Options, Render};
 
 /// GitHub shows at most 10 error annotations per step; more are dropped by the runner.
 pub const MAX_ANNOTATIONS: usize = 10;
@@ -40,7 +39,7 @@ fn annotation_message(r: &RuleResult) -> String {
     m
 }
 
-impl CheckFormat for GithubAnnotations {
+impl Render<CheckReport> for GithubAnnotations {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let failed: Vec<(&str, &RuleResult)> = report
             .all_rules()
@@ -104,7 +103,7 @@ fn cell(s: &str) -> String {
         .join("<br>")
 }
 
-impl CheckFormat for GithubSummary {
+impl Render<CheckReport> for GithubSummary {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let (pass, fail, skip) = report.counts();
         let verdict = if report.passed {

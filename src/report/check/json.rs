@@ -4,15 +4,15 @@
 
 use std::io::{self, Write};
 
-use super::{CheckFormat, DiffFormat};
 use crate::check::diff::Diff;
 use crate::check::CheckReport;
-use crate::report::Options;
+use crate::report::envelope::InEnvelope;
+use crate::report::{Options, Render};
 
 /// `memscope.check/2`, pretty-printed.
 pub struct CheckJson;
 
-impl CheckFormat for CheckJson {
+impl Render<CheckReport> for CheckJson {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
         writeln!(out)
@@ -22,9 +22,23 @@ impl CheckFormat for CheckJson {
 /// `memscope.diff/1`, pretty-printed.
 pub struct DiffJson;
 
-impl DiffFormat for DiffJson {
+impl Render<Diff> for DiffJson {
     fn render(&self, diff: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::from)?;
         writeln!(out)
+    }
+}
+
+/// `memscope check --format json`: the report as the `data` of the envelope.
+impl Render<CheckReport> for InEnvelope<'_> {
+    fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, report)
+    }
+}
+
+/// `memscope diff --format json`: the diff as the `data` of the envelope.
+impl Render<Diff> for InEnvelope<'_> {
+    fn render(&self, diff: &Diff, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, diff)
     }
 }

@@ -4,9 +4,8 @@
 
 use std::io::{self, Write};
 
-use super::CheckFormat;
 use crate::check::{CheckReport, RuleResult, Status};
-use crate::report::Options;
+use crate::report::{Options, Render};
 
 pub struct Junit;
 
@@ -91,7 +90,7 @@ fn write_case(out: &mut dyn Write, classname: &str, r: &RuleResult) -> io::Resul
     }
 }
 
-impl CheckFormat for Junit {
+impl Render<CheckReport> for Junit {
     fn render(&self, report: &CheckReport, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let all: Vec<&RuleResult> = report.all_rules().map(|(_, r)| r).collect();
         let (f, s) = counts(&all);

@@ -3,11 +3,10 @@
 
 use std::io::{self, Write};
 
-use super::{CheckFormat, DiffFormat};
 use crate::check::diff::{Diff, Presence, SiteChange};
 use crate::check::{CheckReport, RuleResult, Status};
 use crate::report::style::Style;
-use crate::report::Options;
+use crate::report::{Options, Render};
 use crate::units::bytes;
 
 pub struct CheckText;
@@ -48,7 +47,7 @@ fn write_rule(out: &mut dyn Write, st: &Style, r: &RuleResult) -> io::Result<()>
     Ok(())
 }
 
-impl CheckFormat for CheckText {
+impl Render<CheckReport> for CheckText {
     fn render(&self, report: &CheckReport, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let st = Style { on: opts.color };
         let (pass, fail, skip) = report.counts();
@@ -171,7 +170,7 @@ fn write_changes(out: &mut dyn Write, title: &str, changes: &[SiteChange]) -> io
     Ok(())
 }
 
-impl DiffFormat for DiffText {
+impl Render<Diff> for DiffText {
     fn render(&self, d: &Diff, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let st = Style { on: opts.color };
         writeln!(out, "memscope diff {} -> {}", d.before, d.after)?;

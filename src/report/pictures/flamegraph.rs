@@ -18,6 +18,7 @@ use crate::analysis::analyzed::Resolved;
 use crate::analysis::categories::Classifier;
 use crate::analysis::replay::State;
 use crate::model::{BlockState, Device, FrameKind, Snapshot, StackId, Stacks};
+use crate::report::{Options as RenderOptions, Render};
 
 pub use crate::analysis::analyzed::At;
 
@@ -179,12 +180,19 @@ pub fn fold(
     }
 }
 
-/// Writes the folded-stack text (`frame;frame;frame bytes`, outermost first).
-pub fn write_folded(f: &Folded, out: &mut dyn Write) -> io::Result<()> {
-    for (stack, bytes) in &f.lines {
-        writeln!(out, "{stack} {bytes}")?;
+/// The folded-stack text (`frame;frame;frame bytes`, outermost first), `flamegraph --folded`.
+/// It is text a person may print, so it goes through the terminal boundary
+/// ([`crate::escape::TermWriter`]): a name cannot command the terminal it is printed on.
+pub struct Lines;
+
+impl Render<Folded> for Lines {
+    fn render(&self, f: &Folded, _opts: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+        let mut t = crate::escape::TermWriter::new(out, false);
+        for (stack, bytes) in &f.lines {
+            writeln!(t, "{stack} {bytes}")?;
+        }
+        t.flush()
     }
-    Ok(())
 }
 
 /// Colour of a frame by its owner: the user's code stands out, everything else recedes.
@@ -228,9 +236,9 @@ pub fn color_for(kind: FrameKind, label: &str) -> Color {
     }
 }
 
-/// Options for the SVG.
+/// The SVG picture, drawn by inferno, with what it is drawn with.
 #[derive(Clone, Debug)]
-pub struct SvgOptions {
+pub struct Svg {
     pub title: String,
     pub subtitle: Option<String>,
     /// Leave out inferno's script (for embedding in a page: tooltips still work).
@@ -239,7 +247,13 @@ pub struct SvgOptions {
 }
 
 /// Draws the folded stacks with inferno. Counts are shown in KiB (binary units).
-pub fn write_svg(f: &Folded, o: &SvgOptions, out: &mut dyn Write) -> io::Result<()> {
+impl Render<Folded> for Svg {
+    fn render(&self, f: &Folded, _opts: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+        write_svg(f, self, out)
+    }
+}
+
+fn write_svg(f: &Folded, o: &Svg, out: &mut dyn Write) -> io::Result<()> {
     let mut palette = fg::color::PaletteMap::default();
     for (label, &kind) in &f.kinds {
         palette.insert(label, color_for(kind, label));
@@ -269,9 +283,17 @@ pub fn write_svg(f: &Folded, o: &SvgOptions, out: &mut dyn Write) -> io::Result<
 }
 
 /// An SVG holding one line of text: the flamegraph of nothing (no live memory, no device), so
-/// that `flamegraph` succeeds wherever `report` and `export` do. `note` is the program's own
+/// that `flamegraph` succeeds wherever `report` and `export` do. The note is the program's own
 /// text, never the capture's.
-pub fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
+pub struct NoteSvg;
+
+impl Render<str> for NoteSvg {
+    fn render(&self, note: &str, _opts: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+        write_note_svg(note, out)
+    }
+}
+
+fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">{note}</text></svg>"#

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::analysis::replay::Timeline;
 use crate::analysis::sites::Site;
 use crate::model::{Action, Device, Snapshot};
+use crate::report::{Options as RenderOptions, Render};
 use crate::units;
 
 /// What to keep.
@@ -162,13 +163,16 @@ fn lifetimes(dev: &Device) -> Vec<Life> {
     out
 }
 
-/// Builds the trace document.
-pub fn document(
-    snap: &Snapshot,
-    timelines: &[Timeline],
-    source: &str,
-    o: &Options,
-) -> (Value, Summary) {
+/// The trace as built: the Chrome-trace document, and what it holds (for the caller's message
+/// and for tests).
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub doc: Value,
+    pub summary: Summary,
+}
+
+/// Builds the trace.
+pub fn document(snap: &Snapshot, timelines: &[Timeline], source: &str, o: &Options) -> Trace {
     let mut ev: Vec<Value> = Vec::new();
     let mut sum = Summary::default();
     for tl in timelines {
@@ -286,21 +290,17 @@ pub fn document(
     if let Some(why) = sum.empty_because() {
         doc["metadata"]["warning"] = json!(why);
     }
-    (doc, sum)
+    Trace { doc, summary: sum }
 }
 
-/// Writes the trace JSON.
-pub fn write(
-    snap: &Snapshot,
-    timelines: &[Timeline],
-    source: &str,
-    o: &Options,
-    out: &mut dyn Write,
-) -> io::Result<Summary> {
-    let (doc, sum) = document(snap, timelines, source, o);
-    serde_json::to_writer(&mut *out, &doc).map_err(io::Error::from)?;
-    writeln!(out)?;
-    Ok(sum)
+/// The trace as Chrome-trace JSON on one line (what Perfetto and `chrome://tracing` open).
+pub struct Json;
+
+impl Render<Trace> for Json {
+    fn render(&self, t: &Trace, _opts: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer(&mut *out, &t.doc).map_err(io::Error::from)?;
+        writeln!(out)
+    }
 }
 
 #[cfg(test)]
@@ -350,7 +350,7 @@ mod tests {
             .iter()
             .map(|d| crate::analysis::replay::replay(d, &snap.settings))
             .collect();
-        let (doc, sum) = document(&snap, &tls, "t", &Options::default());
+        let Trace { doc, summary: sum } = document(&snap, &tls, "t", &Options::default());
         assert_eq!(sum.index_time_devices, vec![0]);
         assert!(doc["metadata"]["time_base"]
             .as_str()
@@ -396,14 +396,14 @@ mod tests {
             .iter()
             .map(|d| crate::analysis::replay::replay(d, &bare.settings))
             .collect();
-        let (doc, sum) = document(&bare, &tls, "t", &Options::default());
+        let Trace { doc, summary: sum } = document(&bare, &tls, "t", &Options::default());
         assert_eq!(sum.counter_points, 0);
         assert_eq!(sum.no_history_devices, vec![0]);
         let why = sum.empty_because().unwrap();
         assert!(why.contains("no allocation history"), "{why}");
         assert_eq!(doc["metadata"]["warning"], why);
         let none = snap(Vec::new());
-        let (doc, sum) = document(&none, &[], "t", &Options::default());
+        let Trace { doc, summary: sum } = document(&none, &[], "t", &Options::default());
         assert!(sum.empty_because().unwrap().contains("no device"));
         assert!(doc["metadata"]["warning"].is_string());
     }

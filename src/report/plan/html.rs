@@ -5,17 +5,18 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::{PlanDoc, PlanFormat};
+use super::PlanDoc;
 use crate::analysis::plan::{Plan, Prediction};
 use crate::escape::html as esc;
 use crate::report::pictures::chart::{byte_ticks, tick_bytes, FONT};
+use crate::report::{Options, Render};
 use crate::units::bytes;
 use crate::wording;
 
 pub struct Html;
 
-impl PlanFormat for Html {
-    fn render(&self, doc: &PlanDoc, _color: bool, out: &mut dyn Write) -> io::Result<()> {
+impl Render<PlanDoc<'_>> for Html {
+    fn render(&self, doc: &PlanDoc, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         let mut o = String::new();
         let _ = write!(
             o,

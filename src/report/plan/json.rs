@@ -6,8 +6,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{PlanDoc, PlanFormat};
+use super::PlanDoc;
 use crate::analysis::plan::{Basis, MaxBatch, Plan, Prediction};
+use crate::report::envelope::InEnvelope;
+use crate::report::{Options, Render};
 use crate::wording;
 
 pub struct Json;
@@ -80,9 +82,16 @@ pub fn document<'a>(doc: &'a PlanDoc) -> impl Serialize + 'a {
 }
 
 /// The document alone, pretty-printed (the binary writes it inside its envelope).
-impl PlanFormat for Json {
-    fn render(&self, doc: &PlanDoc, _color: bool, out: &mut dyn Write) -> io::Result<()> {
+impl Render<PlanDoc<'_>> for Json {
+    fn render(&self, doc: &PlanDoc, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, &document(doc))?;
         writeln!(out)
+    }
+}
+
+/// `memscope plan --format json`: the document as the `data` of the envelope.
+impl Render<PlanDoc<'_>> for InEnvelope<'_> {
+    fn render(&self, doc: &PlanDoc, _opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        crate::report::envelope::write(out, self.header, &document(doc))
     }
 }

@@ -3,18 +3,19 @@
 
 use std::io::{self, Write};
 
-use super::{PlanDoc, PlanFormat};
+use super::PlanDoc;
 use crate::analysis::plan::{Plan, Prediction, Shape, Verdict};
 use crate::escape::term;
 use crate::report::style::Style;
+use crate::report::{Options, Render};
 use crate::units::bytes;
 use crate::wording;
 
 pub struct Text;
 
-impl PlanFormat for Text {
-    fn render(&self, doc: &PlanDoc, color: bool, out: &mut dyn Write) -> io::Result<()> {
-        let st = Style { on: color };
+impl Render<PlanDoc<'_>> for Text {
+    fn render(&self, doc: &PlanDoc, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+        let st = Style { on: opts.color };
         for p in doc.plans {
             write_plan(out, &st, doc, p)?;
         }
