@@ -44,6 +44,7 @@ pub fn tables(t: Arc<Trace>, an: Arc<AnalyzedTrace>) -> Vec<Filled> {
             "graph_nodes",
             Arc::new(GraphNodes {
                 t,
+                an: an.clone(),
                 sites,
                 rows: OnceLock::new(),
             }),
@@ -163,9 +164,11 @@ impl Rows for MemoryEvents {
     }
 }
 
-/// The forward nodes of the autograd graph, built when first read.
+/// The forward nodes of the analysis' autograd graph, listed when first read.
 struct GraphNodes {
     t: Arc<Trace>,
+    /// The analysis product, which holds the graph its growth findings were read from.
+    an: Arc<AnalyzedTrace>,
     sites: Arc<SiteDict>,
     rows: OnceLock<Made>,
 }
@@ -174,7 +177,7 @@ impl GraphNodes {
     fn made(&self) -> &Made {
         self.rows.get_or_init(|| {
             let t = &self.t;
-            let g = crate::analysis::graph::build(t);
+            let g = &self.an.graph;
             Made(
                 g.forward_consumed()
                     .into_iter()
