@@ -208,14 +208,8 @@ fn open_error(e: rusqlite::Error) -> QueryError {
 pub fn open_capture(path: &std::path::Path) -> Result<Db, QueryError> {
     use crate::analysis::Product;
     match crate::analysis::analyze(crate::load::open(path)?, path) {
-        Product::Snapshot(p) => Db::open(
-            fill_snapshot::tables(Arc::new(p.snap), Arc::new(p.analyzed)),
-            false,
-        ),
-        Product::Trace(p) => Db::open(
-            fill_trace::tables(Arc::new(p.trace), Arc::new(p.analyzed)),
-            true,
-        ),
+        Product::Snapshot(p) => Db::open(fill_snapshot::tables(Arc::new(p)), false),
+        Product::Trace(p) => Db::open(fill_trace::tables(Arc::new(p)), true),
     }
 }
 
