@@ -22,7 +22,7 @@ fn main() {
     let t = Instant::now();
     let opened = memscope::load::open_snapshot(p).unwrap();
     let t_load = t.elapsed();
-    let product = memscope::analysis::analyze_snapshot_opened(opened, p);
+    let product = memscope::analysis::analyze(opened, p);
     let t_an = t.elapsed();
     let events: usize = product.snap.devices.iter().map(|d| d.events.len()).sum();
     let tables = memscope::query::fill_snapshot::tables(Arc::new(product));

@@ -39,7 +39,7 @@ pub use analyzed::{Analyzed, DeviceProduct};
 use categories::Categories;
 use leaks::Leak;
 use oom::Cause;
-pub use product::{analyze, analyze_snapshot_opened, Product, SnapshotProduct, TraceProduct};
+pub use product::{analyze, Analyze, Product, SnapshotProduct, TraceProduct};
 use replay::Consistency;
 use sites::{Site, SiteTotal};
 pub use snapshot::analyze_snapshot;

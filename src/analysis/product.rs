@@ -1,7 +1,8 @@
 //! The one way from an opened capture to what every view reads: [`analyze`] runs the passes
 //! of the capture's kind once and hands back a [`Product`] that owns the capture and all the
 //! passes left behind (the report, the timelines with their checkpoints, the steps, the
-//! classifiers, the leak series; for a trace its memory timeline, pairing and resolver).
+//! classifiers, the leak series; for a trace its memory timeline, pairing, resolver and
+//! autograd graph).
 //!
 //! Why one entry: before it, each command and view loaded and analysed a capture its own way
 //! and copied pieces out of the result. Now a view borrows the product: it asks it for the
@@ -40,30 +41,49 @@ pub struct TraceProduct {
 }
 
 /// Runs every analysis of the capture's kind once. `path` is the name the report shows (as
-/// given: `-` for stdin); the report's byte count is the one [`crate::load::open`] read.
-pub fn analyze(opened: Opened, path: &Path) -> Product {
-    match opened.capture {
-        Capture::Snapshot(snap) => Product::Snapshot(analyze_snapshot_opened(
-            Opened {
-                capture: snap,
-                bytes: opened.bytes,
-            },
-            path,
-        )),
-        Capture::Trace(trace) => {
-            let analyzed = analyze_trace_product(&trace, path, opened.bytes);
-            Product::Trace(TraceProduct { trace, analyzed })
+/// given: `-` for stdin); the report's byte count is the one [`crate::load::open`] read. What
+/// [`crate::load::open`] opened gives a [`Product`] of either kind; what
+/// [`crate::load::open_snapshot`] opened (the commands that take a snapshot only) gives a
+/// [`SnapshotProduct`].
+pub fn analyze<C: Analyze>(opened: Opened<C>, path: &Path) -> C::Product {
+    C::analyze(opened.capture, path, opened.bytes)
+}
+
+/// A capture [`analyze`] takes, and the product it makes of it.
+pub trait Analyze: Sized {
+    type Product;
+    fn analyze(self, path: &Path, bytes: u64) -> Self::Product;
+}
+
+impl Analyze for Snapshot {
+    type Product = SnapshotProduct;
+    fn analyze(self, path: &Path, bytes: u64) -> SnapshotProduct {
+        let analyzed = analyze_snapshot(&self, path, bytes);
+        SnapshotProduct {
+            snap: self,
+            analyzed,
         }
     }
 }
 
-/// [`analyze`] of what [`crate::load::open_snapshot`] opened (the commands that take a
-/// snapshot only).
-pub fn analyze_snapshot_opened(opened: Opened<Snapshot>, path: &Path) -> SnapshotProduct {
-    let analyzed = analyze_snapshot(&opened.capture, path, opened.bytes);
-    SnapshotProduct {
-        snap: opened.capture,
-        analyzed,
+impl Analyze for Trace {
+    type Product = TraceProduct;
+    fn analyze(self, path: &Path, bytes: u64) -> TraceProduct {
+        let analyzed = analyze_trace_product(&self, path, bytes);
+        TraceProduct {
+            trace: self,
+            analyzed,
+        }
+    }
+}
+
+impl Analyze for Capture {
+    type Product = Product;
+    fn analyze(self, path: &Path, bytes: u64) -> Product {
+        match self {
+            Capture::Snapshot(s) => Product::Snapshot(s.analyze(path, bytes)),
+            Capture::Trace(t) => Product::Trace(t.analyze(path, bytes)),
+        }
     }
 }
 
@@ -84,6 +104,7 @@ impl Product {
         }
     }
 
+    /// What the capture was.
     pub fn kind(&self) -> CaptureKind {
         match self {
             Product::Snapshot(_) => CaptureKind::Snapshot,
@@ -127,5 +148,55 @@ impl Deref for TraceProduct {
     type Target = AnalyzedTrace;
     fn deref(&self) -> &AnalyzedTrace {
         &self.analyzed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name)
+    }
+
+    #[test]
+    fn a_snapshot_product_reports_the_stored_bytes_and_answers_states() {
+        let p = fixture("leak_oom.pickle");
+        let opened = crate::load::open(&p).unwrap();
+        assert_eq!(opened.bytes, std::fs::metadata(&p).unwrap().len());
+        let product = analyze(opened, &p);
+        assert_eq!(product.kind(), CaptureKind::Snapshot);
+        assert_eq!(
+            product.report().input.bytes,
+            std::fs::metadata(&p).unwrap().len()
+        );
+        let Product::Snapshot(s) = &product else {
+            panic!("a snapshot");
+        };
+        // The state at the OOM is the replay's at that event; the end is the timeline's end.
+        let (m, at_oom) = product.state_at(0, At::Oom).unwrap().unwrap();
+        let oom = s.per_device[0].timeline.ooms.last().unwrap();
+        assert_eq!(m.event, Some(oom.event));
+        assert_eq!(at_oom.counters.allocated, oom.counters.allocated);
+        let (_, end) = s.state_at(0, At::End).unwrap();
+        assert_eq!(end, s.per_device[0].timeline.end);
+        assert!(s.state_after(0, None).is_some());
+        assert!(s.state_after(s.snap.devices.len(), None).is_none());
+    }
+
+    #[test]
+    fn a_gzipped_trace_counts_its_compressed_bytes_and_has_no_allocator_state() {
+        let p = fixture("trace_clean.trace.json.gz");
+        let opened = crate::load::open(&p).unwrap();
+        assert_eq!(opened.bytes, std::fs::metadata(&p).unwrap().len());
+        let product = analyze(opened, &p);
+        assert_eq!(product.kind(), CaptureKind::Trace);
+        assert_eq!(
+            product.report().input.bytes,
+            std::fs::metadata(&p).unwrap().len()
+        );
+        assert!(product.state_at(0, At::End).is_none());
     }
 }

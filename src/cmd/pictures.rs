@@ -24,7 +24,7 @@ use memscope::units::bytes;
 fn load(file: &Path) -> anyhow::Result<SnapshotProduct> {
     // The size as read: a pipe's bytes count too (`-` has no file size).
     let opened = memscope::load::open_snapshot(file)?;
-    Ok(memscope::analysis::analyze_snapshot_opened(opened, file))
+    Ok(memscope::analysis::analyze(opened, file))
 }
 
 /// Opens `-o` for writing (see [`crate::cmd::output`]): never the input, `-` is stdout.

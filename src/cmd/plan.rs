@@ -18,7 +18,7 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let opened = memscope::load::open_snapshot(&a.file)?;
     s.found(&a.file, InputKind::Snapshot);
     s.sized(&a.file, opened.bytes);
-    let product = memscope::analysis::analyze_snapshot_opened(opened, &a.file);
+    let product = memscope::analysis::analyze(opened, &a.file);
     let recorded = Shape {
         batch: a.batch,
         seq: a.seq,

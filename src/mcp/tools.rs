@@ -545,7 +545,7 @@ fn plan(args: &Value, ctx: &Ctx) -> Result<Outcome, RpcError> {
         let ask = Ask::new(Shape { batch, seq }, &at, cap, conf).map_err(|e| e.to_string())?;
         let opened =
             crate::load::open_snapshot(&path).map_err(|e| super::safe::load_error(given, &e))?;
-        let p = crate::analysis::product::analyze_snapshot_opened(opened, Path::new(given));
+        let p = crate::analysis::analyze(opened, Path::new(given));
         let plans = plan::plan(&p.snap, &p, &ask, None).map_err(|e| e.to_string())?;
         let doc = PlanDoc {
             file: given,

@@ -137,7 +137,7 @@ impl Data {
             capture: snap,
             bytes: file_len,
         };
-        Data::from_product(path, analysis::analyze_snapshot_opened(opened, path), None)
+        Data::from_product(path, analysis::analyze(opened, path), None)
     }
 
     /// The views of an analysed snapshot, with the capacity plan `ask` asks for (`--batch`),
