@@ -1,8 +1,10 @@
 //! Everything the TUI browses, computed once at load time.
 //!
 //! The views must render in milliseconds on a million events, so whatever does not depend on
-//! the cursor (the analysis, each device's replayed timeline with its checkpoints, the markers,
-//! the findings list) is built here, on the loading thread, and never again.
+//! the cursor is made on the loading thread, once: the analysis product (`analysis::analyze`:
+//! the report, each device's replayed timeline with its checkpoints, the steps, the
+//! classifiers, the leak series), which [`Data`] keeps whole and the views borrow, and what the
+//! TUI adds to it (the markers, the findings list, the time axis).
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
