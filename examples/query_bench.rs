@@ -20,12 +20,12 @@ fn main() {
         DEFAULT.to_vec()
     };
     let t = Instant::now();
-    let (snap, len) = memscope::load::load_snapshot_sized(p).unwrap();
+    let opened = memscope::load::open_snapshot(p).unwrap();
     let t_load = t.elapsed();
-    let an = memscope::analysis::analyze_snapshot(&snap, p, len);
+    let product = memscope::analysis::analyze(opened, p);
     let t_an = t.elapsed();
-    let events: usize = snap.devices.iter().map(|d| d.events.len()).sum();
-    let tables = memscope::query::fill_snapshot::tables(Arc::new(snap), Arc::new(an));
+    let events: usize = product.snap.devices.iter().map(|d| d.events.len()).sum();
+    let tables = memscope::query::fill_snapshot::tables(Arc::new(product));
     let db = memscope::query::Db::open(tables, false).unwrap();
     let t_open = t.elapsed();
     println!(

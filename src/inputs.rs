@@ -41,8 +41,8 @@ pub enum InputError {
 /// `memscope.baseline/1` file when `allow_baseline`.
 pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
     let bytes = crate::load::read_input(path)?;
-    let file_len = bytes.stored_len;
-    if crate::load::sniff(&bytes) == crate::load::Sniffed::Json {
+    let json = crate::load::sniff(&bytes) == crate::load::Sniffed::Json;
+    if json {
         let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
         if crate::job::lines::is_rank_lines(&head) {
             if !allow_baseline {
@@ -73,17 +73,19 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
                     err,
                 });
         }
-        let r = analyze_trace_bytes(path, &bytes, file_len);
-        return match bytes.settle(path, Ok(())) {
-            Ok(()) => r,
-            Err(e) => Err(e.into()),
-        };
     }
-    let snap = crate::load::snapshot_from_read(path, &bytes)?;
+    // A trace's rank is read from its raw text, before the bytes go.
+    let rank = json.then(|| distributed_info(&bytes)).flatten();
+    let opened = crate::load::open_read(path, &bytes)?;
     drop(bytes);
-    Ok(Loaded::Analysis(Box::new(
-        crate::analysis::analyze_snapshot(&snap, path, file_len).analysis,
-    )))
+    Ok(match crate::analysis::analyze(opened, path) {
+        crate::analysis::Product::Trace(p) => {
+            let mut s = summarize(&p.analyzed.analysis);
+            s.rank = rank;
+            Loaded::Trace(Box::new(s))
+        }
+        p => Loaded::Analysis(Box::new(p.into_report())),
+    })
 }
 
 /// Whether a JSON text's head is a `memscope/1` envelope (`"envelope": "memscope/1"`, with any
@@ -94,14 +96,6 @@ fn is_envelope(head: &str) -> bool {
         rest.strip_prefix(':')
             .is_some_and(|r| r.trim_start().starts_with("\"memscope/"))
     })
-}
-
-fn analyze_trace_bytes(path: &Path, bytes: &[u8], file_len: u64) -> Result<Loaded, InputError> {
-    let trace = crate::load::trace_from_bytes(path, bytes)?;
-    let a = crate::analysis::analyze_trace(&trace, path, file_len);
-    let mut s = summarize(&a);
-    s.rank = distributed_info(bytes);
-    Ok(Loaded::Trace(Box::new(s)))
 }
 
 /// The trace's `distributedInfo` (`{"backend": "nccl", "rank": 0, "world_size": 128}`, which

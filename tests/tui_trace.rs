@@ -104,7 +104,7 @@ fn ops_of_each_step_add_up_to_the_step() {
         let app = load(f);
         let t = app.trace().unwrap();
         for (di, d) in t.devs.iter().enumerate() {
-            let dm = &t.mem.devices[d.mem];
+            let dm = &t.memory.devices[d.mem];
             assert_eq!(dm.steps.len(), t.trace.steps.len());
             for (si, sm) in dm.steps.iter().enumerate() {
                 let ops = t.step_ops(di, si, OpSort::Time);

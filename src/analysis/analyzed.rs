@@ -5,7 +5,8 @@
 //! [`super::analyze_snapshot`]). What they leave behind besides the report (the timeline, the
 //! steps, the classifier the categories were judged with) is kept here, so that a view never
 //! runs a pass again: the HTML report's chart and allocator map, the flamegraph at a moment
-//! and the TUI read this product, and ask it for the state at a moment.
+//! and the TUI read this product, and ask it for the state at a moment. With the snapshot it
+//! was made from, it is [`super::SnapshotProduct`], what [`super::analyze`] gives.
 
 use std::ops::Deref;
 

@@ -286,7 +286,12 @@ fn accumulates(t: &Trace, creator: OpIdx) -> bool {
 
 /// Graph growth findings: per step, the forward nodes never consumed, grouped by op and site.
 pub fn growth(t: &Trace) -> GraphReport {
-    let g = build(t);
+    growth_of(t, &build(t))
+}
+
+/// [`growth`] over the graph [`build`] made of `t` (the trace's analysis keeps the graph for
+/// the views that list its nodes).
+pub fn growth_of(t: &Trace, g: &AutogradGraph) -> GraphReport {
     let unconsumed = g.unconsumed();
     let forward_nodes = g.forward_nodes().count();
     let backward_nodes = g.backward_count();

@@ -1,7 +1,8 @@
 //! Analyses over the model: replaying the allocator, explaining OOMs, grouping by site.
 //!
-//! [`analyze_snapshot`] is the one entry point views use: it runs every analysis once and
-//! returns an [`Analysis`] that the text, JSON and TUI views only render. Its serialized form
+//! [`analyze`] is the one entry point views use: it runs every analysis of an opened capture
+//! once and returns a [`Product`] whose report ([`Analysis`]) the text, JSON and TUI views only
+//! render, and whose timelines they query. Its serialized form
 //! is the `memscope.report/1` JSON schema, so field names here are a public contract.
 
 pub mod analyzed;
@@ -15,6 +16,7 @@ pub mod notes;
 pub mod oom;
 pub mod oom_step;
 pub mod pools;
+pub mod product;
 pub mod ranked;
 pub mod replay;
 pub mod reserved;
@@ -37,6 +39,7 @@ pub use analyzed::{Analyzed, DeviceProduct};
 use categories::Categories;
 use leaks::Leak;
 use oom::Cause;
+pub use product::{analyze, Analyze, Product, SnapshotProduct, TraceProduct};
 use replay::Consistency;
 use sites::{Site, SiteTotal};
 pub use snapshot::analyze_snapshot;

@@ -142,6 +142,8 @@ pub struct AnalyzedTrace {
     /// Per `analysis.leaks` entry: the bytes of its site still alive at the end, by profiled
     /// step (from the growth series of its device).
     pub leak_series: Vec<Vec<u64>>,
+    /// The autograd graph the growth findings were read from (`query`'s `graph_nodes`).
+    pub graph: graph::AutogradGraph,
 }
 
 /// Runs every trace analysis once, keeping what the views browse.
@@ -150,7 +152,8 @@ pub fn analyze_trace_product(t: &Trace, path: &Path, file_bytes: u64) -> Analyze
     let pairing = trace_memory::pair(t);
     let resolver = trace_memory::StackResolver::new(t);
     let mem = trace_memory::analyze_with(t, &pairing, &resolver);
-    let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem);
+    let graph = graph::build(t);
+    let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem, &graph);
     let leak_series = analysis
         .leaks
         .iter()
@@ -178,6 +181,7 @@ pub fn analyze_trace_product(t: &Trace, path: &Path, file_bytes: u64) -> Analyze
         pairing,
         resolver,
         leak_series,
+        graph,
     }
 }
 
@@ -187,8 +191,9 @@ fn analyze_trace_with_memory(
     path: &Path,
     file_bytes: u64,
     mem: TraceMemory,
+    autograd: &graph::AutogradGraph,
 ) -> (Analysis, TraceMemory) {
-    let mut g = graph::growth(t);
+    let mut g = graph::growth_of(t, autograd);
     let cut = super::verdict::TraceCut::of(t);
     // A trace's file is not written in time order (its ops, then its memory events, then its
     // Python calls), so a cut drops an unknown part of each: a free, a backward, a stack past

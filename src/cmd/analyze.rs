@@ -21,35 +21,27 @@ pub(crate) fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyho
         return crate::cmd::job::analyze(args, color, s);
     }
     let file = &args.files[0];
-    let progress = memscope::load::Progress::default();
-    let capture = memscope::load::load_with_progress(file, &progress)?;
-    // As stored: a pipe's bytes count too.
-    let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
-    let kind = match capture {
+    let opened = memscope::load::open(file)?;
+    let kind = match opened.capture {
         Capture::Snapshot(_) => InputKind::Snapshot,
         Capture::Trace(_) => InputKind::Trace,
     };
     s.found(file, kind);
-    s.sized(file, file_len);
+    // As stored: a pipe's bytes count too.
+    s.sized(file, opened.bytes);
     if args.stacks && kind == InputKind::Trace {
         s.note("--stacks does nothing for a profiler trace (its sites come without stacks)".into());
     }
-    let analysis = match &capture {
-        Capture::Snapshot(snap) => {
-            memscope::analysis::analyze_snapshot(snap, file, file_len).analysis
-        }
-        Capture::Trace(trace) => memscope::analysis::analyze_trace(trace, file, file_len),
-    };
     // The process ends right after the report: freeing a million-event model piece by piece
-    // would only delay the exit.
-    std::mem::forget(capture);
+    // would only delay the exit, so the product is never dropped.
+    let product = std::mem::ManuallyDrop::new(memscope::analysis::analyze(opened, file));
+    let analysis = product.report();
     let opts = report::Options {
         color,
         stacks: args.stacks,
     };
     let answer = s.envelope();
     let (fmt, sink) = format(args.format, &answer);
-    output::to_stdout(fmt, sink, &analysis, &opts, "writing the report")?;
-    std::mem::forget(analysis);
+    output::to_stdout(fmt, sink, analysis, &opts, "writing the report")?;
     Ok(0)
 }

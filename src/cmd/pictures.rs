@@ -13,13 +13,15 @@ use crate::cmd::output::Output;
 use crate::cmd::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
 use memscope::analysis::plan::{self, Ask, Shape};
 use memscope::analysis::replay::Timeline;
-use memscope::model::Snapshot;
+use memscope::analysis::SnapshotProduct;
 use memscope::report::{self, flamegraph as fg, Render};
 use memscope::units::bytes;
 
-fn load(file: &Path) -> anyhow::Result<(Snapshot, u64)> {
+/// Opens a snapshot and analyses it once: the product every picture is drawn from.
+fn load(file: &Path) -> anyhow::Result<SnapshotProduct> {
     // The size as read: a pipe's bytes count too (`-` has no file size).
-    Ok(memscope::load::load_snapshot_sized(file)?)
+    let opened = memscope::load::open_snapshot(file)?;
+    Ok(memscope::analysis::analyze(opened, file))
 }
 
 /// Opens `-o` for writing (see [`crate::cmd::output`]): never the input, `-` is stdout.
@@ -33,8 +35,8 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
             bail!("--at {given}: expected end, peak, oom or an event index");
         }
     }
-    let (snap, len) = load(&a.file)?;
-    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    let product = load(&a.file)?;
+    let snap = &product.snap;
     let tls: Vec<&Timeline> = product.timelines().collect();
     let pick = match a.device {
         Some(d) => tls
@@ -58,18 +60,17 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     let Some(at) = fg::At::parse(at_text) else {
         bail!("--at {at_text}: expected end, peak, oom or an event index");
     };
-    let Some((dev, p)) = product.device(&snap, pick) else {
+    let Some((dev, p)) = product.device(snap, pick) else {
         return flamegraph_of_nothing(a);
     };
-    let m = product.resolve(&snap, pick, at)?;
+    let (m, state) = product.state_at(pick, at)?;
     let label = fg::moment_label(m);
-    let state = product.state_at(&snap, pick, m);
     let by = match a.by {
         FlameBy::Stack => fg::By::Stack,
         FlameBy::Site => fg::By::Site,
         FlameBy::Category => fg::By::Category,
     };
-    let folded = fg::fold(&snap, dev, &state, by, &p.classifier);
+    let folded = fg::fold(snap, dev, &state, by, &p.classifier);
     let svg = fg::Svg {
         title: format!(
             "Live memory on cuda:{} at {}: {}",
@@ -107,12 +108,12 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     let file = &a.files[0];
     // The plan's arguments are checked before the capture is read.
     let ask = plan_ask(&a.plan)?;
-    let (snap, len) = load(file)?;
     // One analysis serves the report, its pictures and the plan.
-    let product = memscope::analysis::analyze_snapshot(&snap, file, len);
+    let product = load(file)?;
+    let snap = &product.snap;
     let extra = match &ask {
         Some(ask) => {
-            let plans = plan::plan(&snap, &product, ask, None);
+            let plans = plan::plan(snap, &product, ask, None);
             if let Err(e) = &plans {
                 crate::cmd::output::eprint_term(&format!(
                     "memscope: warning: --batch: no capacity plan: {e}"
@@ -124,11 +125,11 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     };
     let mut w = create(&a.output, file)?;
     let html = report::html::Html {
-        snap: &snap,
-        product: &product,
+        snap,
+        product: &product.analyzed,
         extra: &extra,
     };
-    html.render(&product, &report::Options::default(), &mut w)?;
+    html.render(&product.analysis, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
     crate::cmd::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
@@ -136,9 +137,12 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
 }
 
 pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
-    let (snap, len) = load(&a.file)?;
-    let product = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
-    let tls: Vec<Timeline> = product.per_device.into_iter().map(|d| d.timeline).collect();
+    let SnapshotProduct { snap, analyzed } = load(&a.file)?;
+    let tls: Vec<Timeline> = analyzed
+        .per_device
+        .into_iter()
+        .map(|d| d.timeline)
+        .collect();
     let mut w = create(&a.output, &a.file)?;
     let trace = report::perfetto::document(
         &snap,

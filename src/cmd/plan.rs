@@ -14,10 +14,10 @@ use crate::cmd::session::Session;
 
 pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;
-    let (snap, len) = memscope::load::load_snapshot_sized(&a.file)?;
+    let opened = memscope::load::open_snapshot(&a.file)?;
     s.found(&a.file, InputKind::Snapshot);
-    s.sized(&a.file, len);
-    let analyzed = memscope::analysis::analyze_snapshot(&snap, &a.file, len);
+    s.sized(&a.file, opened.bytes);
+    let product = memscope::analysis::analyze(opened, &a.file);
     let recorded = Shape {
         batch: a.batch,
         seq: a.seq,
@@ -25,7 +25,8 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let ask = Ask::new(recorded, &a.at, a.cap, conf)?;
     let other_snap = match &a.with {
         Some(p) => {
-            let other = memscope::load::load_snapshot(p)?;
+            // The twin run is read for its raw log; it is not analysed.
+            let other = memscope::load::open_snapshot(p)?.capture;
             s.found(p, InputKind::Snapshot);
             Some(other)
         }
@@ -43,7 +44,7 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     }
     let mut also_snaps = Vec::new();
     for p in &a.also {
-        also_snaps.push(memscope::load::load_snapshot(p)?);
+        also_snaps.push(memscope::load::open_snapshot(p)?.capture);
         s.found(p, InputKind::Snapshot);
     }
     let mut others: Vec<Other> = other.into_iter().collect();
@@ -53,7 +54,7 @@ pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
             shape: Shape { batch, seq: a.seq },
         });
     }
-    let plans = plan::plan_all(&snap, &analyzed, &ask, &others)
+    let plans = plan::plan_all(&product.snap, &product, &ask, &others)
         .with_context(|| format!("{}", a.file.display()))?;
     let file = a.file.display().to_string();
     let other_name = a.with.as_ref().map(|p| p.display().to_string());

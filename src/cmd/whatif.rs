@@ -12,7 +12,8 @@ use memscope::report::{self, Options, Render};
 pub(crate) fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
     let conf = whatif::parse_alloc_conf(&args.alloc_conf).context("--alloc-conf")?;
-    let snap = memscope::load::load_snapshot(&args.file)?;
+    // The raw snapshot (its segments and addresses) is what the allocator model replays.
+    let snap = memscope::load::open_snapshot(&args.file)?.capture;
     s.found(&args.file, InputKind::Snapshot);
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),

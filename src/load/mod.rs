@@ -268,6 +268,14 @@ pub enum Capture {
     Trace(Trace),
 }
 
+/// A capture as [`open`] read it: the way in for every command and view. `bytes` is the
+/// input's size as stored (a file's size, or what came through a pipe, compressed or not),
+/// the figure the report's `input.bytes` states.
+pub struct Opened<C = Capture> {
+    pub capture: C,
+    pub bytes: u64,
+}
+
 /// How far a load has got, shared with a thread that shows it (the TUI's loading screen).
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -277,8 +285,6 @@ pub struct Progress {
     pub total: AtomicUsize,
     /// What the input turned out to be: 0 unknown yet, 1 a snapshot, 2 a trace.
     pub kind: AtomicUsize,
-    /// Bytes of the input as stored (a file's size, or what came through a pipe).
-    pub stored: AtomicUsize,
 }
 
 impl Progress {
@@ -286,17 +292,15 @@ impl Progress {
     pub const TRACE: usize = 2;
 }
 
-/// Loads a snapshot or a trace, deciding by content (gzipped or not), never by file name.
-pub fn load(path: &Path) -> Result<Capture, LoadError> {
-    load_with_progress(path, &Progress::default())
+/// Reads a snapshot or a trace (`-`: stdin), deciding by content (gzipped or not), never by
+/// file name.
+pub fn open(path: &Path) -> Result<Opened, LoadError> {
+    open_with_progress(path, &Progress::default())
 }
 
-/// [`load`], reporting how far it has got in `progress`.
-pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, LoadError> {
+/// [`open`], reporting how far it has got in `progress` (the TUI's loading screen).
+pub fn open_with_progress(path: &Path, progress: &Progress) -> Result<Opened, LoadError> {
     let input = input::read_lenient(path)?;
-    progress
-        .stored
-        .store(input.stored_len as usize, Ordering::Relaxed);
     progress.total.store(input.len(), Ordering::Relaxed);
     if input.damage.is_none() && perfetto_protobuf(&input) {
         return Err(LoadError::PerfettoProtobuf {
@@ -314,7 +318,41 @@ pub fn load_with_progress(path: &Path, progress: &Progress) -> Result<Capture, L
             snapshot_from_input(path, &input.data, Some(progress)).map(Capture::Snapshot)
         }
     };
-    input.settle(path, r)
+    let bytes = input.stored_len;
+    input
+        .settle(path, r)
+        .map(|capture| Opened { capture, bytes })
+}
+
+/// [`open`] for the commands that take a snapshot only (`whatif`, `plan`, the pictures): a
+/// trace, or anything else, is refused as not a snapshot, and a damaged gzip stream as such.
+pub fn open_snapshot(path: &Path) -> Result<Opened<Snapshot>, LoadError> {
+    let input = read_input(path)?;
+    let r = snapshot_from_input(path, &input.data, None);
+    let bytes = input.stored_len;
+    input
+        .settle(path, r)
+        .map(|capture| Opened { capture, bytes })
+}
+
+/// [`open`] of an input already read whole by [`read_input`] (callers that looked at its bytes
+/// first: `check` telling a baseline file from a capture, and reading a trace's rank). JSON is
+/// a trace, anything else must be a snapshot; the pages of a mapped file are released behind
+/// the decoder as [`open`] does.
+pub fn open_read(path: &Path, input: &Input) -> Result<Opened, LoadError> {
+    let r = match sniff(input) {
+        Sniffed::Json => trace_from_bytes(path, input).map(Capture::Trace),
+        _ => snapshot_from_input(path, &input.data, None).map(Capture::Snapshot),
+    };
+    input.settle(path, r).map(|capture| Opened {
+        capture,
+        bytes: input.stored_len,
+    })
+}
+
+/// Loads a snapshot or a trace: [`open`]'s capture.
+pub fn load(path: &Path) -> Result<Capture, LoadError> {
+    open(path).map(|o| o.capture)
 }
 
 fn damaged(path: &Path, input: Input) -> LoadError {
@@ -330,25 +368,15 @@ fn damaged(path: &Path, input: Input) -> LoadError {
     }
 }
 
-/// Reads and parses a snapshot file (`.pickle`, optionally gzipped).
+/// Reads and parses a snapshot file (`.pickle`, optionally gzipped): [`open_snapshot`]'s.
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, LoadError> {
-    load_snapshot_sized(path).map(|(s, _)| s)
+    open_snapshot(path).map(|o| o.capture)
 }
 
 /// [`load_snapshot`], with the input's size as stored (a file's size, or the bytes that came
 /// through a pipe: `metadata` of `-` says nothing about them).
 pub fn load_snapshot_sized(path: &Path) -> Result<(Snapshot, u64), LoadError> {
-    let input = read_input(path)?;
-    let r = snapshot_from_input(path, &input.data, None);
-    input.settle(path, r).map(|s| (s, input.stored_len))
-}
-
-/// Decodes a snapshot from what [`read_input`] returned, releasing a mapped file's pages behind
-/// the decoder as [`load`] does (callers that looked at the bytes first, like `check`'s baseline
-/// detection).
-pub fn snapshot_from_read(path: &Path, input: &Input) -> Result<Snapshot, LoadError> {
-    let r = snapshot_from_input(path, &input.data, None);
-    input.settle(path, r)
+    open_snapshot(path).map(|o| (o.capture, o.bytes))
 }
 
 /// A mapped file is decoded front to back once; the pages behind the decoder are handed back

@@ -310,23 +310,16 @@ fn admitted(ctx: &Ctx, given: &str) -> Result<PathBuf, String> {
 }
 
 fn analyze(args: &Value, ctx: &Ctx) -> Outcome {
-    use crate::load::Capture;
     use crate::report::Render;
     let given = str_arg(args, "path").map_err(|e| e.1)?;
     let path = admitted(ctx, given)?;
-    let shown = Path::new(given);
-    let progress = crate::load::Progress::default();
-    let cap = crate::load::load_with_progress(&path, &progress)
-        .map_err(|e| super::safe::load_error(given, &e))?;
-    let len = progress.stored.load(Ordering::Relaxed) as u64;
-    let analysis = match &cap {
-        Capture::Snapshot(s) => crate::analysis::analyze_snapshot(s, shown, len).analysis,
-        Capture::Trace(t) => crate::analysis::analyze_trace(t, shown, len),
-    };
+    let opened = crate::load::open(&path).map_err(|e| super::safe::load_error(given, &e))?;
+    let product = crate::analysis::analyze(opened, Path::new(given));
+    let analysis = product.report();
     let opts = crate::report::Options::default();
-    let json = rendered(|b| crate::report::json::Json.render(&analysis, &opts, b))?;
+    let json = rendered(|b| crate::report::json::Json.render(analysis, &opts, b))?;
     Ok(Answer {
-        text: super::text::analyze(&json),
+        text: super::text::analyze(analysis),
         json,
     })
 }
@@ -551,10 +544,10 @@ fn plan(args: &Value, ctx: &Ctx) -> Result<Outcome, RpcError> {
         let path = admitted(ctx, given)?;
         let conf = crate::analysis::whatif::parse_alloc_conf("").map_err(|e| e.to_string())?;
         let ask = Ask::new(Shape { batch, seq }, &at, cap, conf).map_err(|e| e.to_string())?;
-        let (snap, len) = crate::load::load_snapshot_sized(&path)
-            .map_err(|e| super::safe::load_error(given, &e))?;
-        let analyzed = crate::analysis::analyze_snapshot(&snap, Path::new(given), len);
-        let plans = plan::plan(&snap, &analyzed, &ask, None).map_err(|e| e.to_string())?;
+        let opened =
+            crate::load::open_snapshot(&path).map_err(|e| super::safe::load_error(given, &e))?;
+        let p = crate::analysis::analyze(opened, Path::new(given));
+        let plans = plan::plan(&p.snap, &p, &ask, None).map_err(|e| e.to_string())?;
         let doc = PlanDoc {
             file: given,
             other: None,

@@ -1,4 +1,5 @@
-//! A snapshot's tables, from the loaded model and its [`Analyzed`] product.
+//! A snapshot's tables, from its analysis product ([`SnapshotProduct`]: the loaded model and
+//! what [`Analyzed`] holds).
 //!
 //! `segments`, `blocks` and `frames` are the model as loaded; `events` is the log in place;
 //! `live` is the replayed timeline asked for its state at moments (the product's
@@ -13,38 +14,38 @@ use crate::analysis::analyzed::{At, Resolved};
 use crate::analysis::categories::{Categories, Category};
 use crate::analysis::sites::SiteTotal;
 use crate::analysis::steps::{Step, StepSource};
-use crate::analysis::{Analyzed, DeviceReport};
+use crate::analysis::{Analyzed, DeviceReport, SnapshotProduct};
 use crate::model::{BlockState, Snapshot, StackId};
 
-/// Every table of a snapshot.
-pub fn tables(snap: Arc<Snapshot>, an: Arc<Analyzed>) -> Vec<Filled> {
+/// Every table of a snapshot, read from its analysis product.
+pub fn tables(p: Arc<SnapshotProduct>) -> Vec<Filled> {
+    let (snap, an) = (&p.snap, &p.analyzed);
     let sites = Arc::new(SiteDict::new(&snap.stacks));
-    let (segs, blocks) = segments(&snap, &sites);
+    let (segs, blocks) = segments(snap, &sites);
     vec![
         Filled::made("devices", devices(&an.devices)),
         Filled::made("segments", segs),
         Filled::made("blocks", blocks),
-        Filled::new(
-            "events",
-            Arc::new(Events::new(snap.clone(), an.clone(), sites.clone())),
-        ),
+        Filled::new("events", Arc::new(Events::new(p.clone(), sites.clone()))),
         Filled::new(
             "live",
             Arc::new(Live {
-                snap: snap.clone(),
-                an: an.clone(),
+                p: p.clone(),
                 sites: sites.clone(),
                 rows: OnceLock::new(),
             }),
         ),
-        Filled::new("frames", Arc::new(Frames::new(snap.clone(), |s| &s.stacks))),
+        Filled::new(
+            "frames",
+            Arc::new(Frames::new(p.clone(), |p| &p.snap.stacks)),
+        ),
         Filled::made("sites", site_rows(&sites)),
-        Filled::made("steps", steps(&snap, &an)),
-        Filled::made("leaks", leaks(&an, &sites)),
-        Filled::made("leak_steps", leak_steps(&an)),
-        Filled::made("ooms", ooms(&an, &sites)),
-        Filled::made("categories", categories(&an)),
-        Filled::made("top_sites", top_sites(&an)),
+        Filled::made("steps", steps(snap, an)),
+        Filled::made("leaks", leaks(an, &sites)),
+        Filled::made("leak_steps", leak_steps(an)),
+        Filled::made("ooms", ooms(an, &sites)),
+        Filled::made("categories", categories(an)),
+        Filled::made("top_sites", top_sites(an)),
     ]
 }
 
@@ -130,25 +131,19 @@ fn step_of(steps: &[Step], event: u32) -> Option<usize> {
 
 /// The log, read in place: row `r` is the `r - offset[d]`th event of device `d`.
 struct Events {
-    snap: Arc<Snapshot>,
-    an: Arc<Analyzed>,
+    p: Arc<SnapshotProduct>,
     sites: Arc<SiteDict>,
     /// Per device, the row of its first event; then the total.
     starts: Vec<usize>,
 }
 
 impl Events {
-    fn new(snap: Arc<Snapshot>, an: Arc<Analyzed>, sites: Arc<SiteDict>) -> Events {
+    fn new(p: Arc<SnapshotProduct>, sites: Arc<SiteDict>) -> Events {
         let mut starts = vec![0];
-        for d in &snap.devices {
+        for d in &p.snap.devices {
             starts.push(starts.last().copied().unwrap_or(0) + d.events.len());
         }
-        Events {
-            snap,
-            an,
-            sites,
-            starts,
-        }
+        Events { p, sites, starts }
     }
 }
 
@@ -158,7 +153,7 @@ impl Rows for Events {
     }
     fn get(&self, row: usize, col: usize) -> Cell {
         let pos = self.starts.partition_point(|&s| s <= row) - 1;
-        let dev = &self.snap.devices[pos];
+        let dev = &self.p.snap.devices[pos];
         let i = row - self.starts[pos];
         let e = &dev.events[i];
         match col {
@@ -171,7 +166,7 @@ impl Rows for Events {
             6 => e.time_us.into(),
             7 => e.device_free.into(),
             8 => self
-                .an
+                .p
                 .per_device
                 .get(pos)
                 .and_then(|p| step_of(&p.steps, i as u32))
@@ -186,8 +181,7 @@ impl Rows for Events {
 /// are kept compact (one per block and moment, ~80 bytes) and bounded: past
 /// [`LIVE_ROWS`] rows, reading the table is an error rather than an abort under a memory limit.
 struct Live {
-    snap: Arc<Snapshot>,
-    an: Arc<Analyzed>,
+    p: Arc<SnapshotProduct>,
     sites: Arc<SiteDict>,
     rows: OnceLock<Option<Vec<LiveRow>>>,
 }
@@ -206,9 +200,7 @@ struct LiveRow {
 
 impl Live {
     fn made(&self) -> Option<&Vec<LiveRow>> {
-        self.rows
-            .get_or_init(|| live_rows(&self.snap, &self.an))
-            .as_ref()
+        self.rows.get_or_init(|| live_rows(&self.p)).as_ref()
     }
 }
 
@@ -243,10 +235,10 @@ impl Rows for Live {
     }
 }
 
-fn live_rows(snap: &Snapshot, an: &Analyzed) -> Option<Vec<LiveRow>> {
+fn live_rows(product: &SnapshotProduct) -> Option<Vec<LiveRow>> {
     let mut rows = Vec::new();
-    for (pos, p) in an.per_device.iter().enumerate() {
-        let dev = snap.devices[pos].index;
+    for (pos, p) in product.per_device.iter().enumerate() {
+        let dev = product.snap.devices[pos].index;
         let mut moments: Vec<(&'static str, Option<u32>)> = Vec::new();
         if let Some(e) = p.timeline.peaks.allocated.event {
             moments.push(("peak", Some(e.0)));
@@ -259,7 +251,7 @@ fn live_rows(snap: &Snapshot, an: &Analyzed) -> Option<Vec<LiveRow>> {
                 asked: at.map_or(At::End, At::Event),
                 event: at.map(crate::model::EventIdx),
             };
-            let state = an.state_at(snap, pos, m);
+            let state = product.analyzed.state_at(&product.snap, pos, m);
             let step = at.and_then(|e| step_of(&p.steps, e)).map(|s| s as u32);
             for seg in state.segments.values() {
                 for b in seg

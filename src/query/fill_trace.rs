@@ -9,41 +9,45 @@ use super::fill_snapshot::{leaks, site_rows, top_sites, Frames};
 use super::sites::{stack_cell, stack_cells, SiteDict};
 use super::{Cell, Filled, Made, Rows};
 use crate::analysis::trace_report::AnalyzedTrace;
+use crate::analysis::TraceProduct;
 use crate::model::trace::Trace;
 
-/// Every table of a trace.
-pub fn tables(t: Arc<Trace>, an: Arc<AnalyzedTrace>) -> Vec<Filled> {
+/// Every table of a trace, read from its analysis product.
+pub fn tables(p: Arc<TraceProduct>) -> Vec<Filled> {
+    let (t, an) = (&p.trace, &p.analyzed);
     let sites = Arc::new(SiteDict::new(&t.stacks));
     vec![
         Filled::made(
             "devices",
             super::fill_snapshot::devices(&an.analysis.devices),
         ),
-        Filled::new("frames", Arc::new(Frames::new(t.clone(), |t| &t.stacks))),
+        Filled::new(
+            "frames",
+            Arc::new(Frames::new(p.clone(), |p| &p.trace.stacks)),
+        ),
         Filled::made("sites", site_rows(&sites)),
-        Filled::made("steps", steps(&t, &an)),
+        Filled::made("steps", steps(t, an)),
         Filled::made("leaks", leaks(&an.analysis, &sites)),
-        Filled::made("leak_steps", leak_steps(&t, &an)),
+        Filled::made("leak_steps", leak_steps(t, an)),
         Filled::made("top_sites", top_sites(&an.analysis)),
         Filled::new(
             "ops",
             Arc::new(Ops {
-                t: t.clone(),
+                p: p.clone(),
                 sites: sites.clone(),
             }),
         ),
         Filled::new(
             "memory_events",
             Arc::new(MemoryEvents {
-                t: t.clone(),
-                an: an.clone(),
+                p: p.clone(),
                 sites: sites.clone(),
             }),
         ),
         Filled::new(
             "graph_nodes",
             Arc::new(GraphNodes {
-                t,
+                p,
                 sites,
                 rows: OnceLock::new(),
             }),
@@ -109,42 +113,41 @@ fn leak_steps(t: &Trace, an: &AnalyzedTrace) -> Vec<Vec<Cell>> {
 }
 
 struct Ops {
-    t: Arc<Trace>,
+    p: Arc<TraceProduct>,
     sites: Arc<SiteDict>,
 }
 
 impl Rows for Ops {
     fn len(&self) -> usize {
-        self.t.ops.len()
+        self.p.trace.ops.len()
     }
     fn get(&self, row: usize, col: usize) -> Cell {
-        let o = &self.t.ops[row];
+        let o = &self.p.trace.ops[row];
         match col {
             0 => row.into(),
-            1 => self.t.stacks.str(o.name).into(),
+            1 => self.p.trace.stacks.str(o.name).into(),
             2 => o.ts.into(),
             3 => o.dur.into(),
             4 => o.tid.0.into(),
             5 => o.seq.into(),
             6 => o.parent.map(|p| p.0).into(),
-            7 => step_number(&self.t, o.ts).into(),
+            7 => step_number(&self.p.trace, o.ts).into(),
             c => stack_cell(&self.sites, o.stack, c - 8),
         }
     }
 }
 
 struct MemoryEvents {
-    t: Arc<Trace>,
-    an: Arc<AnalyzedTrace>,
+    p: Arc<TraceProduct>,
     sites: Arc<SiteDict>,
 }
 
 impl Rows for MemoryEvents {
     fn len(&self) -> usize {
-        self.t.memory.len()
+        self.p.trace.memory.len()
     }
     fn get(&self, row: usize, col: usize) -> Cell {
-        let m = &self.t.memory[row];
+        let m = &self.p.trace.memory[row];
         match col {
             0 => row.into(),
             1 => m.device.device_id.into(),
@@ -156,16 +159,21 @@ impl Rows for MemoryEvents {
             7 => m.total_allocated.into(),
             8 => m.total_reserved.into(),
             9 => m.op.map(|o| o.0).into(),
-            10 => self.an.pairing.freed_by.get(row).copied().flatten().into(),
-            11 => step_number(&self.t, m.ts).into(),
-            c => stack_cell(&self.sites, self.an.resolver.stack_of(&self.t, m), c - 12),
+            10 => self.p.pairing.freed_by.get(row).copied().flatten().into(),
+            11 => step_number(&self.p.trace, m.ts).into(),
+            c => stack_cell(
+                &self.sites,
+                self.p.resolver.stack_of(&self.p.trace, m),
+                c - 12,
+            ),
         }
     }
 }
 
-/// The forward nodes of the autograd graph, built when first read.
+/// The forward nodes of the analysis' autograd graph, listed when first read.
 struct GraphNodes {
-    t: Arc<Trace>,
+    /// The analysis product, which holds the graph its growth findings were read from.
+    p: Arc<TraceProduct>,
     sites: Arc<SiteDict>,
     rows: OnceLock<Made>,
 }
@@ -173,8 +181,8 @@ struct GraphNodes {
 impl GraphNodes {
     fn made(&self) -> &Made {
         self.rows.get_or_init(|| {
-            let t = &self.t;
-            let g = crate::analysis::graph::build(t);
+            let t = &self.p.trace;
+            let g = &self.p.graph;
             Made(
                 g.forward_consumed()
                     .into_iter()

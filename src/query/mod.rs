@@ -206,19 +206,10 @@ fn open_error(e: rusqlite::Error) -> QueryError {
 
 /// Loads a capture, analyses it once and opens its tables.
 pub fn open_capture(path: &std::path::Path) -> Result<Db, QueryError> {
-    use crate::load::Capture;
-    let progress = crate::load::Progress::default();
-    let cap = crate::load::load_with_progress(path, &progress)?;
-    let len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
-    match cap {
-        Capture::Snapshot(s) => {
-            let an = crate::analysis::analyze_snapshot(&s, path, len);
-            Db::open(fill_snapshot::tables(Arc::new(s), Arc::new(an)), false)
-        }
-        Capture::Trace(t) => {
-            let an = crate::analysis::trace_report::analyze_trace_product(&t, path, len);
-            Db::open(fill_trace::tables(Arc::new(t), Arc::new(an)), true)
-        }
+    use crate::analysis::Product;
+    match crate::analysis::analyze(crate::load::open(path)?, path) {
+        Product::Snapshot(p) => Db::open(fill_snapshot::tables(Arc::new(p)), false),
+        Product::Trace(p) => Db::open(fill_trace::tables(Arc::new(p)), true),
     }
 }
 

@@ -1,15 +1,19 @@
 //! Everything the TUI browses, computed once at load time.
 //!
 //! The views must render in milliseconds on a million events, so whatever does not depend on
-//! the cursor (the analysis, each device's replayed timeline with its checkpoints, the markers,
-//! the findings list) is built here, on the loading thread, and never again.
+//! the cursor is made on the loading thread, once: the analysis product (`analysis::analyze`:
+//! the report, each device's replayed timeline with its checkpoints, the steps, the
+//! classifiers, the leak series), which [`Data`] keeps whole and the views borrow, and what the
+//! TUI adds to it (the markers, the findings list, the time axis).
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use crate::analysis::plan::{self, Ask, Plan};
 use crate::analysis::replay::Timeline;
 use crate::analysis::steps::StepSource;
-use crate::analysis::{self, Analysis};
+use crate::analysis::{self, Analysis, SnapshotProduct};
+use crate::load::Opened;
 use crate::model::{Device, Snapshot, StackId};
 use crate::units::bytes;
 
@@ -100,25 +104,18 @@ pub struct Finding {
     pub jump: Jump,
 }
 
-/// A loaded snapshot.
+/// A loaded snapshot: the analysis product (the snapshot, its report, its timelines with their
+/// checkpoints, steps, classifiers and leak series, which `Data` dereferences to), and what
+/// the TUI adds to it once.
 pub struct Data {
     pub path: PathBuf,
-    pub snap: Snapshot,
-    pub analysis: Analysis,
-    /// One per `snap.devices` entry, same order.
-    pub timelines: Vec<Timeline>,
+    pub product: SnapshotProduct,
     /// Per device, sorted by event.
     pub markers: Vec<Vec<Marker>>,
     pub findings: Vec<Finding>,
-    /// Per `analysis.leaks` entry: the step names and, at each step's end, the bytes live
-    /// from the finding's sites (allocated in the log).
-    pub leak_series: Vec<(Vec<String>, Vec<u64>)>,
     /// Per device: each event's time in seconds from the first, where every event has one and
     /// they are in order (the timeline's time axis).
     pub times: Vec<Option<Vec<f64>>>,
-    /// Per device: the steps the analysis found, `(start, end)` events (the map's categories
-    /// need them; the TUI never splits the log itself).
-    pub step_ranges: Vec<Vec<(usize, usize)>>,
     /// `memscope tui --batch`: the capacity plan of every device, or why there is none, made
     /// from the same analysis at load time; the Plan view takes it when the views are built
     /// ([`super::loaded::Loaded::into_mode`]), so it is `None` after that.
@@ -128,47 +125,42 @@ pub struct Data {
 /// A capacity plan per device with an allocation history, or why none could be made.
 pub type Planned = Result<Vec<Plan>, String>;
 
+impl Deref for Data {
+    type Target = SnapshotProduct;
+    fn deref(&self) -> &SnapshotProduct {
+        &self.product
+    }
+}
+
 impl Data {
+    /// Analyses `snap` (read from `file_len` stored bytes) and prepares its views.
     pub fn from_snapshot(path: &Path, snap: Snapshot, file_len: u64) -> Data {
-        Data::from_snapshot_planned(path, snap, file_len, None)
+        let opened = Opened {
+            capture: snap,
+            bytes: file_len,
+        };
+        Data::from_product(path, analysis::analyze(opened, path), None)
     }
 
-    /// [`Data::from_snapshot`], with the capacity plan `ask` asks for (`--batch`), made once
-    /// from the one analysis before its product is taken apart.
-    pub fn from_snapshot_planned(
-        path: &Path,
-        snap: Snapshot,
-        file_len: u64,
-        ask: Option<&Ask>,
-    ) -> Data {
-        let mut product = analysis::analyze_snapshot(&snap, path, file_len);
-        let plan = ask.map(|a| plan::plan(&snap, &product, a, None).map_err(|e| e.to_string()));
-        let leak_series = std::mem::take(&mut product.leak_series);
-        let step_ranges = product.per_device.iter().map(|d| d.step_ranges()).collect();
-        let timelines = product.per_device.into_iter().map(|d| d.timeline).collect();
-        let analysis = product.analysis;
+    /// The views of an analysed snapshot, with the capacity plan `ask` asks for (`--batch`),
+    /// made once from the product.
+    pub fn from_product(path: &Path, product: SnapshotProduct, ask: Option<&Ask>) -> Data {
+        let snap = &product.snap;
+        let plan = ask.map(|a| plan::plan(snap, &product, a, None).map_err(|e| e.to_string()));
         let markers = snap
             .devices
             .iter()
-            .zip(&timelines)
-            .map(|(d, tl)| markers(&snap, &analysis, d, tl))
+            .zip(product.timelines())
+            .map(|(d, tl)| markers(snap, &product.analysis, d, tl))
             .collect();
-        let findings = findings(&analysis, &snap);
-        let leak_series = leak_series
-            .into_iter()
-            .map(|s| (s.steps, s.live_bytes))
-            .collect();
+        let findings = findings(&product.analysis, snap);
         let times = snap.devices.iter().map(event_times).collect();
         Data {
             path: path.to_path_buf(),
-            snap,
-            analysis,
-            timelines,
+            product,
             markers,
             findings,
-            leak_series,
             times,
-            step_ranges,
             plan,
         }
     }

@@ -9,7 +9,8 @@ use super::snapshot_mode::Snap;
 use super::trace::TraceData;
 use super::views;
 use crate::analysis::plan::Ask;
-use crate::load::{self, Capture, LoadError};
+use crate::analysis::{self, Product};
+use crate::load::{self, LoadError};
 
 /// What `memscope tui FILE` opened: a snapshot or a profiler trace.
 // Made once per file and moved once into the app: boxing the larger variant saves nothing.
@@ -38,18 +39,15 @@ impl Loaded {
         progress: &load::Progress,
         ask: Option<&Ask>,
     ) -> Result<Loaded, LoadError> {
-        let capture = load::load_with_progress(path, progress)?;
-        let file_len = progress.stored.load(std::sync::atomic::Ordering::Relaxed) as u64;
+        let opened = load::open_with_progress(path, progress)?;
         // Decoded: what is left is the analysis.
         progress.done.store(
             progress.total.load(std::sync::atomic::Ordering::Relaxed),
             std::sync::atomic::Ordering::Relaxed,
         );
-        Ok(match capture {
-            Capture::Snapshot(s) => {
-                Loaded::Snapshot(Data::from_snapshot_planned(path, s, file_len, ask))
-            }
-            Capture::Trace(t) => Loaded::Trace(TraceData::from_trace(path, t, file_len)),
+        Ok(match analysis::analyze(opened, path) {
+            Product::Snapshot(p) => Loaded::Snapshot(Data::from_product(path, p, ask)),
+            Product::Trace(p) => Loaded::Trace(TraceData::from_product(path, p)),
         })
     }
 

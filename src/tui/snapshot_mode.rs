@@ -118,10 +118,10 @@ impl Snap {
         if !stale {
             return;
         }
-        let (Some(d), Some(tl)) = (data.snap.devices.get(dev), data.timelines.get(dev)) else {
+        // A query of the product's timeline, from its nearest checkpoint.
+        let Some(state) = data.product.state_after(dev, event) else {
             return;
         };
-        let state = tl.state_after(d, &data.snap.settings, event);
         self.cache = Some(Cursor {
             dev,
             event,

@@ -8,14 +8,14 @@
 //! demand from the step's slice of the (time-sorted) memory events: never a pass over the
 //! whole trace.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap as HashMap;
 
 use super::data::{Finding, Jump, Marker, MarkerKind};
-use crate::analysis::trace_memory::{Pairing, StackResolver, TraceMemory};
-use crate::analysis::trace_report::analyze_trace_product;
-use crate::analysis::Analysis;
+use crate::analysis::trace_memory::TraceMemory;
+use crate::analysis::TraceProduct;
 use crate::model::trace::{CountedFrom, DeviceKey, OpIdx, Site, Trace};
 use crate::units::{bytes, signed_bytes};
 
@@ -44,25 +44,31 @@ pub struct TraceDev {
     pub step_events: Vec<(usize, usize)>,
 }
 
-/// A loaded trace and everything derived from it once.
+/// A loaded trace: the analysis product (the trace, its report, its memory timeline, pairing,
+/// resolver and leak series, which `TraceData` dereferences to), and what the TUI adds to it
+/// once.
 pub struct TraceData {
     pub path: PathBuf,
-    pub trace: Trace,
-    pub analysis: Analysis,
-    pub mem: TraceMemory,
-    pub pairing: Pairing,
+    pub product: TraceProduct,
     /// For each memory event that frees a block allocated in the trace, that allocation.
     pub alloc_of: Vec<Option<u32>>,
     /// CUDA devices first, then the others (CPU memory events, if profiled).
     pub devs: Vec<TraceDev>,
     pub findings: Vec<Finding>,
-    /// Per `analysis.leaks` entry: the device index in `devs` and its per-step bytes.
-    pub leak_series: Vec<(usize, Vec<u64>)>,
+    /// Per `analysis.leaks` entry: its device's index in `devs` (its per-step bytes are the
+    /// product's `leak_series`).
+    pub leak_devs: Vec<usize>,
     /// The user lines of frames already running when profiling began (the training loop): their
     /// recorded line is where they were then (typically `prof.step()`), not the line of an op.
     /// Sorted, for `binary_search`.
     pub preexisting_sites: Vec<Site>,
-    resolver: StackResolver,
+}
+
+impl Deref for TraceData {
+    type Target = TraceProduct;
+    fn deref(&self) -> &TraceProduct {
+        &self.product
+    }
 }
 
 /// How the ops of a step are ordered.
@@ -153,53 +159,43 @@ pub struct StepOps {
 }
 
 impl TraceData {
-    /// Analyses a trace and prepares its views.
-    pub fn from_trace(path: &Path, trace: Trace, file_len: u64) -> TraceData {
-        // The analysis product: the report, and the pairing, resolver and series it made.
-        let crate::analysis::trace_report::AnalyzedTrace {
-            analysis,
-            memory: mem,
-            pairing,
-            resolver,
-            leak_series,
-        } = analyze_trace_product(&trace, path, file_len);
+    /// The views of an analysed trace.
+    pub fn from_product(path: &Path, product: TraceProduct) -> TraceData {
+        let trace = &product.trace;
         let mut alloc_of = vec![None; trace.memory.len()];
-        for (a, f) in pairing.freed_by.iter().enumerate() {
+        for (a, f) in product.pairing.freed_by.iter().enumerate() {
             if let Some(f) = f {
                 alloc_of[*f as usize] = Some(a as u32);
             }
         }
         let mut keys = trace.memory_devices();
         keys.sort_by_key(|k| (!k.is_cuda(), *k));
-        let devs: Vec<TraceDev> = keys.iter().map(|&k| device(&trace, &mem, k)).collect();
-        let mut data = TraceData {
-            path: path.to_path_buf(),
-            trace,
-            analysis,
-            mem,
-            pairing,
-            alloc_of,
-            devs,
-            findings: Vec::new(),
-            leak_series: Vec::new(),
-            preexisting_sites: Default::default(),
-            resolver,
-        };
-        data.preexisting_sites = data
-            .trace
+        let devs: Vec<TraceDev> = keys
+            .iter()
+            .map(|&k| device(trace, &product.memory, k))
+            .collect();
+        let mut preexisting_sites: Vec<Site> = trace
             .python
             .iter()
             .filter(|p| p.preexisting)
-            .map(|p| data.trace.site(data.trace.stacks.frame(p.frame)))
+            .map(|p| trace.site(trace.stacks.frame(p.frame)))
             .collect();
-        data.preexisting_sites.sort();
-        data.preexisting_sites.dedup();
-        data.leak_series = data
+        preexisting_sites.sort();
+        preexisting_sites.dedup();
+        let mut data = TraceData {
+            path: path.to_path_buf(),
+            product,
+            alloc_of,
+            devs,
+            findings: Vec::new(),
+            leak_devs: Vec::new(),
+            preexisting_sites,
+        };
+        data.leak_devs = data
             .analysis
             .leaks
             .iter()
-            .zip(leak_series)
-            .map(|(l, per)| (data.dev_of_cuda(l.device).unwrap_or(0), per))
+            .map(|l| data.dev_of_cuda(l.device).unwrap_or(0))
             .collect();
         data.findings = findings(&data);
         data
@@ -541,7 +537,7 @@ fn findings(d: &TraceData) -> Vec<Finding> {
         });
     }
     for (di, dev) in d.devs.iter().enumerate().filter(|(_, x)| x.key.is_cuda()) {
-        let Some(dm) = d.mem.devices.get(dev.mem) else {
+        let Some(dm) = d.memory.devices.get(dev.mem) else {
             continue;
         };
         if let Some(p) = &dm.peak {

@@ -171,7 +171,11 @@ fn detail(list: &ListText, data: &Data, mut dy: u16, area: Rect, buf: &mut Buffe
     if dy >= area.height {
         return;
     }
-    if let Some((names, series)) = data.leak_series.get(list.sel()) {
+    if let Some(crate::analysis::leaks::series::LeakSeries {
+        steps: names,
+        live_bytes: series,
+    }) = data.leak_series.get(list.sel())
+    {
         let rest = area.height - dy;
         if series.len() >= 2 && rest >= 10 {
             let chart_h = (rest / 3).clamp(4, 8);
@@ -274,10 +278,10 @@ pub fn leak_items(d: &Data) -> Vec<(String, Jump)> {
 /// The evidence of leak `i`: the first step whose allocations from its site survive.
 fn leak_evidence(t: &TraceData, i: usize) -> Option<Jump> {
     let l = t.analysis.leaks.get(i)?;
-    let (dev, series) = t.leak_series.get(i)?;
+    let (dev, series) = (t.leak_devs.get(i)?, t.leak_series.get(i)?);
     let step = series.iter().position(|&b| b > 0)?;
     let op = t.devs.get(*dev).and_then(|d| {
-        t.mem.devices.get(d.mem)?.growth.iter().find_map(|g| {
+        t.memory.devices.get(d.mem)?.growth.iter().find_map(|g| {
             (g.site == l.leak.site && g.per_step_bytes.get(step).is_some_and(|&b| b > 0))
                 .then(|| g.op.clone())
                 .flatten()
@@ -337,7 +341,7 @@ fn trace_leaks(list: &ListText, t: &TraceData, area: Rect, buf: &mut Buffer) {
         return;
     };
     let rest = area.height.saturating_sub(y);
-    if let Some((_, series)) = t.leak_series.get(list.sel()) {
+    if let Some(series) = t.leak_series.get(list.sel()) {
         let chart_h = (rest / 2).clamp(4, 10).min(rest);
         step_bars(
             buf,

@@ -26,7 +26,7 @@ impl View {
 }
 
 /// The map's state: the selected segment and block (part), the colouring, the details pane's
-/// scroll, and the device's block classifier once built.
+/// scroll, and a copy of the device's block classifier.
 #[derive(Default)]
 pub struct Map {
     seg: usize,
@@ -34,7 +34,7 @@ pub struct Map {
     /// Blocks coloured by category (parameters, activations, ...) instead of by state.
     by_category: bool,
     text: Scroll,
-    /// The device whose classifier is built, and the classifier (built on first use).
+    /// The device whose classifier is copied, and the copy (made on first use).
     classifier: Option<(usize, Classifier)>,
     /// The selection when the action began: a new block shows its details from the top.
     before: (usize, usize),
@@ -176,13 +176,13 @@ impl Map {
         }
     }
 
-    /// Classifies the blocks at the cursor of device `dev` (the classifier built once a device).
+    /// Classifies the blocks at the cursor of device `dev`, with a copy of the classifier the
+    /// analysis judged the device's categories with (it memoizes as it goes).
     fn classify(&mut self, cap: &mut Snap, dev: usize) {
         let Snap { data, cache, .. } = cap;
         if self.classifier.as_ref().is_none_or(|c| c.0 != dev) {
-            if let (Some(d), Some(r)) = (data.snap.devices.get(dev), data.step_ranges.get(dev)) {
-                let c = Classifier::from_ranges(&data.snap, d, r.clone());
-                self.classifier = Some((dev, c));
+            if let Some(p) = data.per_device.get(dev) {
+                self.classifier = Some((dev, p.classifier.clone()));
             }
         }
         if let (Some(c), Some((_, cl)), Some(d)) =
@@ -202,8 +202,9 @@ impl Map {
     /// Row 1: at an OOM, the failed request against the holes it could have used; else the
     /// colours' legend and the keys.
     fn legend(&self, cap: &Snap, cache: &Cursor, dev: usize, area: Rect, buf: &mut Buffer) {
-        let oom = cap.data.timelines.get(dev).and_then(|tl| {
-            tl.ooms
+        let oom = cap.data.per_device.get(dev).and_then(|p| {
+            p.timeline
+                .ooms
                 .iter()
                 .find(|o| Some(o.event.0 as usize) == cache.event)
         });

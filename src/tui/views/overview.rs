@@ -280,7 +280,7 @@ impl Overviewed for TraceData {
         for d in &a.devices {
             let dm = t
                 .dev_of_cuda(d.device)
-                .and_then(|i| t.mem.devices.get(t.devs[i].mem));
+                .and_then(|i| t.memory.devices.get(t.devs[i].mem));
             rows.push(vec![
                 format!("cuda:{}", d.device),
                 figure_cell(&d.figure(Counter::Allocated)),

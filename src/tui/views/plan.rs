@@ -5,7 +5,7 @@
 //! found and the plan's notes in a text pane that scrolls.
 //!
 //! The plan is made once, at load time, from the same analysis as the other views
-//! ([`crate::tui::data::Data::from_snapshot_planned`]), and kept here: drawing never plans.
+//! ([`crate::tui::data::Data::from_product`]), and kept here: drawing never plans.
 //! Where the body is short the chart gives way first, then the notes: the largest batch and the
 //! predictions stay.
 

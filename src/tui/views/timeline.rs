@@ -251,7 +251,7 @@ fn trace_search(t: &TraceData, c: &Ctx, query: &str, forward: bool) -> Effect {
 
 /// A snapshot's memory over its event log, at the app's cursor and window.
 fn snapshot_timeline(data: &Data, at: &Ctx, area: Rect, buf: &mut Buffer) {
-    let (Some(dev), Some(tl)) = (data.snap.devices.get(at.dev), data.timelines.get(at.dev)) else {
+    let Some((dev, p)) = data.device(&data.snap, at.dev) else {
         buf.set_string(
             area.x,
             area.y,
@@ -270,7 +270,7 @@ fn snapshot_timeline(data: &Data, at: &Ctx, area: Rect, buf: &mut Buffer) {
         return;
     }
     let cur = at.cursor.unwrap_or(0);
-    let s = &tl.series;
+    let s = &p.timeline.series;
     // Header: the figures at the cursor.
     let e = &dev.events[cur];
     let t = data

@@ -25,7 +25,7 @@ impl Steps {
         let l = steps_list_area(area);
         let off = list_offset(self.sel, l.height as usize);
         let sm = t
-            .mem
+            .memory
             .devices
             .get(d.mem)
             .map(|m| m.steps.as_slice())
@@ -71,7 +71,11 @@ impl Steps {
             return;
         };
         let d = &t.devs[so.dev];
-        let sm = t.mem.devices.get(d.mem).and_then(|m| m.steps.get(so.step));
+        let sm = t
+            .memory
+            .devices
+            .get(d.mem)
+            .and_then(|m| m.steps.get(so.step));
         let l = ops_list_area(area);
         // Under 120 columns only the figures that matter most keep room for the op's name.
         let wide = area.width >= 120;
