@@ -361,7 +361,7 @@ fn native_sites_are_named_by_the_autograd_node() {
 }
 
 /// Snapshots with no log: a block with no stack is judged from the whole capture (the rule of
-/// docs/how-it-decides.md). The figures are tests/corpus_expectations.toml's independent reading.
+/// docs/how-it-decides.md). The figures are tests/it/corpus_expectations.toml's independent reading.
 #[test]
 #[cfg_attr(
     memscope_no_shared,

@@ -136,7 +136,7 @@ fn tui_on_a_file_that_cannot_be_opened_says_so_once_before_any_screen() {
         "{err}"
     );
     // A directory is not a capture either (one with captures under it is a job's ranks:
-    // tests/ranks.rs).
+    // tests/it/ranks.rs).
     let dir = std::env::temp_dir().join(format!("memscope-empty-dir-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let dir = dir.display().to_string();

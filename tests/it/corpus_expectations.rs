@@ -1,7 +1,7 @@
 //! memscope's conclusions on the public corpus (`../shared/corpus`), asserted against what an
 //! expert concludes by reading each file independently.
 //!
-//! `tests/corpus.rs` checks that every capture loads and renders; that alone lets a report say
+//! `tests/it/corpus.rs` checks that every capture loads and renders; that alone lets a report say
 //! "retained graph growing per step over 31 steps" about one forward pass of a 32-layer model.
 //! Here the truth comes from `tests/it/corpus_expectations.toml`, written from the output of
 //! `tools/read_capture.py` (a stdlib-only reader with a refusing unpickler, sharing nothing with

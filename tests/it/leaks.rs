@@ -289,7 +289,7 @@ fn local_leak_captures_find_the_alloc_line() {
 }
 
 #[test]
-#[ignore = "prints every capture's findings: cargo test --test leaks -- --ignored --nocapture"]
+#[ignore = "prints every capture's findings: cargo test --test it leaks:: -- --ignored --nocapture"]
 fn print_all() {
     let mut paths: Vec<PathBuf> = [
         "val_no_grad_oom.pickle",

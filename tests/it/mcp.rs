@@ -228,7 +228,7 @@ fn an_unknown_protocol_version_gets_the_servers() {
 
 /// The official MCP Python SDK's client against the binary (tests/python/mcp_client.py, which
 /// asserts the OOM is found and a write refused). Needs `pip install mcp` in a virtualenv:
-/// `MEMSCOPE_MCP_PYTHON=/path/to/venv/bin/python cargo test --test mcp -- --ignored`.
+/// `MEMSCOPE_MCP_PYTHON=/path/to/venv/bin/python cargo test --test it mcp:: -- --ignored`.
 #[test]
 #[ignore = "needs the `mcp` Python package: set MEMSCOPE_MCP_PYTHON to a virtualenv's python"]
 fn the_python_sdk_client_debugs_an_oom() {

@@ -412,7 +412,7 @@ fn the_cli_runs_sql_in_each_format_and_from_stdin() {
 
 const DOC: &str = "docs/query.md";
 const SCHEMA_BEGIN: &str =
-    "<!-- schema: generated from src/query/schema.rs by tests/query.rs -->\n";
+    "<!-- schema: generated from src/query/schema.rs by tests/it/query.rs -->\n";
 const SCHEMA_END: &str = "<!-- end of schema -->";
 
 /// The worked questions: each ```sql FILE block is followed by a ```text block with the

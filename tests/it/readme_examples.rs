@@ -109,7 +109,7 @@ fn readme_examples_are_real_output() {
     assert!(found >= 4, "the README's examples are marked");
     assert!(
         stale.is_empty(),
-        "{}\n\nrun `UPDATE_README=1 cargo test --locked --test readme_examples` after an intended change",
+        "{}\n\nrun `UPDATE_README=1 cargo test --locked --test it readme_examples::` after an intended change",
         stale.join("\n\n")
     );
 }

@@ -298,7 +298,7 @@ fn every_hta_file_loads_or_says_what_it_is() {
     assert_eq!(loaded, files.len() - 2);
 }
 
-/// Load and analysis times; run with `cargo test --release --test trace_graph timings -- --ignored --nocapture`.
+/// Load and analysis times; run with `cargo test --release --test it trace_graph::timings -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn timings() {
