@@ -19,27 +19,128 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/loops")
 }
 
-/// Every capture with its truth, in name order.
-fn cases() -> Vec<(String, Value, Analysis)> {
+/// The captures' names (`NAME.meta.json` beside `NAME.pickle.gz`), in name order.
+fn stems() -> Vec<String> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir()).expect("fixtures/loops exists") {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        let Some(stem) = name.strip_suffix(".meta.json") else {
-            continue;
-        };
-        let truth: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
-        let capture = dir().join(format!("{stem}.pickle.gz"));
-        let bytes = fs::metadata(&capture)
-            .expect("capture beside its truth")
-            .len();
-        let snap = memscope::load::load_snapshot(&capture).expect("loads");
-        let a = memscope::analysis::analyze_snapshot(&snap, &capture, bytes).analysis;
-        out.push((stem.to_string(), truth, a));
+        if let Some(stem) = name.strip_suffix(".meta.json") {
+            out.push(stem.to_string());
+        }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(out.len() >= 30, "the loop captures are committed");
+    out.sort();
     out
+}
+
+fn truth_of(stem: &str) -> Value {
+    let p = dir().join(format!("{stem}.meta.json"));
+    serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// One capture with its truth.
+fn case(stem: &str) -> (String, Value, Analysis) {
+    let truth = truth_of(stem);
+    let capture = dir().join(format!("{stem}.pickle.gz"));
+    let bytes = fs::metadata(&capture)
+        .expect("capture beside its truth")
+        .len();
+    let snap = memscope::load::load_snapshot(&capture).expect("loads");
+    let a = memscope::analysis::analyze_snapshot(&snap, &capture, bytes).analysis;
+    (stem.to_string(), truth, a)
+}
+
+/// The captures whose name `keep` accepts, with their truth, in name order.
+fn cases_where(keep: impl Fn(&str) -> bool) -> Vec<(String, Value, Analysis)> {
+    stems()
+        .into_iter()
+        .filter(|s| keep(s))
+        .map(|s| case(&s))
+        .collect()
+}
+
+/// One `#[test]` per capture, named as it is, checking it against its truth
+/// (`matches_its_truth`); and `LISTED`, for the census test.
+macro_rules! per_capture {
+    ($($stem:ident,)*) => {
+        pub(super) const LISTED: &[&str] = &[$(stringify!($stem)),*];
+        $(
+            #[test]
+            fn $stem() {
+                super::matches_its_truth(stringify!($stem));
+            }
+        )*
+    };
+}
+
+/// Each capture against its truth: its leak found with the truth's extent (none on a clean
+/// twin), the truth's line named, its steps the loop's iterations.
+mod each_capture_matches_its_truth {
+    per_capture! {
+        both_logits_mlp_clean,
+        both_logits_mlp_leak,
+        bounded_deque_live_clean,
+        bounded_lru_exit_clean,
+        bounded_lru_live_clean,
+        dump_end_logits_mlp_clean,
+        dump_end_logits_mlp_leak,
+        dump_end_probs_lm_clean,
+        dump_end_probs_lm_leak,
+        epoch_outputs_mlp_clean,
+        epoch_outputs_mlp_leak,
+        epoch_preds_lm_clean,
+        epoch_preds_lm_leak,
+        exit_logits_mlp_clean,
+        exit_logits_mlp_leak,
+        exit_probs_lm_clean,
+        exit_probs_lm_leak,
+        gan_dloss_clean_24,
+        gan_dloss_clean_40,
+        gan_dloss_leak_24,
+        gan_dloss_leak_40,
+        hf_trainer_logits_clean_exit,
+        hf_trainer_logits_clean_live,
+        hf_trainer_logits_leak_exit,
+        hf_trainer_logits_leak_live,
+        lightning_callback_clean_exit,
+        lightning_callback_clean_live,
+        lightning_callback_leak_exit,
+        lightning_callback_leak_live,
+        lightning_step_clean,
+        lightning_step_leak,
+        one_generate_48_tokens,
+        one_pass_12_blocks,
+        one_pass_24_blocks_exit,
+        oom_retry_clean,
+        oom_retry_keep_exc,
+        oom_retry_lm_clean,
+        oom_retry_lm_keep_exc_info,
+    }
+}
+
+/// Every capture in fixtures/loops has its test above (a capture added without one fails
+/// here), and there are as many as the cases need.
+#[test]
+fn every_capture_has_its_test() {
+    let stems = stems();
+    assert!(stems.len() >= 30, "the loop captures are committed");
+    assert_eq!(
+        stems,
+        each_capture_matches_its_truth::LISTED,
+        "fixtures/loops vs LISTED"
+    );
+    let leaks = stems
+        .iter()
+        .filter(|s| truth_of(s)["leak"].as_bool().expect("leak is a bool"))
+        .count();
+    assert!(leaks >= 15, "{leaks} leaks checked");
+}
+
+fn matches_its_truth(stem: &str) {
+    let (name, t, a) = case(stem);
+    leak_is_found_with_its_extent(&name, &t, &a);
+    the_line_to_change_is_the_truths_line(&name, &t, &a);
+    steps_are_loop_iterations_and_one_pass_is_one_pass(&name, &t, &a);
 }
 
 fn extent_of(accumulation: &str) -> Option<Extent> {
@@ -55,91 +156,80 @@ fn iterations(a: &Analysis) -> usize {
     a.steps.len()
 }
 
-#[test]
-fn every_leak_is_found_with_its_extent_and_no_clean_twin_has_a_finding() {
-    let mut checked = 0;
-    for (name, t, a) in cases() {
-        let leak = t["leak"].as_bool().expect("leak is a bool");
-        if !leak {
-            assert!(
-                a.leaks.is_empty(),
-                "{name}: clean, yet {:?}",
-                a.leaks.iter().map(|l| l.leak.kind).collect::<Vec<_>>()
-            );
-            assert_ne!(a.verdict.kind, VerdictKind::Leak, "{name}");
-            continue;
-        }
-        let acc = t["accumulation"]
-            .as_str()
-            .expect("a leak names its accumulation");
-        let hit = a.leaks.iter().any(|l| match extent_of(acc) {
-            Some(x) => l.leak.extent == x && l.leak.kind != LeakKind::RetainedAttempt,
-            None => l.leak.kind == LeakKind::RetainedAttempt,
-        });
+/// A leak found with its truth's extent, and none on a clean twin.
+fn leak_is_found_with_its_extent(name: &str, t: &Value, a: &Analysis) {
+    let leak = t["leak"].as_bool().expect("leak is a bool");
+    if !leak {
         assert!(
-            hit,
-            "{name}: truth {acc}, findings {:?}",
-            a.leaks
-                .iter()
-                .map(|l| (l.leak.kind, l.leak.extent))
-                .collect::<Vec<_>>()
+            a.leaks.is_empty(),
+            "{name}: clean, yet {:?}",
+            a.leaks.iter().map(|l| l.leak.kind).collect::<Vec<_>>()
         );
-        if let Some(x) = extent_of(acc).filter(|x| x.released()) {
-            let l = a.leaks.iter().find(|l| l.leak.extent == x).unwrap();
-            let r = l
-                .leak
-                .release
-                .as_ref()
-                .expect("a released finding says where");
-            assert!(r.freed_share >= 0.5, "{name}: {r:?}");
-        }
-        checked += 1;
+        assert_ne!(a.verdict.kind, VerdictKind::Leak, "{name}");
+        return;
     }
-    assert!(checked >= 15, "{checked} leaks checked");
-}
-
-#[test]
-fn the_line_to_change_is_the_truths_line() {
-    for (name, t, a) in cases() {
-        let Some(line) = t["expect_line"].as_object() else {
-            continue;
-        };
-        let (file, want) = (
-            line["file"].as_str().unwrap(),
-            line["line"].as_u64().unwrap() as u32,
-        );
-        let named = a.leaks.iter().any(|l| {
-            [&l.leak.site, &l.leak.cause_site, &l.leak.allocation_site]
-                .into_iter()
-                .flatten()
-                .any(|s| s.line == want && (s.file == file || s.file.ends_with(file)))
-        });
-        assert!(named, "{name}: {file}:{want} is named by no finding");
+    let acc = t["accumulation"]
+        .as_str()
+        .expect("a leak names its accumulation");
+    let hit = a.leaks.iter().any(|l| match extent_of(acc) {
+        Some(x) => l.leak.extent == x && l.leak.kind != LeakKind::RetainedAttempt,
+        None => l.leak.kind == LeakKind::RetainedAttempt,
+    });
+    assert!(
+        hit,
+        "{name}: truth {acc}, findings {:?}",
+        a.leaks
+            .iter()
+            .map(|l| (l.leak.kind, l.leak.extent))
+            .collect::<Vec<_>>()
+    );
+    if let Some(x) = extent_of(acc).filter(|x| x.released()) {
+        let l = a.leaks.iter().find(|l| l.leak.extent == x).unwrap();
+        let r = l
+            .leak
+            .release
+            .as_ref()
+            .expect("a released finding says where");
+        assert!(r.freed_share >= 0.5, "{name}: {r:?}");
     }
 }
 
-#[test]
-fn steps_are_loop_iterations_and_one_pass_is_one_pass() {
-    for (name, t, a) in cases() {
-        let level = t["steps"]["level"].as_str().unwrap();
-        let count = t["steps"]["count"].as_u64().unwrap() as usize;
-        match level {
-            // An OOM-retry loop's attempts that fail at their first request leave no line to
-            // tell them apart: not scored here (see ACCURACY.md).
-            "attempt" => {}
-            "single pass" => {
-                assert_eq!(iterations(&a), 0, "{name}: one pass has no steps");
-                assert_eq!(a.verdict.kind, VerdictKind::Unjudged, "{name}");
-                assert!(a.leaks.is_empty(), "{name}");
-            }
-            _ => assert_eq!(iterations(&a), count, "{name}: {level}s"),
+fn the_line_to_change_is_the_truths_line(name: &str, t: &Value, a: &Analysis) {
+    let Some(line) = t["expect_line"].as_object() else {
+        return;
+    };
+    let (file, want) = (
+        line["file"].as_str().unwrap(),
+        line["line"].as_u64().unwrap() as u32,
+    );
+    let named = a.leaks.iter().any(|l| {
+        [&l.leak.site, &l.leak.cause_site, &l.leak.allocation_site]
+            .into_iter()
+            .flatten()
+            .any(|s| s.line == want && (s.file == file || s.file.ends_with(file)))
+    });
+    assert!(named, "{name}: {file}:{want} is named by no finding");
+}
+
+fn steps_are_loop_iterations_and_one_pass_is_one_pass(name: &str, t: &Value, a: &Analysis) {
+    let level = t["steps"]["level"].as_str().unwrap();
+    let count = t["steps"]["count"].as_u64().unwrap() as usize;
+    match level {
+        // An OOM-retry loop's attempts that fail at their first request leave no line to
+        // tell them apart: not scored here (see ACCURACY.md).
+        "attempt" => {}
+        "single pass" => {
+            assert_eq!(iterations(a), 0, "{name}: one pass has no steps");
+            assert_eq!(a.verdict.kind, VerdictKind::Unjudged, "{name}");
+            assert!(a.leaks.is_empty(), "{name}");
         }
+        _ => assert_eq!(iterations(a), count, "{name}: {level}s"),
     }
 }
 
 #[test]
 fn a_gan_iteration_with_two_optimizer_steps_is_one_step() {
-    for (name, _, a) in cases().into_iter().filter(|c| c.0.starts_with("gan_")) {
+    for (name, _, a) in cases_where(|s| s.starts_with("gan_")) {
         let per = a.devices[0].structure.optimizer_steps_per_iteration;
         assert_eq!(per, Some(2), "{name}: D and G steps in one iteration");
     }
@@ -147,7 +237,7 @@ fn a_gan_iteration_with_two_optimizer_steps_is_one_step() {
 
 #[test]
 fn later_ooms_of_a_retry_loop_that_keeps_its_exceptions_are_blamed_on_them() {
-    for (name, t, a) in cases().into_iter().filter(|c| c.0.starts_with("oom_retry")) {
+    for (name, t, a) in cases_where(|s| s.starts_with("oom_retry")) {
         let ooms = &a.devices[0].ooms;
         assert!(ooms.len() >= 2, "{name}: {} OOMs", ooms.len());
         assert_eq!(
@@ -250,10 +340,7 @@ fn one_run_one_story_the_exit_snapshot_and_the_trace_agree() {
 #[test]
 fn memory_freed_as_an_ooms_exception_unwound_was_saved_for_backward() {
     use memscope::analysis::categories::Category;
-    let (_, _, a) = cases()
-        .into_iter()
-        .find(|c| c.0 == "oom_retry_clean")
-        .unwrap();
+    let (_, _, a) = case("oom_retry_clean");
     let first = &a.devices[0].ooms[0];
     let c = first.categories.as_ref().expect("categories at the OOM");
     // Read from the log by hand (Python, before this assertion was written): alive at the
