@@ -86,17 +86,24 @@ fn every_corpus_file_is_named_by_a_test() {
             .map(|s| s.to_string())
             .collect::<BTreeSet<String>>()
     };
+    use every_corpus_capture_opens_in_the_tui_and_every_view_renders as tui;
+    use every_corpus_snapshot_analyses_to_a_sane_report as analyses;
+    use every_corpus_trace_loads_or_says_what_it_is as traces;
     assert_eq!(
         named(analyses::LISTED),
         snapshots,
-        "corpus snapshots vs analyses::LISTED"
+        "corpus snapshots vs their tests"
     );
     assert_eq!(
         named(traces::LISTED),
         traces,
-        "corpus traces vs traces::LISTED"
+        "corpus traces vs their tests"
     );
-    assert_eq!(named(tui::LISTED), present, "corpus files vs tui::LISTED");
+    assert_eq!(
+        named(tui::LISTED),
+        present,
+        "corpus files vs their TUI tests"
+    );
     // The counts the serial sweeps asserted: 4 snapshots, 10 traces that load, and the
     // corpus README's few dozen Chrome traces opening in the TUI.
     let refused = traces.iter().filter(|r| refused(r)).count();
@@ -122,7 +129,7 @@ fn refused(rel: &str) -> bool {
     rel.ends_with("_et.json.gz") || rel.contains("memory_timeline.raw")
 }
 
-mod analyses {
+mod every_corpus_snapshot_analyses_to_a_sane_report {
     per_file! { super::analyses_to_a_sane_report;
     attention_2dev_nohistory = "snapshots/attention_2dev_nohistory.pickle",
     cs336_kk_fwd_mixed = "snapshots/cs336_kk_fwd_mixed.pickle",
@@ -136,7 +143,7 @@ mod analyses {
     }
 }
 
-mod traces {
+mod every_corpus_trace_loads_or_says_what_it_is {
     per_file! { super::loads_or_says_what_it_is;
     amd_trace_mi250_minitoy_train_rocm6_2_kineto = "traces/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     call_stack_backward_thread = "traces/hta/call_stack/backward_thread.json",
@@ -176,7 +183,7 @@ mod traces {
     }
 }
 
-mod tui {
+mod every_corpus_capture_opens_in_the_tui_and_every_view_renders {
     per_file! { super::opens_in_the_tui_and_every_view_renders;
     attention_2dev_nohistory = "snapshots/attention_2dev_nohistory.pickle",
     cs336_kk_fwd_mixed = "snapshots/cs336_kk_fwd_mixed.pickle",
