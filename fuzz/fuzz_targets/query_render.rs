@@ -1,6 +1,6 @@
 //! `memscope query`'s renderers (`memscope::query::render`): any result set made from the
 //! bytes, streamed through the table, CSV (defused, raw, for a terminal) and JSON sinks, keeps
-//! each format's invariant (`query_render_check.rs`, also run by `tests/query_bounds.rs`).
+//! each format's invariant (`query_render_check.rs`, also run by `tests/it/query_bounds.rs`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

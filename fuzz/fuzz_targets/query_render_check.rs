@@ -1,5 +1,5 @@
 //! The invariants of `memscope query`'s renderers (`memscope::query::render`), shared by the
-//! `query_render` fuzz target and `tests/query_bounds.rs` (which runs them over seeded
+//! `query_render` fuzz target and `tests/it/query_bounds.rs` (which runs them over seeded
 //! random inputs in `cargo test`): any result set, streamed through the table, CSV (defused,
 //! raw, terminal) and JSON sinks, gives a table with nothing raw a terminal acts on and one
 //! line per row, CSV that parses back to the cells (a formula cell with its `'`), and JSON
