@@ -25,7 +25,10 @@ mod whatif;
 
 pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
-pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
+pub use labels::{
+    serialize_stack_lines, serialize_step_label, short_site, short_site_label, site_label,
+    stack_lines, step_figures, step_label,
+};
 pub use leaks::{
     excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
     leak_explanation, leak_fix,
