@@ -125,12 +125,12 @@ pub fn job_verdict(job: &JobVerdict) -> String {
         causes.dedup();
         parts.push(format!(
             "{} hit an OOM (cause: {})",
-            rank_list(&job.oom_ranks),
+            rank_list(job.oom_ranks),
             causes.join(", ")
         ));
     }
     if !job.leak_ranks.is_empty() {
-        parts.push(format!("{} leaks", rank_list(&job.leak_ranks)));
+        parts.push(format!("{} leaks", rank_list(job.leak_ranks)));
     }
     if parts.is_empty() {
         parts.push(if job.none_judged {

@@ -62,38 +62,6 @@ impl Serialize for StackLabels {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::EventIdx;
-
-    #[test]
-    fn a_stack_past_its_spelled_out_frames_ends_with_how_many_more() {
-        let s = StackLabels {
-            frames: vec!["a.py:1 f".into(), "b.py:2 g".into()],
-            more: 3,
-        };
-        let json = serialize_stack_lines(&s, serde_json::value::Serializer).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!(["a.py:1 f", "b.py:2 g", "... 3 more frames"])
-        );
-        let whole = StackLabels {
-            more: 0,
-            ..s.clone()
-        };
-        assert_eq!(stack_lines(&whole).count(), 2);
-    }
-
-    #[test]
-    fn a_retried_attempt_is_named_by_its_oom() {
-        let l = StepLabel::OomAt(EventIdx(15));
-        let json = serialize_step_label(&l, serde_json::value::Serializer).unwrap();
-        assert_eq!(json, "OOM at event 15");
-        assert_eq!(step_label(&StepLabel::Step("step 6".into())), "step 6");
-    }
-}
-
 /// How a site row is named, in every format that lists sites.
 pub fn site_label(s: &SiteTotal) -> String {
     // Code torch.compile wrote, blamed where no user frame is outside it (a compiled
@@ -215,5 +183,37 @@ pub fn short_site_label(s: &Option<Site>) -> String {
     match s {
         Some(_) => short_site(s),
         None => "(no user frame)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventIdx;
+
+    #[test]
+    fn a_stack_past_its_spelled_out_frames_ends_with_how_many_more() {
+        let s = StackLabels {
+            frames: vec!["a.py:1 f".into(), "b.py:2 g".into()],
+            more: 3,
+        };
+        let json = serialize_stack_lines(&s, serde_json::value::Serializer).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!(["a.py:1 f", "b.py:2 g", "... 3 more frames"])
+        );
+        let whole = StackLabels {
+            more: 0,
+            ..s.clone()
+        };
+        assert_eq!(stack_lines(&whole).count(), 2);
+    }
+
+    #[test]
+    fn a_retried_attempt_is_named_by_its_oom() {
+        let l = StepLabel::OomAt(EventIdx(15));
+        let json = serialize_step_label(&l, serde_json::value::Serializer).unwrap();
+        assert_eq!(json, "OOM at event 15");
+        assert_eq!(step_label(&StepLabel::Step("step 6".into())), "step 6");
     }
 }
