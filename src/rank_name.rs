@@ -20,10 +20,10 @@
 //! a time or a pid, which differ between ranks; Megatron-Bridge's two forms share `snapshot_*`).
 
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a rank's number came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RankFrom {
     /// `--rank-pattern`.

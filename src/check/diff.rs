@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::summary::{DeviceSummary, InputSummary, SiteBytes, Standing};
+use crate::analysis::leaks::LeakKind;
 use crate::analysis::sites::Site;
 use crate::analysis::{CaptureKind, TOP_SITES};
 use crate::units;
@@ -401,12 +402,31 @@ pub struct NamedDelta {
     pub delta: i64,
 }
 
+/// What a [`FindingChange`] is: a leak of a kind, or the op whose autograd graph grows. In
+/// JSON, the leak kind's id (`accumulated_loss`) or the op's name (`aten::add`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FindingKind {
+    Leak(LeakKind),
+    /// The op's name, as the capture records it.
+    GraphGrowth(String),
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FindingKind::Leak(k) => f.write_str(k.id()),
+            FindingKind::GraphGrowth(op) => f.write_str(op),
+        }
+    }
+}
+
 /// A finding (leak or graph growth) present on one side only.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FindingChange {
     /// `new` (only after) or `gone` (only before).
     pub status: SiteStatus,
-    pub kind: String,
+    pub kind: FindingKind,
     pub site: Option<Site>,
     /// Bytes per step for leaks, nodes per step for graph growth.
     pub per_step: f64,
@@ -747,7 +767,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             for l in v {
                 leaks.push(FindingChange {
                     status,
-                    kind: l.kind.id().to_owned(),
+                    kind: FindingKind::Leak(l.kind),
                     site: l.site.clone(),
                     per_step: l.growth_bytes_per_step,
                 });
@@ -766,7 +786,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             for g in v {
                 graph_growth.push(FindingChange {
                     status,
-                    kind: g.op.clone(),
+                    kind: FindingKind::GraphGrowth(g.op.clone()),
                     site: g.site.clone(),
                     per_step: g.nodes_per_step,
                 });
