@@ -11,7 +11,7 @@
 //! last step, a site's stack), the field serializes through a `serialize_*` function here.
 
 mod categories;
-mod gate;
+pub mod gate;
 pub mod job;
 mod labels;
 mod leaks;

@@ -12,7 +12,7 @@ use super::{
     leak_evidence, lines_known, site_text, skip_unless, LeakRule, Measurable, Rule, RuleId,
 };
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit};
+use crate::check::{Measure, RuleResult, Skip, Unit};
 use crate::units;
 
 pub struct GrowthPerStepRule {
@@ -32,18 +32,14 @@ impl Rule for GrowthPerStepRule {
         }
         let rule = RuleId::MaxGrowthPerStep;
         let Some((max, l)) = s.max_growth_per_step() else {
-            return RuleResult::skip(
-                rule,
-                Unit::BytesPerStep,
-                "this analysis has no per-step growth findings",
-            );
+            return RuleResult::skip(rule, Unit::BytesPerStep, Skip::NoGrowthFindings);
         };
         let mut r = RuleResult::limit(
             rule,
             Unit::BytesPerStep,
             max,
             self.limit as f64,
-            "largest growth",
+            Measure::LargestGrowth,
         );
         if let Some(l) = l {
             r.site = l.site.clone();

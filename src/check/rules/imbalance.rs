@@ -12,7 +12,7 @@
 
 use super::RuleId;
 use crate::check::ranks::RankGroup;
-use crate::check::{CheckError, RankPeakUnknown, RuleResult, Unit};
+use crate::check::{CheckError, Measure, RankPeakUnknown, RuleResult, Unit};
 use crate::units;
 
 pub struct ImbalanceRule {
@@ -56,7 +56,7 @@ impl ImbalanceRule {
                 Unit::Fraction,
                 im.fraction,
                 self.limit,
-                &format!("peak imbalance between {}", g.label()),
+                Measure::Imbalance { group: g.label() },
             );
             r.evidence.push(format!(
                 "rank {} peaks at {}, rank {} at {}",

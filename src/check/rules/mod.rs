@@ -36,16 +36,17 @@ use super::{trim_float, RuleResult, Unit, EVIDENCE};
 use crate::analysis::sites::Site;
 use crate::analysis::CaptureKind;
 use crate::units;
+pub use crate::wording::gate::{NoLeakJudgement, Skip, Unmeasured};
 
 /// Whether an input holds what a rule measures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Measurable {
     Yes,
     /// The rule does not apply to this kind of capture (graph growth of a snapshot): SKIP.
-    NotThisKind(String),
+    NotThisKind(Skip),
     /// The rule applies, but this capture holds nothing to measure (why): SKIP, or an error
     /// when the user set the rule's limit.
-    Nothing(String),
+    Nothing(Skip),
 }
 
 /// One rule of the gate.
@@ -67,49 +68,20 @@ fn skip_unless(rule: &dyn Rule, unit: Unit, s: &InputSummary) -> Option<RuleResu
     }
 }
 
-/// Why a capture cannot support a leak judgement (the leak rules SKIP with it).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NoLeakJudgement {
-    /// The summary holds no leak section (the analysis did not look).
-    #[error("this analysis has no leak findings")]
-    NotAnalysed,
-    /// The capture could not support one (the judgement's reason, in words).
-    #[error("leaks not judged: {why}")]
-    NotJudged { why: String },
-}
-
 /// Whether the capture could support a leak judgement: its findings, or why it could not.
 fn leaks_judged(s: &InputSummary) -> Result<&[summary::LeakSummary], NoLeakJudgement> {
     let Some(leaks) = &s.leaks else {
         return Err(NoLeakJudgement::NotAnalysed);
     };
-    match s.leak_judgement.as_ref().and_then(|j| j.why_not()) {
+    match s.leak_judgement.as_ref().filter(|j| !j.judged) {
         // A finding is a finding, whatever the judgement says.
-        Some(why) if leaks.is_empty() => Err(NoLeakJudgement::NotJudged { why }),
+        Some(j) if leaks.is_empty() => Err(NoLeakJudgement::NotJudged {
+            reason: j.reason.map(summary::Unjudged::reason),
+            steps: j.steps,
+            min_steps: j.min_steps,
+        }),
         _ => Ok(leaks),
     }
-}
-
-/// Why a device's figure cannot be held to a limit.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unmeasured {
-    /// The capture records no reserved bytes on the device (a torch 1.9 trace).
-    #[error(
-        "the trace records no reserved bytes on {device} (its [memory] events carry no `Total Reserved`)"
-    )]
-    NoReserved { device: String },
-    /// The figure is known only from below (changes from a trace's start), and the bound is
-    /// within the limit: it cannot show the figure is.
-    #[error(
-        "{what} on {device} is known only as a change from the trace's start (its [memory] \
-         events carry no `Total Allocated`): at least {}, which cannot show it within the limit",
-        units::bytes(*.bound)
-    )]
-    BoundWithin {
-        what: &'static str,
-        device: String,
-        bound: u64,
-    },
 }
 
 /// A site in words; `line_known: false` (profiler traces, which record a frame's line as of
