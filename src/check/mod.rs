@@ -55,26 +55,10 @@ impl Status {
     }
 }
 
-use crate::wording::gate::trim_float;
-pub use crate::wording::gate::{Held, Measure, Reason, Skip, Unit};
+use crate::wording::gate as words;
+pub use crate::wording::gate::{Held, Measure, RankPeakUnknown, Reason, Skip, Unit};
 
-/// Whether a site is a native frame (no Python frame in its stack, e.g. the autograd
-/// engine's thread or a C++ allocation): no file, no line.
-pub fn is_native(site: &Site) -> bool {
-    site.line == 0 && !site.file.ends_with(".py")
-}
-
-/// A site in words: `file:line in function`; `file in function` where the line is not the
-/// statement's (profiler traces); `function (native; no Python frame)` for a native frame.
-pub fn site_words(site: &Site, line_known: bool) -> String {
-    if is_native(site) {
-        format!("{} (native; no Python frame)", site.function)
-    } else if line_known {
-        site.to_string()
-    } else {
-        format!("{} in {}", site.file, site.function)
-    }
-}
+pub use crate::wording::gate::{is_native, site_words};
 
 /// The outcome of one rule on one input.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -229,37 +213,35 @@ impl CheckReport {
 }
 
 /// Why a check cannot run: a limit the user set that an input holds nothing to measure
-/// against (never a silent PASS), or contradictory `--rank`s.
+/// against (never a silent PASS), or contradictory `--rank`s. Typed; its sentences are
+/// [`crate::wording::gate`]'s.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CheckError {
     /// Two files given one `--rank`: the user's numbering is contradictory, not absent.
-    #[error("--rank {rank} is given to two files: {first} and {second}")]
+    #[error("{}", words::rank_twice(*rank, first, second))]
     RankTwice {
         rank: u32,
         first: String,
         second: String,
     },
     /// A rule's limit was set, and an input of a kind it applies to holds nothing to measure.
-    #[error("--{rule} is set, but {path} has nothing to measure: {why}")]
+    #[error("{}", words::nothing_to_measure(rule.name(), Some(path), why))]
     NothingToMeasure {
         rule: RuleId,
         path: String,
         why: Skip,
     },
     /// A rule's limit was set, and no input is of a kind it applies to.
-    #[error("--{rule} is set, but no input has anything to measure: {why}")]
+    #[error("{}", words::nothing_to_measure(rule.name(), None, why))]
     NoInputToMeasure { rule: RuleId, why: Skip },
     /// `--max-imbalance` over inputs none of which are ranks of one run and kind.
-    #[error(
-        "--max-imbalance is set, but no two inputs are ranks of one run and kind \
-         (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)"
-    )]
+    #[error("{}", words::NO_RANKS)]
     NoRanks,
     /// `--max-imbalance` over one input.
-    #[error("--max-imbalance is set, but there is one input: imbalance needs two ranks")]
+    #[error("{}", words::ONE_INPUT)]
     OneInput,
     /// `--max-imbalance` over a group with a rank whose peak is no measurement.
-    #[error("--max-imbalance is set, but rank {rank} of the {group} ({path}) {why}")]
+    #[error("{}", words::rank_unmeasurable(*rank, group, path, *why))]
     RankUnmeasurable {
         rank: u32,
         /// The group's label (`trace ranks (world size 128)`).
@@ -267,18 +249,6 @@ pub enum CheckError {
         path: String,
         why: RankPeakUnknown,
     },
-}
-
-/// Why a rank's peak cannot be compared with another rank's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RankPeakUnknown {
-    #[error("recorded no device memory")]
-    NoMemory,
-    #[error(
-        "records allocated bytes only as changes from its trace's start: its \
-         peak cannot be compared with another rank's"
-    )]
-    FromTraceStart,
 }
 
 /// Runs every configured rule over `inputs`; `explicit_ranks[i]` is input `i`'s `--rank`.

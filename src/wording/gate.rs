@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::analysis::leaks::{Extent, LeakKind, MIN_RISING_STEPS};
 use crate::analysis::oom::Cause;
+use crate::analysis::sites::Site;
 use crate::analysis::{CaptureKind, NotJudged};
 use crate::units;
 
@@ -536,4 +537,143 @@ impl std::fmt::Display for Reason {
             Reason::Skip(s) => write!(f, "{s}"),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The evidence lines under a FAIL.
+
+/// Whether a site is a native frame (no Python frame in its stack, e.g. the autograd
+/// engine's thread or a C++ allocation): no file, no line.
+pub fn is_native(site: &Site) -> bool {
+    site.line == 0 && !site.file.ends_with(".py")
+}
+
+/// A site in words: `file:line in function`; `file in function` where the line is not the
+/// statement's (profiler traces); `function (native; no Python frame)` for a native frame.
+pub fn site_words(site: &Site, line_known: bool) -> String {
+    if is_native(site) {
+        format!("{} (native; no Python frame)", site.function)
+    } else if line_known {
+        site.to_string()
+    } else {
+        format!("{} in {}", site.file, site.function)
+    }
+}
+
+/// A site in words, or `(no Python stack)`; `line_known: false` (profiler traces, which record a
+/// frame's line as of when the frame was entered) names the file and function only.
+pub fn gate_site(s: &Option<Site>, line_known: bool) -> String {
+    match s {
+        None => "(no Python stack)".into(),
+        Some(s) => site_words(s, line_known),
+    }
+}
+
+/// `1.0 GiB held by train.py:12 in step`: what a line held at the peak.
+pub fn held_by(bytes: u64, site: &Option<Site>, line_known: bool) -> String {
+    format!(
+        "{} held by {}",
+        units::bytes(bytes),
+        gate_site(site, line_known)
+    )
+}
+
+/// `kept alive by …`: what keeps a leak alive.
+pub fn kept_alive_by(site: &Option<Site>, line_known: bool) -> String {
+    format!("kept alive by {}", gate_site(site, line_known))
+}
+
+/// `fix: …`: a finding's own fix, the last evidence line.
+pub fn fix_line(fix: &str) -> String {
+    format!("fix: {fix}")
+}
+
+/// One growing op of the autograd graph, as evidence.
+pub fn graph_growth_line(
+    op: &str,
+    nodes_per_step: f64,
+    steps: u64,
+    site: &Option<Site>,
+    line_known: bool,
+) -> String {
+    format!(
+        "{op} adds {} autograd nodes per step over {steps} steps at {}",
+        trim_float(nodes_per_step),
+        gate_site(site, line_known)
+    )
+}
+
+/// The leak that grows fastest, as evidence: its line, steps, live bytes and kind.
+pub fn growth_line(
+    site: &Option<Site>,
+    line_known: bool,
+    steps: u64,
+    live_bytes: u64,
+    kind: LeakKind,
+) -> String {
+    format!(
+        "{} over {steps} steps, {} live ({kind})",
+        gate_site(site, line_known),
+        units::bytes(live_bytes),
+    )
+}
+
+/// The ranks that peak highest and lowest, as evidence of an imbalance.
+pub fn rank_peaks(high: (u32, u64), low: (u32, u64)) -> String {
+    format!(
+        "rank {} peaks at {}, rank {} at {}",
+        high.0,
+        units::bytes(high.1),
+        low.0,
+        units::bytes(low.1)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Why a check cannot run (`check`'s `CheckError`, exit 2).
+
+/// Why a rank's peak cannot be compared with another rank's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankPeakUnknown {
+    NoMemory,
+    FromTraceStart,
+}
+
+impl std::fmt::Display for RankPeakUnknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RankPeakUnknown::NoMemory => "recorded no device memory",
+            RankPeakUnknown::FromTraceStart => {
+                "records allocated bytes only as changes from its trace's start: its \
+                 peak cannot be compared with another rank's"
+            }
+        })
+    }
+}
+
+/// Two files given one `--rank`.
+pub fn rank_twice(rank: u32, first: &str, second: &str) -> String {
+    format!("--rank {rank} is given to two files: {first} and {second}")
+}
+
+/// A limit the user set (`--{rule}`) with nothing to measure in `path` (or in any input).
+pub fn nothing_to_measure(rule: &str, path: Option<&str>, why: &Skip) -> String {
+    match path {
+        Some(path) => format!("--{rule} is set, but {path} has nothing to measure: {why}"),
+        None => format!("--{rule} is set, but no input has anything to measure: {why}"),
+    }
+}
+
+/// `--max-imbalance` over inputs none of which are ranks of one run and kind.
+pub const NO_RANKS: &str =
+    "--max-imbalance is set, but no two inputs are ranks of one run and kind \
+     (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)";
+
+/// `--max-imbalance` over one input.
+pub const ONE_INPUT: &str =
+    "--max-imbalance is set, but there is one input: imbalance needs two ranks";
+
+/// `--max-imbalance` over a group with a rank whose peak is no measurement.
+pub fn rank_unmeasurable(rank: u32, group: &str, path: &str, why: RankPeakUnknown) -> String {
+    format!("--max-imbalance is set, but rank {rank} of the {group} ({path}) {why}")
 }

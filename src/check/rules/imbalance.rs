@@ -13,7 +13,6 @@
 use super::RuleId;
 use crate::check::ranks::RankGroup;
 use crate::check::{CheckError, Measure, RankPeakUnknown, RuleResult, Unit};
-use crate::units;
 
 pub struct ImbalanceRule {
     /// The largest allowed fraction.
@@ -58,12 +57,9 @@ impl ImbalanceRule {
                 self.limit,
                 Measure::Imbalance { group: g.label() },
             );
-            r.evidence.push(format!(
-                "rank {} peaks at {}, rank {} at {}",
-                im.max_rank,
-                units::bytes(im.max_bytes),
-                im.min_rank,
-                units::bytes(im.min_bytes)
+            r.evidence.push(crate::wording::gate::rank_peaks(
+                (im.max_rank, im.max_bytes),
+                (im.min_rank, im.min_bytes),
             ));
             out.push(r);
         }

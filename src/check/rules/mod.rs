@@ -32,10 +32,9 @@ pub use oom::OomRule;
 pub use peak::PeakRule;
 
 use super::summary::{self, InputSummary};
-use super::{trim_float, RuleResult, Unit, EVIDENCE};
-use crate::analysis::sites::Site;
+use super::{RuleResult, Unit, EVIDENCE};
 use crate::analysis::CaptureKind;
-use crate::units;
+use crate::wording::gate as words;
 pub use crate::wording::gate::{NoLeakJudgement, Skip, Unmeasured};
 
 /// Whether an input holds what a rule measures.
@@ -84,15 +83,6 @@ fn leaks_judged(s: &InputSummary) -> Result<&[summary::LeakSummary], NoLeakJudge
     }
 }
 
-/// A site in words; `line_known: false` (profiler traces, which record a frame's line as of
-/// when the frame was entered) names the file and function only.
-fn site_text(s: &Option<Site>, line_known: bool) -> String {
-    match s {
-        None => "(no Python stack)".into(),
-        Some(s) => super::site_words(s, line_known),
-    }
-}
-
 /// Whether the lines of `s`'s sites are the lines of the statements (not for traces).
 pub fn lines_known(s: &InputSummary) -> bool {
     s.kind != CaptureKind::Trace
@@ -102,38 +92,26 @@ fn site_lines(sites: &[summary::SiteBytes], known: bool) -> Vec<String> {
     sites
         .iter()
         .take(EVIDENCE)
-        .map(|s| {
-            format!(
-                "{} held by {}",
-                units::bytes(s.bytes),
-                site_text(&s.site, known)
-            )
-        })
+        .map(|s| words::held_by(s.bytes, &s.site, known))
         .collect()
 }
 
 /// A leak finding's evidence: what keeps it alive, why, and the fix.
 fn leak_evidence(l: &summary::LeakSummary, known: bool, ev: &mut Vec<String>) {
     if l.cause_site.is_some() {
-        ev.push(format!("kept alive by {}", site_text(&l.cause_site, known)));
+        ev.push(words::kept_alive_by(&l.cause_site, known));
     }
     if !l.explanation.is_empty() {
         ev.push(l.explanation.clone());
     }
     if !l.fix.is_empty() {
-        ev.push(format!("fix: {}", l.fix));
+        ev.push(words::fix_line(&l.fix));
     }
 }
 
 /// One growing op of the autograd graph, as evidence.
 fn graph_evidence(g: &summary::GraphGrowthSummary, known: bool) -> String {
-    format!(
-        "{} adds {} autograd nodes per step over {} steps at {}",
-        g.op,
-        trim_float(g.nodes_per_step),
-        g.steps,
-        site_text(&g.site, known)
-    )
+    words::graph_growth_line(&g.op, g.nodes_per_step, g.steps, &g.site, known)
 }
 
 /// A trace's summary for the rules' tests: cuda:0 measured at 1 GiB, cuda:1 known only as a
