@@ -10,7 +10,6 @@ use super::summary::{DeviceSummary, InputSummary, SiteBytes, Standing};
 use crate::analysis::leaks::LeakKind;
 use crate::analysis::sites::Site;
 use crate::analysis::{CaptureKind, TOP_SITES};
-use crate::units;
 
 pub const DIFF_SCHEMA: &str = "memscope.diff/1";
 
@@ -71,31 +70,15 @@ pub struct SiteChange {
 
 impl SiteChange {
     pub fn describe(&self) -> String {
-        let site = self.site.as_ref().map_or_else(
-            || "(no Python stack)".into(),
-            |s| super::site_words(s, true),
-        );
-        let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
-        let site = match &self.moved_from {
-            Some(m) if m.file == self.site.as_ref().map_or("", |s| &s.file) => {
-                format!("{site} (was line {})", m.line)
-            }
-            Some(m) => format!("{site} (was {m})"),
-            None => site,
-        };
-        format!(
-            "{} {} {} ({} -> {}){}",
-            units::signed_bytes(self.delta_bytes),
-            self.status.word(),
-            site,
-            b(self.before_bytes),
-            b(self.after_bytes),
-            if self.below_top {
-                ", absent side lists only its top sites"
-            } else {
-                ""
-            }
-        )
+        crate::wording::diff::site_change(crate::wording::diff::SiteChangeWords {
+            delta_bytes: self.delta_bytes,
+            status: self.status.word(),
+            site: &self.site,
+            moved_from: &self.moved_from,
+            before_bytes: self.before_bytes,
+            after_bytes: self.after_bytes,
+            below_top: self.below_top,
+        })
     }
 }
 
@@ -348,37 +331,19 @@ impl Delta {
     /// says how far it can be trusted: at least (the after side is a bound), at most (the
     /// before side is), or unknown (both are).
     pub fn describe(&self) -> String {
-        if self.before_unrecorded || self.after_unrecorded {
-            let side = |v: u64, none: bool, lower: bool| {
-                if none {
-                    "not recorded".to_owned()
-                } else {
-                    format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v))
-                }
-            };
-            return format!(
-                "{} -> {} (change unknown)",
-                side(self.before, self.before_unrecorded, self.before_lower_bound),
-                side(self.after, self.after_unrecorded, self.after_lower_bound)
-            );
-        }
-        let side =
-            |v: u64, lower: bool| format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v));
-        let pct = if self.before > 0 {
-            format!(", {:+.1}%", self.delta as f64 * 100.0 / self.before as f64)
-        } else {
-            String::new()
-        };
-        let change = match (self.before_lower_bound, self.after_lower_bound) {
-            (false, false) => format!("{}{pct}", units::signed_bytes(self.delta)),
-            (false, true) => format!("at least {}{pct}", units::signed_bytes(self.delta)),
-            (true, false) => format!("at most {}{pct}", units::signed_bytes(self.delta)),
-            (true, true) => "change unknown: both sides are lower bounds".to_owned(),
-        };
-        format!(
-            "{} -> {} ({change})",
-            side(self.before, self.before_lower_bound),
-            side(self.after, self.after_lower_bound)
+        use crate::wording::diff::{delta_words, Side};
+        delta_words(
+            Side {
+                bytes: self.before,
+                lower_bound: self.before_lower_bound,
+                unrecorded: self.before_unrecorded,
+            },
+            Side {
+                bytes: self.after,
+                lower_bound: self.after_lower_bound,
+                unrecorded: self.after_unrecorded,
+            },
+            self.delta,
         )
     }
 }

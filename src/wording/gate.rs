@@ -677,3 +677,111 @@ pub const ONE_INPUT: &str =
 pub fn rank_unmeasurable(rank: u32, group: &str, path: &str, why: RankPeakUnknown) -> String {
     format!("--max-imbalance is set, but rank {rank} of the {group} ({path}) {why}")
 }
+
+/// Why a trace's autograd graph cannot support a judgement on growth (the gate's summary keeps
+/// the words, as `graph_not_judged`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphUnjudged {
+    /// No op carries an autograd sequence number.
+    NoSequenceNumbers,
+    /// Ops ran with grad mode on, and no backward pass.
+    NoBackward { forward_ops: usize },
+    /// Fewer profiled steps than a judgement needs.
+    TooFewSteps { steps: usize, needed: usize },
+}
+
+/// [`GraphUnjudged`] in words.
+pub fn graph_not_judged(why: GraphUnjudged) -> String {
+    match why {
+        GraphUnjudged::NoSequenceNumbers => {
+            "no op carries an autograd sequence number: the graph cannot be followed".into()
+        }
+        GraphUnjudged::NoBackward { forward_ops } => format!(
+            "{forward_ops} forward ops ran with grad mode on but the trace holds no backward pass"
+        ),
+        GraphUnjudged::TooFewSteps { steps, needed } => format!(
+            "{steps} profiled step{}: graph growth across steps needs at least {needed}",
+            plural(steps)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every outcome has its own code, and every SKIP says why in words.
+    #[test]
+    fn each_outcome_has_its_own_code() {
+        let held = Held {
+            measure: Measure::Ooms,
+            unit: Unit::Count,
+            measured: 0.0,
+            limit: 0.0,
+            caveats: Vec::new(),
+        };
+        let no = NoLeakJudgement::NotJudged {
+            reason: Some(NotJudged::SinglePass),
+            steps: 1,
+            min_steps: 3,
+        };
+        let dev = || "cuda:0".to_owned();
+        let skips = [
+            Skip::NoDeviceMemory,
+            Skip::Unmeasured(Unmeasured::NoReserved { device: dev() }),
+            Skip::Unmeasured(Unmeasured::BoundWithin {
+                measure: Measure::PeakAllocated { device: dev() },
+                bound: 1,
+            }),
+            Skip::Leaks(NoLeakJudgement::NotAnalysed),
+            Skip::Leaks(no.clone()),
+            Skip::OomsNotJudged(NotJudged::NoHistory),
+            Skip::GraphNotJudged("two profiled steps".into()),
+            Skip::NoGraph(CaptureKind::Snapshot),
+            Skip::NoGrowthFindings,
+            Skip::NoCommonDevice {
+                here: vec![dev()],
+                there: Vec::new(),
+            },
+            Skip::Uncompared(Uncompared::Baseline(Unmeasured::NoReserved {
+                device: dev(),
+            })),
+            Skip::Uncompared(Uncompared::BaselineBound {
+                measure: Measure::LiveAtEnd { device: dev() },
+            }),
+            Skip::BaselineLeaks(NoLeakJudgement::NotAnalysed),
+            Skip::BaselineLeaks(no),
+            Skip::GrowthNotAnalysed,
+            Skip::GraphOneSide,
+        ];
+        let mut reasons: Vec<Reason> = vec![
+            Reason::Within(held.clone()),
+            Reason::Over(held),
+            Reason::NoOom,
+            Reason::NoFragmentationOom,
+            Reason::NoLeak { steps: None },
+            Reason::OomCausedByLeak { device: dev() },
+            Reason::FragmentationOom {
+                device: dev(),
+                requested_bytes: 1,
+            },
+            Reason::NoBaselineEntry {
+                file: "a.pickle".into(),
+                entries: 2,
+            },
+        ];
+        for s in &skips {
+            assert!(!s.to_string().is_empty(), "{s:?}");
+        }
+        reasons.extend(skips.into_iter().map(Reason::Skip));
+        let mut codes: Vec<&str> = reasons.iter().map(Reason::code).collect();
+        let n = codes.len();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), n, "{codes:?}");
+        assert_eq!(
+            serde_json::to_value(Reason::NoOom).unwrap(),
+            serde_json::Value::from("no_oom")
+        );
+    }
+}
