@@ -4,7 +4,10 @@
 //! The analysis decides (enums and figures); this module says. The text report, the HTML
 //! report, the JSON's `summary` fields, the TUI and the gate's annotations all call these
 //! functions, so a label and its explanation cannot disagree between views, and rewording a
-//! sentence never touches the analysis. It sits above `analysis` and below every view.
+//! sentence never touches the analysis. It sits above `analysis` and below every view
+//! (`tools/layers.py` checks it): what a view computes and wants said (the gate's outcomes,
+//! [`gate::Reason`]; the job's verdict, [`job::JobVerdict`]; a diff's changes, [`diff`]) comes
+//! in as wording's own types or as plain values, never as a view's type.
 //!
 //! The report's notes are said here too (`note`, `load_note`). Where the JSON keeps a typed
 //! value as a string among the analysis' own fields (a replay mismatch, a leak's first and
