@@ -20,6 +20,23 @@
 //! a time or a pid, which differ between ranks; Megatron-Bridge's two forms share `snapshot_*`).
 
 use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// Where a rank's number came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankFrom {
+    /// `--rank-pattern`.
+    Pattern,
+    /// The trace's `distributedInfo.rank`.
+    DistributedInfo,
+    /// The file name, by a framework's convention.
+    FileName,
+    /// A rank the summary file recorded (`memscope baseline --rank`, or its file name there).
+    Summary,
+    /// The one CUDA device the snapshot's memory lives on.
+    Device,
+}
 
 /// Which naming convention gave the rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

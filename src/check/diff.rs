@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::summary::{DeviceSummary, InputSummary, SiteBytes, Standing};
+use crate::analysis::leaks::LeakKind;
 use crate::analysis::sites::Site;
 use crate::analysis::{CaptureKind, TOP_SITES};
-use crate::units;
 
 pub const DIFF_SCHEMA: &str = "memscope.diff/1";
 
@@ -70,31 +70,15 @@ pub struct SiteChange {
 
 impl SiteChange {
     pub fn describe(&self) -> String {
-        let site = self.site.as_ref().map_or_else(
-            || "(no Python stack)".into(),
-            |s| super::site_words(s, true),
-        );
-        let b = |v: Option<u64>| v.map_or_else(|| "absent".into(), units::bytes);
-        let site = match &self.moved_from {
-            Some(m) if m.file == self.site.as_ref().map_or("", |s| &s.file) => {
-                format!("{site} (was line {})", m.line)
-            }
-            Some(m) => format!("{site} (was {m})"),
-            None => site,
-        };
-        format!(
-            "{} {} {} ({} -> {}){}",
-            units::signed_bytes(self.delta_bytes),
-            self.status.word(),
-            site,
-            b(self.before_bytes),
-            b(self.after_bytes),
-            if self.below_top {
-                ", absent side lists only its top sites"
-            } else {
-                ""
-            }
-        )
+        crate::wording::diff::site_change(crate::wording::diff::SiteChangeWords {
+            delta_bytes: self.delta_bytes,
+            status: self.status.word(),
+            site: &self.site,
+            moved_from: &self.moved_from,
+            before_bytes: self.before_bytes,
+            after_bytes: self.after_bytes,
+            below_top: self.below_top,
+        })
     }
 }
 
@@ -347,37 +331,19 @@ impl Delta {
     /// says how far it can be trusted: at least (the after side is a bound), at most (the
     /// before side is), or unknown (both are).
     pub fn describe(&self) -> String {
-        if self.before_unrecorded || self.after_unrecorded {
-            let side = |v: u64, none: bool, lower: bool| {
-                if none {
-                    "not recorded".to_owned()
-                } else {
-                    format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v))
-                }
-            };
-            return format!(
-                "{} -> {} (change unknown)",
-                side(self.before, self.before_unrecorded, self.before_lower_bound),
-                side(self.after, self.after_unrecorded, self.after_lower_bound)
-            );
-        }
-        let side =
-            |v: u64, lower: bool| format!("{}{}", if lower { ">= " } else { "" }, units::bytes(v));
-        let pct = if self.before > 0 {
-            format!(", {:+.1}%", self.delta as f64 * 100.0 / self.before as f64)
-        } else {
-            String::new()
-        };
-        let change = match (self.before_lower_bound, self.after_lower_bound) {
-            (false, false) => format!("{}{pct}", units::signed_bytes(self.delta)),
-            (false, true) => format!("at least {}{pct}", units::signed_bytes(self.delta)),
-            (true, false) => format!("at most {}{pct}", units::signed_bytes(self.delta)),
-            (true, true) => "change unknown: both sides are lower bounds".to_owned(),
-        };
-        format!(
-            "{} -> {} ({change})",
-            side(self.before, self.before_lower_bound),
-            side(self.after, self.after_lower_bound)
+        use crate::wording::diff::{delta_words, Side};
+        delta_words(
+            Side {
+                bytes: self.before,
+                lower_bound: self.before_lower_bound,
+                unrecorded: self.before_unrecorded,
+            },
+            Side {
+                bytes: self.after,
+                lower_bound: self.after_lower_bound,
+                unrecorded: self.after_unrecorded,
+            },
+            self.delta,
         )
     }
 }
@@ -401,12 +367,31 @@ pub struct NamedDelta {
     pub delta: i64,
 }
 
+/// What a [`FindingChange`] is: a leak of a kind, or the op whose autograd graph grows. In
+/// JSON, the leak kind's id (`accumulated_loss`) or the op's name (`aten::add`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FindingKind {
+    Leak(LeakKind),
+    /// The op's name, as the capture records it.
+    GraphGrowth(String),
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FindingKind::Leak(k) => f.write_str(k.id()),
+            FindingKind::GraphGrowth(op) => f.write_str(op),
+        }
+    }
+}
+
 /// A finding (leak or graph growth) present on one side only.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FindingChange {
     /// `new` (only after) or `gone` (only before).
     pub status: SiteStatus,
-    pub kind: String,
+    pub kind: FindingKind,
     pub site: Option<Site>,
     /// Bytes per step for leaks, nodes per step for graph growth.
     pub per_step: f64,
@@ -747,7 +732,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             for l in v {
                 leaks.push(FindingChange {
                     status,
-                    kind: l.kind.id().to_owned(),
+                    kind: FindingKind::Leak(l.kind),
                     site: l.site.clone(),
                     per_step: l.growth_bytes_per_step,
                 });
@@ -766,7 +751,7 @@ pub fn diff(before: &InputSummary, after: &InputSummary) -> Diff {
             for g in v {
                 graph_growth.push(FindingChange {
                     status,
-                    kind: g.op.clone(),
+                    kind: FindingKind::GraphGrowth(g.op.clone()),
                     site: g.site.clone(),
                     per_step: g.nodes_per_step,
                 });

@@ -24,7 +24,6 @@ use serde::Serialize;
 
 use crate::analysis::sites::Site;
 use crate::analysis::CaptureKind;
-use crate::units;
 pub use config::{CheckConfig, ConfigError, FailOn};
 pub use ranks::{Imbalance, RankGroup, RankRow};
 pub use rules::{Measurable, Rule, RuleId};
@@ -56,54 +55,10 @@ impl Status {
     }
 }
 
-/// What a rule measures, for formatting values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    Bytes,
-    BytesPerStep,
-    NodesPerStep,
-    Count,
-    Fraction,
-}
+use crate::wording::gate as words;
+pub use crate::wording::gate::{Held, Measure, RankPeakUnknown, Reason, Skip, Unit};
 
-impl Unit {
-    pub fn format(self, v: f64) -> String {
-        match self {
-            Unit::Bytes => units::bytes(v.max(0.0).round() as u64),
-            Unit::BytesPerStep => format!("{}/step", units::bytes(v.max(0.0).round() as u64)),
-            Unit::NodesPerStep => format!("{} nodes/step", trim_float(v)),
-            Unit::Count => format!("{}", v.round() as i64),
-            Unit::Fraction => format!("{:.1}%", v * 100.0),
-        }
-    }
-}
-
-fn trim_float(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{}", v.round() as i64)
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// Whether a site is a native frame (no Python frame in its stack, e.g. the autograd
-/// engine's thread or a C++ allocation): no file, no line.
-pub fn is_native(site: &Site) -> bool {
-    site.line == 0 && !site.file.ends_with(".py")
-}
-
-/// A site in words: `file:line in function`; `file in function` where the line is not the
-/// statement's (profiler traces); `function (native; no Python frame)` for a native frame.
-pub fn site_words(site: &Site, line_known: bool) -> String {
-    if is_native(site) {
-        format!("{} (native; no Python frame)", site.function)
-    } else if line_known {
-        site.to_string()
-    } else {
-        format!("{} in {}", site.file, site.function)
-    }
-}
+pub use crate::wording::gate::{is_native, site_words};
 
 /// The outcome of one rule on one input.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -115,8 +70,11 @@ pub struct RuleResult {
     pub measured: Option<f64>,
     pub limit: Option<f64>,
     pub unit: Unit,
-    /// One line: the measurement against the limit, or why the rule was skipped.
+    /// One line: the measurement against the limit, or why the rule was skipped; the words
+    /// of `reason` ([`crate::wording::gate`]).
     pub message: String,
+    /// The outcome, typed: in JSON its stable snake_case code (`over_limit`, `leaks_not_judged`).
+    pub reason: Reason,
     /// The line responsible for a failure, where one is known.
     pub site: Option<Site>,
     /// `site.line` is not the statement's line (profiler traces record a frame's line as of
@@ -127,14 +85,16 @@ pub struct RuleResult {
 }
 
 impl RuleResult {
-    fn skip(rule: RuleId, unit: Unit, why: impl ToString) -> RuleResult {
+    fn skip(rule: RuleId, unit: Unit, why: Skip) -> RuleResult {
+        let reason = Reason::Skip(why);
         RuleResult {
             rule,
             status: Status::Skip,
             measured: None,
             limit: None,
             unit,
-            message: why.to_string(),
+            message: reason.to_string(),
+            reason,
             site: None,
             line_unknown: false,
             evidence: Vec::new(),
@@ -142,24 +102,46 @@ impl RuleResult {
     }
 
     /// `measured <= limit` passes.
-    fn limit(rule: RuleId, unit: Unit, measured: f64, limit: f64, what: &str) -> RuleResult {
+    fn limit(rule: RuleId, unit: Unit, measured: f64, limit: f64, what: Measure) -> RuleResult {
         let ok = measured <= limit;
-        let op = if ok { "<=" } else { ">" };
+        let held = Held {
+            measure: what,
+            unit,
+            measured,
+            limit,
+            caveats: Vec::new(),
+        };
+        let reason = if ok {
+            Reason::Within(held)
+        } else {
+            Reason::Over(held)
+        };
         RuleResult {
             rule,
             status: if ok { Status::Pass } else { Status::Fail },
             measured: Some(measured),
             limit: Some(limit),
             unit,
-            message: format!(
-                "{what} {} {op} limit {}",
-                unit.format(measured),
-                unit.format(limit)
-            ),
+            message: reason.to_string(),
+            reason,
             site: None,
             line_unknown: false,
             evidence: Vec::new(),
         }
+    }
+
+    /// The outcome is `reason` (its message with it), the status as measured.
+    fn say(&mut self, reason: Reason) {
+        self.message = reason.to_string();
+        self.reason = reason;
+    }
+
+    /// Adds what is said after a figure held to a limit (a lower bound, the baseline's).
+    fn caveat(&mut self, c: crate::wording::gate::Caveat) {
+        if let Reason::Within(h) | Reason::Over(h) = &mut self.reason {
+            h.caveats.push(c);
+        }
+        self.message = self.reason.to_string();
     }
 
     fn failed(&self) -> bool {
@@ -231,37 +213,35 @@ impl CheckReport {
 }
 
 /// Why a check cannot run: a limit the user set that an input holds nothing to measure
-/// against (never a silent PASS), or contradictory `--rank`s.
+/// against (never a silent PASS), or contradictory `--rank`s. Typed; its sentences are
+/// [`crate::wording::gate`]'s.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CheckError {
     /// Two files given one `--rank`: the user's numbering is contradictory, not absent.
-    #[error("--rank {rank} is given to two files: {first} and {second}")]
+    #[error("{}", words::rank_twice(*rank, first, second))]
     RankTwice {
         rank: u32,
         first: String,
         second: String,
     },
     /// A rule's limit was set, and an input of a kind it applies to holds nothing to measure.
-    #[error("--{rule} is set, but {path} has nothing to measure: {why}")]
+    #[error("{}", words::nothing_to_measure(rule.name(), Some(path), why))]
     NothingToMeasure {
         rule: RuleId,
         path: String,
-        why: String,
+        why: Skip,
     },
     /// A rule's limit was set, and no input is of a kind it applies to.
-    #[error("--{rule} is set, but no input has anything to measure: {why}")]
-    NoInputToMeasure { rule: RuleId, why: String },
+    #[error("{}", words::nothing_to_measure(rule.name(), None, why))]
+    NoInputToMeasure { rule: RuleId, why: Skip },
     /// `--max-imbalance` over inputs none of which are ranks of one run and kind.
-    #[error(
-        "--max-imbalance is set, but no two inputs are ranks of one run and kind \
-         (a snapshot and a trace are two views of one rank; give ranks with --rank N=FILE)"
-    )]
+    #[error("{}", words::NO_RANKS)]
     NoRanks,
     /// `--max-imbalance` over one input.
-    #[error("--max-imbalance is set, but there is one input: imbalance needs two ranks")]
+    #[error("{}", words::ONE_INPUT)]
     OneInput,
     /// `--max-imbalance` over a group with a rank whose peak is no measurement.
-    #[error("--max-imbalance is set, but rank {rank} of the {group} ({path}) {why}")]
+    #[error("{}", words::rank_unmeasurable(*rank, group, path, *why))]
     RankUnmeasurable {
         rank: u32,
         /// The group's label (`trace ranks (world size 128)`).
@@ -269,18 +249,6 @@ pub enum CheckError {
         path: String,
         why: RankPeakUnknown,
     },
-}
-
-/// Why a rank's peak cannot be compared with another rank's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RankPeakUnknown {
-    #[error("recorded no device memory")]
-    NoMemory,
-    #[error(
-        "records allocated bytes only as changes from its trace's start: its \
-         peak cannot be compared with another rank's"
-    )]
-    FromTraceStart,
 }
 
 /// Runs every configured rule over `inputs`; `explicit_ranks[i]` is input `i`'s `--rank`.
@@ -328,14 +296,14 @@ pub fn check(
             }
         }
         if !applies && !inputs.is_empty() {
-            let why = match rule.measurable(&inputs[0]) {
-                Measurable::NotThisKind(w) | Measurable::Nothing(w) => w,
-                Measurable::Yes => String::new(),
-            };
-            return Err(CheckError::NoInputToMeasure {
-                rule: rule.id(),
-                why,
-            });
+            if let Measurable::NotThisKind(why) | Measurable::Nothing(why) =
+                rule.measurable(&inputs[0])
+            {
+                return Err(CheckError::NoInputToMeasure {
+                    rule: rule.id(),
+                    why,
+                });
+            }
         }
     }
     let mut files = Vec::new();

@@ -92,23 +92,20 @@ fn graph_not_judged(g: &GraphSection) -> Option<String> {
     if !g.growth.is_empty() {
         return None;
     }
+    use crate::wording::gate::{graph_not_judged as words, GraphUnjudged};
     if g.forward_nodes == 0 {
-        return Some(
-            "no op carries an autograd sequence number: the graph cannot be followed".into(),
-        );
+        return Some(words(GraphUnjudged::NoSequenceNumbers));
     }
     if g.backward_nodes + g.leaf_accumulations == 0 {
-        return Some(format!(
-            "{} forward ops ran with grad mode on but the trace holds no backward pass",
-            g.forward_nodes
-        ));
+        return Some(words(GraphUnjudged::NoBackward {
+            forward_ops: g.forward_nodes,
+        }));
     }
     (g.steps < GRAPH_MIN_STEPS).then(|| {
-        format!(
-            "{} profiled step{}: graph growth across steps needs at least {GRAPH_MIN_STEPS}",
-            g.steps,
-            if g.steps == 1 { "" } else { "s" }
-        )
+        words(GraphUnjudged::TooFewSteps {
+            steps: g.steps,
+            needed: GRAPH_MIN_STEPS,
+        })
     })
 }
 

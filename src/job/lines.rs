@@ -11,6 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Job, RankFrom};
+use crate::analysis::oom::Cause;
+use crate::analysis::{CaptureKind, VerdictKind};
 use crate::check::summary::{no_echo, one_line_strings, BaselineError, RankInfo, RankSource};
 use crate::check::InputSummary;
 
@@ -23,10 +25,12 @@ pub struct RankLine {
     pub schema: String,
     pub rank: u32,
     /// `pattern`, `distributed_info`, `file_name`, `summary` or `device`.
-    pub rank_from: String,
+    pub rank_from: RankFrom,
     pub path: String,
-    pub kind: String,
-    pub verdict: String,
+    /// `snapshot` or `trace`.
+    pub kind: CaptureKind,
+    /// The verdict's id (`ok`, `oom_capacity`, ...).
+    pub verdict: VerdictKind,
     pub devices: u64,
     pub peak_allocated_bytes: u64,
     pub peak_reserved_bytes: u64,
@@ -34,14 +38,45 @@ pub struct RankLine {
     pub end_allocated_bytes: u64,
     pub end_reserved_bytes: u64,
     pub ooms: u64,
-    /// The last OOM's cause, `""` without one.
-    pub oom_cause: String,
+    /// The last OOM's cause, `""` without one (a column of one type on every line, no null).
+    #[serde(with = "cause_or_empty")]
+    pub oom_cause: Option<Cause>,
     pub leaks_judged: bool,
     /// 0 where not judged.
     pub leaks: u64,
     pub leak_live_bytes: u64,
     /// The rank's `InputSummary` as JSON text.
     pub summary: String,
+}
+
+/// An OOM's cause as its name, or `""` without one.
+mod cause_or_empty {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::analysis::oom::Cause;
+
+    pub fn serialize<S: Serializer>(c: &Option<Cause>, s: S) -> Result<S::Ok, S::Error> {
+        match c {
+            Some(c) => c.serialize(s),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cause>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Column {
+            Cause(Cause),
+            Other(String),
+        }
+        match Column::deserialize(d)? {
+            Column::Cause(c) => Ok(Some(c)),
+            Column::Other(t) if t.is_empty() => Ok(None),
+            Column::Other(_) => Err(serde::de::Error::custom(
+                "an OOM cause that memscope does not know",
+            )),
+        }
+    }
 }
 
 fn snake<T: Serialize>(v: &T) -> String {
@@ -58,10 +93,10 @@ pub fn lines(job: &Job, summaries: &[&InputSummary]) -> Result<String, serde_jso
         let line = RankLine {
             schema: RANK_LINE_SCHEMA.into(),
             rank: r.rank,
-            rank_from: snake(&r.rank_from),
+            rank_from: r.rank_from,
             path: r.path.clone(),
-            kind: r.kind.name().into(),
-            verdict: r.verdict.id().into(),
+            kind: r.kind,
+            verdict: r.verdict,
             devices: s.devices.len() as u64,
             peak_allocated_bytes: r.peak_allocated_bytes,
             peak_reserved_bytes: r.peak_reserved_bytes,
@@ -69,7 +104,7 @@ pub fn lines(job: &Job, summaries: &[&InputSummary]) -> Result<String, serde_jso
             end_allocated_bytes: r.end_allocated_bytes,
             end_reserved_bytes: r.end_reserved_bytes,
             ooms: r.ooms as u64,
-            oom_cause: r.oom_cause.map_or("", |c| c.name()).into(),
+            oom_cause: r.oom_cause,
             leaks_judged: r.leaks.is_some(),
             leaks: r.leaks.unwrap_or(0) as u64,
             leak_live_bytes: r.leak_live_bytes,
@@ -172,10 +207,10 @@ mod tests {
             let l = RankLine {
                 schema: RANK_LINE_SCHEMA.into(),
                 rank,
-                rank_from: "pattern".into(),
+                rank_from: RankFrom::Pattern,
                 path: format!("r{rank}.pickle"),
-                kind: "snapshot".into(),
-                verdict: "ok".into(),
+                kind: CaptureKind::Snapshot,
+                verdict: VerdictKind::Ok,
                 devices: 1,
                 peak_allocated_bytes: 0,
                 peak_reserved_bytes: 0,
@@ -183,7 +218,7 @@ mod tests {
                 end_allocated_bytes: 0,
                 end_reserved_bytes: 0,
                 ooms: 0,
-                oom_cause: String::new(),
+                oom_cause: None,
                 leaks_judged: false,
                 leaks: 0,
                 leak_live_bytes: 0,

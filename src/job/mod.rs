@@ -25,27 +25,15 @@ use crate::check::diff::{site_changes, SiteChange, SiteStatus};
 use crate::check::summary::{DeviceSummary, RankSource, SiteBytes};
 use crate::check::InputSummary;
 use crate::rank_name::RankPattern;
+use crate::wording::job::{self as words, JobVerdict, RankPeak, Spread};
 
 pub mod lines;
+pub mod table;
 
 /// `memscope analyze --format json` over several files.
 pub const JOB_SCHEMA: &str = "memscope.job/1";
 
-/// Where a rank's number came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RankFrom {
-    /// `--rank-pattern`.
-    Pattern,
-    /// The trace's `distributedInfo.rank`.
-    DistributedInfo,
-    /// The file name, by a framework's convention.
-    FileName,
-    /// A rank the summary file recorded (`memscope baseline --rank`, or its file name there).
-    Summary,
-    /// The one CUDA device the snapshot's memory lives on.
-    Device,
-}
+pub use crate::rank_name::RankFrom;
 
 /// One input of the job and its rank.
 #[derive(Clone, Debug)]
@@ -55,12 +43,15 @@ pub struct Member {
     pub summary: InputSummary,
 }
 
-/// Why the inputs are no job the view can show.
+/// Why the inputs are no job the view can show: typed, its sentences [`words`]'.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    #[error("{path}: cannot tell which rank this is: {}", crate::wording::job::no_rank(*pattern_given))]
+    /// An input whose rank nothing tells (`pattern_given`: `--rank-pattern` was, and did not
+    /// match).
+    #[error("{}", words::no_rank_error(path, *pattern_given))]
     NoRank { path: String, pattern_given: bool },
-    #[error("{first} and {second} are both rank {rank} ({}); give each rank once, or number them with --rank-pattern", crate::wording::job::rank_from(*from))]
+    /// Two inputs of one rank (`from`: where the second's number came from).
+    #[error("{}", words::repeated_rank(*rank, first, second, *from))]
     Repeated {
         rank: u32,
         first: String,
@@ -174,6 +165,22 @@ pub struct Imbalance {
     pub mean_bytes: u64,
 }
 
+impl Imbalance {
+    /// The figures its words read ([`words::imbalance`]).
+    pub fn spread(&self) -> Spread {
+        let peak = |r: &RankBytes| RankPeak {
+            rank: r.rank,
+            bytes: r.bytes,
+        };
+        Spread {
+            max_over_min: self.max_over_min,
+            max: peak(&self.max),
+            min: peak(&self.min),
+            mean_bytes: self.mean_bytes,
+        }
+    }
+}
+
 /// The sites live at the peak that differ between the rank that peaked highest and the one
 /// that peaked lowest (`before` = lowest, `after` = highest).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -282,6 +289,25 @@ fn same_code_sites(sites: &[SiteBytes]) -> Vec<SiteBytes> {
 }
 
 impl Job {
+    /// The figures its verdict reads ([`words::job_verdict`]).
+    pub fn verdict(&self) -> JobVerdict<'_> {
+        JobVerdict {
+            oom_ranks: &self.oom_ranks,
+            oom_causes: self
+                .oom_ranks
+                .iter()
+                .filter_map(|r| self.ranks.iter().find(|f| f.rank == *r)?.oom_cause)
+                .collect(),
+            leak_ranks: &self.leak_ranks,
+            none_judged: self.unjudged_ranks.len() == self.ranks.len(),
+            highest: self
+                .imbalance
+                .as_ref()
+                .zip(self.peak_rank)
+                .map(|(i, p)| (p, i.spread())),
+        }
+    }
+
     /// The job of `members` (as [`identify`] returns them).
     pub fn new(members: &[Member]) -> Job {
         let ranks: Vec<RankFigures> = members.iter().map(figures).collect();

@@ -8,81 +8,13 @@
 
 use std::io::{self, Write};
 
-use crate::job::{Job, RankFigures};
+pub use crate::job::table::{rank_cells, table_lines, HEADINGS, SITE_ROWS};
+use crate::job::Job;
 use crate::report::envelope::InEnvelope;
 use crate::report::style::Style;
 use crate::report::{Options, Render};
 use crate::units::bytes;
 use crate::wording::job as words;
-
-/// How many site changes the text and the page list.
-pub const SITE_ROWS: usize = 10;
-
-/// The table's rows as cells, for the text and the TUI: rank, peak allocated, peak reserved,
-/// live at the end, reserved at the end, OOMs, leaks, verdict, rank from, file.
-pub fn rank_cells(r: &RankFigures) -> [String; 10] {
-    [
-        r.rank.to_string(),
-        words::peak_cell(r, r.peak_allocated_bytes),
-        words::peak_cell(r, r.peak_reserved_bytes),
-        bytes(r.end_allocated_bytes),
-        bytes(r.end_reserved_bytes),
-        r.ooms.to_string(),
-        words::leak_cell(r),
-        r.verdict.id().to_owned(),
-        words::rank_from_cell(r.rank_from).to_owned(),
-        r.path.clone(),
-    ]
-}
-
-/// The table's headings, in [`rank_cells`]' order.
-pub const HEADINGS: [&str; 10] = [
-    "rank",
-    "peak alloc",
-    "peak reserved",
-    "live at end",
-    "reserved at end",
-    "OOMs",
-    "leaks",
-    "verdict",
-    "from",
-    "file",
-];
-
-/// The rank table as aligned text lines (numbers right-aligned, the last two columns left).
-pub fn table_lines(job: &Job) -> Vec<String> {
-    let rows: Vec<[String; 10]> = job.ranks.iter().map(rank_cells).collect();
-    let mut width = HEADINGS.map(str::len);
-    for row in &rows {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: [&str; 10]| -> String {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = width[i].saturating_sub(c.chars().count());
-            if i >= 7 {
-                s.push_str(c);
-                if i < 9 {
-                    s.push_str(&" ".repeat(pad));
-                }
-            } else {
-                s.push_str(&" ".repeat(pad));
-                s.push_str(c);
-            }
-            if i < 9 {
-                s.push_str("  ");
-            }
-        }
-        s.trim_end().to_owned()
-    };
-    let mut out = vec![line(HEADINGS)];
-    for row in &rows {
-        out.push(line(std::array::from_fn(|i| row[i].as_str())));
-    }
-    out
-}
 
 /// The human report of a job.
 pub struct Text;
@@ -110,7 +42,7 @@ fn text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
     )?;
     writeln!(out)?;
     let bad = !job.oom_ranks.is_empty() || !job.leak_ranks.is_empty();
-    let verdict = words::job_verdict(job);
+    let verdict = words::job_verdict(&job.verdict());
     writeln!(
         out,
         "{} {}",
@@ -146,7 +78,7 @@ fn text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
             out,
             "{} of peak allocated: max/min {}",
             st.bold("IMBALANCE"),
-            words::ratio(i)
+            words::ratio(i.max_over_min)
         )?;
         writeln!(
             out,
@@ -226,7 +158,7 @@ fn html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
         "<h1>memscope: job of {} ranks</h1><div class=\"verdict{}\">{}</div>",
         job.ranks.len(),
         if bad { " bad" } else { "" },
-        esc(&words::job_verdict(job))
+        esc(&words::job_verdict(&job.verdict()))
     )?;
     write!(out, "<h2>Ranks</h2><table><tr>")?;
     for (i, h) in HEADINGS.iter().enumerate() {
@@ -276,7 +208,7 @@ fn html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
         write!(
             out,
             "<h2>Imbalance of peak allocated</h2><p>{}</p>",
-            esc(&words::imbalance(i))
+            esc(&words::imbalance(&i.spread()))
         )?;
     }
     if let Some(s) = &job.sites {

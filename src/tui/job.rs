@@ -14,8 +14,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
+use crate::job::table::{table_lines, SITE_ROWS};
 use crate::job::Job;
-use crate::report::job::table_lines;
 use crate::units::bytes;
 use crate::wording::job as words;
 
@@ -71,7 +71,7 @@ impl JobView {
                 Some(m) => Line::from(Span::styled(m.clone(), Style::default().fg(Color::Yellow))),
                 None => Line::from(vec![
                     Span::styled("VERDICT ", bold),
-                    Span::raw(words::job_verdict(&self.job)),
+                    Span::raw(words::job_verdict(&self.job.verdict())),
                 ]),
             },
             Line::raw(""),
@@ -115,18 +115,18 @@ impl JobView {
                 "  rank {} ({}): peak {} allocated, {} reserved; {} live at the end; {} OOM(s); leaks {}",
                 r.rank,
                 words::rank_from(r.rank_from),
-                words::peak_cell(r, r.peak_allocated_bytes),
-                words::peak_cell(r, r.peak_reserved_bytes),
+                words::peak_cell(r.peak_exact, r.peak_allocated_bytes),
+                words::peak_cell(r.peak_exact, r.peak_reserved_bytes),
                 bytes(r.end_allocated_bytes),
                 r.ooms,
-                words::leak_cell(r)
+                words::leak_cell(r.leaks)
             )));
         }
         if let Some(i) = &self.job.imbalance {
             out.push(Line::raw(""));
             out.push(Line::from(vec![
                 Span::styled("IMBALANCE ", bold),
-                Span::raw(words::imbalance(i)),
+                Span::raw(words::imbalance(&i.spread())),
             ]));
         }
         if let Some(s) = &self.job.sites {
@@ -138,7 +138,7 @@ impl JobView {
                 ),
                 bold,
             )));
-            for c in s.changes.iter().take(crate::report::job::SITE_ROWS) {
+            for c in s.changes.iter().take(SITE_ROWS) {
                 out.push(Line::raw(format!("  {}", c.describe())));
             }
         }

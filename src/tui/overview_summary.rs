@@ -7,8 +7,8 @@ use ratatui::style::Style;
 use super::widgets::{bold, dim};
 use crate::analysis::categories::Categories;
 use crate::analysis::{Analysis, DeviceReport};
-use crate::report::text::{site_label, step_figures};
 use crate::units::bytes;
+use crate::wording::{site_label, step_figures};
 
 /// Sites listed per device (the text report's table has more; the Sites view has all).
 const TOP: usize = 5;

@@ -501,16 +501,7 @@ fn device(t: &Trace, mem: &TraceMemory, key: DeviceKey) -> TraceDev {
 
 /// A user frame as `file.py:12 function` (nothing where there is none).
 pub fn site_text(s: &Option<Site>) -> String {
-    s.as_ref()
-        .map(|s| format!("{}:{} {}", super::sites::short(&s.file), s.line, s.function))
-        .unwrap_or_default()
-}
-
-fn site_label(s: &Option<Site>) -> String {
-    match s {
-        Some(_) => site_text(s),
-        None => "(no user frame)".into(),
-    }
+    crate::wording::short_site(s)
 }
 
 fn findings(d: &TraceData) -> Vec<Finding> {
@@ -523,7 +514,7 @@ fn findings(d: &TraceData) -> Vec<Finding> {
                     f.op,
                     f.nodes_per_step,
                     f.steps,
-                    site_label(&f.site),
+                    crate::wording::short_site_label(&f.site),
                     if f.line_known { "" } else { " (line as recorded)" }
                 ),
                 jump: Jump::Graph(i),

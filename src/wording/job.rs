@@ -1,8 +1,30 @@
 //! The words of the job view (several ranks read together): its verdict line, where the ranks'
-//! numbers came from, and the imbalance, said once for the text, the HTML and the TUI.
+//! numbers came from, the imbalance, and why inputs are no job, said once for the text, the
+//! HTML, the TUI and the errors.
+//!
+//! `wording` sits below `job` (tools/layers.py): these functions take the job's typed figures
+//! as plain values ([`JobVerdict`], a peak and whether it is exact, ...), never a `job` type,
+//! so `job` uses them and not the reverse.
 
-use crate::job::{Imbalance, Job, RankFigures, RankFrom};
+use crate::analysis::oom::Cause;
+use crate::rank_name::RankFrom;
 use crate::units::bytes;
+
+/// `path: cannot tell which rank this is: …` ([`crate::job`]'s `JobError::NoRank`).
+pub fn no_rank_error(path: &str, pattern_given: bool) -> String {
+    format!(
+        "{path}: cannot tell which rank this is: {}",
+        no_rank(pattern_given)
+    )
+}
+
+/// Two inputs of one rank ([`crate::job`]'s `JobError::Repeated`).
+pub fn repeated_rank(rank: u32, first: &str, second: &str, from: RankFrom) -> String {
+    format!(
+        "{first} and {second} are both rank {rank} ({}); give each rank once, or number them with --rank-pattern",
+        rank_from(from)
+    )
+}
 
 /// Where a rank's number came from, as a clause (`… are both rank 0 (from the file name)`).
 pub fn rank_from(f: RankFrom) -> &'static str {
@@ -35,19 +57,36 @@ pub fn rank_from_cell(f: RankFrom) -> &'static str {
     }
 }
 
-/// `1.29x`: how many times the smallest peak the largest is.
-pub fn ratio(i: &Imbalance) -> String {
-    match i.max_over_min {
+/// `1.29x`: how many times the smallest peak the largest is (`max_over_min`: `None` where the
+/// smallest is 0).
+pub fn ratio(max_over_min: Option<f64>) -> String {
+    match max_over_min {
         Some(r) => format!("{r:.2}x"),
         None => "unbounded (a rank peaked at 0 B)".into(),
     }
 }
 
+/// A peak and the rank it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankPeak {
+    pub rank: u32,
+    pub bytes: u64,
+}
+
+/// How far apart the ranks' peaks are: the largest, the smallest, `max / min` and the mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub max_over_min: Option<f64>,
+    pub max: RankPeak,
+    pub min: RankPeak,
+    pub mean_bytes: u64,
+}
+
 /// The imbalance in one line, as torchrec prints it: max over min, then max, min and mean.
-pub fn imbalance(i: &Imbalance) -> String {
+pub fn imbalance(i: &Spread) -> String {
     format!(
         "max/min {}: max {} (rank {}), min {} (rank {}), mean {}",
-        ratio(i),
+        ratio(i.max_over_min),
         bytes(i.max.bytes),
         i.max.rank,
         bytes(i.min.bytes),
@@ -65,53 +104,60 @@ pub fn rank_list(ranks: &[u32]) -> String {
     }
 }
 
+/// What the job's verdict says: which ranks hit an OOM or leak, and which peaked highest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobVerdict<'a> {
+    pub oom_ranks: &'a [u32],
+    /// The cause of each OOM rank's last OOM, in `oom_ranks`' order (where one is known).
+    pub oom_causes: Vec<Cause>,
+    pub leak_ranks: &'a [u32],
+    /// No rank's capture could support a leak judgement.
+    pub none_judged: bool,
+    /// The rank that peaked highest and the spread, with two ranks or more.
+    pub highest: Option<(u32, Spread)>,
+}
+
 /// The job's verdict: which ranks hit an OOM or leak, and which peaked highest.
-pub fn job_verdict(job: &Job) -> String {
+pub fn job_verdict(job: &JobVerdict) -> String {
     let mut parts = Vec::new();
     if !job.oom_ranks.is_empty() {
-        let causes: Vec<&str> = job
-            .oom_ranks
-            .iter()
-            .filter_map(|r| job.ranks.iter().find(|f| f.rank == *r)?.oom_cause)
-            .map(|c| c.name())
-            .collect();
-        let mut causes = causes;
+        let mut causes: Vec<&str> = job.oom_causes.iter().map(|c| c.name()).collect();
         causes.dedup();
         parts.push(format!(
             "{} hit an OOM (cause: {})",
-            rank_list(&job.oom_ranks),
+            rank_list(job.oom_ranks),
             causes.join(", ")
         ));
     }
     if !job.leak_ranks.is_empty() {
-        parts.push(format!("{} leaks", rank_list(&job.leak_ranks)));
+        parts.push(format!("{} leaks", rank_list(job.leak_ranks)));
     }
     if parts.is_empty() {
-        parts.push(if job.unjudged_ranks.len() == job.ranks.len() {
+        parts.push(if job.none_judged {
             "no OOM; leaks not judged on any rank".into()
         } else {
             "no OOM, no leak found".into()
         });
     }
-    if let (Some(i), Some(p)) = (&job.imbalance, job.peak_rank) {
+    if let Some((p, i)) = &job.highest {
         parts.push(format!(
             "rank {p} peaked highest at {}, {} the lowest (rank {})",
             bytes(i.max.bytes),
-            ratio(i),
+            ratio(i.max_over_min),
             i.min.rank
         ));
     }
     parts.join("; ")
 }
 
-/// A rank's leak cell: the number of findings, or `-` where not judged.
-pub fn leak_cell(r: &RankFigures) -> String {
-    r.leaks.map_or_else(|| "-".into(), |n| n.to_string())
+/// A rank's leak cell: the number of findings, or `-` where not judged (`None`).
+pub fn leak_cell(leaks: Option<usize>) -> String {
+    leaks.map_or_else(|| "-".into(), |n| n.to_string())
 }
 
 /// A rank's peak cell: exact, or `>=` where the log began after memory was in use.
-pub fn peak_cell(r: &RankFigures, v: u64) -> String {
-    if r.peak_exact {
+pub fn peak_cell(exact: bool, v: u64) -> String {
+    if exact {
         bytes(v)
     } else {
         format!(">= {}", bytes(v))

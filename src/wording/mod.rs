@@ -4,14 +4,18 @@
 //! The analysis decides (enums and figures); this module says. The text report, the HTML
 //! report, the JSON's `summary` fields, the TUI and the gate's annotations all call these
 //! functions, so a label and its explanation cannot disagree between views, and rewording a
-//! sentence never touches the analysis. It sits above `analysis` and below every view.
+//! sentence never touches the analysis. It sits above `analysis` and below every view
+//! (`tools/layers.py` checks it): what a view computes and wants said (the gate's outcomes,
+//! [`gate::Reason`]; the job's verdict, [`job::JobVerdict`]; a diff's changes, [`diff`]) comes
+//! in as wording's own types or as plain values, never as a view's type.
 //!
 //! The report's notes are said here too (`note`, `load_note`). Where the JSON keeps a typed
 //! value as a string among the analysis' own fields (a replay mismatch, a leak's first and
 //! last step, a site's stack), the field serializes through a `serialize_*` function here.
 
 mod categories;
-mod gate;
+pub mod diff;
+pub mod gate;
 pub mod job;
 mod labels;
 mod leaks;
@@ -25,7 +29,10 @@ mod whatif;
 
 pub use categories::{category_rule, serialize_category_rule};
 pub use gate::{gate_not_judged, no_oom_record};
-pub use labels::{serialize_stack_lines, serialize_step_label, stack_lines, step_label};
+pub use labels::{
+    serialize_stack_lines, serialize_step_label, short_site, short_site_label, site_label,
+    stack_lines, step_figures, step_label,
+};
 pub use leaks::{
     excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
     leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,

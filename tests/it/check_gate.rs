@@ -921,3 +921,116 @@ fn diff_of_traces_does_not_claim_no_site_grew() {
     let d = check::diff::diff(&sum("clean.pickle"), &sum("leak_val_no_grad.pickle"));
     assert!(d.sites_recorded && d.largest_growth.is_some());
 }
+
+/// `memscope.check/2`'s `reason`: each message's outcome as a stable code, typed where the
+/// message is words. The OOM rule's code follows the capture's own `num_ooms`
+/// (`torch.cuda.memory_stats()`, in `fixtures/*.stats.json`); a limit's code follows its status;
+/// a SKIP's code names why, as its message does.
+#[test]
+fn every_rule_result_carries_its_typed_reason() {
+    let names = ["clean", "leak_oom", "fragmentation_oom"];
+    let mut cmd = bin();
+    cmd.args(["--fail-on", "oom,leak,fragmentation,graph-growth"]);
+    for n in names {
+        cmd.arg(own(&format!("{n}.pickle")));
+    }
+    cmd.arg(own("attribution/fn_forward.pickle.gz"))
+        .arg(own("trace_clean.trace.json.gz"));
+    let (code, v) = json(&mut cmd);
+    assert_eq!(code, 1, "{v}");
+    let files = v["files"].as_array().unwrap();
+    let rule = |file: usize, id: &str| -> serde_json::Value {
+        files[file]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == id)
+            .unwrap_or_else(|| panic!("{id} in {}", files[file]["path"]))
+            .clone()
+    };
+    for (i, n) in names.iter().enumerate() {
+        let stats: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(own(&format!("{n}.stats.json"))).unwrap(),
+        )
+        .unwrap();
+        let ooms = stats["num_ooms"].as_u64().unwrap();
+        let r = rule(i, "oom");
+        assert_eq!(
+            r["reason"],
+            if ooms > 0 { "oom_recorded" } else { "no_oom" },
+            "{n}: {r}"
+        );
+        // Snapshots have no autograd graph: the rule SKIPs, and says why in code and words.
+        let g = rule(i, "graph-growth");
+        assert_eq!(
+            (g["status"].as_str(), g["reason"].as_str()),
+            (Some("skip"), Some("no_autograd_graph")),
+            "{g}"
+        );
+        assert!(
+            g["message"].as_str().unwrap().contains("no autograd graph"),
+            "{g}"
+        );
+    }
+    // fragmentation_oom.pickle's one OOM is fragmentation's; leak_oom's is the leak's.
+    assert_eq!(rule(2, "fragmentation")["reason"], "fragmentation_oom");
+    assert_eq!(rule(1, "fragmentation")["reason"], "no_fragmentation_oom");
+    assert_eq!(rule(1, "leak")["reason"], "leak_found");
+    // fn_forward's three rising steps cannot support a leak judgement: a SKIP, not a PASS.
+    let l = rule(3, "leak");
+    assert_eq!(
+        (l["status"].as_str(), l["reason"].as_str()),
+        (Some("skip"), Some("leaks_not_judged")),
+        "{l}"
+    );
+    // The trace's graph is judged: a limit, within it.
+    assert_eq!(rule(4, "graph-growth")["reason"], "within_limit");
+    // A limit's code is its status; every result has one.
+    for f in files {
+        for r in f["rules"].as_array().unwrap() {
+            let (status, reason) = (r["status"].as_str().unwrap(), r["reason"].as_str().unwrap());
+            match reason {
+                "within_limit" => assert_eq!(status, "pass", "{r}"),
+                "over_limit" => assert_eq!(status, "fail", "{r}"),
+                _ => assert!(
+                    reason.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "{r}"
+                ),
+            }
+        }
+    }
+    // Limits: over on one capture, within on another.
+    let (_, v) = json(
+        bin()
+            .args(["--max-peak", "1GiB"])
+            .arg(own("clean.pickle"))
+            .arg(own("leak_oom.pickle")),
+    );
+    let reasons: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let r = f["rules"].as_array().unwrap().iter();
+            r.filter(|r| r["rule"] == "max-peak")
+                .map(|r| r["reason"].as_str().unwrap())
+                .next()
+                .unwrap()
+        })
+        .collect();
+    let peaks: Vec<u64> = ["clean", "leak_oom"]
+        .iter()
+        .map(|n| peak(&analysis(&own(&format!("{n}.pickle"))), false))
+        .collect();
+    for (p, r) in peaks.iter().zip(&reasons) {
+        assert_eq!(
+            *r,
+            if *p > 1 << 30 {
+                "over_limit"
+            } else {
+                "within_limit"
+            },
+            "{peaks:?} {reasons:?}"
+        );
+    }
+}

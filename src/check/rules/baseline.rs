@@ -17,24 +17,27 @@
 //!   (`memscope baseline CAPTURE -o FILE`).
 
 use super::{
-    graph_evidence, leak_evidence, leaks_judged, lines_known, NoLeakJudgement, RuleId, Unmeasured,
+    graph_evidence, leak_evidence, leaks_judged, lines_known, NoLeakJudgement, RuleId, Skip,
+    Unmeasured,
 };
 use crate::check::summary::{DeviceSummary, InputSummary, LeakSummary, Standing};
-use crate::check::{diff, RuleResult, Status, Unit, EVIDENCE};
-use crate::units;
+use crate::check::{diff, Measure, Reason, RuleResult, Status, Unit, EVIDENCE};
+use crate::wording::gate::{Caveat, Uncompared};
 
 /// The `baseline` rule's FAIL where the baseline (of `entries` entries) holds none for `s`.
 pub fn missing_entry(s: &InputSummary, entries: usize) -> RuleResult {
+    let reason = Reason::NoBaselineEntry {
+        file: s.file_name().to_owned(),
+        entries,
+    };
     RuleResult {
         rule: RuleId::Baseline,
         status: Status::Fail,
         measured: None,
         limit: None,
         unit: Unit::Count,
-        message: format!(
-            "no entry for {} in the baseline ({entries} entries)",
-            s.file_name()
-        ),
+        message: reason.to_string(),
+        reason,
         site: None,
         line_unknown: false,
         evidence: Vec::new(),
@@ -42,23 +45,11 @@ pub fn missing_entry(s: &InputSummary, entries: usize) -> RuleResult {
 }
 
 /// Why `s` and its baseline entry `b` have no device to compare.
-fn no_common_device(s: &InputSummary, b: &InputSummary) -> String {
-    let names = |x: &InputSummary| {
-        x.devices
-            .iter()
-            .map(|d| d.device.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match (s.devices.is_empty(), b.devices.is_empty()) {
-        (true, true) => "no device memory recorded, here or in the baseline".into(),
-        (true, false) => "no device memory recorded (the baseline has some)".into(),
-        (false, true) => "the baseline recorded no device memory".into(),
-        (false, false) => format!(
-            "no device in common with the baseline ({} here, {} there)",
-            names(s),
-            names(b)
-        ),
+fn no_common_device(s: &InputSummary, b: &InputSummary) -> Skip {
+    let names = |x: &InputSummary| x.devices.iter().map(|d| d.device.clone()).collect();
+    Skip::NoCommonDevice {
+        here: names(s),
+        there: names(b),
     }
 }
 
@@ -68,7 +59,7 @@ type Get = fn(&DeviceSummary) -> u64;
 /// at the peak (else at the end), and whether it is a reserved figure (else allocated).
 struct DeviceSpec {
     rule: RuleId,
-    what: &'static str,
+    measure: fn(String) -> Measure,
     get: Get,
     at_peak: bool,
     reserved: bool,
@@ -77,21 +68,21 @@ struct DeviceSpec {
 const DEVICE_SPECS: [DeviceSpec; 3] = [
     DeviceSpec {
         rule: RuleId::BaselinePeak,
-        what: "peak allocated",
+        measure: |device| Measure::PeakAllocated { device },
         get: |d| d.peak_allocated_bytes,
         at_peak: true,
         reserved: false,
     },
     DeviceSpec {
         rule: RuleId::BaselineReserved,
-        what: "peak reserved",
+        measure: |device| Measure::PeakReserved { device },
         get: |d| d.peak_reserved_bytes,
         at_peak: true,
         reserved: true,
     },
     DeviceSpec {
         rule: RuleId::BaselineLive,
-        what: "live at the end",
+        measure: |device| Measure::LiveAtEnd { device },
         get: |d| d.end_allocated_bytes,
         at_peak: false,
         reserved: false,
@@ -107,23 +98,6 @@ fn standing(x: &InputSummary, device: &str, spec: &DeviceSpec) -> Standing {
     }
 }
 
-/// Why one device's figure cannot be compared with the baseline's.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-enum Uncompared {
-    /// The input's own figure.
-    #[error("{0}")]
-    Here(Unmeasured),
-    /// The baseline records no such figure.
-    #[error("the baseline's {0}")]
-    Baseline(Unmeasured),
-    /// The baseline's figure is a lower bound: no limit to hold the input to.
-    #[error(
-        "the baseline's {what} on {device} is known only as a change from its trace's start: no \
-         limit to hold it to"
-    )]
-    BaselineBound { what: &'static str, device: String },
-}
-
 /// `spec` on one device in common with the baseline: a PASS or FAIL, or why neither can be
 /// said. A baseline figure that is not a measurement gives no limit; a figure known only from
 /// below FAILs over the limit and says nothing under it; one not recorded says nothing.
@@ -136,7 +110,7 @@ fn baseline_device(
     tol: f64,
 ) -> Result<RuleResult, Uncompared> {
     let (now, then) = (standing(s, &d.device, spec), standing(b, &bd.device, spec));
-    let what = spec.what;
+    let measure = || (spec.measure)(d.device.clone());
     if now == Standing::Unrecorded || then == Standing::Unrecorded {
         let why = Unmeasured::NoReserved {
             device: d.device.clone(),
@@ -148,10 +122,7 @@ fn baseline_device(
         });
     }
     if then == Standing::AtLeast {
-        return Err(Uncompared::BaselineBound {
-            what,
-            device: d.device.clone(),
-        });
+        return Err(Uncompared::BaselineBound { measure: measure() });
     }
     let limit = (spec.get)(bd) as f64 * (1.0 + tol);
     let mut r = RuleResult::limit(
@@ -159,20 +130,18 @@ fn baseline_device(
         Unit::Bytes,
         (spec.get)(d) as f64,
         limit,
-        &format!("{what} on {}", d.device),
+        measure(),
     );
     if now == Standing::AtLeast && !r.failed() {
         return Err(Uncompared::Here(Unmeasured::BoundWithin {
-            what,
-            device: d.device.clone(),
+            measure: measure(),
             bound: (spec.get)(d),
         }));
     }
-    r.message.push_str(&format!(
-        " (baseline {} + {:.1}%)",
-        units::bytes((spec.get)(bd)),
-        tol * 100.0
-    ));
+    r.caveat(Caveat::Baseline {
+        bytes: (spec.get)(bd),
+        tolerance: tol,
+    });
     if r.failed() {
         let (now, then) = if spec.at_peak {
             (&d.sites_at_peak, &bd.sites_at_peak)
@@ -218,7 +187,7 @@ fn baseline_devices(s: &InputSummary, b: &InputSummary, spec: &DeviceSpec, tol: 
     }
     match (best, unjudged) {
         (Some(r), _) if r.failed() => r,
-        (_, Some(why)) => RuleResult::skip(spec.rule, Unit::Bytes, why),
+        (_, Some(why)) => RuleResult::skip(spec.rule, Unit::Bytes, Skip::Uncompared(why)),
         (Some(r), None) => r,
         (None, None) => RuleResult::skip(spec.rule, Unit::Bytes, no_common_device(s, b)),
     }
@@ -238,11 +207,15 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
     }
     let growth = RuleId::BaselineGrowthPerStep;
     match (judged(s), judged(b)) {
-        (Err(why), _) => out.push(RuleResult::skip(growth, Unit::BytesPerStep, why)),
+        (Err(why), _) => out.push(RuleResult::skip(
+            growth,
+            Unit::BytesPerStep,
+            Skip::Leaks(why),
+        )),
         (_, Err(why)) => out.push(RuleResult::skip(
             growth,
             Unit::BytesPerStep,
-            format!("the baseline's {why}"),
+            Skip::BaselineLeaks(why),
         )),
         (Ok(Some((now, l))), Ok(Some((then, _)))) => {
             let mut r = RuleResult::limit(
@@ -250,7 +223,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
                 Unit::BytesPerStep,
                 now,
                 then * (1.0 + tol),
-                "largest growth",
+                Measure::LargestGrowth,
             );
             if r.failed() {
                 if let Some(l) = l {
@@ -263,7 +236,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
         _ => out.push(RuleResult::skip(
             growth,
             Unit::BytesPerStep,
-            "per-step growth not analysed in the input or the baseline",
+            Skip::GrowthNotAnalysed,
         )),
     }
     let graph = RuleId::BaselineGraphGrowth;
@@ -271,7 +244,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
         out.push(RuleResult::skip(
             graph,
             Unit::NodesPerStep,
-            format!("graph growth not judged: {why}"),
+            Skip::GraphNotJudged(why.clone()),
         ));
         return;
     }
@@ -282,7 +255,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
                 Unit::NodesPerStep,
                 now,
                 then * (1.0 + tol),
-                "graph growth",
+                Measure::GraphGrowth,
             );
             if r.failed() {
                 if let Some(g) = g {
@@ -296,7 +269,7 @@ pub fn baseline_rules(s: &InputSummary, b: &InputSummary, tol: f64, out: &mut Ve
         _ => out.push(RuleResult::skip(
             graph,
             Unit::NodesPerStep,
-            "graph growth analysed on one side only",
+            Skip::GraphOneSide,
         )),
     }
 }

@@ -14,8 +14,7 @@ use super::oom::oom_measurable;
 use super::{skip_unless, Measurable, Rule, RuleId};
 use crate::analysis::oom::Cause;
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit};
-use crate::units;
+use crate::check::{Measure, Reason, RuleResult, Unit};
 
 pub struct FragmentationRule;
 
@@ -40,19 +39,18 @@ impl Rule for FragmentationRule {
             Unit::Count,
             frag.len() as f64,
             0.0,
-            "fragmentation OOMs:",
+            Measure::FragmentationOoms,
         );
         match frag.last() {
             Some(o) => {
-                r.message = format!(
-                    "OOM caused by fragmentation on {}: {} request did not fit",
-                    o.device,
-                    units::bytes(o.requested_bytes)
-                );
+                r.say(Reason::FragmentationOom {
+                    device: o.device.clone(),
+                    requested_bytes: o.requested_bytes,
+                });
                 r.site = o.site.clone();
                 r.evidence.push(o.summary.clone());
             }
-            None => r.message = "no OOM caused by fragmentation".into(),
+            None => r.say(Reason::NoFragmentationOom),
         }
         r
     }

@@ -11,9 +11,10 @@
 //!   (or `.detach()`), metrics and validation under `torch.no_grad()` (the analysis' fix for
 //!   each op, in `memscope analyze`).
 
-use super::{graph_evidence, lines_known, skip_unless, Measurable, Rule, RuleId};
+use super::{graph_evidence, lines_known, skip_unless, Measurable, Rule, RuleId, Skip};
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit, EVIDENCE};
+use crate::check::{Measure, RuleResult, Unit, EVIDENCE};
+use crate::wording::gate::Caveat;
 
 /// `id` is [`RuleId::GraphGrowth`] (limit 0) or [`RuleId::MaxGraphGrowth`].
 pub struct GraphGrowthRule {
@@ -22,11 +23,8 @@ pub struct GraphGrowthRule {
 }
 
 /// Why a capture of `s`'s kind has no graph to judge.
-fn no_graph(s: &InputSummary) -> String {
-    format!(
-        "no autograd graph in a {} (profiler traces have one)",
-        s.kind
-    )
+fn no_graph(s: &InputSummary) -> Skip {
+    Skip::NoGraph(s.kind)
 }
 
 impl Rule for GraphGrowthRule {
@@ -35,7 +33,7 @@ impl Rule for GraphGrowthRule {
     }
     fn measurable(&self, s: &InputSummary) -> Measurable {
         match (&s.graph_growth, &s.graph_not_judged) {
-            (Some(_), Some(why)) => Measurable::Nothing(format!("graph growth not judged: {why}")),
+            (Some(_), Some(why)) => Measurable::Nothing(Skip::GraphNotJudged(why.clone())),
             (Some(_), None) => Measurable::Yes,
             (None, _) => Measurable::NotThisKind(no_graph(s)),
         }
@@ -47,9 +45,15 @@ impl Rule for GraphGrowthRule {
         let Some((max, g)) = s.max_graph_growth() else {
             return RuleResult::skip(self.id, Unit::NodesPerStep, no_graph(s));
         };
-        let mut r = RuleResult::limit(self.id, Unit::NodesPerStep, max, self.limit, "graph growth");
+        let mut r = RuleResult::limit(
+            self.id,
+            Unit::NodesPerStep,
+            max,
+            self.limit,
+            Measure::GraphGrowth,
+        );
         if let Some(g) = g {
-            r.message = format!("{}: {}", r.message, g.op);
+            r.caveat(Caveat::Op(g.op.clone()));
             r.site = g.site.clone();
             if r.failed() {
                 for g in s.graph_growth.iter().flatten().take(EVIDENCE) {

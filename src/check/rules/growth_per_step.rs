@@ -8,12 +8,9 @@
 //!   analysis' explanation.
 //! - **Fix**: the finding's own fix (the last evidence line).
 
-use super::{
-    leak_evidence, lines_known, site_text, skip_unless, LeakRule, Measurable, Rule, RuleId,
-};
+use super::{leak_evidence, lines_known, skip_unless, LeakRule, Measurable, Rule, RuleId};
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit};
-use crate::units;
+use crate::check::{Measure, RuleResult, Skip, Unit};
 
 pub struct GrowthPerStepRule {
     pub limit: u64,
@@ -32,28 +29,24 @@ impl Rule for GrowthPerStepRule {
         }
         let rule = RuleId::MaxGrowthPerStep;
         let Some((max, l)) = s.max_growth_per_step() else {
-            return RuleResult::skip(
-                rule,
-                Unit::BytesPerStep,
-                "this analysis has no per-step growth findings",
-            );
+            return RuleResult::skip(rule, Unit::BytesPerStep, Skip::NoGrowthFindings);
         };
         let mut r = RuleResult::limit(
             rule,
             Unit::BytesPerStep,
             max,
             self.limit as f64,
-            "largest growth",
+            Measure::LargestGrowth,
         );
         if let Some(l) = l {
             r.site = l.site.clone();
             if r.failed() {
-                r.evidence.push(format!(
-                    "{} over {} steps, {} live ({})",
-                    site_text(&l.site, lines_known(s)),
+                r.evidence.push(crate::wording::gate::growth_line(
+                    &l.site,
+                    lines_known(s),
                     l.steps,
-                    units::bytes(l.live_bytes),
-                    l.kind
+                    l.live_bytes,
+                    l.kind,
                 ));
                 leak_evidence(l, lines_known(s), &mut r.evidence);
             }

@@ -12,8 +12,7 @@
 
 use super::RuleId;
 use crate::check::ranks::RankGroup;
-use crate::check::{CheckError, RankPeakUnknown, RuleResult, Unit};
-use crate::units;
+use crate::check::{CheckError, Measure, RankPeakUnknown, RuleResult, Unit};
 
 pub struct ImbalanceRule {
     /// The largest allowed fraction.
@@ -56,14 +55,11 @@ impl ImbalanceRule {
                 Unit::Fraction,
                 im.fraction,
                 self.limit,
-                &format!("peak imbalance between {}", g.label()),
+                Measure::Imbalance { group: g.label() },
             );
-            r.evidence.push(format!(
-                "rank {} peaks at {}, rank {} at {}",
-                im.max_rank,
-                units::bytes(im.max_bytes),
-                im.min_rank,
-                units::bytes(im.min_bytes)
+            r.evidence.push(crate::wording::gate::rank_peaks(
+                (im.max_rank, im.max_bytes),
+                (im.min_rank, im.min_bytes),
             ));
             out.push(r);
         }

@@ -11,11 +11,11 @@
 //! - **Fix**: the finding's own fix (`.item()` on an accumulated loss, `detach()` what a hook
 //!   caches, ...), printed as the last evidence line.
 
-use super::{leak_evidence, leaks_judged, lines_known, Measurable, Rule, RuleId};
+use super::{leak_evidence, leaks_judged, lines_known, Measurable, Rule, RuleId, Skip};
 use crate::analysis::oom::Cause;
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit};
-use crate::units;
+use crate::check::{Measure, Reason, RuleResult, Unit};
+use crate::wording::gate::LeakFigures;
 
 pub struct LeakRule;
 
@@ -26,14 +26,16 @@ impl Rule for LeakRule {
     fn measurable(&self, s: &InputSummary) -> Measurable {
         match leaks_judged(s) {
             Ok(_) => Measurable::Yes,
-            Err(why) => Measurable::Nothing(why.to_string()),
+            Err(why) => Measurable::Nothing(Skip::Leaks(why)),
         }
     }
     fn apply(&self, s: &InputSummary) -> RuleResult {
         if let Some(o) = s.ooms.iter().rev().find(|o| o.cause == Cause::Leak) {
             if s.leaks.as_ref().is_none_or(Vec::is_empty) {
-                let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, 1.0, 0.0, "leaks:");
-                r.message = format!("the OOM on {} was caused by a leak", o.device);
+                let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, 1.0, 0.0, Measure::Leaks);
+                r.say(Reason::OomCausedByLeak {
+                    device: o.device.clone(),
+                });
                 r.site = o.site.clone();
                 r.evidence.push(o.summary.clone());
                 return r;
@@ -41,48 +43,36 @@ impl Rule for LeakRule {
         }
         let leaks = match leaks_judged(s) {
             Ok(l) => l,
-            Err(why) => return RuleResult::skip(RuleId::Leak, Unit::Count, why),
+            Err(why) => return RuleResult::skip(RuleId::Leak, Unit::Count, Skip::Leaks(why)),
         };
-        let mut r = RuleResult::limit(RuleId::Leak, Unit::Count, leaks.len() as f64, 0.0, "leaks:");
+        let mut r = RuleResult::limit(
+            RuleId::Leak,
+            Unit::Count,
+            leaks.len() as f64,
+            0.0,
+            Measure::Leaks,
+        );
         // The largest finding by bytes at stake (what it holds), as the analysis ranks them.
         let worst = leaks.iter().max_by_key(|l| l.live_bytes);
         match worst {
             Some(l) => {
                 // An accumulation freed only after its loop fails too: its peak grows with the
                 // number of steps, so a longer run runs out of memory (docs/how-it-decides.md).
-                let released = leaks.iter().filter(|l| l.extent.released()).count();
-                let also = match released {
-                    0 => String::new(),
-                    n => format!(
-                        " ({n} released only after its loop ended: the peak still grows with the steps)"
-                    ),
-                };
-                let live = if l.extent.released() {
-                    format!(
-                        "{} at its peak, {}",
-                        units::bytes(l.live_bytes),
-                        l.extent.label()
-                    )
-                } else {
-                    format!("{} live", units::bytes(l.live_bytes))
-                };
-                r.message = format!(
-                    "{} leak finding{}{also}; the largest ({}) grows {}/step over {} steps, {live}",
-                    leaks.len(),
-                    if leaks.len() == 1 { "" } else { "s" },
-                    l.kind,
-                    units::bytes(l.growth_bytes_per_step.round() as u64),
-                    l.steps,
-                );
+                r.say(Reason::Leaks(LeakFigures {
+                    findings: leaks.len(),
+                    released: leaks.iter().filter(|l| l.extent.released()).count(),
+                    kind: l.kind,
+                    growth_bytes_per_step: l.growth_bytes_per_step,
+                    steps: l.steps,
+                    live_bytes: l.live_bytes,
+                    extent: l.extent,
+                }));
                 r.site = l.site.clone();
                 leak_evidence(l, lines_known(s), &mut r.evidence);
             }
-            None => {
-                r.message = match &s.leak_judgement {
-                    Some(j) => format!("no leak found over {} steps", j.steps),
-                    None => "no leak found".into(),
-                }
-            }
+            None => r.say(Reason::NoLeak {
+                steps: s.leak_judgement.as_ref().map(|j| j.steps),
+            }),
         }
         r
     }

@@ -32,20 +32,20 @@ pub use oom::OomRule;
 pub use peak::PeakRule;
 
 use super::summary::{self, InputSummary};
-use super::{trim_float, RuleResult, Unit, EVIDENCE};
-use crate::analysis::sites::Site;
+use super::{RuleResult, Unit, EVIDENCE};
 use crate::analysis::CaptureKind;
-use crate::units;
+use crate::wording::gate as words;
+pub use crate::wording::gate::{NoLeakJudgement, Skip, Unmeasured};
 
 /// Whether an input holds what a rule measures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Measurable {
     Yes,
     /// The rule does not apply to this kind of capture (graph growth of a snapshot): SKIP.
-    NotThisKind(String),
+    NotThisKind(Skip),
     /// The rule applies, but this capture holds nothing to measure (why): SKIP, or an error
     /// when the user set the rule's limit.
-    Nothing(String),
+    Nothing(Skip),
 }
 
 /// One rule of the gate.
@@ -67,57 +67,19 @@ fn skip_unless(rule: &dyn Rule, unit: Unit, s: &InputSummary) -> Option<RuleResu
     }
 }
 
-/// Why a capture cannot support a leak judgement (the leak rules SKIP with it).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NoLeakJudgement {
-    /// The summary holds no leak section (the analysis did not look).
-    #[error("this analysis has no leak findings")]
-    NotAnalysed,
-    /// The capture could not support one (the judgement's reason, in words).
-    #[error("leaks not judged: {why}")]
-    NotJudged { why: String },
-}
-
 /// Whether the capture could support a leak judgement: its findings, or why it could not.
 fn leaks_judged(s: &InputSummary) -> Result<&[summary::LeakSummary], NoLeakJudgement> {
     let Some(leaks) = &s.leaks else {
         return Err(NoLeakJudgement::NotAnalysed);
     };
-    match s.leak_judgement.as_ref().and_then(|j| j.why_not()) {
+    match s.leak_judgement.as_ref().filter(|j| !j.judged) {
         // A finding is a finding, whatever the judgement says.
-        Some(why) if leaks.is_empty() => Err(NoLeakJudgement::NotJudged { why }),
+        Some(j) if leaks.is_empty() => Err(NoLeakJudgement::NotJudged {
+            reason: j.reason.map(summary::Unjudged::reason),
+            steps: j.steps,
+            min_steps: j.min_steps,
+        }),
         _ => Ok(leaks),
-    }
-}
-
-/// Why a device's figure cannot be held to a limit.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unmeasured {
-    /// The capture records no reserved bytes on the device (a torch 1.9 trace).
-    #[error(
-        "the trace records no reserved bytes on {device} (its [memory] events carry no `Total Reserved`)"
-    )]
-    NoReserved { device: String },
-    /// The figure is known only from below (changes from a trace's start), and the bound is
-    /// within the limit: it cannot show the figure is.
-    #[error(
-        "{what} on {device} is known only as a change from the trace's start (its [memory] \
-         events carry no `Total Allocated`): at least {}, which cannot show it within the limit",
-        units::bytes(*.bound)
-    )]
-    BoundWithin {
-        what: &'static str,
-        device: String,
-        bound: u64,
-    },
-}
-
-/// A site in words; `line_known: false` (profiler traces, which record a frame's line as of
-/// when the frame was entered) names the file and function only.
-fn site_text(s: &Option<Site>, line_known: bool) -> String {
-    match s {
-        None => "(no Python stack)".into(),
-        Some(s) => super::site_words(s, line_known),
     }
 }
 
@@ -130,38 +92,26 @@ fn site_lines(sites: &[summary::SiteBytes], known: bool) -> Vec<String> {
     sites
         .iter()
         .take(EVIDENCE)
-        .map(|s| {
-            format!(
-                "{} held by {}",
-                units::bytes(s.bytes),
-                site_text(&s.site, known)
-            )
-        })
+        .map(|s| words::held_by(s.bytes, &s.site, known))
         .collect()
 }
 
 /// A leak finding's evidence: what keeps it alive, why, and the fix.
 fn leak_evidence(l: &summary::LeakSummary, known: bool, ev: &mut Vec<String>) {
     if l.cause_site.is_some() {
-        ev.push(format!("kept alive by {}", site_text(&l.cause_site, known)));
+        ev.push(words::kept_alive_by(&l.cause_site, known));
     }
     if !l.explanation.is_empty() {
         ev.push(l.explanation.clone());
     }
     if !l.fix.is_empty() {
-        ev.push(format!("fix: {}", l.fix));
+        ev.push(words::fix_line(&l.fix));
     }
 }
 
 /// One growing op of the autograd graph, as evidence.
 fn graph_evidence(g: &summary::GraphGrowthSummary, known: bool) -> String {
-    format!(
-        "{} adds {} autograd nodes per step over {} steps at {}",
-        g.op,
-        trim_float(g.nodes_per_step),
-        g.steps,
-        site_text(&g.site, known)
-    )
+    words::graph_growth_line(&g.op, g.nodes_per_step, g.steps, &g.site, known)
 }
 
 /// A trace's summary for the rules' tests: cuda:0 measured at 1 GiB, cuda:1 known only as a

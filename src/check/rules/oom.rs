@@ -11,10 +11,10 @@
 //!   alive (leak), `expandable_segments` (fragmentation), a smaller batch, checkpointing or
 //!   mixed precision (capacity), leaving the `except` block before retrying (retained attempt).
 
-use super::{skip_unless, Measurable, Rule, RuleId};
+use super::{skip_unless, Measurable, Rule, RuleId, Skip};
 use crate::check::summary::InputSummary;
-use crate::check::{RuleResult, Unit};
-use crate::units;
+use crate::check::{Measure, Reason, RuleResult, Unit};
+use crate::wording::gate::OomFigures;
 
 pub struct OomRule;
 
@@ -26,10 +26,12 @@ pub(super) fn oom_measurable(s: &InputSummary) -> Measurable {
     let why = s
         .ooms
         .is_empty()
-        .then(|| s.leak_judgement.as_ref()?.why_no_oom_record())
-        .flatten();
+        .then(|| s.leak_judgement.as_ref()?.reason)
+        .flatten()
+        .map(|r| r.reason())
+        .filter(|r| crate::wording::no_oom_record(*r).is_some());
     match why {
-        Some(why) => Measurable::Nothing(format!("OOMs not judged: {why}")),
+        Some(why) => Measurable::Nothing(Skip::OomsNotJudged(why)),
         None => Measurable::Yes,
     }
 }
@@ -46,19 +48,18 @@ impl Rule for OomRule {
             return r;
         }
         let n = s.ooms.len();
-        let mut r = RuleResult::limit(RuleId::Oom, Unit::Count, n as f64, 0.0, "OOMs:");
+        let mut r = RuleResult::limit(RuleId::Oom, Unit::Count, n as f64, 0.0, Measure::Ooms);
         if let Some(o) = s.ooms.last() {
-            r.message = format!(
-                "{n} OOM{} recorded; the last requested {} on {}, cause: {}",
-                if n == 1 { "" } else { "s" },
-                units::bytes(o.requested_bytes),
-                o.device,
-                o.cause.name()
-            );
+            r.say(Reason::Ooms(OomFigures {
+                count: n,
+                requested_bytes: o.requested_bytes,
+                device: o.device.clone(),
+                cause: o.cause,
+            }));
             r.site = o.site.clone();
             r.evidence.push(o.summary.clone());
         } else {
-            r.message = "no OOM recorded".into();
+            r.say(Reason::NoOom);
         }
         r
     }

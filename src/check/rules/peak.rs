@@ -12,10 +12,11 @@
 //! - **Fix**: shrink what those lines hold at the peak (`memscope analyze` breaks the peak
 //!   down by category and line), or raise the budget.
 
-use super::{lines_known, site_lines, skip_unless, Measurable, Rule, RuleId, Unmeasured};
+use super::{lines_known, site_lines, skip_unless, Measurable, Rule, RuleId, Skip, Unmeasured};
 use crate::analysis::CaptureKind;
 use crate::check::summary::{DeviceSummary, InputSummary, Standing};
-use crate::check::{RuleResult, Unit};
+use crate::check::{Measure, RuleResult, Unit};
+use crate::wording::gate::Caveat;
 
 /// `reserved: false` is `max-peak`, `true` is `max-reserved`.
 pub struct PeakRule {
@@ -24,11 +25,12 @@ pub struct PeakRule {
 }
 
 impl PeakRule {
-    fn what(&self) -> &'static str {
+    fn measure(&self, device: &str) -> Measure {
+        let device = device.to_owned();
         if self.reserved {
-            "peak reserved"
+            Measure::PeakReserved { device }
         } else {
-            "peak allocated"
+            Measure::PeakAllocated { device }
         }
     }
     fn standing(&self, s: &InputSummary, d: &DeviceSummary) -> Standing {
@@ -57,7 +59,7 @@ impl Rule for PeakRule {
     }
     fn measurable(&self, s: &InputSummary) -> Measurable {
         if s.devices.is_empty() {
-            return Measurable::Nothing("no device memory recorded".into());
+            return Measurable::Nothing(Skip::NoDeviceMemory);
         }
         match s
             .devices
@@ -65,43 +67,37 @@ impl Rule for PeakRule {
             .find(|d| self.standing(s, d) != Standing::Unrecorded)
         {
             Some(_) => Measurable::Yes,
-            None => Measurable::Nothing(
-                Unmeasured::NoReserved {
-                    device: s.devices[0].device.clone(),
-                }
-                .to_string(),
-            ),
+            None => Measurable::Nothing(Skip::Unmeasured(Unmeasured::NoReserved {
+                device: s.devices[0].device.clone(),
+            })),
         }
     }
     fn apply(&self, s: &InputSummary) -> RuleResult {
         if let Some(r) = skip_unless(self, Unit::Bytes, s) {
             return r;
         }
-        let (id, what) = (self.id(), self.what());
+        let id = self.id();
         let Some(d) = s
             .devices
             .iter()
             .filter(|d| self.standing(s, d) != Standing::Unrecorded)
             .max_by_key(|d| self.get(d))
         else {
-            return RuleResult::skip(id, Unit::Bytes, "no device memory recorded");
+            return RuleResult::skip(id, Unit::Bytes, Skip::NoDeviceMemory);
         };
         let mut r = RuleResult::limit(
             id,
             Unit::Bytes,
             self.get(d) as f64,
             self.limit as f64,
-            &format!("{what} on {}", d.device),
+            self.measure(&d.device),
         );
         if !d.peak_exact && s.kind == CaptureKind::Snapshot {
-            r.message
-                .push_str(" (a lower bound: history before the log is missing)");
+            r.caveat(Caveat::HistoryMissing);
         }
         if r.failed() {
             if self.standing(s, d) == Standing::AtLeast {
-                r.message.push_str(
-                    " (a lower bound: the trace records allocated bytes only as changes from its start)",
-                );
+                r.caveat(Caveat::FromTraceStart);
             }
             r.site = d.sites_at_peak.first().and_then(|x| x.site.clone());
             r.evidence = site_lines(&d.sites_at_peak, lines_known(s));
@@ -112,15 +108,14 @@ impl Rule for PeakRule {
             let why = match self.standing(s, u) {
                 Standing::Measured => continue,
                 Standing::AtLeast => Unmeasured::BoundWithin {
-                    what,
-                    device: u.device.clone(),
+                    measure: self.measure(&u.device),
                     bound: self.get(u),
                 },
                 Standing::Unrecorded => Unmeasured::NoReserved {
                     device: u.device.clone(),
                 },
             };
-            return RuleResult::skip(id, Unit::Bytes, why);
+            return RuleResult::skip(id, Unit::Bytes, Skip::Unmeasured(why));
         }
         r
     }

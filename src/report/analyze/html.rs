@@ -510,7 +510,7 @@ fn sites_table(out: &mut String, title: &str, sites: &[SiteTotal]) {
         esc(title)
     );
     for s in sites {
-        let site = crate::report::text::site_label(s);
+        let site = crate::wording::site_label(s);
         let stack = crate::wording::stack_lines(&s.stack)
             .map(|f| esc(&f))
             .collect::<Vec<_>>()

@@ -7,13 +7,13 @@ use std::io::{self, Write};
 
 use crate::analysis::categories::Categories;
 use crate::analysis::figures::{Bound, Counter, Figure};
-use crate::analysis::sites::{Origin, Site, SiteTotal};
+use crate::analysis::sites::{Site, SiteTotal};
 use crate::analysis::{Analysis, DeviceReport, LeakReport, OomReport, StepReport};
 use crate::model::frames::short_label;
 use crate::report::style::Style;
 use crate::report::{Options, Render};
 use crate::units::{bytes, signed_bytes};
-use crate::wording::{stack_lines, step_label};
+use crate::wording::{site_label, stack_lines, step_figures, step_label};
 
 pub struct Text;
 
@@ -41,69 +41,6 @@ pub(crate) fn figure_peak_words(f: &Figure) -> String {
     match f.from_start {
         Some(c) => signed_bytes(c.peak),
         None => peak_words(f.peak),
-    }
-}
-
-/// How a site row is named, in every format that lists sites.
-pub(crate) fn site_label(s: &SiteTotal) -> String {
-    // Code torch.compile wrote, blamed where no user frame is outside it (a compiled
-    // backward on autograd's thread): said as such, not as a temporary file's hash.
-    if let Some(site) = s
-        .site
-        .as_ref()
-        .filter(|x| crate::model::frames::is_generated_file(&x.file))
-    {
-        let base = site.file.rsplit(['/', '\\']).next().unwrap_or(&site.file);
-        let what = if base.starts_with("fx_generated_") {
-            "FX graph"
-        } else {
-            "inductor kernel call"
-        };
-        let short: String = base.chars().take(20).collect();
-        return format!(
-            "{what} (generated code {short}…:{} {}; no user frame outside it)",
-            site.line, site.function
-        );
-    }
-    match s.origin {
-        Origin::PendingFree => {
-            let what = "freed by the program, awaiting another stream's work (record_stream)";
-            return match &s.site {
-                None => format!("({what}; no stack recorded)"),
-                Some(site) if site.line == 0 && !site.file.ends_with(".py") => {
-                    format!("{} (native; {what})", site.function)
-                }
-                Some(site) => format!("{}:{} in {} ({what})", site.file, site.line, site.function),
-            };
-        }
-        Origin::BeforeRecordingOrOffThread if s.site.is_none() => {
-            return "(no stack recorded: allocated before recording began, or by autograd's engine thread, which records no Python frame; the capture cannot tell which)".into();
-        }
-        _ => {}
-    }
-    if s.before_recording {
-        return match &s.site {
-            None => "(allocated before recording began; no stack recorded)".into(),
-            Some(site) if site.line == 0 && !site.file.ends_with(".py") => format!(
-                "{} (native; allocated before the log's first entry)",
-                site.function
-            ),
-            Some(site) => format!(
-                "{}:{} in {} (allocated before the log's first entry)",
-                site.file, site.line, site.function
-            ),
-        };
-    }
-    match &s.site {
-        Some(site) if site.line == 0 && !site.file.ends_with(".py") => {
-            // A native frame: no Python frame in the stack (e.g. the autograd engine's thread).
-            format!("{} (native; no Python frame)", site.function)
-        }
-        Some(site) => {
-            let who = if s.user_code { "" } else { " (library)" };
-            format!("{}:{} in {}{who}", site.file, site.line, site.function)
-        }
-        None => "(no stack recorded: allocated off the Python thread, e.g. by autograd's engine in a backward)".into(),
     }
 }
 
@@ -633,49 +570,6 @@ fn write_steps(
         }
     }
     Ok(())
-}
-
-/// The steps line's figures: what they are (`""`, or that they are changes from the trace's
-/// start), the first and last step ends (`0 B (step 1) .. 2 MiB (step 9)`) and the highest step
-/// peak: in bytes in use, or signed changes where that is all the capture gives. `None`
-/// without steps. The text report and the TUI's overview both write them.
-pub(crate) fn step_figures(ds: &[&StepReport]) -> Option<(&'static str, String, String)> {
-    let (first, last) = (ds.first()?, ds.last()?);
-    let figures = match (first.from_start, last.from_start) {
-        (Some(a), Some(b)) => {
-            let peak = ds
-                .iter()
-                .filter_map(|s| s.from_start.map(|f| f.peak_allocated_bytes))
-                .max()
-                .unwrap_or(0);
-            (
-                " (changes from the trace's start)",
-                format!(
-                    "{} ({}) .. {} ({})",
-                    signed_bytes(a.end_allocated_bytes),
-                    first.name,
-                    signed_bytes(b.end_allocated_bytes),
-                    last.name
-                ),
-                format!("{} above the trace's start", signed_bytes(peak)),
-            )
-        }
-        _ => {
-            let peak = ds.iter().map(|s| s.peak_allocated_bytes).max().unwrap_or(0);
-            (
-                "",
-                format!(
-                    "{} ({}) .. {} ({})",
-                    bytes(first.end_allocated_bytes),
-                    first.name,
-                    bytes(last.end_allocated_bytes),
-                    last.name
-                ),
-                bytes(peak),
-            )
-        }
-    };
-    Some(figures)
 }
 
 fn write_bounded(
