@@ -11,8 +11,8 @@
 //!
 //! Each bound below is the least and the most of (figure - truth) over its twins, written down
 //! from those runs; the tests that own the twins re-measure every one and fail when a twin falls
-//! outside its bound or when the bound is wider than what was measured (`tests/pools.rs`,
-//! `tests/whatif.rs`, `tests/claims36_oom.rs`). A figure whose range reaches both signs says so
+//! outside its bound or when the bound is wider than what was measured (`tests/it/pools.rs`,
+//! `tests/it/whatif.rs`, `tests/it/claims36_oom.rs`). A figure whose range reaches both signs says so
 //! instead of a direction.
 
 /// How an error is counted.

@@ -6,7 +6,7 @@
 //! not the recorded addresses, through [`alloc::Allocator`], a model of the caching allocator,
 //! under any `PYTORCH_CUDA_ALLOC_CONF` and memory cap. Under the capture's own settings the
 //! model must reproduce the recorded layout (the offset of every block in its segment), the
-//! recorded OOMs and `memory_stats()`: [`Placement`] measures that, and `tests/whatif.rs` states
+//! recorded OOMs and `memory_stats()`: [`Placement`] measures that, and `tests/it/whatif.rs` states
 //! the figures reached on every capture.
 //!
 //! `torch.cuda.empty_cache()` is a request too: a run of `segment_free`/`segment_unmap` that is

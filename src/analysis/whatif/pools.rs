@@ -21,7 +21,7 @@
 //! What the remap cannot see: requests the graph workflow makes that an eager run does not
 //! (warm-up iterations on a side stream, a cuBLAS workspace per stream, static inputs). So the
 //! figure is said with the range its truth lay in on every twin run without graphs
-//! ([`super::error::GRAPH_PEAK_EFFECT`], re-measured by `tests/pools.rs`), and where that range
+//! ([`super::error::GRAPH_PEAK_EFFECT`], re-measured by `tests/it/pools.rs`), and where that range
 //! reaches both signs, not even the direction is said.
 
 use super::error::{Bounded, FigureKind};
