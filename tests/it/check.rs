@@ -858,7 +858,10 @@ fn diff_lists_one_line_once_whatever_its_heaviest_stack() {
         .find(|c| c.site.as_ref().is_some_and(|s| s.line == 218))
         .unwrap();
     assert_eq!(line.status, diff::SiteStatus::Grown, "{}", line.describe());
-    assert_eq!((line.before_bytes, line.after_bytes), (at_218(&a), at_218(&b)));
+    assert_eq!(
+        (line.before_bytes, line.after_bytes),
+        (at_218(&a), at_218(&b))
+    );
     assert!(line.before_bytes.is_some());
 }
 
