@@ -567,9 +567,11 @@ fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize], last: loops
     });
 }
 
-/// Adds `from` to `into`, where the same loop seen in two stretches (around annotated steps) is
-/// one, its iterations summed: a loop inside each annotated step was otherwise listed once per
-/// stretch (DeComFL's `adam_forward.py:185`, three times, issue 42).
+/// Adds `from` to `into`, where one loop line is one loop, its iterations summed: the same loop
+/// seen in two stretches (around annotated steps), or reached from several callers (`loops`
+/// tells loops apart by their calling context, which a [`LoopSite`] does not show), was
+/// otherwise listed once per stretch or caller (DeComFL's `adam_forward.py:185 (196
+/// iterations)`, three times, issue 42).
 fn merge_loops(into: &mut Vec<LoopSite>, from: &[LoopSite]) {
     for l in from {
         let same = into
@@ -815,8 +817,9 @@ mod tests {
     }
 
     /// DeComFL's public snapshot (ZidongLiu/DeComFL, `memory.pickle` at edd30e09) listed
-    /// `adam_forward.py:185 (196 iterations)` three times under "loops inside a step": each
-    /// stretch searched added its inner loops again.
+    /// `adam_forward.py:185 (196 iterations)` three times under "loops inside a step": one level
+    /// held that loop three times, reached from three callers, and a stretch searched twice
+    /// would have added it again.
     #[test]
     fn a_loop_seen_in_several_stretches_is_listed_once() {
         let site = |line: u32, iterations: usize| LoopSite {
@@ -826,8 +829,7 @@ mod tests {
             iterations,
         };
         let mut nested = Vec::new();
-        merge_loops(&mut nested, &[site(185, 196)]);
-        merge_loops(&mut nested, &[site(185, 196), site(190, 3)]);
+        merge_loops(&mut nested, &[site(185, 196), site(185, 196), site(190, 3)]);
         merge_loops(&mut nested, &[site(185, 196)]);
         assert_eq!(nested, vec![site(185, 588), site(190, 3)]);
     }
