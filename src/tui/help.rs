@@ -62,7 +62,8 @@ pub struct Page {
 pub static SNAPSHOT_HELP: Page = Page {
     title: "memscope TUI: a snapshot's keys",
     sections: &[
-        (None, QUIT_TOP), (None, COMMON_KEYS),
+        (None, QUIT_TOP),
+        (None, COMMON_KEYS),
         (None, SNAPSHOT),
         (Some("the allocator map's segment labels:"), MAP_LEGEND),
     ],
@@ -117,7 +118,10 @@ const COMMON_KEYS: Keys = &[
         "?",
         "this help: ↑↓ PgUp PgDn g G scroll it, any other key closes it",
     ),
-    ("Esc", "back one step (after a jump or a drill-down); never quits"),
+    (
+        "Esc",
+        "back one step (after a jump or a drill-down); never quits",
+    ),
     ("↑↓ / jk", "move the selection"),
     ("g / G", "first / last"),
     ("PgUp PgDn", "page; scroll the explanation"),

@@ -38,12 +38,13 @@ pub struct SiteNode {
 
 /// How the TUI names a site from its file, line and function: `file:line function`, except
 /// where the capture knows no place (a C++ frame's `??` file, an empty one, line 0), which
-/// would read `??:0 f` or `:0`: then the function alone, or `unknown site` without one.
+/// would read `??:0 f` or `:0`: then the function alone (a C++ name with its template
+/// arguments collapsed, [`short_cpp`]), or `unknown site` without one.
 pub fn place_label(file: &str, line: u32, function: &str) -> String {
     let nowhere = (file.is_empty() || file == "??") && line == 0;
     match (nowhere, function.trim().is_empty()) {
         (false, _) => format!("{file}:{line} {function}"),
-        (true, false) => function.to_owned(),
+        (true, false) => short_cpp(function),
         (true, true) => "unknown site".to_owned(),
     }
 }
@@ -232,6 +233,14 @@ mod cpp_tests {
         assert_eq!(place_label("??", 0, "at::empty_cuda"), "at::empty_cuda");
         assert_eq!(place_label("", 0, ""), "unknown site");
         assert_eq!(place_label("??", 0, " "), "unknown site");
+        assert_eq!(
+            place_label(
+                "??",
+                0,
+                "f(std::vector<at::Tensor, std::allocator<at::Tensor>>)"
+            ),
+            "f(std::vector<…>)"
+        );
         // A line in an unnamed file is still a place.
         assert_eq!(place_label("", 3, "f"), ":3 f");
     }

@@ -400,7 +400,10 @@ impl Map {
             put(buf, det, 0, "no segments at this point of the log", dim());
             return;
         };
-        let mut lines: Vec<(String, Style)> = vec![(segment_line(seg, &cap.data.stream_label(cache.dev, seg.stream)), dim())];
+        let mut lines: Vec<(String, Style)> = vec![(
+            segment_line(seg, &cap.data.stream_label(cache.dev, seg.stream)),
+            dim(),
+        )];
         let ps = parts(seg);
         match ps.get(self.part) {
             Some(p) => match p.block {
