@@ -261,22 +261,13 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                 };
                 match pick {
                     Some((_, level)) if nested_in_annotated(level) => {
-                        structure.nested_loops.extend(level.loops.iter().cloned());
+                        merge_loops(&mut structure.nested_loops, &level.loops);
                         out.push(s);
                     }
                     Some((k, level)) => {
-                        // The same loop seen in two stretches (around annotated steps) is one.
-                        for l in &level.loops {
-                            let same = structure.loops.iter_mut().find(|x| {
-                                (&x.file, &x.function, x.line) == (&l.file, &l.function, l.line)
-                            });
-                            match same {
-                                Some(x) => x.iterations += l.iterations,
-                                None => structure.loops.push(l.clone()),
-                            }
-                        }
+                        merge_loops(&mut structure.loops, &level.loops);
                         for inner in &levels[k + 1..] {
-                            structure.nested_loops.extend(inner.loops.iter().cloned());
+                            merge_loops(&mut structure.nested_loops, &inner.loops);
                         }
                         let after_annotated = out
                             .last()
@@ -576,6 +567,23 @@ fn push_loop_segments(out: &mut Vec<Seg>, s: Seg, anchors: &[usize], last: loops
     });
 }
 
+/// Adds `from` to `into`, where one loop line is one loop, its iterations summed: the same loop
+/// seen in two stretches (around annotated steps), or reached from several callers (`loops`
+/// tells loops apart by their calling context, which a [`LoopSite`] does not show), was
+/// otherwise listed once per stretch or caller (DeComFL's `adam_forward.py:185 (196
+/// iterations)`, three times, issue 42).
+fn merge_loops(into: &mut Vec<LoopSite>, from: &[LoopSite]) {
+    for l in from {
+        let same = into
+            .iter_mut()
+            .find(|x| (&x.file, &x.function, x.line) == (&l.file, &l.function, l.line));
+        match same {
+            Some(x) => x.iterations += l.iterations,
+            None => into.push(l.clone()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -806,6 +814,24 @@ mod tests {
             .count();
         assert!(iterations <= 2, "{iterations} steps: {:?}", b.structure);
         assert!(b.structure.nested_loops.iter().any(|l| l.file == "opt.py"));
+    }
+
+    /// DeComFL's public snapshot (ZidongLiu/DeComFL, `memory.pickle` at edd30e09) listed
+    /// `adam_forward.py:185 (196 iterations)` three times under "loops inside a step": one level
+    /// held that loop three times, reached from three callers, and a stretch searched twice
+    /// would have added it again.
+    #[test]
+    fn a_loop_seen_in_several_stretches_is_listed_once() {
+        let site = |line: u32, iterations: usize| LoopSite {
+            file: "adam_forward.py".into(),
+            function: "forward".into(),
+            line,
+            iterations,
+        };
+        let mut nested = Vec::new();
+        merge_loops(&mut nested, &[site(185, 196), site(185, 196), site(190, 3)]);
+        merge_loops(&mut nested, &[site(185, 196)]);
+        assert_eq!(nested, vec![site(185, 588), site(190, 3)]);
     }
 
     #[test]

@@ -87,17 +87,26 @@ fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
-/// What identifies a site across code motion: its file's name and its stack's functions
-/// (`None` sites, with no Python stack, form one group).
+/// What identifies a site across code motion: its file's name, its function and the call its
+/// line makes (the chain's two outermost functions; `None` sites, with no Python stack, form
+/// one group). The frames below that call are the heaviest stack's, which differ between runs
+/// of one line (a Linear's `forward` in one, a ReLU's `relu` in the other), so they do not count.
 fn motion_key(s: &SiteBytes) -> Option<(String, Vec<String>)> {
     let site = s.site.as_ref()?;
     let file = file_name(&site.file);
     let chain = if s.chain.is_empty() {
         vec![site.function.clone()]
     } else {
-        s.chain.clone()
+        s.chain[s.chain.len().saturating_sub(2)..].to_vec()
     };
     Some((file.to_owned(), chain))
+}
+
+/// Where a site is, across checkouts: its file's name, line and function.
+fn location(s: &SiteBytes) -> Option<(&str, u32, &str)> {
+    s.site
+        .as_ref()
+        .map(|x| (file_name(&x.file), x.line, x.function.as_str()))
 }
 
 /// Whether two findings' sites are the same code across code motion: the same file name and
@@ -144,7 +153,8 @@ fn unmatched<'a, T>(
 /// Sites are grouped by [`motion_key`]; within a group, the line shift that pairs the most
 /// sites (lines inserted above move a function's lines together; the smallest shift on a
 /// tie) pairs them, and one site left on each side with the same bytes is paired too (a line
-/// moved on its own). Everything else is new or gone.
+/// moved on its own). A site left on each side at the same file name, line and function is
+/// paired last. Everything else is new or gone.
 fn pair_sites(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<(Option<usize>, Option<usize>)> {
     // (key, indices before, indices after)
     type Group = (Option<(String, Vec<String>)>, Vec<usize>, Vec<usize>);
@@ -168,6 +178,7 @@ fn pair_sites(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<(Option<usize>, 
     }
     let line = |s: &SiteBytes| s.site.as_ref().map_or(0, |s| s.line as i64);
     let mut out = Vec::new();
+    let (mut left_before, mut left_after) = (Vec::new(), Vec::new());
     for (_, mut b, mut a) in groups {
         let mut shifts: BTreeMap<i64, usize> = BTreeMap::new();
         for &i in &b {
@@ -202,9 +213,22 @@ fn pair_sites(before: &[SiteBytes], after: &[SiteBytes]) -> Vec<(Option<usize>, 
                 a.clear();
             }
         }
-        out.extend(b.into_iter().map(|i| (Some(i), None)));
-        out.extend(a.into_iter().map(|j| (None, Some(j))));
+        left_before.extend(b);
+        left_after.extend(a);
     }
+    // A site left on each side at the same place is one site whose line called something else
+    // on each side: the same line, not a new one and a gone one.
+    for i in left_before {
+        let at = location(&before[i]);
+        match left_after
+            .iter()
+            .position(|&j| at.is_some() && location(&after[j]) == at)
+        {
+            Some(p) => out.push((Some(i), Some(left_after.remove(p)))),
+            None => out.push((Some(i), None)),
+        }
+    }
+    out.extend(left_after.into_iter().map(|j| (None, Some(j))));
     out
 }
 

@@ -395,8 +395,14 @@ pub fn tables_for(trace: bool) -> impl Iterator<Item = &'static Table> {
     TABLES.iter().filter(move |t| t.covers.covers(trace))
 }
 
-/// `.schema`: the `CREATE TABLE` of each table, with each column's meaning as a comment.
+/// `.schema`: the `CREATE TABLE` of each table, with each column's meaning as a comment. A
+/// table named that this capture lacks gets a comment line saying so (an empty answer read as a
+/// command dropped), and which kind of capture has it.
 pub fn schema_text(trace: bool, only: Option<&str>) -> String {
+    if let Some(name) = only.filter(|o| !tables_for(trace).any(|t| t.name == *o)) {
+        let other = table(name).map(|_| if trace { "snapshot" } else { "trace" });
+        return crate::wording::no_such_table(name, other);
+    }
     let mut s = String::new();
     for t in tables_for(trace).filter(|t| only.is_none_or(|o| o == t.name)) {
         s.push_str(&format!("-- {}\nCREATE TABLE {} (\n", t.doc, t.name));

@@ -41,6 +41,8 @@ pub struct App {
     /// While loading: how far it has got.
     loading_note: String,
     history: Vec<(View, usize, Vec<Option<usize>>)>,
+    /// Opened from the Ranks view: q goes back to it, and the help and the hint say so.
+    from_ranks: bool,
 }
 
 impl App {
@@ -64,6 +66,7 @@ impl App {
             message: String::new(),
             loading_note: String::new(),
             history: Vec::new(),
+            from_ranks: false,
             reserved_shown: false,
         }
     }
@@ -164,9 +167,25 @@ impl App {
 
     /// The keys the help shows: the capture's.
     pub fn help_page(&self) -> &'static Page {
-        self.mode
+        let page = self
+            .mode
             .as_ref()
-            .map_or(&SNAPSHOT_HELP, |m| m.capture().help())
+            .map_or(&SNAPSHOT_HELP, |m| m.capture().help());
+        if self.from_ranks {
+            super::help::from_ranks(page)
+        } else {
+            page
+        }
+    }
+
+    /// Marks the capture as opened from the Ranks view: q then closes it back to the list.
+    pub fn opened_from_ranks(&mut self) {
+        self.from_ranks = true;
+    }
+
+    /// Whether the capture was opened from the Ranks view.
+    pub fn from_ranks(&self) -> bool {
+        self.from_ranks
     }
 
     /// While loading: how far it has got.

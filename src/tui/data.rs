@@ -116,6 +116,9 @@ pub struct Data {
     /// Per device: each event's time in seconds from the first, where every event has one and
     /// they are in order (the timeline's time axis).
     pub times: Vec<Option<Vec<f64>>>,
+    /// Per device: the streams its segments and events name, sorted: what the map numbers
+    /// them by (`s0` the default stream, `s1`, `s2`... the others), instead of raw handles.
+    pub streams: Vec<Vec<u64>>,
     /// `memscope tui --batch`: the capacity plan of every device, or why there is none, made
     /// from the same analysis at load time; the Plan view takes it when the views are built
     /// ([`super::loaded::Loaded::into_mode`]), so it is `None` after that.
@@ -155,14 +158,23 @@ impl Data {
             .collect();
         let findings = findings(&product.analysis, snap);
         let times = snap.devices.iter().map(event_times).collect();
+        let streams = snap.devices.iter().map(streams).collect();
         Data {
             path: path.to_path_buf(),
             product,
             markers,
             findings,
             times,
+            streams,
             plan,
         }
+    }
+
+    /// How the map names stream `stream` of device `dev`: `s0` for the default stream (handle
+    /// 0), `s1`, `s2`... for the others in handle order; a 64-bit handle (`s1208349744`) says
+    /// nothing to a reader.
+    pub fn stream_label(&self, dev: usize, stream: u64) -> String {
+        stream_label(self.streams.get(dev).map_or(&[], |v| v.as_slice()), stream)
     }
 
     /// Microseconds of event `i` since the first timed event of the device.
@@ -170,6 +182,31 @@ impl Data {
         let d = self.snap.devices.get(dev)?;
         let t0 = d.events.iter().find_map(|e| e.time_us)?;
         d.events.get(i)?.time_us.map(|t| t - t0)
+    }
+}
+
+fn streams(d: &Device) -> Vec<u64> {
+    let mut v: Vec<u64> = d
+        .segments
+        .iter()
+        .map(|s| s.stream)
+        .chain(d.events.iter().map(|e| e.stream))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// `s0` for the default stream, else `s` and the stream's rank among the device's other
+/// streams (`sorted`), from 1; `s?` for a stream the device does not list.
+pub fn stream_label(sorted: &[u64], stream: u64) -> String {
+    if stream == 0 {
+        return "s0".into();
+    }
+    let side = sorted.iter().filter(|&&s| s != 0);
+    match side.clone().position(|&s| s == stream) {
+        Some(i) => format!("s{}", i + 1),
+        None => "s?".into(),
     }
 }
 
@@ -306,11 +343,11 @@ fn findings(a: &Analysis, snap: &Snapshot) -> Vec<Finding> {
             });
         }
         for s in &d.top_sites {
-            // The sites view labels a site as `Stacks::frame_label` does.
+            // The sites view labels a site as `sites::frame_label` does.
             let label = s
                 .site
                 .as_ref()
-                .map(|x| format!("{}:{} {}", x.file, x.line, x.function))
+                .map(|x| super::sites::place_label(&x.file, x.line, &x.function))
                 .unwrap_or_else(|| "(no stack)".into());
             out.push(Finding {
                 label: format!(
@@ -333,7 +370,7 @@ pub fn leak_label(l: &crate::analysis::LeakReport) -> String {
         .leak
         .site
         .as_ref()
-        .map(|s| format!("{}:{} {}", s.file, s.line, s.function))
+        .map(|s| super::sites::place_label(&s.file, s.line, &s.function))
         .unwrap_or_else(|| "(no stack)".into());
     // A released accumulation is not live at the end: its figure is the growth's peak.
     let held = if l.leak.extent.released() {

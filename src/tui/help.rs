@@ -62,7 +62,8 @@ pub struct Page {
 pub static SNAPSHOT_HELP: Page = Page {
     title: "memscope TUI: a snapshot's keys",
     sections: &[
-        (None, COMMON_TOP),
+        (None, QUIT_TOP),
+        (None, COMMON_KEYS),
         (None, SNAPSHOT),
         (Some("the allocator map's segment labels:"), MAP_LEGEND),
     ],
@@ -71,16 +72,56 @@ pub static SNAPSHOT_HELP: Page = Page {
 /// A profiler trace's keys.
 pub static TRACE_HELP: Page = Page {
     title: "memscope TUI: a profiler trace's keys",
-    sections: &[(None, COMMON_TOP), (None, TRACE)],
+    sections: &[(None, QUIT_TOP), (None, COMMON_KEYS), (None, TRACE)],
 };
 
-const COMMON_TOP: Keys = &[
-    ("q, Ctrl-C", "quit"),
+/// A snapshot opened from the Ranks view (`memscope tui` of several captures): q goes back.
+pub static RANK_SNAPSHOT_HELP: Page = Page {
+    title: "memscope TUI: a rank's snapshot, opened from the ranks list",
+    sections: &[
+        (None, RANK_TOP),
+        (None, COMMON_KEYS),
+        (None, SNAPSHOT),
+        (Some("the allocator map's segment labels:"), MAP_LEGEND),
+    ],
+};
+
+/// A profiler trace opened from the Ranks view.
+pub static RANK_TRACE_HELP: Page = Page {
+    title: "memscope TUI: a rank's profiler trace, opened from the ranks list",
+    sections: &[(None, RANK_TOP), (None, COMMON_KEYS), (None, TRACE)],
+};
+
+/// The page of a capture opened from the Ranks view, for the page it has on its own.
+pub fn from_ranks(page: &'static Page) -> &'static Page {
+    if std::ptr::eq(page, &TRACE_HELP) {
+        &RANK_TRACE_HELP
+    } else if std::ptr::eq(page, &SNAPSHOT_HELP) {
+        &RANK_SNAPSHOT_HELP
+    } else {
+        page
+    }
+}
+
+/// One meaning for q and Esc in every mode: q leaves the capture on screen (memscope, or a
+/// rank opened from the ranks list, back to that list), Esc goes back one step inside it and
+/// never leaves it.
+const RANK_TOP: Keys = &[(
+    "q, Ctrl-C",
+    "close this rank: back to the ranks list (q there quits)",
+)];
+
+const QUIT_TOP: Keys = &[("q, Ctrl-C", "quit")];
+
+const COMMON_KEYS: Keys = &[
     (
         "?",
         "this help: ↑↓ PgUp PgDn g G scroll it, any other key closes it",
     ),
-    ("Esc", "back (after a jump)"),
+    (
+        "Esc",
+        "back one step (after a jump or a drill-down); never quits",
+    ),
     ("↑↓ / jk", "move the selection"),
     ("g / G", "first / last"),
     ("PgUp PgDn", "page; scroll the explanation"),
@@ -121,7 +162,7 @@ const MAP_LEGEND: Keys = &[
     ),
     (
         "s0, 75%",
-        "the segment's CUDA stream; the share of it in use (active blocks)",
+        "the segment's CUDA stream (s0 the default stream, s1, s2... the others in handle order; the details give the handle); the share of it in use (active blocks)",
     ),
     (
         "█ ▓ ·",

@@ -5,7 +5,8 @@
 //! the imbalance, and the sites that differ between the highest and the lowest rank. It reads
 //! the product only; the sentences are [`crate::wording::job`]'s. Up/Down (or j/k) select a
 //! rank, whose figures the detail line spells out; Enter opens that rank's capture in the
-//! one-capture views (q there comes back here); q or Esc quits.
+//! one-capture views (q there comes back here); q quits. Esc, which goes back one step in
+//! every mode, has no step to go back to here and does nothing.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -46,7 +47,9 @@ impl JobView {
     pub fn key(&mut self, k: KeyEvent) {
         let n = self.job.ranks.len();
         match k.code {
-            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+            // Esc goes back one step in every mode, and the ranks list is the first: nothing
+            // to go back to, so it does not quit (q does).
+            KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
             KeyCode::Down | KeyCode::Char('j') if self.selected + 1 < n => self.selected += 1,
             KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
@@ -62,7 +65,7 @@ impl JobView {
         let mut out = vec![
             Line::from(Span::styled(
                 format!(
-                    "memscope: job of {} ranks   (Up/Down select a rank, Enter opens it, q quits)",
+                    "memscope: job of {} ranks   (Up/Down select a rank, Enter opens it and q there comes back; q here quits)",
                     self.job.ranks.len()
                 ),
                 bold,
@@ -139,7 +142,7 @@ impl JobView {
                 bold,
             )));
             for c in s.changes.iter().take(SITE_ROWS) {
-                out.push(Line::raw(format!("  {}", c.describe())));
+                out.push(Line::raw(format!("  {}", short_change(c))));
             }
         }
         // Capture strings (paths, sites) shown as the terminal boundary shows them.
@@ -166,5 +169,59 @@ impl Widget for &JobView {
         Paragraph::new(self.lines())
             .scroll((scroll, 0))
             .render(area, buf);
+    }
+}
+
+/// A site change as the rank view says it: C++ names with their template arguments collapsed
+/// (`c10::impl::wrap_kernel_functor_unboxed_<…>::call(…)`), where the sentence would otherwise
+/// carry a name of 600 characters and more (issue 42).
+fn short_change(c: &crate::check::diff::SiteChange) -> String {
+    let short = |s: &Option<crate::analysis::sites::Site>| {
+        s.clone().map(|mut s| {
+            s.function = crate::model::frames::short_cpp(&s.function);
+            s
+        })
+    };
+    let mut c = c.clone();
+    c.site = short(&c.site);
+    c.moved_from = short(&c.moved_from);
+    c.describe()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::sites::Site;
+    use crate::check::diff::{SiteChange, SiteStatus};
+
+    /// A rank diff's C++ site reads as its collapsed name, not 600 characters of template.
+    #[test]
+    fn a_rank_diffs_cpp_names_have_their_templates_collapsed() {
+        let long = format!(
+            "c10::impl::wrap_kernel_functor_unboxed_<{}>::call(c10::OperatorKernel*)",
+            "c10::impl::detail::WrapFunctionIntoFunctor_<at::Tensor (*)(at::Tensor const&), std::vector<long>>, "
+                .repeat(6)
+        );
+        assert!(long.len() > 600);
+        let c = SiteChange {
+            site: Some(Site {
+                file: "??".into(),
+                line: 0,
+                function: long,
+            }),
+            status: SiteStatus::Grown,
+            moved_from: None,
+            before_bytes: Some(1 << 20),
+            after_bytes: Some(3 << 20),
+            delta_bytes: 2 << 20,
+            below_top: false,
+        };
+        let s = short_change(&c);
+        assert!(
+            s.contains("c10::impl::wrap_kernel_functor_unboxed_<…>::call(c10::OperatorKernel*)"),
+            "{s}"
+        );
+        assert!(s.len() < 200, "{s}");
+        assert!(c.describe().len() > 600);
     }
 }

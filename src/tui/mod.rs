@@ -177,7 +177,7 @@ pub fn run_job(job: crate::job::Job) -> Result<(), TuiError> {
             ));
             continue;
         }
-        if let Err(e) = run_with(p, None) {
+        if let Err(e) = run_capture(p, None, true) {
             view.message = Some(e.to_string());
         }
     }
@@ -212,6 +212,11 @@ pub fn run(path: &Path) -> Result<(), TuiError> {
 /// [`run`], with the capacity plan `plan` asks for (`memscope tui --batch`): made on the
 /// loading thread from the snapshot's analysis, shown in a Plan view.
 pub fn run_with(path: &Path, plan: Option<Ask>) -> Result<(), TuiError> {
+    run_capture(path, plan, false)
+}
+
+/// [`run_with`]; `from_ranks`: opened from the Ranks view, to which q goes back.
+fn run_capture(path: &Path, plan: Option<Ask>, from_ranks: bool) -> Result<(), TuiError> {
     let (tx, rx) = mpsc::channel();
     let p = path.to_path_buf();
     let progress = Arc::new(Progress::default());
@@ -235,6 +240,9 @@ pub fn run_with(path: &Path, plan: Option<Ask>) -> Result<(), TuiError> {
     }));
     execute!(io::stdout(), EnableMouseCapture)?;
     let mut app = App::loading(&path.display().to_string());
+    if from_ranks {
+        app.opened_from_ranks();
+    }
     let size = terminal.size()?;
     app.apply(Action::Resize(size.width, size.height));
     let mut load_error = None;

@@ -105,7 +105,11 @@ impl Widget for StatusLine<'_> {
             return;
         }
         let hint = if app.message().is_empty() {
-            "?:help q:quit Tab:views /:search".to_owned()
+            if app.from_ranks() {
+                "?:help q:ranks list Tab:views /:search".to_owned()
+            } else {
+                "?:help q:quit Tab:views /:search".to_owned()
+            }
         } else {
             app.message().to_owned()
         };

@@ -36,6 +36,28 @@ pub struct SiteNode {
     pub stacks: Vec<StackNode>,
 }
 
+/// How the TUI names a site from its file, line and function: `file:line function`, except
+/// where the capture knows no place (a C++ frame's `??` file, an empty one, line 0), which
+/// would read `??:0 f` or `:0`: then the function alone (a C++ name with its template
+/// arguments collapsed, [`short_cpp`]), or `unknown site` without one.
+pub fn place_label(file: &str, line: u32, function: &str) -> String {
+    let nowhere = (file.is_empty() || file == "??") && line == 0;
+    match (nowhere, function.trim().is_empty()) {
+        (false, _) => format!("{file}:{line} {function}"),
+        (true, false) => short_cpp(function),
+        (true, true) => "unknown site".to_owned(),
+    }
+}
+
+/// A frame's label in the TUI: [`Stacks::frame_label`], or [`place_label`] where the frame has
+/// no place.
+pub fn frame_label(stacks: &Stacks, f: &crate::model::Frame) -> String {
+    if f.kind == FrameKind::Generated {
+        return stacks.frame_label(f);
+    }
+    place_label(stacks.str(f.file), f.line, stacks.str(f.name))
+}
+
 /// Groups the allocated blocks of a state by site, then by stack.
 pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
     let mut by_stack: HashMap<StackId, (u64, u64)> = HashMap::new();
@@ -51,7 +73,7 @@ pub fn build(stacks: &Stacks, st: &State, sort: SortBy) -> Vec<SiteNode> {
     for (s, (bytes, count)) in by_stack {
         let label = stacks
             .site_frame(s)
-            .map(|f| stacks.frame_label(f))
+            .map(|f| frame_label(stacks, f))
             .unwrap_or_else(|| "(no stack)".to_owned());
         let user = stacks.user_frame(s).is_some();
         let path: Vec<String> = stacks
@@ -202,6 +224,26 @@ pub fn rows(
 
 #[cfg(test)]
 mod cpp_tests {
+    use super::place_label;
+
+    /// A site with no place says its function, or that it is unknown (issue 42: `??:0`, `:0`).
+    #[test]
+    fn a_site_without_a_place_says_its_function() {
+        assert_eq!(place_label("train.py", 12, "step"), "train.py:12 step");
+        assert_eq!(place_label("??", 0, "at::empty_cuda"), "at::empty_cuda");
+        assert_eq!(place_label("", 0, ""), "unknown site");
+        assert_eq!(place_label("??", 0, " "), "unknown site");
+        assert_eq!(
+            place_label(
+                "??",
+                0,
+                "f(std::vector<at::Tensor, std::allocator<at::Tensor>>)"
+            ),
+            "f(std::vector<…>)"
+        );
+        // A line in an unnamed file is still a place.
+        assert_eq!(place_label("", 3, "f"), ":3 f");
+    }
     use super::short_cpp;
 
     #[test]

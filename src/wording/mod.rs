@@ -72,3 +72,14 @@ pub(crate) fn at_line(site: &Option<Site>) -> String {
         .map(|s| format!(" at {}:{}", s.file, s.line))
         .unwrap_or_default()
 }
+
+/// `.schema NAME` where this capture has no table NAME: an SQL comment, so that the answer is
+/// still valid SQL; `other_kind` is the kind of capture that has the table, if any.
+pub fn no_such_table(name: &str, other_kind: Option<&str>) -> String {
+    match other_kind {
+        Some(k) => {
+            format!("-- no table {name} here: it is a {k}'s table (.tables lists this capture's)\n")
+        }
+        None => format!("-- no table {name} (.tables lists this capture's)\n"),
+    }
+}

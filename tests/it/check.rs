@@ -815,6 +815,56 @@ fn baseline_chains_keep_whole_cpp_names() {
     }
 }
 
+/// One line is one site on both sides, whichever callee its heaviest stack went through (issue
+/// 42): `fixtures/claims/README.md`'s `fwd_clean_mlp` and `fwd_oom_mlp` run the same MLP, and the
+/// forward's line (generate.py:218) keeps blocks at the end of both, reached through a Linear's
+/// `forward` in one and a ReLU's `relu` in the other. Before, the two chains differed and the line
+/// was listed as both "new" and "gone".
+#[test]
+fn diff_lists_one_line_once_whatever_its_heaviest_stack() {
+    let (Some(a), Some(b)) = (
+        summary("claims/fwd_clean_mlp.pickle.gz"),
+        summary("claims/fwd_oom_mlp.pickle.gz"),
+    ) else {
+        return;
+    };
+    let d = diff::diff(&a, &b);
+    for dev in &d.devices {
+        for changes in [&dev.sites_at_peak, &dev.sites_at_end] {
+            let mut seen = std::collections::BTreeSet::new();
+            for c in changes.iter().filter(|c| c.site.is_some()) {
+                let s = c.site.as_ref().unwrap();
+                assert!(
+                    seen.insert((s.file.clone(), s.line, s.function.clone())),
+                    "{}:{} listed twice: {:?}",
+                    s.file,
+                    s.line,
+                    changes.iter().map(|c| c.describe()).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    // The line's change at the end is its whole change, from its bytes on one side to the other's.
+    let at_218 = |s: &InputSummary| {
+        s.devices[0]
+            .sites_at_end
+            .iter()
+            .find(|x| x.site.as_ref().is_some_and(|s| s.line == 218))
+            .map(|x| x.bytes)
+    };
+    let line = d.devices[0]
+        .sites_at_end
+        .iter()
+        .find(|c| c.site.as_ref().is_some_and(|s| s.line == 218))
+        .unwrap();
+    assert_eq!(line.status, diff::SiteStatus::Grown, "{}", line.describe());
+    assert_eq!(
+        (line.before_bytes, line.after_bytes),
+        (at_218(&a), at_218(&b))
+    );
+    assert!(line.before_bytes.is_some());
+}
+
 /// `diff` refuses what cannot be compared (issue 23), with exit 2 and the reason, unless
 /// `--force`: a trace against a snapshot (fixtures/README.md: `trace_clean` and `clean` are two
 /// kinds of capture), and two programs that share no source file (`clean.pickle` is made by

@@ -516,6 +516,31 @@ mod query_render_check;
 /// The `query_render` fuzz target's invariants over seeded random result sets, in every
 /// `cargo test`: hostile characters (controls, C1, bidi, quotes, commas, formula starts)
 /// drawn often.
+/// `.tables` then `.schema ooms` on a trace (issue 42): a trace's database has no `ooms` table,
+/// and the second command printed nothing, as if it had been dropped. It now says that the
+/// table is a snapshot's, and `.schema` of a table the capture has still prints it.
+#[test]
+fn schema_of_a_table_the_capture_lacks_says_so() {
+    let o = query(
+        "trace_clean.trace.json.gz",
+        &[],
+        Some(".tables\n.schema ooms\n.schema steps\n"),
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let tables: Vec<&str> = out.lines().take_while(|l| !l.starts_with("--")).collect();
+    assert!(!tables.contains(&"ooms"), "{out}");
+    let after = &out[tables.iter().map(|l| l.len() + 1).sum::<usize>()..];
+    assert!(after.starts_with("-- no table ooms"), "{out}");
+    assert!(after.contains("snapshot"), "{out}");
+    assert!(after.contains("CREATE TABLE steps"), "{out}");
+    // A name no capture has.
+    let o = query("leak_oom.pickle", &[], Some(".schema nope\n"), &[]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.starts_with("-- no table nope"), "{out}");
+}
+
 #[test]
 fn renderers_keep_their_invariants_on_random_result_sets() {
     const PIECES: &[&str] = &[

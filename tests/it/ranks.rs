@@ -595,6 +595,20 @@ fn tui_shows_the_ranks_at_two_sizes() {
     assert_eq!(tiny.lines().count(), 2);
 }
 
+/// The ranks list's keys agree with its header and with the rank views (issue 42): the header
+/// says q quits and that q in an opened rank comes back; Esc, "back one step" everywhere, has no
+/// step to go back to here and does not quit.
+#[test]
+fn the_ranks_list_quits_on_q_only_as_its_header_says() {
+    let mut view = JobView::new(load_job("bridge"));
+    let s = screen(&view, 160, 30);
+    assert!(s.contains("q there comes back; q here quits"), "{s}");
+    view.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    assert!(!view.quit);
+    view.key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
+    assert!(view.quit);
+}
+
 #[test]
 fn report_writes_a_page_of_the_job() {
     let s = Scratch::new("report");

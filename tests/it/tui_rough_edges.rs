@@ -225,3 +225,104 @@ fn a_steps_ops_carry_the_caveat_of_lines_recorded_when_profiling_began() {
         "a line that is known has no mark\n{s}"
     );
 }
+
+/// The map names streams by a short ordinal, not by their raw handle (issue 42: `Lp
+/// s1208349744`): `two_streams.pickle` (fixtures/README.md) allocates on the default stream
+/// and on one side stream; the rows say `s0` and `s1`, and the selected side segment's line
+/// gives the handle once.
+#[test]
+fn the_map_names_streams_by_ordinal_not_by_handle() {
+    let side = {
+        let snap = memscope::load::load_snapshot(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/two_streams.pickle"),
+        )
+        .unwrap();
+        let s = snap.devices[0]
+            .segments
+            .iter()
+            .map(|s| s.stream)
+            .find(|&s| s != 0);
+        s.expect("two_streams has a side stream's segment")
+    };
+    for (w, h) in SIZES {
+        let mut app = load("two_streams.pickle");
+        key(&mut app, '3');
+        let mut seen = screen(&mut app, w, h);
+        for _ in 0..40 {
+            code(&mut app, KeyCode::Down);
+            seen.push_str(&screen(&mut app, w, h));
+        }
+        assert!(
+            !seen.contains(&format!("s{side}")),
+            "{w}x{h}: a raw handle as a label\n{seen}"
+        );
+        if w >= 80 {
+            assert!(
+                seen.contains(" s1 "),
+                "{w}x{h}: the side stream's row\n{seen}"
+            );
+            assert!(
+                seen.contains(" s0 "),
+                "{w}x{h}: the default stream's row\n{seen}"
+            );
+            // The details wrap: read them as one text.
+            let flat: String = seen
+                .lines()
+                .map(|l| l.trim_end_matches(['█', '│', ' ']))
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                flat.contains(&format!("stream s1 (handle {side})")),
+                "{w}x{h}: the side segment's details\n{seen}"
+            );
+        }
+    }
+}
+
+/// q and Esc mean one thing in every mode (issue 42: the rank's help said "q quits", but q went
+/// back to the ranks list). A rank opened from the ranks list says that q goes back to it, in
+/// its help and its hint line; Esc is "back one step" and never quits, in the ranks list too.
+#[test]
+fn q_and_esc_agree_with_the_help_in_a_rank_and_alone() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let alone = whole_help("clean.pickle", w, h);
+        assert!(alone.contains("quit"), "{w}x{h}:\n{alone}");
+        assert!(!alone.contains("ranks list"), "{w}x{h}:\n{alone}");
+        assert!(alone.contains("never quits"), "{w}x{h}:\n{alone}");
+
+        let mut app = load("clean.pickle");
+        app.opened_from_ranks();
+        let hint = screen(&mut app, w, h);
+        assert!(hint.contains("q:ranks list"), "{w}x{h}:\n{hint}");
+        key(&mut app, '?');
+        let help = screen(&mut app, w, h);
+        assert!(
+            help.contains("back to the ranks list"),
+            "{w}x{h}: the rank's help\n{help}"
+        );
+        assert!(!help.contains(" quit\n"), "{w}x{h}:\n{help}");
+        // The key does what the help says: q leaves the rank (the caller shows the list).
+        code(&mut app, KeyCode::Esc);
+        assert!(!app.quit());
+        key(&mut app, 'q');
+        assert!(app.quit());
+    }
+}
+
+/// Sites with no place are named by their function, not `??:0` (issue 42):
+/// `claims/ft_midrun_allstacks` (fixtures/claims/README.md) records C++ frames, and blocks whose
+/// stack has no Python frame are placed at a native frame whose file is `??` and line 0.
+#[test]
+fn sites_without_a_place_are_named_by_their_function() {
+    for (w, h) in [(120, 40)] {
+        let mut app = load("claims/ft_midrun_allstacks.pickle.gz");
+        key(&mut app, '4');
+        let mut seen = screen(&mut app, w, h);
+        for _ in 0..6 {
+            code(&mut app, KeyCode::PageDown);
+            seen.push_str(&screen(&mut app, w, h));
+        }
+        assert!(!seen.contains("??:0"), "{w}x{h}:\n{seen}");
+        assert!(!seen.contains(" :0 "), "{w}x{h}:\n{seen}");
+    }
+}

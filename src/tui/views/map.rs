@@ -117,7 +117,7 @@ impl Component<Snap> for Map {
         let Some(cache) = &cap.cache else { return };
         summary(cap, cache, area, buf);
         self.legend(cap, cache, c.dev, area, buf);
-        self.bars(cache, area, buf);
+        self.bars(cap, cache, area, buf);
         self.details(cap, cache, area, buf);
     }
 }
@@ -224,7 +224,7 @@ impl Map {
                     },
                     bytes(o.largest_free_block_bytes),
                     o.pool.name(),
-                    o.stream,
+                    cap.data.stream_label(dev, o.stream),
                 ),
                 Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
             );
@@ -275,7 +275,7 @@ impl Map {
     }
 
     /// The segments' rows: a label, then the segment as a bar of its parts.
-    fn bars(&self, cache: &Cursor, area: Rect, buf: &mut Buffer) {
+    fn bars(&self, cap: &Snap, cache: &Cursor, area: Rect, buf: &mut Buffer) {
         let st = &cache.state;
         let list = map_list_area(area);
         let off = list_offset(self.seg, list.height as usize);
@@ -292,12 +292,12 @@ impl Map {
             let on = i == self.seg;
             let used = (seg.active_bytes * 100).checked_div(seg.size).unwrap_or(0);
             let label = format!(
-                "{}{:>10} {}{} s{:<2}{:>4}% ",
+                "{}{:>10} {}{} {:<3}{:>4}% ",
                 if on { "›" } else { " " },
                 bytes(seg.size),
                 pool_letter(seg),
                 private_mark(seg).unwrap_or(if seg.expandable { 'e' } else { ' ' }),
-                seg.stream,
+                cap.data.stream_label(cache.dev, seg.stream),
                 used
             );
             buf.set_stringn(list.x, y, &label, MAP_LABEL_W as usize, sel_style(on));
@@ -400,7 +400,10 @@ impl Map {
             put(buf, det, 0, "no segments at this point of the log", dim());
             return;
         };
-        let mut lines: Vec<(String, Style)> = vec![(segment_line(seg), dim())];
+        let mut lines: Vec<(String, Style)> = vec![(
+            segment_line(seg, &cap.data.stream_label(cache.dev, seg.stream)),
+            dim(),
+        )];
         let ps = parts(seg);
         match ps.get(self.part) {
             Some(p) => match p.block {
@@ -459,7 +462,7 @@ impl Map {
                 b.address,
                 bytes(b.size),
                 bytes(b.requested),
-                b.stream,
+                cap.data.stream_label(cache.dev, b.stream),
                 seg.pool.name(),
             ),
             bold(),
@@ -543,10 +546,19 @@ fn private_pool_words(seg: &SegState) -> String {
     }
 }
 
+/// A stream in the details: its short name, and its handle where it is not the default one.
+fn stream_words(label: &str, handle: u64) -> String {
+    if handle == 0 {
+        format!("{label} (the default stream)")
+    } else {
+        format!("{label} (handle {handle})")
+    }
+}
+
 /// The selected segment in one line.
-fn segment_line(seg: &SegState) -> String {
+fn segment_line(seg: &SegState, stream: &str) -> String {
     format!(
-        "segment 0x{:x} ({}{} s{}): {} {} pool, stream {}{}, {} blocks, largest hole {}{}",
+        "segment 0x{:x} ({}{} {}): {} {} pool, stream {}{}, {} blocks, largest hole {}{}",
         seg.address,
         pool_letter(seg),
         private_mark(seg)
@@ -556,10 +568,10 @@ fn segment_line(seg: &SegState) -> String {
             } else {
                 String::new()
             }),
-        seg.stream,
+        stream,
         bytes(seg.size),
         seg.pool.name(),
-        seg.stream,
+        stream_words(stream, seg.stream),
         if seg.expandable { ", expandable" } else { "" },
         seg.blocks.len(),
         bytes(seg.largest_free()),
@@ -603,7 +615,7 @@ fn stack_lines(
         let fr = stacks.frame(frames[i]);
         if fr.kind == FrameKind::User {
             lines.push((
-                format!("  {}", stacks.frame_label(fr)),
+                format!("  {}", crate::tui::sites::frame_label(stacks, fr)),
                 bold().fg(Color::Cyan),
             ));
             i += 1;
