@@ -109,7 +109,11 @@ impl Model<'_> {
     /// Replays the log at `at`, reading unsure requests as `reading`, under `cap` if given.
     pub fn run(&self, at: Shape, reading: Reading, cap: Option<u64>) -> RunOut {
         let track = at == self.recorded && reading == Reading::Central && cap.is_none();
-        let mut m = Allocator::new(config(self.settings, cap, None));
+        let mut cfg = config(self.settings, cap, None);
+        // A plan has no recorded addresses for the segments it makes: they go down, as the
+        // driver placed them (see `Config::descending_addresses`).
+        cfg.descending_addresses = true;
+        let mut m = Allocator::new(cfg);
         let mut addr_map = seed_layout(&mut m, self.initial);
         let mut tally = Tally::default();
         // Recorded address -> (the request, its bytes in the tally).
