@@ -386,9 +386,16 @@ impl Allocator {
             return hints.remove(i).1;
         }
         if self.cfg.descending_addresses {
-            let lowest = self.segs.range(..SYNTH_BASE).map(|(_, g)| g).find(|g| !g.expandable);
+            let lowest = self
+                .segs
+                .range(..SYNTH_BASE)
+                .map(|(_, g)| g)
+                .find(|g| !g.expandable);
             let below = lowest.map_or(Some(ORDINARY_BASE), |g| g.base.checked_sub(size));
-            if let Some(a) = below.map(|a| a / ROUND_LARGE * ROUND_LARGE).filter(|&a| a > 0) {
+            if let Some(a) = below
+                .map(|a| a / ROUND_LARGE * ROUND_LARGE)
+                .filter(|&a| a > 0)
+            {
                 return a;
             }
         }
