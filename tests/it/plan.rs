@@ -141,14 +141,18 @@ fn err(pred: u64, real: u64) -> f64 {
     (pred as f64 - real as f64) / real as f64
 }
 
-/// Workloads whose largest batch the plan puts above the real one, and why. The test fails if
-/// one of them stops being above (then it leaves this list) or another joins it.
-const KNOWN_ABOVE: [(&str, &str, &str); 1] = [(
+/// Workloads whose largest batch the plan puts above the real one, with one capture or two
+/// (`false`, `true`), and why. The test fails if one of them stops being above (then it leaves
+/// this list) or another joins it.
+const KNOWN_ABOVE: [(&str, &str, bool, &str); 1] = [(
     "holdout2",
     "gpt_amp_collide",
+    false,
     "at batch 4 and more the backward's weight-gradient matmuls make split-K workspaces \
-     (128 more requests than at b0 = 2, 16 MiB and 4 MiB transients) that neither capture \
-     at b0 nor the one at 2*b0 shows to the fit; the real run fails at 11 under its cap",
+     (128 more requests than at b0 = 2, 16 MiB and 4 MiB transients) that the capture at b0 \
+     does not show; the real run fails at 11 under its cap. With the one at 2*b0 too, the \
+     answer is 10, as on the card, since new segments are placed below the last, as the \
+     driver does (issue 39, fixtures/plan/segments39)",
 )];
 
 /// One `#[test]` per workload, `TEST = (SET, NAME)`, each checking its largest batch (one test
@@ -216,8 +220,10 @@ fn largest_batch_is_never_above_the_real_one(set: &'static str, name: &str) {
         .into_iter()
         .find(|w| w.name == name)
         .unwrap_or_else(|| panic!("fixtures/plan/{set}/truth.json has no workload {name}"));
-    let known = KNOWN_ABOVE.iter().any(|k| k.0 == w.set && k.1 == w.name);
     for with in [false, true] {
+        let known = KNOWN_ABOVE
+            .iter()
+            .any(|k| k.0 == w.set && k.1 == w.name && k.2 == with);
         let p = plan_of(&w, with);
         let m = p.max_batch.as_ref().unwrap();
         let what = format!("{}/{} (two captures: {with})", w.set, w.name);

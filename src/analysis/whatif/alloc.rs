@@ -42,6 +42,13 @@ pub struct Config {
     /// Give a new segment the recorded address of a segment of the same size made for the same
     /// request (best fit breaks ties by address); otherwise addresses increase.
     pub address_hints: bool,
+    /// A new segment without a recorded address goes just below the lowest ordinary segment
+    /// (where this driver put cudaMalloc's large segments: gpt_ctxall_amp at b48 made its
+    /// 192, 384 and 384 MiB segments each below the last), not above the highest. Best fit
+    /// breaks ties between free blocks of one size by address, so this decides which block a
+    /// long-lived request splits (fixtures/plan/segments39).
+    #[serde(skip)]
+    pub descending_addresses: bool,
 }
 
 impl Config {
@@ -377,6 +384,20 @@ impl Allocator {
                     .is_none_or(|(_, g)| g.base + g.size <= a)
         }) {
             return hints.remove(i).1;
+        }
+        if self.cfg.descending_addresses {
+            let lowest = self
+                .segs
+                .range(..SYNTH_BASE)
+                .map(|(_, g)| g)
+                .find(|g| !g.expandable);
+            let below = lowest.map_or(Some(ORDINARY_BASE), |g| g.base.checked_sub(size));
+            if let Some(a) = below
+                .map(|a| a / ROUND_LARGE * ROUND_LARGE)
+                .filter(|&a| a > 0)
+            {
+                return a;
+            }
         }
         // Otherwise the driver is taken to hand out increasing addresses: just above the highest
         // ordinary segment. Segments never overlap, so the highest-based one below the synthetic

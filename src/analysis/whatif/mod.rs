@@ -430,6 +430,7 @@ pub fn config(settings: &AllocatorSettings, cap: Option<u64>, gpu_total: Option<
         cap,
         expandable_va_bytes: total + total / 8,
         address_hints: true,
+        descending_addresses: false,
     }
 }
 
