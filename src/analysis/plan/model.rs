@@ -276,9 +276,13 @@ impl Model<'_> {
                 batch: b,
                 seq: self.recorded.seq,
             };
-            fits_under(b, Reading::Upper, cap)
-                && fits_under(b, Reading::Upper, safe_cap)
-                && [cap, safe_cap].iter().all(|&c| !self.fails_either(at, c).1)
+            [cap, safe_cap].iter().all(|&c| {
+                [Order::Descending, Order::Ascending].iter().all(|&o| {
+                    self.run_placed(at, Reading::Upper, Some(c), o)
+                        .oom_event
+                        .is_none()
+                })
+            })
         };
         let central = |b: u64| fits_under(b, Reading::Central, cap);
         let limit = SEARCH_LIMIT.saturating_mul(self.recorded.batch);
