@@ -13,8 +13,13 @@
 //! - gzip is decompressed in chunks, the budget checked as the output grows and every growth a
 //!   `try_reserve`, so a bomb stops at the limit with an error, never an abort.
 //!
-//! The limit is 4 GiB - 1 (the pickle reader's spans are 32-bit); `MEMSCOPE_MAX_INPUT` lowers
-//! it (for a sandbox, or a CI job with a small memory budget).
+//! There is no fixed size ceiling for a mapped file: the pickle reader's spans hold 48-bit
+//! offsets, and its memo and container counts grow with the input (see
+//! [`crate::load::pickle::Limits::for_input`]), so a file is read whatever its size and the
+//! kernel evicts the mapped pages behind the decoder. What must be held in memory (a pipe, a
+//! gzip stream's output) is bounded by the machine's physical memory, every growth a
+//! `try_reserve`, so a bomb ends in a one-line error. `MEMSCOPE_MAX_INPUT` sets a lower limit
+//! (for a sandbox, or a CI job with a small memory budget).
 
 use std::fs::File;
 use std::io::Read;
@@ -24,8 +29,8 @@ use std::path::Path;
 use super::{Bytes, LoadError};
 use crate::units::bytes as show;
 
-/// The largest input (after decompression) memscope reads: its pickle spans are 32-bit.
-pub const MAX_INPUT: u64 = u32::MAX as u64;
+/// The largest input memscope maps: its pickle spans hold 48-bit offsets (256 TiB).
+pub const MAX_INPUT: u64 = 1 << 48;
 
 /// Seconds a pipe or FIFO may stay silent before memscope gives up on it (default 60).
 pub const PIPE_TIMEOUT_S: u64 = 60;
@@ -37,6 +42,25 @@ pub fn max_input() -> u64 {
         .ok()
         .and_then(|v| crate::units::parse_bytes(v.trim()))
         .map_or(MAX_INPUT, |v| v.min(MAX_INPUT))
+}
+
+/// The limit for bytes memscope must hold in memory itself (a pipe, a gzip stream's output):
+/// [`max_input`], and at most the machine's physical memory, since past that the read could only
+/// end in swapping or the kernel's OOM killer instead of an error.
+pub fn max_held() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let phys = if pages > 0 && size > 0 {
+        (pages as u64).saturating_mul(size as u64)
+    } else {
+        MAX_INPUT
+    };
+    max_input().min(phys)
 }
 
 /// How long a pipe may stay silent: `MEMSCOPE_PIPE_TIMEOUT` seconds, else [`PIPE_TIMEOUT_S`].
@@ -176,7 +200,7 @@ fn read_raw(path: &Path) -> Result<Input, LoadError> {
     }
     if !t.is_file() {
         // A pipe, FIFO or socket: read under the budget and the silence timeout.
-        let v = read_stream(path, &file, limit, !stdin)?;
+        let v = read_stream(path, &file, max_held(), !stdin)?;
         if v.is_empty() {
             return Err(LoadError::Empty {
                 path: path.to_owned(),
@@ -227,7 +251,9 @@ fn over_limit(path: &Path, what: &str, n: u64, limit: u64) -> LoadError {
             show(n),
             show(limit),
             limit,
-            if limit < MAX_INPUT {
+            if limit < max_input() {
+                ", the machine's physical memory: memscope holds a pipe's or a gzip stream's bytes in memory; decompress it to a file, which is mapped and read whatever its size"
+            } else if limit < MAX_INPUT {
                 ", set by MEMSCOPE_MAX_INPUT"
             } else {
                 ""
@@ -326,7 +352,7 @@ type Damage = Option<(u64, std::io::Error)>;
 /// Decompresses (all members of) a gzip stream within the input limit.
 fn gunzip(path: &Path, src: &[u8]) -> Result<(Vec<u8>, Damage), LoadError> {
     const CHUNK: usize = 1 << 20;
-    let limit = max_input();
+    let limit = max_held();
     let mut out: Vec<u8> = Vec::new();
     // The trailer's ISIZE (size mod 2^32 of the last member) is only a hint: a single-member
     // file usually says its size exactly, which saves the copies of a growing buffer.

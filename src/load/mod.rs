@@ -418,7 +418,14 @@ fn snapshot_from_input(
                     let mut p = 0usize;
                     let mut sum = 0u8;
                     while p < map.len() && !done.load(Ordering::Relaxed) {
-                        if p >= reached.load(Ordering::Relaxed) + PREFETCH {
+                        let at = reached.load(Ordering::Relaxed);
+                        // Pages the decoder has passed (a long string or bytes object it
+                        // skipped) are not worth faulting in.
+                        p = p.max(at & !0xfff);
+                        if p >= map.len() {
+                            break;
+                        }
+                        if p >= at + PREFETCH {
                             std::thread::sleep(std::time::Duration::from_micros(200));
                             continue;
                         }

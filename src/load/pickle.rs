@@ -23,12 +23,41 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjId(pub u32);
 
-/// A byte range of the input.
+/// A byte range of the input: a 48-bit offset (inputs of any size a machine maps) and a 32-bit
+/// length (one string or bytes object of up to 4 GiB), in 12 bytes with 4-byte alignment, so a
+/// [`Value`] holding one stays 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Span {
-    pub off: u32,
-    pub len: u32,
+    lo: u32,
+    hi: u16,
+    len: u32,
 }
+
+impl Span {
+    /// Largest length of one span: longer strings or bytes are refused as a limit.
+    pub const MAX_LEN: usize = u32::MAX as usize;
+
+    /// The span's byte range in the input.
+    #[inline]
+    pub fn range(&self) -> std::ops::Range<usize> {
+        let start = ((self.hi as usize) << 32) | self.lo as usize;
+        start..start + self.len as usize
+    }
+
+    /// Its length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
 
 /// One pickled value. Scalars are inline; containers live in the arena.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,8 +146,24 @@ pub struct Limits {
     /// pickler batches list and dict items by 1000, so a real snapshot keeps the stack shallow;
     /// 2^24 values (512 MiB at 32 bytes a value) leaves room for a hand-made tuple of millions.
     pub max_stack: usize,
-    /// Largest input accepted (spans are 32-bit).
+    /// Largest input accepted (spans hold 48-bit offsets).
     pub max_input: usize,
+}
+
+impl Limits {
+    /// The limits for an input of `len` bytes: the memo and the containers may grow with the
+    /// input (each needs at least one opcode byte, so a file cannot claim more of them than it
+    /// has bytes), from 2^30 up to `u32::MAX - 1` (their ids are 32-bit), so no snapshot a
+    /// writer can produce in practice is refused for its size while a small hostile file still
+    /// stops at 2^30.
+    pub fn for_input(len: usize) -> Limits {
+        let grown = len.clamp(1 << 30, u32::MAX as usize - 1) as u32;
+        Limits {
+            max_memo_index: grown,
+            max_containers: grown,
+            ..Limits::default()
+        }
+    }
 }
 
 impl Default for Limits {
@@ -127,7 +172,7 @@ impl Default for Limits {
             max_memo_index: 1 << 30,
             max_containers: 1 << 30,
             max_stack: 1 << 24,
-            max_input: u32::MAX as usize,
+            max_input: 1 << 48,
         }
     }
 }
@@ -351,6 +396,10 @@ struct Vm<'a, 'f> {
     /// For each container, the memo slot that first stored it (`u32::MAX`: none), so that a
     /// finalized container's memo entry can become its compact tag.
     memo_slot: Vec<u32>,
+    /// Containers with a second reference (a `DUP`, a memo `GET` before they were finalized, a
+    /// second memo slot): their arena slot is never reclaimed, since that reference still names
+    /// it. Empty for a pickle Python wrote.
+    pinned: rustc_hash::FxHashSet<u32>,
     arena: Arena<'a>,
     finalizer: Option<&'f mut dyn Finalizer<'a>>,
     next_progress: usize,
@@ -398,6 +447,7 @@ pub fn parse_streaming<'a>(
         memo_overwritten: false,
         dict_pool: Vec::new(),
         memo_slot: Vec::new(),
+        pinned: Default::default(),
         arena: Arena {
             data,
             objects: Vec::new(),
@@ -420,8 +470,8 @@ pub fn parse_streaming<'a>(
     if vm.finalizer.is_some() {
         // A snapshot holds about one container per 100 bytes and one memo entry per 70:
         // reserving up front avoids copying a growing arena (the pages are touched only as used).
-        reserve_hint(&mut vm.arena.objects, data.len() / 100);
-        reserve_hint(&mut vm.memo_slot, data.len() / 100);
+        // Finalized containers' slots are reclaimed (see `Vm::reclaim`), so the arena holds the
+        // open containers and the generic ones only: no reservation in proportion to the input.
         reserve_hint(&mut vm.memo, data.len() / 70);
     }
     // Large inputs: the second core faults in the buffers' next pages ahead of the decoder.
@@ -524,13 +574,23 @@ impl<'a> Vm<'a, '_> {
         }
     }
 
-    fn span(&self, s: &[u8]) -> Span {
-        // `s` is always a sub-slice of `self.data`, which is at most u32::MAX long.
+    /// The span of `s`, a sub-slice of the input; a string or bytes object over
+    /// [`Span::MAX_LEN`] is refused as a limit (the input itself may be of any size up to
+    /// 2^48 bytes, which [`parse_streaming`] checks).
+    fn span(&self, s: &[u8]) -> Result<Span, PickleError> {
         let off = s.as_ptr() as usize - self.data.as_ptr() as usize;
-        Span {
-            off: off as u32,
-            len: s.len() as u32,
+        if s.len() > Span::MAX_LEN {
+            return Err(PickleError::Limit {
+                offset: off,
+                what: "length of one string or bytes object",
+                limit: Span::MAX_LEN as u64,
+            });
         }
+        Ok(Span {
+            lo: off as u32,
+            hi: (off >> 32) as u16,
+            len: s.len() as u32,
+        })
     }
 
     #[inline]
@@ -676,6 +736,7 @@ impl<'a> Vm<'a, '_> {
             }
         }
         *self.stack.last_mut().expect("checked above") = Value::FinalSeq(t);
+        self.reclaim();
         self.pos = p + 1;
         true
     }
@@ -729,6 +790,34 @@ impl<'a> Vm<'a, '_> {
             }
             *v = compact.1;
         }
+        self.reclaim();
+    }
+
+    /// Marks the container `v` names (if any) as referenced twice: see `pinned`.
+    #[inline]
+    fn pin(&mut self, v: Value) {
+        if self.finalizer.is_some() {
+            if let Value::List(id) | Value::Tuple(id) | Value::Dict(id) | Value::Set(id) = v {
+                self.pinned.insert(id.0);
+            }
+        }
+    }
+
+    /// Drops the finalized containers at the end of the arena. Each was named by one value,
+    /// which finalization turned into its tag (on the stack, and in its first memo slot);
+    /// a container named twice is pinned and stays, and so does every slot below it. A trace
+    /// entry and its frames list are the last containers made when they are finalized, so the
+    /// arena holds the open containers and the generic ones, not one slot per entry.
+    fn reclaim(&mut self) {
+        while let Some(Container::FinalSeq(_) | Container::FinalDict(_)) = self.arena.objects.last()
+        {
+            let id = (self.arena.objects.len() - 1) as u32;
+            if !self.pinned.is_empty() && self.pinned.contains(&id) {
+                break;
+            }
+            self.arena.objects.pop();
+            self.memo_slot.pop();
+        }
     }
 
     fn new_obj(&mut self, c: Container) -> Result<ObjId, PickleError> {
@@ -758,11 +847,15 @@ impl<'a> Vm<'a, '_> {
             });
         }
         let i = index as usize;
-        if self.finalizer.is_some() && index < u32::MAX as u64 {
+        if self.finalizer.is_some() {
             if let Value::List(id) | Value::Tuple(id) | Value::Dict(id) = v {
                 let slot = &mut self.memo_slot[id.0 as usize];
-                if *slot == u32::MAX {
+                // Only a dense memo entry is rewritten to the tag at finalization; any other
+                // reference keeps naming the slot, which then stays.
+                if *slot == u32::MAX && index < u32::MAX as u64 && i <= self.memo.len() {
                     *slot = index as u32;
+                } else {
+                    self.pinned.insert(id.0);
                 }
             }
         }
@@ -798,10 +891,14 @@ impl<'a> Vm<'a, '_> {
         // Fast path: dense memo (how Python writes it).
         if let Some(Some(v)) = self.memo.get(index as usize) {
             let v = *v;
+            self.pin(v);
             return self.push(v);
         }
         match self.sparse_memo.get(&index).copied() {
-            Some(v) => self.push(v),
+            Some(v) => {
+                self.pin(v);
+                self.push(v)
+            }
             None => Err(PickleError::MissingMemo {
                 offset: self.at,
                 index,
@@ -841,17 +938,17 @@ impl<'a> Vm<'a, '_> {
         }
     }
 
-    fn int_from_le(&self, b: &'a [u8]) -> Value {
+    fn int_from_le(&self, b: &'a [u8]) -> Result<Value, PickleError> {
         if b.is_empty() {
-            return Value::Int(0);
+            return Ok(Value::Int(0));
         }
         if b.len() <= 8 {
             let neg = b[b.len() - 1] & 0x80 != 0;
             let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
             a[..b.len()].copy_from_slice(b);
-            Value::Int(i64::from_le_bytes(a))
+            Ok(Value::Int(i64::from_le_bytes(a)))
         } else {
-            Value::BigInt(self.span(b))
+            Ok(Value::BigInt(self.span(b)?))
         }
     }
 
@@ -947,6 +1044,7 @@ impl<'a> Vm<'a, '_> {
                 }
                 b'2' => {
                     let v = self.top()?;
+                    self.pin(v);
                     self.push(v)?;
                 }
                 b'N' => self.push(Value::None)?,
@@ -967,7 +1065,7 @@ impl<'a> Vm<'a, '_> {
                 0x8a => {
                     let n = self.u8()? as u64;
                     let b = self.take(n)?;
-                    let v = self.int_from_le(b);
+                    let v = self.int_from_le(b)?;
                     self.push(v)?
                 }
                 0x8b => {
@@ -976,7 +1074,7 @@ impl<'a> Vm<'a, '_> {
                         return Err(self.malformed("a non-negative length", n.to_string()));
                     }
                     let b = self.take(n as u64)?;
-                    let v = self.int_from_le(b);
+                    let v = self.int_from_le(b)?;
                     self.push(v)?
                 }
                 b'I' | b'L' => {
@@ -1009,19 +1107,19 @@ impl<'a> Vm<'a, '_> {
                 b'X' => {
                     let n = self.u32()? as u64;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Str(sp))?
                 }
                 0x8c => {
                     let n = self.u8()? as u64;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Str(sp))?
                 }
                 0x8d => {
                     let n = self.u64()?;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Str(sp))?
                 }
                 b'V' => {
@@ -1034,7 +1132,7 @@ impl<'a> Vm<'a, '_> {
                         self.arena.owned.push(decoded);
                         self.push(Value::OwnedStr((self.arena.owned.len() - 1) as u32))?
                     } else {
-                        let sp = self.span(s);
+                        let sp = self.span(s)?;
                         self.push(Value::Str(sp))?
                     }
                 }
@@ -1055,7 +1153,7 @@ impl<'a> Vm<'a, '_> {
                                 .collect::<String>(),
                         ));
                     };
-                    let sp = self.span(inner);
+                    let sp = self.span(inner)?;
                     self.push(Value::Bytes(sp))?
                 }
                 b'T' => {
@@ -1064,31 +1162,31 @@ impl<'a> Vm<'a, '_> {
                         return Err(self.malformed("a non-negative length", n.to_string()));
                     }
                     let s = self.take(n as u64)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Bytes(sp))?
                 }
                 b'U' => {
                     let n = self.u8()? as u64;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Bytes(sp))?
                 }
                 b'B' => {
                     let n = self.u32()? as u64;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Bytes(sp))?
                 }
                 b'C' => {
                     let n = self.u8()? as u64;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Bytes(sp))?
                 }
                 0x8e | 0x96 => {
                     let n = self.u64()?;
                     let s = self.take(n)?;
-                    let sp = self.span(s);
+                    let sp = self.span(s)?;
                     self.push(Value::Bytes(sp))?
                 }
                 b']' => {
@@ -1406,9 +1504,7 @@ impl<'a> Arena<'a> {
     /// The raw bytes of a `str` (UTF-8 as the pickle stored it) or `bytes` value.
     pub fn raw_bytes(&self, v: Value) -> Option<&'a [u8]> {
         match v {
-            Value::Str(sp) | Value::Bytes(sp) => {
-                Some(&self.data[sp.off as usize..(sp.off + sp.len) as usize])
-            }
+            Value::Str(sp) | Value::Bytes(sp) => Some(&self.data[sp.range()]),
             _ => None,
         }
     }
@@ -1416,7 +1512,7 @@ impl<'a> Arena<'a> {
     /// Little-endian two's complement bytes of an integer too big for `i64`.
     pub fn bigint_bytes(&self, v: Value) -> Option<&[u8]> {
         match v {
-            Value::BigInt(sp) => Some(&self.data[sp.off as usize..(sp.off + sp.len) as usize]),
+            Value::BigInt(sp) => Some(&self.data[sp.range()]),
             Value::OwnedBigInt(i) => Some(&self.owned_ints[i as usize]),
             _ => None,
         }
@@ -1454,9 +1550,7 @@ impl<'a> Arena<'a> {
     #[inline]
     pub fn str_eq(&self, v: Value, key: &str) -> bool {
         match v {
-            Value::Str(sp) => {
-                &self.data[sp.off as usize..(sp.off + sp.len) as usize] == key.as_bytes()
-            }
+            Value::Str(sp) => &self.data[sp.range()] == key.as_bytes(),
             Value::OwnedStr(i) => self.owned[i as usize] == key,
             _ => false,
         }

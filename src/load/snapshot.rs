@@ -586,7 +586,8 @@ pub fn parse(
     // About one trace entry per 100 to 200 bytes: reserved once (pages are touched only as
     // used), so the events never move and can be faulted in ahead (see `prefault`).
     super::pickle::reserve_hint(&mut st.events, data.len() / 128);
-    let p = match super::pickle::parse_streaming(data, Limits::default(), Some(&mut st)) {
+    let p = match super::pickle::parse_streaming(data, Limits::for_input(data.len()), Some(&mut st))
+    {
         Ok(p) => p,
         // Say how far a cut-off file got: the entries decoded before the end are real.
         Err(e @ (PickleError::Truncated { .. } | PickleError::NoStop { .. })) => {

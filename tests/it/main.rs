@@ -8,6 +8,7 @@ mod truth;
 
 mod accuracy_truth;
 mod attribution;
+mod big43;
 mod bounded_inputs;
 mod bounded_walks;
 mod check;
