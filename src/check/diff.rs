@@ -547,6 +547,52 @@ pub fn comparable(before: &InputSummary, after: &InputSummary) -> Result<(), Inc
     Ok(())
 }
 
+/// Captures of two programs among inputs given as one job: `first` (the first input that
+/// names its Python files) and `other` share no source file. Its sentence is
+/// [`crate::wording::job::unrelated_programs`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error(
+    "{}",
+    crate::wording::job::unrelated_programs(first, first_files, other, other_files)
+)]
+pub struct Unrelated {
+    pub first: String,
+    /// Up to [`FILES_NAMED`] file names of each.
+    pub first_files: Vec<String>,
+    pub other: String,
+    pub other_files: Vec<String>,
+}
+
+/// Whether `inputs`, given as the ranks of one job, are captures of one program: by the rule
+/// [`comparable`] holds two captures to, every input that names the Python files its memory
+/// came from shares one with the first input that does. An input that names none (a trace
+/// without stacks, a summary without sites) is no evidence either way. Linear in the sites.
+pub fn one_program<'a>(
+    inputs: impl IntoIterator<Item = &'a InputSummary>,
+) -> Result<(), Unrelated> {
+    let mut first: Option<(&InputSummary, BTreeSet<String>)> = None;
+    for s in inputs {
+        let files = program_files(s);
+        if files.is_empty() {
+            continue;
+        }
+        match &first {
+            None => first = Some((s, files)),
+            Some((f, ff)) if ff.is_disjoint(&files) => {
+                let few = |s: &BTreeSet<String>| s.iter().take(FILES_NAMED).cloned().collect();
+                return Err(Unrelated {
+                    first: f.path.clone(),
+                    first_files: few(ff),
+                    other: s.path.clone(),
+                    other_files: few(&files),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// What neither side, or only one, records.
 fn not_compared(before: &InputSummary, after: &InputSummary) -> Vec<NotCompared> {
     let memory = |s: &InputSummary| !s.devices.is_empty();
