@@ -497,7 +497,7 @@ fn rank_file(s: &str) -> Result<(u32, PathBuf), String> {
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// Captures to check (snapshots, profiler traces, or summaries written by `memscope
-    /// baseline`). Files of one kind and run are ranks (numbered by the trace's
+    /// baseline`), or a directory of one job's captures. Files of one kind and run are ranks (numbered by the trace's
     /// `distributedInfo`, the file name, or `--rank`); a snapshot and a trace are checked side by side.
     #[arg(required_unless_present = "rank")]
     pub files: Vec<PathBuf>,
