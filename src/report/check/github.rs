@@ -208,6 +208,10 @@ impl Render<CheckReport> for GithubSummary {
                 )?,
             }
         }
+        for u in &report.not_one_job {
+            writeln!(out)?;
+            writeln!(out, "Not ranks of one job: {}.", cell(&u.to_string()))?;
+        }
         Ok(())
     }
 }
