@@ -519,7 +519,16 @@ fn program_files(s: &InputSummary) -> BTreeSet<String> {
         .iter()
         .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
         .filter_map(|x| x.site.as_ref())
-        .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()));
+        .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()))
+        // A trace's memory events carry no stack, but its OOMs and graph growth may name a
+        // line.
+        .chain(s.ooms.iter().filter_map(|o| o.site.as_ref()))
+        .chain(
+            s.graph_growth
+                .iter()
+                .flatten()
+                .filter_map(|g| g.site.as_ref()),
+        );
     sites
         .map(|site| site.file.as_str())
         .filter(|f| f.ends_with(".py") && !f.starts_with('<') && !f.contains("ipykernel_"))

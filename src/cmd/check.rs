@@ -129,8 +129,11 @@ fn baseline(cfg: &CheckConfig, s: &mut Session) -> anyhow::Result<Option<(String
 fn ranked_paths(args: &CheckArgs) -> anyhow::Result<(Vec<PathBuf>, Vec<Option<u32>>)> {
     let mut paths: Vec<PathBuf> = Vec::with_capacity(args.files.len());
     for f in &args.files {
-        if f.is_dir() {
-            paths.extend(crate::cmd::job::expand(std::slice::from_ref(f))?);
+        // As `analyze`: a directory without a capture under it stays one input, refused as
+        // a directory.
+        let one = std::slice::from_ref(f);
+        if f.is_dir() && crate::cmd::job::is_job(one) {
+            paths.extend(crate::cmd::job::expand(one)?);
         } else {
             paths.push(f.clone());
         }

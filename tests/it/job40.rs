@@ -272,13 +272,13 @@ fn check_reads_a_rank_directory_as_analyze_does() {
         assert_eq!(c["end_allocated_bytes"], a["end_allocated_bytes"]);
         assert_eq!(c["leaks"], a["leaks"]);
     }
-    // A directory without captures is refused, as `analyze` refuses it.
+    // A directory without captures is refused as a directory, as `analyze` refuses it.
     let empty = std::env::temp_dir().join(format!("job40-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
     let o = memscope(&["check", "--no-config", empty.to_str().unwrap()], &[]);
     std::fs::remove_dir_all(&empty).unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no capture under it"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a directory, not a capture file"));
 }
 
 /// Two programs' snapshots named as ranks 0 and 1 of one job: fixtures/generate.py's clean
@@ -360,7 +360,24 @@ fn captures_of_two_programs_are_no_job() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--max-imbalance is set, but"));
-    // Before issue #40 the same two files were ranks with an imbalance.
+    // Two profiler traces of two programs (issue #40 saw `check` take such a pair as ranks
+    // with an imbalance): a trace's memory events carry no stack, but its leak and graph
+    // growth findings name their lines.
+    let traces = data(&[
+        "check",
+        "--format",
+        "json",
+        "--no-config",
+        "--fail-on",
+        "oom",
+        "fixtures/loops/story/exit_logits_mlp_leak/memscope-trace.json.gz",
+        "fixtures/trace_total_loss.trace.json.gz",
+    ]);
+    assert_eq!(traces["groups"], json!([]));
+    let u = &traces["not_one_job"][0];
+    assert_eq!(u["first_files"], json!(["exit_logits.py"]));
+    assert_eq!(u["other_files"], json!(["generate.py"]));
+    // Ranks of one program stay one group.
     let same_program = data(&[
         "check",
         "--format",
