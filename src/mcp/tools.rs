@@ -341,7 +341,20 @@ fn job(files: &[(PathBuf, String)]) -> Outcome {
         }
         summaries.extend(s);
     }
-    let members = crate::job::identify(summaries, None).map_err(|e| e.to_string())?;
+    let members = crate::job::identify(summaries, None).map_err(|e| match e {
+        // The file names come from the captures: quoted literals, as every capture string in
+        // a tool's text.
+        crate::job::JobError::Unrelated(u) => {
+            let q = |v: &[String]| v.iter().map(|f| quoted(f)).collect::<Vec<_>>();
+            crate::wording::job::unrelated_programs(
+                &quoted(&u.first),
+                &q(&u.first_files),
+                &quoted(&u.other),
+                &q(&u.other_files),
+            )
+        }
+        e => e.to_string(),
+    })?;
     let job = crate::job::Job::new(&members);
     let json = serde_json::to_value(&job).map_err(|e| e.to_string())?;
     Ok(Answer {

@@ -482,6 +482,11 @@ fn mcp_analyze_reads_a_rank_directory_inside_its_roots_only() {
     let r = m.call("analyze", json!({"path": two.path()}));
     assert_eq!(r["isError"], true, "{r}");
     assert!(text_of(&r).contains("share no source file"), "{r}");
+    // Names read from the captures come quoted, as every capture string in a tool's text.
+    assert!(
+        text_of(&r).contains("allocates from \"generate.py\""),
+        "{r}"
+    );
 
     // Confinement: a directory outside the roots, and a capture in a directory under them that
     // links outside, are refused as a file outside the roots is.
