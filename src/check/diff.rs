@@ -519,7 +519,16 @@ fn program_files(s: &InputSummary) -> BTreeSet<String> {
         .iter()
         .flat_map(|d| d.sites_at_peak.iter().chain(&d.sites_at_end))
         .filter_map(|x| x.site.as_ref())
-        .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()));
+        .chain(s.leaks.iter().flatten().filter_map(|l| l.site.as_ref()))
+        // A trace's memory events carry no stack, but its OOMs and graph growth may name a
+        // line.
+        .chain(s.ooms.iter().filter_map(|o| o.site.as_ref()))
+        .chain(
+            s.graph_growth
+                .iter()
+                .flatten()
+                .filter_map(|g| g.site.as_ref()),
+        );
     sites
         .map(|site| site.file.as_str())
         .filter(|f| f.ends_with(".py") && !f.starts_with('<') && !f.contains("ipykernel_"))
@@ -543,6 +552,52 @@ pub fn comparable(before: &InputSummary, after: &InputSummary) -> Result<(), Inc
             before: few(b),
             after: few(a),
         });
+    }
+    Ok(())
+}
+
+/// Captures of two programs among inputs given as one job: `first` (the first input that
+/// names its Python files) and `other` share no source file. Its sentence is
+/// [`crate::wording::job::unrelated_programs`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error(
+    "{}",
+    crate::wording::job::unrelated_programs(first, first_files, other, other_files)
+)]
+pub struct Unrelated {
+    pub first: String,
+    /// Up to [`FILES_NAMED`] file names of each.
+    pub first_files: Vec<String>,
+    pub other: String,
+    pub other_files: Vec<String>,
+}
+
+/// Whether `inputs`, given as the ranks of one job, are captures of one program: by the rule
+/// [`comparable`] holds two captures to, every input that names the Python files its memory
+/// came from shares one with the first input that does. An input that names none (a trace
+/// without stacks, a summary without sites) is no evidence either way. Linear in the sites.
+pub fn one_program<'a>(
+    inputs: impl IntoIterator<Item = &'a InputSummary>,
+) -> Result<(), Unrelated> {
+    let mut first: Option<(&InputSummary, BTreeSet<String>)> = None;
+    for s in inputs {
+        let files = program_files(s);
+        if files.is_empty() {
+            continue;
+        }
+        match &first {
+            None => first = Some((s, files)),
+            Some((f, ff)) if ff.is_disjoint(&files) => {
+                let few = |s: &BTreeSet<String>| s.iter().take(FILES_NAMED).cloned().collect();
+                return Err(Unrelated {
+                    first: f.path.clone(),
+                    first_files: few(ff),
+                    other: s.path.clone(),
+                    other_files: few(&files),
+                });
+            }
+            Some(_) => {}
+        }
     }
     Ok(())
 }

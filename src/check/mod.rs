@@ -14,6 +14,7 @@
 
 pub mod config;
 pub mod diff;
+pub mod imbalance;
 pub mod paths;
 pub mod ranks;
 pub mod rules;
@@ -184,6 +185,10 @@ pub struct CheckReport {
     /// Inputs that are ranks of one run and kind (two or more each), with their imbalance.
     /// Files of different kinds (a snapshot and a trace of one run) are never ranks.
     pub groups: Vec<RankGroup>,
+    /// Inputs that would have been ranks of one run and kind, but are captures of different
+    /// programs (no source file in common): no group, no imbalance.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_one_job: Vec<diff::Unrelated>,
     /// The settings the rules ran with.
     pub config: CheckConfig,
     /// Where the baseline came from, when one was used.
@@ -240,6 +245,9 @@ pub enum CheckError {
     /// `--max-imbalance` over one input.
     #[error("{}", words::ONE_INPUT)]
     OneInput,
+    /// `--max-imbalance` over inputs grouped as ranks that are captures of different programs.
+    #[error("--max-imbalance is set, but {0}")]
+    Unrelated(diff::Unrelated),
     /// `--max-imbalance` over a group with a rank whose peak is no measurement.
     #[error("{}", words::rank_unmeasurable(*rank, group, path, *why))]
     RankUnmeasurable {
@@ -328,9 +336,11 @@ pub fn check(
         });
     }
     let passed: Vec<bool> = files.iter().map(|f| f.passed).collect();
-    let groups = ranks::group(inputs, explicit_ranks, &passed);
+    let (groups, not_one_job) = ranks::group(inputs, explicit_ranks, &passed);
     let ranks_rules = match cfg.max_imbalance {
-        Some(limit) => rules::imbalance::ImbalanceRule { limit }.apply(&groups, inputs.len())?,
+        Some(limit) => {
+            rules::imbalance::ImbalanceRule { limit }.apply(&groups, &not_one_job, inputs.len())?
+        }
         None => Vec::new(),
     };
     let passed = files.iter().all(|f| f.passed) && !ranks_rules.iter().any(RuleResult::failed);
@@ -340,6 +350,7 @@ pub fn check(
         files,
         ranks_rules,
         groups,
+        not_one_job,
         config: CheckConfig {
             fail_on: Some(cfg.fail_on()),
             tolerance: Some(cfg.tolerance()),

@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use super::diff::Unrelated;
 use super::summary::{InputSummary, RankInfo, RankSource};
 use crate::analysis::CaptureKind;
 
@@ -45,16 +46,7 @@ pub struct RankRow {
     pub passed: bool,
 }
 
-/// How far apart the ranks' peaks are.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Imbalance {
-    /// `(max - min) / max` of the ranks' peak allocated bytes.
-    pub fraction: f64,
-    pub max_rank: u32,
-    pub max_bytes: u64,
-    pub min_rank: u32,
-    pub min_bytes: u64,
-}
+pub use super::imbalance::Imbalance;
 
 /// Ranks of one run and kind.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -120,8 +112,14 @@ fn peak(s: &InputSummary) -> u64 {
 }
 
 /// Groups `inputs` into runs of ranks; `explicit[i]` is input `i`'s `--rank`, `passed[i]`
-/// its result. Only groups of two ranks or more are returned.
-pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool]) -> Vec<RankGroup> {
+/// its result. Only groups of two ranks or more are returned; a would-be group whose inputs
+/// are captures of different programs ([`super::diff::one_program`]) is no group, and comes
+/// back in the second list.
+pub fn group(
+    inputs: &[InputSummary],
+    explicit: &[Option<u32>],
+    passed: &[bool],
+) -> (Vec<RankGroup>, Vec<Unrelated>) {
     // (kind, run) -> (input index, rank hint), in the order given.
     type Members = Vec<(usize, Option<RankInfo>)>;
     let mut keyed: Vec<((CaptureKind, String), Members)> = Vec::new();
@@ -134,8 +132,13 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
         }
     }
     let mut out = Vec::new();
+    let mut unrelated = Vec::new();
     for ((kind, run), members) in keyed {
         if members.len() < 2 {
+            continue;
+        }
+        if let Err(u) = super::diff::one_program(members.iter().map(|(i, _)| &inputs[*i])) {
+            unrelated.push(u);
             continue;
         }
         let mut numbers: Vec<u32> = members
@@ -191,7 +194,8 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
         let imbalance = ranks
             .iter()
             .all(|r| r.has_memory && !r.from_trace_start)
-            .then(|| imbalance(&ranks));
+            .then(|| imbalance(&ranks))
+            .flatten();
         out.push(RankGroup {
             kind,
             run,
@@ -199,30 +203,15 @@ pub fn group(inputs: &[InputSummary], explicit: &[Option<u32>], passed: &[bool])
             imbalance,
         });
     }
-    out
+    (out, unrelated)
 }
 
-/// How far apart the peaks of `ranks` (two or more, each with device memory) are.
-fn imbalance(ranks: &[RankRow]) -> Imbalance {
-    let max = ranks
+/// How far apart the peaks of `ranks` (two or more, each with device memory) are: the one
+/// definition ([`super::imbalance`]).
+fn imbalance(ranks: &[RankRow]) -> Option<Imbalance> {
+    let peaks: Vec<(u32, u64)> = ranks
         .iter()
-        .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))
-        .expect("two ranks or more");
-    let min = ranks
-        .iter()
-        .min_by_key(|r| (r.peak_allocated_bytes, r.rank))
-        .expect("two ranks or more");
-    let fraction = if max.peak_allocated_bytes == 0 {
-        0.0
-    } else {
-        (max.peak_allocated_bytes - min.peak_allocated_bytes) as f64
-            / max.peak_allocated_bytes as f64
-    };
-    Imbalance {
-        fraction,
-        max_rank: max.rank,
-        max_bytes: max.peak_allocated_bytes,
-        min_rank: min.rank,
-        min_bytes: min.peak_allocated_bytes,
-    }
+        .map(|r| (r.rank, r.peak_allocated_bytes))
+        .collect();
+    super::imbalance::imbalance(&peaks)
 }

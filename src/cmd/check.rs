@@ -123,10 +123,21 @@ fn baseline(cfg: &CheckConfig, s: &mut Session) -> anyhow::Result<Option<(String
     Ok(Some((p.display().to_string(), b)))
 }
 
-/// Positional files, then `--rank N=FILE`s, each with its explicit rank if any; `--rank-pattern`
+/// Positional files (a directory stands for the captures under it, as `analyze` reads a rank
+/// directory), then `--rank N=FILE`s, each with its explicit rank if any; `--rank-pattern`
 /// numbers the rest (`--rank` wins). Summaries (baseline files) give their entries later.
 fn ranked_paths(args: &CheckArgs) -> anyhow::Result<(Vec<PathBuf>, Vec<Option<u32>>)> {
-    let mut paths: Vec<PathBuf> = args.files.clone();
+    let mut paths: Vec<PathBuf> = Vec::with_capacity(args.files.len());
+    for f in &args.files {
+        // As `analyze`: a directory without a capture under it stays one input, refused as
+        // a directory.
+        let one = std::slice::from_ref(f);
+        if f.is_dir() && crate::cmd::job::is_job(one) {
+            paths.extend(crate::cmd::job::expand(one)?);
+        } else {
+            paths.push(f.clone());
+        }
+    }
     let mut explicit: Vec<Option<u32>> = vec![None; paths.len()];
     for (n, f) in &args.rank {
         match paths.iter().position(|p| p == f) {

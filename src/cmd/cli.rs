@@ -497,7 +497,7 @@ fn rank_file(s: &str) -> Result<(u32, PathBuf), String> {
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// Captures to check (snapshots, profiler traces, or summaries written by `memscope
-    /// baseline`). Files of one kind and run are ranks (numbered by the trace's
+    /// baseline`), or a directory of one job's captures. Files of one kind and run are ranks (numbered by the trace's
     /// `distributedInfo`, the file name, or `--rank`); a snapshot and a trace are checked side by side.
     #[arg(required_unless_present = "rank")]
     pub files: Vec<PathBuf>,
@@ -530,7 +530,8 @@ pub struct CheckArgs {
     /// Largest allowed autograd graph growth, in nodes per step (profiler traces).
     #[arg(long, value_parser = nodes)]
     pub max_graph_growth: Option<f64>,
-    /// Largest allowed imbalance between the ranks' peaks (e.g. 10%).
+    /// Largest allowed imbalance between the ranks' peaks of allocated memory, as its spread:
+    /// (highest - lowest) / highest (e.g. 10%; max/min 2.60x is a spread of 61.5%).
     #[arg(long, value_parser = percent)]
     pub max_imbalance: Option<f64>,
     /// Findings that fail the check: leak,oom,fragmentation,graph-growth, or none [default: oom,leak,graph-growth].

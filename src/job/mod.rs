@@ -25,7 +25,7 @@ use crate::check::diff::{site_changes, SiteChange, SiteStatus};
 use crate::check::summary::{DeviceSummary, RankSource, SiteBytes};
 use crate::check::InputSummary;
 use crate::rank_name::RankPattern;
-use crate::wording::job::{self as words, JobVerdict, RankPeak, Spread};
+use crate::wording::job::{self as words, JobVerdict};
 
 pub mod lines;
 pub mod table;
@@ -58,6 +58,10 @@ pub enum JobError {
         second: String,
         from: RankFrom,
     },
+    /// Captures of two programs (no source file in common), refused as one job as `diff`
+    /// refuses to compare them.
+    #[error(transparent)]
+    Unrelated(#[from] crate::check::diff::Unrelated),
 }
 
 /// The rank of one summary (see the module's docs for the order).
@@ -87,8 +91,9 @@ fn rank_of(s: &InputSummary, pattern: Option<&RankPattern>) -> Option<(u32, Rank
     }
 }
 
-/// Numbers each input with its rank, sorted by rank; refuses an input without one and a rank
-/// given twice.
+/// Numbers each input with its rank, sorted by rank; refuses an input without one, a rank
+/// given twice, and captures of different programs
+/// ([`crate::check::diff::one_program`]).
 pub fn identify(
     inputs: Vec<InputSummary>,
     pattern: Option<&RankPattern>,
@@ -119,6 +124,7 @@ pub fn identify(
         });
     }
     out.sort_by_key(|m| m.rank);
+    crate::check::diff::one_program(out.iter().map(|m| &m.summary))?;
     Ok(out)
 }
 
@@ -147,39 +153,7 @@ pub struct RankFigures {
     pub leak_live_bytes: u64,
 }
 
-/// A figure and the rank it belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct RankBytes {
-    pub rank: u32,
-    pub bytes: u64,
-}
-
-/// How far apart the ranks' peaks of allocated memory are, as torchrec states it: the largest
-/// over the smallest, with the largest, the smallest and the mean.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Imbalance {
-    /// `max / min`; `None` where the smallest is 0.
-    pub max_over_min: Option<f64>,
-    pub max: RankBytes,
-    pub min: RankBytes,
-    pub mean_bytes: u64,
-}
-
-impl Imbalance {
-    /// The figures its words read ([`words::imbalance`]).
-    pub fn spread(&self) -> Spread {
-        let peak = |r: &RankBytes| RankPeak {
-            rank: r.rank,
-            bytes: r.bytes,
-        };
-        Spread {
-            max_over_min: self.max_over_min,
-            max: peak(&self.max),
-            min: peak(&self.min),
-            mean_bytes: self.mean_bytes,
-        }
-    }
-}
+pub use crate::check::imbalance::{Imbalance, RankBytes};
 
 /// The sites live at the peak that differ between the rank that peaked highest and the one
 /// that peaked lowest (`before` = lowest, `after` = highest).
@@ -240,30 +214,14 @@ fn figures(m: &Member) -> RankFigures {
     }
 }
 
+/// The job's imbalance: the one definition ([`crate::check::imbalance`]) over the ranks'
+/// peaks of allocated memory.
 fn imbalance(ranks: &[RankFigures]) -> Option<Imbalance> {
-    if ranks.len() < 2 {
-        return None;
-    }
-    let max = ranks
+    let peaks: Vec<(u32, u64)> = ranks
         .iter()
-        .max_by_key(|r| (r.peak_allocated_bytes, std::cmp::Reverse(r.rank)))?;
-    let min = ranks
-        .iter()
-        .min_by_key(|r| (r.peak_allocated_bytes, r.rank))?;
-    let sum: u128 = ranks.iter().map(|r| r.peak_allocated_bytes as u128).sum();
-    Some(Imbalance {
-        max_over_min: (min.peak_allocated_bytes > 0)
-            .then(|| max.peak_allocated_bytes as f64 / min.peak_allocated_bytes as f64),
-        max: RankBytes {
-            rank: max.rank,
-            bytes: max.peak_allocated_bytes,
-        },
-        min: RankBytes {
-            rank: min.rank,
-            bytes: min.peak_allocated_bytes,
-        },
-        mean_bytes: (sum / ranks.len() as u128) as u64,
-    })
+        .map(|r| (r.rank, r.peak_allocated_bytes))
+        .collect();
+    crate::check::imbalance::imbalance(&peaks)
 }
 
 /// A rank's sites as the job compares them. The ranks of one job run the same code: a site is

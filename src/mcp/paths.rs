@@ -56,12 +56,53 @@ impl Roots {
     /// The canonical path of `given` if a tool may read it, else why not (naming the path
     /// as given, never anything read from it).
     pub fn admit(&self, given: &str) -> Result<PathBuf, String> {
+        match self.admit_file_or_dir(given)? {
+            Admitted::File(p) => Ok(p),
+            Admitted::Dir(_) => Err(format!(
+                "{}: a directory; give a capture file",
+                crate::mcp::safe::quoted(given)
+            )),
+        }
+    }
+
+    /// [`Roots::admit`], where a directory under the roots stands for the captures under it
+    /// (one job's ranks, as `memscope analyze DIR` reads them): each of them admitted as a
+    /// file is, the walk bounded ([`MAX_DIR_CAPTURES`], [`MAX_DIR_ENTRIES`], [`MAX_DIR_DEPTH`])
+    /// and never through a symlinked directory.
+    pub fn admit_file_or_dir(&self, given: &str) -> Result<Admitted, String> {
         let shown = crate::mcp::safe::quoted(given);
         if given.is_empty() || given == "-" {
             return Err(format!(
                 "{shown}: `-` is the server's own input (its transport); give a file path"
             ));
         }
+        let canon = self.canonical_under_roots(given, &shown)?;
+        let meta = std::fs::metadata(&canon)
+            .map_err(|e| format!("{shown}: cannot open: {}", io_reason(&e)))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            let mut seen = 0usize;
+            walk(&canon, Path::new(given), 0, &mut found, &mut seen)
+                .map_err(|why| format!("{shown}: {why}"))?;
+            if found.is_empty() {
+                return Err(format!(
+                    "{shown}: no capture under it (*.pickle, *.pkl, *trace*.json, *.jsonl, optionally .gz)"
+                ));
+            }
+            let mut out = Vec::with_capacity(found.len());
+            for (path, name) in found {
+                let name = name.to_string_lossy().into_owned();
+                let q = crate::mcp::safe::quoted(&name);
+                let c = self.canonical_under_roots(&path.to_string_lossy(), &q)?;
+                out.push((self.regular_file(c, &q)?, name));
+            }
+            return Ok(Admitted::Dir(out));
+        }
+        self.regular_file(canon, &shown).map(Admitted::File)
+    }
+
+    /// `given` canonical, if it lies under a root.
+    fn canonical_under_roots(&self, given: &str, shown: &str) -> Result<PathBuf, String> {
         let canon = std::fs::canonicalize(given).map_err(|e| {
             // `/dev/stdin` on a pipe resolves to `pipe:[N]`, which is no path: say what it is.
             match std::fs::metadata(given) {
@@ -75,6 +116,11 @@ impl Roots {
                 self.shown()
             ));
         }
+        Ok(canon)
+    }
+
+    /// `canon` if it is a regular file that is not the server's transport.
+    fn regular_file(&self, canon: PathBuf, shown: &str) -> Result<PathBuf, String> {
         let meta = std::fs::metadata(&canon)
             .map_err(|e| format!("{shown}: cannot open: {}", io_reason(&e)))?;
         if !meta.is_file() {
@@ -103,6 +149,75 @@ impl Roots {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// What a path argument admitted stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// A capture file, canonical.
+    File(PathBuf),
+    /// A directory's captures, in name order: each canonical, with its name as the client
+    /// would write it (the directory as given, joined with the path under it).
+    Dir(Vec<(PathBuf, String)>),
+}
+
+/// Captures a directory given to a tool may hold at most (as many as `check`'s `paths`).
+pub const MAX_DIR_CAPTURES: usize = 1024;
+/// Entries (files and directories) the walk of a directory reads at most, captures or not.
+pub const MAX_DIR_ENTRIES: usize = 100_000;
+/// How deep under the directory the walk goes.
+pub const MAX_DIR_DEPTH: usize = 8;
+
+/// Whether a file in a directory is one the job view reads: a snapshot pickle, a profiler
+/// trace (`trace` in its name) or rank lines, optionally gzipped (as `memscope analyze DIR`).
+fn capture_like(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let n = n.strip_suffix(".gz").unwrap_or(&n);
+    n.ends_with(".pickle")
+        || n.ends_with(".pkl")
+        || n.ends_with(".jsonl")
+        || n.ends_with(".ndjson")
+        || (n.ends_with(".json") && n.contains("trace"))
+}
+
+/// Adds the captures under `dir` (read as `dir`, named as `shown`) to `out`, in name order.
+fn walk(
+    dir: &Path,
+    shown: &Path,
+    depth: usize,
+    out: &mut Vec<(PathBuf, PathBuf)>,
+    seen: &mut usize,
+) -> Result<(), String> {
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read a directory under it: {}", io_reason(&e)))?;
+    let mut entries = Vec::new();
+    for e in rd.flatten() {
+        *seen += 1;
+        if *seen > MAX_DIR_ENTRIES {
+            return Err(format!(
+                "more than {MAX_DIR_ENTRIES} entries under it; give the directory of one job's captures"
+            ));
+        }
+        // The entry itself, not what a symlink points at: a symlinked directory is skipped.
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        entries.push((e.file_name(), is_dir));
+    }
+    entries.sort();
+    for (name, is_dir) in entries {
+        if is_dir {
+            if depth < MAX_DIR_DEPTH {
+                walk(&dir.join(&name), &shown.join(&name), depth + 1, out, seen)?;
+            }
+        } else if capture_like(&name.to_string_lossy()) {
+            if out.len() >= MAX_DIR_CAPTURES {
+                return Err(format!(
+                    "more than {MAX_DIR_CAPTURES} captures under it; a job's directory holds one capture per rank"
+                ));
+            }
+            out.push((dir.join(&name), shown.join(&name)));
+        }
+    }
+    Ok(())
 }
 
 /// An I/O error's reason without the OS's wording of the path.

@@ -178,6 +178,47 @@ pub fn check(j: &Value) -> String {
     t
 }
 
+/// The job view (`memscope.job/1`): a line per rank, the ranks that peaked, hit an OOM or
+/// leak, and the imbalance, both figures and how they are computed.
+pub fn job(j: &Value) -> String {
+    let ranks = j["ranks"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut t = format!("job of {} ranks\n", ranks.len());
+    for r in ranks {
+        t.push_str(&format!(
+            "rank {}: peak_allocated_bytes {}, peak_reserved_bytes {}, end_allocated_bytes {}, end_reserved_bytes {}, ooms {}, leaks {}, verdict {}, file {}\n",
+            r["rank"],
+            r["peak_allocated_bytes"],
+            r["peak_reserved_bytes"],
+            r["end_allocated_bytes"],
+            r["end_reserved_bytes"],
+            r["ooms"],
+            r["leaks"],
+            id(&r["verdict"]),
+            quoted(r["path"].as_str().unwrap_or(""))
+        ));
+    }
+    for k in ["peak_rank", "oom_ranks", "leak_ranks", "unjudged_ranks"] {
+        t.push_str(&format!("{k}: {}\n", j[k]));
+    }
+    let i = &j["imbalance"];
+    if i.is_object() {
+        use crate::wording::job as words;
+        t.push_str(&format!(
+            "imbalance: max/min {}, spread {}: max {} bytes (rank {}), min {} bytes (rank {}), mean {} bytes\n{}\n",
+            words::ratio(i["max_over_min"].as_f64()),
+            words::spread_percent(i["spread_percent"].as_f64().unwrap_or(0.0)),
+            i["max"]["bytes"],
+            i["max"]["rank"],
+            i["min"]["bytes"],
+            i["min"]["rank"],
+            i["mean_bytes"],
+            crate::wording::job::IMBALANCE_HOW
+        ));
+    }
+    t.push_str(NOTE);
+    t
+}
+
 /// Any document, flattened: `path.to.field: value` lines, strings quoted, empty fields left
 /// out, the first [`FLAT_LINES`]; the top-level fields named in `first` come first (what a
 /// reader asks of the document before the rest).

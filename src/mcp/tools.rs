@@ -112,8 +112,8 @@ pub fn list() -> Value {
         {
             "name": "analyze",
             "title": "Analyze a capture",
-            "description": "Analyze a PyTorch GPU memory capture: the verdict, each OOM with its cause and the line that made the failing request, leaks with the line to change, steps and peaks. Returns the memscope.report/1 JSON.",
-            "inputSchema": {"type": "object", "properties": {"path": path}, "required": ["path"], "additionalProperties": false}
+            "description": "Analyze a PyTorch GPU memory capture: the verdict, each OOM with its cause and the line that made the failing request, leaks with the line to change, steps and peaks. Returns the memscope.report/1 JSON. Given a directory of one job's captures (one per rank), returns the job view, memscope.job/1: each rank's peaks, end figures, OOMs and leaks, the rank that peaked, and the imbalance (max/min and spread, over each rank's peak allocated bytes).",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string", "description": "Path of a capture: a snapshot pickle (optionally .gz) or a profiler trace (.json, .json.gz); or a directory of one job's captures, one per rank"}}, "required": ["path"], "additionalProperties": false}
         },
         {
             "name": "query",
@@ -140,7 +140,7 @@ pub fn list() -> Value {
             "title": "Gate captures on rules",
             "description": "Check captures against limits and findings, as CI does with `memscope check`: fails on OOMs, leaks and graph growth by default. Returns the check JSON with passed true or false.",
             "inputSchema": {"type": "object", "properties": {
-                "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1024, "description": "Captures (ranks of one run are compared)"},
+                "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1024, "description": "Captures, or directories of one job's captures (ranks of one run are compared)"},
                 "max_peak": {"type": "string", "description": "Largest allowed allocated peak, e.g. 40GiB"},
                 "max_reserved": {"type": "string", "description": "Largest allowed reserved peak"},
                 "max_growth_per_step": {"type": "string", "description": "Largest allowed growth per step"},
@@ -312,7 +312,10 @@ fn admitted(ctx: &Ctx, given: &str) -> Result<PathBuf, String> {
 fn analyze(args: &Value, ctx: &Ctx) -> Outcome {
     use crate::report::Render;
     let given = str_arg(args, "path").map_err(|e| e.1)?;
-    let path = admitted(ctx, given)?;
+    let path = match ctx.roots.admit_file_or_dir(given)? {
+        super::paths::Admitted::File(p) => p,
+        super::paths::Admitted::Dir(files) => return job(&files),
+    };
     let opened = crate::load::open(&path).map_err(|e| super::safe::load_error(given, &e))?;
     let product = crate::analysis::analyze(opened, Path::new(given));
     let analysis = product.report();
@@ -320,6 +323,42 @@ fn analyze(args: &Value, ctx: &Ctx) -> Outcome {
     let json = rendered(|b| crate::report::json::Json.render(analysis, &opts, b))?;
     Ok(Answer {
         text: super::text::analyze(analysis),
+        json,
+    })
+}
+
+/// `analyze` of a directory: the job view of its captures, one per rank, as `memscope analyze
+/// DIR` prints it (`memscope.job/1`); captures of different programs are refused as one job.
+fn job(files: &[(PathBuf, String)]) -> Outcome {
+    let mut summaries = Vec::with_capacity(files.len());
+    for (p, shown) in files {
+        let mut s = crate::inputs::load_summaries(&[p], true)
+            .map_err(|e| super::safe::input_error(shown, &e))?;
+        // Named as the client would write it, not by the canonical path read.
+        let read = p.display().to_string();
+        for x in s.iter_mut().filter(|x| x.path == read) {
+            x.path = shown.clone();
+        }
+        summaries.extend(s);
+    }
+    let members = crate::job::identify(summaries, None).map_err(|e| match e {
+        // The file names come from the captures: quoted literals, as every capture string in
+        // a tool's text.
+        crate::job::JobError::Unrelated(u) => {
+            let q = |v: &[String]| v.iter().map(|f| quoted(f)).collect::<Vec<_>>();
+            crate::wording::job::unrelated_programs(
+                &quoted(&u.first),
+                &q(&u.first_files),
+                &quoted(&u.other),
+                &q(&u.other_files),
+            )
+        }
+        e => e.to_string(),
+    })?;
+    let job = crate::job::Job::new(&members);
+    let json = serde_json::to_value(&job).map_err(|e| e.to_string())?;
+    Ok(Answer {
+        text: super::text::job(&json),
         json,
     })
 }
@@ -469,12 +508,22 @@ fn check(args: &Value, ctx: &Ctx) -> Outcome {
         }
         None => None,
     };
-    let paths = given
-        .iter()
-        .map(|g| admitted(ctx, g))
-        .collect::<Result<Vec<_>, _>>()?;
+    // A directory stands for its captures (one job's ranks), each named as the client would.
+    let mut paths: Vec<(PathBuf, String)> = Vec::with_capacity(given.len());
+    for g in &given {
+        match ctx.roots.admit_file_or_dir(g)? {
+            super::paths::Admitted::File(p) => paths.push((p, g.to_string())),
+            super::paths::Admitted::Dir(files) => paths.extend(files),
+        }
+        if paths.len() > super::paths::MAX_DIR_CAPTURES {
+            return Err(format!(
+                "more than {} captures in paths; check one job's captures at a time",
+                super::paths::MAX_DIR_CAPTURES
+            ));
+        }
+    }
     let mut summaries = Vec::with_capacity(paths.len());
-    for (p, g) in paths.iter().zip(&given) {
+    for (p, g) in &paths {
         let mut s = crate::inputs::load_summaries(&[p], true)
             .map_err(|e| super::safe::input_error(g, &e))?;
         // A capture's summary is named by the path read (the canonical one): show the

@@ -76,9 +76,9 @@ fn text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         writeln!(
             out,
-            "{} of peak allocated: max/min {}",
+            "{} of peak allocated: {}",
             st.bold("IMBALANCE"),
-            words::ratio(i.max_over_min)
+            words::imbalance_figures(&i.spread())
         )?;
         writeln!(
             out,
@@ -93,6 +93,7 @@ fn text(job: &Job, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
             i.min.rank
         )?;
         writeln!(out, "  mean  {:>10}", bytes(i.mean_bytes))?;
+        writeln!(out, "  {}", st.dim(words::IMBALANCE_HOW))?;
     }
     if let Some(s) = &job.sites {
         writeln!(out)?;
@@ -207,8 +208,9 @@ fn html(job: &Job, out: &mut dyn Write) -> io::Result<()> {
     if let Some(i) = &job.imbalance {
         write!(
             out,
-            "<h2>Imbalance of peak allocated</h2><p>{}</p>",
-            esc(&words::imbalance(&i.spread()))
+            "<h2>Imbalance of peak allocated</h2><p>{}</p><p class=\"sub\">{}</p>",
+            esc(&words::imbalance(&i.spread())),
+            esc(words::IMBALANCE_HOW)
         )?;
     }
     if let Some(s) = &job.sites {

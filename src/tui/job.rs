@@ -125,12 +125,29 @@ impl JobView {
                 words::leak_cell(r.leaks)
             )));
         }
+        // The job's figures as `analyze` prints them: the rank that peaked, the OOM ranks, the
+        // imbalance and how it is computed.
+        if let Some(p) = self.job.peak_rank {
+            out.push(Line::raw(format!("  peak_rank: {p}")));
+        }
+        out.push(Line::raw(format!(
+            "  oom_ranks: {}",
+            if self.job.oom_ranks.is_empty() {
+                "none".into()
+            } else {
+                words::rank_list(&self.job.oom_ranks)
+            }
+        )));
         if let Some(i) = &self.job.imbalance {
             out.push(Line::raw(""));
             out.push(Line::from(vec![
                 Span::styled("IMBALANCE ", bold),
                 Span::raw(words::imbalance(&i.spread())),
             ]));
+            out.push(Line::from(Span::styled(
+                format!("  {}", words::IMBALANCE_HOW),
+                Style::default().add_modifier(Modifier::DIM),
+            )));
         }
         if let Some(s) = &self.job.sites {
             out.push(Line::raw(""));

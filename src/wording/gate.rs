@@ -152,7 +152,7 @@ impl Measure {
             Measure::FragmentationOoms => "fragmentation OOMs:".into(),
             Measure::GraphGrowth => "graph growth".into(),
             Measure::LargestGrowth => "largest growth".into(),
-            Measure::Imbalance { group } => format!("peak imbalance between {group}"),
+            Measure::Imbalance { group } => format!("imbalance spread between {group}"),
         }
     }
 }
@@ -615,17 +615,6 @@ pub fn growth_line(
         "{} over {steps} steps, {} live ({kind})",
         gate_site(site, line_known),
         units::bytes(live_bytes),
-    )
-}
-
-/// The ranks that peak highest and lowest, as evidence of an imbalance.
-pub fn rank_peaks(high: (u32, u64), low: (u32, u64)) -> String {
-    format!(
-        "rank {} peaks at {}, rank {} at {}",
-        high.0,
-        units::bytes(high.1),
-        low.0,
-        units::bytes(low.1)
     )
 }
 

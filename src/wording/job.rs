@@ -66,6 +66,15 @@ pub fn ratio(max_over_min: Option<f64>) -> String {
     }
 }
 
+/// `61.5%`: the spread, `(max - min) / max`, in percent.
+pub fn spread_percent(p: f64) -> String {
+    format!("{p:.1}%")
+}
+
+/// How the imbalance is computed, said once wherever it is printed (`analyze` of a job,
+/// `check`'s rank groups, the TUI's job view, MCP).
+pub const IMBALANCE_HOW: &str = "imbalance, over each rank's peak allocated bytes: max/min = highest peak / lowest peak; spread = (highest - lowest) / highest, the figure --max-imbalance limits";
+
 /// A peak and the rank it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RankPeak {
@@ -73,25 +82,52 @@ pub struct RankPeak {
     pub bytes: u64,
 }
 
-/// How far apart the ranks' peaks are: the largest, the smallest, `max / min` and the mean.
+/// How far apart the ranks' peaks are: the largest, the smallest, `max / min`, the spread
+/// (`(max - min) / max`, in percent) and the mean.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
     pub max_over_min: Option<f64>,
+    pub spread_percent: f64,
     pub max: RankPeak,
     pub min: RankPeak,
     pub mean_bytes: u64,
 }
 
-/// The imbalance in one line, as torchrec prints it: max over min, then max, min and mean.
+/// The two figures of the imbalance: `max/min 2.60x, spread 61.5%`.
+pub fn imbalance_figures(i: &Spread) -> String {
+    format!(
+        "max/min {}, spread {}",
+        ratio(i.max_over_min),
+        spread_percent(i.spread_percent)
+    )
+}
+
+/// The imbalance in one line: its two figures, then max, min and mean (as torchrec prints
+/// them), each with its rank.
 pub fn imbalance(i: &Spread) -> String {
     format!(
-        "max/min {}: max {} (rank {}), min {} (rank {}), mean {}",
-        ratio(i.max_over_min),
+        "{}: max {} (rank {}), min {} (rank {}), mean {}",
+        imbalance_figures(i),
         bytes(i.max.bytes),
         i.max.rank,
         bytes(i.min.bytes),
         i.min.rank,
         bytes(i.mean_bytes)
+    )
+}
+
+/// Captures of two programs given as one job ([`crate::check::diff::one_program`]): `first`
+/// and `other` share no source file.
+pub fn unrelated_programs(
+    first: &str,
+    first_files: &[String],
+    other: &str,
+    other_files: &[String],
+) -> String {
+    format!(
+        "{first} and {other} share no source file ({first} allocates from {}, {other} from {}): they look like captures of different programs, not ranks of one job; give one job's captures (memscope diff --force compares two programs)",
+        first_files.join(", "),
+        other_files.join(", ")
     )
 }
 

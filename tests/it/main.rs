@@ -32,6 +32,7 @@ mod ground_truth;
 mod hostile_inputs;
 mod hostile_snapshots;
 mod hostile_strings;
+mod job40;
 mod leak_rules;
 mod leaks;
 mod loops;

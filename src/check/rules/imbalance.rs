@@ -1,16 +1,20 @@
 //! `max-imbalance` (`--max-imbalance`): the ranks of one run peak far apart.
 //!
-//! - **Detects**: `(max - min) / max` of the peak allocated bytes of the ranks of one run and
-//!   kind (one result per group, [`crate::check::ranks`]), held to the limit.
+//! - **Detects**: the spread, `(max - min) / max` of the peak allocated bytes of the ranks of
+//!   one run and kind (the one definition, [`crate::check::imbalance`]; one result per group,
+//!   [`crate::check::ranks`]), held to the limit.
 //! - **Cannot judge (an error, since the limit was set)**: one input, no two inputs that are
 //!   ranks of one run and kind (a snapshot and a trace are two views of one rank), a rank that
 //!   recorded no device memory, or one whose allocated bytes are only changes from its trace's
-//!   start (its peak cannot be compared with another rank's).
-//! - **Evidence**: the rank that peaks highest and the one that peaks lowest, with their peaks.
+//!   start (its peak cannot be compared with another rank's), or inputs grouped as ranks that
+//!   are captures of different programs (no source file in common).
+//! - **Evidence**: both figures of the imbalance (max/min and the spread), the rank that peaks
+//!   highest and the one that peaks lowest, with their peaks, and the mean.
 //! - **Fix**: balance the work between the ranks (sharding, uneven batches or sequence
 //!   lengths, rank 0's extra work), or look at the high rank's own capture.
 
 use super::RuleId;
+use crate::check::diff::Unrelated;
 use crate::check::ranks::RankGroup;
 use crate::check::{CheckError, Measure, RankPeakUnknown, RuleResult, Unit};
 
@@ -25,8 +29,12 @@ impl ImbalanceRule {
     pub fn apply(
         &self,
         groups: &[RankGroup],
+        unrelated: &[Unrelated],
         inputs: usize,
     ) -> Result<Vec<RuleResult>, CheckError> {
+        if let Some(u) = unrelated.first() {
+            return Err(CheckError::Unrelated(u.clone()));
+        }
         if groups.is_empty() && inputs > 1 {
             return Err(CheckError::NoRanks);
         }
@@ -53,14 +61,12 @@ impl ImbalanceRule {
             let mut r = RuleResult::limit(
                 RuleId::MaxImbalance,
                 Unit::Fraction,
-                im.fraction,
+                im.spread_percent / 100.0,
                 self.limit,
                 Measure::Imbalance { group: g.label() },
             );
-            r.evidence.push(crate::wording::gate::rank_peaks(
-                (im.max_rank, im.max_bytes),
-                (im.min_rank, im.min_bytes),
-            ));
+            r.evidence
+                .push(crate::wording::job::imbalance(&im.spread()));
             out.push(r);
         }
         Ok(out)

@@ -196,12 +196,21 @@ impl Render<CheckReport> for GithubSummary {
             }
             writeln!(out)?;
             match &g.imbalance {
-                Some(im) => writeln!(out, "Imbalance between ranks: {:.1}%.", im.fraction * 100.0)?,
+                Some(im) => writeln!(
+                    out,
+                    "Imbalance between ranks: {} ({}).",
+                    crate::wording::job::imbalance(&im.spread()),
+                    crate::wording::job::IMBALANCE_HOW
+                )?,
                 None => writeln!(
                     out,
                     "Imbalance between ranks: not measured (a rank recorded no device memory)."
                 )?,
             }
+        }
+        for u in &report.not_one_job {
+            writeln!(out)?;
+            writeln!(out, "Not ranks of one job: {}.", cell(&u.to_string()))?;
         }
         Ok(())
     }

@@ -123,15 +123,14 @@ impl Render<CheckReport> for CheckText {
                 )?;
             }
             match &g.imbalance {
-                Some(im) => writeln!(
-                    out,
-                    "  imbalance: {:.1}% (rank {} peaks at {}, rank {} at {})",
-                    im.fraction * 100.0,
-                    im.max_rank,
-                    bytes(im.max_bytes),
-                    im.min_rank,
-                    bytes(im.min_bytes)
-                )?,
+                Some(im) => {
+                    writeln!(
+                        out,
+                        "  imbalance: {}",
+                        crate::wording::job::imbalance(&im.spread())
+                    )?;
+                    writeln!(out, "  {}", st.dim(crate::wording::job::IMBALANCE_HOW))?;
+                }
                 None => {
                     let none = g.ranks.iter().filter(|r| !r.has_memory).count();
                     writeln!(
@@ -141,6 +140,11 @@ impl Render<CheckReport> for CheckText {
                     )?
                 }
             }
+        }
+        for u in &report.not_one_job {
+            writeln!(out)?;
+            writeln!(out, "{}", st.bold("NOT RANKS OF ONE JOB"))?;
+            writeln!(out, "  {u}; no imbalance between them")?;
         }
         if !report.ranks_rules.is_empty() {
             writeln!(out)?;
