@@ -24,6 +24,7 @@ mod oom;
 mod plan;
 mod pools;
 mod replay;
+mod trace_views;
 mod verdict;
 mod whatif;
 
@@ -50,6 +51,10 @@ pub use pools::{
     unknown_pool,
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
+pub use trace_views::{
+    graph_annotation, leak_annotation, no_such_step, peak_annotation, snapshot_needed,
+    trace_at_values, trace_flame_title, trace_moment, trace_site, SnapshotOnly,
+};
 pub use verdict::{no_leaks, no_memory_events, not_judged, verdict};
 pub(crate) use whatif::{bounded_bytes, twins};
 pub use whatif::{
