@@ -230,3 +230,28 @@ pub fn plan_ask(o: &PlanOpts) -> anyhow::Result<Option<Ask>> {
     let recorded = Shape { batch, seq: o.seq };
     Ok(Some(Ask::new(recorded, &o.at, o.cap, Default::default())?))
 }
+
+/// Opens a snapshot for a command that replays the allocator (`whatif`, `plan`): a profiler
+/// trace is refused in words that say why (no addresses, no segments) and name the capture to
+/// take instead. The input is looked at again only when it failed to open as a snapshot.
+pub(crate) fn open_snapshot_for(
+    path: &Path,
+    cmd: memscope::wording::SnapshotOnly,
+) -> anyhow::Result<memscope::load::Opened<memscope::model::Snapshot>> {
+    match memscope::load::open_snapshot(path) {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            let is_trace = path != Path::new("-")
+                && memscope::load::read_input(path)
+                    .is_ok_and(|i| memscope::load::sniff(&i) == memscope::load::Sniffed::Json);
+            if is_trace {
+                bail!(
+                    "{}: {}",
+                    path.display(),
+                    memscope::wording::snapshot_needed(cmd)
+                );
+            }
+            Err(e.into())
+        }
+    }
+}

@@ -13,6 +13,7 @@ use std::io::{self, Write};
 
 use crate::analysis::trace_memory::{DeviceMemory, MemPoint};
 use crate::analysis::trace_report::TraceMoment;
+use crate::analysis::CountedFrom;
 use crate::analysis::{DeviceReport, TraceProduct};
 use crate::report::analyze::html::{esc, CSS};
 use crate::report::chart::{byte_ticks, tick_bytes};
@@ -82,6 +83,7 @@ fn chart(out: &mut String, p: &TraceProduct, d: &DeviceMemory) {
         .unwrap_or(0)
         .max(1);
     let (tick, max) = byte_ticks((top - lo) as u64);
+    let relative = d.counted_from == CountedFrom::TraceStart;
     let x = |ts: f64| x0 + pw * (ts - t0) / span;
     let y = |b: i64| y0 + ph - ph * (b - lo) as f64 / max.max(1) as f64;
     let _ = write!(
@@ -116,7 +118,7 @@ fn chart(out: &mut String, p: &TraceProduct, d: &DeviceMemory) {
             x0 + pw,
             x0 - 6.0,
             yy + 4.0,
-            esc(&tick_bytes(v))
+            esc(&tick_label(lo, v, relative))
         );
         v += tick.max(1);
     }
@@ -159,8 +161,43 @@ fn chart(out: &mut String, p: &TraceProduct, d: &DeviceMemory) {
     );
     let _ = write!(
         out,
-        r#"<div class=legend><span><i style="background:{C_ALLOC}"></i>allocated</span><span><i style="background:{C_RES}"></i>reserved</span><span class=sub>bands: profiler steps</span></div>"#
+        r#"<div class=legend><span><i style="background:{C_ALLOC}"></i>allocated{}</span>"#,
+        if relative {
+            " (change from the trace's start)"
+        } else {
+            ""
+        }
     );
+    if !res.is_empty() {
+        let _ = write!(
+            out,
+            r#"<span><i style="background:{C_RES}"></i>reserved</span>"#
+        );
+    }
+    out.push_str("<span class=sub>bands: profiler steps</span></div>");
+}
+
+/// A tick's label: bytes, or where the figures are changes from the trace's start, a signed
+/// change.
+fn tick_label(lo: i64, v: u64, relative: bool) -> String {
+    let b = lo + v as i64;
+    match (relative, b) {
+        (false, _) => tick_bytes(v),
+        (true, b) if b < 0 => format!("-{}", tick_bytes(b.unsigned_abs())),
+        (true, 0) => "0".into(),
+        (true, b) => format!("+{}", tick_bytes(b as u64)),
+    }
+}
+
+/// A step's figure: bytes, or a signed change from the trace's start.
+fn step_figure(v: Option<i64>, relative: bool) -> String {
+    match (v, relative) {
+        (None, _) => "—".into(),
+        (Some(b), false) => bytes(b.max(0) as u64),
+        (Some(b), true) if b < 0 => format!("-{}", bytes(b.unsigned_abs())),
+        (Some(0), true) => bytes(0),
+        (Some(b), true) => format!("+{}", bytes(b as u64)),
+    }
 }
 
 fn figures(out: &mut String, d: &DeviceReport) {
@@ -191,7 +228,11 @@ fn steps_table(out: &mut String, p: &TraceProduct, d: &DeviceMemory) {
         return;
     }
     out.push_str("<h3>Steps</h3><div class=card><table><tr><th>step</th><th class=n>allocated at start</th><th class=n>peak</th><th class=n>at end</th><th class=n>allocated in it</th><th class=n>freed in it</th><th class=n>still alive at the trace's end</th></tr>");
-    let ob = |v: Option<i64>| v.map_or_else(|| "—".into(), |b| bytes(b.max(0) as u64));
+    let relative = d.counted_from == CountedFrom::TraceStart;
+    if relative {
+        out.push_str("<tr><td class=sub colspan=7>this trace records changes, not bytes in use: the allocated figures are changes from the trace's start</td></tr>");
+    }
+    let ob = |v: Option<i64>| step_figure(v, relative);
     for s in &d.steps {
         let name = p
             .memory
