@@ -60,6 +60,7 @@ mod trace_generations;
 mod trace_graph;
 mod trace_parallel;
 mod trace_relative;
+mod trace_views42;
 mod truncated_trace;
 mod tui;
 mod tui_layout;
