@@ -35,7 +35,7 @@ pub use labels::{
     stack_lines, step_figures, step_label,
 };
 pub use leaks::{
-    excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
+    excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix, holder_named,
     leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
 };
 pub use notes::{
