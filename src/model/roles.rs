@@ -229,15 +229,20 @@ fn python_role(file: &str, name: &str) -> FrameRole {
 /// A callback's frame: a framework's dispatch of its callbacks, or a method named as a callback
 /// hook is (`on_` and a moment: `_start`, `_end`, or one of HF's events).
 fn is_callback(norm: &str, name: &str) -> bool {
-    let lightning = under(norm, "lightning").is_some() || under(norm, "pytorch_lightning").is_some();
-    let dispatch = (lightning && norm.ends_with("trainer/call.py") && name == "_call_callback_hooks")
-        || (under(norm, "transformers").is_some_and(|r| r == "trainer_callback.py")
-            && name == "call_event");
+    let lightning =
+        under(norm, "lightning").is_some() || under(norm, "pytorch_lightning").is_some();
+    let dispatch =
+        (lightning && norm.ends_with("trainer/call.py") && name == "_call_callback_hooks")
+            || (under(norm, "transformers").is_some_and(|r| r == "trainer_callback.py")
+                && name == "call_event");
     let hook = name.strip_prefix("on_").is_some_and(|rest| {
         !rest.is_empty()
             && (rest.ends_with("_start")
                 || rest.ends_with("_end")
-                || matches!(rest, "log" | "evaluate" | "save" | "predict" | "prediction_step"))
+                || matches!(
+                    rest,
+                    "log" | "evaluate" | "save" | "predict" | "prediction_step"
+                ))
     });
     dispatch || hook
 }
@@ -461,8 +466,10 @@ mod tests {
         // A trace's stripped path reads the same; `_call_impl` is the call, not the dispatch.
         assert!(frame_role("torch/nn/modules/module.py", "inner", User)
             .contains(FrameRole::HOOK_DISPATCH));
-        assert!(!frame_role(&format!("{T}nn/modules/module.py"), "_call_impl", Torch)
-            .intersects(FrameRole::HOOK_DISPATCH));
+        assert!(
+            !frame_role(&format!("{T}nn/modules/module.py"), "_call_impl", Torch)
+                .intersects(FrameRole::HOOK_DISPATCH)
+        );
         // A user's function named `inner` is not the dispatch.
         assert!(!frame_role("/home/u/train.py", "inner", User).intersects(FrameRole::HOOK_DISPATCH));
         assert!(frame_role(&format!("{T}utils/hooks.py"), "hook", Torch)
@@ -471,18 +478,33 @@ mod tests {
             ("/home/u/train.py", "on_train_batch_end"),
             ("/home/u/train.py", "on_step_end"),
             ("/home/u/train.py", "on_log"),
-            ("/x/site-packages/lightning/pytorch/trainer/call.py", "_call_callback_hooks"),
-            ("/x/site-packages/transformers/trainer_callback.py", "call_event"),
+            (
+                "/x/site-packages/lightning/pytorch/trainer/call.py",
+                "_call_callback_hooks",
+            ),
+            (
+                "/x/site-packages/transformers/trainer_callback.py",
+                "call_event",
+            ),
         ] {
-            assert!(frame_role(file, name, User).contains(FrameRole::CALLBACK), "{name}");
+            assert!(
+                frame_role(file, name, User).contains(FrameRole::CALLBACK),
+                "{name}"
+            );
         }
         for (file, name) in [
             ("/home/u/train.py", "on_"),
             ("/home/u/train.py", "one_step_end"),
             ("/home/u/train.py", "on_device"),
-            ("/x/site-packages/lightning/pytorch/trainer/call.py", "_call_lightning_module_hook"),
+            (
+                "/x/site-packages/lightning/pytorch/trainer/call.py",
+                "_call_lightning_module_hook",
+            ),
         ] {
-            assert!(!frame_role(file, name, User).intersects(FrameRole::CALLBACK), "{name}");
+            assert!(
+                !frame_role(file, name, User).intersects(FrameRole::CALLBACK),
+                "{name}"
+            );
         }
     }
 

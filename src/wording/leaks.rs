@@ -537,11 +537,21 @@ pub fn holder_named(k: &crate::analysis::leaks::KeptBy) -> String {
     let module = k
         .module
         .as_ref()
-        .map(|m| format!(" on the module whose `{}` runs at {}:{}", m.function, m.short_file(), m.line))
+        .map(|m| {
+            format!(
+                " on the module whose `{}` runs at {}:{}",
+                m.function,
+                m.short_file(),
+                m.line
+            )
+        })
         .unwrap_or_default();
     match &k.site {
         Some(s) if k.line_is_statement => {
-            format!("the {what} `{}` at {}:{}{module}", s.function, s.file, s.line)
+            format!(
+                "the {what} `{}` at {}:{}{module}",
+                s.function, s.file, s.line
+            )
         }
         Some(s) => format!(
             "the {what} `{}` ({}, starting at line {}){module}",
@@ -550,15 +560,11 @@ pub fn holder_named(k: &crate::analysis::leaks::KeptBy) -> String {
         None => {
             let look = match k.mechanism {
                 Mechanism::ForwardHook => "`register_forward_hook` / `register_forward_pre_hook`",
-                Mechanism::BackwardHook => {
-                    "`register_full_backward_hook` / `Tensor.register_hook`"
-                }
+                Mechanism::BackwardHook => "`register_full_backward_hook` / `Tensor.register_hook`",
                 Mechanism::Callback => "the callbacks passed to the trainer",
                 Mechanism::Closure => "the closure passed to `optimizer.step`",
             };
-            format!(
-                "a {what}{module}: its line is not in the allocation stack; look for {look}"
-            )
+            format!("a {what}{module}: its line is not in the allocation stack; look for {look}")
         }
     }
 }

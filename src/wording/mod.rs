@@ -35,8 +35,8 @@ pub use labels::{
     stack_lines, step_figures, step_label,
 };
 pub use leaks::{
-    excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix, holder_named,
-    leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
+    excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
+    holder_named, leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
 };
 pub use notes::{
     graph_note, load_note, note, ranked_finding, reserved_excess, reserved_excess_fix,

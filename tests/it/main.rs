@@ -31,6 +31,7 @@ mod ground_truth;
 mod hostile_inputs;
 mod hostile_snapshots;
 mod hostile_strings;
+mod keeping42;
 mod leak_rules;
 mod leaks;
 mod loops;

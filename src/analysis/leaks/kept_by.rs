@@ -63,7 +63,11 @@ pub fn from_stack(frames: &[Framed], loop_line: Option<&Site>) -> Option<(KeptBy
     let python = |f: &Framed| f.kind != FrameKind::Native;
     for (i, f) in frames[..inside].iter().enumerate() {
         if f.role.contains(FrameRole::HOOK_DISPATCH) {
-            let module = frames[..i].iter().rev().find(|g| python(g)).map(|g| g.site.clone());
+            let module = frames[..i]
+                .iter()
+                .rev()
+                .find(|g| python(g))
+                .map(|g| g.site.clone());
             let k = KeptBy {
                 mechanism: Mechanism::ForwardHook,
                 site: None,
@@ -158,7 +162,12 @@ mod tests {
         let cb = vec![
             frame("/x/torch/_tensor.py", 10, "clone", Torch),
             frame("/u/train.py", 77, "on_train_batch_end", User),
-            frame("/x/lightning/pytorch/trainer/call.py", 220, "_call_callback_hooks", Library),
+            frame(
+                "/x/lightning/pytorch/trainer/call.py",
+                220,
+                "_call_callback_hooks",
+                Library,
+            ),
             lp.clone(),
         ];
         let (k, _) = from_stack(&cb, Some(&lp.site)).unwrap();
@@ -167,7 +176,12 @@ mod tests {
         // Lightning's own closure is not the user's.
         let lit = vec![
             frame("/u/train.py", 43, "training_step", User),
-            frame("/x/lightning/pytorch/loops/optimization/automatic.py", 131, "closure", Library),
+            frame(
+                "/x/lightning/pytorch/loops/optimization/automatic.py",
+                131,
+                "closure",
+                Library,
+            ),
             lp.clone(),
         ];
         assert_eq!(from_stack(&lit, None), None);
@@ -176,6 +190,9 @@ mod tests {
             frame("/x/torch/optim/lbfgs.py", 300, "step", Torch),
             lp,
         ];
-        assert_eq!(from_stack(&user_closure, None).unwrap().0.mechanism, Mechanism::Closure);
+        assert_eq!(
+            from_stack(&user_closure, None).unwrap().0.mechanism,
+            Mechanism::Closure
+        );
     }
 }
