@@ -34,7 +34,7 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         Product::Snapshot(s) => s,
     };
     if a.step.is_some() {
-        bail!("--step N is for a profiler trace; on a snapshot, pick the moment with --at");
+        bail!(memscope::wording::STEP_ON_SNAPSHOT);
     }
     if let Some(given) = &a.at {
         if fg::At::parse(given).is_none() {
@@ -241,15 +241,18 @@ pub(crate) fn open_snapshot_for(
     match memscope::load::open_snapshot(path) {
         Ok(o) => Ok(o),
         Err(e) => {
+            // JSON that is not one of memscope's own documents: a profiler trace.
             let is_trace = path != Path::new("-")
-                && memscope::load::read_input(path)
-                    .is_ok_and(|i| memscope::load::sniff(&i) == memscope::load::Sniffed::Json);
+                && memscope::load::read_input(path).is_ok_and(|i| {
+                    memscope::load::sniff(&i) == memscope::load::Sniffed::Json
+                        && !memscope::inputs::is_memscope_document(&i)
+                });
             if is_trace {
-                bail!(
-                    "{}: {}",
-                    path.display(),
-                    memscope::wording::snapshot_needed(cmd)
-                );
+                return Err(memscope::load::LoadError::WrongKind {
+                    path: path.to_owned(),
+                    what: memscope::wording::snapshot_needed(cmd),
+                }
+                .into());
             }
             Err(e.into())
         }

@@ -53,12 +53,12 @@ pub fn flamegraph(a: &FlamegraphArgs, p: &TraceProduct) -> anyhow::Result<u8> {
     let live = dev.and_then(|d| p.live_at(d.device, at));
     let (Some(dev), Some(live)) = (dev, live) else {
         if let Some(n) = a.device {
-            bail!("the trace has no memory events of cuda:{n}");
+            bail!(memscope::wording::no_trace_device(n));
         }
         let mut w = create(&a.output, &a.file)?;
         if !a.folded {
             fg::NoteSvg.render(
-                "the trace holds no CUDA memory events: no GPU memory to draw",
+                memscope::wording::NO_TRACE_MEMORY,
                 &report::Options::default(),
                 &mut w,
             )?;
@@ -126,6 +126,12 @@ pub fn export(
     trace_perfetto::Json.render(&doc, &report::Options::default(), &mut w)?;
     let name = w.name();
     let n = w.finish()?;
+    if let Some(at) = p.trace.cut_at_byte {
+        crate::cmd::output::eprint_term(&format!(
+            "memscope: warning: {}",
+            memscope::wording::export_cut(at)
+        ));
+    }
     let s = &doc.summary;
     crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({}; the trace{} with {} counter points, {} finding slices, {} instants added)",

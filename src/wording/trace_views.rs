@@ -88,3 +88,20 @@ pub fn trace_site(s: &Option<crate::analysis::sites::Site>, line_known: bool) ->
         Some(s) => format!("{} ({}; line not recorded)", s.function, s.file),
     }
 }
+
+/// `flamegraph` of a trace with no CUDA memory event: the note the SVG holds.
+pub const NO_TRACE_MEMORY: &str = "the trace holds no CUDA memory events: no GPU memory to draw";
+
+/// `flamegraph --step` on a snapshot.
+pub const STEP_ON_SNAPSHOT: &str =
+    "--step N is for a profiler trace; on a snapshot, pick the moment with --at";
+
+/// `flamegraph --device N` names a device the trace has no memory events of.
+pub fn no_trace_device(n: u32) -> String {
+    format!("the trace has no memory events of cuda:{n}")
+}
+
+/// `export` of a trace whose file ends before its events do.
+pub fn export_cut(at: u64) -> String {
+    format!("the trace ends at byte {at}, before its events do: the export is cut at the same place (Perfetto reads the events before it)")
+}

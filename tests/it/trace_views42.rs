@@ -272,6 +272,36 @@ fn whatif_and_plan_refuse_a_trace_naming_the_snapshot_to_take() {
             assert!(err.contains(want), "{want}: {err}");
         }
     }
+    // In an envelope, the refusal is typed as before (the wrong kind of capture).
+    let out = run(&[
+        "whatif".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        f.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["errors"][0]["kind"], "not_a_capture");
+    assert!(doc["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("_dump_snapshot"));
+    // memscope's own JSON is not called a trace.
+    let report = tmp("report.json");
+    std::fs::write(
+        &report,
+        run(&[
+            "analyze".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            f.as_os_str(),
+        ])
+        .stdout,
+    )
+    .unwrap();
+    let out = run(&["whatif".as_ref(), report.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("_record_memory_history"));
     // A file that is neither keeps its own error.
     let out = run(&["whatif".as_ref(), fixture("README.md").as_os_str()]);
     assert_eq!(out.status.code(), Some(2));
