@@ -105,3 +105,8 @@ pub fn no_trace_device(n: u32) -> String {
 pub fn export_cut(at: u64) -> String {
     format!("the trace ends at byte {at}, before its events do: the export is cut at the same place (Perfetto reads the events before it)")
 }
+
+/// The trace page draws the devices with the highest peaks only.
+pub fn devices_left_out(n: usize, shown: usize) -> String {
+    format!("{n} more CUDA device(s) with memory events are not drawn (the {shown} with the highest allocated peaks are); `memscope analyze` lists them all")
+}

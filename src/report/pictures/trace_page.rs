@@ -23,6 +23,8 @@ use crate::units::bytes;
 
 /// Points per counter drawn (each bucket keeps its extremes).
 pub const CHART_BUCKETS: usize = 1500;
+/// Devices drawn (highest peak first).
+pub const MAX_DEVICES: usize = 16;
 /// Rows of the ops table.
 pub const TOP_OPS: usize = 15;
 
@@ -364,8 +366,29 @@ impl Render<TraceProduct> for Page<'_> {
             esc(&crate::wording::verdict(&a.verdict))
         );
         findings(&mut o, p);
-        for d in p.memory.devices.iter().filter(|d| d.device.is_cuda()) {
+        // Each section reads the device's events: the devices with the highest peaks get one,
+        // so a trace naming thousands of devices costs a bounded number of passes.
+        let mut cuda: Vec<&DeviceMemory> = p
+            .memory
+            .devices
+            .iter()
+            .filter(|d| d.device.is_cuda())
+            .collect();
+        cuda.sort_by_key(|d| {
+            std::cmp::Reverse(d.peak.as_ref().map_or(i64::MIN, |k| k.allocated_bytes))
+        });
+        for d in cuda.iter().take(MAX_DEVICES) {
             device_section(&mut o, p, d);
+        }
+        if cuda.len() > MAX_DEVICES {
+            let _ = write!(
+                o,
+                "<p class=sub>{}</p>",
+                esc(&crate::wording::devices_left_out(
+                    cuda.len() - MAX_DEVICES,
+                    MAX_DEVICES
+                ))
+            );
         }
         if !a.notes.is_empty() {
             o.push_str(r#"<section id="notes"><h2>Notes</h2><ul class="notes">"#);
