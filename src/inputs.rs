@@ -90,6 +90,16 @@ pub fn load(path: &Path, allow_baseline: bool) -> Result<Loaded, InputError> {
 
 /// Whether a JSON text's head is a `memscope/1` envelope (`"envelope": "memscope/1"`, with any
 /// spacing): memscope's own output, never a capture.
+/// Whether JSON bytes are one of memscope's own documents (a report, a check, a baseline,
+/// rank lines) rather than a capture.
+pub fn is_memscope_document(bytes: &[u8]) -> bool {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
+    crate::job::lines::is_rank_lines(&head)
+        || head.contains(BASELINE_SCHEMA)
+        || head.contains("\"memscope.")
+        || is_envelope(&head)
+}
+
 fn is_envelope(head: &str) -> bool {
     head.match_indices("\"envelope\"").any(|(i, k)| {
         let rest = head[i + k.len()..].trim_start();

@@ -38,6 +38,7 @@ mod extent;
 mod find;
 mod fit;
 pub mod irregular;
+pub mod kept_by;
 pub mod rules;
 pub mod series;
 mod signal;
@@ -48,6 +49,7 @@ pub use benign::{BenignReading, ExcludedGrowth, RuledOut};
 pub use extent::{Extent, Release};
 pub use find::*;
 pub use fit::*;
+pub use kept_by::{KeptBy, Mechanism};
 pub use rules::*;
 pub use signal::*;
 use survivors::*;
@@ -209,6 +211,10 @@ pub struct Leak {
     /// What keeps it alive, where that is a different line and the log shows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause_site: Option<Site>,
+    /// The mechanism that keeps the memory, where the stack shows one (a hook, a callback, a
+    /// closure), with the line to change when it is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<KeptBy>,
     /// How sure memscope is of the kind and the blamed line.
     pub confidence: Confidence,
     /// Survivors of the site at the end of the growth window.

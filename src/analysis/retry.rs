@@ -308,6 +308,7 @@ impl Retention {
             line_known: true,
             allocation_site: self.allocation_site.clone(),
             cause_site: None,
+            kept_by: None,
             confidence: Confidence::Medium,
             live_bytes: most.bytes,
             freed_by_fix_at_least: None,

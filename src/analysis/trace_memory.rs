@@ -63,6 +63,9 @@ pub struct LiveGrowth {
     /// the function whose loop runs the profiled steps, and so keeps what survives them. Its
     /// line is the one current when profiling began, not the line that keeps the memory.
     pub keeper: Option<Site>,
+    /// What keeps them, where their stack shows a mechanism (a hook, a callback, a closure):
+    /// read from the group's first allocation, for the largest groups only.
+    pub kept_by: Option<crate::analysis::leaks::KeptBy>,
     /// Bytes of these survivors made by ops that recorded an autograd node (grad mode on) that
     /// no backward in the trace consumed: survivors that hold a graph.
     pub graph_bytes: u64,
@@ -71,6 +74,9 @@ pub struct LiveGrowth {
     /// Per profiled step: bytes allocated in that step at this site and alive at the end.
     pub per_step_bytes: Vec<u64>,
     pub per_step_count: Vec<u32>,
+    /// The group's first allocation (an index into `Trace::memory`).
+    #[serde(skip)]
+    pub first_event: usize,
     pub steps_with_live: usize,
     pub bytes_per_step: f64,
     pub total_bytes: u64,
@@ -238,6 +244,60 @@ fn holds_graph(t: &Trace, m: &MemEvent, backward_seqs: &rustc_hash::FxHashSet<i6
     false
 }
 
+/// Growth groups whose holder is searched (largest first): each search reads the trace's
+/// Python calls once, so the cost stays linear in the trace.
+pub const KEPT_BY_GROUPS: usize = 16;
+
+/// What keeps allocation `i`, where its stack shows a mechanism inside the loop's function
+/// (`keeper`): for a forward hook, the hook itself is the user's function that the dispatch
+/// (`module.py inner`) called after the allocating forward returned, as the trace's Python
+/// calls record it (at its `def` line: a trace gives a call's line as of its entry).
+fn kept_by(
+    t: &Trace,
+    resolver: &StackResolver,
+    i: usize,
+    keeper: Option<&Site>,
+) -> Option<crate::analysis::leaks::KeptBy> {
+    use crate::analysis::leaks::kept_by::{from_stack, Framed};
+    use crate::analysis::leaks::Mechanism;
+    let m = &t.memory[i];
+    let ids = t.stacks.frames(resolver.stack_of(t, m));
+    let frames: Vec<Framed> = ids
+        .iter()
+        .map(|&f| {
+            let fr = t.stacks.frame(f);
+            Framed {
+                role: fr.role,
+                kind: t.frame_kind(fr),
+                site: t.site(fr),
+            }
+        })
+        .collect();
+    let (mut k, at) = from_stack(&frames, keeper)?;
+    if k.mechanism == Mechanism::ForwardHook {
+        // The dispatch's call around the allocation, then the user's call it made after it.
+        let dispatch = ids[at];
+        let call = t
+            .python
+            .iter()
+            .filter(|p| p.frame == dispatch && p.ts <= m.ts && m.ts <= p.end())
+            .max_by(|a, b| a.ts.total_cmp(&b.ts));
+        if let Some(id) = call.and_then(|c| c.python_id) {
+            k.site = t
+                .python
+                .iter()
+                .filter(|p| p.parent_id == Some(id) && p.ts >= m.ts)
+                .filter(|p| t.frame_kind(t.stacks.frame(p.frame)) == FrameKind::User)
+                .min_by(|a, b| a.ts.total_cmp(&b.ts))
+                .map(|p| t.site(t.stacks.frame(p.frame)));
+        }
+    } else {
+        // A trace's lines are those current at a frame's entry.
+        k.line_is_statement = false;
+    }
+    Some(k)
+}
+
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
 pub fn analyze(t: &Trace) -> TraceMemory {
     analyze_with(t, &pair(t), &StackResolver::new(t))
@@ -398,7 +458,7 @@ fn device_memory(
     // (site, op name, keeper) -> per-step bytes and counts of allocations alive at the end,
     // and the bytes of those that hold an unconsumed autograd node.
     type Key = (Option<Site>, Option<String>, Option<Site>);
-    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>, u64)> = HashMap::default();
+    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>, u64, usize)> = HashMap::default();
     let preexisting: rustc_hash::FxHashSet<FrameId> = t
         .python
         .iter()
@@ -449,7 +509,7 @@ fn device_memory(
         let op = m.op.map(|o| t.op_name(o).to_owned());
         let g = groups
             .entry((site, op, keeper))
-            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps], 0));
+            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps], 0, i));
         g.0[s] += m.bytes as u64;
         g.1[s] += 1;
         if holds_graph(t, m, &backward_seqs) {
@@ -464,14 +524,16 @@ fn device_memory(
 
     let mut growth: Vec<LiveGrowth> = groups
         .into_iter()
-        .filter(|(_, (_, counts, _))| steady(counts))
+        .filter(|(_, (_, counts, _, _))| steady(counts))
         .map(
-            |((site, op, keeper), (per_step_bytes, per_step_count, graph_bytes))| {
+            |((site, op, keeper), (per_step_bytes, per_step_count, graph_bytes, first))| {
                 let total_bytes: u64 = per_step_bytes.iter().sum();
                 let steps_with_live = per_step_count.iter().filter(|&&c| c > 0).count();
                 let bytes_per_step = total_bytes as f64 / n_steps.max(1) as f64;
                 LiveGrowth {
                     site,
+                    kept_by: None,
+                    first_event: first,
                     keeper,
                     graph_bytes,
                     op,
@@ -490,6 +552,10 @@ fn device_memory(
             .then_with(|| a.site.cmp(&b.site))
             .then_with(|| a.op.cmp(&b.op))
     });
+    // Each search reads the Python calls once: only the largest groups are searched.
+    for g in growth.iter_mut().take(KEPT_BY_GROUPS) {
+        g.kept_by = kept_by(t, resolver, g.first_event, g.keeper.as_ref());
+    }
 
     DeviceMemory {
         device,

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::graph::{self, GraphGrowth};
 use super::notes::{GraphNote, Note, TraceNote};
+use super::product::TraceProduct;
 use super::trace_memory::{self, DeviceMemory, TraceMemory};
 use super::{
     Analysis, DeviceReport, FromStart, Input, LeakJudgement, LeakReport, NotJudged, StepFromStart,
@@ -319,6 +320,150 @@ fn analyze_trace_with_memory(
         notes,
     };
     (analysis, mem)
+}
+
+/// A moment of a trace's memory that a view draws: the allocated peak, a step's own peak, or
+/// the trace's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceMoment {
+    Peak,
+    /// The peak inside `ProfilerStep#N`.
+    Step(u64),
+    End,
+}
+
+/// The memory of one device at a [`TraceMoment`]: the allocations made during the trace and
+/// still alive then, and what the allocator's total says was in use besides them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveAt {
+    /// The memory event the moment falls on (an index into `Trace::memory`).
+    pub event: usize,
+    pub ts: f64,
+    /// The allocator's running total there (in the device's [`CountedFrom`]).
+    pub total_allocated: Option<i64>,
+    /// Allocations made during the trace, alive at the moment (indices into `Trace::memory`).
+    pub live: Vec<usize>,
+    pub live_bytes: u64,
+    /// In use at the moment but allocated before the trace began: the total less `live_bytes`,
+    /// where the total counts bytes in use (`None` where it counts from the trace's start).
+    pub before_trace_bytes: Option<u64>,
+}
+
+/// Bytes allocated by one outermost op (`aten::linear`, `autograd::engine::evaluate_function:
+/// AddmmBackward0`) over the trace, on one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpBytes {
+    /// `None`: allocations made outside any recorded op.
+    pub op: Option<String>,
+    pub allocated_bytes: u64,
+    pub allocations: u32,
+    /// Of them, alive at the device's allocated peak.
+    pub live_at_peak_bytes: u64,
+}
+
+impl TraceProduct {
+    /// The memory events of a device, in time order (indices into `Trace::memory`).
+    fn device_events(&self, device: DeviceKey) -> Vec<usize> {
+        (0..self.trace.memory.len())
+            .filter(|&i| self.trace.memory[i].device == device)
+            .collect()
+    }
+
+    /// The event a moment falls on: the first that reaches the highest total in the range.
+    fn moment_event(&self, events: &[usize], at: TraceMoment) -> Option<usize> {
+        let t = &self.trace;
+        let range: &[usize] = match at {
+            TraceMoment::End => return events.last().copied(),
+            TraceMoment::Peak => events,
+            TraceMoment::Step(n) => {
+                let s = t.steps.iter().find(|s| s.number == n)?;
+                let a = events.partition_point(|&i| t.memory[i].ts < s.ts);
+                let b = events.partition_point(|&i| t.memory[i].ts <= s.end());
+                &events[a..b]
+            }
+        };
+        let mut best: Option<(usize, i64)> = None;
+        for &i in range {
+            if let Some(a) = t.memory[i].total_allocated {
+                if best.is_none_or(|(_, b)| a > b) {
+                    best = Some((i, a));
+                }
+            }
+        }
+        best.map(|(i, _)| i).or_else(|| range.last().copied())
+    }
+
+    /// The live memory of `device` at `at`; `None` where the device has no memory event (in
+    /// that step).
+    pub fn live_at(&self, device: DeviceKey, at: TraceMoment) -> Option<LiveAt> {
+        let t = &self.trace;
+        let events = self.device_events(device);
+        let e = self.moment_event(&events, at)?;
+        let mut live = Vec::new();
+        let mut live_bytes = 0u64;
+        for &i in events.iter().take_while(|&&i| i <= e) {
+            let m = &t.memory[i];
+            let freed_later = self.pairing.freed_by[i].is_none_or(|f| f as usize > e);
+            if m.bytes > 0 && freed_later {
+                live.push(i);
+                live_bytes += m.bytes as u64;
+            }
+        }
+        let total = t.memory[e].total_allocated;
+        let before_trace_bytes = (t.counted_from(device) == CountedFrom::Zero)
+            .then(|| total.map(|v| (v.max(0) as u64).saturating_sub(live_bytes)))
+            .flatten();
+        Some(LiveAt {
+            event: e,
+            ts: t.memory[e].ts,
+            total_allocated: total,
+            live,
+            live_bytes,
+            before_trace_bytes,
+        })
+    }
+
+    /// The Python stack that explains a memory event (for backward work, its forward's).
+    pub fn stack_of_event(&self, i: usize) -> crate::model::StackId {
+        self.resolver.stack_of(&self.trace, &self.trace.memory[i])
+    }
+
+    /// Bytes allocated per outermost op on `device`, most first.
+    pub fn top_ops(&self, device: DeviceKey) -> Vec<OpBytes> {
+        let t = &self.trace;
+        let peak: std::collections::HashSet<usize> = self
+            .live_at(device, TraceMoment::Peak)
+            .map(|l| l.live.into_iter().collect())
+            .unwrap_or_default();
+        let mut by: rustc_hash::FxHashMap<Option<crate::model::Sym>, OpBytes> = Default::default();
+        for i in self.device_events(device) {
+            let m = &t.memory[i];
+            if m.bytes <= 0 {
+                continue;
+            }
+            let top = m.op.map(|o| t.top_op(o));
+            let e = by
+                .entry(top.map(|o| t.op(o).name))
+                .or_insert_with(|| OpBytes {
+                    op: top.map(|o| t.op_name(o).to_owned()),
+                    allocated_bytes: 0,
+                    allocations: 0,
+                    live_at_peak_bytes: 0,
+                });
+            e.allocated_bytes += m.bytes as u64;
+            e.allocations += 1;
+            if peak.contains(&i) {
+                e.live_at_peak_bytes += m.bytes as u64;
+            }
+        }
+        let mut v: Vec<OpBytes> = by.into_values().collect();
+        v.sort_by(|a, b| {
+            b.allocated_bytes
+                .cmp(&a.allocated_bytes)
+                .then_with(|| a.op.cmp(&b.op))
+        });
+        v
+    }
 }
 
 #[cfg(test)]

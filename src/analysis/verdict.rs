@@ -48,6 +48,8 @@ pub enum VerdictEvidence {
         /// For a cache that gained entries on some steps and never freed them: on how many
         /// steps it gained, and the bytes it holds.
         irregular: Option<(usize, u64)>,
+        /// The mechanism that keeps it, where the stack shows one.
+        holder: Option<crate::analysis::leaks::KeptBy>,
     },
     /// A leak found in a trace's memory events (sites known by function and file only).
     TraceLeak {
@@ -56,6 +58,8 @@ pub enum VerdictEvidence {
         site: Option<Site>,
         /// The function of the loop that keeps it, where the trace shows it.
         kept_by: Option<String>,
+        /// The mechanism that keeps it, where the stack shows one.
+        holder: Option<crate::analysis::leaks::KeptBy>,
         sites: usize,
         steps: usize,
         per_step_bytes: u64,
@@ -149,6 +153,7 @@ pub fn of_snapshot(devices: &[DeviceReport], leaks: &[LeakReport]) -> Verdict {
                     LeakEvidence::Irregular(e) => Some((e.gain_steps.len(), e.bytes)),
                     _ => None,
                 },
+                holder: l.leak.kept_by.clone(),
             }
         }
     } else {
@@ -202,6 +207,7 @@ pub fn of_trace(
             kind: l.leak.kind,
             site: l.leak.site.clone(),
             kept_by: l.leak.cause_site.as_ref().map(|k| k.function.clone()),
+            holder: l.leak.kept_by.clone(),
             sites: 1 + l.leak.related_sites.len(),
             steps: l.leak.steps,
             per_step_bytes: (l.leak.grown_bytes() / l.leak.steps.max(1) as f64).max(0.0) as u64,

@@ -626,12 +626,15 @@ pub enum DiffFormatArg {
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {
-    /// Snapshot pickle (optionally .gz); `-` reads stdin.
+    /// Snapshot pickle or profiler trace JSON (either optionally .gz); `-` reads stdin.
     pub file: PathBuf,
     /// Moment to draw: `end`, `peak`, `oom` or an event index; by default the (last) OOM when
-    /// the capture has one, else the end.
-    #[arg(long)]
+    /// the capture has one, else the end. On a profiler trace: `peak` (the default) or `end`.
+    #[arg(long, conflicts_with = "step")]
     pub at: Option<String>,
+    /// On a profiler trace: the live memory at the peak of `ProfilerStep#N`.
+    #[arg(long, value_name = "N")]
+    pub step: Option<u64>,
     /// How to group frames.
     #[arg(long, value_enum, default_value_t = FlameBy::Stack)]
     pub by: FlameBy,
@@ -655,7 +658,7 @@ pub enum FlameBy {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// Snapshot pickle (optionally .gz); `-` reads stdin. Several captures (or a directory, or
+    /// Snapshot pickle or profiler trace JSON (either optionally .gz); `-` reads stdin. Several captures (or a directory, or
     /// rank summaries) of one job, one per rank: a page of the job's ranks.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -672,7 +675,8 @@ pub struct ReportArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
-    /// Snapshot pickle (optionally .gz); `-` reads stdin.
+    /// Snapshot pickle, or profiler trace JSON to annotate with memscope's findings (either
+    /// optionally .gz); `-` reads stdin.
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
     pub format: ExportFormat,

@@ -11,6 +11,7 @@ pub mod man;
 pub mod mcp;
 pub mod output;
 pub mod pictures;
+pub mod pictures_trace;
 pub mod plan;
 pub mod query;
 pub mod run;

@@ -13,29 +13,34 @@ use crate::cmd::output::Output;
 use crate::cmd::cli::{ExportArgs, FlameBy, FlamegraphArgs, PlanOpts, ReportArgs};
 use memscope::analysis::plan::{self, Ask, Shape};
 use memscope::analysis::replay::Timeline;
-use memscope::analysis::SnapshotProduct;
+use memscope::analysis::{Product, SnapshotProduct};
 use memscope::report::{self, flamegraph as fg, Render};
 use memscope::units::bytes;
 
-/// Opens a snapshot and analyses it once: the product every picture is drawn from.
-fn load(file: &Path) -> anyhow::Result<SnapshotProduct> {
-    // The size as read: a pipe's bytes count too (`-` has no file size).
-    let opened = memscope::load::open_snapshot(file)?;
-    Ok(memscope::analysis::analyze(opened, file))
-}
-
 /// Opens `-o` for writing (see [`crate::cmd::output`]): never the input, `-` is stdout.
-fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
+pub(super) fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
     Output::create(output, &[input])
 }
 
+/// Opens a snapshot or a profiler trace and analyses it once.
+fn load_any(file: &Path) -> anyhow::Result<Product> {
+    let opened = memscope::load::open(file)?;
+    Ok(memscope::analysis::analyze(opened, file))
+}
+
 pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
+    let product = match load_any(&a.file)? {
+        Product::Trace(t) => return super::pictures_trace::flamegraph(a, &t),
+        Product::Snapshot(s) => s,
+    };
+    if a.step.is_some() {
+        bail!(memscope::wording::STEP_ON_SNAPSHOT);
+    }
     if let Some(given) = &a.at {
         if fg::At::parse(given).is_none() {
             bail!("--at {given}: expected end, peak, oom or an event index");
         }
     }
-    let product = load(&a.file)?;
     let snap = &product.snap;
     let tls: Vec<&Timeline> = product.timelines().collect();
     let pick = match a.device {
@@ -109,7 +114,19 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
     // The plan's arguments are checked before the capture is read.
     let ask = plan_ask(&a.plan)?;
     // One analysis serves the report, its pictures and the plan.
-    let product = load(file)?;
+    let product = match load_any(file)? {
+        Product::Trace(t) => {
+            if ask.is_some() {
+                bail!(
+                    "{}: {}",
+                    file.display(),
+                    memscope::wording::snapshot_needed(memscope::wording::SnapshotOnly::Plan)
+                );
+            }
+            return super::pictures_trace::report(a, file, &t);
+        }
+        Product::Snapshot(s) => s,
+    };
     let snap = &product.snap;
     let extra = match &ask {
         Some(ask) => {
@@ -137,7 +154,16 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<u8> {
 }
 
 pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
-    let SnapshotProduct { snap, analyzed } = load(&a.file)?;
+    // Read once: a trace's own text is copied into the export.
+    let input = memscope::load::read_input(&a.file)?;
+    let opened = memscope::load::open_read(&a.file, &input)?;
+    let SnapshotProduct { snap, analyzed } = match memscope::analysis::analyze(opened, &a.file) {
+        Product::Trace(t) => return super::pictures_trace::export(a, &t, &input),
+        Product::Snapshot(s) => {
+            drop(input);
+            s
+        }
+    };
     let tls: Vec<Timeline> = analyzed
         .per_device
         .into_iter()
@@ -203,4 +229,32 @@ pub fn plan_ask(o: &PlanOpts) -> anyhow::Result<Option<Ask>> {
     };
     let recorded = Shape { batch, seq: o.seq };
     Ok(Some(Ask::new(recorded, &o.at, o.cap, Default::default())?))
+}
+
+/// Opens a snapshot for a command that replays the allocator (`whatif`, `plan`): a profiler
+/// trace is refused in words that say why (no addresses, no segments) and name the capture to
+/// take instead. The input is looked at again only when it failed to open as a snapshot.
+pub(crate) fn open_snapshot_for(
+    path: &Path,
+    cmd: memscope::wording::SnapshotOnly,
+) -> anyhow::Result<memscope::load::Opened<memscope::model::Snapshot>> {
+    match memscope::load::open_snapshot(path) {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            // JSON that is not one of memscope's own documents: a profiler trace.
+            let is_trace = path != Path::new("-")
+                && memscope::load::read_input(path).is_ok_and(|i| {
+                    memscope::load::sniff(&i) == memscope::load::Sniffed::Json
+                        && !memscope::inputs::is_memscope_document(&i)
+                });
+            if is_trace {
+                return Err(memscope::load::LoadError::WrongKind {
+                    path: path.to_owned(),
+                    what: memscope::wording::snapshot_needed(cmd),
+                }
+                .into());
+            }
+            Err(e.into())
+        }
+    }
 }

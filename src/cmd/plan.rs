@@ -14,7 +14,8 @@ use crate::cmd::session::Session;
 
 pub fn plan(a: &PlanArgs, s: &mut Session) -> anyhow::Result<u8> {
     let conf = whatif::parse_alloc_conf(&a.alloc_conf).context("--alloc-conf")?;
-    let opened = memscope::load::open_snapshot(&a.file)?;
+    let opened =
+        crate::cmd::pictures::open_snapshot_for(&a.file, memscope::wording::SnapshotOnly::Plan)?;
     s.found(&a.file, InputKind::Snapshot);
     s.sized(&a.file, opened.bytes);
     let product = memscope::analysis::analyze(opened, &a.file);

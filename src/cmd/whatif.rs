@@ -13,7 +13,11 @@ pub(crate) fn whatif(args: &WhatifArgs, s: &mut Session) -> anyhow::Result<u8> {
     use memscope::analysis::whatif;
     let conf = whatif::parse_alloc_conf(&args.alloc_conf).context("--alloc-conf")?;
     // The raw snapshot (its segments and addresses) is what the allocator model replays.
-    let snap = memscope::load::open_snapshot(&args.file)?.capture;
+    let snap = crate::cmd::pictures::open_snapshot_for(
+        &args.file,
+        memscope::wording::SnapshotOnly::Whatif,
+    )?
+    .capture;
     s.found(&args.file, InputKind::Snapshot);
     let cap = args.cap.map(|c| whatif::CapInfo {
         bytes: Some(c),

@@ -70,6 +70,17 @@ impl FrameRole {
     /// A cache's update outside torch (its file or function names a cache: `cache_utils.py`,
     /// `update_kv_cache`).
     pub const CACHE: FrameRole = FrameRole(1 << 19);
+    /// A module's forward-hook dispatch: `inner` in `torch/nn/modules/module.py`, the closure
+    /// `Module._call_impl` runs (torch 2.1 and later) when the module or the process has hooks.
+    /// What the module's forward allocates under it is handed to the hooks.
+    pub const HOOK_DISPATCH: FrameRole = FrameRole(1 << 20);
+    /// Backward-hook machinery: `torch/utils/hooks.py` (`BackwardHook`, what
+    /// `register_full_backward_hook` installs).
+    pub const BACKWARD_HOOK: FrameRole = FrameRole(1 << 21);
+    /// A training framework's callback: Lightning's dispatch (`_call_callback_hooks`), Hugging
+    /// Face's (`CallbackHandler.call_event`), or a callback method (`on_train_batch_end`, any
+    /// `on_…_start` / `on_…_end`, `on_log`, `on_evaluate`, `on_save`).
+    pub const CALLBACK: FrameRole = FrameRole(1 << 22);
 
     /// Frames that show a backward pass running.
     pub const BACKWARD: FrameRole = FrameRole(
@@ -196,6 +207,9 @@ fn python_role(file: &str, name: &str) -> FrameRole {
     if name == "closure" || is_lightning_closure(&norm, name) {
         r |= FrameRole::CLOSURE;
     }
+    if is_callback(&norm, name) {
+        r |= FrameRole::CALLBACK;
+    }
     if let Some(t) = under(&norm, "torch") {
         r |= FrameRole::TORCH | torch_role(t, name);
     } else {
@@ -212,6 +226,27 @@ fn python_role(file: &str, name: &str) -> FrameRole {
 /// Lightning's closure around `training_step` and the backward, which `optimizer.step(closure)`
 /// runs: `Closure.__call__` and `closure` in `loops/optimization/automatic.py` (2.x; 1.x's
 /// `optimizer_loop.py`), and the precision plugin's `_wrap_closure`.
+/// A callback's frame: a framework's dispatch of its callbacks, or a method named as a callback
+/// hook is (`on_` and a moment: `_start`, `_end`, or one of HF's events).
+fn is_callback(norm: &str, name: &str) -> bool {
+    let lightning =
+        under(norm, "lightning").is_some() || under(norm, "pytorch_lightning").is_some();
+    let dispatch =
+        (lightning && norm.ends_with("trainer/call.py") && name == "_call_callback_hooks")
+            || (under(norm, "transformers").is_some_and(|r| r == "trainer_callback.py")
+                && name == "call_event");
+    let hook = name.strip_prefix("on_").is_some_and(|rest| {
+        !rest.is_empty()
+            && (rest.ends_with("_start")
+                || rest.ends_with("_end")
+                || matches!(
+                    rest,
+                    "log" | "evaluate" | "save" | "predict" | "prediction_step"
+                ))
+    });
+    dispatch || hook
+}
+
 fn is_lightning_closure(norm: &str, name: &str) -> bool {
     let lightning = under(norm, "lightning").is_some()
         || under(norm, "pytorch_lightning").is_some()
@@ -268,6 +303,12 @@ fn torch_role(t: &str, name: &str) -> FrameRole {
     }
     if t == "utils/checkpoint.py" {
         r |= FrameRole::CHECKPOINT;
+    }
+    if t == "nn/modules/module.py" && name == "inner" {
+        r |= FrameRole::HOOK_DISPATCH;
+    }
+    if t == "utils/hooks.py" {
+        r |= FrameRole::BACKWARD_HOOK;
     }
     r
 }
@@ -416,6 +457,55 @@ mod tests {
         assert!(op_role("torch::autograd::AccumulateGrad").intersects(FrameRole::BACKWARD));
         assert!(!op_role("aten::add_").intersects(FrameRole::BACKWARD));
         assert!(!op_role("aten::mse_loss_backward").intersects(FrameRole::BACKWARD));
+    }
+
+    #[test]
+    fn keeping_mechanism_roles() {
+        let inner = frame_role(&format!("{T}nn/modules/module.py"), "inner", Torch);
+        assert!(inner.contains(FrameRole::HOOK_DISPATCH));
+        // A trace's stripped path reads the same; `_call_impl` is the call, not the dispatch.
+        assert!(frame_role("torch/nn/modules/module.py", "inner", User)
+            .contains(FrameRole::HOOK_DISPATCH));
+        assert!(
+            !frame_role(&format!("{T}nn/modules/module.py"), "_call_impl", Torch)
+                .intersects(FrameRole::HOOK_DISPATCH)
+        );
+        // A user's function named `inner` is not the dispatch.
+        assert!(!frame_role("/home/u/train.py", "inner", User).intersects(FrameRole::HOOK_DISPATCH));
+        assert!(frame_role(&format!("{T}utils/hooks.py"), "hook", Torch)
+            .contains(FrameRole::BACKWARD_HOOK));
+        for (file, name) in [
+            ("/home/u/train.py", "on_train_batch_end"),
+            ("/home/u/train.py", "on_step_end"),
+            ("/home/u/train.py", "on_log"),
+            (
+                "/x/site-packages/lightning/pytorch/trainer/call.py",
+                "_call_callback_hooks",
+            ),
+            (
+                "/x/site-packages/transformers/trainer_callback.py",
+                "call_event",
+            ),
+        ] {
+            assert!(
+                frame_role(file, name, User).contains(FrameRole::CALLBACK),
+                "{name}"
+            );
+        }
+        for (file, name) in [
+            ("/home/u/train.py", "on_"),
+            ("/home/u/train.py", "one_step_end"),
+            ("/home/u/train.py", "on_device"),
+            (
+                "/x/site-packages/lightning/pytorch/trainer/call.py",
+                "_call_lightning_module_hook",
+            ),
+        ] {
+            assert!(
+                !frame_role(file, name, User).intersects(FrameRole::CALLBACK),
+                "{name}"
+            );
+        }
     }
 
     fn stack(frames: &[(&str, &str)]) -> StackRoles {

@@ -519,3 +519,52 @@ pub fn graph_fix(g: &crate::analysis::graph::GraphGrowth) -> &'static str {
          `torch.no_grad()`"
     }
 }
+
+/// The holder of a leak in words, its line first where the evidence names it: `the forward
+/// hook `keep_activation` (fixtures/generate.py, starting at line 551) on the module whose
+/// `forward` runs at linear.py:130`, `the callback `on_train_batch_end` at
+/// train.py:77`, or where the stack shows the mechanism but not its line, `a forward hook on
+/// the module whose `forward` runs at linear.py:134: its line is not in the allocation stack; look
+/// for `register_forward_hook``.
+pub fn holder_named(k: &crate::analysis::leaks::KeptBy) -> String {
+    use crate::analysis::leaks::Mechanism;
+    let what = match k.mechanism {
+        Mechanism::ForwardHook => "forward hook",
+        Mechanism::BackwardHook => "backward hook",
+        Mechanism::Callback => "callback",
+        Mechanism::Closure => "closure",
+    };
+    let module = k
+        .module
+        .as_ref()
+        .map(|m| {
+            format!(
+                " on the module whose `{}` runs at {}:{}",
+                m.function,
+                m.short_file(),
+                m.line
+            )
+        })
+        .unwrap_or_default();
+    match &k.site {
+        Some(s) if k.line_is_statement => {
+            format!(
+                "the {what} `{}` at {}:{}{module}",
+                s.function, s.file, s.line
+            )
+        }
+        Some(s) => format!(
+            "the {what} `{}` ({}, starting at line {}){module}",
+            s.function, s.file, s.line
+        ),
+        None => {
+            let look = match k.mechanism {
+                Mechanism::ForwardHook => "`register_forward_hook` / `register_forward_pre_hook`",
+                Mechanism::BackwardHook => "`register_full_backward_hook` / `Tensor.register_hook`",
+                Mechanism::Callback => "the callbacks passed to the trainer",
+                Mechanism::Closure => "the closure passed to `optimizer.step`",
+            };
+            format!("a {what}{module}: its line is not in the allocation stack; look for {look}")
+        }
+    }
+}

@@ -24,6 +24,7 @@ mod oom;
 mod plan;
 mod pools;
 mod replay;
+mod trace_views;
 mod verdict;
 mod whatif;
 
@@ -35,7 +36,7 @@ pub use labels::{
 };
 pub use leaks::{
     excluded_explanation, excluded_heading, freed_by_fix, graph_explanation, graph_fix,
-    leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
+    holder_named, leak_explanation, leak_fix, rule_explanation, rule_fix, trace_fix,
 };
 pub use notes::{
     graph_note, load_note, note, ranked_finding, reserved_excess, reserved_excess_fix,
@@ -50,6 +51,11 @@ pub use pools::{
     unknown_pool,
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
+pub use trace_views::{
+    devices_left_out, export_cut, graph_annotation, leak_annotation, no_such_step, no_trace_device,
+    peak_annotation, snapshot_needed, trace_at_values, trace_flame_title, trace_moment, trace_site,
+    SnapshotOnly, NO_TRACE_MEMORY, STEP_ON_SNAPSHOT,
+};
 pub use verdict::{no_leaks, no_memory_events, not_judged, verdict};
 pub(crate) use whatif::{bounded_bytes, twins};
 pub use whatif::{

@@ -94,16 +94,32 @@ fn evidence(v: &Verdict) -> String {
             extent,
             findings,
             irregular: None,
+            holder,
         } => {
             let released = if extent.released() {
                 format!(", {}", extent.label())
             } else {
                 String::new()
             };
+            // The line to change leads where the stack names it; the loop line is context.
+            let (at, tail) = match holder {
+                Some(k) if k.site.is_some() => (
+                    format!(
+                        " kept by {} (the line to change; the loop line is{})",
+                        super::leaks::holder_named(k),
+                        super::at_line(site)
+                    ),
+                    String::new(),
+                ),
+                Some(k) => (
+                    super::at_line(site),
+                    format!("; kept by {}", super::leaks::holder_named(k)),
+                ),
+                None => (super::at_line(site), String::new()),
+            };
             format!(
-                "memory leak on cuda:{device}: {}{} grows by {} per step over {steps} steps{released}{}",
+                "memory leak on cuda:{device}: {}{at} grows by {} per step over {steps} steps{released}{tail}{}",
                 kind.label(),
-                super::at_line(site),
                 bytes(*per_step_bytes),
                 findings_note(*findings)
             )
@@ -113,10 +129,19 @@ fn evidence(v: &Verdict) -> String {
             kind,
             site,
             kept_by,
+            holder,
             sites,
             steps,
             per_step_bytes,
-        } => trace_leak(*device, *kind, site, kept_by, *sites, *steps, *per_step_bytes),
+        } => trace_leak(
+            *device,
+            *kind,
+            site,
+            (kept_by, holder),
+            *sites,
+            *steps,
+            *per_step_bytes,
+        ),
         VerdictEvidence::GraphGrowth {
             nodes_per_step,
             op,
@@ -146,7 +171,7 @@ fn trace_leak(
     device: u32,
     kind: LeakKind,
     site: &Option<Site>,
-    kept_by: &Option<String>,
+    (kept_by, holder): (&Option<String>, &Option<crate::analysis::leaks::KeptBy>),
     sites: usize,
     steps: usize,
     per_step: u64,
@@ -155,10 +180,16 @@ fn trace_leak(
         .as_ref()
         .map(|s| format!(" made in {} ({})", s.function, s.file))
         .unwrap_or_default();
-    let kept = kept_by
-        .as_ref()
-        .map(|k| format!(" kept by the loop in {k}"))
-        .unwrap_or_default();
+    // The holder the stack shows leads (the line to change), the loop is context.
+    let kept = match (holder, kept_by) {
+        (Some(h), Some(k)) => format!(
+            " kept by {} (the loop is in {k})",
+            super::leaks::holder_named(h)
+        ),
+        (Some(h), None) => format!(" kept by {}", super::leaks::holder_named(h)),
+        (None, Some(k)) => format!(" kept by the loop in {k}"),
+        (None, None) => String::new(),
+    };
     let more = if sites > 1 {
         format!(" and {} more site(s)", sites - 1)
     } else {

@@ -518,6 +518,24 @@ pub(super) fn loop_frame(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Optio
 }
 
 /// The line of `func` in a stack (the loop body's line the memory came from).
+/// The holder a snapshot's stack shows between the loop line and the allocation
+/// ([`super::kept_by`]).
+fn kept_by_of(stacks: &Stacks, s: StackId, loop_line: Option<&Site>) -> Option<super::KeptBy> {
+    let frames: Vec<super::kept_by::Framed> = stacks
+        .frames(s)
+        .iter()
+        .map(|&f| {
+            let fr = stacks.frame(f);
+            super::kept_by::Framed {
+                role: fr.role,
+                kind: fr.kind,
+                site: Site::from_frame(stacks, fr),
+            }
+        })
+        .collect();
+    super::kept_by::from_stack(&frames, loop_line).map(|(k, _)| k)
+}
+
 pub(super) fn line_in(stacks: &Stacks, s: StackId, func: (Sym, Sym)) -> Option<Site> {
     stacks.frames(s).iter().rev().find_map(|&f| {
         let fr = stacks.frame(f);
@@ -937,6 +955,7 @@ pub(super) fn group(
         let last_step = step(bounds[main.window.end].1);
         let heaviest = heaviest[m];
         let (extent, release) = extents[m].clone();
+        let kept_by = kept_by_of(&snap.stacks, heaviest, main_loop.as_ref());
         out.push(Leak {
             kind: mat.kind,
             extent,
@@ -946,6 +965,7 @@ pub(super) fn group(
             line_known: true,
             allocation_site: ev.site.clone(),
             cause_site,
+            kept_by,
             confidence,
             live_bytes: main.live_bytes,
             freed_by_fix_at_least: Some(

@@ -111,6 +111,7 @@ pub(super) fn leak(
         line_known: true,
         allocation_site,
         cause_site: None,
+        kept_by: None,
         confidence: Confidence::Medium,
         live_bytes: c.live_bytes,
         freed_by_fix_at_least: Some(d.grown_bytes()),

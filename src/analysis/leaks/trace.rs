@@ -150,6 +150,7 @@ fn finding(gs: &[&LiveGrowth], n_steps: usize, steps: &[String]) -> Leak {
                 .as_ref()
                 .is_none_or(|m| (&m.file, &m.function) != (&k.file, &k.function))
         }),
+        kept_by: gs.iter().find_map(|g| g.kept_by.clone()),
         confidence: judged.confidence,
         live_bytes: main_bytes,
         freed_by_fix_at_least: None,

@@ -44,7 +44,7 @@ pub struct Html<'a> {
 /// Escapes text for HTML (the one rule is [`crate::escape::html`]).
 pub use crate::escape::html as esc;
 
-const CSS: &str = r#"
+pub(crate) const CSS: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
 main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d5d9e0;padding-bottom:4px}

@@ -403,6 +403,13 @@ fn write_leak(
         };
         writeln!(out, "  {what}: {}", st.cyan(&site(&l.cause_site)))?;
     }
+    if let Some(k) = &l.kept_by {
+        writeln!(
+            out,
+            "  kept by: {}",
+            st.cyan(&crate::wording::holder_named(k))
+        )?;
+    }
     if l.kind == crate::analysis::leaks::LeakKind::RetainedAttempt {
         writeln!(
             out,

@@ -17,6 +17,8 @@ use inferno::flamegraph::{self as fg, color::Color, Palette};
 use crate::analysis::analyzed::Resolved;
 use crate::analysis::categories::Classifier;
 use crate::analysis::replay::State;
+use crate::analysis::trace_report::LiveAt;
+use crate::analysis::TraceProduct;
 use crate::model::{BlockState, Device, FrameKind, Snapshot, StackId, Stacks};
 use crate::report::{Options as RenderOptions, Render};
 
@@ -298,4 +300,97 @@ fn write_note_svg(note: &str, out: &mut dyn Write) -> io::Result<()> {
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25" font-family="sans-serif" font-size="14">{note}</text></svg>"#
     )
+}
+
+/// The frames a trace's allocation is drawn under: its Python stack outermost first (for
+/// backward work the forward's, as the leak search reads it), then its ops from the outermost
+/// (`aten::linear`, `autograd::engine::evaluate_function: AddmmBackward0`) to the innermost.
+fn trace_line(p: &TraceProduct, i: usize, kinds: &mut HashMap<String, FrameKind>) -> String {
+    let t = &p.trace;
+    let mut out = String::new();
+    let mut push = |l: String, kind: FrameKind, out: &mut String| {
+        if !out.is_empty() {
+            out.push(';');
+        }
+        out.push_str(&l);
+        kinds.entry(l).or_insert(kind);
+    };
+    let frames: Vec<&crate::model::Frame> = t
+        .stacks
+        .frames(p.stack_of_event(i))
+        .iter()
+        .rev()
+        .map(|&f| t.stacks.frame(f))
+        .filter(|f| t.frame_kind(f) != FrameKind::Native)
+        .collect();
+    let half = MAX_FLAME_DEPTH / 2;
+    for (k, f) in frames.iter().enumerate() {
+        if frames.len() > MAX_FLAME_DEPTH && k >= half && k < frames.len() - half {
+            if k == half {
+                let n = frames.len() - 2 * half;
+                push(format!("[{n} frames]"), FrameKind::Python, &mut out);
+            }
+            continue;
+        }
+        push(frame_label(&t.stacks, f), t.frame_kind(f), &mut out);
+    }
+    let mut ops = Vec::new();
+    let mut cur = t.memory[i].op;
+    while let Some(o) = cur {
+        if ops.len() >= MAX_FLAME_DEPTH {
+            break;
+        }
+        ops.push(o);
+        cur = t.op(o).parent;
+    }
+    if frames.is_empty() && ops.is_empty() {
+        push(NO_PYTHON.into(), FrameKind::Native, &mut out);
+    }
+    for o in ops.iter().rev() {
+        push(clean(t.op_name(*o)), FrameKind::Native, &mut out);
+    }
+    out
+}
+
+/// A box for what was in use at the moment but allocated before the profiler started: the
+/// trace holds no stack for it.
+pub const BEFORE_TRACE: &str = "[allocated before the trace began]";
+
+/// Folds the live memory of a trace's device at a moment ([`TraceProduct::live_at`]).
+pub fn fold_trace(p: &TraceProduct, live: &LiveAt, by: By) -> Folded {
+    let t = &p.trace;
+    let mut kinds = HashMap::new();
+    let mut acc: BTreeMap<String, u64> = BTreeMap::new();
+    for &i in &live.live {
+        let bytes = t.memory[i].bytes.max(0) as u64;
+        let line = match by {
+            By::Site => {
+                let stack = p.stack_of_event(i);
+                match t.user_frame(stack) {
+                    Some(f) => {
+                        let l = frame_label(&t.stacks, f);
+                        kinds.entry(l.clone()).or_insert(FrameKind::User);
+                        l
+                    }
+                    None => {
+                        kinds.insert(NO_PYTHON.into(), FrameKind::Native);
+                        NO_PYTHON.into()
+                    }
+                }
+            }
+            // A trace has no categories: the op stack is the finest grouping it has.
+            By::Stack | By::Category => trace_line(p, i, &mut kinds),
+        };
+        *acc.entry(line).or_default() += bytes;
+    }
+    let before = live.before_trace_bytes.unwrap_or(0);
+    if before > 0 {
+        kinds.insert(BEFORE_TRACE.into(), FrameKind::Python);
+        acc.insert(BEFORE_TRACE.into(), before);
+    }
+    Folded {
+        lines: acc.into_iter().filter(|(_, b)| *b > 0).collect(),
+        kinds,
+        total_bytes: live.live_bytes + before,
+    }
 }

@@ -5,3 +5,5 @@
 pub mod chart;
 pub mod flamegraph;
 pub mod perfetto;
+pub mod trace_page;
+pub mod trace_perfetto;
