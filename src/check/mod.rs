@@ -33,7 +33,7 @@ pub use typed::summarize;
 
 /// `/2`: per-run rank groups (`groups`) replace `/1`'s `ranks` and `imbalance`, and leak
 /// rules SKIP where the capture cannot support a judgement.
-pub const CHECK_SCHEMA: &str = "memscope.check/2";
+pub const CHECK_SCHEMA: &str = "memscope.check/3";
 
 /// How many evidence lines a failure keeps.
 const EVIDENCE: usize = 3;
@@ -174,7 +174,7 @@ pub struct FileResult {
     pub skipped: Vec<String>,
 }
 
-/// Everything `memscope check` found: the `memscope.check/2` JSON document.
+/// Everything `memscope check` found: the `memscope.check/3` JSON document.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     pub schema: &'static str,

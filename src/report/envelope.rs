@@ -3,7 +3,7 @@
 //!
 //! Agents and scripts read any memscope JSON the same way: check `envelope`, see which
 //! `command` made it from which `inputs`, read `data` (whose own `schema` names its shape:
-//! `memscope.report/1`, `memscope.check/2`, ...) and `errors`. A command that fails still
+//! `memscope.report/1`, `memscope.check/3`, ...) and `errors`. A command that fails still
 //! writes an envelope, with `data: null` and its errors, so a caller never has to parse the
 //! human message on stderr. The documents inside `data` are the commands' own, unchanged:
 //! each command hands its document to [`write`], and nothing else writes an envelope.

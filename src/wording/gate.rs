@@ -82,11 +82,11 @@ pub fn no_oom_record(reason: NotJudged) -> Option<&'static str> {
 // Each rule of `check` returns a [`Reason`]: a figure held to a limit ([`Reason::Within`],
 // [`Reason::Over`]), a count rule's own outcome (OOMs recorded, a leak found, an OOM a leak
 // caused, ...), or a SKIP with its typed [`Skip`] reason. The gate keeps the reason beside the
-// sentence said here (`memscope.check/2`'s `reason`, by [`Reason::code`]), so a reader of the
+// sentence said here (`memscope.check/3`'s `reason`, by [`Reason::code`]), so a reader of the
 // JSON never parses the message. `wording` sits below `check`: these types are the gate's
 // vocabulary, filled by its rules from the summaries' typed figures.
 
-/// What a rule measures, for formatting values (`memscope.check/2`'s `unit`).
+/// What a rule measures, for formatting values (`memscope.check/3`'s `unit`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
@@ -332,7 +332,7 @@ pub enum Skip {
 }
 
 impl Skip {
-    /// The stable snake_case code of `memscope.check/2`'s `reason`.
+    /// The stable snake_case code of `memscope.check/3`'s `reason`.
     pub fn code(&self) -> &'static str {
         match self {
             Skip::NoDeviceMemory => "no_device_memory",
@@ -429,7 +429,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// The stable snake_case code of `memscope.check/2`'s `reason`.
+    /// The stable snake_case code of `memscope.check/3`'s `reason`.
     pub fn code(&self) -> &'static str {
         match self {
             Reason::Within(_) => "within_limit",

@@ -690,7 +690,7 @@ fn snapshot_check_json() {
     let Some(r) = sample_report() else { return };
     let s = to_string(&CheckJson, &r, &Options::default());
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
-    assert_eq!(v["schema"], "memscope.check/2");
+    assert_eq!(v["schema"], "memscope.check/3");
     // Every file's peak to the byte, as memory_stats() read it after the dump.
     for n in ["clean", "leak_val_no_grad", "leak_oom"] {
         let peak = truth::stat(n, "allocated_bytes.all.peak");

@@ -922,7 +922,7 @@ fn diff_of_traces_does_not_claim_no_site_grew() {
     assert!(d.sites_recorded && d.largest_growth.is_some());
 }
 
-/// `memscope.check/2`'s `reason`: each message's outcome as a stable code, typed where the
+/// `memscope.check/3`'s `reason`: each message's outcome as a stable code, typed where the
 /// message is words. The OOM rule's code follows the capture's own `num_ooms`
 /// (`torch.cuda.memory_stats()`, in `fixtures/*.stats.json`); a limit's code follows its status;
 /// a SKIP's code names why, as its message does.

@@ -171,7 +171,7 @@ fn check_names_captures_baselines_and_the_config() {
             json!({"path": base_s, "role": "baseline", "kind": "baseline", "bytes": size(base_s)}),
             json!({"path": cfg_s, "role": "config", "kind": "config", "bytes": size(cfg_s)}),
         ],
-        "memscope.check/2",
+        "memscope.check/3",
     );
     assert_eq!(e["data"]["passed"], true, "{e:#}");
 
@@ -478,7 +478,7 @@ fn the_documentation_lists_every_schema_and_error_kind() {
     for s in [
         "memscope/1",
         "memscope.report/1",
-        "memscope.check/2",
+        "memscope.check/3",
         "memscope.diff/1",
         "memscope.plan/1",
         "memscope.whatif/1",

@@ -2,7 +2,7 @@
 //! the names users see to the rule types).
 //!
 //! A [`RuleId`] is what every output names a rule by (`oom`, `max-peak`, `baseline-live`, ...):
-//! the text's rule column, the `memscope.check/2` JSON's `rule`, JUnit's test case, the
+//! the text's rule column, the `memscope.check/3` JSON's `rule`, JUnit's test case, the
 //! annotation's title. `--fail-on` names the findings that fail outright by the same ids
 //! ([`super::super::FailOn::rule`]).
 

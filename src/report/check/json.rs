@@ -1,4 +1,4 @@
-//! JSON of `memscope check` (`memscope.check/2`) and `memscope diff` (`memscope.diff/1`):
+//! JSON of `memscope check` (`memscope.check/3`) and `memscope diff` (`memscope.diff/1`):
 //! the documents' own `Serialize`, pretty-printed. The binary writes the same documents as the
 //! `data` of the `memscope/1` envelope (`crate::report::envelope`).
 
@@ -9,7 +9,7 @@ use crate::check::CheckReport;
 use crate::report::envelope::InEnvelope;
 use crate::report::{Options, Render};
 
-/// `memscope.check/2`, pretty-printed.
+/// `memscope.check/3`, pretty-printed.
 pub struct CheckJson;
 
 impl Render<CheckReport> for CheckJson {

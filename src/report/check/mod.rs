@@ -3,7 +3,7 @@
 //!
 //! - [`text`]: human text of `check` ([`CheckText`]) and `diff` ([`DiffText`]);
 //! - [`markdown`]: `diff --format markdown`, for `$GITHUB_STEP_SUMMARY` ([`DiffMarkdown`]);
-//! - [`json`]: `memscope.check/2` ([`CheckJson`]) and `memscope.diff/1` ([`DiffJson`]), alone
+//! - [`json`]: `memscope.check/3` ([`CheckJson`]) and `memscope.diff/1` ([`DiffJson`]), alone
 //!   or inside the envelope;
 //! - [`junit`]: JUnit XML ([`Junit`]);
 //! - [`github`]: GitHub Actions annotations ([`GithubAnnotations`]) and a step-summary
