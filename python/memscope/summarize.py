@@ -27,11 +27,12 @@ import os
 import subprocess
 from typing import Iterable, Sequence
 
+from memscope import _sql
 from memscope._find_bin import find_memscope_bin
 
 __all__ = ["summarize", "reduce", "QUERIES"]
 
-# The shipped queries, by name (sql/<name>.sql).
+# The shipped queries, by name (sql/<name>.sql, embedded in `memscope._sql` by sql/embed.py).
 QUERIES = ("imbalance", "first_oom", "far_above_median", "shared_leaks", "site_spread")
 
 
@@ -75,15 +76,6 @@ def summarize(
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
-def _sql_dir() -> str:
-    """The shipped queries: beside this package in a source checkout, or in the package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.path.join(here, "sql"), os.path.join(here, "..", "..", "sql")):
-        if os.path.isfile(os.path.join(d, "imbalance.sql")):
-            return os.path.normpath(d)
-    raise FileNotFoundError("the memscope SQL queries (sql/*.sql) are not installed here")
-
-
 def views_sql(out: str | os.PathLike, fmt: str = "parquet") -> list[str]:
     """DuckDB's views of the tables over `out` (the only engine-specific SQL: the queries
     themselves read the views `rank_summary`, `site_at_peak`, `step_series`, `leak_site`)."""
@@ -119,11 +111,9 @@ def reduce(
             # No file of this table (no ranks leaked, say): an empty view of its columns.
             name = s.split()[4]
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {_EMPTY[name]}")
-    sql = _sql_dir()
     res = {}
     for q in queries:
-        with open(os.path.join(sql, f"{q}.sql"), encoding="utf-8") as f:
-            cur = con.execute(f.read())
+        cur = con.execute(_sql.QUERIES[q])
         cols = [d[0] for d in cur.description]
         res[q] = [dict(zip(cols, row)) for row in cur.fetchall()]
     return res
