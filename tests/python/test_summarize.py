@@ -69,6 +69,15 @@ class Summarize(unittest.TestCase):
         self.assertIsNone(rows[3]["peak_allocated_bytes"])
         files = sorted(glob.glob(os.path.join(out, "job=bridge", "step=3", "rank=*", "*.jsonl")))
         self.assertIn("rank=7", files[-1])
+        # site_id is the documented FNV-1a of rel_path, function and line: any engine recomputes it.
+        sites = [json.loads(l) for f in files if "site_at_peak" in os.path.basename(f) for l in read(f).splitlines()]
+        named = [s for s in sites if s["site_id"] is not None]
+        self.assertTrue(named)
+        for s in named:
+            h = 0xCBF29CE484222325
+            for b in f"{s['rel_path']}\0{s['function']}\0{s['line']}".encode():
+                h = ((h ^ b) * 0x100000001B3) % (1 << 64)
+            self.assertEqual(s["site_id"], f"{h:016x}")
         # Idempotent: the same captures give the same files, byte for byte.
         before = {f: read(f) for f in files}
         memscope.summarize(BRIDGE + [missing], out, fmt="jsonl", job="bridge", step="3")
