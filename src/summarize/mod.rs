@@ -162,15 +162,16 @@ pub fn write_rows(out: &Path, rows: &Rows, format: Format) -> Result<Vec<PathBuf
     Ok(written)
 }
 
-/// Writes `path` through a temporary file beside it and a rename: a reader never sees half a file.
+/// Writes `path` through a temporary file beside it and a rename: a reader never sees half a
+/// file. No fsync: a file lost to a crash is made again by running the map again (it is
+/// idempotent), and a sync per file made the map wait on the disk four times per capture.
 fn write_atomically(
     path: &Path,
     body: impl FnOnce(&mut std::fs::File) -> Result<(), SummariesError>,
 ) -> Result<(), SummariesError> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let mut f = std::fs::File::create(&tmp).map_err(|e| SummariesError::io(&tmp, e))?;
-    let r = body(&mut f).and_then(|()| f.sync_all().map_err(|e| SummariesError::io(&tmp, e)));
-    if let Err(e) = r {
+    if let Err(e) = body(&mut f) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }

@@ -124,8 +124,18 @@ fn write_column(
     Ok(())
 }
 
-/// Reads a Parquet file of `table` back into JSON objects, one per row.
+/// Reads a Parquet file of `table` back into JSON objects, one per row. The file is anyone's:
+/// a panic of the Parquet decoder on a malformed file is that file's error, not the process'.
 pub fn read(table: Table, path: &Path) -> Result<Vec<Value>, SummariesError> {
+    std::panic::catch_unwind(|| read_unguarded(table, path)).unwrap_or_else(|_| {
+        Err(SummariesError::Malformed {
+            path: path.display().to_string(),
+            what: "the Parquet decoder failed on this file".into(),
+        })
+    })
+}
+
+fn read_unguarded(table: Table, path: &Path) -> Result<Vec<Value>, SummariesError> {
     let f = File::open(path).map_err(|e| SummariesError::io(path, e))?;
     let len = f.metadata().map_err(|e| SummariesError::io(path, e))?.len();
     if len > MAX_FILE_BYTES {

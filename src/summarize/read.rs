@@ -19,6 +19,10 @@ use super::SummariesError;
 /// Entries a walk reads at most.
 pub const MAX_ENTRIES: usize = 1_000_000;
 
+/// Rows read from one directory at most, over all its files and tables (100,000 ranks of about
+/// 15 rows): what bounds the whole read, however many files hold them.
+pub const MAX_TOTAL_ROWS: usize = 1_500_000;
+
 /// All the rows under a directory.
 #[derive(Clone, Debug, Default)]
 pub struct Summaries {
@@ -129,6 +133,7 @@ pub fn read_dir(dir: &Path) -> Result<Summaries, SummariesError> {
     let mut files = Vec::new();
     walk(dir, &mut files, &mut 0)?;
     let mut s = Summaries::default();
+    let mut total = 0usize;
     for f in files {
         let name = f
             .file_name()
@@ -144,6 +149,13 @@ pub fn read_dir(dir: &Path) -> Result<Summaries, SummariesError> {
         } else {
             continue;
         };
+        total += rows.len();
+        if total > MAX_TOTAL_ROWS {
+            return Err(SummariesError::TooLarge {
+                path: dir.display().to_string(),
+                limit: MAX_TOTAL_ROWS as u64,
+            });
+        }
         match table {
             Table::RankSummary => s.rank.extend(typed(&f, rows)?),
             Table::SiteAtPeak => s.sites.extend(typed(&f, rows)?),

@@ -216,3 +216,44 @@ fn hostile_summaries_are_refused() {
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn damaged_parquet_is_an_error_never_a_crash() {
+    let out = tmp("damaged");
+    let caps = captures("bridge");
+    let mut args = vec!["summarize", "-o", out.to_str().unwrap()];
+    args.extend(caps.iter().map(String::as_str));
+    ok(&memscope(&args));
+    let file = walk(&out)
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("rank=2") && p.to_string_lossy().contains("rank_summary"))
+        .unwrap();
+    let good = std::fs::read(&file).unwrap();
+    let (mut refused, mut read_back) = (0, 0);
+    // A fixed generator: the same damage on every run.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..300 {
+        let mut bad = good.clone();
+        if i % 3 == 0 {
+            bad.truncate((next() as usize) % good.len());
+        } else {
+            for _ in 0..1 + i % 4 {
+                let at = (next() as usize) % bad.len();
+                bad[at] = next() as u8;
+            }
+        }
+        std::fs::write(&file, &bad).unwrap();
+        match read::read_dir(&out) {
+            Ok(_) => read_back += 1,
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(refused > 100, "{refused} refused, {read_back} read");
+    std::fs::remove_dir_all(&out).unwrap();
+}
