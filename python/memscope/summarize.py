@@ -76,20 +76,27 @@ def summarize(
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
+def _glob(out: str, table: str, fmt: str) -> str:
+    """The files of `table` under `out`, at the layout's fixed depth (`job=/step=/rank=`): a
+    fixed-depth pattern lists 10,000 ranks' files several times faster than `**`."""
+    base = os.path.basename(os.path.normpath(out))
+    depth = 2 if base.startswith("job=") else 1 if base.startswith("step=") else 3
+    return "/".join([out.rstrip("/")] + ["*"] * depth + [f"{table}-*.{fmt}"])
+
+
 def views_sql(out: str | os.PathLike, fmt: str = "parquet") -> list[str]:
-    """DuckDB's views of the tables over `out` (the only engine-specific SQL: the queries
-    themselves read the views `rank_summary`, `site_at_peak`, `step_series`, `leak_site`)."""
-    out = os.fspath(out).replace("'", "''")
+    """DuckDB's tables of the summaries under `out` (the only engine-specific SQL: the queries
+    themselves read `rank_summary`, `site_at_peak`, `step_series`, `leak_site`). Each is read
+    once into a table: the queries then scan memory, not thousands of small files again."""
     reader = "read_parquet" if fmt == "parquet" else "read_json_auto"
     stmts = []
     for t in ("rank_summary", "site_at_peak", "step_series", "leak_site"):
+        path = _glob(os.fspath(out), t, fmt).replace("'", "''")
         # hive_partitioning off: every file holds its job, step and rank as columns already.
         opts = "hive_partitioning = false, union_by_name = true"
         if fmt == "jsonl":
-            opts = "format = 'newline_delimited', union_by_name = true, hive_partitioning = false"
-        stmts.append(
-            f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM {reader}('{out}/**/{t}-*.{fmt}', {opts})"
-        )
+            opts = "format = 'newline_delimited', " + opts
+        stmts.append(f"CREATE OR REPLACE TABLE {t} AS SELECT * FROM {reader}('{path}', {opts})")
     return stmts
 
 
@@ -110,7 +117,7 @@ def reduce(
         except duckdb.IOException:
             # No file of this table (no ranks leaked, say): an empty view of its columns.
             name = s.split()[4]
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS {_EMPTY[name]}")
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS {_EMPTY[name]}")
     res = {}
     for q in queries:
         cur = con.execute(_sql.QUERIES[q])
