@@ -53,7 +53,10 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memscope-it-summarize-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "memscope-it-summarize-{}-{name}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -139,12 +142,22 @@ fn an_unreadable_capture_is_a_row_and_the_batch_goes_on() {
     std::fs::write(&nameless, b"junk").unwrap();
     let o = out.join("rows");
     let caps = captures("bridge");
-    let mut args: Vec<&str> = vec!["summarize", "-o", o.to_str().unwrap(), "--format", "jsonl", "--rows"];
+    let mut args: Vec<&str> = vec![
+        "summarize",
+        "-o",
+        o.to_str().unwrap(),
+        "--format",
+        "jsonl",
+        "--rows",
+    ];
     args.extend(caps.iter().map(String::as_str));
     let paths = [&cut, &junk, &missing, &nameless].map(|p| p.to_str().unwrap().to_owned());
     args.extend(paths.iter().map(String::as_str));
     let stdout = ok(&memscope(&args));
-    let rows: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let status: Vec<(Value, &str)> = rows
         .iter()
         .map(|r| (r["rank"].clone(), r["status"].as_str().unwrap()))
@@ -169,9 +182,15 @@ fn an_unreadable_capture_is_a_row_and_the_batch_goes_on() {
     assert!(err.contains("rank 5") && err.contains("truncated"), "{err}");
     assert!(err.contains("rank unknown"), "{err}");
     // Idempotent: a second run leaves the same bytes.
-    let before: Vec<(PathBuf, Vec<u8>)> = walk(&o).into_iter().map(|p| (p.clone(), std::fs::read(p).unwrap())).collect();
+    let before: Vec<(PathBuf, Vec<u8>)> = walk(&o)
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(p).unwrap()))
+        .collect();
     ok(&memscope(&args));
-    let mut after: Vec<(PathBuf, Vec<u8>)> = walk(&o).into_iter().map(|p| (p.clone(), std::fs::read(p).unwrap())).collect();
+    let mut after: Vec<(PathBuf, Vec<u8>)> = walk(&o)
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(p).unwrap()))
+        .collect();
     let mut before = before;
     before.sort();
     after.sort();
@@ -212,7 +231,14 @@ fn hostile_summaries_are_refused() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("several jobs or steps"));
     ok(&memscope(&["analyze", out.join("job=a").to_str().unwrap()]));
     // A job name is a directory's name: nothing that climbs out.
-    let o = memscope(&["summarize", "-o", out.to_str().unwrap(), "--job", "../x", &caps[0]]);
+    let o = memscope(&[
+        "summarize",
+        "-o",
+        out.to_str().unwrap(),
+        "--job",
+        "../x",
+        &caps[0],
+    ]);
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -226,7 +252,9 @@ fn damaged_parquet_is_an_error_never_a_crash() {
     ok(&memscope(&args));
     let file = walk(&out)
         .into_iter()
-        .find(|p| p.to_string_lossy().contains("rank=2") && p.to_string_lossy().contains("rank_summary"))
+        .find(|p| {
+            p.to_string_lossy().contains("rank=2") && p.to_string_lossy().contains("rank_summary")
+        })
         .unwrap();
     let good = std::fs::read(&file).unwrap();
     let (mut refused, mut read_back) = (0, 0);
