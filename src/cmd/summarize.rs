@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use anyhow::Context;
-use memscope::job::from_summaries;
 use memscope::report::envelope::{InEnvelope, Role};
 use memscope::report::{self, Render};
 use memscope::summarize::{self as sum, Format, Given};
@@ -68,7 +67,7 @@ pub fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Resu
     let dir = &args.files[0];
     s.given(dir, Role::Input);
     let rows = sum::read::read_dir(dir)?;
-    let from = from_summaries::job(rows)?;
+    let from = sum::job::job(rows)?;
     for r in &from.failed {
         let rank = r
             .rank

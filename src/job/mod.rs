@@ -27,7 +27,6 @@ use crate::check::InputSummary;
 use crate::rank_name::RankPattern;
 use crate::wording::job::{self as words, JobVerdict, RankPeak, Spread};
 
-pub mod from_summaries;
 pub mod lines;
 pub mod table;
 
@@ -320,7 +319,7 @@ impl Job {
 
     /// The job of ranks' figures (sorted by rank), each rank's sites at its peak given by
     /// `listed` (its top ones as its summary lists them): [`Job::new`]'s reduce, and the one
-    /// of a summaries directory ([`from_summaries`]).
+    /// of a summaries directory ([`crate::summarize::job`]).
     pub fn from_figures(
         ranks: Vec<RankFigures>,
         listed: impl Fn(u32) -> Option<Vec<SiteBytes>>,

@@ -16,11 +16,12 @@
 //! analysed at a time and its product dropped before the next ([`map`]): a batch's memory is
 //! that of its largest capture. The reduce is SQL over these files (`sql/`, docs/summaries.md);
 //! [`read`] reads them back for `memscope analyze OUT/`, whose job view is built from the rows
-//! alone ([`crate::job::from_summaries`]).
+//! alone ([`job`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod job;
 pub mod map;
 pub mod parquet;
 pub mod read;

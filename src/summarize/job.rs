@@ -11,9 +11,9 @@
 
 use std::collections::HashMap;
 
-use super::{Job, JobError, RankFigures, RankFrom};
-use crate::summarize::read::Summaries;
-use crate::summarize::{RankRow, Status};
+use super::read::Summaries;
+use super::{RankRow, Status};
+use crate::job::{Job, JobError, RankFigures, RankFrom};
 
 /// Why the rows make no job.
 #[derive(Debug, thiserror::Error)]
