@@ -32,6 +32,7 @@ pub mod query;
 pub mod rank_name;
 pub mod report;
 pub mod signals;
+pub mod summarize;
 pub mod tui;
 pub mod units;
 pub mod wording;

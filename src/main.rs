@@ -14,7 +14,8 @@ use clap::Parser;
 use cmd::cli::{self, AnalyzeArgs, Cli, Command, OutputFormat};
 use cmd::session::{self, Session};
 use cmd::{
-    analyze, baseline, check, diff, man, mcp, output, pictures, plan, query, run, tui, whatif,
+    analyze, baseline, check, diff, man, mcp, output, pictures, plan, query, run, summarize, tui,
+    whatif,
 };
 
 fn main() -> ExitCode {
@@ -54,6 +55,7 @@ fn run(cli: Cli, s: &mut Session) -> anyhow::Result<u8> {
         Some(Command::Analyze(args)) => analyze::analyze(&args, args.color.enabled(), s),
         Some(Command::Check(args)) => check::check(&args, args.color.enabled(), s),
         Some(Command::Baseline(args)) => baseline::baseline(&args),
+        Some(Command::Summarize(args)) => summarize::summarize(&args),
         Some(Command::Diff(args)) => diff::diff(&args, args.color.enabled(), s),
         Some(Command::Flamegraph(a)) => pictures::flamegraph(&a),
         Some(Command::Report(a)) => pictures::report(&a),

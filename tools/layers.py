@@ -36,8 +36,9 @@ LAYERS = [
     # another (job reads the gate's summaries; mcp reads query), but never in a circle.
     # `inputs` (the driver that reads the files `check`, `baseline` and `diff` are given into
     # the gate's summaries) sits among them: it uses `check` and `job`, and `report` and `mcp`
-    # say its errors.
-    ("views", ["check", "job", "inputs", "report", "query", "tui", "mcp"]),
+    # say its errors. `summarize` (the map step's tables, and the job view read back from them)
+    # uses `job`, `check` and `inputs`.
+    ("views", ["check", "job", "inputs", "report", "query", "tui", "mcp", "summarize"]),
 ]
 
 # Edges that are forbidden by name, whatever the layers say (issue #38's list).

@@ -7,10 +7,13 @@ The analysis is the `memscope` binary installed beside this package (`memscope -
   allocator's history and writes a snapshot when an `OutOfMemoryError` escapes (and on exit if
   asked);
 - the recorder `memscope run -- python train.py` injects (`memscope._recorder`);
-- `find_memscope_bin()`, the path of the binary.
+- `find_memscope_bin()`, the path of the binary;
+- `memscope.summarize(paths, out)` and `memscope.reduce(out)`: the map step of a large job (a
+  map function for Dask, Ray, Spark or a Slurm array task) and its SQL reduce on DuckDB.
 """
 
 from memscope._find_bin import MemscopeNotFound, find_memscope_bin
 from memscope.capture import capture
+from memscope.summarize import reduce, summarize
 
-__all__ = ["capture", "find_memscope_bin", "MemscopeNotFound"]
+__all__ = ["capture", "find_memscope_bin", "MemscopeNotFound", "summarize", "reduce"]

@@ -17,6 +17,11 @@ fn format<'a>(f: OutputFormat, answer: &'a InEnvelope<'a>) -> (&'a dyn Render<An
 }
 
 pub(crate) fn analyze(args: &AnalyzeArgs, color: bool, s: &mut Session) -> anyhow::Result<u8> {
+    if let [dir] = args.files.as_slice() {
+        if memscope::summarize::read::is_summaries_dir(dir) {
+            return crate::cmd::summarize::analyze(args, color, s);
+        }
+    }
     if crate::cmd::job::is_job(&args.files) {
         return crate::cmd::job::analyze(args, color, s);
     }

@@ -53,6 +53,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Write a small, stable summary of captures to commit and compare against.
     Baseline(BaselineArgs),
+    /// The map step of a large job: each capture's rows (rank_summary, site_at_peak,
+    /// step_series, leak_site) as Parquet or JSON Lines under OUT/job=J/step=S/rank=R/
+    /// (docs/summaries.md); `memscope analyze OUT/` and SQL reduce them.
+    Summarize(SummarizeArgs),
     /// What changed between two captures, or a capture and a baseline: peaks, sites, steps.
     Diff(DiffArgs),
     /// Draw live memory as a flamegraph (bytes, not samples): SVG, or folded stacks.
@@ -579,6 +583,41 @@ pub struct BaselineArgs {
     pub rank: Option<u32>,
     #[command(flatten)]
     pub ranks: RankPatternArg,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SummarizeArgs {
+    /// Captures (one per rank), or directories of them. A file that cannot be read is a row
+    /// with its status, not an error.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The directory the tables go under (`OUT/job=J/step=S/rank=R/<table>.<ext>`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// The tables' file format.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Parquet)]
+    pub format: SummaryFormat,
+    /// The job the rows belong to (letters, digits, `.`, `_`, `-`).
+    #[arg(long, default_value = "job")]
+    pub job: String,
+    /// The step (or snapshot round) the captures were taken at.
+    #[arg(long, default_value = "0")]
+    pub step: String,
+    /// With one capture: its rank (e.g. `--rank "$SLURM_PROCID"`), over its name or content.
+    #[arg(long)]
+    pub rank: Option<u32>,
+    /// The host the captures were written on (captures do not record it).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Also print each capture's rank_summary row on stdout, one JSON object a line.
+    #[arg(long)]
+    pub rows: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SummaryFormat {
+    Parquet,
+    Jsonl,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]

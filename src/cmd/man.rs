@@ -140,6 +140,17 @@ fn exit_status(sub: Option<&str>) -> Pairs {
                  to measure.",
             ),
         ],
+        Some("summarize") => &[
+            (
+                "0",
+                "Every capture has its rows, those that could not be read included (their \
+                 rank_summary row says why).",
+            ),
+            (
+                "2",
+                "An error: a bad flag or --job/--step name, an output that cannot be written.",
+            ),
+        ],
         Some("run") => &[
             (
                 "N",
@@ -323,6 +334,20 @@ fn examples(sub: Option<&str>) -> Pairs {
             "memscope completions bash > ~/.local/share/bash-completion/completions/memscope",
             "Bash completion.",
         )],
+        Some("summarize") => &[
+            (
+                "memscope summarize caps/rank*.pickle -o sums/ --job run17",
+                "Each rank's rows under sums/job=run17/step=0/rank=R/ (Parquet).",
+            ),
+            (
+                "memscope summarize caps/rank${SLURM_ARRAY_TASK_ID}.pickle -o sums/ --job $SLURM_JOB_ID",
+                "In a Slurm array, one task per rank (Python: memscope.summarize(paths, out)).",
+            ),
+            (
+                "memscope analyze sums/",
+                "The job view of the rows (docs/summaries.md has the SQL reduce).",
+            ),
+        ],
         Some("man") => &[
             (
                 "memscope man -o ~/.local/share/man/man1",

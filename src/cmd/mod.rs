@@ -16,6 +16,7 @@ pub mod plan;
 pub mod query;
 pub mod run;
 pub mod session;
+pub mod summarize;
 pub mod tui;
 pub mod whatif;
 

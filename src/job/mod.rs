@@ -269,13 +269,25 @@ impl Job {
     /// The job of `members` (as [`identify`] returns them).
     pub fn new(members: &[Member]) -> Job {
         let ranks: Vec<RankFigures> = members.iter().map(figures).collect();
+        Job::from_figures(ranks, |rank| {
+            let m = members.iter().find(|m| m.rank == rank)?;
+            Some(main_device(&m.summary)?.sites_at_peak.clone())
+        })
+    }
+
+    /// The job of ranks' figures (sorted by rank), each rank's sites at its peak given by
+    /// `listed` (its top ones as its summary lists them): [`Job::new`]'s reduce, and the one
+    /// of a summaries directory ([`crate::summarize::job`]).
+    pub fn from_figures(
+        ranks: Vec<RankFigures>,
+        listed: impl Fn(u32) -> Option<Vec<SiteBytes>>,
+    ) -> Job {
         let imbalance = imbalance(&ranks);
         let sites = imbalance.as_ref().and_then(|i| {
             // Each side's sites, and how many the summary listed (its top ones, or all).
             let side = |rank: u32| -> Option<(Vec<SiteBytes>, usize)> {
-                let m = members.iter().find(|m| m.rank == rank)?;
-                let listed = &main_device(&m.summary)?.sites_at_peak;
-                Some((same_code_sites(listed), listed.len()))
+                let listed = listed(rank)?;
+                Some((same_code_sites(&listed), listed.len()))
             };
             let ((low, low_listed), (high, high_listed)) = (side(i.min.rank)?, side(i.max.rank)?);
             let mut changes = site_changes(&low, &high);

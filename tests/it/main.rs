@@ -59,6 +59,7 @@ mod run_boot;
 mod run_cmd;
 mod run_fixtures;
 mod signals;
+mod summarize;
 mod trace_generations;
 mod trace_graph;
 mod trace_parallel;

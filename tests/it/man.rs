@@ -25,6 +25,7 @@ fn every_page_memscope_1_names_is_written_with_exit_status_and_examples() {
         "analyze",
         "check",
         "baseline",
+        "summarize",
         "diff",
         "flamegraph",
         "report",
