@@ -263,7 +263,13 @@ def section(binary):
              "that reading (so for them holdout4 is read, not unseen), and the band's width (5%) was measured on the "
              "four earlier sets with tools/plan_band.py, not on holdout4. The issue-39 changes do not move any peak (matching "
              "by Python frames and `--also` find the same terms on these captures); they change the column under the "
-             "cap, which now needs the replay to hold 5% either side of the cap before it says fit or OOM.", ""]
+             "cap, which now needs the replay to hold 5% either side of the cap before it says fit or OOM.", "",
+             "The workspace band (issue 39, item 1, after real runs of vgg_fp32 and lstm_fp32 at b16 to b128 in "
+             "fixtures/plan/cudnn39): with two captures, a convolution workspace whose two sizes fit no exact term is "
+             "paired by stack and order and grown on the line through its sizes in the `upper` column only; the "
+             "likelier `predicted` column keeps its one-capture size. Fits and the largest batch are judged on "
+             "`upper`; an OOM is said only where `predicted` fails too. Pairing those workspaces also moves the "
+             "alignment of the requests after them, which changed the two-capture `predicted` column of cnn (tuned set).", ""]
     sets = [("tuned on", PLAN)]
     hold = os.path.join(PLAN, "holdout")
     if os.path.exists(os.path.join(hold, "truth.json")):

@@ -138,6 +138,12 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
             p.convolution_requests
         ));
     }
+    if p.varying_workspaces > 0 {
+        out.push(format!(
+            "workspace band: {} cuDNN workspace requests changed size between the captures by no exact term (the algorithm is picked per shape, so two sizes are no law for a third): the upper figures grow them on the line through their sizes, fits and the largest batch are judged with them grown, and an OOM is said only where they fail at their recorded sizes too; in between the column says it cannot tell",
+            p.varying_workspaces
+        ));
+    }
     out.push(plan_band(p.band));
     out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
     out

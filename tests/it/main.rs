@@ -46,6 +46,7 @@ mod oom_device_first;
 mod pickle_reader;
 mod pictures;
 mod plan;
+mod plan_cudnn39;
 mod plan_issue39;
 mod plan_views;
 mod pools;

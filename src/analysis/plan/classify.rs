@@ -166,6 +166,7 @@ pub fn classify(
                     seq: us,
                 },
                 elastic: elastic.contains(&i),
+                varies: false,
             })
         })
         .collect()

@@ -158,6 +158,11 @@ pub struct Request {
     /// runs another algorithm that needs less, so under a cap the replay goes on without it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub elastic: bool,
+    /// Two captures: a workspace whose sizes fit no exact term (the algorithm picked changes
+    /// its request with the shape), replayed on the line through its sizes. Another shape's
+    /// algorithm can ask for another size: its error is carried as the plan's workspace band.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub varies: bool,
 }
 
 impl Request {
@@ -393,6 +398,11 @@ pub struct Plan {
     pub convolution_requests: usize,
     /// The error band the fit/OOM verdicts use.
     pub band: Band,
+    /// Two captures: cuDNN workspace requests whose sizes changed between the captures by no
+    /// exact term ([`Request::varies`]): the upper reading grows them on the line through
+    /// their sizes, so fits and the largest batch are judged with them grown, and an OOM only
+    /// where they fail at their one-capture size too.
+    pub varying_workspaces: usize,
     /// One capture whose two readings differ: the batch whose capture would settle them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_capture: Option<NextCapture>,
@@ -675,6 +685,7 @@ fn plan_device(
         seq_ambiguous,
         convolution_requests,
         band,
+        varying_workspaces: reqs.iter().flatten().filter(|r| r.varies).count(),
         next_capture,
     }
 }

@@ -164,11 +164,15 @@ impl Model<'_> {
                 &Op::Malloc { stream, .. } => {
                     let r = self.reqs[i];
                     let size = r.map_or(e.size, |r| {
-                        let g = match reading {
-                            Reading::Central => r.central,
-                            Reading::Upper => r.upper,
-                        };
-                        g.size(r.size, self.recorded, at)
+                        let c = r.central.size(r.size, self.recorded, at);
+                        match reading {
+                            Reading::Central => c,
+                            // A workspace of the band: whichever reading asks more.
+                            Reading::Upper if r.varies => {
+                                c.max(r.upper.size(r.size, self.recorded, at))
+                            }
+                            Reading::Upper => r.upper.size(r.size, self.recorded, at),
+                        }
                     });
                     // No device holds a request past 4 PiB (nor do the model's sums): it fails.
                     if size >= super::whatif::MAX_PLAUSIBLE {
@@ -228,11 +232,21 @@ impl Model<'_> {
         let scaled = |cap: u64, k: f64| (cap as f64 * k) as u64;
         // OOM only where both placements fail above the band, a fit only where both fit
         // below it.
+        // Where workspaces carry the band ([`Request::varies`]), an OOM also needs the
+        // likelier reading (their sizes as one capture read them) to fail: a batch between the
+        // two readings is no call.
+        let varies = self.reqs.iter().flatten().any(|r| r.varies);
+        let central_fails = |cap: u64| {
+            self.run_placed(at, Reading::Central, Some(cap), Order::Descending)
+                .oom_event
+                .is_some()
+        };
         let verdict =
             cap.zip(capped.as_ref())
                 .map(|(cap, r)| match (r.oom_event.is_some(), band) {
                     (true, b)
-                        if self.fails_either(at, scaled(cap, 1.0 + b.over)) == (true, true) =>
+                        if self.fails_either(at, scaled(cap, 1.0 + b.over)) == (true, true)
+                            && (!varies || central_fails(scaled(cap, 1.0 + b.over))) =>
                     {
                         Verdict::Oom
                     }
