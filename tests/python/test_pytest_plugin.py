@@ -17,7 +17,7 @@ from memscope import pytest_plugin  # noqa: E402
 
 LEAK = os.path.join(ROOT, "fixtures", "claims36", "ema_leak.pickle.gz")
 CLEAN = os.path.join(ROOT, "fixtures", "claims36", "ema_clean.pickle.gz")
-# The plugin's own captures from tests/python/gpu on an H200 (fixtures/pytest42/pytest_gpu.txt).
+# The plugin's own captures from fixtures/pytest42/test_gpu_plugin.py on an H200 (fixtures/pytest42/pytest_gpu.txt).
 GPU_LEAK = os.path.join(ROOT, "fixtures", "pytest42", "leaky_step.pickle.gz")
 GPU_CLEAN = os.path.join(ROOT, "fixtures", "pytest42", "clean_step.pickle.gz")
 
