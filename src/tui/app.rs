@@ -612,8 +612,9 @@ impl App {
         if y == 0 {
             // The tab bar: ` 1 Overview  2 Timeline ...`.
             let mut cx = 0u16;
-            for (i, v) in self.views().iter().enumerate() {
-                let w = tab_label(i, *v).chars().count() as u16;
+            let views: Vec<View> = self.views().to_vec();
+            for (v, t) in views.iter().zip(tab_labels(&views, self.width)) {
+                let w = t.chars().count() as u16;
                 if x >= cx && x < cx + w {
                     self.view = *v;
                     return;
@@ -631,6 +632,29 @@ impl App {
     }
 }
 
-pub fn tab_label(i: usize, v: View) -> String {
-    format!(" {} {} ", i + 1, v.title())
+/// The tab bar's labels for a screen `width` columns wide: ` 1 Overview `, or, where the whole
+/// bar does not fit, every title cut to the same longest length that fits (` 4 Sit `), down to
+/// the bare numbers (` 4 `). No tab vanishes: the number is the key that opens it.
+pub fn tab_labels(views: &[View], width: u16) -> Vec<String> {
+    let label = |i: usize, v: &View, max: usize| {
+        let t: String = v.title().chars().take(max).collect();
+        if t.is_empty() {
+            format!(" {} ", i + 1)
+        } else {
+            format!(" {} {} ", i + 1, t.trim_end())
+        }
+    };
+    let longest = views.iter().map(|v| v.title().chars().count()).max();
+    for max in (0..=longest.unwrap_or(0)).rev() {
+        let labels: Vec<String> = views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| label(i, v, max))
+            .collect();
+        let total: usize = labels.iter().map(|l| l.chars().count()).sum();
+        if total <= width as usize || max == 0 {
+            return labels;
+        }
+    }
+    Vec::new()
 }

@@ -15,7 +15,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use crate::job::table::{table_lines, SITE_ROWS};
+use crate::job::table::SITE_ROWS;
 use crate::job::Job;
 use crate::units::bytes;
 use crate::wording::job as words;
@@ -60,7 +60,7 @@ impl JobView {
         }
     }
 
-    fn lines(&self) -> Vec<Line<'static>> {
+    fn lines(&self, width: u16) -> Vec<Line<'static>> {
         let bold = Style::default().add_modifier(Modifier::BOLD);
         let mut out = vec![
             Line::from(Span::styled(
@@ -88,9 +88,10 @@ impl JobView {
             .max()
             .unwrap_or(0)
             .max(1);
-        let table = table_lines(&self.job);
-        // The bar goes in front of each row, so that it stays visible however narrow.
+        // The bar goes in front of each row, so that it stays visible however narrow; the
+        // columns give way by priority in the rest of the width.
         const BAR: usize = 12;
+        let table = super::rank_table::lines(&self.job, (width as usize).saturating_sub(BAR + 4));
         out.push(Line::raw(format!("  {:BAR$}  {}", "peak", table[0])));
         for (i, (row, r)) in table[1..].iter().zip(&self.job.ranks).enumerate() {
             let filled = (r.peak_allocated_bytes as f64 / top as f64 * BAR as f64).round() as usize;
@@ -183,7 +184,7 @@ impl Widget for &JobView {
         // Scrolled so that the selected rank's row (the 6th line and on) stays in view.
         let row = 5 + self.selected as u16;
         let scroll = (row + 2).saturating_sub(area.height);
-        Paragraph::new(self.lines())
+        Paragraph::new(self.lines(area.width))
             .scroll((scroll, 0))
             .render(area, buf);
     }

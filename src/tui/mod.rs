@@ -60,6 +60,7 @@ pub mod list;
 pub mod loaded;
 pub mod mode;
 pub mod overview_summary;
+pub mod rank_table;
 pub mod screen;
 pub mod sites;
 pub mod snapshot_mode;

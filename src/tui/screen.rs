@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Widget;
 
-use super::app::{tab_label, App};
+use super::app::{tab_labels, App};
 use super::help::HelpView;
 use super::layout::body;
 use super::widgets::{bold, dim, put};
@@ -53,8 +53,8 @@ impl Widget for &App {
         };
         // Tabs.
         let mut x = area.x;
-        for (i, v) in app.views().iter().enumerate() {
-            let t = tab_label(i, *v);
+        let views = app.views();
+        for (v, t) in views.iter().zip(tab_labels(views, area.width)) {
             let st = if *v == app.view() {
                 Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
             } else {

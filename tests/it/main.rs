@@ -70,6 +70,7 @@ mod truncated_trace;
 mod tui;
 mod tui_layout;
 mod tui_rough_edges;
+mod tui_sizes;
 mod tui_tmux;
 mod tui_trace;
 mod whatif;

@@ -1,0 +1,205 @@
+//! Every tab of a snapshot and of a trace at 40×12, 80×24 and 120×40 (issue #42, item 3): no tab
+//! vanishes from the tab bar on a small screen (its label is shortened instead, down to the
+//! number that opens it), the tab bar never runs past the screen, the view shown is the one
+//! asked for, and the status line is there. With `MEMSCOPE_TUI_DUMP=DIR` the 80×24 screens are
+//! also written to DIR (the closing note's pictures).
+
+use ratatui::crossterm::event::KeyCode;
+
+use crate::common::{code, key, load, screen};
+
+const SIZES: [(u16, u16); 3] = [(40, 12), (80, 24), (120, 40)];
+
+fn tab_row(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn check(fixture: &str) {
+    let app = load(fixture);
+    let titles: Vec<&str> = app.views().iter().map(|v| v.title()).collect();
+    assert!(titles.len() >= 5, "{fixture}: {titles:?}");
+    for (i, title) in titles.iter().enumerate() {
+        let k = char::from_digit(i as u32 + 1, 10).unwrap();
+        for (w, h) in SIZES {
+            let mut app = load(fixture);
+            key(&mut app, k);
+            assert_eq!(app.view().title(), *title);
+            let s = screen(&mut app, w, h);
+            let row = tab_row(&s);
+            assert!(
+                row.chars().count() <= w as usize,
+                "{fixture} {w}x{h}: {row:?}"
+            );
+            for n in 1..=titles.len() {
+                assert!(
+                    row.contains(&format!(" {n} ")),
+                    "{fixture} {title} {w}x{h}: tab {n} vanished: {row:?}"
+                );
+            }
+            if w >= 120 {
+                for t in &titles {
+                    assert!(
+                        row.contains(t),
+                        "{fixture} {w}x{h}: {t:?} not whole: {row:?}"
+                    );
+                }
+            }
+            let last = s.lines().nth(h as usize - 1).unwrap_or("");
+            assert!(
+                !last.trim().is_empty(),
+                "{fixture} {title} {w}x{h}: no status line\n{s}"
+            );
+            // Esc never quits, in every view and size.
+            code(&mut app, KeyCode::Esc);
+            assert!(!app.quit(), "{fixture} {title} {w}x{h}: Esc quit");
+            if (w, h) == (80, 24) {
+                if let Ok(dir) = std::env::var("MEMSCOPE_TUI_DUMP") {
+                    let name = format!(
+                        "{fixture}-{}-80x24.txt",
+                        title.to_lowercase().replace(' ', "_")
+                    );
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(std::path::Path::new(&dir).join(name), &s).unwrap();
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn snapshot_tabs_at_three_sizes() {
+    check("leak_oom.pickle");
+}
+
+#[test]
+fn trace_tabs_at_three_sizes() {
+    check("trace_hook_cache.trace.json.gz");
+}
+
+/// The shortened tab bar: at 40 columns every tab keeps its number.
+#[test]
+fn tab_labels_shorten_instead_of_vanishing() {
+    let app = load("leak_oom.pickle");
+    let labels = memscope::tui::app::tab_labels(app.views(), 40);
+    let total: usize = labels.iter().map(|l| l.chars().count()).sum();
+    assert!(total <= 40, "{labels:?}");
+    assert_eq!(labels.len(), app.views().len());
+    let full = memscope::tui::app::tab_labels(app.views(), 400);
+    assert_eq!(full[0], " 1 Overview ");
+}
+
+/// The ranks of one job (fixtures/ranks/bridge: three ranks, rank 2 ran out of memory), read
+/// as `memscope tui` reads several captures.
+fn bridge_job() -> memscope::job::Job {
+    let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ranks/bridge");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".pickle.gz"))
+        .collect();
+    files.sort();
+    let per = memscope::inputs::load_summaries_per_file(&files, true, &|_| {}).unwrap();
+    let mut summaries: Vec<_> = per.into_iter().flatten().collect();
+    for s in &mut summaries {
+        s.path = std::path::Path::new(&s.path)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+    }
+    memscope::job::Job::new(&memscope::job::identify(summaries, None).unwrap())
+}
+
+fn job_screen(view: &memscope::tui::job::JobView, w: u16, h: u16) -> String {
+    use ratatui::backend::TestBackend;
+    let mut t = ratatui::Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| f.render_widget(view, f.area())).unwrap();
+    let buf = t.backend().buffer().clone();
+    (0..h)
+        .map(|y| {
+            let l: String = (0..w).map(|x| buf[(x, y)].symbol()).collect();
+            format!("{}\n", l.trim_end())
+        })
+        .collect()
+}
+
+/// The rank table keeps its OOMs, leaks and verdict columns at 80 columns (issue 42: they were
+/// cut off at the screen's edge); the columns that give way are the less telling ones, and at
+/// 120 columns the file names are back. At 40 columns the rank and its peak stay. Rank 2's row
+/// says its OOM at every size where the column fits.
+#[test]
+fn rank_table_columns_give_way_by_priority() {
+    let view = memscope::tui::job::JobView::new(bridge_job());
+    let heading = |s: &str| -> String {
+        s.lines()
+            .find(|l| l.trim_start().starts_with("peak "))
+            .unwrap_or_else(|| panic!("no heading:\n{s}"))
+            .to_owned()
+    };
+    for (w, h) in SIZES {
+        let s = job_screen(&view, w, h);
+        assert!(s.lines().all(|l| l.chars().count() <= w as usize), "{s}");
+        let head = heading(&s);
+        assert!(
+            head.contains("rank") && head.contains("peak alloc"),
+            "{w}x{h}:\n{s}"
+        );
+        if w >= 80 {
+            for col in ["OOMs", "leaks", "verdict"] {
+                assert!(head.contains(col), "{w}x{h}: {col} lost:\n{s}");
+            }
+            // The rows are in rank order, each behind its bar.
+            let row2 = s
+                .lines()
+                .filter(|l| l.contains('█'))
+                .nth(2)
+                .unwrap_or_else(|| panic!("{w}x{h}: no row for rank 2:\n{s}"));
+            assert!(row2.contains("oom"), "{w}x{h}: {row2:?}\n{s}");
+        } else {
+            // Given way before anything above it in the priority.
+            assert!(!head.contains("reserved at end"), "{w}x{h}:\n{s}");
+        }
+        if w >= 120 {
+            assert!(head.contains("file"), "{w}x{h}:\n{s}");
+            assert!(s.contains("snapshot_oom_rank-2"), "{w}x{h}:\n{s}");
+        }
+        if (w, h) == (80, 24) {
+            if let Ok(dir) = std::env::var("MEMSCOPE_TUI_DUMP") {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(
+                    std::path::Path::new(&dir).join("ranks-bridge-80x24.txt"),
+                    &s,
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
+/// Tabs 4 and 5 (issue 42: they vanished at 40 columns) on the screen at each size: whole at
+/// 80 and 120 columns, at 40 shortened to the first letters of their titles, which still tell
+/// them apart, behind the number that opens them.
+#[test]
+fn tabs_4_and_5_are_on_the_screen_at_every_size() {
+    for fixture in ["leak_oom.pickle", "trace_hook_cache.trace.json.gz"] {
+        let titles: Vec<&str> = load(fixture).views().iter().map(|v| v.title()).collect();
+        for (w, h) in SIZES {
+            let mut app = load(fixture);
+            let s = screen(&mut app, w, h);
+            let row = tab_row(&s);
+            for n in [4, 5] {
+                let title = titles[n - 1];
+                let shown = if w >= 80 {
+                    title.to_owned()
+                } else {
+                    title.chars().take(3).collect()
+                };
+                assert!(
+                    row.contains(&format!(" {n} {shown}")),
+                    "{fixture} {w}x{h}: tab {n} ({title}) not shown as {shown:?}: {row:?}"
+                );
+            }
+        }
+    }
+}
