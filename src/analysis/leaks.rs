@@ -626,6 +626,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };
@@ -705,6 +706,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };
