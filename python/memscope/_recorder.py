@@ -236,6 +236,8 @@ def nvml_usage(torch, i):
     """NVML's view of device `i`: its used/free bytes, this process's bytes and the other
     processes' bytes; {"available": False} where NVML cannot say."""
     n = nvml()
+    if n.lib is None:
+        return {"available": False}
     h = n.handle(i, _uuid(torch, i))
     mem = n.memory(h) if h is not None else None
     if mem is None:
@@ -318,7 +320,10 @@ def write_snapshot(torch, path: str, state=None) -> None:
 
     s = snapshot()
     if isinstance(s, dict):
-        s["memscope"] = state if state is not None else {"devices": device_memory(torch)}
+        try:
+            s["memscope"] = state() if state is not None else {"devices": device_memory(torch)}
+        except Exception:  # the device figures are extra: the snapshot is what matters
+            s["memscope"] = {"devices": device_memory(torch)}
     with open(path, "wb") as f:
         pickle.dump(s, f)
 
@@ -402,11 +407,7 @@ class Recorder:
         if not self.recording:
             return None
         path = self._path(kind, ".pickle")
-        try:
-            state = device_state(self.torch, self.context, self.error)
-        except Exception:
-            state = None
-        write_snapshot(self.torch, path, state)
+        write_snapshot(self.torch, path, lambda: device_state(self.torch, self.context, self.error))
         self.written.append(path)
         if kind == "oom":
             self.oom_written = True

@@ -67,3 +67,4 @@ mod tui_rough_edges;
 mod tui_tmux;
 mod tui_trace;
 mod whatif;
+mod device41;
