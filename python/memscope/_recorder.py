@@ -258,22 +258,25 @@ def device_state(torch, context=None, error=None) -> dict:
     bytes (cudaMemGetInfo) and NVML's view, the CUDA context measured at start-up, the NCCL
     settings, the ranks, and the error that raised a non-allocator OOM."""
     devices = device_memory(torch)
+    try:
+        current = int(torch.cuda.current_device())
+    except Exception:
+        current = None
     for d in devices:
-        try:
-            free, total = torch.cuda.mem_get_info(d["index"])
-            d["free"] = int(free)
-        except Exception:
-            pass
+        # cudaMemGetInfo on the process's own device only: on another it would create a
+        # context there (hundreds of MiB).
+        if d["index"] == current:
+            try:
+                free, _total = torch.cuda.mem_get_info(d["index"])
+                d["free"] = int(free)
+            except Exception:
+                pass
         try:
             d["nvml"] = nvml_usage(torch, d["index"])
         except Exception:
             d["nvml"] = {"available": False}
         if context and context.get("device") == d["index"]:
             d["context"] = context
-    try:
-        current = int(torch.cuda.current_device())
-    except Exception:
-        current = None
     env = {k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
     ranks = {}
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
@@ -288,23 +291,20 @@ def device_state(torch, context=None, error=None) -> dict:
 
 
 def measure_context(torch, before):
-    """The CUDA context on the current device: NVML's used bytes after CUDA initialised minus
-    before, and this process's own NVML figure (where the driver reports it)."""
+    """The CUDA context on the current device, where NVML already lists this process there
+    while the allocator holds nothing: its bytes are then the context alone. Creates no
+    context itself (`torch.cuda._lazy_init` often runs inside `set_device`, before the device
+    is chosen: forcing one would put a context on the wrong card)."""
     try:
         i = int(torch.cuda.current_device())
+        if torch.cuda.memory_reserved(i) != 0:
+            return None
         after = nvml_usage(torch, i)
-        free, _total = torch.cuda.mem_get_info(i)
     except Exception:
         return None
-    out = {"device": i, "free_after": int(free), "source": "nvml"}
-    if before and before.get("available") and after.get("available"):
-        out["used_before"] = before["used"]
-        out["used_after"] = after["used"]
-        out["bytes"] = max(0, after["used"] - before["used"])
     if after.get("process_self"):
-        out["process_self"] = after["process_self"]
-        out["bytes"] = after["process_self"]
-    return out if "bytes" in out else None
+        return {"device": i, "bytes": after["process_self"], "source": "nvml"}
+    return None
 
 
 def write_snapshot(torch, path: str, state=None) -> None:
