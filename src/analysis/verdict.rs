@@ -302,8 +302,8 @@ impl TraceCut {
     }
 }
 
-/// An OOM raised outside the allocator ends the run when no allocator OOM was recorded: it
-/// replaces a verdict that would say "no OOM recorded".
+/// An OOM raised outside the allocator ended the run: the snapshot was dumped as it escaped,
+/// so allocator OOMs in the log were caught by the program before it. It replaces the verdict.
 pub fn with_outside_oom(v: Verdict, device: &super::device::DeviceSection) -> Verdict {
     let super::device::DeviceSection::Accounted {
         outside_oom: Some(oom),
@@ -312,9 +312,6 @@ pub fn with_outside_oom(v: Verdict, device: &super::device::DeviceSection) -> Ve
     else {
         return v;
     };
-    if v.kind.is_oom() {
-        return v;
-    }
     decided(
         VerdictEvidence::OutsideOom {
             oom: oom.clone(),
