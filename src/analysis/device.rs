@@ -136,11 +136,13 @@ pub fn section(snap: &Snapshot, reserved: &[(u32, Option<u64>)]) -> DeviceSectio
         current_device: record.and_then(|r| r.current_device),
         rank: record.and_then(|r| r.rank),
         world_size: record.and_then(|r| r.world_size),
-        outside_oom: record.and_then(|r| r.outside_error.as_ref()).map(|e| OutsideOom {
-            source: e.source,
-            type_name: e.type_name.clone(),
-            message: e.message.clone(),
-        }),
+        outside_oom: record
+            .and_then(|r| r.outside_error.as_ref())
+            .map(|e| OutsideOom {
+                source: e.source,
+                type_name: e.type_name.clone(),
+                message: e.message.clone(),
+            }),
     }
 }
 

@@ -582,8 +582,10 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
     if snap.devices.is_empty() {
         notes.push(SnapshotNote::Empty.into());
     }
-    let reserved: Vec<(u32, Option<u64>)> =
-        devices.iter().map(|d| (d.device, d.reserved_bytes)).collect();
+    let reserved: Vec<(u32, Option<u64>)> = devices
+        .iter()
+        .map(|d| (d.device, d.reserved_bytes))
+        .collect();
     let device = super::device::section(snap, &reserved);
     let analysis = Analysis {
         schema: SCHEMA,

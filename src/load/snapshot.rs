@@ -472,7 +472,9 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             if out.iter().any(|m| m.index == index as u32) {
                 continue;
             }
-            let nvml = p.get(d, "nvml").and_then(|n| super::device_record::nvml(p, n));
+            let nvml = p
+                .get(d, "nvml")
+                .and_then(|n| super::device_record::nvml(p, n));
             out.push(crate::model::DeviceMemory {
                 index: index as u32,
                 total_bytes: total as u64,

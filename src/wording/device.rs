@@ -51,7 +51,11 @@ pub fn lines(s: &DeviceSection) -> Vec<String> {
 pub fn accounting(a: &Accounting) -> Vec<String> {
     let mut v = Vec::new();
     let outside = match a.outside {
-        Some(o) => format!("{} outside the allocator ({})", bytes(o.bytes), source(o.source)),
+        Some(o) => format!(
+            "{} outside the allocator ({})",
+            bytes(o.bytes),
+            source(o.source)
+        ),
         None => "reserved and free exceed the total (figures taken at different moments)".into(),
     };
     v.push(format!(
@@ -67,7 +71,11 @@ pub fn accounting(a: &Accounting) -> Vec<String> {
     ));
     let mut parts = Vec::new();
     if let Some(c) = a.context {
-        parts.push(format!("CUDA context {} ({})", bytes(c.bytes), source(c.source)));
+        parts.push(format!(
+            "CUDA context {} ({})",
+            bytes(c.bytes),
+            source(c.source)
+        ));
     }
     if let Some(o) = a.other_processes {
         parts.push(format!(
@@ -99,7 +107,14 @@ pub fn accounting(a: &Accounting) -> Vec<String> {
 
 /// The verdict's cause for an OOM raised outside the allocator.
 pub fn outside_oom(o: &OutsideOom, a: Option<&Accounting>) -> String {
-    let first_line: String = o.message.lines().next().unwrap_or("").chars().take(160).collect();
+    let first_line: String = o
+        .message
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(160)
+        .collect();
     let mut s = format!(
         "OOM raised outside the allocator by {} ({}: {first_line})",
         library(o.source),

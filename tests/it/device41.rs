@@ -21,20 +21,21 @@ fn analyze(bin: &str, file: &Path) -> (Value, String) {
             .unwrap()
             .stdout
     };
-    (
-        data(&out("json")),
-        String::from_utf8(out("text")).unwrap(),
-    )
+    (data(&out("json")), String::from_utf8(out("text")).unwrap())
 }
 
 fn truth(case: &str, mode: &str, rank: u32) -> Value {
-    let p = dir().join(case).join(format!("truth-{mode}-rank{rank}.json"));
+    let p = dir()
+        .join(case)
+        .join(format!("truth-{mode}-rank{rank}.json"));
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
 fn capture(case: &str, kind: &str, rank: Option<u32>) -> PathBuf {
     let r = rank.map(|r| format!("-rank{r}")).unwrap_or_default();
-    dir().join(case).join(format!("memscope-{kind}{r}.pickle.gz"))
+    dir()
+        .join(case)
+        .join(format!("memscope-{kind}{r}.pickle.gz"))
 }
 
 fn i(v: &Value) -> i64 {
@@ -55,12 +56,23 @@ fn own(d: &Value) -> &Value {
 /// total, reserved and free against torch's figures; the context against nvidia-smi's.
 fn check_accounting(case: &str, mode: &str, rank: u32, kind: &str) -> Value {
     let t = truth(case, mode, rank);
-    let (j, _) = analyze(env!("CARGO_BIN_EXE_memscope"), &capture(case, kind, Some(rank)));
+    let (j, _) = analyze(
+        env!("CARGO_BIN_EXE_memscope"),
+        &capture(case, kind, Some(rank)),
+    );
     let d = &j["device"];
     assert_eq!(d["state"], "accounted", "{case} rank {rank}: {d}");
     let a = own(d).clone();
-    assert_eq!(i(&a["total"]["bytes"]), i(&t["mem_get_info"]["total"]), "{case}");
-    assert_eq!(i(&a["reserved"]["bytes"]), i(&t["reserved"]), "{case}: reserved");
+    assert_eq!(
+        i(&a["total"]["bytes"]),
+        i(&t["mem_get_info"]["total"]),
+        "{case}"
+    );
+    assert_eq!(
+        i(&a["reserved"]["bytes"]),
+        i(&t["reserved"]),
+        "{case}: reserved"
+    );
     // Free moves by what NCCL or the driver took between the truth and the dump.
     let df = (i(&a["free"]["bytes"]) - i(&t["mem_get_info"]["free"])).abs();
     assert!(df <= 64 * MIB, "{case}: free differs by {df}");
@@ -99,10 +111,20 @@ fn ddp_and_fsdp_accounting_matches_the_truth() {
             // larger (NCCL 2.28's fixed setup, lazily loaded kernels): not asserted as a range.
             let n = &a["nccl"];
             let m = i(&t["nccl_measured"]);
-            assert!(i(&n["low_bytes"]) <= m, "{case} rank {rank}: NCCL measured {m} below {n}");
-            assert!(i(&n["low_bytes"]) <= i(&a["unexplained_bytes"]), "{case}: {a}");
+            assert!(
+                i(&n["low_bytes"]) <= m,
+                "{case} rank {rank}: NCCL measured {m} below {n}"
+            );
+            assert!(
+                i(&n["low_bytes"]) <= i(&a["unexplained_bytes"]),
+                "{case}: {a}"
+            );
             // No other process on this GPU, as nvidia-smi says.
-            assert_eq!(i(&a["other_processes"]["bytes"]), i(&t["smi_others"]), "{case}");
+            assert_eq!(
+                i(&a["other_processes"]["bytes"]),
+                i(&t["smi_others"]),
+                "{case}"
+            );
         }
     }
 }
@@ -134,7 +156,11 @@ fn an_nccl_oom_gets_its_own_cause_with_the_accounting() {
         let (j, text) = analyze(env!("CARGO_BIN_EXE_memscope"), &f);
         assert_eq!(j["verdict"]["kind"], "oom_outside_allocator", "{text}");
         assert_eq!(j["device"]["outside_oom"]["source"], "nccl");
-        assert!(text.starts_with("memscope") && text.contains("VERDICT OOM raised outside the allocator by NCCL"), "{text}");
+        assert!(
+            text.starts_with("memscope")
+                && text.contains("VERDICT OOM raised outside the allocator by NCCL"),
+            "{text}"
+        );
         let t = truth("ncclo_fill", "ncclo", rank);
         let a = own(&j["device"]);
         assert_eq!(i(&a["reserved"]["bytes"]), i(&t["reserved"]));
