@@ -16,9 +16,6 @@ use crate::model::{DeviceRecord, OutsideSource, Snapshot};
 /// See NCCL's environment documentation, `NCCL_BUFFSIZE`
 /// (<https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-buffsize>).
 pub const NCCL_DEFAULT_BUFFSIZE: u64 = 4 << 20;
-/// The LL128 and LL protocols' buffers per connection beside SIMPLE's (NCCL's defaults:
-/// LL128 about 4.6 MiB, LL 256 KiB); counted only in the high end of the range.
-pub const NCCL_LL_BYTES: u64 = (4_718_592) + (256 << 10);
 /// Channels when the settings name none: NCCL picks 2 at least and, on NVLink systems of the
 /// H100 generation, up to 32.
 pub const NCCL_MIN_CHANNELS: u64 = 2;
@@ -50,7 +47,12 @@ pub struct Figure {
     pub source: Source,
 }
 
-/// An estimate with its range (`low..=high`).
+/// An estimate with its range (`low..=high`). For NCCL: low is its channel buffers from the
+/// settings (a floor: NCCL also holds its communicator, proxy and P2P structures, and the
+/// process loads kernels lazily); high is all of outside that no measured part explains (NCCL
+/// can hold no more). On the device41 captures (2x H200, NCCL 2.28) the process's growth beyond
+/// the allocator across setup and steps (nvidia-smi) lay inside it each time: 826 MiB in
+/// 256 MiB..1.3 GiB, 1066 MiB in 16 MiB..1.6 GiB, 646 MiB in 4 MiB..1.1 GiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Estimate {
     pub low_bytes: u64,
@@ -167,10 +169,11 @@ fn account(
     });
     let current = record.and_then(|r| r.current_device);
     // NCCL lives on the process's own device only.
+    let measured = context.map_or(0, |c| c.bytes) + other_processes.map_or(0, |o| o.bytes);
+    let unexplained = outside.map(|o| o.saturating_sub(measured));
     let nccl = record
         .filter(|_| current.is_none_or(|c| c == d.index))
-        .and_then(nccl_estimate);
-    let measured = context.map_or(0, |c| c.bytes) + other_processes.map_or(0, |o| o.bytes);
+        .and_then(|r| nccl_estimate(r, unexplained?));
     Accounting {
         device: d.index,
         total: Figure {
@@ -193,7 +196,7 @@ fn account(
         other_processes,
         other_process_count: nvml.and_then(|n| n.other_processes),
         nccl,
-        unexplained_bytes: outside.map(|o| o.saturating_sub(measured)),
+        unexplained_bytes: unexplained,
     }
 }
 
@@ -204,12 +207,12 @@ fn env_u64(r: &DeviceRecord, name: &str) -> Option<u64> {
         .and_then(|(_, v)| v.trim().parse::<u64>().ok())
 }
 
-/// NCCL's buffers for a job of more than one rank: per channel, a send and a receive
-/// connection to each ring neighbour, each holding `NCCL_BUFFSIZE` (SIMPLE); the high end adds
-/// the LL and LL128 buffers and a second (tree) connection set. Channels come from
+/// NCCL's bytes for a job of more than one rank, `rest` being the outside bytes no measured
+/// part explains. Low: per channel, a send and a receive connection to each ring neighbour,
+/// each holding `NCCL_BUFFSIZE` (SIMPLE); high: `rest` (never below low). Channels come from
 /// `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` (older names `NCCL_MIN_NRINGS`/`NCCL_MAX_NRINGS`)
 /// where set, else 2..=32. NCCL's own structures, proxy and P2P/IPC mappings are not counted.
-fn nccl_estimate(r: &DeviceRecord) -> Option<Estimate> {
+fn nccl_estimate(r: &DeviceRecord, rest: u64) -> Option<Estimate> {
     let world = r.world_size.filter(|w| *w > 1)?;
     let buff = env_u64(r, "NCCL_BUFFSIZE")
         .filter(|b| (1..=1 << 34).contains(b))
@@ -225,7 +228,7 @@ fn nccl_estimate(r: &DeviceRecord) -> Option<Estimate> {
     // A 2-rank ring has one neighbour, more ranks two.
     let peers: u64 = if world == 2 { 1 } else { 2 };
     let low = low_ch * peers * 2 * buff;
-    let high = high_ch * peers * 2 * 2 * (buff + NCCL_LL_BYTES);
+    let high = rest.max(low);
     Some(Estimate {
         low_bytes: low,
         high_bytes: high,

@@ -93,7 +93,7 @@ pub fn accounting(a: &Accounting) -> Vec<String> {
     }
     if let Some(n) = a.nccl {
         v.push(format!(
-            "  NCCL buffers, an estimate: {} to {} ({} per connection, {}..{} channels, {} ranks; NCCL_BUFFSIZE sizing from NCCL's environment documentation; part of the unexplained bytes)",
+            "  NCCL, an estimate: {} to {} (low: its channel buffers, {} per connection, {}..{} channels, {} ranks, NCCL_BUFFSIZE sizing from NCCL's environment documentation; high: all of the unexplained bytes)",
             bytes(n.low_bytes),
             bytes(n.high_bytes),
             bytes(n.buffsize_bytes),
