@@ -124,7 +124,190 @@ def device_memory(torch) -> list:
     return out
 
 
-def write_snapshot(torch, path: str) -> None:
+# -- the device beyond the allocator (issue #41) ----------------------------------------------
+MESSAGE_LIMIT = 2000
+
+# Failures to allocate that PyTorch's caching allocator does not raise as OutOfMemoryError.
+OUTSIDE_OOM_MARKERS = (
+    ("nccl", ("ncclUnhandledCudaError", "Failed to CUDA calloc", "NCCL error")),
+    ("cublas", ("CUBLAS_STATUS_ALLOC_FAILED",)),
+    ("cudnn", ("CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")),
+    ("cuda", ("CUDA error: out of memory", "cudaErrorMemoryAllocation")),
+)
+
+
+def outside_oom_source(exc):
+    """`nccl`, `cublas`, `cudnn` or `cuda` when `exc` (or what it was raised from) is a failure
+    to allocate outside PyTorch's allocator; None otherwise. NCCL counts only when its message
+    also says memory ran out."""
+    seen = 0
+    while exc is not None and seen < 32:
+        text = str(exc)[:20000]
+        for source, markers in OUTSIDE_OOM_MARKERS:
+            if any(m in text for m in markers):
+                if source != "nccl" or "out of memory" in text or "calloc" in text or "alloc" in text.lower():
+                    return source
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+class _Nvml:
+    """NVML through ctypes (no pynvml needed): device memory and per-process usage. Every call
+    answers None where NVML is missing or refuses."""
+
+    def __init__(self):
+        self.lib = None
+        try:
+            import ctypes
+            self.ct = ctypes
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() == 0:
+                self.lib = lib
+        except Exception:
+            self.lib = None
+
+    def handle(self, index, uuid=None):
+        if self.lib is None:
+            return None
+        ct = self.ct
+        h = ct.c_void_p()
+        if uuid:
+            u = uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
+            if self.lib.nvmlDeviceGetHandleByUUID(u.encode(), ct.byref(h)) == 0:
+                return h
+        if self.lib.nvmlDeviceGetHandleByIndex_v2(ct.c_uint(index), ct.byref(h)) == 0:
+            return h
+        return None
+
+    def memory(self, h):
+        ct = self.ct
+
+        class Mem(ct.Structure):
+            _fields_ = [("total", ct.c_ulonglong), ("free", ct.c_ulonglong), ("used", ct.c_ulonglong)]
+        m = Mem()
+        if h is None or self.lib.nvmlDeviceGetMemoryInfo(h, ct.byref(m)) != 0:
+            return None
+        return {"total": int(m.total), "free": int(m.free), "used": int(m.used)}
+
+    def processes(self, h):
+        ct = self.ct
+
+        class Proc(ct.Structure):
+            _fields_ = [("pid", ct.c_uint), ("usedGpuMemory", ct.c_ulonglong),
+                        ("gpuInstanceId", ct.c_uint), ("computeInstanceId", ct.c_uint)]
+        if h is None:
+            return None
+        for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"):
+            fn = getattr(self.lib, name, None)
+            if fn is None:
+                continue
+            n = ct.c_uint(64)
+            arr = (Proc * 64)()
+            if fn(h, ct.byref(n), arr) != 0:
+                continue
+            out = []
+            for p in arr[:min(n.value, 64)]:
+                used = int(p.usedGpuMemory)
+                out.append({"pid": int(p.pid), "used": None if used >= (1 << 62) else used})
+            return out
+        return None
+
+
+_NVML = None
+
+
+def nvml():
+    global _NVML
+    if _NVML is None:
+        _NVML = _Nvml()
+    return _NVML
+
+
+def _uuid(torch, i):
+    try:
+        u = getattr(torch.cuda.get_device_properties(i), "uuid", None)
+        return str(u) if u is not None else None
+    except Exception:
+        return None
+
+
+def nvml_usage(torch, i):
+    """NVML's view of device `i`: its used/free bytes, this process's bytes and the other
+    processes' bytes; {"available": False} where NVML cannot say."""
+    n = nvml()
+    if n.lib is None:
+        return {"available": False}
+    h = n.handle(i, _uuid(torch, i))
+    mem = n.memory(h) if h is not None else None
+    if mem is None:
+        return {"available": False}
+    out = {"available": True, "used": mem["used"], "free": mem["free"], "total": mem["total"]}
+    procs = n.processes(h)
+    if procs is not None:
+        me = os.getpid()
+        out["process_self"] = sum(p["used"] or 0 for p in procs if p["pid"] == me)
+        others = [p for p in procs if p["pid"] != me]
+        out["process_others"] = sum(p["used"] or 0 for p in others)
+        out["other_pids"] = len(others)
+    return out
+
+
+def device_state(torch, context=None, error=None) -> dict:
+    """What `memscope run` adds under the snapshot's `memscope` key: each device's size, free
+    bytes (cudaMemGetInfo) and NVML's view, the CUDA context measured at start-up, the NCCL
+    settings, the ranks, and the error that raised a non-allocator OOM."""
+    devices = device_memory(torch)
+    try:
+        current = int(torch.cuda.current_device())
+    except Exception:
+        current = None
+    for d in devices:
+        # cudaMemGetInfo on the process's own device only: on another it would create a
+        # context there (hundreds of MiB).
+        if d["index"] == current:
+            try:
+                free, _total = torch.cuda.mem_get_info(d["index"])
+                d["free"] = int(free)
+            except Exception:
+                pass
+        try:
+            d["nvml"] = nvml_usage(torch, d["index"])
+        except Exception:
+            d["nvml"] = {"available": False}
+        if context and context.get("device") == d["index"]:
+            d["context"] = context
+    env = {k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+    ranks = {}
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        try:
+            ranks[k.lower()] = int(os.environ[k])
+        except (KeyError, ValueError):
+            pass
+    out = {"devices": devices, "current_device": current, "nccl_env": env, **ranks}
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def measure_context(torch, before):
+    """The CUDA context on the current device, where NVML already lists this process there
+    while the allocator holds nothing: its bytes are then the context alone. Creates no
+    context itself (`torch.cuda._lazy_init` often runs inside `set_device`, before the device
+    is chosen: forcing one would put a context on the wrong card)."""
+    try:
+        i = int(torch.cuda.current_device())
+        if torch.cuda.memory_reserved(i) != 0:
+            return None
+        after = nvml_usage(torch, i)
+    except Exception:
+        return None
+    if after.get("process_self"):
+        return {"device": i, "bytes": after["process_self"], "source": "nvml"}
+    return None
+
+
+def write_snapshot(torch, path: str, state=None) -> None:
     """What `torch.cuda.memory._dump_snapshot(path)` writes, plus `memscope: {devices: [...]}`
     (each device's memory size). Other readers ignore the extra key. Falls back to
     `_dump_snapshot` where `_snapshot` is missing."""
@@ -137,7 +320,10 @@ def write_snapshot(torch, path: str) -> None:
 
     s = snapshot()
     if isinstance(s, dict):
-        s["memscope"] = {"devices": device_memory(torch)}
+        try:
+            s["memscope"] = state() if state is not None else {"devices": device_memory(torch)}
+        except Exception:  # the device figures are extra: the snapshot is what matters
+            s["memscope"] = {"devices": device_memory(torch)}
     with open(path, "wb") as f:
         pickle.dump(s, f)
 
@@ -190,6 +376,11 @@ class Recorder:
         self._steps_done = 0
         self._prof = None
         self._prof_done = False
+        # The CUDA context measured when CUDA initialised, the error of a non-allocator OOM,
+        # and the boot directory where the "this process used CUDA" marker goes.
+        self.context = None
+        self.error = None
+        self.boot_dir = None
 
     # -- recording ---------------------------------------------------------------------------
     def start(self):
@@ -216,7 +407,7 @@ class Recorder:
         if not self.recording:
             return None
         path = self._path(kind, ".pickle")
-        write_snapshot(self.torch, path)
+        write_snapshot(self.torch, path, lambda: device_state(self.torch, self.context, self.error))
         self.written.append(path)
         if kind == "oom":
             self.oom_written = True
@@ -225,8 +416,27 @@ class Recorder:
         return path
 
     def on_exception(self, exc):
-        if self.snapshot_on in ("oom", "both") and not self.oom_written and is_oom(exc, self.torch):
+        if self.snapshot_on not in ("oom", "both") or self.oom_written:
+            return
+        if is_oom(exc, self.torch):
             self.dump("oom")
+            return
+        source = outside_oom_source(exc)
+        if source is not None:
+            self.error = {"source": source, "type": type(exc).__name__[:200],
+                          "message": str(exc)[:MESSAGE_LIMIT]}
+            self.dump("oom")
+
+    def mark_cuda_used(self):
+        """Leaves `cuda-PID` in the boot directory: `memscope run` then never says a process
+        that used CUDA did not."""
+        if self.boot_dir is None:
+            return
+        try:
+            with open(os.path.join(self.boot_dir, f"cuda-{os.getpid()}"), "w") as f:
+                f.write(" ".join(getattr(sys, "orig_argv", sys.argv))[:500])
+        except OSError:
+            pass
 
     def on_exit(self):
         self._stop_profiler()
@@ -362,6 +572,8 @@ def attach(recorder: Recorder, torch):
         if not recorder.recording and not state["busy"]:
             state["busy"] = True
             try:
+                recorder.mark_cuda_used()
+                recorder.context = measure_context(torch, None)
                 recorder.start()
             except Exception as e:  # never break the user's program
                 print(f"memscope: could not start recording: {e}", file=sys.stderr)
@@ -393,6 +605,16 @@ def attach(recorder: Recorder, torch):
             print(f"memscope: could not write the snapshot at exit: {e}", file=sys.stderr)
 
     atexit.register(at_exit)
+
+    # `os._exit` (common after a distributed failure) runs no exit hooks: write the exit
+    # snapshot first, as atexit would have.
+    real_exit = os._exit
+
+    def _exit(code):
+        at_exit()
+        real_exit(code)
+
+    os._exit = _exit
 
 
 def recorder_from_env(environ=None):
@@ -442,6 +664,7 @@ def boot(here: str):
             recorder = None
         if recorder is not None and not _is_launcher(getattr(sys, "orig_argv", sys.argv)):
             note_missing_torch(here)
+            recorder.boot_dir = here
             if "torch" in sys.modules:
                 attach(recorder, sys.modules["torch"])
             else:

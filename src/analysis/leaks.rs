@@ -632,6 +632,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };
@@ -711,6 +712,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };

@@ -847,6 +847,7 @@ mod tests {
                 settings: AllocatorSettings::default(),
                 load_notes: Vec::new(),
                 device_memory: Vec::new(),
+                device_record: None,
                 metas: Vec::new(),
                 internal_metadata: None,
             };

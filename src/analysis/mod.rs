@@ -7,6 +7,7 @@
 
 pub mod analyzed;
 pub mod categories;
+pub mod device;
 pub mod figures;
 pub mod graph;
 pub mod labels;
@@ -375,6 +376,8 @@ pub enum VerdictKind {
     OomLeak,
     OomRetainedAttempt,
     OomUnknown,
+    /// A library outside the caching allocator failed to allocate (issue #41).
+    OomOutsideAllocator,
     /// A leak finding (snapshot or trace).
     Leak,
     /// An autograd graph that grows every step (traces).
@@ -393,6 +396,7 @@ impl VerdictKind {
             VerdictKind::OomLeak => "oom_leak",
             VerdictKind::OomRetainedAttempt => "oom_retained_attempt",
             VerdictKind::OomUnknown => "oom_unknown",
+            VerdictKind::OomOutsideAllocator => "oom_outside_allocator",
             VerdictKind::Leak => "leak",
             VerdictKind::GraphGrowth => "graph_growth",
             VerdictKind::Ok => "ok",
@@ -406,6 +410,7 @@ impl VerdictKind {
             Cause::Leak => VerdictKind::OomLeak,
             Cause::RetainedAttempt => VerdictKind::OomRetainedAttempt,
             Cause::Unknown => VerdictKind::OomUnknown,
+            Cause::OutsideAllocator => VerdictKind::OomOutsideAllocator,
         }
     }
     pub fn is_oom(self) -> bool {
@@ -416,6 +421,7 @@ impl VerdictKind {
                 | VerdictKind::OomLeak
                 | VerdictKind::OomRetainedAttempt
                 | VerdictKind::OomUnknown
+                | VerdictKind::OomOutsideAllocator
         )
     }
 }
@@ -551,6 +557,9 @@ pub struct Analysis {
     /// In JSON, each in words (`report::json`, `crate::wording::note`).
     #[serde(skip)]
     pub notes: Vec<notes::Note>,
+    /// The device beyond the allocator (snapshots only; issue #41).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<device::DeviceSection>,
 }
 
 impl Analysis {

@@ -33,6 +33,10 @@ pub enum Cause {
     RetainedAttempt,
     /// The capture does not hold enough to decide.
     Unknown,
+    /// A library outside the caching allocator (NCCL, cuBLAS, cuDNN, the CUDA runtime) failed
+    /// to allocate: no allocator OOM event; the device accounting
+    /// ([`super::device`]) says where the memory was.
+    OutsideAllocator,
 }
 
 impl Cause {
@@ -43,6 +47,7 @@ impl Cause {
             Cause::Leak => "leak",
             Cause::RetainedAttempt => "retained_attempt",
             Cause::Unknown => "unknown",
+            Cause::OutsideAllocator => "outside_allocator",
         }
     }
 }
@@ -188,7 +193,7 @@ pub fn diagnose(
             Remedy::of(RemedyKind::SplitRequest),
         ],
         Cause::Capacity => vec![Remedy::of(RemedyKind::ReduceWorkload)],
-        Cause::Unknown | Cause::RetainedAttempt => Vec::new(),
+        Cause::Unknown | Cause::RetainedAttempt | Cause::OutsideAllocator => Vec::new(),
     };
     Diagnosis {
         cause,

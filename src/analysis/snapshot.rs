@@ -582,6 +582,11 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
     if snap.devices.is_empty() {
         notes.push(SnapshotNote::Empty.into());
     }
+    let reserved: Vec<(u32, Option<u64>)> = devices
+        .iter()
+        .map(|d| (d.device, d.reserved_bytes))
+        .collect();
+    let device = super::device::section(snap, &reserved);
     let analysis = Analysis {
         schema: SCHEMA,
         input: Input {
@@ -591,7 +596,8 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
             layout: Some(snap.layout),
             load_notes: snap.load_notes.clone(),
         },
-        verdict: verdict::of_snapshot(&devices, &leaks),
+        verdict: verdict::with_outside_oom(verdict::of_snapshot(&devices, &leaks), &device),
+        device: Some(device),
         devices,
         leaks,
         bounded_growth,

@@ -639,6 +639,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };
@@ -803,6 +804,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };

@@ -302,6 +302,7 @@ fn analyze_trace_with_memory(
             load_notes: t.load_notes.clone(),
         },
         verdict,
+        device: None,
         devices,
         leaks,
         bounded_growth: Vec::new(),

@@ -28,6 +28,12 @@ pub enum VerdictEvidence {
         /// OOMs in the whole capture (earlier ones were caught by the program).
         count: usize,
     },
+    /// An OOM raised outside the caching allocator (NCCL, cuBLAS, cuDNN, CUDA), with the
+    /// device's accounting at the dump.
+    OutsideOom {
+        oom: super::device::OutsideOom,
+        accounting: Option<super::device::Accounting>,
+    },
     /// Attempts that ended in an OOM, still held while the next one ran.
     RetainedAttempts {
         device: u32,
@@ -262,6 +268,7 @@ fn trace_peak(devices: &[DeviceReport]) -> Option<TracePeakOf> {
 fn decided(evidence: VerdictEvidence, leak_judgement: LeakJudgement) -> Verdict {
     let kind = match &evidence {
         VerdictEvidence::Oom { cause, .. } => VerdictKind::of_oom(*cause),
+        VerdictEvidence::OutsideOom { .. } => VerdictKind::of_oom(Cause::OutsideAllocator),
         VerdictEvidence::RetainedAttempts { .. }
         | VerdictEvidence::Leak { .. }
         | VerdictEvidence::TraceLeak { .. } => VerdictKind::Leak,
@@ -299,4 +306,23 @@ impl TraceCut {
             memory_events: t.memory.len() as u64,
         })
     }
+}
+
+/// An OOM raised outside the allocator ended the run: the snapshot was dumped as it escaped,
+/// so allocator OOMs in the log were caught by the program before it. It replaces the verdict.
+pub fn with_outside_oom(v: Verdict, device: &super::device::DeviceSection) -> Verdict {
+    let super::device::DeviceSection::Accounted {
+        outside_oom: Some(oom),
+        ..
+    } = device
+    else {
+        return v;
+    };
+    decided(
+        VerdictEvidence::OutsideOom {
+            oom: oom.clone(),
+            accounting: device.own().cloned(),
+        },
+        v.leak_judgement,
+    )
 }

@@ -276,6 +276,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         group.wait(child.id()).context("waiting for the program")?
     };
     let no_torch = pythons_without_torch(&boot.0);
+    let used_cuda = boot_markers(&boot.0, "cuda-").len();
     drop(boot);
     let code = exit_code(&status);
     let mut written: Vec<PathBuf> = outputs(&out_dir)
@@ -284,24 +285,34 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .map(|(p, _)| p)
         .collect();
     written.sort();
-    eprint!("{}", summary(&written, code, args.snapshot_on, &no_torch));
+    eprint!(
+        "{}",
+        summary(&written, code, args.snapshot_on, &no_torch, used_cuda)
+    );
     Ok(code)
 }
 
 /// The Pythons of the program that could not import torch (the recorder left a
 /// `no-torch-PID` file holding the interpreter's path), sorted, without repeats.
 fn pythons_without_torch(boot: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(boot)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("no-torch-"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .map(|s| s.trim().to_owned())
-        .collect();
+    let mut v = boot_markers(boot, "no-torch-");
     v.sort();
     v.dedup();
     v
+}
+
+/// The contents of the recorder's marker files named `PREFIX<pid>` in the boot directory
+/// (`cuda-PID` when a process first used CUDA, `no-torch-PID`), at most 4096 of them.
+fn boot_markers(boot: &Path, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(boot)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .take(4096)
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|s| s.trim().chars().take(500).collect())
+        .collect()
 }
 
 /// The program's exit code, as a shell reports it (128+N for a signal N).
@@ -315,7 +326,13 @@ fn exit_code(status: &std::process::ExitStatus) -> u8 {
 }
 
 /// What `memscope run` prints on stderr after the program ended.
-pub fn summary(written: &[PathBuf], code: u8, on: SnapshotOn, no_torch: &[String]) -> String {
+pub fn summary(
+    written: &[PathBuf],
+    code: u8,
+    on: SnapshotOn,
+    no_torch: &[String],
+    used_cuda: usize,
+) -> String {
     let mut s = String::new();
     let shell = |p: &Path| shell_quote(&p.display().to_string());
     if written.is_empty() {
@@ -329,6 +346,16 @@ pub fn summary(written: &[PathBuf], code: u8, on: SnapshotOn, no_torch: &[String
             format!(
                 "it was killed by signal {} before it could write one; a killed process runs no exit handlers",
                 code - 128
+            )
+        } else if used_cuda > 0 {
+            // The recorder marked the process when it first used CUDA: it did, and ended
+            // without running its exit hooks or without an OOM to dump.
+            format!(
+                "{used_cuda} process(es) used CUDA but wrote none: {}",
+                match on {
+                    SnapshotOn::Oom => "no OOM escaped them; --snapshot-on both also writes one at exit and at os._exit",
+                    _ => "they ended without running exit hooks (a signal, or a hard exit the recorder could not see)",
+                }
             )
         } else {
             match on {

@@ -7,6 +7,7 @@
 //! one reader that bounds every input's size and refuses inputs that never end.
 
 pub mod chrome;
+mod device_record;
 mod guard;
 pub mod input;
 pub mod pickle;

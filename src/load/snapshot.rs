@@ -472,9 +472,17 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             if out.iter().any(|m| m.index == index as u32) {
                 continue;
             }
+            let nvml = p
+                .get(d, "nvml")
+                .and_then(|n| super::device_record::nvml(p, n));
             out.push(crate::model::DeviceMemory {
                 index: index as u32,
                 total_bytes: total as u64,
+                free_bytes: super::device_record::bytes(p, p.get(d, "free")),
+                nvml,
+                context_bytes: p
+                    .get(d, "context")
+                    .and_then(|c| super::device_record::bytes(p, p.get(c, "bytes"))),
             });
         }
         out
@@ -778,6 +786,10 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
     } else {
         Vec::new()
     };
+    let device_record = p
+        .dict(root)
+        .and_then(|_| p.get(root, "memscope"))
+        .and_then(|v| super::device_record::record(p, v));
     let internal_metadata = if p.dict(root).is_some() {
         p.get(root, "internal_metadata")
             .and_then(|v| b.opaque(v))
@@ -799,6 +811,7 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
         annotations,
         settings,
         device_memory,
+        device_record,
         metas: std::mem::take(&mut b.st.metas),
         internal_metadata,
         load_notes: {

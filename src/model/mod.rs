@@ -283,6 +283,9 @@ pub struct Snapshot {
     /// Each device's memory size, where the capture records it (`memscope run` and
     /// `memscope.capture()` add it under the snapshot's `memscope` key; torch does not).
     pub device_memory: Vec<DeviceMemory>,
+    /// What `memscope run` recorded about the process beside the allocator (issue #41): the
+    /// NCCL settings, the ranks, the error of an OOM raised outside the allocator.
+    pub device_record: Option<DeviceRecord>,
     /// Entry metadata, interned: `metas[0]` is the empty one (see [`Event::meta`]).
     pub metas: Vec<EventMeta>,
     /// A top-level `internal_metadata`, kept opaque (one line), where the capture has one.
@@ -294,6 +297,53 @@ pub struct Snapshot {
 pub struct DeviceMemory {
     pub index: u32,
     pub total_bytes: u64,
+    /// Free bytes at the dump (`cudaMemGetInfo`, through `torch.cuda.mem_get_info`).
+    pub free_bytes: Option<u64>,
+    /// NVML's view at the dump, where NVML answered.
+    pub nvml: Option<NvmlUsage>,
+    /// The CUDA context measured when CUDA initialised on this device (NVML).
+    pub context_bytes: Option<u64>,
+}
+
+/// NVML's figures for one device at the dump.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NvmlUsage {
+    pub used_bytes: u64,
+    /// This process's bytes, where the driver lists processes.
+    pub self_bytes: Option<u64>,
+    /// Every other process's bytes on the device, and how many they are.
+    pub others_bytes: Option<u64>,
+    pub other_processes: Option<u32>,
+}
+
+/// Process-level facts `memscope run` records beside the devices (bounded strings).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DeviceRecord {
+    pub current_device: Option<u32>,
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+    /// `NCCL_*` settings, name and value, at most 64.
+    pub nccl_env: Vec<(String, String)>,
+    /// The failure to allocate that was raised outside PyTorch's allocator, if any.
+    pub outside_error: Option<OutsideError>,
+}
+
+/// Which library failed to allocate outside the caching allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutsideSource {
+    Nccl,
+    Cublas,
+    Cudnn,
+    Cuda,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutsideError {
+    pub source: OutsideSource,
+    pub type_name: String,
+    pub message: String,
 }
 
 impl Snapshot {

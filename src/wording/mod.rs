@@ -14,6 +14,7 @@
 //! last step, a site's stack), the field serializes through a `serialize_*` function here.
 
 mod categories;
+pub mod device;
 pub mod diff;
 pub mod gate;
 pub mod job;

@@ -59,6 +59,9 @@ pub fn oom_summary(o: &OomReport) -> String {
             bytes(e.largest_free_block_bytes)
         ),
         Cause::Unknown => "unknown: the capture holds no allocation history before the OOM".into(),
+        Cause::OutsideAllocator => {
+            "outside the allocator: a library beside it failed to allocate".into()
+        }
         Cause::RetainedAttempt => format!(
             "retained failed attempts: {} of earlier attempts that ran out of memory was still held (their exception kept their frames alive), more than the {} request",
             bytes(e.retained_bytes),

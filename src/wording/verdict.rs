@@ -58,6 +58,9 @@ fn evidence(v: &Verdict) -> String {
                 super::at_line(site)
             )
         }
+        VerdictEvidence::OutsideOom { oom, accounting } => {
+            super::device::outside_oom(oom, accounting.as_ref())
+        }
         VerdictEvidence::RetainedAttempts {
             device,
             attempts,

@@ -23,6 +23,7 @@ mod cli_conventions;
 mod corpus;
 mod corpus_expectations;
 mod crafted_inputs;
+mod device41;
 mod empty_captures;
 mod envelope;
 mod error_bounds;

@@ -183,7 +183,11 @@ class RunRecorder(unittest.TestCase):
         with open(os.path.join(self.sb.out, "memscope-oom.pickle"), "rb") as f, open(SNAPSHOT, "rb") as g:
             written, original = pickle.load(f), pickle.load(g)
         # torch's snapshot, plus each device's memory size (for `memscope plan`'s cap).
-        self.assertEqual(written.pop("memscope"), {"devices": [{"index": 0, "total_memory": 85017493504}]})
+        # Beside it (issue #41): the NCCL settings and ranks (none here), the current device and
+        # NVML's view, recorded as unavailable where there is no NVML (no GPU in this test).
+        self.assertEqual(written.pop("memscope"), {
+            "devices": [{"index": 0, "total_memory": 85017493504, "nvml": {"available": False}}],
+            "current_device": None, "nccl_env": {}})
         self.assertEqual(written, original)
         events = [c["event"] for c in self.sb.calls()]
         # Recording starts right after CUDA initialises, before anything else; one dump.
@@ -191,6 +195,35 @@ class RunRecorder(unittest.TestCase):
         rec = self.sb.calls()[2]
         self.assertEqual((rec["enabled"], rec["context"], rec["stacks"], rec["max_entries"]),
                          ("all", "all", "python", 12345))
+
+    def test_an_oom_raised_outside_the_allocator_writes_a_snapshot_with_its_error(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error "
+                               "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\\n"
+                               "ncclUnhandledCudaError: Call to CUDA function failed.\\n"
+                               "Last error:\\nFailed to CUDA calloc async 1216 bytes" + "x" * 5000)
+        """, NCCL_BUFFSIZE="1048576", RANK="1", WORLD_SIZE="2")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.sb.written(), ["memscope-oom-rank1.pickle"])
+        import pickle
+        with open(os.path.join(self.sb.out, "memscope-oom-rank1.pickle"), "rb") as f:
+            m = pickle.load(f)["memscope"]
+        self.assertEqual(m["error"]["source"], "nccl")
+        self.assertEqual(m["error"]["type"], "RuntimeError")
+        self.assertIn("Failed to CUDA calloc", m["error"]["message"])
+        self.assertLessEqual(len(m["error"]["message"]), 2000)
+        self.assertEqual((m["nccl_env"], m["rank"], m["world_size"]), ({"NCCL_BUFFSIZE": "1048576"}, 1, 2))
+
+    def test_os_exit_still_writes_the_exit_snapshot(self):
+        r = self.sb.run("""
+            import os, torch
+            x = torch.cuda.empty(16)
+            os._exit(0)
+        """, MEMSCOPE_SNAPSHOT_ON="exit")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(self.sb.written(), ["memscope-exit.pickle"])
 
     def test_oom_as_the_cause_of_another_exception_counts(self):
         r = self.sb.run("""

@@ -42,8 +42,19 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     graph: Option<GraphDoc<'a>>,
     notes: Vec<String>,
+    /// The device beyond the allocator (snapshots; docs/json.md), with its lines in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<DeviceSectionDoc<'a>>,
     /// The findings by bytes at stake (`Analysis::ranked_findings`).
     findings: Vec<crate::analysis::ranked::Ranked>,
+}
+
+/// The device section with its sentences.
+#[derive(Serialize)]
+struct DeviceSectionDoc<'a> {
+    #[serde(flatten)]
+    section: &'a crate::analysis::device::DeviceSection,
+    summary: Vec<String>,
 }
 
 /// Growth a benign reading explains, with why it is not a leak.
@@ -197,6 +208,10 @@ fn doc(a: &Analysis) -> Document<'_> {
                 .collect(),
         }),
         notes: a.notes.iter().map(crate::wording::note).collect(),
+        device: a.device.as_ref().map(|d| DeviceSectionDoc {
+            section: d,
+            summary: crate::wording::device::lines(d),
+        }),
         findings: a.ranked_findings(),
     }
 }

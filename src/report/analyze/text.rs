@@ -634,6 +634,12 @@ impl Render<Analysis> for Text {
                 write_oom(out, &st, d.device, i + 1, o, opts)?;
             }
         }
+        if let Some(dev) = &a.device {
+            writeln!(out)?;
+            for line in crate::wording::device::lines(dev) {
+                writeln!(out, "{line}")?;
+            }
+        }
         if let Some(g) = &a.graph {
             writeln!(out)?;
             writeln!(

@@ -342,6 +342,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };
@@ -383,6 +384,7 @@ mod tests {
             settings: AllocatorSettings::default(),
             load_notes: Vec::new(),
             device_memory: Vec::new(),
+            device_record: None,
             metas: Vec::new(),
             internal_metadata: None,
         };

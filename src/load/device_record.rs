@@ -1,0 +1,80 @@
+//! The device figures `memscope run` writes under a snapshot's `memscope` key (issue #41):
+//! free bytes, NVML usage, the CUDA context, NCCL settings, ranks and the error of an OOM
+//! raised outside the allocator. Kept apart from the pickle walk: every field is optional,
+//! bounded, and attacker data like the rest of the capture.
+
+use super::pickle::{Arena, Value};
+use crate::model::{DeviceRecord, NvmlUsage, OutsideError, OutsideSource};
+
+/// No device holds 4 PiB: larger figures are dropped.
+const MAX_BYTES: i64 = 1 << 52;
+const MAX_ENV: usize = 64;
+const MAX_TEXT: usize = 2000;
+
+pub(super) fn bytes(p: &Arena<'_>, v: Option<Value>) -> Option<u64> {
+    let n = p.int(v?)?;
+    (0..MAX_BYTES).contains(&n).then_some(n as u64)
+}
+
+fn small(p: &Arena<'_>, v: Option<Value>) -> Option<u32> {
+    let n = p.int(v?)?;
+    (0..=65_536).contains(&n).then_some(n as u32)
+}
+
+fn text(p: &Arena<'_>, v: Option<Value>) -> Option<String> {
+    let s = p.str_bounded(v?)?;
+    Some(s.chars().take(MAX_TEXT).collect())
+}
+
+/// `{"available": true, "used": .., "process_self": .., "process_others": .., "other_pids": ..}`.
+pub(super) fn nvml(p: &Arena<'_>, v: Value) -> Option<NvmlUsage> {
+    p.dict(v)?;
+    let available = p.get(v, "available").and_then(|a| p.int(a)) == Some(1);
+    if !available {
+        return None;
+    }
+    Some(NvmlUsage {
+        used_bytes: bytes(p, p.get(v, "used"))?,
+        self_bytes: bytes(p, p.get(v, "process_self")),
+        others_bytes: bytes(p, p.get(v, "process_others")),
+        other_processes: small(p, p.get(v, "other_pids")),
+    })
+}
+
+/// The process-level part; None when the key holds none of it (an older `memscope run`).
+pub(super) fn record(p: &Arena<'_>, v: Value) -> Option<DeviceRecord> {
+    p.dict(v)?;
+    let mut nccl_env = Vec::new();
+    if let Some(pairs) = p.get(v, "nccl_env").and_then(|e| p.dict(e)) {
+        for &(k, val) in pairs.iter().take(MAX_ENV) {
+            if let (Some(k), Some(val)) = (text(p, Some(k)), text(p, Some(val))) {
+                nccl_env.push((k, val));
+            }
+        }
+    }
+    let outside_error = p.get(v, "error").and_then(|e| outside_error(p, e));
+    let r = DeviceRecord {
+        current_device: small(p, p.get(v, "current_device")),
+        rank: small(p, p.get(v, "rank")),
+        local_rank: small(p, p.get(v, "local_rank")),
+        world_size: small(p, p.get(v, "world_size")),
+        nccl_env,
+        outside_error,
+    };
+    (r != DeviceRecord::default() || p.get(v, "current_device").is_some()).then_some(r)
+}
+
+fn outside_error(p: &Arena<'_>, e: Value) -> Option<OutsideError> {
+    let source = match text(p, p.get(e, "source"))?.as_str() {
+        "nccl" => OutsideSource::Nccl,
+        "cublas" => OutsideSource::Cublas,
+        "cudnn" => OutsideSource::Cudnn,
+        "cuda" => OutsideSource::Cuda,
+        _ => return None,
+    };
+    Some(OutsideError {
+        source,
+        type_name: text(p, p.get(e, "type")).unwrap_or_default(),
+        message: text(p, p.get(e, "message")).unwrap_or_default(),
+    })
+}
