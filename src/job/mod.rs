@@ -208,7 +208,13 @@ fn figures(m: &Member) -> RankFigures {
         end_allocated_bytes: max(|d| d.end_allocated_bytes),
         end_reserved_bytes: max(|d| d.end_reserved_bytes),
         ooms: s.ooms.len(),
-        oom_cause: s.ooms.last().map(|o| o.cause),
+        // An OOM raised outside the allocator (NCCL, cuBLAS...) ended the run: it is the rank's
+        // cause, whatever allocator OOMs the program caught before it.
+        oom_cause: if s.verdict == VerdictKind::OomOutsideAllocator {
+            Some(Cause::OutsideAllocator)
+        } else {
+            s.ooms.last().map(|o| o.cause)
+        },
         leaks,
         leak_live_bytes: s.leaks.iter().flatten().map(|l| l.live_bytes).sum(),
     }

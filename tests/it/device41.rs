@@ -170,6 +170,21 @@ fn an_nccl_oom_gets_its_own_cause_with_the_accounting() {
         let a_free = i(&a["free"]["bytes"]);
         assert!(a_free < 64 * MIB, "the GPU was full: {a_free}");
     }
+    // The job view (and the summaries made from its rows) gives each rank the cause that ended
+    // it, not the last of the allocator OOMs that the fill loop caught on purpose.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .args(["analyze", "--format", "json"])
+        .arg(dir().join("ncclo_fill"))
+        .output()
+        .unwrap();
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let causes: Vec<&Value> = job["data"]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["oom_cause"])
+        .collect();
+    assert_eq!(causes, ["outside_allocator", "outside_allocator"], "{job}");
 }
 
 #[test]
