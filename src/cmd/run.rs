@@ -221,7 +221,13 @@ fn outputs(dir: &Path) -> HashMap<PathBuf, Option<SystemTime>> {
         .filter(|e| {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            name.starts_with("memscope-") && (name.ends_with(".pickle") || name.ends_with(".json"))
+            // The recorder's names: `memscope-KIND[-rankR][-pidP].pickle|json`, one extension.
+            // A file the program writes beside them (`memscope-exit-rank0.truth.json`) is not one.
+            let one_ext = |ext: &str| {
+                name.strip_suffix(ext)
+                    .is_some_and(|stem| !stem.contains('.'))
+            };
+            name.starts_with("memscope-") && (one_ext(".pickle") || one_ext(".json"))
         })
         .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
         .collect()

@@ -33,6 +33,8 @@ cp "$first/sitecustomize.py" "$LOG_DIR/sitecustomize.py"
 echo "$first" > "$LOG_DIR/bootdir"
 cp "$SNAP" "$MEMSCOPE_RUN_DIR/memscope-oom-rank0.pickle"
 cp "$SNAP" "$MEMSCOPE_RUN_DIR/memscope-exit-rank1.pickle"
+# The program's own file beside the recorder's: not a capture (`run` must not list it).
+echo '{}' > "$MEMSCOPE_RUN_DIR/memscope-exit-rank1.truth.json"
 exit 3
 "#,
     )
