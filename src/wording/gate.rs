@@ -409,6 +409,9 @@ pub enum Reason {
     NoOom,
     /// `oom`: OOMs recorded, the last one's figures.
     Ooms(OomFigures),
+    /// `oom`: the run ended in an OOM raised outside the allocator (NCCL, cuBLAS, cuDNN, CUDA),
+    /// after `allocator_ooms` OOMs of the allocator's own.
+    OutsideOom { allocator_ooms: usize },
     /// `fragmentation`: no OOM of that cause.
     NoFragmentationOom,
     /// `fragmentation`: the last OOM of that cause.
@@ -436,6 +439,7 @@ impl Reason {
             Reason::Over(_) => "over_limit",
             Reason::NoOom => "no_oom",
             Reason::Ooms(_) => "oom_recorded",
+            Reason::OutsideOom { .. } => "oom_outside_allocator",
             Reason::NoFragmentationOom => "no_fragmentation_oom",
             Reason::FragmentationOom { .. } => "fragmentation_oom",
             Reason::NoLeak { .. } => "no_leak",
@@ -491,6 +495,16 @@ impl std::fmt::Display for Reason {
                 o.device,
                 o.cause.name()
             ),
+            Reason::OutsideOom { allocator_ooms } => {
+                f.write_str(
+                    "an OOM raised outside the allocator ended the run \
+                     (`memscope analyze` gives its source and the device's accounting)",
+                )?;
+                match allocator_ooms {
+                    0 => Ok(()),
+                    n => write!(f, "; {n} allocator OOM{} recorded before it", plural(*n)),
+                }
+            }
             Reason::NoFragmentationOom => f.write_str("no OOM caused by fragmentation"),
             Reason::FragmentationOom {
                 device,
@@ -747,6 +761,7 @@ mod tests {
             Reason::Within(held.clone()),
             Reason::Over(held),
             Reason::NoOom,
+            Reason::OutsideOom { allocator_ooms: 2 },
             Reason::NoFragmentationOom,
             Reason::NoLeak { steps: None },
             Reason::OomCausedByLeak { device: dev() },

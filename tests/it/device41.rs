@@ -185,6 +185,22 @@ fn an_nccl_oom_gets_its_own_cause_with_the_accounting() {
         .map(|r| &r["oom_cause"])
         .collect();
     assert_eq!(causes, ["outside_allocator", "outside_allocator"], "{job}");
+    // The gate fails on it with its own reason, not with the caught allocator OOMs' cause.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memscope"))
+        .args(["check", "--format", "json"])
+        .arg(capture("ncclo_fill", "oom", Some(0)))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let gate: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let oom = gate["data"]["files"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == "oom")
+        .unwrap();
+    assert_eq!(oom["status"], "fail", "{oom}");
+    assert_eq!(oom["reason"], "oom_outside_allocator", "{oom}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `oom` (`--fail-on oom`): the capture recorded an out-of-memory error.
 //!
 //! - **Detects**: any OOM the capture recorded (a snapshot's allocation history, a trace's
-//!   memory events). Measures the OOM count, held to 0.
+//!   memory events), and an OOM raised outside the allocator (NCCL, cuBLAS...) that `memscope
+//!   run`'s recorder caught and that the analysis made the verdict. Measures the OOM count, held
+//!   to 0.
 //! - **Cannot judge (SKIP)**: a capture without OOMs that could not have recorded one (a
 //!   snapshot without allocation history, a trace without memory events or with CPU memory
 //!   only), where "no OOM recorded" is no evidence that none happened.
@@ -12,17 +14,26 @@
 //!   mixed precision (capacity), leaving the `except` block before retrying (retained attempt).
 
 use super::{skip_unless, Measurable, Rule, RuleId, Skip};
+use crate::analysis::VerdictKind;
 use crate::check::summary::InputSummary;
 use crate::check::{Measure, Reason, RuleResult, Unit};
 use crate::wording::gate::OomFigures;
 
 pub struct OomRule;
 
+/// The run ended in an OOM raised outside the allocator: the allocator's own log may hold none.
+fn outside(s: &InputSummary) -> bool {
+    s.verdict == VerdictKind::OomOutsideAllocator
+}
+
 /// Whether `s` could have recorded an OOM: `Nothing(why)` for a capture without OOMs that
 /// could not have recorded one (a snapshot without allocation history, a trace without
 /// memory events), where "no OOM recorded" is no evidence that none happened. Shared with
 /// [`super::fragmentation`].
 pub(super) fn oom_measurable(s: &InputSummary) -> Measurable {
+    if outside(s) {
+        return Measurable::Yes;
+    }
     let why = s
         .ooms
         .is_empty()
@@ -47,9 +58,13 @@ impl Rule for OomRule {
         if let Some(r) = skip_unless(self, Unit::Count, s) {
             return r;
         }
-        let n = s.ooms.len();
+        let n = s.ooms.len() + usize::from(outside(s));
         let mut r = RuleResult::limit(RuleId::Oom, Unit::Count, n as f64, 0.0, Measure::Ooms);
-        if let Some(o) = s.ooms.last() {
+        if outside(s) {
+            r.say(Reason::OutsideOom {
+                allocator_ooms: s.ooms.len(),
+            });
+        } else if let Some(o) = s.ooms.last() {
             r.say(Reason::Ooms(OomFigures {
                 count: n,
                 requested_bytes: o.requested_bytes,
