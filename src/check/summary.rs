@@ -282,6 +282,12 @@ pub struct RankInfo {
 }
 
 impl InputSummary {
+    /// The run ended in an OOM raised outside the allocator (NCCL, cuBLAS...): the verdict
+    /// says so, and the allocator's own OOMs (if any) are ones the program caught before it.
+    pub fn ended_by_outside_oom(&self) -> bool {
+        self.verdict == VerdictKind::OomOutsideAllocator
+    }
+
     /// The largest per-step growth of any leak finding (`None`: leaks not analysed).
     pub fn max_growth_per_step(&self) -> Option<(f64, Option<&LeakSummary>)> {
         let leaks = self.leaks.as_ref()?;

@@ -22,6 +22,35 @@ pub(super) fn create(output: &Path, input: &Path) -> anyhow::Result<Output> {
     Output::create(output, &[input])
 }
 
+/// Renders `doc` with `picture` into `-o` (opened by [`create`]): the output's name, and the
+/// bytes written.
+pub(super) fn write_picture<D: ?Sized>(
+    output: &Path,
+    input: &Path,
+    picture: &dyn Render<D>,
+    doc: &D,
+) -> anyhow::Result<(String, u64)> {
+    let mut w = create(output, input)?;
+    picture.render(doc, &report::Options::default(), &mut w)?;
+    let name = w.name();
+    Ok((name, w.finish()?))
+}
+
+/// `flamegraph` where there is no memory to draw: an SVG holding `note` (no lines with
+/// `--folded`), exit 0, and a line saying why it is empty.
+pub(super) fn flamegraph_note(a: &FlamegraphArgs, note: &str, why: &str) -> anyhow::Result<u8> {
+    let name = if a.folded {
+        let w = create(&a.output, &a.file)?;
+        let name = w.name();
+        w.finish()?;
+        name
+    } else {
+        write_picture(&a.output, &a.file, &fg::NoteSvg, note)?.0
+    };
+    crate::cmd::output::eprint_term(&format!("memscope: wrote {name} (empty: {why})"));
+    Ok(0)
+}
+
 /// Opens a snapshot or a profiler trace and analyses it once.
 fn load_any(file: &Path) -> anyhow::Result<Product> {
     let opened = memscope::load::open(file)?;
@@ -92,10 +121,7 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
     };
     // The one place `flamegraph` picks its picture.
     let picture: &dyn Render<fg::Folded> = if a.folded { &fg::Lines } else { &svg };
-    let mut w = create(&a.output, &a.file)?;
-    picture.render(&folded, &report::Options::default(), &mut w)?;
-    let name = w.name();
-    let n = w.finish()?;
+    let (name, n) = write_picture(&a.output, &a.file, picture, &folded)?;
     crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} live at {})",
         name,
@@ -203,20 +229,11 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<u8> {
 /// `flamegraph` of a snapshot with no device (nothing was allocated on a GPU): an SVG that says
 /// so (or no folded lines), exit 0, as `report` and `export` write their empty page and trace.
 fn flamegraph_of_nothing(a: &FlamegraphArgs) -> anyhow::Result<u8> {
-    let mut w = create(&a.output, &a.file)?;
-    if !a.folded {
-        fg::NoteSvg.render(
-            "the snapshot holds no device: no GPU memory to draw",
-            &report::Options::default(),
-            &mut w,
-        )?;
-    }
-    let name = w.name();
-    w.finish()?;
-    crate::cmd::output::eprint_term(&format!(
-        "memscope: wrote {name} (empty: the snapshot holds no device, so no memory was live)"
-    ));
-    Ok(0)
+    flamegraph_note(
+        a,
+        "the snapshot holds no device: no GPU memory to draw",
+        "the snapshot holds no device, so no memory was live",
+    )
 }
 
 /// What `--batch` (with `--seq`, `--cap`, `--at`) asks of a plan, as `memscope plan` asks it

@@ -11,10 +11,10 @@ use crate::cmd::cli::{ExportArgs, FlameBy, FlamegraphArgs, ReportArgs};
 use memscope::analysis::trace_report::TraceMoment;
 use memscope::analysis::TraceProduct;
 use memscope::report::pictures::{trace_page, trace_perfetto};
-use memscope::report::{self, flamegraph as fg, Render};
+use memscope::report::{flamegraph as fg, Render};
 use memscope::units::bytes;
 
-use super::pictures::create;
+use super::pictures::write_picture;
 
 pub fn flamegraph(a: &FlamegraphArgs, p: &TraceProduct) -> anyhow::Result<u8> {
     let t = &p.trace;
@@ -55,20 +55,11 @@ pub fn flamegraph(a: &FlamegraphArgs, p: &TraceProduct) -> anyhow::Result<u8> {
         if let Some(n) = a.device {
             bail!(memscope::wording::no_trace_device(n));
         }
-        let mut w = create(&a.output, &a.file)?;
-        if !a.folded {
-            fg::NoteSvg.render(
-                memscope::wording::NO_TRACE_MEMORY,
-                &report::Options::default(),
-                &mut w,
-            )?;
-        }
-        let name = w.name();
-        w.finish()?;
-        crate::cmd::output::eprint_term(&format!(
-            "memscope: wrote {name} (empty: the trace holds no CUDA memory events)"
-        ));
-        return Ok(0);
+        return super::pictures::flamegraph_note(
+            a,
+            memscope::wording::NO_TRACE_MEMORY,
+            "the trace holds no CUDA memory events",
+        );
     };
     let by = match a.by {
         FlameBy::Site => fg::By::Site,
@@ -87,10 +78,7 @@ pub fn flamegraph(a: &FlamegraphArgs, p: &TraceProduct) -> anyhow::Result<u8> {
         width: None,
     };
     let picture: &dyn Render<fg::Folded> = if a.folded { &fg::Lines } else { &svg };
-    let mut w = create(&a.output, &a.file)?;
-    picture.render(&folded, &report::Options::default(), &mut w)?;
-    let name = w.name();
-    let n = w.finish()?;
+    let (name, n) = write_picture(&a.output, &a.file, picture, &folded)?;
     crate::cmd::output::eprint_term(&format!(
         "memscope: wrote {} ({}; {} alive at {})",
         name,
@@ -102,10 +90,7 @@ pub fn flamegraph(a: &FlamegraphArgs, p: &TraceProduct) -> anyhow::Result<u8> {
 }
 
 pub fn report(a: &ReportArgs, file: &Path, p: &TraceProduct) -> anyhow::Result<u8> {
-    let mut w = create(&a.output, file)?;
-    trace_page::Page { product: p }.render(p, &report::Options::default(), &mut w)?;
-    let name = w.name();
-    let n = w.finish()?;
+    let (name, n) = write_picture(&a.output, file, &trace_page::Page { product: p }, p)?;
     crate::cmd::output::eprint_term(&format!("memscope: wrote {} ({})", name, bytes(n)));
     Ok(0)
 }
@@ -122,10 +107,7 @@ pub fn export(
         summary,
     };
     let kept = trace_perfetto::insertion_point(doc.raw).is_some();
-    let mut w = create(&a.output, &a.file)?;
-    trace_perfetto::Json.render(&doc, &report::Options::default(), &mut w)?;
-    let name = w.name();
-    let n = w.finish()?;
+    let (name, n) = write_picture(&a.output, &a.file, &trace_perfetto::Json, &doc)?;
     if let Some(at) = p.trace.cut_at_byte {
         crate::cmd::output::eprint_term(&format!(
             "memscope: warning: {}",

@@ -208,9 +208,7 @@ fn figures(m: &Member) -> RankFigures {
         end_allocated_bytes: max(|d| d.end_allocated_bytes),
         end_reserved_bytes: max(|d| d.end_reserved_bytes),
         ooms: s.ooms.len(),
-        // An OOM raised outside the allocator (NCCL, cuBLAS...) ended the run: it is the rank's
-        // cause, whatever allocator OOMs the program caught before it.
-        oom_cause: if s.verdict == VerdictKind::OomOutsideAllocator {
+        oom_cause: if s.ended_by_outside_oom() {
             Some(Cause::OutsideAllocator)
         } else {
             s.ooms.last().map(|o| o.cause)

@@ -14,24 +14,18 @@
 //!   mixed precision (capacity), leaving the `except` block before retrying (retained attempt).
 
 use super::{skip_unless, Measurable, Rule, RuleId, Skip};
-use crate::analysis::VerdictKind;
 use crate::check::summary::InputSummary;
 use crate::check::{Measure, Reason, RuleResult, Unit};
 use crate::wording::gate::OomFigures;
 
 pub struct OomRule;
 
-/// The run ended in an OOM raised outside the allocator: the allocator's own log may hold none.
-fn outside(s: &InputSummary) -> bool {
-    s.verdict == VerdictKind::OomOutsideAllocator
-}
-
 /// Whether `s` could have recorded an OOM: `Nothing(why)` for a capture without OOMs that
 /// could not have recorded one (a snapshot without allocation history, a trace without
 /// memory events), where "no OOM recorded" is no evidence that none happened. Shared with
 /// [`super::fragmentation`].
 pub(super) fn oom_measurable(s: &InputSummary) -> Measurable {
-    if outside(s) {
+    if s.ended_by_outside_oom() {
         return Measurable::Yes;
     }
     let why = s
@@ -58,9 +52,9 @@ impl Rule for OomRule {
         if let Some(r) = skip_unless(self, Unit::Count, s) {
             return r;
         }
-        let n = s.ooms.len() + usize::from(outside(s));
+        let n = s.ooms.len() + usize::from(s.ended_by_outside_oom());
         let mut r = RuleResult::limit(RuleId::Oom, Unit::Count, n as f64, 0.0, Measure::Ooms);
-        if outside(s) {
+        if s.ended_by_outside_oom() {
             r.say(Reason::OutsideOom {
                 allocator_ooms: s.ooms.len(),
             });

@@ -855,18 +855,7 @@ impl Html<'_> {
             bytes(a.input.bytes),
             a.devices.len()
         );
-        // Green only for a judged, clean capture; a capture that could not be judged is
-        // amber, never a green OK.
-        let (class, label) = match a.verdict.kind {
-            crate::analysis::VerdictKind::Ok => ("ok", "OK"),
-            crate::analysis::VerdictKind::Unjudged => ("unjudged", "NOT JUDGED"),
-            _ => ("bad", "VERDICT"),
-        };
-        let _ = write!(
-            o,
-            r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
-            esc(&crate::wording::verdict(&a.verdict))
-        );
+        verdict_section(&mut o, &a.verdict);
         ranked_section(&mut o, a);
         // The device whose OOM ended the run comes first, right under the verdict that names it.
         let oom_device = a.last_oom().map(|(d, _)| d);
@@ -983,4 +972,19 @@ fn ranked_section(out: &mut String, a: &Analysis) {
         );
     }
     out.push_str("</ol></section>");
+}
+
+/// The verdict banner of a page (a snapshot's or a trace's). Green only for a judged, clean
+/// capture; a capture that could not be judged is amber, never a green OK.
+pub(crate) fn verdict_section(o: &mut String, v: &crate::analysis::Verdict) {
+    let (class, label) = match v.kind {
+        crate::analysis::VerdictKind::Ok => ("ok", "OK"),
+        crate::analysis::VerdictKind::Unjudged => ("unjudged", "NOT JUDGED"),
+        _ => ("bad", "VERDICT"),
+    };
+    let _ = write!(
+        o,
+        r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
+        esc(&crate::wording::verdict(v))
+    );
 }

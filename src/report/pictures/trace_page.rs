@@ -15,7 +15,7 @@ use crate::analysis::trace_memory::{DeviceMemory, MemPoint};
 use crate::analysis::trace_report::TraceMoment;
 use crate::analysis::CountedFrom;
 use crate::analysis::{DeviceReport, TraceProduct};
-use crate::report::analyze::html::{esc, CSS};
+use crate::report::analyze::html::{esc, verdict_section, CSS};
 use crate::report::chart::{byte_ticks, tick_bytes};
 use crate::report::flamegraph::{self, By, Svg};
 use crate::report::{Options, Render};
@@ -355,16 +355,7 @@ impl Render<TraceProduct> for Page<'_> {
             p.trace.memory.len(),
             p.trace.ops.len()
         );
-        let (class, label) = match a.verdict.kind {
-            crate::analysis::VerdictKind::Ok => ("ok", "OK"),
-            crate::analysis::VerdictKind::Unjudged => ("unjudged", "NOT JUDGED"),
-            _ => ("bad", "VERDICT"),
-        };
-        let _ = write!(
-            o,
-            r#"<section id="verdict"><div class="verdict {class}"><b>{label}</b> {}</div></section>"#,
-            esc(&crate::wording::verdict(&a.verdict))
-        );
+        verdict_section(&mut o, &a.verdict);
         findings(&mut o, p);
         // Each section reads the device's events: the devices with the highest peaks get one,
         // so a trace naming thousands of devices costs a bounded number of passes.
