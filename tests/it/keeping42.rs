@@ -47,27 +47,23 @@ fn verdict_line(text: &str) -> &str {
 }
 
 #[test]
-fn a_snapshots_forward_hook_is_named_with_its_module_and_no_invented_line() {
-    let (a, text) = analyze("leak_hook.pickle");
-    let l = &a["leaks"][0];
-    assert_eq!(l["kept_by"]["mechanism"], "forward_hook");
-    // The hook's line is not in any allocation stack: none is claimed.
-    assert!(l["kept_by"]["site"].is_null());
-    assert_eq!(l["kept_by"]["module"]["function"], "forward");
-    assert!(l["kept_by"]["module"]["file"]
-        .as_str()
-        .unwrap()
-        .ends_with("torch/nn/modules/linear.py"));
+fn a_snapshots_hook_dispatch_frame_alone_names_no_holder() {
+    // The dispatch frame shows that a module has forward hooks, not which hook keeps what:
+    // FSDP2 registers hooks on every wrapped module, and there the user's own list keeps the
+    // logits. A snapshot never holds the hook's line, so neither capture gets a holder.
+    for rel in [
+        "leak_hook.pickle",
+        "ranks/multi40/fsdp2/rank0_memory_snapshot.pickle.gz",
+    ] {
+        let (a, text) = analyze(rel);
+        let l = &a["leaks"][0];
+        assert!(l.get("kept_by").is_none(), "{rel}: {}", l["kept_by"]);
+        assert!(!verdict_line(&text).contains("kept by"), "{rel}");
+    }
     // The loop line stays the finding's site (what the claims audit judges).
-    assert_eq!(l["site"]["line"], 437);
-    let v = verdict_line(&text);
-    assert!(v.contains("at fixtures/generate.py:437"), "{v}");
-    assert!(
-        v.contains("kept by a forward hook on the module whose `forward` runs at linear.py:134"),
-        "{v}"
-    );
-    assert!(v.contains("register_forward_hook"), "{v}");
-    assert!(text.contains("  kept by: a forward hook"), "{text}");
+    let (a, text) = analyze("leak_hook.pickle");
+    assert_eq!(a["leaks"][0]["site"]["line"], 437);
+    assert!(verdict_line(&text).contains("at fixtures/generate.py:437"));
 }
 
 #[test]

@@ -533,7 +533,13 @@ fn kept_by_of(stacks: &Stacks, s: StackId, loop_line: Option<&Site>) -> Option<s
             }
         })
         .collect();
-    super::kept_by::from_stack(&frames, loop_line).map(|(k, _)| k)
+    // A hook dispatch frame alone shows only that the module has forward hooks, which FSDP2
+    // and other wrappers register too (fixtures/ranks/multi40/fsdp2: rank 0's kept logits pass
+    // through FSDP's hooks, and the user's list keeps them). Without the hook's own line, which
+    // a snapshot never has, that is no evidence of what keeps the memory: no holder is claimed.
+    super::kept_by::from_stack(&frames, loop_line)
+        .map(|(k, _)| k)
+        .filter(|k| !(k.mechanism == super::kept_by::Mechanism::ForwardHook && k.site.is_none()))
 }
 
 pub(super) fn line_in(stacks: &Stacks, s: StackId, func: (Sym, Sym)) -> Option<Site> {

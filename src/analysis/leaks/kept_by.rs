@@ -5,9 +5,11 @@
 //! carry, by their roles ([`FrameRole`], decided once per interned frame in `model/roles.rs`):
 //! - the module's hook dispatch (`inner` in `module.py`) between the loop line and the
 //!   allocation: the kept tensors were made by a module whose output is handed to hooks; the
-//!   hook's own line is never in an allocation stack (it runs after the forward returns), so
-//!   a snapshot names the module, and a profiler trace, which records every Python call, names
-//!   the hook function the dispatch called right after the allocating forward;
+//!   hook's own line is never in an allocation stack (it runs after the forward returns). A
+//!   profiler trace, which records every Python call, names the hook function the dispatch
+//!   called right after the allocating forward; a snapshot claims no holder from the dispatch
+//!   frame alone (it shows that the module has hooks, which FSDP2 registers too; see
+//!   `leaks::find`);
 //! - `torch/utils/hooks.py`: a backward hook's machinery;
 //! - a callback's frame (`on_train_batch_end`, Lightning's or HF's dispatch): the user's
 //!   callback line made what is kept, and that line is the one to change;
