@@ -4,8 +4,8 @@ returns DuckDB's rows over the same files, Parquet and JSON Lines (fixtures/job4
 
 The sqlglot test needs `pip install sqlglot`; the Spark one `pip install pyspark duckdb`, Java 17
 and the binary ($MEMSCOPE_BIN, else target/debug/memscope). Without them they skip, and say so.
-.ci/run installs sqlglot with the engine pipeline's DuckDB; Spark is run by hand (its install is
-about 490 MB: docs/summaries.md).
+.ci/run installs them with the engine pipeline's DuckDB and Dask (pyspark is about 520 MB;
+BENCHMARKS.md says what it costs).
 """
 
 import glob
@@ -82,12 +82,20 @@ class Spark(unittest.TestCase):
                                              recursive=True))
                     subprocess.run(run + ["--job", job, "--step", "3", *files], check=True,
                                    stderr=subprocess.DEVNULL)
+            # One job without leaks or steps: no leak_site or step_series file, so empty views.
+            bridge = os.path.join(tmp, "bridge")
+            subprocess.run([BIN, "summarize", "-o", bridge, *sorted(glob.glob(os.path.join(
+                ROOT, "fixtures", "ranks", "bridge", "*.pickle.gz")))], check=True, stderr=subprocess.DEVNULL)
+            self.assertEqual(glob.glob(os.path.join(bridge, "*", "*", "*", "leak_site-*")), [])
+            outs.append(bridge)
             p = subprocess.run([sys.executable, os.path.join(JOB40, "engines.py"), *outs, "--spark"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             self.assertEqual(p.returncode, 0, p.stdout[-4000:])
             self.assertIn("ENGINES EQUAL", p.stdout)
-            for q in ("imbalance: equal (4 rows)", "first_oom: equal (2 rows)", "site_spread: equal"):
+            for q in ("imbalance: equal (4 rows)", "first_oom: equal (2 rows)", "site_spread: equal (19 rows)"):
                 self.assertEqual(p.stdout.count(q), 2, q)
+            self.assertIn("shared_leaks: equal (0 rows)", p.stdout)
+            self.assertEqual(p.stdout.count(": equal ("), 15)
         finally:
             shutil.rmtree(tmp)
 
