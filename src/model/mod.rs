@@ -333,10 +333,13 @@ pub struct DeviceRecord {
 
 /// Where a capture was taken, as `memscope run` records it (`torch.__version__`,
 /// `torch.version.cuda`, `socket.gethostname()`): bounded, printable text, attacker data.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Origin {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub torch_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 }
 

@@ -232,6 +232,25 @@ fn the_host_and_torch_version_come_from_the_capture_and_hostile_ones_are_dropped
         (&r.host, &r.torch_version, &r.cuda_version),
         (&None, &None, &None)
     );
+    // `analyze` says it under the file's line, text and JSON; nothing for the hostile capture.
+    let cap = roots_capture("node-a/rank0_memory_snapshot.pickle.gz");
+    let text = ok(&memscope(&["analyze", cap.to_str().unwrap()]));
+    assert_eq!(
+        text.lines().nth(1),
+        Some("  taken with torch 2.11.0+cu128, CUDA 12.8, on host node-a")
+    );
+    let j = common::envelope::data(
+        &memscope(&["analyze", "--format", "json", cap.to_str().unwrap()]).stdout,
+    );
+    assert_eq!(j["input"]["origin"]["host"], "node-a");
+    assert_eq!(j["input"]["origin"]["cuda_version"], "12.8");
+    let hostile = roots_capture("hostile/rank2_memory_snapshot.pickle.gz");
+    let text = ok(&memscope(&["analyze", hostile.to_str().unwrap()]));
+    assert_eq!(text.lines().nth(1), Some(""));
+    let j = common::envelope::data(
+        &memscope(&["analyze", "--format", "json", hostile.to_str().unwrap()]).stdout,
+    );
+    assert!(j["input"].get("origin").is_none(), "{}", j["input"]);
     // Through the binary, both formats carry the columns.
     for format in ["jsonl", "parquet"] {
         let out = tmp(&format!("origin-{format}"));
