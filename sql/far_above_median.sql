@@ -11,7 +11,7 @@ ok AS (
 ),
 by_peak AS (
   SELECT job, step, peak,
-    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak) AS i,
+    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak NULLS LAST) AS i,
     COUNT(*) OVER (PARTITION BY job, step) AS n
   FROM ok
 ),
@@ -27,7 +27,7 @@ dev AS (
 ),
 by_dev AS (
   SELECT job, step, d,
-    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY d) AS i,
+    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY d NULLS LAST) AS i,
     COUNT(*) OVER (PARTITION BY job, step) AS n
   FROM dev
 ),
@@ -45,4 +45,4 @@ JOIN med m ON m.job = o.job AND m.step = o.step
 JOIN mad a ON a.job = o.job AND a.step = o.step
 CROSS JOIN params p
 WHERE o.peak > m.median_bytes + p.k * a.mad_bytes
-ORDER BY o.job, o.step, o.peak DESC, o.rank
+ORDER BY o.job NULLS LAST, o.step NULLS LAST, o.peak DESC, o.rank NULLS LAST

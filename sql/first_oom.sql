@@ -5,10 +5,10 @@
 SELECT job, step,
   ROW_NUMBER() OVER (
     PARTITION BY job, step
-    ORDER BY first_oom_time_us ASC NULLS LAST, rank ASC
+    ORDER BY first_oom_time_us NULLS LAST, rank NULLS LAST
   ) AS oom_order,
   rank, host, path, first_oom_time_us, ooms, oom_cause, oom_requested_bytes,
   outside_allocator_bytes, device_total_bytes, peak_allocated_bytes
 FROM rank_summary
 WHERE status = 'ok' AND ooms > 0
-ORDER BY job, step, oom_order
+ORDER BY job NULLS LAST, step NULLS LAST, oom_order NULLS LAST

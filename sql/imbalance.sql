@@ -11,8 +11,8 @@ WITH ok AS (
 ),
 ordered AS (
   SELECT job, step, rank, peak,
-    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak DESC, rank ASC) AS from_top,
-    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak ASC, rank ASC) AS from_bottom
+    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak DESC, rank NULLS LAST) AS from_top,
+    ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak NULLS LAST, rank NULLS LAST) AS from_bottom
   FROM ok
 ),
 figures AS (
@@ -40,4 +40,4 @@ SELECT f.job, f.step, f.ranks,
   f.mean_bytes
 FROM figures f
 LEFT JOIN failed x ON x.job = f.job AND x.step = f.step
-ORDER BY f.job, f.step
+ORDER BY f.job NULLS LAST, f.step NULLS LAST

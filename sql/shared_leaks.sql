@@ -10,4 +10,4 @@ SELECT job, step, site_id,
 FROM leak_site
 WHERE site_id IS NOT NULL AND rank IS NOT NULL
 GROUP BY job, step, site_id
-ORDER BY job, step, ranks DESC, live_bytes DESC, site_id
+ORDER BY job NULLS LAST, step NULLS LAST, ranks DESC, live_bytes DESC, site_id NULLS LAST

@@ -13,8 +13,8 @@ ends AS (
     MAX(CASE WHEN from_bottom = 1 THEN rank END) AS low_rank
   FROM (
     SELECT job, step, rank,
-      ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak DESC, rank ASC) AS from_top,
-      ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak ASC, rank ASC) AS from_bottom
+      ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak DESC, rank NULLS LAST) AS from_top,
+      ROW_NUMBER() OVER (PARTITION BY job, step ORDER BY peak NULLS LAST, rank NULLS LAST) AS from_bottom
     FROM ok
   ) t
   GROUP BY job, step
@@ -34,4 +34,5 @@ SELECT d.job, d.step, e.high_rank, e.low_rank, d.site_id, d.rel_path, d.function
 FROM sides d
 JOIN ends e ON e.job = d.job AND e.step = d.step
 WHERE d.high_bytes <> d.low_bytes
-ORDER BY d.job, d.step, ABS(d.high_bytes - d.low_bytes) DESC, d.site_id
+ORDER BY d.job NULLS LAST, d.step NULLS LAST, ABS(d.high_bytes - d.low_bytes) DESC,
+  d.site_id NULLS LAST

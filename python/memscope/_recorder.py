@@ -36,6 +36,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import socket
 import sys
 
 DEFAULT_MAX_ENTRIES = 100_000
@@ -253,6 +254,22 @@ def nvml_usage(torch, i):
     return out
 
 
+def origin(torch) -> dict:
+    """Where the capture is taken (issue #40: `memscope summarize` files it with the rank):
+    torch's version, the CUDA it was built for (None on a CPU build) and the host. A value
+    that cannot be read is left out."""
+    out = {}
+    for key, read in (("torch_version", lambda: str(torch.__version__)),
+                      ("cuda_version", lambda: torch.version.cuda),
+                      ("host", socket.gethostname)):
+        try:
+            value = read()
+        except Exception:
+            continue
+        out[key] = None if value is None else str(value)[:255]
+    return out
+
+
 def device_state(torch, context=None, error=None) -> dict:
     """What `memscope run` adds under the snapshot's `memscope` key: each device's size, free
     bytes (cudaMemGetInfo) and NVML's view, the CUDA context measured at start-up, the NCCL
@@ -284,7 +301,7 @@ def device_state(torch, context=None, error=None) -> dict:
             ranks[k.lower()] = int(os.environ[k])
         except (KeyError, ValueError):
             pass
-    out = {"devices": devices, "current_device": current, "nccl_env": env, **ranks}
+    out = {**origin(torch), "devices": devices, "current_device": current, "nccl_env": env, **ranks}
     if error is not None:
         out["error"] = error
     return out

@@ -49,8 +49,13 @@ def summarize(
     step: str | None = None,
     rank: int | None = None,
     host: str | None = None,
+    repo_root: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
 ) -> list[dict]:
     """Summarizes captures into `out`; returns their `rank_summary` rows (one per capture).
+
+    `repo_root`: the repository's root as the capturing hosts spelled it (or several, one per
+    checkout): a site's file below it is identified by its path below it (`model/train.py`)
+    rather than its name alone (`--repo-root`, docs/summaries.md).
 
     Raises `subprocess.CalledProcessError` only when the binary refuses the call itself (a bad
     `job` name, an `out` it cannot write); a capture it cannot read is a row with its `status`.
@@ -66,6 +71,10 @@ def summarize(
     for flag, value in (("--job", job), ("--step", step), ("--rank", rank), ("--host", host)):
         if value is not None:
             cmd += [flag, str(value)]
+    if repo_root is not None:
+        roots = [repo_root] if isinstance(repo_root, (str, os.PathLike)) else list(repo_root)
+        for r in roots:
+            cmd += ["--repo-root", os.fspath(r)]
     # `--` so that a capture named `-x.pickle` is not an option.
     cmd += ["--", *paths]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)

@@ -57,6 +57,10 @@ pub struct Input {
     /// Snapshot layout (`torch20`, `torch21`, `modern`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
+    /// Where the capture was taken (torch's and CUDA's versions, the host), where it records
+    /// any of it (`memscope run`; issue #40).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::model::Origin>,
     /// What the reader skipped or repaired (events that are not valid, strings that could
     /// not be decoded): also in `notes`; kept apart so that `check` can say it.
     #[serde(skip)]

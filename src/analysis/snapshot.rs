@@ -594,6 +594,11 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
             kind: CaptureKind::Snapshot,
             bytes: file_bytes,
             layout: Some(snap.layout),
+            origin: snap
+                .device_record
+                .as_ref()
+                .map(|r| r.origin.clone())
+                .filter(|o| *o != crate::model::Origin::default()),
             load_notes: snap.load_notes.clone(),
         },
         verdict: verdict::with_outside_oom(verdict::of_snapshot(&devices, &leaks), &device),

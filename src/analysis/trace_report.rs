@@ -299,6 +299,7 @@ fn analyze_trace_with_memory(
             kind: super::CaptureKind::Trace,
             bytes: file_bytes,
             layout: None,
+            origin: None,
             load_notes: t.load_notes.clone(),
         },
         verdict,

@@ -606,9 +606,15 @@ pub struct SummarizeArgs {
     /// With one capture: its rank (e.g. `--rank "$SLURM_PROCID"`), over its name or content.
     #[arg(long)]
     pub rank: Option<u32>,
-    /// The host the captures were written on (captures do not record it).
+    /// The host the captures were written on, over what they record (`memscope run` records
+    /// it).
     #[arg(long)]
     pub host: Option<String>,
+    /// A repository root as the capturing host spelled it (`/home/alice/proj`): a site's file
+    /// below it is identified by its path below it (`model/train.py`), not its name alone.
+    /// May be given several times (one per checkout); the longest that holds a file wins.
+    #[arg(long, value_name = "DIR")]
+    pub repo_root: Vec<String>,
     /// Also print each capture's rank_summary row on stdout, one JSON object a line.
     #[arg(long)]
     pub rows: bool,

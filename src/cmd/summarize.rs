@@ -27,6 +27,7 @@ pub fn summarize(args: &SummarizeArgs) -> anyhow::Result<u8> {
         step: args.step.clone(),
         rank: args.rank,
         host: args.host.clone(),
+        repo_roots: args.repo_root.clone(),
     };
     let format = match args.format {
         SummaryFormat::Parquet => Format::Parquet,

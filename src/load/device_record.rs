@@ -1,15 +1,18 @@
 //! The device figures `memscope run` writes under a snapshot's `memscope` key (issue #41):
 //! free bytes, NVML usage, the CUDA context, NCCL settings, ranks and the error of an OOM
-//! raised outside the allocator. Kept apart from the pickle walk: every field is optional,
-//! bounded, and attacker data like the rest of the capture.
+//! raised outside the allocator, and where the capture was taken (torch's and CUDA's versions,
+//! the host: issue #40). Kept apart from the pickle walk: every field is optional, bounded, and
+//! attacker data like the rest of the capture.
 
 use super::pickle::{Arena, Value};
-use crate::model::{DeviceRecord, NvmlUsage, OutsideError, OutsideSource};
+use crate::model::{DeviceRecord, NvmlUsage, Origin, OutsideError, OutsideSource};
 
 /// No device holds 4 PiB: larger figures are dropped.
 const MAX_BYTES: i64 = 1 << 52;
 const MAX_ENV: usize = 64;
 const MAX_TEXT: usize = 2000;
+/// A version (`2.11.0+cu128`, `12.8`) or a host name (at most 253 characters in DNS) is short.
+const MAX_NAME: usize = 255;
 
 pub(super) fn bytes(p: &Arena<'_>, v: Option<Value>) -> Option<u64> {
     let n = p.int(v?)?;
@@ -60,8 +63,26 @@ pub(super) fn record(p: &Arena<'_>, v: Value) -> Option<DeviceRecord> {
         world_size: small(p, p.get(v, "world_size")),
         nccl_env,
         outside_error,
+        origin: origin(p, v),
     };
     (r != DeviceRecord::default() || p.get(v, "current_device").is_some()).then_some(r)
+}
+
+/// A name-like field: at most [`MAX_NAME`] characters, none of them a control character
+/// (which no version or host name holds: such a value is dropped, not trimmed).
+fn name(p: &Arena<'_>, v: Option<Value>) -> Option<String> {
+    let s = p.str_bounded(v?)?;
+    let ok = !s.is_empty() && s.chars().count() <= MAX_NAME && !s.chars().any(char::is_control);
+    ok.then(|| s.into_owned())
+}
+
+/// `torch_version`, `cuda_version`, `host`: where the capture was taken.
+fn origin(p: &Arena<'_>, v: Value) -> Origin {
+    Origin {
+        torch_version: name(p, p.get(v, "torch_version")),
+        cuda_version: name(p, p.get(v, "cuda_version")),
+        host: name(p, p.get(v, "host")),
+    }
 }
 
 fn outside_error(p: &Arena<'_>, e: Value) -> Option<OutsideError> {

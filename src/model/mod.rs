@@ -327,6 +327,20 @@ pub struct DeviceRecord {
     pub nccl_env: Vec<(String, String)>,
     /// The failure to allocate that was raised outside PyTorch's allocator, if any.
     pub outside_error: Option<OutsideError>,
+    /// Where the capture was taken: torch's and CUDA's versions and the host (issue #40).
+    pub origin: Origin,
+}
+
+/// Where a capture was taken, as `memscope run` records it (`torch.__version__`,
+/// `torch.version.cuda`, `socket.gethostname()`): bounded, printable text, attacker data.
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Origin {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Which library failed to allocate outside the caching allocator.

@@ -14,7 +14,7 @@ use crate::check::summary::{RankInfo, RankSource};
 use crate::job::{self, Job, RankFrom};
 use crate::load::LoadError;
 
-use super::rows::{self, Extra, Key, RankRow, Rows, Status};
+use super::rows::{self, Extra, HostFrom, Key, RankRow, Rows, Status};
 
 /// What the map step is told besides the file.
 #[derive(Clone, Debug, Default)]
@@ -23,8 +23,11 @@ pub struct Given {
     pub step: String,
     /// `--rank`: the capture's rank, over what its name or content says.
     pub rank: Option<u32>,
-    /// `--host`: captures do not record it.
+    /// `--host`: the host, over what the capture records.
     pub host: Option<String>,
+    /// `--repo-root`: the repositories' roots, as the capturing hosts spelled them; a site's
+    /// file below one is identified by its path below it ([`super::site_id`]).
+    pub repo_roots: Vec<String>,
 }
 
 fn status_of(e: &LoadError) -> Status {
@@ -55,6 +58,7 @@ pub fn summarize_file(path: &Path, given: &Given) -> Rows {
         };
         let mut r = RankRow::failed(&key, from, &shown, status, detail);
         r.host = given.host.clone();
+        r.host_from = given.host.as_ref().map(|_| HostFrom::Summary);
         Rows {
             rank: vec![r],
             ..Rows::default()
@@ -107,8 +111,17 @@ pub fn summarize_file(path: &Path, given: &Given) -> Rows {
         step: given.step.clone(),
         rank: Some(members[0].rank),
     };
-    let mut out = rows::of_capture(&key, &j.ranks[0], &members[0].summary, extra);
-    out.rank[0].host = given.host.clone();
+    let mut out = rows::of_capture(
+        &key,
+        &j.ranks[0],
+        &members[0].summary,
+        extra,
+        &given.repo_roots,
+    );
+    if let Some(h) = &given.host {
+        out.rank[0].host = Some(h.clone());
+        out.rank[0].host_from = Some(HostFrom::Summary);
+    }
     out
 }
 
@@ -134,6 +147,12 @@ fn extra(p: &Product, main: Option<usize>) -> Extra {
     };
     let total = main.and_then(|i| sp.snap.device_total(a.devices[i].device));
     Extra {
+        origin: sp
+            .snap
+            .device_record
+            .as_ref()
+            .map(|r| r.origin.clone())
+            .unwrap_or_default(),
         torch_layout: serde_json::to_value(sp.snap.layout)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned)),

@@ -30,7 +30,7 @@ pub mod site_id;
 pub mod table;
 
 pub use map::{summarize_file, Given};
-pub use rows::{LeakRow, RankRow, Rows, SiteRow, Status, StepRow, SUMMARIES_SCHEMA};
+pub use rows::{HostFrom, LeakRow, RankRow, Rows, SiteRow, Status, StepRow, SUMMARIES_SCHEMA};
 pub use table::{Table, TABLES};
 
 /// Which files the tables are written as.

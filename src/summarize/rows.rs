@@ -15,7 +15,7 @@ use crate::check::summary::SiteBytes;
 use crate::check::InputSummary;
 use crate::job::{RankFigures, RankFrom};
 
-use super::site_id::{relative_path, site_id};
+use super::site_id::{relative_path_in, site_id_in};
 
 /// The `schema` column of every row of every table.
 pub const SUMMARIES_SCHEMA: &str = "memscope.summaries/1";
@@ -50,8 +50,11 @@ pub struct RankRow {
     /// `null` where nothing tells the rank (a rank-less capture that could not be read).
     pub rank: Option<u32>,
     pub rank_from: Option<RankFrom>,
-    /// Only where given (`--host`): captures do not record it.
+    /// The host: `--host` where given, else the capture's own record (`memscope run` writes
+    /// it since issue #40), else `null`.
     pub host: Option<String>,
+    /// Where `host` comes from.
+    pub host_from: Option<HostFrom>,
     /// The path as given to `summarize`.
     pub path: String,
     pub status: Status,
@@ -61,6 +64,9 @@ pub struct RankRow {
     /// The snapshot's layout (`torch20`, `torch21`, `modern`): what the capture tells of its
     /// torch version (torch records no version in a snapshot).
     pub torch_layout: Option<String>,
+    /// `torch.__version__` and `torch.version.cuda`, where `memscope run` recorded them.
+    pub torch_version: Option<String>,
+    pub cuda_version: Option<String>,
     /// The device the figures and sites come from: the one with the highest peak.
     pub device: Option<String>,
     pub devices: Option<u64>,
@@ -89,6 +95,16 @@ pub struct RankRow {
     pub verdict: Option<VerdictKind>,
     /// How many `site_at_peak` rows the rank has (the analysis keeps its top sites).
     pub sites_listed: Option<u64>,
+}
+
+/// Where a row's `host` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostFrom {
+    /// `--host` (as `rank_from`'s `summary` is `--rank`).
+    Summary,
+    /// The capture's own record (`socket.gethostname()` in `memscope run`).
+    Capture,
 }
 
 /// `site_at_peak`: the main device's top sites live at its allocated peak, largest first.
@@ -170,11 +186,11 @@ type Located = (
     Option<u32>,
 );
 
-fn located(s: Option<&Site>) -> Located {
+fn located(s: Option<&Site>, roots: &[String]) -> Located {
     match s {
         Some(s) => (
-            Some(site_id(&s.file, &s.function, s.line)),
-            Some(relative_path(&s.file).to_owned()),
+            Some(site_id_in(&s.file, &s.function, s.line, roots)),
+            Some(relative_path_in(&s.file, roots).to_owned()),
             Some(s.file.clone()),
             Some(s.function.clone()),
             Some(s.line),
@@ -199,11 +215,14 @@ impl RankRow {
             rank: key.rank,
             rank_from: from,
             host: None,
+            host_from: None,
             path: path.to_owned(),
             status,
             status_detail: Some(detail),
             kind: None,
             torch_layout: None,
+            torch_version: None,
+            cuda_version: None,
             device: None,
             devices: None,
             device_total_bytes: None,
@@ -229,6 +248,8 @@ impl RankRow {
 #[derive(Clone, Debug, Default)]
 pub struct Extra {
     pub torch_layout: Option<String>,
+    /// Where the capture was taken, as it records it.
+    pub origin: crate::model::Origin,
     pub device_total_bytes: Option<u64>,
     pub first_oom_time_us: Option<i64>,
     pub outside_allocator_bytes: Option<u64>,
@@ -243,8 +264,15 @@ pub fn main_device(s: &InputSummary) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The rows of an analysed capture: `f` its job figures, `s` its summary.
-pub fn of_capture(key: &Key, f: &RankFigures, s: &InputSummary, extra: Extra) -> Rows {
+/// The rows of an analysed capture: `f` its job figures, `s` its summary, `roots` the
+/// repositories' roots its sites' paths are taken below (`--repo-root`).
+pub fn of_capture(
+    key: &Key,
+    f: &RankFigures,
+    s: &InputSummary,
+    extra: Extra,
+    roots: &[String],
+) -> Rows {
     let dev = main_device(s).map(|i| &s.devices[i]);
     let sites: &[SiteBytes] = dev.map_or(&[], |d| &d.sites_at_peak);
     let last = s.ooms.last();
@@ -254,12 +282,15 @@ pub fn of_capture(key: &Key, f: &RankFigures, s: &InputSummary, extra: Extra) ->
         step: key.step.clone(),
         rank: Some(f.rank),
         rank_from: Some(f.rank_from),
-        host: None,
+        host_from: extra.origin.host.as_ref().map(|_| HostFrom::Capture),
+        host: extra.origin.host,
         path: f.path.clone(),
         status: Status::Ok,
         status_detail: None,
         kind: Some(f.kind),
         torch_layout: extra.torch_layout,
+        torch_version: extra.origin.torch_version,
+        cuda_version: extra.origin.cuda_version,
         device: dev.map(|d| d.device.clone()),
         devices: Some(s.devices.len() as u64),
         device_total_bytes: extra.device_total_bytes,
@@ -283,7 +314,7 @@ pub fn of_capture(key: &Key, f: &RankFigures, s: &InputSummary, extra: Extra) ->
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            let (site_id, rel_path, file, function, line) = located(b.site.as_ref());
+            let (site_id, rel_path, file, function, line) = located(b.site.as_ref(), roots);
             SiteRow {
                 schema: SUMMARIES_SCHEMA.into(),
                 job: key.job.clone(),
@@ -321,7 +352,7 @@ pub fn of_capture(key: &Key, f: &RankFigures, s: &InputSummary, extra: Extra) ->
         .iter()
         .flatten()
         .map(|l| {
-            let (site_id, rel_path, file, function, line) = located(l.site.as_ref());
+            let (site_id, rel_path, file, function, line) = located(l.site.as_ref(), roots);
             LeakRow {
                 schema: SUMMARIES_SCHEMA.into(),
                 job: key.job.clone(),

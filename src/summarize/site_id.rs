@@ -8,7 +8,11 @@
 //!
 //! 1. after the last `site-packages/` or `dist-packages/` (installed code: `torch/nn/modules/linear.py`);
 //! 2. else after the last `/lib/pythonX.Y/` (the standard library: `threading.py`);
-//! 3. else the file's name alone (the user's code: `train.py`), which is also what `memscope diff`
+//! 3. else, under a repository root given to `summarize --repo-root` (as the capturing host
+//!    spelled it: `/home/alice/proj`), the path below it (`model/train.py`): the same on every
+//!    host whose checkout is given as its root, and two user files of one name in two
+//!    directories stay apart;
+//! 4. else the file's name alone (the user's code: `train.py`), which is also what `memscope diff`
 //!    and the job view pair sites by across checkouts. Two user files of one name in two
 //!    directories then share an identity; the function and line keep them apart in practice.
 //!
@@ -16,8 +20,15 @@
 //! (the line in decimal), written as 16 lowercase hex digits: any engine can recompute it,
 //! and it does not change between memscope versions (the schema version would).
 
-/// The file as the identity takes it (see the module's docs).
+/// The file as the identity takes it, with no repository root (see the module's docs).
 pub fn relative_path(file: &str) -> &str {
+    relative_path_in(file, &[])
+}
+
+/// The file as the identity takes it, `roots` the repositories' roots (rule 3: the longest
+/// root that holds the file wins; a root is a prefix of the recorded path, ending at a
+/// separator, never resolved on this machine).
+pub fn relative_path_in<'a>(file: &'a str, roots: &[String]) -> &'a str {
     let norm_at = |marker: &str| -> Option<usize> {
         // Either separator: captures from Windows hosts use `\`.
         let a = file.rfind(&format!("/{marker}/"));
@@ -35,7 +46,25 @@ pub fn relative_path(file: &str) -> &str {
             }
         }
     }
+    if let Some(rest) = roots
+        .iter()
+        .filter_map(|r| below(file, r))
+        .min_by_key(|rest| rest.len())
+    {
+        return rest;
+    }
     file.rsplit(['/', '\\']).next().unwrap_or(file)
+}
+
+/// What follows `root` and a separator in `file`, if anything does.
+fn below<'a>(file: &'a str, root: &str) -> Option<&'a str> {
+    let root = root.trim_end_matches(['/', '\\']);
+    if root.is_empty() {
+        return None;
+    }
+    let rest = file.strip_prefix(root)?;
+    let rest = rest.strip_prefix(['/', '\\'])?;
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// FNV-1a, 64 bits.
@@ -54,11 +83,16 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The site's identity: 16 hex digits.
+/// The site's identity, with no repository root: 16 hex digits.
 pub fn site_id(file: &str, function: &str, line: u32) -> String {
+    site_id_in(file, function, line, &[])
+}
+
+/// The site's identity, `roots` the repositories' roots: 16 hex digits.
+pub fn site_id_in(file: &str, function: &str, line: u32, roots: &[String]) -> String {
     let line = line.to_string();
     let h = fnv1a(&[
-        relative_path(file).as_bytes(),
+        relative_path_in(file, roots).as_bytes(),
         function.as_bytes(),
         line.as_bytes(),
     ]);
@@ -91,6 +125,40 @@ mod tests {
             site_id("/scratch/j17/proj/train.py", "main", 7)
         );
         assert_eq!(relative_path(r"C:\py\Lib\site-packages\x\y.py"), r"x\y.py");
+    }
+
+    #[test]
+    fn a_repository_root_keeps_the_path_below_it() {
+        let roots = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = roots(&["/home/alice/proj/"]);
+        let b = roots(&["/scratch/j17/proj"]);
+        assert_eq!(
+            relative_path_in("/home/alice/proj/model/train.py", &a),
+            "model/train.py"
+        );
+        assert_eq!(
+            site_id_in("/home/alice/proj/model/train.py", "main", 7, &a),
+            site_id_in("/scratch/j17/proj/model/train.py", "main", 7, &b)
+        );
+        // Two files of one name in two directories: one identity without the root, two with it.
+        let (x, y) = ("/home/alice/proj/a/train.py", "/home/alice/proj/b/train.py");
+        assert_eq!(site_id(x, "main", 7), site_id(y, "main", 7));
+        assert_ne!(site_id_in(x, "main", 7, &a), site_id_in(y, "main", 7, &a));
+        // A root is a whole directory, not a prefix of a name; installed code keeps rule 1.
+        assert_eq!(relative_path_in("/home/alice/project/t.py", &a), "t.py");
+        let venv = "/home/alice/proj/.venv/lib/python3.11/site-packages/torch/nn/functional.py";
+        assert_eq!(relative_path_in(venv, &a), "torch/nn/functional.py");
+        // The longest root that holds the file wins.
+        let both = roots(&["/home/alice", "/home/alice/proj"]);
+        assert_eq!(relative_path_in("/home/alice/proj/t.py", &both), "t.py");
+        assert_eq!(
+            relative_path_in("/home/alice/other/t.py", &both),
+            "other/t.py"
+        );
+        assert_eq!(
+            relative_path_in(r"C:\src\proj\m\t.py", &roots(&[r"C:\src\proj"])),
+            r"m\t.py"
+        );
     }
 
     #[test]

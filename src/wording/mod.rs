@@ -67,6 +67,23 @@ pub use whatif::{
 use crate::analysis::sites::Site;
 
 /// `file:line (in function)`, or what stands for blocks with no stack.
+/// `taken with torch 2.11.0+cu128, CUDA 12.8, on host node-a`: what a capture records of where
+/// it was taken (attacker text, escaped for a terminal).
+pub(crate) fn taken_with(o: &crate::model::Origin) -> String {
+    let parts: Vec<String> = [
+        ("torch ", &o.torch_version),
+        ("CUDA ", &o.cuda_version),
+        ("on host ", &o.host),
+    ]
+    .into_iter()
+    .filter_map(|(label, v)| {
+        v.as_deref()
+            .map(|v| format!("{label}{}", crate::escape::term(v)))
+    })
+    .collect();
+    format!("taken with {}", parts.join(", "))
+}
+
 pub(crate) fn site_in(site: &Option<Site>) -> String {
     site.as_ref()
         .map(|s| format!("{}:{} (in {})", s.file, s.line, s.function))
@@ -88,5 +105,24 @@ pub fn no_such_table(name: &str, other_kind: Option<&str>) -> String {
             format!("-- no table {name} here: it is a {k}'s table (.tables lists this capture's)\n")
         }
         None => format!("-- no table {name} (.tables lists this capture's)\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Origin;
+
+    #[test]
+    fn taken_with_says_what_is_recorded_and_escapes_it() {
+        let o = Origin {
+            torch_version: Some("2.11.0+cu128".into()),
+            cuda_version: None,
+            host: Some("node\u{202e}a".into()),
+        };
+        assert_eq!(
+            taken_with(&o),
+            "taken with torch 2.11.0+cu128, on host node\\u{202e}a"
+        );
     }
 }

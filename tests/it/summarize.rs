@@ -128,6 +128,165 @@ fn rows_carry_the_truths_figures_and_the_oom() {
     }
 }
 
+/// fixtures/job40/roots/: rank 0 under /home/alice/proj on node-a, rank 1 under
+/// /scratch/j17/proj on node-b, each with `model/generate.py` and `data/generate.py`.
+fn roots_capture(name: &str) -> PathBuf {
+    root().join("fixtures/job40/roots").join(name)
+}
+
+fn given(roots: &[&str]) -> Given {
+    Given {
+        job: "j".into(),
+        step: "0".into(),
+        repo_roots: roots.iter().map(|r| r.to_string()).collect(),
+        ..Given::default()
+    }
+}
+
+#[test]
+fn a_repo_root_gives_one_id_across_checkouts_and_two_to_files_of_one_name() {
+    let a = roots_capture("node-a/rank0_memory_snapshot.pickle.gz");
+    let b = roots_capture("node-b/rank1_memory_snapshot.pickle.gz");
+    // (site_id, file) of each named site at the peak; line 56 of main is in both files.
+    let sites = |cap: &Path, g: &Given| -> Vec<(String, String, u32)> {
+        let rows = summarize::summarize_file(cap, g);
+        assert_eq!(rows.rank[0].status, Status::Ok);
+        rows.sites
+            .iter()
+            .filter_map(|s| Some((s.site_id.clone()?, s.file.clone()?, s.line?)))
+            .collect()
+    };
+    let at = |v: &[(String, String, u32)], dir: &str, line: u32| -> String {
+        v.iter()
+            .find(|(_, f, l)| f.ends_with(&format!("/{dir}/generate.py")) && *l == line)
+            .unwrap_or_else(|| panic!("no {dir}/generate.py:{line} in {v:?}"))
+            .0
+            .clone()
+    };
+    // Without a root: the file's name alone, so the two files of one name share an identity.
+    let plain = sites(&a, &given(&[]));
+    assert_eq!(at(&plain, "model", 56), at(&plain, "data", 56));
+    // With each host's root: the two files part, and each keeps one identity across hosts.
+    let ra = sites(&a, &given(&["/home/alice/proj"]));
+    let rb = sites(&b, &given(&["/scratch/j17/proj/"]));
+    assert_ne!(at(&ra, "model", 56), at(&ra, "data", 56));
+    assert_eq!(at(&ra, "model", 56), at(&rb, "model", 56));
+    assert_eq!(at(&ra, "data", 56), at(&rb, "data", 56));
+    // Both roots in one call (one batch over both hosts' captures) give the same ids.
+    let both = given(&["/home/alice/proj", "/scratch/j17/proj"]);
+    assert_eq!(sites(&a, &both), ra);
+    assert_eq!(sites(&b, &both), rb);
+    // The relative path is the one the id hashes: recomputed here as docs/summaries.md says.
+    let rows = summarize::summarize_file(&b, &both);
+    for s in rows.sites.iter().filter(|s| s.site_id.is_some()) {
+        let rel = s.rel_path.as_deref().unwrap();
+        assert!(
+            rel == "model/generate.py" || rel == "data/generate.py",
+            "{rel}"
+        );
+        let mut h: u64 = 0xcbf29ce484222325;
+        let text = format!(
+            "{rel}\0{}\0{}",
+            s.function.as_deref().unwrap(),
+            s.line.unwrap()
+        );
+        for byte in text.bytes() {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        assert_eq!(s.site_id.as_deref(), Some(format!("{h:016x}").as_str()));
+    }
+    // A root that holds none of the files changes nothing.
+    assert_eq!(sites(&a, &given(&["/elsewhere"])), plain);
+}
+
+#[test]
+fn the_host_and_torch_version_come_from_the_capture_and_hostile_ones_are_dropped() {
+    let rows = |cap: &str, host: Option<&str>| {
+        let mut g = given(&[]);
+        g.host = host.map(str::to_owned);
+        summarize::summarize_file(&roots_capture(cap), &g).rank[0].clone()
+    };
+    let a = rows("node-a/rank0_memory_snapshot.pickle.gz", None);
+    assert_eq!(a.host.as_deref(), Some("node-a"));
+    assert_eq!(a.host_from, Some(summarize::HostFrom::Capture));
+    assert_eq!(a.torch_version.as_deref(), Some("2.11.0+cu128"));
+    assert_eq!(a.cuda_version.as_deref(), Some("12.8"));
+    // --host wins over the capture's record, and says so.
+    let given_host = rows("node-a/rank0_memory_snapshot.pickle.gz", Some("n7"));
+    assert_eq!(given_host.host.as_deref(), Some("n7"));
+    assert_eq!(given_host.host_from, Some(summarize::HostFrom::Summary));
+    assert_eq!(given_host.torch_version.as_deref(), Some("2.11.0+cu128"));
+    // A 10,000-character version, a number, a host name with an escape and a newline: dropped.
+    let h = rows("hostile/rank2_memory_snapshot.pickle.gz", None);
+    assert_eq!(h.status, Status::Ok);
+    assert_eq!((h.host, h.host_from), (None, None));
+    assert_eq!((h.torch_version, h.cuda_version), (None, None));
+    // A capture that records none (torch's own dump) has none.
+    let bridge = summarize::summarize_file(
+        &root().join("fixtures/ranks/bridge/snapshot_0.pickle.gz"),
+        &given(&[]),
+    );
+    let r = &bridge.rank[0];
+    assert_eq!(
+        (&r.host, &r.torch_version, &r.cuda_version),
+        (&None, &None, &None)
+    );
+    // `analyze` says it under the file's line, text and JSON; nothing for the hostile capture.
+    let cap = roots_capture("node-a/rank0_memory_snapshot.pickle.gz");
+    let text = ok(&memscope(&["analyze", cap.to_str().unwrap()]));
+    assert_eq!(
+        text.lines().nth(1),
+        Some("  taken with torch 2.11.0+cu128, CUDA 12.8, on host node-a")
+    );
+    let j = common::envelope::data(
+        &memscope(&["analyze", "--format", "json", cap.to_str().unwrap()]).stdout,
+    );
+    assert_eq!(j["input"]["origin"]["host"], "node-a");
+    assert_eq!(j["input"]["origin"]["cuda_version"], "12.8");
+    let hostile = roots_capture("hostile/rank2_memory_snapshot.pickle.gz");
+    let text = ok(&memscope(&["analyze", hostile.to_str().unwrap()]));
+    assert_eq!(text.lines().nth(1), Some(""));
+    let j = common::envelope::data(
+        &memscope(&["analyze", "--format", "json", hostile.to_str().unwrap()]).stdout,
+    );
+    assert!(j["input"].get("origin").is_none(), "{}", j["input"]);
+    // Through the binary, both formats carry the columns.
+    for format in ["jsonl", "parquet"] {
+        let out = tmp(&format!("origin-{format}"));
+        let o = out.to_str().unwrap();
+        let cap = roots_capture("node-b/rank1_memory_snapshot.pickle.gz");
+        let rows = ok(&memscope(&[
+            "summarize",
+            "-o",
+            o,
+            "--format",
+            format,
+            "--rows",
+            cap.to_str().unwrap(),
+        ]));
+        let v: Value = serde_json::from_str(rows.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            (
+                &v["host"],
+                &v["host_from"],
+                &v["torch_version"],
+                &v["cuda_version"]
+            ),
+            (
+                &"node-b".into(),
+                &"capture".into(),
+                &"2.11.0+cu128".into(),
+                &"12.8".into()
+            )
+        );
+        let back = read::read_dir(&out).unwrap();
+        assert_eq!(back.rank[0].host.as_deref(), Some("node-b"));
+        assert_eq!(back.rank[0].torch_version.as_deref(), Some("2.11.0+cu128"));
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
+
 #[test]
 fn an_unreadable_capture_is_a_row_and_the_batch_goes_on() {
     let out = tmp("bad");

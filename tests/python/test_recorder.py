@@ -10,6 +10,7 @@ Run: `python3 -m unittest discover -s tests/python` (`.ci/run` does).
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -185,7 +186,11 @@ class RunRecorder(unittest.TestCase):
         # torch's snapshot, plus each device's memory size (for `memscope plan`'s cap).
         # Beside it (issue #41): the NCCL settings and ranks (none here), the current device and
         # NVML's view, recorded as unavailable where there is no NVML (no GPU in this test).
-        self.assertEqual(written.pop("memscope"), {
+        # And where it was taken (issue #40): torch's and CUDA's versions, the host, first.
+        m = written.pop("memscope")
+        self.assertEqual(list(m)[:3], ["torch_version", "cuda_version", "host"])
+        self.assertEqual(m, {
+            "torch_version": "2.11.0+cu128", "cuda_version": "12.8", "host": socket.gethostname(),
             "devices": [{"index": 0, "total_memory": 85017493504, "nvml": {"available": False}}],
             "current_device": None, "nccl_env": {}})
         self.assertEqual(written, original)
@@ -382,6 +387,25 @@ class Helpers(unittest.TestCase):
         self.assertEqual(_recorder.rank_suffix({"RANK": "7", "LOCAL_RANK": "3"}), "-rank7")
         self.assertEqual(_recorder.rank_suffix({"LOCAL_RANK": "3"}), "-rank3")
         self.assertEqual(_recorder.rank_suffix({"RANK": "x"}), "")
+
+    def test_origin_records_versions_and_host_and_leaves_out_what_fails(self):
+        class Torch:
+            __version__ = "2.5.1"
+
+            class version:
+                cuda = None  # a CPU build
+
+        self.assertEqual(_recorder.origin(Torch),
+                         {"torch_version": "2.5.1", "cuda_version": None, "host": socket.gethostname()})
+
+        class Broken:
+            @property
+            def version(self):
+                raise RuntimeError("no")
+
+        got = _recorder.origin(Broken())
+        self.assertEqual(got, {"host": socket.gethostname()})
+        self.assertTrue(all(len(v) <= 255 for v in got.values()))
 
     def test_recorder_checks_its_arguments(self):
         with self.assertRaises(ValueError):

@@ -84,6 +84,42 @@ class Summarize(unittest.TestCase):
         after = {f: read(f) for f in glob.glob(os.path.join(out, "**", "*.jsonl"), recursive=True)}
         self.assertEqual(before, after)
 
+    def test_repo_root_identifies_a_site_by_its_path_below_the_checkout(self):
+        roots = os.path.join(ROOT, "fixtures", "job40", "roots")
+        caps = [os.path.join(roots, "node-a", "rank0_memory_snapshot.pickle.gz"),
+                os.path.join(roots, "node-b", "rank1_memory_snapshot.pickle.gz")]
+
+        def sites(repo_root, name):
+            out = os.path.join(self.tmp, name)
+            rows = memscope.summarize(caps, out, fmt="jsonl", repo_root=repo_root)
+            files = sorted(glob.glob(os.path.join(out, "*", "*", "rank=*", "site_at_peak-*.jsonl")))
+            got = {}
+            for f in files:
+                for line in read(f).splitlines():
+                    s = json.loads(line)
+                    if s["site_id"] is not None:
+                        got[(s["rank"], s["file"], s["line"])] = (s["rel_path"], s["site_id"])
+                        h = 0xCBF29CE484222325
+                        for b in f"{s['rel_path']}\0{s['function']}\0{s['line']}".encode():
+                            h = ((h ^ b) * 0x100000001B3) % (1 << 64)
+                        self.assertEqual(s["site_id"], f"{h:016x}")
+            return rows, got
+
+        rows, plain = sites(None, "plain")
+        # The host and torch version the captures record.
+        self.assertEqual([(r["host"], r["host_from"], r["torch_version"]) for r in rows],
+                         [("node-a", "capture", "2.11.0+cu128"), ("node-b", "capture", "2.11.0+cu128")])
+        _, rooted = sites(["/home/alice/proj", "/scratch/j17/proj"], "rooted")
+        a_model = (0, "/home/alice/proj/model/generate.py", 56)
+        a_data = (0, "/home/alice/proj/data/generate.py", 56)
+        b_model = (1, "/scratch/j17/proj/model/generate.py", 56)
+        # The file's name alone by default: two files of one name, one identity.
+        self.assertEqual(plain[a_model], plain[a_data])
+        self.assertEqual(plain[a_model][0], "generate.py")
+        # Below the roots: the two files part, and one file is one identity on both hosts.
+        self.assertEqual(rooted[a_model], ("model/generate.py", rooted[b_model][1]))
+        self.assertNotEqual(rooted[a_model][1], rooted[a_data][1])
+
     def test_rank_overrides_the_name_for_one_capture(self):
         rows = memscope.summarize(BRIDGE[0], os.path.join(self.tmp, "o"), rank=41, host="node3")
         self.assertEqual((rows[0]["rank"], rows[0]["host"], rows[0]["rank_from"]), (41, "node3", "summary"))

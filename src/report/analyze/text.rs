@@ -614,6 +614,9 @@ impl Render<Analysis> for Text {
             bytes(a.input.bytes),
             events
         )?;
+        if let Some(o) = &a.input.origin {
+            writeln!(out, "  {}", crate::wording::taken_with(o))?;
+        }
         writeln!(out)?;
         let v = match a.verdict.kind {
             crate::analysis::VerdictKind::Ok => st.green(&crate::wording::verdict(&a.verdict)),

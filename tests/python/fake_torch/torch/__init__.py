@@ -19,6 +19,13 @@ class OutOfMemoryError(RuntimeError):
     pass
 
 
+__version__ = "2.11.0+cu128"
+
+
+class version:
+    cuda = "12.8"
+
+
 from torch import cuda, optim, profiler  # noqa: E402,F401
 
 _log("import")
