@@ -385,6 +385,15 @@ pub fn summary(
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
         .collect();
+    // Each process writes one snapshot at most; one that used CUDA and wrote none under
+    // exit/both ended without its exit hooks: seen on two GPUs when NCCL failed on both ranks
+    // and torchrun stopped rank 0 (SIGTERM) while rank 1's failure was reported first.
+    let missing = used_cuda.saturating_sub(snapshots.len());
+    if missing > 0 && on != SnapshotOn::Oom {
+        s.push_str(&format!(
+            "memscope: {missing} more process(es) used CUDA but wrote no snapshot: they ended without running exit hooks (a signal, e.g. torchrun stopping the other ranks after one failed, or a hard exit the recorder could not see)\n"
+        ));
+    }
     s.push_str("next:\n");
     for p in written {
         s.push_str(&format!("  memscope analyze {}\n", shell(p)));
