@@ -55,7 +55,9 @@ pub struct Figure {
 /// process loads kernels lazily); high is all of outside that no measured part explains (NCCL
 /// can hold no more). On the device41 captures (2x H200, NCCL 2.28) the process's growth beyond
 /// the allocator across setup and steps (nvidia-smi) lay inside it each time: 826 MiB in
-/// 256 MiB..1.3 GiB, 1066 MiB in 16 MiB..1.6 GiB, 646 MiB in 4 MiB..1.1 GiB.
+/// 256 MiB..1.3 GiB, 1066 MiB in 16 MiB..1.6 GiB, 646 MiB in 4 MiB..1.1 GiB; with the CUDA
+/// context measured (518 MiB, the second round), high ends 8 MiB above each: 834, 1074 and
+/// 654 MiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Estimate {
     pub low_bytes: u64,

@@ -417,3 +417,23 @@ fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two ranks used CUDA, one wrote its snapshot (the other was stopped by torchrun: the
+    /// device41 `ncclx_cumemalloc` run): the summary says one more used CUDA and wrote none;
+    /// with `--snapshot-on oom` a process without an OOM writes none, and nothing is said.
+    #[test]
+    fn processes_that_used_cuda_and_wrote_nothing_are_counted() {
+        let written = [PathBuf::from("out/memscope-oom-rank1.pickle")];
+        let s = summary(&written, 1, SnapshotOn::Both, &[], 2);
+        assert!(
+            s.contains("memscope: 1 more process(es) used CUDA but wrote no snapshot"),
+            "{s}"
+        );
+        assert!(!summary(&written, 1, SnapshotOn::Oom, &[], 2).contains("more process"));
+        assert!(!summary(&written, 1, SnapshotOn::Both, &[], 1).contains("more process"));
+    }
+}
