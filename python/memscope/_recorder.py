@@ -18,6 +18,10 @@ temporary directory that it puts first on `PYTHONPATH`, so the user's program ru
   (`torch.optim.optimizer.register_optimizer_step_post_hook`): one `Optimizer.step()` call is
   one step; a `torch.profiler` trace (`profile_memory`, `with_stack`, `record_shapes`) covers
   steps A..B and is written to `DIR/memscope-trace[-rankR].json`;
+- the CUDA context is measured once, where it exists and nothing else is outside the allocator:
+  right after the program's `torch.cuda.set_device(i)`, else just before
+  `torch.distributed.init_process_group` (see `measure_context`); snapshots carry it under
+  `memscope.devices[i].context` with its source and moment;
 - `--max-steps N` ends the program (`SystemExit(0)` out of the Nth `Optimizer.step()`) after N
   optimizer steps, counted by the same hook; the exit hooks then write the snapshot.
 
