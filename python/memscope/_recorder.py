@@ -18,6 +18,10 @@ temporary directory that it puts first on `PYTHONPATH`, so the user's program ru
   (`torch.optim.optimizer.register_optimizer_step_post_hook`): one `Optimizer.step()` call is
   one step; a `torch.profiler` trace (`profile_memory`, `with_stack`, `record_shapes`) covers
   steps A..B and is written to `DIR/memscope-trace[-rankR].json`;
+- the CUDA context is measured once, where it exists and nothing else is outside the allocator:
+  right after the program's `torch.cuda.set_device(i)`, else just before
+  `torch.distributed.init_process_group` (see `measure_context`); snapshots carry it under
+  `memscope.devices[i].context` with its source and moment;
 - `--max-steps N` ends the program (`SystemExit(0)` out of the Nth `Optimizer.step()`) after N
   optimizer steps, counted by the same hook; the exit hooks then write the snapshot.
 
@@ -307,21 +311,81 @@ def device_state(torch, context=None, error=None) -> dict:
     return out
 
 
-def measure_context(torch, before):
-    """The CUDA context on the current device, where NVML already lists this process there
-    while the allocator holds nothing: its bytes are then the context alone. Creates no
-    context itself (`torch.cuda._lazy_init` often runs inside `set_device`, before the device
-    is chosen: forcing one would put a context on the wrong card)."""
+def _has_context(torch, i):
+    """Whether device `i` has its CUDA primary context; None where this torch cannot say."""
+    has = getattr(getattr(torch, "_C", None), "_cuda_hasPrimaryContext", None)
+    if has is None:
+        return None
     try:
-        i = int(torch.cuda.current_device())
-        if torch.cuda.memory_reserved(i) != 0:
-            return None
-        after = nvml_usage(torch, i)
+        return bool(has(i))
     except Exception:
         return None
-    if after.get("process_self"):
-        return {"device": i, "bytes": after["process_self"], "source": "nvml"}
-    return None
+
+
+def measure_context(torch, moment, create=False):
+    """The CUDA context on the current device: NVML's bytes for this process there less the
+    allocator's reserved bytes, taken before NCCL or anything else outside the allocator ran
+    (`moment` says when: `cuda_init`, `set_device`, `init_process_group`). Kernels loaded
+    lazily by then count with it (module images live outside the allocator too).
+
+    Creates a context only with `create` (right after the program's own `set_device(i)`, on
+    the device it chose): `torch.cuda._lazy_init` often runs inside `set_device`, before the
+    device is chosen, and a context forced then would land on the wrong card. Where this torch
+    cannot say whether a context exists, NVML listing the process decides."""
+    try:
+        i = int(torch.cuda.current_device())
+        has = _has_context(torch, i)
+        if has is False:
+            if not create:
+                return None
+            torch.cuda.mem_get_info(i)  # cudaMemGetInfo: the primary context, on device i
+        reserved = int(torch.cuda.memory_reserved(i))
+        usage = nvml_usage(torch, i)
+    except Exception:
+        return None
+    own = usage.get("process_self")
+    if not own or own < reserved:
+        return None
+    return {"device": i, "bytes": own - reserved, "source": "nvml_process_less_reserved",
+            "moment": moment, "nvml_process": own, "reserved": reserved}
+
+
+def _measure_at(recorder, torch, owner, name, moment, create, before):
+    """Wraps `owner.name` so the context is measured once, `before` or after the call."""
+    original = getattr(owner, name, None) if owner is not None else None
+    if original is None or getattr(original, "_memscope_wrapped", False):
+        return
+
+    def measure():
+        if recorder.context is None and recorder.recording:
+            recorder.context = measure_context(torch, moment, create=create)
+
+    def wrapper(*args, **kwargs):
+        if before:
+            measure()
+        result = original(*args, **kwargs)
+        if not before:
+            measure()
+        return result
+
+    wrapper._memscope_wrapped = True
+    wrapper.__wrapped__ = original
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    wrapper.__name__ = getattr(original, "__name__", name)
+    try:
+        setattr(owner, name, wrapper)
+    except Exception:
+        pass
+
+
+def hook_context_measurement(recorder, torch):
+    """Measures the CUDA context at the first moment it exists and nothing else is outside
+    the allocator: right after the program's `torch.cuda.set_device(i)` (making the context
+    on device i, as the program's next CUDA call would), else just before
+    `torch.distributed.init_process_group` (NCCL builds its communicator there or later)."""
+    _measure_at(recorder, torch, getattr(torch, "cuda", None), "set_device", "set_device", True, False)
+    _measure_at(recorder, torch, getattr(torch, "distributed", None), "init_process_group",
+                "init_process_group", False, True)
 
 
 def write_snapshot(torch, path: str, state=None) -> None:
@@ -590,8 +654,8 @@ def attach(recorder: Recorder, torch):
             state["busy"] = True
             try:
                 recorder.mark_cuda_used()
-                recorder.context = measure_context(torch, None)
                 recorder.start()
+                recorder.context = measure_context(torch, "cuda_init")
             except Exception as e:  # never break the user's program
                 print(f"memscope: could not start recording: {e}", file=sys.stderr)
             finally:
@@ -602,6 +666,7 @@ def attach(recorder: Recorder, torch):
     is_initialized = getattr(cuda, "is_initialized", None)
     if is_initialized is not None and is_initialized():
         _lazy_init()
+    hook_context_measurement(recorder, torch)
     recorder.install_step_hook()
 
     previous_hook = sys.excepthook

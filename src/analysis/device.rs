@@ -10,7 +10,7 @@
 //! beyond the estimate). An OOM raised outside the allocator (NCCL, cuBLAS, cuDNN, CUDA) has no
 //! allocator OOM event: it is carried here with this accounting.
 
-use crate::model::{DeviceRecord, OutsideSource, Snapshot};
+use crate::model::{ContextMoment, DeviceRecord, OutsideSource, Snapshot};
 
 /// NCCL's default `NCCL_BUFFSIZE` (the SIMPLE protocol's buffer per connection): 4 MiB.
 /// See NCCL's environment documentation, `NCCL_BUFFSIZE`
@@ -35,6 +35,9 @@ pub enum Source {
     Remainder,
     /// NVML's used bytes of this process right after CUDA initialised.
     NvmlAtStartup,
+    /// NVML's bytes for this process less the allocator's reserved bytes, at a moment before
+    /// NCCL or anything else outside the allocator ran ([`ContextMoment`]).
+    NvmlProcessLessReserved,
     /// NVML's process list at the dump.
     NvmlProcesses,
     /// An estimate from `NCCL_*` settings, ranks and channels.
@@ -52,7 +55,9 @@ pub struct Figure {
 /// process loads kernels lazily); high is all of outside that no measured part explains (NCCL
 /// can hold no more). On the device41 captures (2x H200, NCCL 2.28) the process's growth beyond
 /// the allocator across setup and steps (nvidia-smi) lay inside it each time: 826 MiB in
-/// 256 MiB..1.3 GiB, 1066 MiB in 16 MiB..1.6 GiB, 646 MiB in 4 MiB..1.1 GiB.
+/// 256 MiB..1.3 GiB, 1066 MiB in 16 MiB..1.6 GiB, 646 MiB in 4 MiB..1.1 GiB; with the CUDA
+/// context measured (518 MiB, the second round), high ends 8 MiB above each: 834, 1074 and
+/// 654 MiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Estimate {
     pub low_bytes: u64,
@@ -76,6 +81,9 @@ pub struct Accounting {
     /// different moments).
     pub outside: Option<Figure>,
     pub context: Option<Figure>,
+    /// When the context was measured, where the recorder says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_moment: Option<ContextMoment>,
     pub other_processes: Option<Figure>,
     pub other_process_count: Option<u32>,
     pub nccl: Option<Estimate>,
@@ -160,7 +168,10 @@ fn account(
         .and_then(|x| x.checked_sub(free));
     let context = d.context_bytes.map(|b| Figure {
         bytes: b,
-        source: Source::NvmlAtStartup,
+        source: match d.context_moment {
+            Some(_) => Source::NvmlProcessLessReserved,
+            None => Source::NvmlAtStartup,
+        },
     });
     let nvml = d.nvml.as_ref();
     let other_processes = nvml.and_then(|n| n.others_bytes).map(|b| Figure {
@@ -193,6 +204,7 @@ fn account(
             source: Source::Remainder,
         }),
         context,
+        context_moment: d.context_moment,
         other_processes,
         other_process_count: nvml.and_then(|n| n.other_processes),
         nccl,

@@ -385,6 +385,15 @@ pub fn summary(
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
         .collect();
+    // Each process writes one snapshot at most; one that used CUDA and wrote none under
+    // exit/both ended without its exit hooks: seen on two GPUs when NCCL failed on both ranks
+    // and torchrun stopped rank 0 (SIGTERM) while rank 1's failure was reported first.
+    let missing = used_cuda.saturating_sub(snapshots.len());
+    if missing > 0 && on != SnapshotOn::Oom {
+        s.push_str(&format!(
+            "memscope: {missing} more process(es) used CUDA but wrote no snapshot: they ended without running exit hooks (a signal, e.g. torchrun stopping the other ranks after one failed, or a hard exit the recorder could not see)\n"
+        ));
+    }
     s.push_str("next:\n");
     for p in written {
         s.push_str(&format!("  memscope analyze {}\n", shell(p)));
@@ -406,5 +415,25 @@ fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two ranks used CUDA, one wrote its snapshot (the other was stopped by torchrun: the
+    /// device41 `ncclx_cumemalloc` run): the summary says one more used CUDA and wrote none;
+    /// with `--snapshot-on oom` a process without an OOM writes none, and nothing is said.
+    #[test]
+    fn processes_that_used_cuda_and_wrote_nothing_are_counted() {
+        let written = [PathBuf::from("out/memscope-oom-rank1.pickle")];
+        let s = summary(&written, 1, SnapshotOn::Both, &[], 2);
+        assert!(
+            s.contains("memscope: 1 more process(es) used CUDA but wrote no snapshot"),
+            "{s}"
+        );
+        assert!(!summary(&written, 1, SnapshotOn::Oom, &[], 2).contains("more process"));
+        assert!(!summary(&written, 1, SnapshotOn::Both, &[], 1).contains("more process"));
     }
 }

@@ -99,3 +99,18 @@ fn outside_error(p: &Arena<'_>, e: Value) -> Option<OutsideError> {
         message: text(p, p.get(e, "message")).unwrap_or_default(),
     })
 }
+
+/// The context's `moment` (`cuda_init`, `set_device`, `init_process_group`), where the
+/// recorder names one with the `nvml_process_less_reserved` source.
+pub(super) fn context_moment(p: &Arena<'_>, c: Value) -> Option<crate::model::ContextMoment> {
+    use crate::model::ContextMoment;
+    if text(p, p.get(c, "source"))? != "nvml_process_less_reserved" {
+        return None;
+    }
+    match text(p, p.get(c, "moment"))?.as_str() {
+        "cuda_init" => Some(ContextMoment::CudaInit),
+        "set_device" => Some(ContextMoment::SetDevice),
+        "init_process_group" => Some(ContextMoment::InitProcessGroup),
+        _ => None,
+    }
+}

@@ -483,6 +483,9 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
                 context_bytes: p
                     .get(d, "context")
                     .and_then(|c| super::device_record::bytes(p, p.get(c, "bytes"))),
+                context_moment: p
+                    .get(d, "context")
+                    .and_then(|c| super::device_record::context_moment(p, c)),
             });
         }
         out

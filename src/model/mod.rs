@@ -303,6 +303,22 @@ pub struct DeviceMemory {
     pub nvml: Option<NvmlUsage>,
     /// The CUDA context measured when CUDA initialised on this device (NVML).
     pub context_bytes: Option<u64>,
+    /// When `memscope run` measured it (NVML's bytes for the process less reserved), where
+    /// recorded; None for the first recorder's start-up figure.
+    pub context_moment: Option<ContextMoment>,
+}
+
+/// The moment the recorder measured the CUDA context: each one comes before NCCL or anything
+/// else outside the allocator has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextMoment {
+    /// Right after CUDA initialised, the process already listed by NVML.
+    CudaInit,
+    /// Right after the program's `torch.cuda.set_device(i)`, on the device it chose.
+    SetDevice,
+    /// Just before `torch.distributed.init_process_group`.
+    InitProcessGroup,
 }
 
 /// NVML's figures for one device at the dump.

@@ -2,7 +2,7 @@
 //! with its range, and what a snapshot without device figures cannot tell.
 
 use crate::analysis::device::{Accounting, DeviceSection, OutsideOom, Source};
-use crate::model::OutsideSource;
+use crate::model::{ContextMoment, OutsideSource};
 use crate::units::bytes;
 
 pub fn source(s: Source) -> &'static str {
@@ -12,8 +12,17 @@ pub fn source(s: Source) -> &'static str {
         Source::MemGetInfo => "cudaMemGetInfo at the dump",
         Source::Remainder => "total - reserved - free",
         Source::NvmlAtStartup => "NVML, measured when CUDA initialised",
+        Source::NvmlProcessLessReserved => "NVML's bytes for the process less reserved",
         Source::NvmlProcesses => "NVML process list",
         Source::NcclSettingsEstimate => "estimate from NCCL settings",
+    }
+}
+
+pub fn moment(m: ContextMoment) -> &'static str {
+    match m {
+        ContextMoment::CudaInit => "when CUDA initialised",
+        ContextMoment::SetDevice => "right after set_device",
+        ContextMoment::InitProcessGroup => "just before init_process_group",
     }
 }
 
@@ -71,10 +80,12 @@ pub fn accounting(a: &Accounting) -> Vec<String> {
     ));
     let mut parts = Vec::new();
     if let Some(c) = a.context {
+        let when = a.context_moment.map(|m| format!(", {}", moment(m)));
         parts.push(format!(
-            "CUDA context {} ({})",
+            "CUDA context {} ({}{})",
             bytes(c.bytes),
-            source(c.source)
+            source(c.source),
+            when.unwrap_or_default()
         ));
     }
     if let Some(o) = a.other_processes {
@@ -130,6 +141,19 @@ pub fn outside_oom(o: &OutsideOom, a: Option<&Accounting>) -> String {
         ));
         if let Some(o) = a.outside {
             s.push_str(&format!(" and {} was outside it", bytes(o.bytes)));
+            if let (Some(c), Some(u)) = (a.context, a.unexplained_bytes) {
+                let rest = if a.nccl.is_some() {
+                    "NCCL and what no figure explains"
+                } else {
+                    "what no figure explains"
+                };
+                s.push_str(&format!(
+                    " (the CUDA context {}, other processes {}, the rest {}: {rest})",
+                    bytes(c.bytes),
+                    bytes(a.other_processes.map_or(0, |p| p.bytes)),
+                    bytes(u)
+                ));
+            }
         }
     }
     s

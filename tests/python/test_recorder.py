@@ -414,6 +414,107 @@ class Helpers(unittest.TestCase):
             _recorder.Recorder("d", stacks="cpp")
 
 
+class _Card:
+    """A stand-in CUDA runtime for the context measurement: a device with or without its
+    primary context, the allocator's reserved bytes, and NVML's bytes for this process."""
+
+    def __init__(self, context=False, reserved=0, context_bytes=518 << 20):
+        self.context, self.reserved, self.context_bytes, self.device = context, reserved, context_bytes, 0
+        self.calls = []
+        card = self
+
+        class C:
+            @staticmethod
+            def _cuda_hasPrimaryContext(i):
+                return card.context
+
+        class Cuda:
+            @staticmethod
+            def current_device():
+                return card.device
+
+            @staticmethod
+            def set_device(i):
+                card.calls.append(("set_device", i))
+                card.device = i
+
+            @staticmethod
+            def mem_get_info(i):
+                card.calls.append(("mem_get_info", i))
+                card.context = True
+                return (1, 2)
+
+            @staticmethod
+            def memory_reserved(i):
+                return card.reserved
+
+        class Dist:
+            @staticmethod
+            def init_process_group(*a, **k):
+                card.calls.append(("init_process_group", card.context))
+                card.reserved += 10 << 20  # NCCL would grow outside; the allocator here
+
+        self.torch = type("T", (), {"_C": C, "cuda": Cuda, "distributed": Dist})
+
+    def nvml_usage(self, torch, i):
+        own = (self.context_bytes + self.reserved) if self.context else 0
+        return {"available": True, "process_self": own}
+
+
+class ContextMeasurement(unittest.TestCase):
+    def setUp(self):
+        self.saved = _recorder.nvml_usage
+
+    def tearDown(self):
+        _recorder.nvml_usage = self.saved
+
+    def card(self, **kw):
+        card = _Card(**kw)
+        _recorder.nvml_usage = card.nvml_usage
+        return card
+
+    def test_the_context_is_nvmls_bytes_for_the_process_less_reserved(self):
+        card = self.card(context=True, reserved=20 << 20)
+        m = _recorder.measure_context(card.torch, "set_device")
+        self.assertEqual((m["device"], m["bytes"], m["source"], m["moment"], m["reserved"]),
+                         (0, 518 << 20, "nvml_process_less_reserved", "set_device", 20 << 20))
+
+    def test_no_context_is_made_unless_asked(self):
+        card = self.card()
+        self.assertIsNone(_recorder.measure_context(card.torch, "cuda_init"))
+        self.assertEqual(card.calls, [])
+        m = _recorder.measure_context(card.torch, "set_device", create=True)
+        self.assertEqual((card.calls, m["bytes"]), ([("mem_get_info", 0)], 518 << 20))
+
+    def test_nvml_not_listing_the_process_measures_nothing(self):
+        card = self.card(context=True, context_bytes=0)
+        self.assertIsNone(_recorder.measure_context(card.torch, "set_device"))
+
+    def test_measured_once_right_after_set_device_on_the_device_chosen(self):
+        card = self.card()
+        rec = _recorder.Recorder("d", torch=card.torch)
+        rec.recording = True
+        _recorder.hook_context_measurement(rec, card.torch)
+        _recorder.hook_context_measurement(rec, card.torch)  # wrapped once only
+        card.torch.cuda.set_device(1)
+        self.assertEqual((rec.context["device"], rec.context["moment"]), (1, "set_device"))
+        card.torch.distributed.init_process_group("nccl")
+        self.assertEqual(rec.context["moment"], "set_device")
+        self.assertEqual(card.calls, [("set_device", 1), ("mem_get_info", 1), ("init_process_group", True)])
+
+    def test_without_set_device_before_init_process_group_if_a_context_exists(self):
+        card = self.card()
+        rec = _recorder.Recorder("d", torch=card.torch)
+        rec.recording = True
+        _recorder.hook_context_measurement(rec, card.torch)
+        card.torch.distributed.init_process_group("nccl")
+        self.assertIsNone(rec.context)  # no context yet: none made on a guessed device
+        card.context = True
+        card.torch.distributed.init_process_group("nccl")
+        # measured before NCCL's setup: what it adds is not counted as context
+        self.assertEqual((rec.context["moment"], rec.context["bytes"]), ("init_process_group", 518 << 20))
+
+
 class Capture(unittest.TestCase):
     """`memscope.capture()` as a context manager and a decorator, in a process with the stand-in."""
 
