@@ -19,7 +19,13 @@ fn main() {
             tls.push(memscope::analysis::replay::replay(d, &snap.settings));
         }
         let t_replay = t.elapsed();
-        println!("after replay: {}", mem());
+        println!(
+            "after replay: {} (checkpoint weight {:?})",
+            mem(),
+            tls.iter()
+                .map(|t| t.checkpoint_weight())
+                .collect::<Vec<_>>()
+        );
         for (d, tl) in snap.devices.iter().zip(&tls) {
             let steps = memscope::analysis::steps::split(&snap, d, tl);
             let t0 = t.elapsed();
