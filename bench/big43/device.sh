@@ -13,7 +13,7 @@
 # `analyze --format json` on 16 cores (`taskset -c 0-15`) and on all, and Python's
 # `pickle.load` (snapshots up to PICKLE_GIB, default 1 GiB: it needs ~4x the file in RAM).
 # SIZES (GiB, in order; default "$SMALL_GIB $SNAP_GIB trace $MID_GIB") picks the series; the word
-# `trace` stands for the trace step. ALL_GIB (default: SMALL_GIB and MID_GIB) are also timed on
+# `trace` stands for the trace step. ALL_GIB (unset: SMALL_GIB and MID_GIB; empty: none) are also timed on
 # every core. results.tsv's columns: label, wall s, peak RSS KiB, exit code, user s, sys s, stderr.
 set -u
 D=$(readlink -f "$1"); OUT=$(readlink -f "$2"); W=${W:-/tmp/big43}
@@ -74,7 +74,7 @@ trace() {
 src_mb=$(python3 -c "import os;print(os.path.getsize('$D/trace.json')/1e6)")
 # Most important first: the device call may be cut at its time limit.
 SMALL_GIB=${SMALL_GIB:-1}; MID_GIB=${MID_GIB:-5}
-ALL_GIB=${ALL_GIB:-"$SMALL_GIB $MID_GIB"}
+ALL_GIB=${ALL_GIB-"$SMALL_GIB $MID_GIB"}
 for s in ${SIZES:-"$SMALL_GIB $SNAP_GIB trace $MID_GIB"}; do
   if [ "$s" = trace ]; then trace; continue; fi
   all=0
