@@ -8,11 +8,24 @@ fn main() {
         let t = Instant::now();
         let snap = memscope::load::load_snapshot(p).unwrap();
         let t_load = t.elapsed();
+        let n: usize = snap.devices.iter().map(|d| d.events.len()).sum();
+        println!(
+            "after load: {} (events {n}, {} B each)",
+            mem(),
+            std::mem::size_of::<memscope::model::Event>()
+        );
         let mut tls = Vec::new();
         for d in &snap.devices {
             tls.push(memscope::analysis::replay::replay(d, &snap.settings));
         }
         let t_replay = t.elapsed();
+        println!(
+            "after replay: {} (checkpoint weight {:?})",
+            mem(),
+            tls.iter()
+                .map(|t| t.checkpoint_weight())
+                .collect::<Vec<_>>()
+        );
         for (d, tl) in snap.devices.iter().zip(&tls) {
             let steps = memscope::analysis::steps::split(&snap, d, tl);
             let t0 = t.elapsed();
@@ -29,6 +42,7 @@ fn main() {
         let t_mid = t.elapsed();
         let an = memscope::analysis::analyze_snapshot(&snap, p, 0);
         let t_an = t.elapsed();
+        println!("after analyze: {}", mem());
         println!(
             "{a}: load {:?} replay {:?} (steps+leaks above, {:?}); full analyze_snapshot again {:?}; {} devices",
             t_load,
@@ -38,4 +52,14 @@ fn main() {
             an.devices.len()
         );
     }
+}
+
+/// Resident and peak resident memory of this process (`/proc/self/status`).
+fn mem() -> String {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

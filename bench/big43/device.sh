@@ -12,6 +12,9 @@
 # reading the file from the page cache (`cat`, twice: the second is the figure), memscope
 # `analyze --format json` on 16 cores (`taskset -c 0-15`) and on all, and Python's
 # `pickle.load` (snapshots up to PICKLE_GIB, default 1 GiB: it needs ~4x the file in RAM).
+# SIZES (GiB, in order; default "$SMALL_GIB $SNAP_GIB trace $MID_GIB") picks the series; the word
+# `trace` stands for the trace step. ALL_GIB (unset: SMALL_GIB and MID_GIB; empty: none) are also timed on
+# every core. results.tsv's columns: label, wall s, peak RSS KiB, exit code, user s, sys s, stderr.
 set -u
 D=$(readlink -f "$1"); OUT=$(readlink -f "$2"); W=${W:-/tmp/big43}
 BIN=$D/memscope
@@ -26,9 +29,9 @@ label, cmd = sys.argv[1], sys.argv[2:]
 t = time.perf_counter()
 r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 w = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 err = r.stderr.decode(errors="replace").strip().replace("\n", " | ")[-300:]
-print(f"{label}\t{w:.3f}\t{rss}\t{r.returncode}\t{err}", flush=True)
+print(f"{label}\t{w:.3f}\t{ru.ru_maxrss}\t{r.returncode}\t{ru.ru_utime:.2f}\t{ru.ru_stime:.2f}\t{err}", flush=True)
 PY
 }
 log "cores $(nproc); $(grep -m1 'model name' /proc/cpuinfo); $(free -g | awk '/Mem/{print $2" GiB RAM"}'); $(df -h "$W" | tail -1)"
@@ -47,9 +50,11 @@ snap() {
   measure "cat2_snap_${gib}g" sh -c "cat '$f' >/dev/null"
   measure "memscope16_snap_${gib}g" sh -c "exec taskset -c 0-15 '$BIN' analyze --format json '$f' >'$OUT/snap_${gib}g.json'"
   [ "$all" = 1 ] && measure "memscopeall_snap_${gib}g" "$BIN" analyze --format json "$f"
+  # BEFORE_BIN: an older memscope timed on the same file (sizes up to PICKLE_GIB).
   if python3 -c "import sys; sys.exit(not ($gib <= $PICKLE_GIB))"; then
+    [ -n "${BEFORE_BIN:-}" ] && measure "before16_snap_${gib}g" taskset -c 0-15 "$BEFORE_BIN" analyze --format json "$f"
     measure "pickle_load_snap_${gib}g" python3 -c "import pickle,sys;pickle.load(open(sys.argv[1],'rb'))" "$f"
-    measure "memscope16b_snap_${gib}g" taskset -c 0-15 "$BIN" analyze --format json "$f"
+    [ "${REPEAT:-1}" = 1 ] && measure "memscope16b_snap_${gib}g" taskset -c 0-15 "$BIN" analyze --format json "$f"
   fi
   rm -f "$f"
 }
@@ -68,8 +73,12 @@ trace() {
 }
 src_mb=$(python3 -c "import os;print(os.path.getsize('$D/trace.json')/1e6)")
 # Most important first: the device call may be cut at its time limit.
-snap "${SMALL_GIB:-1}" 1
-snap "$SNAP_GIB" 0
-trace
-snap "${MID_GIB:-5}" 1
+SMALL_GIB=${SMALL_GIB:-1}; MID_GIB=${MID_GIB:-5}
+ALL_GIB=${ALL_GIB-"$SMALL_GIB $MID_GIB"}
+for s in ${SIZES:-"$SMALL_GIB $SNAP_GIB trace $MID_GIB"}; do
+  if [ "$s" = trace ]; then trace; continue; fi
+  all=0
+  for a in $ALL_GIB; do [ "$a" = "$s" ] && all=1; done
+  snap "$s" "$all"
+done
 log done

@@ -83,6 +83,13 @@ pub enum Value {
     FinalSeq(u32),
     /// A dict a [`Finalizer`] took, by its tag.
     FinalDict(u32),
+    /// An empty list that was complete when it was stored into its parent (see
+    /// `Vm::finalize_from`): it takes no arena slot.
+    EmptyList,
+    /// The same for an empty tuple.
+    EmptyTuple,
+    /// The same for an empty dict.
+    EmptyDict,
 }
 
 impl Value {
@@ -94,9 +101,9 @@ impl Value {
             Value::Float(_) => "float",
             Value::Str(_) | Value::OwnedStr(_) => "str",
             Value::Bytes(_) => "bytes",
-            Value::List(_) | Value::FinalSeq(_) => "list",
-            Value::Tuple(_) => "tuple",
-            Value::Dict(_) | Value::FinalDict(_) => "dict",
+            Value::List(_) | Value::FinalSeq(_) | Value::EmptyList => "list",
+            Value::Tuple(_) | Value::EmptyTuple => "tuple",
+            Value::Dict(_) | Value::FinalDict(_) | Value::EmptyDict => "dict",
             Value::Set(_) => "set",
         }
     }
@@ -111,6 +118,9 @@ enum Container {
     FinalSeq(u32),
     /// A dict a [`Finalizer`] turned into its own record.
     FinalDict(u32),
+    /// An empty container that became `Value::EmptyList` (or tuple, or dict) when it was stored
+    /// into its parent: nothing names this slot any more.
+    Moved,
 }
 
 /// Consumes containers as soon as they are complete, so a reader of a large pickle does not
@@ -750,16 +760,25 @@ impl<'a> Vm<'a, '_> {
             memo,
             memo_slot,
             dict_pool,
+            pinned,
             ..
         } = self
         else {
             return;
         };
+        // An empty container that nothing else names (no `DUP`, no memo `GET` yet) is complete
+        // once it is stored into its parent (a writer fills a container before storing it), so
+        // it becomes a value of its own and its slot can go: a snapshot's empty frames lists,
+        // one per trace entry of a capture without stacks, would otherwise pin the arena.
+        let unshared = |id: ObjId| pinned.is_empty() || !pinned.contains(&id.0);
         for v in &mut stack[start..] {
             let (id, compact) = match *v {
                 Value::Dict(id) => match &arena.objects[id.0 as usize] {
                     Container::Dict(pairs) => match f.dict(arena, pairs) {
                         Some(t) => (id, (Container::FinalDict(t), Value::FinalDict(t))),
+                        None if pairs.is_empty() && unshared(id) => {
+                            (id, (Container::Moved, Value::EmptyDict))
+                        }
                         None => continue,
                     },
                     _ => continue,
@@ -767,6 +786,13 @@ impl<'a> Vm<'a, '_> {
                 Value::List(id) | Value::Tuple(id) => match &arena.objects[id.0 as usize] {
                     Container::Seq(items) => match f.seq(arena, items) {
                         Some(t) => (id, (Container::FinalSeq(t), Value::FinalSeq(t))),
+                        None if items.is_empty() && unshared(id) => {
+                            let empty = match *v {
+                                Value::List(_) => Value::EmptyList,
+                                _ => Value::EmptyTuple,
+                            };
+                            (id, (Container::Moved, empty))
+                        }
                         None => continue,
                     },
                     _ => continue,
@@ -809,7 +835,8 @@ impl<'a> Vm<'a, '_> {
     /// entry and its frames list are the last containers made when they are finalized, so the
     /// arena holds the open containers and the generic ones, not one slot per entry.
     fn reclaim(&mut self) {
-        while let Some(Container::FinalSeq(_) | Container::FinalDict(_)) = self.arena.objects.last()
+        while let Some(Container::FinalSeq(_) | Container::FinalDict(_) | Container::Moved) =
+            self.arena.objects.last()
         {
             let id = (self.arena.objects.len() - 1) as u32;
             if !self.pinned.is_empty() && self.pinned.contains(&id) {
@@ -1480,6 +1507,7 @@ impl<'a> Arena<'a> {
     /// The items of a list, tuple or set; `None` for anything else.
     pub fn seq(&self, v: Value) -> Option<&[Value]> {
         match v {
+            Value::EmptyList | Value::EmptyTuple => Some(&[]),
             Value::List(id) | Value::Tuple(id) | Value::Set(id) => {
                 match &self.objects[id.0 as usize] {
                     Container::Seq(items) => Some(items),
@@ -1493,6 +1521,7 @@ impl<'a> Arena<'a> {
     /// The pairs of a dict, in insertion order; `None` for anything else.
     pub fn dict(&self, v: Value) -> Option<&[(Value, Value)]> {
         match v {
+            Value::EmptyDict => Some(&[]),
             Value::Dict(id) => match &self.objects[id.0 as usize] {
                 Container::Dict(items) => Some(items),
                 _ => None,
@@ -1606,7 +1635,7 @@ impl<'a> Arena<'a> {
                 format!("str {short:?}")
             }
             Value::Int(i) => format!("int {i}"),
-            Value::Dict(_) => {
+            Value::Dict(_) | Value::EmptyDict => {
                 let keys: Vec<String> = self
                     .dict(v)
                     .unwrap_or(&[])
@@ -1620,7 +1649,11 @@ impl<'a> Arena<'a> {
                     .collect();
                 format!("dict with keys [{}]", keys.join(", "))
             }
-            Value::List(_) | Value::Tuple(_) | Value::Set(_) => {
+            Value::List(_)
+            | Value::Tuple(_)
+            | Value::Set(_)
+            | Value::EmptyList
+            | Value::EmptyTuple => {
                 format!(
                     "{} of {} items",
                     v.kind(),

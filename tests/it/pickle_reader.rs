@@ -45,7 +45,11 @@ fn to_oracle(p: &Pickle<'_>, v: Value) -> serde_pickle::Value {
                 .map(|&(k, x)| (hashable(p, k), to_oracle(p, x)))
                 .collect(),
         ),
-        Value::FinalSeq(_) | Value::FinalDict(_) => unreachable!("parsed without a finalizer"),
+        Value::FinalSeq(_)
+        | Value::FinalDict(_)
+        | Value::EmptyList
+        | Value::EmptyTuple
+        | Value::EmptyDict => unreachable!("parsed without a finalizer"),
     }
 }
 
