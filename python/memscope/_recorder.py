@@ -141,6 +141,37 @@ OUTSIDE_OOM_MARKERS = (
 )
 
 
+# Errors that name no failed allocation but are what a library says when it cannot get memory
+# for its handle: on an H200 filled to 3.1 MiB free, the first convolution raised only
+# `cuDNN error: CUDNN_STATUS_INTERNAL_ERROR` (fixtures/device41/cudnn_fill). Taken for an OOM
+# only when the device had under FULL_BELOW free at the error, and recorded as such a reading.
+INTERNAL_ERROR_MARKERS = (
+    ("cudnn", ("CUDNN_STATUS_INTERNAL_ERROR",)),
+)
+FULL_BELOW = 256 << 20
+
+
+def internal_error_source(exc):
+    """`cudnn` when `exc` (or what it was raised from) is one of INTERNAL_ERROR_MARKERS."""
+    seen = 0
+    while exc is not None and seen < 32:
+        text = str(exc)[:20000]
+        for source, markers in INTERNAL_ERROR_MARKERS:
+            if any(m in text for m in markers):
+                return source
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def free_now(torch):
+    """The current device's free bytes (cudaMemGetInfo), or None."""
+    try:
+        return int(torch.cuda.mem_get_info()[0])
+    except Exception:
+        return None
+
+
 def outside_oom_source(exc):
     """`nccl`, `cublas`, `cudnn` or `cuda` when `exc` (or what it was raised from) is a failure
     to allocate outside PyTorch's allocator; None otherwise. NCCL counts only when its message
@@ -503,9 +534,17 @@ class Recorder:
             self.dump("oom")
             return
         source = outside_oom_source(exc)
+        reading = {}
+        if source is None:
+            source = internal_error_source(exc)
+            free = free_now(self.torch) if source is not None else None
+            if free is None or free >= FULL_BELOW:
+                return
+            reading = {"reading": "internal_error_full_card", "free_at_error": free,
+                       "full_below": FULL_BELOW}
         if source is not None:
             self.error = {"source": source, "type": type(exc).__name__[:200],
-                          "message": str(exc)[:MESSAGE_LIMIT]}
+                          "message": str(exc)[:MESSAGE_LIMIT], **reading}
             self.dump("oom")
 
     def mark_cuda_used(self):

@@ -10,7 +10,7 @@
 //! beyond the estimate). An OOM raised outside the allocator (NCCL, cuBLAS, cuDNN, CUDA) has no
 //! allocator OOM event: it is carried here with this accounting.
 
-use crate::model::{ContextMoment, DeviceRecord, OutsideSource, Snapshot};
+use crate::model::{ContextMoment, DeviceRecord, OutsideReading, OutsideSource, Snapshot};
 
 /// NCCL's default `NCCL_BUFFSIZE` (the SIMPLE protocol's buffer per connection): 4 MiB.
 /// See NCCL's environment documentation, `NCCL_BUFFSIZE`
@@ -95,6 +95,7 @@ pub struct Accounting {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct OutsideOom {
     pub source: OutsideSource,
+    pub reading: OutsideReading,
     pub type_name: String,
     pub message: String,
 }
@@ -150,6 +151,7 @@ pub fn section(snap: &Snapshot, reserved: &[(u32, Option<u64>)]) -> DeviceSectio
             .and_then(|r| r.outside_error.as_ref())
             .map(|e| OutsideOom {
                 source: e.source,
+                reading: e.reading,
                 type_name: e.type_name.clone(),
                 message: e.message.clone(),
             }),

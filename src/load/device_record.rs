@@ -5,7 +5,7 @@
 //! attacker data like the rest of the capture.
 
 use super::pickle::{Arena, Value};
-use crate::model::{DeviceRecord, NvmlUsage, Origin, OutsideError, OutsideSource};
+use crate::model::{DeviceRecord, NvmlUsage, Origin, OutsideError, OutsideReading, OutsideSource};
 
 /// No device holds 4 PiB: larger figures are dropped.
 const MAX_BYTES: i64 = 1 << 52;
@@ -93,8 +93,19 @@ fn outside_error(p: &Arena<'_>, e: Value) -> Option<OutsideError> {
         "cuda" => OutsideSource::Cuda,
         _ => return None,
     };
+    let reading = match p.get(e, "reading") {
+        None => OutsideReading::AllocationFailed,
+        Some(r) => match text(p, Some(r))?.as_str() {
+            "internal_error_full_card" => OutsideReading::InternalErrorOnFullCard {
+                free_bytes: bytes(p, p.get(e, "free_at_error"))?,
+                threshold_bytes: bytes(p, p.get(e, "full_below"))?,
+            },
+            _ => return None,
+        },
+    };
     Some(OutsideError {
         source,
+        reading,
         type_name: text(p, p.get(e, "type")).unwrap_or_default(),
         message: text(p, p.get(e, "message")).unwrap_or_default(),
     })

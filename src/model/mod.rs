@@ -372,8 +372,24 @@ pub enum OutsideSource {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutsideError {
     pub source: OutsideSource,
+    pub reading: OutsideReading,
     pub type_name: String,
     pub message: String,
+}
+
+/// Why the recorder took a library's error for an allocation failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutsideReading {
+    /// The error names a failed allocation (`CUBLAS_STATUS_ALLOC_FAILED`, NCCL's calloc, …).
+    AllocationFailed,
+    /// cuDNN said only `CUDNN_STATUS_INTERNAL_ERROR` (what it says when its handle cannot be
+    /// made on a full card: measured on an H200 with 3.1 MiB free), and the recorder read the
+    /// device's free bytes at the error below its threshold.
+    InternalErrorOnFullCard {
+        free_bytes: u64,
+        threshold_bytes: u64,
+    },
 }
 
 impl Snapshot {

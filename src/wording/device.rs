@@ -2,7 +2,7 @@
 //! with its range, and what a snapshot without device figures cannot tell.
 
 use crate::analysis::device::{Accounting, DeviceSection, OutsideOom, Source};
-use crate::model::{ContextMoment, OutsideSource};
+use crate::model::{ContextMoment, OutsideReading, OutsideSource};
 use crate::units::bytes;
 
 pub fn source(s: Source) -> &'static str {
@@ -155,6 +155,18 @@ pub fn outside_oom(o: &OutsideOom, a: Option<&Accounting>) -> String {
                 ));
             }
         }
+    }
+    if let OutsideReading::InternalErrorOnFullCard {
+        free_bytes,
+        threshold_bytes,
+    } = o.reading
+    {
+        s.push_str(&format!(
+            "; {} named no failed allocation, only an internal error: it is read as out of memory because the card had {} free when it failed (the recorder reads it so only under {} free; on a card with room it would be a plain error)",
+            library(o.source),
+            bytes(free_bytes),
+            bytes(threshold_bytes)
+        ));
     }
     s
 }

@@ -221,6 +221,31 @@ class RunRecorder(unittest.TestCase):
         self.assertLessEqual(len(m["error"]["message"]), 2000)
         self.assertEqual((m["nccl_env"], m["rank"], m["world_size"]), ({"NCCL_BUFFSIZE": "1048576"}, 1, 2))
 
+    def test_cudnns_internal_error_on_a_full_card_is_read_as_an_oom_with_its_evidence(self):
+        # What cuDNN raised on an H200 filled to 3.1 MiB free (fixtures/device41/cudnn_fill).
+        script = """
+            import torch
+            x = torch.cuda.empty(16)
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
+        """
+        r = self.sb.run(script, FAKE_TORCH_FREE=str(3276800))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.sb.written(), ["memscope-oom.pickle"])
+        import pickle
+        with open(os.path.join(self.sb.out, "memscope-oom.pickle"), "rb") as f:
+            e = pickle.load(f)["memscope"]["error"]
+        self.assertEqual((e["source"], e["reading"], e["free_at_error"], e["full_below"]),
+                         ("cudnn", "internal_error_full_card", 3276800, 256 << 20))
+
+    def test_cudnns_internal_error_with_room_on_the_card_is_not_an_oom(self):
+        r = self.sb.run("""
+            import torch
+            x = torch.cuda.empty(16)
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
+        """, FAKE_TORCH_FREE=str(10 << 30))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.sb.written(), [])
+
     def test_os_exit_still_writes_the_exit_snapshot(self):
         r = self.sb.run("""
             import os, torch

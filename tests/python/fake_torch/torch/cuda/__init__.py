@@ -1,3 +1,4 @@
+import os
 from torch import OutOfMemoryError, _log  # noqa: F401
 from torch.cuda import memory  # noqa: F401
 
@@ -43,3 +44,9 @@ def device_count():
 def get_device_properties(i):
     _log("props", device=i)
     return _Props()
+
+
+if os.environ.get("FAKE_TORCH_FREE"):
+    def mem_get_info(device=None):
+        """(free, total) with free from `$FAKE_TORCH_FREE`; absent unless that is set."""
+        return int(os.environ["FAKE_TORCH_FREE"]), _Props.total_memory
