@@ -48,6 +48,7 @@ mod pickle_reader;
 mod pictures;
 mod plan;
 mod plan_cudnn39;
+mod plan_holdout5;
 mod plan_issue39;
 mod plan_views;
 mod pools;
