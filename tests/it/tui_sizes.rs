@@ -14,6 +14,19 @@ fn tab_row(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
+/// With `MEMSCOPE_TUI_DUMP=DIR`, writes the screen to DIR (the closing note's pictures).
+fn dump(fixture: &str, what: &str, w: u16, h: u16, s: &str) {
+    if let Ok(dir) = std::env::var("MEMSCOPE_TUI_DUMP") {
+        let name = format!(
+            "{}-{}-{w}x{h}.txt",
+            fixture.replace('/', "_"),
+            what.to_lowercase().replace(' ', "_")
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(name), s).unwrap();
+    }
+}
+
 fn check(fixture: &str) {
     let app = load(fixture);
     let titles: Vec<&str> = app.views().iter().map(|v| v.title()).collect();
@@ -52,16 +65,7 @@ fn check(fixture: &str) {
             // Esc never quits, in every view and size.
             code(&mut app, KeyCode::Esc);
             assert!(!app.quit(), "{fixture} {title} {w}x{h}: Esc quit");
-            if (w, h) == (80, 24) {
-                if let Ok(dir) = std::env::var("MEMSCOPE_TUI_DUMP") {
-                    let name = format!(
-                        "{fixture}-{}-80x24.txt",
-                        title.to_lowercase().replace(' ', "_")
-                    );
-                    std::fs::create_dir_all(&dir).unwrap();
-                    std::fs::write(std::path::Path::new(&dir).join(name), &s).unwrap();
-                }
-            }
+            dump(fixture, title, w, h, &s);
         }
     }
 }
@@ -200,6 +204,58 @@ fn tabs_4_and_5_are_on_the_screen_at_every_size() {
                     "{fixture} {w}x{h}: tab {n} ({title}) not shown as {shown:?}: {row:?}"
                 );
             }
+        }
+    }
+}
+
+/// A capture whose stacks carry C++ frames with template names of hundreds of characters
+/// (fixtures/claims/ft_midrun_allstacks: recorded with `stacks="all"`), and a Lightning capture
+/// whose sites are long paths: every tab at every size, and the Sites tab with its first site
+/// opened. Templates show collapsed (`name<…>`) wherever a name is shown.
+#[test]
+fn long_names_wrap_or_shorten_in_every_view() {
+    for fixture in [
+        "claims/ft_midrun_allstacks.pickle.gz",
+        "loops/lightning_callback_alloc_leak.pickle.gz",
+    ] {
+        check(fixture);
+        let titles: Vec<&str> = load(fixture).views().iter().map(|v| v.title()).collect();
+        for (w, h) in SIZES {
+            for (i, title) in titles.iter().enumerate() {
+                let mut app = load(fixture);
+                key(&mut app, char::from_digit(i as u32 + 1, 10).unwrap());
+                let mut screens = vec![(title.to_string(), screen(&mut app, w, h))];
+                // The view's first item opened (a site's stacks, a finding's evidence).
+                code(&mut app, KeyCode::Enter);
+                screens.push((format!("{title} enter"), screen(&mut app, w, h)));
+                key(&mut app, '?');
+                screens.push((format!("{title} help"), screen(&mut app, w, h)));
+                for (what, s) in screens {
+                    dump(fixture, &what, w, h, &s);
+                    assert_templates_collapsed(fixture, &what, w, h, &s);
+                }
+            }
+        }
+    }
+}
+
+/// No C++ template argument list on the screen: a `<` that follows a name is followed by the
+/// mark `…` (`name<…>`). Python's pseudo-names (`<module>`, `<string>`, `<frozen os>`) stand
+/// alone, and a `<` between spaces is a comparison.
+fn assert_templates_collapsed(fixture: &str, what: &str, w: u16, h: u16, s: &str) {
+    for line in s.lines() {
+        for (i, _) in line.match_indices('<') {
+            let rest = &line[i + 1..];
+            let before = line[..i].chars().next_back();
+            let after_name = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            let ok = !after_name
+                || rest.starts_with('…')
+                || rest.starts_with('<')
+                || rest.starts_with('=');
+            assert!(
+                ok,
+                "{fixture} {what} {w}x{h}: a template not collapsed: {line:?}\n{s}"
+            );
         }
     }
 }

@@ -50,6 +50,8 @@ pub fn keep_end(s: &str, w: usize) -> String {
         let tail = match c {
             '/' => &s[i..],
             ' ' => &s[i + 1..],
+            // A C++ name gives up its namespaces first (`…::gpu_reduce_kernel<…>(…)`).
+            ':' if s[i..].starts_with("::") && !s[..i].ends_with(':') => &s[i..],
             _ => continue,
         };
         if tail.len() > 1 && width(tail) < w {
@@ -59,9 +61,9 @@ pub fn keep_end(s: &str, w: usize) -> String {
     "…".to_owned()
 }
 
-/// Whether a word looks like a path or a `file:line` site, whose end matters most.
+/// Whether a word looks like a path, a `file:line` site or a C++ name, whose end matters most.
 fn is_path(word: &str) -> bool {
-    word.contains('/') || word.contains(".py")
+    word.contains('/') || word.contains(".py") || word.contains("::")
 }
 
 /// `s` in at most `w` cells, cut at a word boundary and marked `…`. A first word that is too
@@ -72,6 +74,11 @@ pub fn fit(s: &str, w: usize) -> String {
     }
     if w == 0 {
         return String::new();
+    }
+    // C++ names give up their template and argument lists first (issue 42).
+    let collapsed = collapse_cpp(s);
+    if collapsed != s {
+        return fit(&collapsed, w);
     }
     // A path in the line gives up its directories first (`from …/model.py:22 forward`).
     let excess = width(s) - w;
@@ -124,6 +131,55 @@ pub fn fit(s: &str, w: usize) -> String {
             }
         }
     }
+}
+
+/// `s` with the template arguments (`name<…>`) and the argument lists (`call(…)`) of the C++
+/// names in it collapsed: a bracket that follows a name (not a space, as prose does), in a
+/// line that has a C++ name (`::`). Unbalanced brackets leave `s` as it is.
+pub fn collapse_cpp(s: &str) -> String {
+    if !s.contains("::") {
+        return s.to_owned();
+    }
+    let name_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '>');
+    let mut out = String::with_capacity(s.len());
+    // The bracket open at the top level, and how deep inside it we are.
+    let mut open: Option<(char, usize)> = None;
+    let mut empty = true;
+    for c in s.chars() {
+        match open {
+            Some((o, depth)) => {
+                let close = if o == '<' { '>' } else { ')' };
+                if c == close && depth == 1 {
+                    // `f()` keeps its empty list.
+                    if !empty {
+                        out.push('…');
+                    }
+                    out.push(c);
+                    open = None;
+                    continue;
+                }
+                empty = false;
+                if c == o {
+                    open = Some((o, depth + 1));
+                } else if c == close {
+                    open = Some((o, depth - 1));
+                }
+            }
+            None => {
+                let after_name = name_char(out.chars().next_back());
+                let operator = out.ends_with("operator") || out.ends_with("operator<");
+                out.push(c);
+                if (c == '<' || c == '(') && after_name && !operator {
+                    open = Some((c, 1));
+                    empty = true;
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        return s.to_owned();
+    }
+    out
 }
 
 /// Writes `s` on row `dy` of `area`, fitted to the pane less its last column.
