@@ -145,10 +145,24 @@ impl JobView {
         } else {
             words::rank_list(&self.job.oom_ranks)
         };
-        para(&mut out, "", &format!("  oom_ranks: {ooms}"), w, plain, bold);
+        para(
+            &mut out,
+            "",
+            &format!("  oom_ranks: {ooms}"),
+            w,
+            plain,
+            bold,
+        );
         if let Some(i) = &self.job.imbalance {
             out.push(Line::raw(""));
-            para(&mut out, "IMBALANCE ", &words::imbalance(&i.spread()), w, plain, bold);
+            para(
+                &mut out,
+                "IMBALANCE ",
+                &words::imbalance(&i.spread()),
+                w,
+                plain,
+                bold,
+            );
             let how = format!("  {}", words::IMBALANCE_HOW);
             let dim = Style::default().add_modifier(Modifier::DIM);
             para(&mut out, "", &how, w, dim, bold);
@@ -161,7 +175,14 @@ impl JobView {
             );
             para(&mut out, "", &title, w, bold, bold);
             for c in s.changes.iter().take(SITE_ROWS) {
-                para(&mut out, "", &format!("  {}", short_change(c)), w, plain, bold);
+                para(
+                    &mut out,
+                    "",
+                    &format!("  {}", short_change(c)),
+                    w,
+                    plain,
+                    bold,
+                );
             }
         }
         (out, first_row)
@@ -195,9 +216,7 @@ impl Widget for &JobView {
         let (lines, first_row) = self.lines(area.width);
         let row = (first_row + self.selected) as u16;
         let scroll = (row + 2).saturating_sub(area.height);
-        Paragraph::new(lines)
-            .scroll((scroll, 0))
-            .render(area, buf);
+        Paragraph::new(lines).scroll((scroll, 0)).render(area, buf);
     }
 }
 

@@ -259,3 +259,125 @@ fn assert_templates_collapsed(fixture: &str, what: &str, w: u16, h: u16, s: &str
         }
     }
 }
+
+/// The lines of the paragraph that starts with `lead`, up to the next empty line, joined.
+fn paragraph(s: &str, lead: &str) -> Option<String> {
+    let mut lines = s.lines().skip_while(|l| !l.starts_with(lead));
+    let first = lines.next()?;
+    let rest: Vec<&str> = lines
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("RANKS"))
+        .collect();
+    Some(
+        std::iter::once(first)
+            .chain(rest)
+            .flat_map(|l| l.split_whitespace())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// The Ranks view's hint, verdict and imbalance were cut at the screen's edge at 80 columns
+/// (issue 42): they are word-wrapped now. At 80 and 120 columns the verdict's and the
+/// imbalance's full text is on the screen across their lines, no line is wider than the
+/// screen, and no word is cut (every word of the screen's verdict is a word of the sentence).
+/// At 40x12 the verdict still starts on the screen, whole words only.
+#[test]
+fn the_rank_views_sentences_wrap_instead_of_being_cut() {
+    let job = bridge_job();
+    let verdict = memscope::wording::job::job_verdict(&job.verdict());
+    let imbalance = memscope::wording::job::imbalance(&job.imbalance.as_ref().unwrap().spread());
+    let view = memscope::tui::job::JobView::new(job);
+    let norm = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (w, h) in SIZES {
+        let s = job_screen(&view, w, h);
+        assert!(s.lines().all(|l| l.chars().count() <= w as usize), "{s}");
+        assert!(
+            s.contains("Up/Down"),
+            "{w}x{h}: the keys' hint is gone:\n{s}"
+        );
+        let shown = paragraph(&s, "VERDICT ").unwrap_or_else(|| panic!("{w}x{h}:\n{s}"));
+        let want = norm(&format!("VERDICT {verdict}"));
+        if w >= 80 {
+            assert_eq!(shown, want, "{w}x{h}:\n{s}");
+            let imb = paragraph(&s, "IMBALANCE ").unwrap_or_else(|| panic!("{w}x{h}:\n{s}"));
+            // Its explanation follows on the next lines.
+            let want = norm(&format!(
+                "IMBALANCE {imbalance} imbalance, over each rank's"
+            ));
+            assert!(imb.starts_with(&want), "{w}x{h}: {imb:?}\n{s}");
+            // The keys' hint ends on the screen, not at its edge.
+            assert!(s.contains("q here quits)"), "{w}x{h}:\n{s}");
+        } else {
+            let words: Vec<&str> = want.split(' ').collect();
+            for (i, word) in shown.split(' ').enumerate() {
+                assert_eq!(Some(&word), words.get(i), "{w}x{h}: a cut word:\n{s}");
+            }
+        }
+    }
+}
+
+/// One meaning for Esc and q in every mode (issue 42): Esc goes back one step (closes the help,
+/// cancels a search, leaves what Enter opened) and never quits; q leaves the screen (quits, or
+/// goes back to the Ranks list when the capture was opened from it, as its status line says). Checked in every view of a
+/// snapshot and of a trace, with the help open, while typing a search, and after Enter; and in
+/// the Ranks view, where Esc has no step to go back to.
+#[test]
+fn esc_goes_back_and_q_leaves_in_every_mode() {
+    use ratatui::crossterm::event::{Event, KeyEvent, KeyModifiers};
+    // As the terminal loop feeds keys: a search's keys while one is typed.
+    let press = |app: &mut memscope::tui::App, c: KeyCode| {
+        memscope::tui::handle_event(app, Event::Key(KeyEvent::new(c, KeyModifiers::NONE)))
+    };
+    for fixture in ["leak_oom.pickle", "trace_hook_cache.trace.json.gz"] {
+        let n = load(fixture).views().len();
+        for i in 0..n {
+            let tab = char::from_digit(i as u32 + 1, 10).unwrap();
+            let mut app = load(fixture);
+            key(&mut app, tab);
+            let title = app.view().title();
+            press(&mut app, KeyCode::Char('?'));
+            assert!(app.help(), "{fixture} {title}: ? opens the help");
+            press(&mut app, KeyCode::Esc);
+            assert!(
+                !app.help() && !app.quit(),
+                "{fixture} {title}: Esc in the help"
+            );
+            press(&mut app, KeyCode::Char('/'));
+            assert!(
+                app.typing().is_some(),
+                "{fixture} {title}: / starts a search"
+            );
+            press(&mut app, KeyCode::Esc);
+            assert!(
+                app.typing().is_none() && !app.quit(),
+                "{fixture} {title}: Esc in a search"
+            );
+            press(&mut app, KeyCode::Enter);
+            for _ in 0..4 {
+                press(&mut app, KeyCode::Esc);
+                assert!(!app.quit(), "{fixture} {title}: Esc after Enter quit");
+            }
+            press(&mut app, KeyCode::Char('q'));
+            assert!(app.quit(), "{fixture} {title}: q did not quit");
+            // q quits from the help too.
+            let mut app = load(fixture);
+            key(&mut app, tab);
+            press(&mut app, KeyCode::Char('?'));
+            press(&mut app, KeyCode::Char('q'));
+            assert!(app.quit(), "{fixture} {title}: q in the help");
+        }
+        // Opened from the Ranks view, the status line says where q goes.
+        let mut app = load(fixture);
+        app.opened_from_ranks();
+        let s = screen(&mut app, 120, 40);
+        let status = s.lines().nth(39).unwrap();
+        assert!(!status.contains("q:quit"), "{fixture}: {status:?}");
+    }
+    let mut view = memscope::tui::job::JobView::new(bridge_job());
+    view.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    assert!(!view.quit && view.open.is_none(), "Esc in the Ranks view");
+    view.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(view.open.is_some(), "Enter opens the rank");
+    view.key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
+    assert!(view.quit, "q quits the Ranks view");
+}

@@ -140,7 +140,8 @@ pub fn collapse_cpp(s: &str) -> String {
     if !s.contains("::") {
         return s.to_owned();
     }
-    let name_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '>');
+    let name_char =
+        |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '>');
     let mut out = String::with_capacity(s.len());
     // The bracket open at the top level, and how deep inside it we are.
     let mut open: Option<(char, usize)> = None;
