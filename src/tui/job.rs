@@ -64,7 +64,8 @@ impl JobView {
     /// word-wrapped to the width (issue 42: the hint, the verdict and the imbalance were cut at
     /// 80 columns); only the table's rows, which give way by column, are not.
     fn lines(&self, width: u16) -> (Vec<Line<'static>>, usize) {
-        let w = (width as usize).max(1);
+        // The last column stays free, as in the other views: a word there reads as cut.
+        let w = (width as usize).saturating_sub(1).max(1);
         let bold = Style::default().add_modifier(Modifier::BOLD);
         let mut out = Vec::new();
         let head = format!(
