@@ -37,8 +37,8 @@ fn width(s: &str) -> usize {
 }
 
 /// `s` in at most `w` cells, keeping its end: the end of a path is the file, the line and the
-/// function. It starts at a `/` or after a space, so no name is left half; when not even the
-/// last name fits, only the mark `…` is left.
+/// function. It starts at a `/`, a `::` or after a space, so no name is left half; when not
+/// even the last name fits, only the mark `…` is left.
 pub fn keep_end(s: &str, w: usize) -> String {
     if width(s) <= w {
         return s.to_owned();
@@ -95,6 +95,17 @@ pub fn fit(s: &str, w: usize) -> String {
             }
         }
     }
+    // A path too long to keep even its file's name gives way whole, so that the words after
+    // it (a site's function) stay: `▸ … on_train_batch_end`, not `▸ …`.
+    if let Some(p) = s
+        .split(' ')
+        .find(|p| is_path(p) && keep_end(p, w / 2) == "…")
+    {
+        let out = s.replacen(p, "…", 1);
+        if width(&out) <= w && out.trim() != "…" {
+            return out;
+        }
+    }
     // The longest prefix ending at a space that leaves room for the mark.
     let mut best = None;
     for (n, (i, c)) in s.char_indices().enumerate() {
@@ -134,8 +145,8 @@ pub fn fit(s: &str, w: usize) -> String {
 }
 
 /// `s` with the template arguments (`name<…>`) and the argument lists (`call(…)`) of the C++
-/// names in it collapsed: a bracket that follows a name (not a space, as prose does), in a
-/// line that has a C++ name (`::`). Unbalanced brackets leave `s` as it is.
+/// names in it collapsed: a bracket that follows a scoped name (`ns::f(`, not prose's
+/// `node(s)` or a space). Unbalanced brackets leave `s` as it is.
 pub fn collapse_cpp(s: &str) -> String {
     if !s.contains("::") {
         return s.to_owned();
@@ -167,7 +178,10 @@ pub fn collapse_cpp(s: &str) -> String {
                 }
             }
             None => {
-                let after_name = name_char(out.chars().next_back());
+                // Only a C++ name's brackets: the word they follow has a scope (`a::f(`),
+                // not prose's `node(s)`.
+                let word = out.rsplit(' ').next().unwrap_or("");
+                let after_name = name_char(out.chars().next_back()) && word.contains("::");
                 let operator = out.ends_with("operator") || out.ends_with("operator<");
                 out.push(c);
                 if (c == '<' || c == '(') && after_name && !operator {
@@ -420,6 +434,8 @@ mod tests {
         );
         // Never half a name: the mark alone when the last name does not fit.
         assert_eq!(keep_end("/a/b/transformer.py:22", 18), "…");
+        // A C++ name gives up its namespaces first.
+        assert_eq!(keep_end("at::_ops::sum::call(…)", 15), "…::sum::call(…)");
         assert_eq!(fit("short", 10), "short");
         // No room for the path's end: the mark alone, inside the width.
         let s = fit("a b c d e f g /:search", 15);
