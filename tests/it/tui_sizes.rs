@@ -62,6 +62,11 @@ fn check(fixture: &str) {
                 !last.trim().is_empty(),
                 "{fixture} {title} {w}x{h}: no status line\n{s}"
             );
+            // A long file name gives way in the status line; the device and event stay.
+            assert!(
+                last.contains("│ cuda:0 │ event "),
+                "{fixture} {title} {w}x{h}: {last:?}"
+            );
             // Esc never quits, in every view and size.
             code(&mut app, KeyCode::Esc);
             assert!(!app.quit(), "{fixture} {title} {w}x{h}: Esc quit");
@@ -233,6 +238,14 @@ fn long_names_wrap_or_shorten_in_every_view() {
                 for (what, s) in screens {
                     dump(fixture, &what, w, h, &s);
                     assert_templates_collapsed(fixture, &what, w, h, &s);
+                    // A site too long for the row keeps its function, not the mark alone.
+                    for line in s.lines() {
+                        let t = line.trim_end();
+                        assert!(
+                            !t.ends_with("▸ …") && !t.ends_with("▾ …"),
+                            "{fixture} {what} {w}x{h}: a site shown as the mark alone:\n{s}"
+                        );
+                    }
                 }
             }
         }

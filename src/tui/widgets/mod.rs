@@ -61,9 +61,13 @@ pub fn keep_end(s: &str, w: usize) -> String {
     "…".to_owned()
 }
 
-/// Whether a word looks like a path, a `file:line` site or a C++ name, whose end matters most.
+/// Whether a word looks like a path, a `file:line` site, a capture's file name or a C++ name,
+/// whose end matters most.
 fn is_path(word: &str) -> bool {
-    word.contains('/') || word.contains(".py") || word.contains("::")
+    word.contains('/')
+        || word.contains(".py")
+        || word.contains("::")
+        || [".pickle", ".json", ".gz"].iter().any(|x| word.contains(x))
 }
 
 /// `s` in at most `w` cells, cut at a word boundary and marked `…`. A first word that is too
@@ -102,8 +106,8 @@ pub fn fit(s: &str, w: usize) -> String {
         .find(|p| is_path(p) && keep_end(p, w / 2) == "…")
     {
         let out = s.replacen(p, "…", 1);
-        if width(&out) <= w && out.trim() != "…" {
-            return out;
+        if out.trim() != "…" {
+            return fit(&out, w);
         }
     }
     // The longest prefix ending at a space that leaves room for the mark.
