@@ -1,7 +1,9 @@
 //! Every tab of a snapshot and of a trace at 40×12, 80×24 and 120×40 (issue #42, item 3): no tab
 //! vanishes from the tab bar on a small screen (its label is shortened instead, down to the
 //! number that opens it), the tab bar never runs past the screen, the view shown is the one
-//! asked for, and the status line is there. With `MEMSCOPE_TUI_DUMP=DIR` the 80×24 screens are
+//! asked for, and the status line is there. Long names (C++ templates, long paths) are collapsed
+//! or give way without losing what follows them, the Ranks view's sentences wrap, and Esc and q
+//! mean one thing in every mode. With `MEMSCOPE_TUI_DUMP=DIR` the screens, at every size, are
 //! also written to DIR (the closing note's pictures).
 
 use ratatui::crossterm::event::KeyCode;
