@@ -28,6 +28,27 @@ pub struct DeviceProduct {
 }
 
 impl DeviceProduct {
+    /// The iterations the step split found (`step 1`, `step 2`, ...: setup and tail left out),
+    /// in order.
+    pub fn iterations(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(|s| s.is_iteration())
+    }
+
+    /// Iteration `n` (1-based, as its name `step N` counts) and the event after which its
+    /// allocated peak was first reached: the moment `flamegraph --step N` draws, whose live
+    /// bytes are the step's `peak_allocated_bytes`.
+    pub fn step_peak(&self, n: u64) -> Option<(&Step, EventIdx)> {
+        let step = self
+            .iterations()
+            .nth(usize::try_from(n).ok()?.checked_sub(1)?)?;
+        let (a, b) = (step.start_event.0 as usize, step.end_event.0 as usize);
+        let series = self.timeline.series.allocated.get(a..=b)?;
+        let at = series
+            .iter()
+            .position(|&v| v == step.peak_allocated_bytes)?;
+        Some((step, EventIdx((a + at) as u32)))
+    }
+
     /// Each step's `(start, end)` events, inclusive.
     pub fn step_ranges(&self) -> Vec<(usize, usize)> {
         self.steps

@@ -677,7 +677,8 @@ pub struct FlamegraphArgs {
     /// the capture has one, else the end. On a profiler trace: `peak` (the default) or `end`.
     #[arg(long, conflicts_with = "step")]
     pub at: Option<String>,
-    /// On a profiler trace: the live memory at the peak of `ProfilerStep#N`.
+    /// The live memory at a step's peak: on a profiler trace, `ProfilerStep#N`'s; on a snapshot,
+    /// the peak of the analysis's step N (`step N` in `analyze`; the log must cover it).
     #[arg(long, value_name = "N")]
     pub step: Option<u64>,
     /// How to group frames.

@@ -62,9 +62,6 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         Product::Trace(t) => return super::pictures_trace::flamegraph(a, &t),
         Product::Snapshot(s) => s,
     };
-    if a.step.is_some() {
-        bail!(memscope::wording::STEP_ON_SNAPSHOT);
-    }
     if let Some(given) = &a.at {
         if fg::At::parse(given).is_none() {
             bail!("--at {given}: expected end, peak, oom or an event index");
@@ -91,14 +88,29 @@ pub fn flamegraph(a: &FlamegraphArgs) -> anyhow::Result<u8> {
         _ => "end",
     };
     let at_text = a.at.as_deref().unwrap_or(default_at);
-    let Some(at) = fg::At::parse(at_text) else {
+    let Some(mut at) = fg::At::parse(at_text) else {
         bail!("--at {at_text}: expected end, peak, oom or an event index");
     };
+    // `--step N`: the peak of the analysis's step N, as a trace's `--step` is its step's peak.
+    let mut step_label = None;
+    if let Some(n) = a.step {
+        let Some(dp) = product.per_device.get(pick) else {
+            bail!(memscope::wording::no_snapshot_step(n, 0));
+        };
+        let Some((step, e)) = dp.step_peak(n) else {
+            bail!(memscope::wording::no_snapshot_step(
+                n,
+                dp.iterations().count()
+            ));
+        };
+        at = fg::At::Event(e.0);
+        step_label = Some(memscope::wording::snapshot_step_moment(&step.name, e.0));
+    }
     let Some((dev, p)) = product.device(snap, pick) else {
         return flamegraph_of_nothing(a);
     };
     let (m, state) = product.state_at(pick, at)?;
-    let label = fg::moment_label(m);
+    let label = step_label.unwrap_or_else(|| fg::moment_label(m));
     let by = match a.by {
         FlameBy::Stack => fg::By::Stack,
         FlameBy::Site => fg::By::Site,

@@ -60,26 +60,33 @@ impl JobView {
         }
     }
 
-    fn lines(&self, width: u16) -> Vec<Line<'static>> {
+    /// The view's lines at `width`, and the index of the first rank row. Every sentence is
+    /// word-wrapped to the width (issue 42: the hint, the verdict and the imbalance were cut at
+    /// 80 columns); only the table's rows, which give way by column, are not.
+    fn lines(&self, width: u16) -> (Vec<Line<'static>>, usize) {
+        // The last column stays free, as in the other views: a word there reads as cut.
+        let w = (width as usize).saturating_sub(1).max(1);
         let bold = Style::default().add_modifier(Modifier::BOLD);
-        let mut out = vec![
-            Line::from(Span::styled(
-                format!(
-                    "memscope: job of {} ranks   (Up/Down select a rank, Enter opens it and q there comes back; q here quits)",
-                    self.job.ranks.len()
-                ),
+        let mut out = Vec::new();
+        let head = format!(
+            "memscope: job of {} ranks   {}",
+            self.job.ranks.len(),
+            words::JOB_KEYS
+        );
+        para(&mut out, "", &head, w, bold, bold);
+        match &self.message {
+            Some(m) => para(&mut out, "", m, w, Style::default().fg(Color::Yellow), bold),
+            None => para(
+                &mut out,
+                "VERDICT ",
+                &words::job_verdict(&self.job.verdict()),
+                w,
+                Style::default(),
                 bold,
-            )),
-            match &self.message {
-                Some(m) => Line::from(Span::styled(m.clone(), Style::default().fg(Color::Yellow))),
-                None => Line::from(vec![
-                    Span::styled("VERDICT ", bold),
-                    Span::raw(words::job_verdict(&self.job.verdict())),
-                ]),
-            },
-            Line::raw(""),
-            Line::from(Span::styled("RANKS", bold)),
-        ];
+            ),
+        }
+        out.push(Line::raw(""));
+        out.push(Line::from(Span::styled("RANKS", bold)));
         let top = self
             .job
             .ranks
@@ -91,8 +98,9 @@ impl JobView {
         // The bar goes in front of each row, so that it stays visible however narrow; the
         // columns give way by priority in the rest of the width.
         const BAR: usize = 12;
-        let table = super::rank_table::lines(&self.job, (width as usize).saturating_sub(BAR + 4));
-        out.push(Line::raw(format!("  {:BAR$}  {}", "peak", table[0])));
+        let table = super::rank_table::lines(&self.job, w.saturating_sub(BAR + 4));
+        out.push(Line::raw(term(&format!("  {:BAR$}  {}", "peak", table[0]))));
+        let first_row = out.len();
         for (i, (row, r)) in table[1..].iter().zip(&self.job.ranks).enumerate() {
             let filled = (r.peak_allocated_bytes as f64 / top as f64 * BAR as f64).round() as usize;
             let bar = format!(
@@ -111,11 +119,12 @@ impl JobView {
                 Span::raw(if i == self.selected { "> " } else { "  " }),
                 Span::styled(bar, Style::default().fg(Color::Blue)),
                 Span::raw("  "),
-                Span::styled(row.clone(), style),
+                Span::styled(term(row), style),
             ]));
         }
+        let plain = Style::default();
         if let Some(r) = self.job.ranks.get(self.selected) {
-            out.push(Line::raw(format!(
+            let detail = format!(
                 "  rank {} ({}): peak {} allocated, {} reserved; {} live at the end; {} OOM(s); leaks {}",
                 r.rank,
                 words::rank_from(r.rank_from),
@@ -124,69 +133,91 @@ impl JobView {
                 bytes(r.end_allocated_bytes),
                 r.ooms,
                 words::leak_cell(r.leaks)
-            )));
+            );
+            para(&mut out, "", &detail, w, plain, bold);
         }
         // The job's figures as `analyze` prints them: the rank that peaked, the OOM ranks, the
         // imbalance and how it is computed.
         if let Some(p) = self.job.peak_rank {
             out.push(Line::raw(format!("  peak_rank: {p}")));
         }
-        out.push(Line::raw(format!(
-            "  oom_ranks: {}",
-            if self.job.oom_ranks.is_empty() {
-                "none".into()
-            } else {
-                words::rank_list(&self.job.oom_ranks)
-            }
-        )));
+        let ooms = if self.job.oom_ranks.is_empty() {
+            "none".into()
+        } else {
+            words::rank_list(&self.job.oom_ranks)
+        };
+        para(
+            &mut out,
+            "",
+            &format!("  oom_ranks: {ooms}"),
+            w,
+            plain,
+            bold,
+        );
         if let Some(i) = &self.job.imbalance {
             out.push(Line::raw(""));
-            out.push(Line::from(vec![
-                Span::styled("IMBALANCE ", bold),
-                Span::raw(words::imbalance(&i.spread())),
-            ]));
-            out.push(Line::from(Span::styled(
-                format!("  {}", words::IMBALANCE_HOW),
-                Style::default().add_modifier(Modifier::DIM),
-            )));
+            para(
+                &mut out,
+                "IMBALANCE ",
+                &words::imbalance(&i.spread()),
+                w,
+                plain,
+                bold,
+            );
+            let how = format!("  {}", words::IMBALANCE_HOW);
+            let dim = Style::default().add_modifier(Modifier::DIM);
+            para(&mut out, "", &how, w, dim, bold);
         }
         if let Some(s) = &self.job.sites {
             out.push(Line::raw(""));
-            out.push(Line::from(Span::styled(
-                format!(
-                    "SITES THAT DIFFER at the peak, rank {} (highest) against rank {} (lowest)",
-                    s.high_rank, s.low_rank
-                ),
-                bold,
-            )));
+            let title = format!(
+                "SITES THAT DIFFER at the peak, rank {} (highest) against rank {} (lowest)",
+                s.high_rank, s.low_rank
+            );
+            para(&mut out, "", &title, w, bold, bold);
             for c in s.changes.iter().take(SITE_ROWS) {
-                out.push(Line::raw(format!("  {}", short_change(c))));
+                para(
+                    &mut out,
+                    "",
+                    &format!("  {}", short_change(c)),
+                    w,
+                    plain,
+                    bold,
+                );
             }
         }
-        // Capture strings (paths, sites) shown as the terminal boundary shows them.
-        out.into_iter()
-            .map(|l| {
-                Line::from(
-                    l.spans
-                        .into_iter()
-                        .map(|s| {
-                            Span::styled(crate::escape::term(&s.content).into_owned(), s.style)
-                        })
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .collect()
+        (out, first_row)
+    }
+}
+
+/// A capture string (a path, a site) as the terminal boundary shows it.
+fn term(s: &str) -> String {
+    crate::escape::term(s).into_owned()
+}
+
+/// `lead` (a bold label such as `VERDICT `) and `text`, escaped, then word-wrapped to `w`
+/// cells: no line runs past the screen and no word is cut (a word longer than a line, a long
+/// path, keeps its end).
+fn para(out: &mut Vec<Line<'static>>, lead: &str, text: &str, w: usize, st: Style, bold: Style) {
+    let all = format!("{lead}{}", term(text));
+    for (i, l) in super::widgets::wrap(&all, w).into_iter().enumerate() {
+        match l.strip_prefix(lead) {
+            Some(rest) if i == 0 && !lead.is_empty() => out.push(Line::from(vec![
+                Span::styled(lead.to_owned(), bold),
+                Span::styled(rest.to_owned(), st),
+            ])),
+            _ => out.push(Line::from(Span::styled(l, st))),
+        }
     }
 }
 
 impl Widget for &JobView {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        // Scrolled so that the selected rank's row (the 6th line and on) stays in view.
-        let row = 5 + self.selected as u16;
+        // Scrolled so that the selected rank's row stays in view.
+        let (lines, first_row) = self.lines(area.width);
+        let row = (first_row + self.selected) as u16;
         let scroll = (row + 2).saturating_sub(area.height);
-        Paragraph::new(self.lines(area.width))
-            .scroll((scroll, 0))
-            .render(area, buf);
+        Paragraph::new(lines).scroll((scroll, 0)).render(area, buf);
     }
 }
 

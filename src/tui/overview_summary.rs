@@ -76,7 +76,12 @@ fn sites_lines(d: &DeviceReport, out: &mut Vec<(String, Style)>) {
     ));
     for s in sites.iter().take(TOP) {
         // `(no stack recorded: why)` without the why, which the text report and Sites give.
-        let mut label = site_label(s);
+        // A C++ name with its template arguments collapsed (issue 42).
+        let mut s = s.clone();
+        if let Some(site) = &mut s.site {
+            site.function = crate::model::frames::short_cpp(&site.function);
+        }
+        let mut label = crate::tui::widgets::collapse_cpp(&site_label(&s));
         if let (true, Some(i)) = (label.starts_with('('), label.find(':')) {
             label = format!("{})", &label[..i]);
         }

@@ -46,7 +46,7 @@ pub fn lines(job: &Job, width: usize) -> Vec<String> {
     let line = |cells: [&str; 10]| -> String {
         let mut parts = Vec::new();
         for i in (0..10).filter(|&i| keep[i]) {
-            parts.push(cell(cells[i], w[i], i >= 7));
+            parts.push(cell(cells[i], w[i], i >= 7, i == FILE));
         }
         parts.join(&" ".repeat(GAP)).trim_end().to_owned()
     };
@@ -58,9 +58,14 @@ pub fn lines(job: &Job, width: usize) -> Vec<String> {
 }
 
 /// One cell padded to `width`: left-aligned for the words (verdict, from, file), right for the
-/// figures; cut with `…` where longer.
-fn cell(c: &str, width: usize, left: bool) -> String {
+/// figures; cut with `…` where longer: a file name keeps its end (the rank is in the file's
+/// name, not in its directories).
+fn cell(c: &str, width: usize, left: bool, keep_end: bool) -> String {
     let n = c.chars().count();
+    if n > width && keep_end {
+        let tail: String = c.chars().skip(n + 1 - width.max(1)).collect();
+        return format!("…{tail}");
+    }
     if n > width {
         let mut s: String = c.chars().take(width.saturating_sub(1)).collect();
         s.push('…');
@@ -87,8 +92,9 @@ mod tests {
 
     #[test]
     fn a_cell_is_cut_or_padded_to_its_width() {
-        assert_eq!(cell("abcdef", 4, true), "abc…");
-        assert_eq!(cell("ab", 4, true), "ab  ");
-        assert_eq!(cell("ab", 4, false), "  ab");
+        assert_eq!(cell("abcdef", 4, true, false), "abc…");
+        assert_eq!(cell("/a/b/rank-2.pickle", 10, true, true), "…-2.pickle");
+        assert_eq!(cell("ab", 4, true, false), "ab  ");
+        assert_eq!(cell("ab", 4, false, false), "  ab");
     }
 }

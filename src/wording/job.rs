@@ -73,6 +73,10 @@ pub fn spread_percent(p: f64) -> String {
 
 /// How the imbalance is computed, said once wherever it is printed (`analyze` of a job,
 /// `check`'s rank groups, the TUI's job view, MCP).
+/// The Ranks view's keys, under its title.
+pub const JOB_KEYS: &str =
+    "(Up/Down select a rank, Enter opens it and q there comes back; q here quits)";
+
 pub const IMBALANCE_HOW: &str = "imbalance, over each rank's peak allocated bytes: max/min = highest peak / lowest peak; spread = (highest - lowest) / highest, the figure --max-imbalance limits";
 
 /// A peak and the rank it belongs to.

@@ -53,9 +53,9 @@ pub use pools::{
 };
 pub use replay::{anomaly, mismatch, serialize_anomaly, serialize_mismatch};
 pub use trace_views::{
-    devices_left_out, export_cut, graph_annotation, leak_annotation, no_such_step, no_trace_device,
-    peak_annotation, snapshot_needed, trace_at_values, trace_flame_title, trace_moment, trace_site,
-    SnapshotOnly, NO_TRACE_MEMORY, STEP_ON_SNAPSHOT,
+    devices_left_out, export_cut, graph_annotation, leak_annotation, no_snapshot_step,
+    no_such_step, no_trace_device, peak_annotation, snapshot_needed, snapshot_step_moment,
+    trace_at_values, trace_flame_title, trace_moment, trace_site, SnapshotOnly, NO_TRACE_MEMORY,
 };
 pub use verdict::{no_leaks, no_memory_events, not_judged, verdict};
 pub(crate) use whatif::{bounded_bytes, twins};

@@ -92,9 +92,18 @@ pub fn trace_site(s: &Option<crate::analysis::sites::Site>, line_known: bool) ->
 /// `flamegraph` of a trace with no CUDA memory event: the note the SVG holds.
 pub const NO_TRACE_MEMORY: &str = "the trace holds no CUDA memory events: no GPU memory to draw";
 
-/// `flamegraph --step` on a snapshot.
-pub const STEP_ON_SNAPSHOT: &str =
-    "--step N is for a profiler trace; on a snapshot, pick the moment with --at";
+/// `flamegraph --step N` on a snapshot whose analysis found fewer than N steps (`found`).
+pub fn no_snapshot_step(n: u64, found: usize) -> String {
+    match found {
+        0 => format!("--step {n}: the analysis found no steps in this snapshot's history (no annotations, no repeating loop, or no history recorded); pick the moment with --at"),
+        k => format!("--step {n}: the snapshot's recorded history holds steps 1 to {k}"),
+    }
+}
+
+/// The moment `flamegraph --step N` draws on a snapshot.
+pub fn snapshot_step_moment(step: &str, event: u32) -> String {
+    format!("the peak of {step} (event {event})")
+}
 
 /// `flamegraph --device N` names a device the trace has no memory events of.
 pub fn no_trace_device(n: u32) -> String {

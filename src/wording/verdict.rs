@@ -106,6 +106,15 @@ fn evidence(v: &Verdict) -> String {
             };
             // The line to change leads where the stack names it; the loop line is context.
             let (at, tail) = match holder {
+                // The holder's line made what it keeps: it is the leak's own line, not a loop
+                // line apart from it (a callback that appends its own copy).
+                Some(k) if k.site.is_some() && k.site == *site => (
+                    format!(
+                        " kept by {} (the line to change)",
+                        super::leaks::holder_named(k)
+                    ),
+                    String::new(),
+                ),
                 Some(k) if k.site.is_some() => (
                     format!(
                         " kept by {} (the line to change; the loop line is{})",

@@ -187,3 +187,77 @@ fn real_callback_and_closure_frames_get_their_roles_and_give_the_line_to_change(
     assert!(!dispatch.is_empty());
     assert!(dispatch.iter().all(|n| *n == "inner"));
 }
+
+/// The truth a capture's generator wrote before memscope read it.
+fn meta(rel: &str) -> Value {
+    let p = fixture(&rel.replace(".pickle.gz", ".meta.json"));
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// A Lightning Callback that allocates what it keeps (fixtures/loops/run/lightning_callback_alloc.py:
+/// `on_train_batch_end` appends `outputs["logits"].detach() * 1`, its own 32 MiB copy, each
+/// batch; captured on an H200 with the truth written by the script): every kept tensor's stack
+/// runs through the callback's frame under Lightning's `_call_callback_hooks`, so the leak is
+/// kept by the callback, and the line to change is the callback's, the one the truth names.
+/// The headline says it once: the kept line is the leak's own line, not a loop line apart from
+/// it. The clean twin (a float per batch) has no leak and no holder.
+#[test]
+fn a_callback_that_allocates_what_it_keeps_is_named_with_its_line() {
+    let rel = "loops/lightning_callback_alloc_leak.pickle.gz";
+    let truth = meta(rel);
+    let keeper = &truth["keeper"];
+    assert_eq!(keeper["mechanism"], "callback");
+    let line = keeper["line"].as_u64().unwrap();
+    let file = truth["script"].as_str().unwrap();
+    let (a, text) = analyze(rel);
+    let leaks = a["leaks"].as_array().unwrap();
+    assert_eq!(leaks.len(), 1, "{leaks:?}");
+    let l = &leaks[0];
+    let k = &l["kept_by"];
+    assert_eq!(k["mechanism"], "callback", "{l}");
+    assert_eq!(k["site"]["file"], file);
+    assert_eq!(k["site"]["line"], line);
+    assert_eq!(k["site"]["function"], "on_train_batch_end");
+    assert_eq!(k["line_is_statement"], true);
+    // The allocating line is the keeping line here: the truth's expected line.
+    assert_eq!(l["site"]["line"], truth["expect_line"]["line"]);
+    assert_eq!(l["site"]["line"], line);
+    // Growth per step: one kept copy of the batch's logits.
+    let per_batch =
+        truth["result"]["kept_bytes"].as_u64().unwrap() / truth["result"]["kept"].as_u64().unwrap();
+    assert_eq!(
+        l["growth_bytes_per_step"].as_f64().unwrap() as u64,
+        per_batch,
+        "{l}"
+    );
+    // Everything the callback kept is live at the dump, at its line.
+    let top = &a["devices"][0]["top_sites"][0];
+    assert_eq!(top["site"]["line"], line, "{top}");
+    assert_eq!(top["bytes"], truth["result"]["kept_bytes"], "{top}");
+    let v = verdict_line(&text);
+    assert!(
+        v.contains(&format!(
+            "kept by the callback `on_train_batch_end` at {file}:{line} (the line to change) grows by"
+        )),
+        "{v}"
+    );
+    assert!(!v.contains("the loop line is"), "{v}");
+    // The stack shows the mechanism: the callback's frame, under Lightning's dispatch.
+    let snap = snapshot(rel);
+    let frames = stack_with(&snap, "on_train_batch_end");
+    let cb = frames
+        .iter()
+        .find(|f| f.site.function == "on_train_batch_end")
+        .unwrap();
+    assert!(cb.role.contains(FrameRole::CALLBACK));
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.site.function == "_call_callback_hooks"
+                && f.role.contains(FrameRole::CALLBACK))
+    );
+    // The clean twin.
+    let (a, text) = analyze("loops/lightning_callback_alloc_clean.pickle.gz");
+    assert!(a["leaks"].as_array().unwrap().is_empty(), "{}", a["leaks"]);
+    assert!(!text.contains("kept by"));
+}

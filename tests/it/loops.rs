@@ -102,6 +102,8 @@ mod each_capture_matches_its_truth {
         hf_trainer_logits_clean_live,
         hf_trainer_logits_leak_exit,
         hf_trainer_logits_leak_live,
+        lightning_callback_alloc_clean,
+        lightning_callback_alloc_leak,
         lightning_callback_clean_exit,
         lightning_callback_clean_live,
         lightning_callback_leak_exit,

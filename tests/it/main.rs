@@ -62,6 +62,7 @@ mod run_boot;
 mod run_cmd;
 mod run_fixtures;
 mod signals;
+mod snapshot_steps42;
 mod summarize;
 mod trace_generations;
 mod trace_graph;

@@ -37,8 +37,8 @@ fn width(s: &str) -> usize {
 }
 
 /// `s` in at most `w` cells, keeping its end: the end of a path is the file, the line and the
-/// function. It starts at a `/` or after a space, so no name is left half; when not even the
-/// last name fits, only the mark `…` is left.
+/// function. It starts at a `/`, a `::` or after a space, so no name is left half; when not
+/// even the last name fits, only the mark `…` is left.
 pub fn keep_end(s: &str, w: usize) -> String {
     if width(s) <= w {
         return s.to_owned();
@@ -50,6 +50,8 @@ pub fn keep_end(s: &str, w: usize) -> String {
         let tail = match c {
             '/' => &s[i..],
             ' ' => &s[i + 1..],
+            // A C++ name gives up its namespaces first (`…::gpu_reduce_kernel<…>(…)`).
+            ':' if s[i..].starts_with("::") && !s[..i].ends_with(':') => &s[i..],
             _ => continue,
         };
         if tail.len() > 1 && width(tail) < w {
@@ -59,9 +61,13 @@ pub fn keep_end(s: &str, w: usize) -> String {
     "…".to_owned()
 }
 
-/// Whether a word looks like a path or a `file:line` site, whose end matters most.
+/// Whether a word looks like a path, a `file:line` site, a capture's file name or a C++ name,
+/// whose end matters most.
 fn is_path(word: &str) -> bool {
-    word.contains('/') || word.contains(".py")
+    word.contains('/')
+        || word.contains(".py")
+        || word.contains("::")
+        || [".pickle", ".json", ".gz"].iter().any(|x| word.contains(x))
 }
 
 /// `s` in at most `w` cells, cut at a word boundary and marked `…`. A first word that is too
@@ -72,6 +78,11 @@ pub fn fit(s: &str, w: usize) -> String {
     }
     if w == 0 {
         return String::new();
+    }
+    // C++ names give up their template and argument lists first (issue 42).
+    let collapsed = collapse_cpp(s);
+    if collapsed != s {
+        return fit(&collapsed, w);
     }
     // A path in the line gives up its directories first (`from …/model.py:22 forward`).
     let excess = width(s) - w;
@@ -86,6 +97,17 @@ pub fn fit(s: &str, w: usize) -> String {
             if width(&out) <= w {
                 return out;
             }
+        }
+    }
+    // A path too long to keep even its file's name gives way whole, so that the words after
+    // it (a site's function) stay: `▸ … on_train_batch_end`, not `▸ …`.
+    if let Some(p) = s
+        .split(' ')
+        .find(|p| is_path(p) && keep_end(p, w / 2) == "…")
+    {
+        let out = s.replacen(p, "…", 1);
+        if out.trim() != "…" {
+            return fit(&out, w);
         }
     }
     // The longest prefix ending at a space that leaves room for the mark.
@@ -124,6 +146,59 @@ pub fn fit(s: &str, w: usize) -> String {
             }
         }
     }
+}
+
+/// `s` with the template arguments (`name<…>`) and the argument lists (`call(…)`) of the C++
+/// names in it collapsed: a bracket that follows a scoped name (`ns::f(`, not prose's
+/// `node(s)` or a space). Unbalanced brackets leave `s` as it is.
+pub fn collapse_cpp(s: &str) -> String {
+    if !s.contains("::") {
+        return s.to_owned();
+    }
+    let name_char =
+        |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '>');
+    let mut out = String::with_capacity(s.len());
+    // The bracket open at the top level, and how deep inside it we are.
+    let mut open: Option<(char, usize)> = None;
+    let mut empty = true;
+    for c in s.chars() {
+        match open {
+            Some((o, depth)) => {
+                let close = if o == '<' { '>' } else { ')' };
+                if c == close && depth == 1 {
+                    // `f()` keeps its empty list.
+                    if !empty {
+                        out.push('…');
+                    }
+                    out.push(c);
+                    open = None;
+                    continue;
+                }
+                empty = false;
+                if c == o {
+                    open = Some((o, depth + 1));
+                } else if c == close {
+                    open = Some((o, depth - 1));
+                }
+            }
+            None => {
+                // Only a C++ name's brackets: the word they follow has a scope (`a::f(`),
+                // not prose's `node(s)`.
+                let word = out.rsplit(' ').next().unwrap_or("");
+                let after_name = name_char(out.chars().next_back()) && word.contains("::");
+                let operator = out.ends_with("operator") || out.ends_with("operator<");
+                out.push(c);
+                if (c == '<' || c == '(') && after_name && !operator {
+                    open = Some((c, 1));
+                    empty = true;
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        return s.to_owned();
+    }
+    out
 }
 
 /// Writes `s` on row `dy` of `area`, fitted to the pane less its last column.
@@ -363,6 +438,8 @@ mod tests {
         );
         // Never half a name: the mark alone when the last name does not fit.
         assert_eq!(keep_end("/a/b/transformer.py:22", 18), "…");
+        // A C++ name gives up its namespaces first.
+        assert_eq!(keep_end("at::_ops::sum::call(…)", 15), "…::sum::call(…)");
         assert_eq!(fit("short", 10), "short");
         // No room for the path's end: the mark alone, inside the width.
         let s = fit("a b c d e f g /:search", 15);

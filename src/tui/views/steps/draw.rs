@@ -49,7 +49,7 @@ impl Steps {
             let text = format!(
                 "{}{}  {}",
                 if on { "› " } else { "  " },
-                step_row(d, s, m, wide),
+                step_row(d, s, m, area.width),
                 bar((end - min_end) as u64, max_end, bar_w)
             );
             put(

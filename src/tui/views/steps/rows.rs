@@ -92,11 +92,16 @@ pub(super) fn steps_bar_w(body: Rect, wide: bool) -> usize {
     )
 }
 
-/// The steps list's columns: all nine from 120 columns on; below, the step, its duration, peak,
-/// end, change and what is alive at the end.
-pub(super) fn step_columns(wide: bool, v: [String; 9]) -> String {
+/// The steps list's columns at a body `cols` wide: all nine from 120 columns on; below, the
+/// step, its duration, peak, end, change and what is alive at the end; below [`NARROW`], the
+/// step, its peak and what is alive at the end.
+pub(super) fn step_columns(cols: u16, v: [String; 9]) -> String {
     let [step, ms, start, peak, end, delta, allocated, freed, alive] = v;
-    if wide {
+    if cols < NARROW {
+        // The step, its peak and what it left alive: the columns that say which step to open
+        // (issue 42: at 40 columns the peak was cut mid-figure).
+        format!("{step:<14} {peak:>9} {alive:>9}")
+    } else if cols >= 120 {
         format!(
             "{step:<17}  {ms:>8} {start:>10} {peak:>10} {end:>10} {delta:>10} {allocated:>10} {freed:>10} {alive:>10}"
         )
@@ -104,6 +109,9 @@ pub(super) fn step_columns(wide: bool, v: [String; 9]) -> String {
         format!("{step:<17}  {ms:>8} {peak:>10} {end:>10} {delta:>10} {alive:>10}")
     }
 }
+
+/// Below this width the steps list shows only the step, its peak and its bytes alive at the end.
+const NARROW: u16 = 60;
 
 /// The ops list's figure columns: all eight from 120 columns on; below, start, bytes
 /// allocated, freed and alive at the end.
@@ -205,6 +213,7 @@ pub(super) fn steps_header(
     area: Rect,
     buf: &mut Buffer,
 ) -> bool {
+    let cols = area.width;
     let steps = &t.trace.steps;
     put(
         buf,
@@ -239,7 +248,7 @@ pub(super) fn steps_header(
         &format!(
             "  {}  {}",
             step_columns(
-                wide,
+                cols,
                 [
                     "step",
                     "ms",
@@ -269,7 +278,7 @@ pub(super) fn step_row(
     d: &TraceDev,
     s: &crate::model::trace::Step,
     m: Option<&StepMemory>,
-    wide: bool,
+    cols: u16,
 ) -> String {
     let v = |f: fn(&StepMemory) -> Option<i64>| {
         m.and_then(f)
@@ -281,7 +290,7 @@ pub(super) fn step_row(
         .map(signed)
         .unwrap_or_else(|| "-".into());
     step_columns(
-        wide,
+        cols,
         [
             s.name.clone(),
             format!("{:.1}", s.dur / 1e3),
