@@ -220,7 +220,15 @@ fn round2(case: &str, mode: &str, rank: u32, kind: &str) -> Option<(Value, Value
     }
     let (j, text) = analyze(
         env!("CARGO_BIN_EXE_memscope"),
-        &capture(case, kind, if mode == "cublas" { None } else { Some(rank) }),
+        &capture(
+            case,
+            kind,
+            if matches!(mode, "cublas" | "cudnn") {
+                None
+            } else {
+                Some(rank)
+            },
+        ),
     );
     Some((own(&j["device"]).clone(), truth(case, mode, rank), text))
 }
@@ -388,4 +396,49 @@ fn memory_the_program_took_outside_the_allocator_is_unexplained() {
             );
         }
     }
+}
+
+/// cuDNN on a full card (cuMemAlloc left 3.1 MiB free) says only `CUDNN_STATUS_INTERNAL_ERROR`
+/// at its first convolution. Before, the recorder wrote no OOM snapshot (log-before.txt: the
+/// exit snapshot only, and `analyze` said "no OOM recorded"); now the error is read as an OOM
+/// outside the allocator, with the free bytes at the error as its evidence. Also the capture's
+/// origin, recorded by the real torch.
+#[test]
+fn cudnns_internal_error_on_a_full_card_is_an_outside_oom_with_its_evidence() {
+    let Some((a, t, text)) = round2("cudnn_fill", "cudnn", 0, "oom") else {
+        return;
+    };
+    assert_eq!(i(&t["num_ooms"]), 0);
+    let before = std::fs::read_to_string(dir().join("cudnn_fill/log-before.txt")).unwrap();
+    assert!(
+        before.contains("CUDNN_STATUS_INTERNAL_ERROR") && before.contains("memscope-exit.pickle")
+    );
+    let (j, _) = analyze(
+        env!("CARGO_BIN_EXE_memscope"),
+        &capture("cudnn_fill", "oom", None),
+    );
+    assert_eq!(j["verdict"]["kind"], "oom_outside_allocator", "{text}");
+    let o = &j["device"]["outside_oom"];
+    assert_eq!(o["source"], "cudnn");
+    let r = &o["reading"]["internal_error_on_full_card"];
+    let free = i(&r["free_bytes"]);
+    assert!(free < i(&r["threshold_bytes"]), "{o}");
+    // The free bytes at the error against the workload's own reading before the convolution.
+    assert!(
+        (free - i(&t["mem_get_info"]["free"])).abs() <= 2 * MIB,
+        "{o} {t}"
+    );
+    assert_eq!(i(&a["free"]["bytes"]), free);
+    assert!(
+        text.contains("VERDICT OOM raised outside the allocator by cuDNN")
+            && text.contains("cuDNN named no failed allocation, only an internal error")
+            && text.contains("taken with torch 2.11.0+cu130, CUDA 13.0, on host vm"),
+        "{text}"
+    );
+    // An allocation failure named by the library keeps its plain reading.
+    let (j, _) = analyze(
+        env!("CARGO_BIN_EXE_memscope"),
+        &capture("cublas_fill", "oom", None),
+    );
+    assert_eq!(j["device"]["outside_oom"]["reading"], "allocation_failed");
 }
