@@ -7,6 +7,7 @@
 //! the workload beside its capture before memscope read anything (its README says how).
 
 use crate::common;
+use crate::common::ranks::{root, truth_of, u};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -16,10 +17,6 @@ use memscope::tui::job::JobView;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde_json::{json, Value};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn memscope(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_memscope"));
@@ -48,17 +45,7 @@ fn data(args: &[&str]) -> Value {
     common::envelope::data(stdout_ok(args).as_bytes())
 }
 
-fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
-}
-
 const MULTI40: [&str; 3] = ["ddp", "fsdp2", "ddp-run"];
-
-fn truth_of(capture: &str) -> Value {
-    let p = root().join(capture.replace(".pickle.gz", ".truth.json"));
-    serde_json::from_slice(&std::fs::read(&p).expect("truth file")).unwrap()
-}
 
 #[test]
 fn two_gpu_ranks_equal_their_memory_stats() {

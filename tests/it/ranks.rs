@@ -5,6 +5,7 @@
 //! before memscope read anything). Every figure here is checked against those files.
 
 use crate::common;
+use crate::common::ranks::{root, truth_of, u};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,10 +16,6 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn ranks_dir(job: &str) -> PathBuf {
     root().join("fixtures/ranks").join(job)
@@ -47,16 +44,6 @@ fn job_json(args: &[&str]) -> Value {
     let mut a = vec!["analyze", "--format", "json"];
     a.extend_from_slice(args);
     common::envelope::data(ok_stdout(&a).as_bytes())
-}
-
-/// The truth file beside a capture (`x.pickle.gz` -> `x.truth.json`).
-fn truth_of(capture: &str) -> Value {
-    let p = root().join(capture.replace(".pickle.gz", ".truth.json"));
-    serde_json::from_slice(&std::fs::read(&p).expect("truth file")).unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().expect("an unsigned integer")
 }
 
 const JOBS: [&str; 3] = ["titan", "bridge", "verl"];

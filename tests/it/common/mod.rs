@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test crate uses its own part
 
 pub mod envelope;
+pub mod ranks;
 
 use std::path::Path;
 
