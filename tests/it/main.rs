@@ -45,6 +45,7 @@ mod mcp_transport;
 mod oom_causes;
 mod oom_device_first;
 mod pickle_reader;
+mod prescan43;
 mod pictures;
 mod plan;
 mod plan_cudnn39;
