@@ -135,7 +135,11 @@ impl Scan<'_> {
 
     /// Pops to the last mark; returns the tag below it and how many items were above it.
     fn pop_mark(&mut self) -> Result<(Option<Tag>, u64), ScanError> {
-        let m = self.stack.iter().rposition(|&t| t == Tag::Mark).ok_or_else(|| self.bad())?;
+        let m = self
+            .stack
+            .iter()
+            .rposition(|&t| t == Tag::Mark)
+            .ok_or_else(|| self.bad())?;
         let items = (self.stack.len() - m - 1) as u64;
         if let Some((_, depth)) = self.current {
             if depth == m {
@@ -156,7 +160,11 @@ impl Scan<'_> {
     }
 
     fn memo_put(&mut self, key: usize) -> Result<(), ScanError> {
-        let tag = *self.stack.last().filter(|&&t| t != Tag::Mark).ok_or_else(|| self.bad())?;
+        let tag = *self
+            .stack
+            .last()
+            .filter(|&&t| t != Tag::Mark)
+            .ok_or_else(|| self.bad())?;
         if key > self.data.len() {
             return Err(self.bad());
         }
@@ -245,12 +253,20 @@ impl Scan<'_> {
                 0x8e | 0x96 => self.sized(8)?,
                 0x8c => {
                     let s = self.skip_sized(1)?;
-                    let t = if s == b"device_traces" { Tag::Key } else { Tag::Any };
+                    let t = if s == b"device_traces" {
+                        Tag::Key
+                    } else {
+                        Tag::Any
+                    };
                     self.push(t);
                 }
                 b'X' => {
                     let s = self.skip_sized(4)?;
-                    let t = if s == b"device_traces" { Tag::Key } else { Tag::Any };
+                    let t = if s == b"device_traces" {
+                        Tag::Key
+                    } else {
+                        Tag::Any
+                    };
                     self.push(t);
                 }
                 0x8d => self.sized(8)?,
@@ -310,7 +326,12 @@ impl Scan<'_> {
                     self.pop()?;
                     self.push(Tag::Obj);
                 }
-                _ => return Err(ScanError::Unsupported { opcode: op, offset: at }),
+                _ => {
+                    return Err(ScanError::Unsupported {
+                        opcode: op,
+                        offset: at,
+                    })
+                }
             }
         }
     }

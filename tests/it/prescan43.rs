@@ -10,11 +10,12 @@ use memscope::load::snapshot;
 use crate::shared;
 
 fn captures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
-        .collect();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+            .collect();
     v.sort();
     for name in ["clean_training", "fragmentation_oom", "val_no_grad_oom"] {
         match shared::fixture_pickle(name) {
@@ -33,9 +34,23 @@ fn check(path: &Path) -> Plan {
     assert_eq!(plan.entries, events as u64, "{}: entries", path.display());
     let mut end = 0;
     for c in &plan.chunks {
-        assert!(c.start >= end && c.end > c.start, "{}: {c:?}", path.display());
-        assert_eq!(data[c.start], b'(', "{}: chunk starts at a MARK", path.display());
-        assert_eq!(data[c.end - 1], b'e', "{}: chunk ends at APPENDS", path.display());
+        assert!(
+            c.start >= end && c.end > c.start,
+            "{}: {c:?}",
+            path.display()
+        );
+        assert_eq!(
+            data[c.start],
+            b'(',
+            "{}: chunk starts at a MARK",
+            path.display()
+        );
+        assert_eq!(
+            data[c.end - 1],
+            b'e',
+            "{}: chunk ends at APPENDS",
+            path.display()
+        );
         end = c.end;
     }
     plan
@@ -63,7 +78,11 @@ fn finds_every_entry_on_real_captures() {
     }
     // Frames are memo-shared: captures with stacks refer to frames first written in an earlier
     // batch, which is what a batch-parallel decoder has to build first.
-    assert!(with_cross > 0, "no capture with cross-batch references among {}", all.len());
+    assert!(
+        with_cross > 0,
+        "no capture with cross-batch references among {}",
+        all.len()
+    );
 }
 
 #[test]
@@ -77,10 +96,15 @@ fn large_capture_has_batches_of_1000() {
 
 #[test]
 fn cut_and_flipped_inputs_end_without_panic() {
-    let data = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/two_streams.pickle")).unwrap();
+    let data =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/two_streams.pickle"))
+            .unwrap();
     let step = (data.len() / 2000).max(1);
     for n in (0..data.len()).step_by(step) {
-        assert!(prescan::scan(&data[..n]).is_err(), "cut at {n} read as whole");
+        assert!(
+            prescan::scan(&data[..n]).is_err(),
+            "cut at {n} read as whole"
+        );
     }
     let mut x = 0x9e37_79b9u32;
     for _ in 0..3000 {
