@@ -11,14 +11,16 @@ fn main() {
     match plan {
         Ok(p) => println!(
             "{path}: {mb:.1} MB scanned in {secs:.3} s ({:.2} ms/MB): {} entries, {} batches, \
-             {} dependent, {} cross-batch GETs ({} of containers), {} prefix GETs",
+             {} dependent, {} cross-batch GETs ({} of containers), {} prefix GETs; {} memo entries to build first ({} containers)",
             secs * 1e3 / mb,
             p.entries,
             p.chunks.len(),
             p.dependent_chunks,
             p.cross_gets,
             p.cross_container_gets,
-            p.prefix_gets
+            p.prefix_gets,
+            p.shared_keys,
+            p.shared_container_keys
         ),
         Err(e) => println!("{path}: {e} after {secs:.3} s"),
     }

@@ -32,6 +32,11 @@ pub struct Plan {
     pub cross_container_gets: u64,
     /// Batches with at least one such `GET`.
     pub dependent_chunks: u64,
+    /// Distinct memo entries defined in a batch and read by a later one: the objects a
+    /// batch-parallel decoder would build first, serially.
+    pub shared_keys: u64,
+    /// Of those, containers.
+    pub shared_container_keys: u64,
     /// Memo `GET`s inside a batch of a key defined outside every batch (the shared prefix).
     pub prefix_gets: u64,
 }
@@ -77,6 +82,8 @@ struct Scan<'a> {
     stack: Vec<Tag>,
     /// For each memo key, the batch that defined it and the tag it names.
     memo: Vec<(u32, Tag)>,
+    /// Memo keys already counted in `Plan::shared_keys`.
+    shared: Vec<bool>,
     /// The batch being read, and the stack depth of its mark.
     current: Option<(u32, usize)>,
     chunk_start: usize,
@@ -91,6 +98,7 @@ pub fn scan(data: &[u8]) -> Result<Plan, ScanError> {
         pos: 0,
         stack: Vec::new(),
         memo: Vec::new(),
+        shared: Vec::new(),
         current: None,
         chunk_start: 0,
         chunk_has_cross: false,
@@ -170,9 +178,11 @@ impl Scan<'_> {
         }
         if key >= self.memo.len() {
             self.memo.resize(key + 1, (OUTSIDE, Tag::Mark));
+            self.shared.resize(key + 1, false);
         }
         let chunk = self.current.map_or(OUTSIDE, |(c, _)| c);
         self.memo[key] = (chunk, tag);
+        self.shared[key] = false;
         Ok(())
     }
 
@@ -186,6 +196,11 @@ impl Scan<'_> {
                 self.plan.prefix_gets += 1;
             } else if chunk != c {
                 self.plan.cross_gets += 1;
+                if !self.shared[key] {
+                    self.shared[key] = true;
+                    self.plan.shared_keys += 1;
+                    self.plan.shared_container_keys += u64::from(tag != Tag::Any);
+                }
                 if tag != Tag::Any {
                     self.plan.cross_container_gets += 1;
                 }

@@ -63,15 +63,21 @@ fn finds_every_entry_on_real_captures() {
     for p in &all {
         let plan = check(p);
         eprintln!(
-            "{}: {} entries, {} batches, {} dependent, {} cross-batch GETs ({} of containers), {} prefix GETs",
+            "{}: {} entries, {} batches, {} dependent, {} cross-batch GETs ({} of containers), {} prefix GETs; {} shared entries ({} containers)",
             p.display(),
             plan.entries,
             plan.chunks.len(),
             plan.dependent_chunks,
             plan.cross_gets,
             plan.cross_container_gets,
-            plan.prefix_gets
+            plan.prefix_gets,
+            plan.shared_keys,
+            plan.shared_container_keys
         );
+        assert!(
+            plan.shared_keys <= plan.cross_gets && plan.shared_container_keys <= plan.shared_keys
+        );
+        assert_eq!(plan.shared_keys > 0, plan.cross_gets > 0, "{}", p.display());
         if !plan.independent() {
             with_cross += 1;
         }
