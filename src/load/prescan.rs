@@ -11,10 +11,10 @@
 //! decoder could build first). A file with such cross-batch references cannot be split by batch
 //! without first building the referenced objects; the count says how often that happens.
 //!
-//! Untrusted input: every cost is linear in the input (each push consumes at least one byte), the
-//! memo table is bounded by the input's length, and any opcode outside the subset Python's
-//! pickler writes for a snapshot ends the scan with [`ScanError::Unsupported`] (a caller then
-//! decodes serially): the scan never decides a result, it only plans.
+//! Untrusted input: every cost is linear in the input (each push consumes at least one byte),
+//! the memo table holds at most one entry per 8 bytes of input, and any opcode outside the
+//! subset Python's pickler writes for a snapshot ends the scan with [`ScanError::Unsupported`]
+//! (a caller then decodes serially): the scan never decides a result, it only plans.
 
 use thiserror::Error;
 
@@ -173,7 +173,10 @@ impl Scan<'_> {
             .last()
             .filter(|&&t| t != Tag::Mark)
             .ok_or_else(|| self.bad())?;
-        if key > self.data.len() {
+        // At most one memo entry per 8 bytes of input (Python's pickles have one per 50 to 100):
+        // the table (9 bytes an entry) stays near the input's size; a denser file is decoded
+        // serially, which has its own bounds.
+        if key > self.data.len() / 8 + 1024 {
             return Err(self.bad());
         }
         if key >= self.memo.len() {

@@ -127,4 +127,12 @@ fn cut_and_flipped_inputs_end_without_panic() {
     // A mark bomb and a memo key past the input are errors, not allocations.
     assert!(prescan::scan(&[b'('; 100_000]).is_err());
     assert!(prescan::scan(b"\x80\x04N\x94r\xff\xff\xff\x7f.").is_err());
+    let mut dense = b"\x80\x04N".to_vec();
+    dense.extend_from_slice(&[b'r', 0x00, 0x20, 0x00, 0x00]);
+    dense.extend_from_slice(&[b'N'; 8192]);
+    dense.push(b'.');
+    assert!(
+        prescan::scan(&dense).is_err(),
+        "a memo key far past the input's density"
+    );
 }
