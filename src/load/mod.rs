@@ -12,6 +12,7 @@ mod guard;
 pub mod input;
 pub mod pickle;
 pub mod prefault;
+pub mod prescan;
 pub mod snapshot;
 
 use std::path::{Path, PathBuf};

@@ -52,6 +52,7 @@ mod plan_holdout5;
 mod plan_issue39;
 mod plan_views;
 mod pools;
+mod prescan43;
 mod query;
 mod query_bounds;
 mod ranks;
