@@ -634,7 +634,10 @@ mod tests {
             classify("/lib/x86_64-linux-gnu/libstdc++.so.6", 970163),
             FrameKind::Native
         );
-        assert_eq!(classify("/lib/x86_64-linux-gnu/libc.so.6", 172489), FrameKind::Native);
+        assert_eq!(
+            classify("/lib/x86_64-linux-gnu/libc.so.6", 172489),
+            FrameKind::Native
+        );
         assert_eq!(classify("/home/u/python3.py", 4), FrameKind::User);
         assert_eq!(classify("/home/u/python_utils.py", 4), FrameKind::User);
     }

@@ -9,9 +9,9 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::op_site::OpSites;
 use crate::analysis::analyzed::DeviceProduct;
 use crate::analysis::categories::{free_events, Category, CategoryRule};
-use super::op_site::OpSites;
 use crate::model::{Action, Device, FrameRole, Stacks};
 
 /// Whether the forward casts weights to 16 bits, where no `nn.Linear` or `nn.Conv*` call shows
@@ -302,5 +302,4 @@ mod tests {
         assert_eq!(input_cast_size(&[1000], 4000), None);
         assert_eq!(input_cast_size(&[0, 4096], 4000), None);
     }
-
 }
