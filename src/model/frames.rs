@@ -123,6 +123,20 @@ pub fn fx_trace_origin(trace: &str) -> Option<(&str, u32, &str)> {
     found
 }
 
+/// Whether a file is a binary the C++ unwinder names when it has no source line (torch's
+/// `TORCH_SYMBOLIZE_MODE=fast`, `context="all"`): a versioned shared object (`libc.so.6`,
+/// `libstdc++.so.6`) or the interpreter itself (`/usr/bin/python3.12`), with the code's offset
+/// as the line. Neither extension test above sees them, and read as Python they became the
+/// "user" frame of every request (`/usr/bin/python3.12:5775726`).
+fn is_binary_image(file: &str) -> bool {
+    let norm = file.replace('\\', "/");
+    let base = norm.rsplit('/').next().unwrap_or(&norm);
+    let interpreter = base.strip_prefix("python").is_some_and(|rest| {
+        rest.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !rest.ends_with('.')
+    });
+    base.contains(".so.") || (interpreter && norm.contains('/'))
+}
+
 /// Classifies a frame by its file name.
 pub fn classify(file: &str, line: u32) -> FrameKind {
     let f = file;
@@ -139,6 +153,7 @@ pub fn classify(file: &str, line: u32) -> FrameKind {
     ) || (line == 0 && !f.ends_with(".py"))
         || f.contains("sysdeps/")
         || f.contains("nptl/")
+        || is_binary_image(f)
     {
         return FrameKind::Native;
     }
@@ -613,6 +628,18 @@ mod tests {
             FrameKind::Native
         );
         assert_eq!(classify("./nptl/pthread_create.c", 442), FrameKind::Native);
+        // `TORCH_SYMBOLIZE_MODE=fast`: binaries named with the code's offset as the line.
+        assert_eq!(classify("/usr/bin/python3.12", 5775726), FrameKind::Native);
+        assert_eq!(
+            classify("/lib/x86_64-linux-gnu/libstdc++.so.6", 970163),
+            FrameKind::Native
+        );
+        assert_eq!(
+            classify("/lib/x86_64-linux-gnu/libc.so.6", 172489),
+            FrameKind::Native
+        );
+        assert_eq!(classify("/home/u/python3.py", 4), FrameKind::User);
+        assert_eq!(classify("/home/u/python_utils.py", 4), FrameKind::User);
     }
 
     #[test]

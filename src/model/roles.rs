@@ -81,6 +81,14 @@ impl FrameRole {
     /// Face's (`CallbackHandler.call_event`), or a callback method (`on_train_batch_end`, any
     /// `on_…_start` / `on_…_end`, `on_log`, `on_evaluate`, `on_save`).
     pub const CALLBACK: FrameRole = FrameRole(1 << 22);
+    /// Code of a `torch.nn` module that owns a weight an op multiplies by
+    /// (`torch/nn/modules/linear.py`, `conv.py`, any function): under autocast the op casts
+    /// that weight to 16 bits before it makes its output.
+    pub const WEIGHT_MODULE: FrameRole = FrameRole(1 << 23);
+    /// A `torch.nn.functional` function that autocast runs in fp32 or does not cast
+    /// ([`KEEPS_PRECISION`]: norms, embeddings, losses, softmax): an op under it makes no
+    /// 16-bit copy of a weight.
+    pub const KEEPS_PRECISION: FrameRole = FrameRole(1 << 24);
 
     /// Frames that show a backward pass running.
     pub const BACKWARD: FrameRole = FrameRole(
@@ -129,6 +137,25 @@ const WEIGHT_FUNCTIONS: [&str; 7] = [
     "_load_state_dict",
     "from_pretrained",
     "load_pretrained",
+];
+
+/// `torch.nn.functional` functions that autocast runs in fp32 or does not cast (norms,
+/// embeddings, losses, softmax, dropout): [`FrameRole::KEEPS_PRECISION`].
+pub const KEEPS_PRECISION: [&str; 14] = [
+    "layer_norm",
+    "group_norm",
+    "batch_norm",
+    "instance_norm",
+    "rms_norm",
+    "embedding",
+    "embedding_bag",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "softmax",
+    "log_softmax",
+    "dropout",
+    "normalize",
 ];
 
 /// The part of a path after its `pkg/` component (`torch/optim/adamw.py` → `optim/adamw.py`),
@@ -270,6 +297,12 @@ fn torch_role(t: &str, name: &str) -> FrameRole {
         if m == "module.py" && matches!(name, "_apply" | "cuda" | "to" | "<lambda>" | "convert") {
             r |= FrameRole::MODULE_APPLY;
         }
+        if matches!(m, "linear.py" | "conv.py") {
+            r |= FrameRole::WEIGHT_MODULE;
+        }
+    }
+    if t == "nn/functional.py" && KEEPS_PRECISION.contains(&name) {
+        r |= FrameRole::KEEPS_PRECISION;
     }
     if t == "nn/parameter.py" {
         r |= FrameRole::MODULE_APPLY;

@@ -9,9 +9,10 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::op_site::OpSites;
 use crate::analysis::analyzed::DeviceProduct;
 use crate::analysis::categories::{free_events, Category, CategoryRule};
-use crate::model::{Action, Device, StackId, Stacks};
+use crate::model::{Action, Device, FrameRole, Stacks};
 
 /// Whether the forward casts weights to 16 bits, where no `nn.Linear` or `nn.Conv*` call shows
 /// it ([`ForwardCasts::module_runs_say`]): for at least half of the distinct parameter
@@ -117,7 +118,8 @@ pub(super) fn cast_slots(
 
 /// Per event, whether a forward request of half a parameter's size is a weight's 16-bit cast.
 ///
-/// An op call shows as a run of consecutive requests under one stack. Under autocast it first
+/// An op call shows as a run of consecutive requests under one op site (its Python frames,
+/// [`OpSites`]). Under autocast it first
 /// casts its arguments, then makes its output (and may take a workspace it frees at once). So,
 /// of the run's requests that outlive it, the last is the output and the ones before it are
 /// casts: of the weights, or of the input, whose cast is half the size of a request of the op
@@ -129,12 +131,11 @@ pub(super) fn forward_casts(
     cats: &[Option<(Category, CategoryRule)>],
     param_sizes: &HashSet<u64>,
 ) -> ForwardCasts {
-    let mut module: HashMap<StackId, bool> = HashMap::default();
+    let mut sites = OpSites::new(stacks);
     let mut sure: HashSet<usize> = HashSet::default();
     let mut module_run: HashSet<usize> = HashSet::default();
-    let mut casting_sites: HashSet<StackId> = HashSet::default();
+    let mut casting_sites: HashSet<u32> = HashSet::default();
     let (mut module_runs, mut module_runs_cast) = (0usize, 0usize);
-    let mut no_cast: HashMap<StackId, bool> = HashMap::default();
     let allocs: Vec<usize> = (0..dev.events.len())
         .filter(|&i| dev.events[i].action == Action::Alloc)
         .collect();
@@ -152,10 +153,12 @@ pub(super) fn forward_casts(
     let mut prev_sizes: HashSet<u64> = HashSet::default();
     let mut k = 0;
     while k < allocs.len() {
-        let stack = dev.events[allocs[k]].stack;
+        let site = sites.site(dev.events[allocs[k]].stack);
         let end = (k..allocs.len())
-            .find(|&j| dev.events[allocs[j]].stack != stack)
+            .find(|&j| sites.site(dev.events[allocs[j]].stack) != site)
             .unwrap_or(allocs.len());
+        // The run's innermost Python frame (equal over the run, its Python frames being so).
+        let role = sites.innermost_python(dev.events[allocs[k]].stack);
         let run = &allocs[k..end];
         let next = allocs.get(end).copied().unwrap_or(dev.events.len());
         let outlives = |i: &&usize| {
@@ -164,9 +167,8 @@ pub(super) fn forward_casts(
                 .is_none_or(|&f| f as usize >= next)
         };
         let output = run.iter().rfind(outlives).copied();
-        let casting = !*no_cast
-            .entry(stack)
-            .or_insert_with(|| keeps_precision(stacks, stack));
+        // An op under a norm, an embedding or a loss of `torch.nn.functional` keeps fp32.
+        let casting = !role.contains(FrameRole::KEEPS_PRECISION);
         // The casts are the run's first requests, before the output: each half a parameter
         // (a weight's cast) or half a request of the op before (its input's cast).
         let prefix: Vec<usize> = run
@@ -181,9 +183,8 @@ pub(super) fn forward_casts(
             .copied()
             .collect();
         let mut weight_cast = false;
-        let in_module = *module
-            .entry(stack)
-            .or_insert_with(|| module_call(stacks, stack));
+        // Made inside an `nn.Linear` or `nn.Conv*` call.
+        let in_module = role.contains(FrameRole::WEIGHT_MODULE);
         let sizes: Vec<u64> = prefix.iter().map(|&i| dev.events[i].size).collect();
         let input = output.and_then(|o| input_cast_size(&sizes, dev.events[o].size));
         for (j, &i) in prefix.iter().enumerate() {
@@ -205,7 +206,7 @@ pub(super) fn forward_casts(
             module_runs += 1;
             module_runs_cast += usize::from(weight_cast);
             if weight_cast {
-                casting_sites.insert(stack);
+                casting_sites.insert(site);
             }
         }
         prev_sizes = run.iter().map(|&i| dev.events[i].size).collect();
@@ -257,7 +258,7 @@ pub(super) struct ForwardCasts {
     /// cast only where the call's order says so and its step has not yet made as many casts of
     /// that size as there are parameters of twice the size ([`cast_slots`]).
     pub(super) module_run: HashSet<usize>,
-    /// Distinct call sites (stacks) of those modules where a call cast a weight first.
+    /// Distinct call sites (Python stacks) of those modules where a call cast a weight first.
     casting_sites: usize,
     /// Calls of `nn.Linear` and `nn.Conv*` (runs under their `forward`), and those of them
     /// that cast a weight first.
@@ -275,43 +276,6 @@ impl ForwardCasts {
         (self.module_runs > 0)
             .then(|| 2 * self.module_runs_cast >= self.module_runs && self.casting_sites >= 2)
     }
-}
-
-/// Whether the stack's innermost frame is in `torch/nn/modules/linear.py` or `conv.py`.
-fn module_call(stacks: &Stacks, s: StackId) -> bool {
-    stacks.frames(s).first().is_some_and(|&f| {
-        let file = stacks.str(stacks.frame(f).file);
-        file.ends_with("torch/nn/modules/linear.py") || file.ends_with("torch/nn/modules/conv.py")
-    })
-}
-
-/// `torch.nn.functional` functions that autocast runs in fp32 or does not cast (norms,
-/// embeddings, losses, softmax): an op under one of them as its innermost frame makes no 16-bit
-/// copy of a weight, whatever the sizes say.
-const KEEPS_PRECISION: [&str; 14] = [
-    "layer_norm",
-    "group_norm",
-    "batch_norm",
-    "instance_norm",
-    "rms_norm",
-    "embedding",
-    "embedding_bag",
-    "cross_entropy",
-    "nll_loss",
-    "mse_loss",
-    "softmax",
-    "log_softmax",
-    "dropout",
-    "normalize",
-];
-
-/// Whether the stack's innermost frame is one of [`KEEPS_PRECISION`] in `torch/nn/functional.py`.
-fn keeps_precision(stacks: &Stacks, s: StackId) -> bool {
-    stacks.frames(s).first().is_some_and(|&f| {
-        let f = stacks.frame(f);
-        stacks.str(f.file).ends_with("torch/nn/functional.py")
-            && KEEPS_PRECISION.contains(&stacks.str(f.name))
-    })
 }
 
 #[cfg(test)]
@@ -337,12 +301,5 @@ mod tests {
         assert_eq!(input_cast_size(&[3 << 20, 768 << 10], 768 << 10), None);
         assert_eq!(input_cast_size(&[1000], 4000), None);
         assert_eq!(input_cast_size(&[0, 4096], 4000), None);
-    }
-
-    #[test]
-    fn only_norms_embeddings_and_losses_keep_their_precision() {
-        assert!(KEEPS_PRECISION.contains(&"layer_norm"));
-        assert!(!KEEPS_PRECISION.contains(&"linear"));
-        assert!(!KEEPS_PRECISION.contains(&"multi_head_attention_forward"));
     }
 }

@@ -23,6 +23,7 @@ mod casts;
 pub mod classify;
 pub mod fit;
 pub mod model;
+mod op_site;
 
 use crate::analysis::analyzed::Analyzed;
 use crate::analysis::whatif::{self, AllocConf, CapInfo};
