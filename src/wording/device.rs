@@ -97,7 +97,14 @@ pub fn accounting(a: &Accounting) -> Vec<String> {
         ));
     }
     if let Some(u) = a.unexplained_bytes {
-        parts.push(format!("unexplained {}", bytes(u)));
+        if a.context.is_none() {
+            parts.push(format!(
+                "unexplained {} (the CUDA context was not measured, so it is counted here: `memscope run` measures it after the program's set_device or before init_process_group)",
+                bytes(u)
+            ));
+        } else {
+            parts.push(format!("unexplained {}", bytes(u)));
+        }
     }
     if !parts.is_empty() {
         v.push(format!("  outside the allocator: {}", parts.join("; ")));

@@ -442,3 +442,21 @@ fn cudnns_internal_error_on_a_full_card_is_an_outside_oom_with_its_evidence() {
     );
     assert_eq!(j["device"]["outside_oom"]["reading"], "allocation_failed");
 }
+
+/// Where the capture has device figures but no context figure (the first round's recorder), the
+/// accounting says the context is inside the unexplained bytes; where it was measured, it is not.
+#[test]
+fn an_unmeasured_context_is_said_to_be_in_the_unexplained_bytes() {
+    let note = "the CUDA context was not measured, so it is counted here";
+    for (case, measured) in [("ddp_default", false), ("ctx_ddp", true)] {
+        if !have(case) {
+            continue;
+        }
+        let (_, text) = analyze(
+            env!("CARGO_BIN_EXE_memscope"),
+            &capture(case, "exit", Some(0)),
+        );
+        assert_eq!(!text.contains(note), measured, "{case}: {text}");
+        assert!(text.contains("unexplained"), "{case}: {text}");
+    }
+}
