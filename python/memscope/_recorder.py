@@ -151,16 +151,22 @@ INTERNAL_ERROR_MARKERS = (
 FULL_BELOW = 256 << 20
 
 
-def internal_error_source(exc):
-    """`cudnn` when `exc` (or what it was raised from) is one of INTERNAL_ERROR_MARKERS."""
+def _chain_texts(exc):
+    """The texts of `exc` and what it was raised from (`__cause__`, else `__context__`), each cut
+    to 20,000 characters, at most 32 of them."""
     seen = 0
     while exc is not None and seen < 32:
-        text = str(exc)[:20000]
+        yield str(exc)[:20000]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+
+
+def internal_error_source(exc):
+    """`cudnn` when `exc` (or what it was raised from) is one of INTERNAL_ERROR_MARKERS."""
+    for text in _chain_texts(exc):
         for source, markers in INTERNAL_ERROR_MARKERS:
             if any(m in text for m in markers):
                 return source
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None
 
 
@@ -176,15 +182,11 @@ def outside_oom_source(exc):
     """`nccl`, `cublas`, `cudnn` or `cuda` when `exc` (or what it was raised from) is a failure
     to allocate outside PyTorch's allocator; None otherwise. NCCL counts only when its message
     also says memory ran out."""
-    seen = 0
-    while exc is not None and seen < 32:
-        text = str(exc)[:20000]
+    for text in _chain_texts(exc):
         for source, markers in OUTSIDE_OOM_MARKERS:
             if any(m in text for m in markers):
                 if source != "nccl" or "out of memory" in text or "calloc" in text or "alloc" in text.lower():
                     return source
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None
 
 
