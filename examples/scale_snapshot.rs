@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use memscope::model::{BlockState, Event, FrameId, Snapshot, StackId};
+use memscope::model::{BlockState, EventData, FrameId, Snapshot, StackId};
 
 struct W {
     out: Vec<u8>,
@@ -100,7 +100,7 @@ impl W {
         }
         self.out.push(b'e');
     }
-    fn event(&mut self, snap: &Snapshot, e: &Event, shift: u64, tshift: i64) {
+    fn event(&mut self, snap: &Snapshot, e: &EventData, shift: u64, tshift: i64) {
         self.out.push(b'}');
         self.memoize();
         self.out.push(b'(');
@@ -154,13 +154,13 @@ fn main() {
     let t0 = dev
         .events
         .iter()
-        .filter_map(|e| e.time_us)
+        .filter_map(|e| e.time_us())
         .min()
         .unwrap_or(0);
     let t1 = dev
         .events
         .iter()
-        .filter_map(|e| e.time_us)
+        .filter_map(|e| e.time_us())
         .max()
         .unwrap_or(0);
     let tspan = t1 - t0 + 1;
@@ -234,8 +234,9 @@ fn main() {
     let mut file =
         std::io::BufWriter::new(std::fs::File::create(&args[2]).expect("output is writable"));
     let mut n = 0usize;
+    let entries: Vec<EventData> = dev.events.iter_data().collect();
     for r in 0..k {
-        for chunk in dev.events.chunks(1000) {
+        for chunk in entries.chunks(1000) {
             w.out.push(b'(');
             for e in chunk {
                 w.event(&snap, e, r * span, r as i64 * tspan);

@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::model::{Action, Device, Event, Snapshot, Sym};
+use crate::model::{Action, Device, Snapshot, Sym};
 
 /// One label's allocations.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -43,8 +43,8 @@ pub fn of_device(snap: &Snapshot, dev: &Device, peak: Option<usize>) -> Breakdow
         return Breakdowns::default();
     }
     Breakdowns {
-        user_labels: breakdown(snap, dev, peak, |e| snap.meta(e).user),
-        compiled_regions: breakdown(snap, dev, peak, |e| snap.meta(e).region),
+        user_labels: breakdown(snap, dev, peak, |i| snap.meta(dev.events.meta(i)).user),
+        compiled_regions: breakdown(snap, dev, peak, |i| snap.meta(dev.events.meta(i)).region),
     }
 }
 
@@ -52,7 +52,7 @@ fn breakdown(
     snap: &Snapshot,
     dev: &Device,
     peak: Option<usize>,
-    key: impl Fn(&Event) -> Option<Sym>,
+    key: impl Fn(usize) -> Option<Sym>,
 ) -> Vec<LabelTotal> {
     // Per label: (allocations, bytes allocated, live now, live at the peak).
     let mut by: HashMap<Sym, (u64, u64, u64, Option<u64>)> = HashMap::default();
@@ -61,7 +61,7 @@ fn breakdown(
     for (i, e) in dev.events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                let l = key(e);
+                let l = key(i);
                 if let Some(l) = l {
                     let t = by.entry(l).or_default();
                     t.0 += 1;
@@ -78,7 +78,7 @@ fn breakdown(
             }
             Action::Annotate => {
                 // The annotation labels the live allocation from now on: its bytes move to it.
-                if let (Some(new), Some(&(old, size))) = (key(e), live.get(&e.addr)) {
+                if let (Some(new), Some(&(old, size))) = (key(i), live.get(&e.addr)) {
                     if old != Some(new) {
                         if let Some(old) = old {
                             let t = by.entry(old).or_default();

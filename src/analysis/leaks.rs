@@ -582,7 +582,7 @@ mod tests {
     /// A loop of 12 steps under a 1 GiB block allocated first (the peak), each step keeping one
     /// `kept` bytes tensor made by the loop's own line, its temporaries freed.
     fn kept_under_a_gib(kept: u64) -> Findings {
-        use crate::model::{AllocatorSettings, Device, Event, Layout};
+        use crate::model::{AllocatorSettings, Device, EventData, Layout};
         let mut st = Stacks::new();
         let setup = st.intern_frame("train.py", 5, "main");
         let data = st.intern_frame("train.py", 10, "main");
@@ -595,7 +595,7 @@ mod tests {
         let fwd = st.intern_frame("train.py", 11, "main");
         let (s_setup, s_in) = (st.intern_stack(&[setup]), st.intern_stack(&[data]));
         let (s_out, s_keep) = (st.intern_stack(&[lin, fwd]), st.intern_stack(&[keep]));
-        let mk = |action, addr, size, stack| Event {
+        let mk = |action, addr, size, stack| EventData {
             action,
             addr,
             size,
@@ -622,7 +622,7 @@ mod tests {
         let dev = Device {
             index: 0,
             segments: Vec::new(),
-            events,
+            events: events.into(),
         };
         let snap = Snapshot {
             layout: Layout::Torch21,
@@ -666,7 +666,7 @@ mod tests {
 
     #[test]
     fn finds_a_list_append_in_a_synthetic_loop() {
-        use crate::model::{AllocatorSettings, Device, Event, Layout};
+        use crate::model::{AllocatorSettings, Device, EventData, Layout};
         let mut st = Stacks::new();
         let data = st.intern_frame("train.py", 10, "main");
         let fwd = st.intern_frame("train.py", 11, "main");
@@ -677,7 +677,7 @@ mod tests {
         );
         let s_in = st.intern_stack(&[data]);
         let s_out = st.intern_stack(&[lin, fwd]);
-        let mk = |action, addr, size, stack| Event {
+        let mk = |action, addr, size, stack| EventData {
             action,
             addr,
             size,
@@ -702,7 +702,7 @@ mod tests {
         let dev = Device {
             index: 0,
             segments: Vec::new(),
-            events,
+            events: events.into(),
         };
         let snap = Snapshot {
             layout: Layout::Torch21,

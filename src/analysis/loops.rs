@@ -779,7 +779,7 @@ pub(crate) fn whole_steps(snap: &Snapshot, dev: &Device, starts: &[usize], end: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocatorSettings, Event, Layout};
+    use crate::model::{AllocatorSettings, EventData, Layout};
 
     const MODULE: &str = "/v/lib/python3.12/site-packages/torch/nn/modules/module.py";
     const HF: &str = "/v/lib/python3.12/site-packages/transformers/generation/utils.py";
@@ -787,7 +787,7 @@ mod tests {
     /// A log built from stacks given outermost first as `(file, line, function)`.
     struct Log {
         stacks: Stacks,
-        events: Vec<Event>,
+        events: Vec<EventData>,
         addr: u64,
     }
 
@@ -807,7 +807,7 @@ mod tests {
                 .collect();
             let stack = self.stacks.intern_stack(&frames);
             self.addr += 1 << 20;
-            self.events.push(Event {
+            self.events.push(EventData {
                 action: Action::Alloc,
                 addr: self.addr,
                 size: 4096,
@@ -821,7 +821,7 @@ mod tests {
         /// Frees the block allocated `back` allocations ago (1 = the last one).
         fn free(&mut self, back: u64) {
             let addr = self.addr - (back - 1) * (1 << 20);
-            self.events.push(Event {
+            self.events.push(EventData {
                 action: Action::FreeRequested,
                 addr,
                 size: 4096,
@@ -836,7 +836,7 @@ mod tests {
             let dev = Device {
                 index: 0,
                 segments: Vec::new(),
-                events: self.events,
+                events: self.events.into(),
             };
             let n = dev.events.len();
             let snap = Snapshot {

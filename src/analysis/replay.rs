@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::model::{
-    Action, AllocatorSettings, BlockState, Device, Event, EventIdx, Pool, StackId, MIN_BLOCK,
-    SMALL_SIZE,
+    Action, AllocatorSettings, BlockState, Device, Event, EventIdx, Events, Pool, StackId,
+    MIN_BLOCK, SMALL_SIZE,
 };
 
 /// Rounds a request the way `CUDACachingAllocator::round_size` does.
@@ -511,7 +511,7 @@ impl Rules {
 /// Replays one device's log, one event at a time.
 pub struct Replayer<'a> {
     rules: Rules,
-    events: &'a [Event],
+    events: &'a Events,
     state: State,
     anomalies: Vec<Anomaly>,
     ooms: Vec<OomFacts>,
@@ -520,7 +520,7 @@ pub struct Replayer<'a> {
 }
 
 impl<'a> Replayer<'a> {
-    pub fn new(rules: Rules, events: &'a [Event], initial: State) -> Replayer<'a> {
+    pub fn new(rules: Rules, events: &'a Events, initial: State) -> Replayer<'a> {
         Replayer {
             rules,
             events,
@@ -616,7 +616,7 @@ impl<'a> Replayer<'a> {
                 size,
                 requested: e.size,
                 state: BlockState::ActiveAllocated,
-                stream: e.stream,
+                stream: self.events.stream(i),
                 stack: e.stack,
                 alloc_event: Some(EventIdx(i as u32)),
             },
@@ -689,7 +689,7 @@ impl<'a> Replayer<'a> {
         let seg = SegState {
             address: e.addr,
             size: e.size,
-            stream: e.stream,
+            stream: self.events.stream(i),
             pool: segment_pool(e.size, expandable, &self.events[i..]),
             expandable,
             stack: e.stack,
@@ -832,6 +832,7 @@ impl<'a> Replayer<'a> {
 
     fn handle_oom(&mut self, i: usize, e: &Event) {
         let rounded = round_size(e.size, &self.rules.settings);
+        let stream = self.events.stream(i);
         let pool = Pool::for_rounded_size(rounded);
         let mut largest = 0u64;
         let mut free_pool = 0u64;
@@ -856,7 +857,7 @@ impl<'a> Replayer<'a> {
                     private_free = private_free.saturating_add(len);
                     continue;
                 }
-                if s.pool == pool && s.stream == e.stream {
+                if s.pool == pool && s.stream == stream {
                     largest = largest.max(len);
                     free_pool = free_pool.saturating_add(len);
                 }
@@ -877,8 +878,8 @@ impl<'a> Replayer<'a> {
             requested_bytes: e.size,
             rounded_bytes: rounded,
             pool,
-            stream: e.stream,
-            device_free_bytes: e.device_free,
+            stream: self.events.stream(i),
+            device_free_bytes: self.events.device_free(i),
             counters: self.state.counters,
             largest_free_block_bytes: largest,
             free_in_pool_bytes: free_pool,
@@ -886,7 +887,7 @@ impl<'a> Replayer<'a> {
             free_whole_pages_bytes: whole_pages,
             private_pool_free_bytes: private_free,
             stack: e.stack,
-            time_us: e.time_us,
+            time_us: e.time_us(),
         });
     }
 
@@ -971,7 +972,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
         );
     }
     // Segments freed in the log before any allocation of them.
-    for e in &dev.events {
+    for (i, e) in dev.events.iter().enumerate() {
         if e.action == Action::SegmentFree
             && first_seg_action.get(&e.addr) == Some(&Action::SegmentFree)
             && !st.segments.contains_key(&e.addr)
@@ -981,7 +982,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
                 SegState {
                     address: e.addr,
                     size: e.size,
-                    stream: e.stream,
+                    stream: dev.events.stream(i),
                     pool: if e.size <= crate::model::SMALL_BUFFER {
                         Pool::Small
                     } else {
@@ -1029,7 +1030,7 @@ fn initial_state(dev: &Device, rules: &Rules) -> (State, usize) {
                 } else {
                     BlockState::ActivePendingFree
                 },
-                stream: e.stream,
+                stream: dev.events.stream(i),
                 stack: e.stack,
                 alloc_event: None,
             },

@@ -370,7 +370,7 @@ fn annotation_segments(snap: &Snapshot, dev: &Device) -> Option<(Vec<Seg>, &'sta
     let times: Vec<i64> = dev
         .events
         .iter()
-        .map(|e| e.time_us)
+        .map(|e| e.time_us())
         .collect::<Option<Vec<i64>>>()?;
     if times.windows(2).any(|w| w[1] < w[0]) {
         return None;
@@ -587,10 +587,10 @@ fn merge_loops(into: &mut Vec<LoopSite>, from: &[LoopSite]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Action, AllocatorSettings, Event, Layout, StackId, Stacks};
+    use crate::model::{Action, AllocatorSettings, EventData, Layout, StackId, Stacks};
 
-    fn ev(action: Action, addr: u64, size: u64, stack: StackId, t: i64) -> Event {
-        Event {
+    fn ev(action: Action, addr: u64, size: u64, stack: StackId, t: i64) -> EventData {
+        EventData {
             action,
             addr,
             size,
@@ -629,7 +629,7 @@ mod tests {
         let dev = Device {
             index: 0,
             segments: Vec::new(),
-            events,
+            events: events.into(),
         };
         let snap = Snapshot {
             layout: Layout::Modern,
@@ -772,7 +772,7 @@ mod tests {
         let mut events = vec![ev(Action::SegmentAlloc, 0, 1 << 30, StackId::EMPTY, 0)];
         let mut addr = 0u64;
         let mut t = 0i64;
-        let mut alloc = |events: &mut Vec<Event>, stack, free: bool| {
+        let mut alloc = |events: &mut Vec<EventData>, stack, free: bool| {
             addr += 4096;
             t += 1;
             events.push(ev(Action::Alloc, addr, 4096, stack, t));
@@ -794,7 +794,7 @@ mod tests {
         let dev = Device {
             index: 0,
             segments: Vec::new(),
-            events,
+            events: events.into(),
         };
         let snap = Snapshot {
             layout: Layout::Modern,

@@ -9,8 +9,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
 use crate::model::{
-    Action, AllocatorSettings, Annotation, Block, BlockState, Device, Event, EventMeta, FrameId,
-    FxNode, Layout, LoadNote, MetaId, Pool, Segment, Snapshot, StackId, Stacks, Sym, UnknownState,
+    Action, AllocatorSettings, Annotation, Block, BlockState, Device, EventData, EventMeta, Events,
+    FrameId, FxNode, Layout, LoadNote, MetaId, Pool, Segment, Snapshot, StackId, Stacks, Sym,
+    UnknownState,
 };
 
 /// Why a decoded pickle is not a usable snapshot.
@@ -36,7 +37,7 @@ struct Collected<'x> {
     scratch: Vec<FrameId>,
     notes: Vec<LoadNote>,
     /// Trace entries converted as soon as they were complete (tag `EVENT_TAG | index`).
-    events: Vec<Event>,
+    events: Events,
     on_progress: Option<&'x mut dyn FnMut(usize)>,
     /// Blocks whose state was not one torch writes, and the first of them.
     bad_states: usize,
@@ -126,7 +127,7 @@ impl<'a> Finalizer<'a> for Collected<'_> {
         }
     }
     fn publish(&self, regions: &super::prefault::Regions) {
-        regions.publish(3, &self.events);
+        regions.publish(3, self.events.records());
     }
 }
 
@@ -399,17 +400,17 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         })
     }
 
-    fn event(&mut self, v: Value) -> Option<Event> {
+    fn event(&mut self, v: Value) -> Option<EventData> {
         if let Some(t) = self.p.final_tag(v) {
             return (t & EVENT_TAG != 0)
-                .then(|| self.st.events.get((t & !EVENT_TAG) as usize).copied())
+                .then(|| self.st.events.data((t & !EVENT_TAG) as usize))
                 .flatten();
         }
         let pairs = self.p.dict(v)?;
         self.event_from_pairs(pairs)
     }
 
-    fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<Event> {
+    fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<EventData> {
         // One pass over the pairs (this runs once per trace entry, a million times on a large
         // capture); the first occurrence of a key wins, as with `get_in`.
         let p = self.p;
@@ -436,7 +437,7 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
         }
         let action = Action::parse(&p.str_bounded(action?)?);
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
-        Some(Event {
+        Some(EventData {
             action,
             addr: num(addr).unwrap_or(0),
             size: num(size).unwrap_or(0),
@@ -596,7 +597,7 @@ pub fn parse(
     };
     // About one trace entry per 100 to 200 bytes: reserved once (pages are touched only as
     // used), so the events never move and can be faulted in ahead (see `prefault`).
-    super::pickle::reserve_hint(&mut st.events, data.len() / 128);
+    st.events.try_reserve(data.len() / 128);
     let p = match super::pickle::parse_streaming(data, Limits::for_input(data.len()), Some(&mut st))
     {
         Ok(p) => p,
@@ -705,7 +706,7 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
             let events = if streamed_in_order {
                 std::mem::take(&mut b.st.events)
             } else {
-                let mut events = Vec::with_capacity(items.len());
+                let mut events = Events::with_capacity(items.len());
                 for &e in items {
                     match b.event(e) {
                         Some(ev) => events.push(ev),
@@ -715,7 +716,7 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
                 events
             };
             for ev in &events {
-                if ev.time_us.is_some() {
+                if ev.time_us().is_some() {
                     any_time = true;
                 } else if ev.action != Action::Snapshot {
                     any_event_without_time = true;

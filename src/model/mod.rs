@@ -6,12 +6,14 @@
 //! and analyses group by stack constantly, so a [`StackId`] comparison must be an integer
 //! comparison. The model owns its strings, so it outlives the mapped input file.
 
+pub mod events;
 pub mod frames;
 pub mod load_note;
 pub mod model_code;
 pub mod roles;
 pub mod trace;
 
+pub use events::{Event, EventData, Events};
 pub use frames::{Frame, FrameId, FrameKind, FxNode, Site, StackId, Stacks, Sym};
 pub use load_note::{LoadNote, UnknownState};
 pub use roles::{FrameRole, OptimizerPart, StackRoles};
@@ -174,25 +176,6 @@ impl Action {
     }
 }
 
-/// One entry of a device's trace (`device_traces[d][i]`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Event {
-    pub action: Action,
-    /// Address of the block or segment (0 for `oom` and `snapshot`).
-    pub addr: u64,
-    /// Requested size in bytes, before rounding.
-    pub size: u64,
-    pub stream: u64,
-    /// Microseconds since the epoch; `None` in 2.1-era traces.
-    pub time_us: Option<i64>,
-    pub stack: StackId,
-    /// Free device memory reported with an `oom` entry.
-    pub device_free: Option<u64>,
-    /// The entry's `user_metadata`, `compile_context` and `internal_metadata`, interned in
-    /// [`Snapshot::metas`] (`MetaId::NONE` where it has none: most captures, every entry).
-    pub meta: MetaId,
-}
-
 /// Index of an entry's metadata in [`Snapshot::metas`]; 0 is "none".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MetaId(pub u32);
@@ -224,7 +207,7 @@ pub struct EventIdx(pub u32);
 pub struct Device {
     pub index: u32,
     pub segments: Vec<Segment>,
-    pub events: Vec<Event>,
+    pub events: Events,
 }
 
 /// A `record_function` range boundary recorded by the allocator (`external_annotations`).
@@ -286,7 +269,7 @@ pub struct Snapshot {
     /// What `memscope run` recorded about the process beside the allocator (issue #41): the
     /// NCCL settings, the ranks, the error of an OOM raised outside the allocator.
     pub device_record: Option<DeviceRecord>,
-    /// Entry metadata, interned: `metas[0]` is the empty one (see [`Event::meta`]).
+    /// Entry metadata, interned: `metas[0]` is the empty one (see [`Events::meta`]).
     pub metas: Vec<EventMeta>,
     /// A top-level `internal_metadata`, kept opaque (one line), where the capture has one.
     pub internal_metadata: Option<String>,
@@ -405,21 +388,19 @@ impl Snapshot {
         self.devices.iter().find(|d| d.index == index)
     }
 
-    /// The metadata of an entry (the empty one for `MetaId::NONE` or an id out of range).
-    pub fn meta(&self, e: &Event) -> EventMeta {
-        self.metas
-            .get(e.meta.0 as usize)
-            .copied()
-            .unwrap_or_default()
+    /// The metadata of an entry (the empty one for `MetaId::NONE` or an id out of range);
+    /// an entry's id is [`Events::meta`].
+    pub fn meta(&self, id: MetaId) -> EventMeta {
+        self.metas.get(id.0 as usize).copied().unwrap_or_default()
     }
 
     /// An entry's `user_metadata`, where it has one.
-    pub fn user_label(&self, e: &Event) -> Option<&str> {
-        self.meta(e).user.map(|s| self.stacks.str(s))
+    pub fn user_label(&self, id: MetaId) -> Option<&str> {
+        self.meta(id).user.map(|s| self.stacks.str(s))
     }
 
     /// An entry's `compile_context`, where it ran in a compiled region.
-    pub fn compiled_region(&self, e: &Event) -> Option<&str> {
-        self.meta(e).region.map(|s| self.stacks.str(s))
+    pub fn compiled_region(&self, id: MetaId) -> Option<&str> {
+        self.meta(id).region.map(|s| self.stacks.str(s))
     }
 }

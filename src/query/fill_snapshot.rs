@@ -162,9 +162,9 @@ impl Rows for Events {
             2 => Cell::Name(e.action.name()),
             3 => e.addr.into(),
             4 => e.size.into(),
-            5 => e.stream.into(),
-            6 => e.time_us.into(),
-            7 => e.device_free.into(),
+            5 => dev.events.stream(i).into(),
+            6 => e.time_us().into(),
+            7 => dev.events.device_free(i).into(),
             8 => self
                 .p
                 .per_device
@@ -356,8 +356,8 @@ fn steps(snap: &Snapshot, an: &Analyzed) -> Vec<Vec<Cell>> {
         for (i, s) in p.steps.iter().enumerate() {
             let range = s.start_event.0 as usize..=s.end_event.0 as usize;
             let times = || dev.events.get(range.clone()).into_iter().flatten();
-            let start = times().find_map(|e| e.time_us).map(|t| t as f64);
-            let end = times().rev().find_map(|e| e.time_us).map(|t| t as f64);
+            let start = times().find_map(|e| e.time_us()).map(|t| t as f64);
+            let end = times().rev().find_map(|e| e.time_us()).map(|t| t as f64);
             rows.push(vec![
                 dev.index.into(),
                 i.into(),

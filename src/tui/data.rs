@@ -180,8 +180,8 @@ impl Data {
     /// Microseconds of event `i` since the first timed event of the device.
     pub fn rel_time_us(&self, dev: usize, i: usize) -> Option<i64> {
         let d = self.snap.devices.get(dev)?;
-        let t0 = d.events.iter().find_map(|e| e.time_us)?;
-        d.events.get(i)?.time_us.map(|t| t - t0)
+        let t0 = d.events.iter().find_map(|e| e.time_us())?;
+        d.events.get(i)?.time_us().map(|t| t - t0)
     }
 }
 
@@ -190,7 +190,7 @@ fn streams(d: &Device) -> Vec<u64> {
         .segments
         .iter()
         .map(|s| s.stream)
-        .chain(d.events.iter().map(|e| e.stream))
+        .chain((0..d.events.len()).map(|i| d.events.stream(i)))
         .collect();
     v.sort_unstable();
     v.dedup();
@@ -211,11 +211,11 @@ pub fn stream_label(sorted: &[u64], stream: u64) -> String {
 }
 
 fn event_times(d: &Device) -> Option<Vec<f64>> {
-    let t0 = d.events.first()?.time_us?;
+    let t0 = d.events.first()?.time_us()?;
     let v: Option<Vec<f64>> = d
         .events
         .iter()
-        .map(|e| e.time_us.map(|t| (t - t0) as f64 / 1e6))
+        .map(|e| e.time_us().map(|t| (t - t0) as f64 / 1e6))
         .collect();
     v.filter(|v| v.windows(2).all(|w| w[0] <= w[1]))
 }
@@ -256,7 +256,7 @@ fn markers(snap: &Snapshot, a: &Analysis, dev: &Device, tl: &Timeline) -> Vec<Ma
     let times: Vec<i64> = dev
         .events
         .iter()
-        .map(|e| e.time_us.unwrap_or(i64::MIN))
+        .map(|e| e.time_us().unwrap_or(i64::MIN))
         .collect();
     if !times.is_empty() && times.iter().any(|&t| t != i64::MIN) {
         for a in snap

@@ -273,7 +273,7 @@ fn perfetto_export_parses_and_matches_the_replay() {
         let untimed = snap
             .devices
             .iter()
-            .any(|d| !d.events.is_empty() && d.events.iter().all(|e| e.time_us.is_none()));
+            .any(|d| !d.events.is_empty() && d.events.iter().all(|e| e.time_us().is_none()));
         assert_eq!(base.starts_with("event index"), untimed, "{name}: {base}");
     }
 }

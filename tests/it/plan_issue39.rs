@@ -85,7 +85,7 @@ fn matched(p: &Plan) -> (usize, usize, usize) {
 /// The same capture with every native frame dropped from its stacks, as `stacks="python"`
 /// records them.
 fn python_frames_only(mut s: Snapshot) -> Snapshot {
-    let mut events: Vec<_> = std::mem::take(&mut s.devices[0].events);
+    let mut events = std::mem::take(&mut s.devices[0].events);
     for e in &mut events {
         let py: Vec<_> = s
             .stacks

@@ -265,7 +265,7 @@ pub(super) fn release(
     };
     Some(Release {
         event: EventIdx(half as u32),
-        time_us: e.time_us,
+        time_us: e.time_us(),
         site,
         loop_function_active,
         loop_function: loop_frame.map(|(_, n)| st.str(n).to_owned()),

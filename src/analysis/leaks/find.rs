@@ -790,7 +790,7 @@ pub(super) fn samples(dev: &Device, d: &Details) -> Vec<Sample> {
                 size: r.size,
                 requested_size: r.requested,
                 alloc_event: EventIdx(r.alloc),
-                time_us: dev.events[r.alloc as usize].time_us,
+                time_us: dev.events[r.alloc as usize].time_us(),
             }
         })
         .collect()

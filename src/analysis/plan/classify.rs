@@ -222,7 +222,7 @@ impl Context {
                         size: e.size,
                         requested: e.size,
                         state: BlockState::ActiveAllocated,
-                        stream: e.stream,
+                        stream: dev.events.stream(i),
                         stack: e.stack,
                         alloc_event: Some(EventIdx(i as u32)),
                     };

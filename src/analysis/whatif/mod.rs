@@ -291,7 +291,7 @@ pub(crate) fn ops(dev: &Device) -> Vec<Op> {
         let op = match e.action {
             Action::Alloc | Action::Oom => Op::Malloc {
                 size: e.size,
-                stream: e.stream,
+                stream: ev.stream(i),
                 recorded_oom: e.action == Action::Oom,
                 hints: std::mem::take(&mut hints),
             },
@@ -984,10 +984,10 @@ pub const MAX_PLAUSIBLE: u64 = 1 << 52;
 
 /// Whether every size and address in the log and the segments is below [`MAX_PLAUSIBLE`].
 pub fn plausible(dev: &Device) -> bool {
-    dev.events.iter().all(|e| {
+    dev.events.iter().enumerate().all(|(i, e)| {
         e.addr < MAX_PLAUSIBLE
             && e.size < MAX_PLAUSIBLE
-            && e.device_free.is_none_or(|d| d < MAX_PLAUSIBLE)
+            && dev.events.device_free(i).is_none_or(|d| d < MAX_PLAUSIBLE)
     }) && dev.segments.iter().all(|s| {
         s.address < MAX_PLAUSIBLE
             && s.total_size < MAX_PLAUSIBLE

@@ -96,7 +96,8 @@ fn requests(snap: &Snapshot, dev: &Device, pools: &SegmentPools) -> Vec<Op> {
     let capture: HashSet<u64> = pools
         .iter()
         .filter(|(_, p)| **p != DEFAULT_POOL)
-        .filter_map(|(i, _)| dev.events.get(*i as usize).map(|e| e.stream))
+        .filter(|(i, _)| (**i as usize) < dev.events.len())
+        .map(|(i, _)| dev.events.stream(*i as usize))
         .collect();
     let main = main_stream(dev, &capture);
     for o in out.iter_mut() {
@@ -114,9 +115,10 @@ fn requests(snap: &Snapshot, dev: &Device, pools: &SegmentPools) -> Vec<Op> {
 /// else the stream most requests outside the captures were made on.
 fn main_stream(dev: &Device, capture: &HashSet<u64>) -> u64 {
     let mut n: HashMap<u64, usize> = HashMap::new();
-    for e in &dev.events {
-        if e.action == Action::Alloc && !capture.contains(&e.stream) {
-            *n.entry(e.stream).or_default() += 1;
+    for (i, e) in dev.events.iter().enumerate() {
+        let stream = dev.events.stream(i);
+        if e.action == Action::Alloc && !capture.contains(&stream) {
+            *n.entry(stream).or_default() += 1;
         }
     }
     if n.contains_key(&0) {

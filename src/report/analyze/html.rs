@@ -208,14 +208,14 @@ fn chart(out: &mut String, dev: &Device, tl: &Timeline, st: &[Step]) {
     let y0 = (4.0 + lanes as f64 * lane_h + step_h).max(fs);
     let origin = y0 - step_h;
     let yb = y0 + ph;
-    let t0 = dev.events.iter().find_map(|e| e.time_us);
+    let t0 = dev.events.iter().find_map(|e| e.time_us());
     let xt = chart::event_ticks(
         n,
         (pw / (chart::text_width(&format!("event {n}"), fs) + 28.0)) as usize,
     );
     let times = chart::time_labels(
         &xt.iter()
-            .map(|&i| Some(dev.events.get(i)?.time_us? - t0?))
+            .map(|&i| Some(dev.events.get(i)?.time_us()? - t0?))
             .collect::<Vec<_>>(),
     );
     let h = yb

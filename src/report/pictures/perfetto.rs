@@ -67,16 +67,16 @@ impl Summary {
 /// Per-event timestamps of one device: `time_us` where the log has it (kept monotonic, since
 /// entries from different threads can be a microsecond out of order), else the event index.
 fn timestamps(dev: &Device) -> (Vec<f64>, bool) {
-    let has_time = dev.events.iter().any(|e| e.time_us.is_some());
+    let has_time = dev.events.iter().any(|e| e.time_us().is_some());
     if !has_time {
         return ((0..dev.events.len()).map(|i| i as f64).collect(), false);
     }
-    let mut last = dev.events.iter().find_map(|e| e.time_us).unwrap_or(0) as f64;
+    let mut last = dev.events.iter().find_map(|e| e.time_us()).unwrap_or(0) as f64;
     let ts = dev
         .events
         .iter()
         .map(|e| {
-            if let Some(t) = e.time_us {
+            if let Some(t) = e.time_us() {
                 last = last.max(t as f64);
             }
             last
@@ -306,10 +306,10 @@ impl Render<Trace> for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocatorSettings, Event, Layout, StackId, Stacks};
+    use crate::model::{AllocatorSettings, EventData, Layout, StackId, Stacks};
 
-    fn ev(action: Action, addr: u64, size: u64) -> Event {
-        Event {
+    fn ev(action: Action, addr: u64, size: u64) -> EventData {
+        EventData {
             action,
             addr,
             size,
@@ -335,7 +335,7 @@ mod tests {
             devices: vec![Device {
                 index: 0,
                 segments: Vec::new(),
-                events,
+                events: events.into(),
             }],
             stacks: Stacks::new(),
             annotations: Vec::new(),
@@ -391,7 +391,7 @@ mod tests {
         let bare = snap(vec![Device {
             index: 0,
             segments: Vec::new(),
-            events: Vec::new(),
+            events: Default::default(),
         }]);
         let tls: Vec<Timeline> = bare
             .devices
