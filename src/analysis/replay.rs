@@ -15,6 +15,9 @@
 
 use std::collections::BTreeMap;
 
+mod checkpoint;
+use checkpoint::Checkpoint;
+
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::model::{
@@ -320,13 +323,14 @@ pub struct OomFacts {
     pub time_us: Option<i64>,
 }
 
-/// Per-event samples of the counters: `samples[i]` is the state after event `i`.
+/// Per-event samples of the counters the views draw: `allocated[i]` is the value after event
+/// `i`. (`requested` is not kept per event: nothing reads it but its peak, and it would cost
+/// 8 bytes per trace entry, issue #43.)
 #[derive(Clone, Debug, Default)]
 pub struct Series {
     pub allocated: Vec<u64>,
     pub active: Vec<u64>,
     pub reserved: Vec<u64>,
-    pub requested: Vec<u64>,
 }
 
 /// Peak of one counter and where it was first reached.
@@ -380,7 +384,7 @@ pub struct Timeline {
     /// The pools of the segments the log made that are alive at the dump.
     pub segment_pools: SegmentPools,
     /// Replay states every few thousand events, for fast random access.
-    checkpoints: Vec<(usize, State)>,
+    checkpoints: Vec<(usize, Checkpoint)>,
 }
 
 /// One pool's reserved peak in the log, and how far segments of unknown pool could raise it.
@@ -1210,7 +1214,6 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         allocated: Vec::with_capacity(n),
         active: Vec::with_capacity(n),
         reserved: Vec::with_capacity(n),
-        requested: Vec::with_capacity(n),
     };
     let c0 = initial.counters;
     let mut peaks = Peaks {
@@ -1246,7 +1249,7 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         // the log (a 2 MB capture with 130k segments and 2M events no longer makes 257 copies
         // of 130k segments). Random access replays at most that many events more.
         if i > 0 && i % checkpoint_every == 0 && state_weight(&r.state) <= i - last_checkpoint {
-            checkpoints.push((i, r.state.clone()));
+            checkpoints.push((i, Checkpoint::of(&r.state)));
             last_checkpoint = i;
         }
         r.step(i);
@@ -1260,7 +1263,6 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         series.allocated.push(c.allocated);
         series.active.push(c.active);
         series.reserved.push(c.reserved);
-        series.requested.push(c.requested);
         let ev = Some(EventIdx(i as u32));
         for (p, v) in [
             (&mut peaks.allocated, c.allocated),
@@ -1316,7 +1318,7 @@ impl Timeline {
             .iter()
             .rev()
             .find(|(i, _)| *i <= idx)
-            .map(|(i, s)| (*i, s.clone()))
+            .map(|(i, s)| (*i, s.state()))
             .unwrap_or((0, self.initial.clone()));
         let mut r = Replayer::new(Rules::from_settings(settings), &dev.events, st)
             .with_pools(&self.segment_pools);
@@ -1333,7 +1335,7 @@ impl Timeline {
     /// What the checkpoints hold, in [`state_weight`] units (segments twice, blocks once): at
     /// most the number of events replayed.
     pub fn checkpoint_weight(&self) -> usize {
-        self.checkpoints.iter().map(|(_, s)| state_weight(s)).sum()
+        self.checkpoints.iter().map(|(_, s)| s.weight()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

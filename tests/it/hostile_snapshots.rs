@@ -686,3 +686,55 @@ fn thousands_of_random_hostile_snapshots_never_panic() {
         "only {analysed} of {n} random snapshots were analysed"
     );
 }
+
+/// Every value a trace entry can hold comes back from the packed model exactly (issue #43):
+/// addresses and sizes up to `u64::MAX`, times of any sign and size or none, more distinct
+/// streams than the model's 16-bit stream table holds, free bytes only where written.
+#[test]
+fn extreme_entry_values_load_exactly() {
+    let times = [None, Some(i64::MIN), Some(-1), Some(0), Some(i64::MAX)];
+    let vals = [0, 1, MAX, MAX - 1, 1 << 63];
+    let n = 90_000usize;
+    let mut trace = Vec::with_capacity(n);
+    let mut want = Vec::with_capacity(n);
+    for i in 0..n {
+        let (addr, size) = (vals[i % 5], vals[(i / 5) % 5]);
+        let stream = if i % 5 == 0 { 0 } else { MAX - i as u64 };
+        let time = times[(i / 25) % 5];
+        let free = (i % 7 == 0).then_some(vals[(i / 7) % 5]);
+        let action = if free.is_some() { "oom" } else { "alloc" };
+        let mut pairs = vec![
+            ("action", s(action)),
+            ("addr", u(addr)),
+            ("size", u(size)),
+            ("stream", u(stream)),
+        ];
+        if let Some(t) = time {
+            pairs.push(("time_us", P::Int(t)));
+        }
+        if let Some(f) = free {
+            pairs.push(("device_free", u(f)));
+        }
+        pairs.push(("frames", frames()));
+        trace.push(d(pairs));
+        want.push((action, addr, size, stream, time, free));
+    }
+    let bytes = pickle(&snap(Vec::new(), trace));
+    let got = memscope::load::snapshot_from_bytes(Path::new("extreme.pickle"), &bytes).unwrap();
+    let ev = &got.devices[0].events;
+    assert_eq!(ev.len(), n);
+    for (i, w) in want.iter().enumerate() {
+        let e = ev.data(i).unwrap();
+        let seen = (
+            e.action.name(),
+            e.addr,
+            e.size,
+            e.stream,
+            e.time_us,
+            e.device_free,
+        );
+        assert_eq!(seen, *w, "entry {i}");
+        assert_eq!(ev[i].time_us(), w.4, "entry {i}");
+        assert_eq!(ev.stream(i), w.3, "entry {i}");
+    }
+}

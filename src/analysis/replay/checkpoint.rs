@@ -1,0 +1,85 @@
+//! A replay state kept for random access, stored flat.
+//!
+//! [`super::Timeline`] keeps a copy of the replayed state every few thousand events so that
+//! `state_after` replays at most that many. A cloned `BTreeMap` keeps its nodes' slack (a node
+//! holds up to eleven blocks, often seven or eight), so on a large capture the copies cost
+//! about 80 bytes per live block; laid out as one vector of blocks in address order they cost
+//! the block's own 48 (issue #43: memory beyond the file). Rebuilding the maps from sorted
+//! vectors is linear.
+
+use std::collections::BTreeMap;
+
+use super::{Counters, LiveBlock, PoolKey, SegState, State};
+
+/// A [`State`], flat: segments in address order (with their key and how many blocks follow),
+/// their blocks in order, one vector for all.
+#[derive(Clone, Debug)]
+pub(super) struct Checkpoint {
+    counters: Counters,
+    pool_reserved: Vec<(PoolKey, u64)>,
+    /// Each segment (its `blocks` left empty), its key in `State::segments`, its block count.
+    segments: Vec<(u64, SegState, usize)>,
+    /// Every live block with its key, segment after segment, in address order.
+    blocks: Vec<(u64, LiveBlock)>,
+}
+
+impl Checkpoint {
+    pub(super) fn of(s: &State) -> Checkpoint {
+        let n = s.segments.values().map(|g| g.blocks.len()).sum();
+        let mut blocks = Vec::with_capacity(n);
+        let segments = s
+            .segments
+            .iter()
+            .map(|(&k, g)| {
+                blocks.extend(g.blocks.iter().map(|(&a, b)| (a, b.clone())));
+                let seg = SegState {
+                    address: g.address,
+                    size: g.size,
+                    stream: g.stream,
+                    pool: g.pool,
+                    expandable: g.expandable,
+                    stack: g.stack,
+                    pool_id: g.pool_id,
+                    blocks: BTreeMap::new(),
+                    active_bytes: g.active_bytes,
+                };
+                (k, seg, g.blocks.len())
+            })
+            .collect();
+        Checkpoint {
+            counters: s.counters,
+            pool_reserved: s.pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
+            segments,
+            blocks,
+        }
+    }
+
+    /// The state it was made from, equal to it.
+    pub(super) fn state(&self) -> State {
+        let mut rest = &self.blocks[..];
+        let segments = self
+            .segments
+            .iter()
+            .map(|(k, g, n)| {
+                let (mine, after) = rest.split_at((*n).min(rest.len()));
+                rest = after;
+                let mut g = g.clone();
+                g.blocks = mine.iter().cloned().collect();
+                (*k, g)
+            })
+            .collect();
+        State {
+            segments,
+            counters: self.counters,
+            pool_reserved: self.pool_reserved.iter().copied().collect(),
+        }
+    }
+
+    /// Its size in [`super::state_weight`] units: two per segment, one per block.
+    pub(super) fn weight(&self) -> usize {
+        self.segments
+            .len()
+            .saturating_mul(2)
+            .saturating_add(self.blocks.len())
+    }
+}
