@@ -94,7 +94,9 @@ impl<'a> IntoIterator for &'a Events {
     }
 }
 
-/// The packed entries, mutable: their inline fields stand alone (the rest is read by index).
+/// The packed entries, mutable: their public fields stand alone (the rest is read by index).
+/// An `Event` copied from another device's `Events` would read that device's side tables
+/// wrongly: push its [`EventData`] instead.
 impl<'a> IntoIterator for &'a mut Events {
     type Item = &'a mut Event;
     type IntoIter = std::slice::IterMut<'a, Event>;
@@ -267,17 +269,6 @@ impl Events {
         for e in other.iter_data() {
             self.push(e);
         }
-    }
-
-    /// Bytes held, side tables included (for measurements).
-    pub fn heap_bytes(&self) -> usize {
-        use std::mem::size_of;
-        self.recs.capacity() * size_of::<Event>()
-            + self.streams.capacity() * 8
-            + self.stream_ix.capacity() * 16
-            + self.metas.capacity() * size_of::<(u32, MetaId)>()
-            + self.device_free.capacity() * 16
-            + self.wide_streams.capacity() * 16
     }
 }
 
