@@ -306,7 +306,11 @@ def section(binary):
              "remaining error is the workspace alone; two captures on its linear stretch cannot show where it stops "
              "growing. A third capture takes vgg_fp32's largest batch from 102 to 100 (real 105): one backward workspace (28.1 MiB at b16 and b32, "
              "109.1 at b64 and b128) grows past b64 on the line through b32 and b64 in the upper reading, where the "
-             "card's stays at 109.1.", "",
+             "card's stays at 109.1. holdout5's unet_fp16_scaler from three captures answers 46 against the card's 45 "
+             "(read in session 13 to explain it, no rule changed for it): the card is not monotonic there, 46 failing 4 "
+             "of 4 trials and 47 fitting 3 of 3. The plan's fit column says no call at 46 (and at every batch the card "
+             "failed at, with one, two or three captures, it never says fits: tests/it/plan_unet39.rs); the bare replay "
+             "from two captures even shows the card's pattern (46 fails under the cap, 47 fits).", "",
              "Frames of binaries (session 12, after holdout5's reading; holdout4 only): gpt_ctxall_amp was recorded with "
              "`context=\"all\"` and `TORCH_SYMBOLIZE_MODE=fast`, whose C++ frames name their binary "
              "(`/usr/bin/python3.12`, `libstdc++.so.6`, `libc.so.6`) with the code's offset as the line. The model read "
