@@ -89,6 +89,9 @@ impl FrameRole {
     /// ([`KEEPS_PRECISION`]: norms, embeddings, losses, softmax): an op under it makes no
     /// 16-bit copy of a weight.
     pub const KEEPS_PRECISION: FrameRole = FrameRole(1 << 24);
+    /// Code of a recurrent `torch.nn` module (`torch/nn/modules/rnn.py`, any function: `LSTM`,
+    /// `GRU`, `RNN`): its cuDNN call asks for a workspace sized by the algorithm for the shape.
+    pub const RECURRENT: FrameRole = FrameRole(1 << 25);
 
     /// Frames that show a backward pass running.
     pub const BACKWARD: FrameRole = FrameRole(
@@ -300,6 +303,9 @@ fn torch_role(t: &str, name: &str) -> FrameRole {
         if matches!(m, "linear.py" | "conv.py") {
             r |= FrameRole::WEIGHT_MODULE;
         }
+        if m == "rnn.py" {
+            r |= FrameRole::RECURRENT;
+        }
     }
     if t == "nn/functional.py" && KEEPS_PRECISION.contains(&name) {
         r |= FrameRole::KEEPS_PRECISION;
@@ -446,6 +452,21 @@ mod tests {
     use FrameKind::*;
 
     const T: &str = "/x/site-packages/torch/";
+
+    #[test]
+    fn recurrent_modules_are_told_by_their_file() {
+        let lstm = frame_role(&format!("{T}nn/modules/rnn.py"), "forward", Torch);
+        assert!(lstm.contains(FrameRole::RECURRENT | FrameRole::MODULE_CALL));
+        for (file, name) in [
+            (format!("{T}nn/modules/linear.py"), "forward"),
+            ("/home/u/rnn.py".to_string(), "forward"),
+        ] {
+            assert!(
+                !frame_role(&file, name, Torch).intersects(FrameRole::RECURRENT),
+                "{file}"
+            );
+        }
+    }
 
     #[test]
     fn backward_roles() {

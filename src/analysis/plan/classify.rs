@@ -143,6 +143,7 @@ pub fn classify(
         .seq
         .map(|s| SeqEvidence::new(snap, dev, &batch, rec.batch, s));
     let elastic = conv_workspaces(&snap.stacks, dev);
+    let recurrent = super::recurrent::rnn_workspaces(&snap.stacks, dev);
     batch
         .iter()
         .enumerate()
@@ -167,6 +168,7 @@ pub fn classify(
                 },
                 elastic: elastic.contains(&i),
                 varies: false,
+                recurrent: recurrent.contains(&i),
             })
         })
         .collect()

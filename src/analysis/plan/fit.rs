@@ -217,6 +217,10 @@ pub fn refine(
     };
     let x0 = axis(rec);
     let elastic: Vec<bool> = reqs.iter().map(|r| r.is_some_and(|r| r.elastic)).collect();
+    let recurrent: Vec<bool> = reqs
+        .iter()
+        .map(|r| r.is_some_and(|r| r.recurrent))
+        .collect();
     // Quadratic only on the sequence axis, and not where the attention is flash or
     // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
     // is a mismatch of two equal-sized requests, not attention scores.
@@ -231,9 +235,12 @@ pub fn refine(
             // unpaired it kept the one-capture reading, and the reserved peak at b128 came out
             // 24% under. Paired by stack and order like any request, it is carried as the
             // workspace band ([`Request::varies`]).
+            // A recurrent module's workspace likewise ([`Request::recurrent`]), here or
+            // equal: cuDNN's RNN workspace stops growing past some shape.
             let compatible = |i: usize, a: u64, b: u64| {
                 let (_, odd) = term(a, b, x0, x1, quadratic);
                 !odd || (elastic[i] && a != b && (b > a) == (x1 > x0))
+                    || (recurrent[i] && (a == b || (b > a) == (x1 > x0)))
             };
             (x1, matches(snap, dev, o.snap, o.dev, &compatible))
         })

@@ -24,6 +24,7 @@ pub mod classify;
 pub mod fit;
 pub mod model;
 mod op_site;
+mod recurrent;
 
 use crate::analysis::analyzed::Analyzed;
 use crate::analysis::whatif::{self, AllocConf, CapInfo};
@@ -164,6 +165,11 @@ pub struct Request {
     /// algorithm can ask for another size: its error is carried as the plan's workspace band.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub varies: bool,
+    /// A recurrent module's cuDNN workspace ([`recurrent`]): paired across captures whatever
+    /// its sizes and replayed on the line through the two largest captures' sizes (flat where
+    /// they are equal), never skipped under the cap.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub recurrent: bool,
 }
 
 impl Request {
