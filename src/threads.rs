@@ -6,8 +6,9 @@
 //! order (what a profile or a bisection needs). Without it, the machine's parallelism, capped
 //! at [`MAX`] (more threads than that only add memory and contention on the passes split here).
 //!
-//! [`join`] is the one way the analysis runs two independent passes: on two threads where more
-//! than one is wanted, else one after the other, in the order given.
+//! [`join`] is the one way the analysis runs two independent passes (and [`map`] one pass over
+//! independent items): on more threads where more than one is wanted, else one after the
+//! other, in the order given.
 
 use std::cell::Cell;
 
@@ -34,7 +35,7 @@ thread_local! {
     static SPAWNED: Cell<u64> = const { Cell::new(0) };
 }
 
-/// How many threads [`join`] has spawned from the calling thread so far: what a test reads to
+/// How many threads [`join`] and [`map`] have spawned from the calling thread so far: what a test reads to
 /// know that the concurrent path was taken (or, with one thread, that it was not).
 pub fn spawned_here() -> u64 {
     SPAWNED.with(|c| c.get())
@@ -59,6 +60,37 @@ where
         let ra = a();
         let rb = hb.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         (ra, rb)
+    })
+}
+
+/// `f` of each item, in the items' order: the items split into at most `threads` runs, one per
+/// thread (the first on the calling thread); with one thread or one item, in order here.
+pub fn map<T, R, F>(threads: usize, items: &[T], f: F) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(&T) -> R + Sync,
+{
+    let n = threads.min(items.len());
+    if n <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(n);
+    let mut chunks = items.chunks(per);
+    let first = chunks.next().unwrap_or_default();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let rest: Vec<_> = chunks
+            .map(|c| {
+                SPAWNED.with(|s| s.set(s.get() + 1));
+                scope.spawn(move || c.iter().map(f).collect::<Vec<R>>())
+            })
+            .collect();
+        let mut out: Vec<R> = first.iter().map(f).collect();
+        for h in rest {
+            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
     })
 }
 
@@ -93,5 +125,17 @@ mod tests {
         assert_eq!(a, 3);
         assert_ne!(b, std::thread::current().id());
         assert_eq!(spawned_here(), before + 1);
+    }
+
+    #[test]
+    fn map_keeps_the_order_on_any_count() {
+        let items: Vec<u32> = (0..23).collect();
+        let want: Vec<u32> = items.iter().map(|x| x * x).collect();
+        for n in [1, 2, 3, 4, 16, 64] {
+            let before = spawned_here();
+            assert_eq!(map(n, &items, |x| x * x), want, "{n}");
+            assert_eq!(spawned_here() - before, n.min(items.len()) as u64 - 1);
+        }
+        assert!(map(4, &[] as &[u32], |x| *x).is_empty());
     }
 }

@@ -20,6 +20,7 @@ mod claims36_oom;
 mod claims36_roles;
 mod cli;
 mod cli_conventions;
+mod concurrent43;
 mod corpus;
 mod corpus_expectations;
 mod crafted_inputs;
