@@ -63,7 +63,8 @@ where
     })
 }
 
-/// `f` of each item, in the items' order: the items split into at most `threads` runs, one per
+/// `f` of each item, in the items' order: the items split into `threads` runs (fewer where
+/// there are fewer items), one per
 /// thread (the first on the calling thread); with one thread or one item, in order here.
 pub fn map<T, R, F>(threads: usize, items: &[T], f: F) -> Vec<R>
 where
@@ -75,8 +76,16 @@ where
     if n <= 1 {
         return items.iter().map(f).collect();
     }
-    let per = items.len().div_ceil(n);
-    let mut chunks = items.chunks(per);
+    // n runs whose lengths differ by one at most.
+    let (base, extra) = (items.len() / n, items.len() % n);
+    let mut runs = Vec::with_capacity(n);
+    let mut rest = items;
+    for i in 0..n {
+        let (run, r) = rest.split_at(base + usize::from(i < extra));
+        runs.push(run);
+        rest = r;
+    }
+    let mut chunks = runs.into_iter();
     let first = chunks.next().unwrap_or_default();
     let f = &f;
     std::thread::scope(|scope| {
