@@ -724,12 +724,12 @@ where
         let mut next = vec![0];
         std::thread::scope(|s| {
             let mut rest: &mut [u32] = &mut dst;
-            for pair in bounds.windows(3).step_by(2).chain(
-                // An odd run out has no partner: copied as it is.
-                (bounds.len() % 2 == 0)
-                    .then(|| &bounds[bounds.len() - 2..])
-                    .into_iter(),
-            ) {
+            // An odd run out has no partner: copied as it is.
+            let odd = bounds
+                .len()
+                .is_multiple_of(2)
+                .then(|| &bounds[bounds.len() - 2..]);
+            for pair in bounds.windows(3).step_by(2).chain(odd) {
                 let (lo, mid) = (pair[0], pair[1]);
                 let hi = *pair.get(2).unwrap_or(&mid);
                 let (out, r) = std::mem::take(&mut rest).split_at_mut(hi - lo);
