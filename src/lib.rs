@@ -9,8 +9,8 @@
 //! and no two modules use each other, directly or through others (`tools/layers.py` checks
 //! both in CI):
 //!
-//! 1. base: [`units`], [`escape`], [`signals`], [`rank_name`] (formatting, escaping, signal
-//!    flags, rank naming: leaves every layer may use);
+//! 1. base: [`units`], [`escape`], [`signals`], [`rank_name`], [`threads`] (formatting,
+//!    escaping, signal flags, rank naming, the thread count: leaves every layer may use);
 //! 2. [`model`] (the types [`load`] builds);
 //! 3. [`load`];
 //! 4. [`analysis`];
@@ -33,6 +33,7 @@ pub mod rank_name;
 pub mod report;
 pub mod signals;
 pub mod summarize;
+pub mod threads;
 pub mod tui;
 pub mod units;
 pub mod wording;

@@ -1,8 +1,8 @@
 //! One capture, analysed once: the report every view shows, and what the views browse.
 //!
-//! The passes run once, in order, over one replayed timeline per device (replay, then steps
-//! and loops, survivors and leaks, categories, OOM causes, the verdict: see
-//! [`super::analyze_snapshot`]). What they leave behind besides the report (the timeline, the
+//! The passes run once over one replayed timeline per device (replay, then steps and loops,
+//! survivors and leaks, categories, OOM causes, the verdict: see [`super::analyze_snapshot`],
+//! which runs the independent ones side by side). What they leave behind besides the report (the timeline, the
 //! steps, the classifier the categories were judged with) is kept here, so that a view never
 //! runs a pass again: the HTML report's chart and allocator map, the flamegraph at a moment
 //! and the TUI read this product, and ask it for the state at a moment. With the snapshot it

@@ -40,10 +40,10 @@ pub use analyzed::{Analyzed, DeviceProduct};
 use categories::Categories;
 use leaks::Leak;
 use oom::Cause;
-pub use product::{analyze, Analyze, Product, SnapshotProduct, TraceProduct};
+pub use product::{analyze, analyze_on, Analyze, Product, SnapshotProduct, TraceProduct};
 use replay::Consistency;
 use sites::{Site, SiteTotal};
-pub use snapshot::analyze_snapshot;
+pub use snapshot::{analyze_snapshot, analyze_snapshot_with};
 use steps::StepSource;
 
 pub const SCHEMA: &str = "memscope.report/1";

@@ -14,8 +14,9 @@ use std::path::Path;
 
 use super::analyzed::{At, MomentError, Resolved};
 use super::replay::State;
-use super::trace_report::{analyze_trace_product, AnalyzedTrace};
-use super::{analyze_snapshot, Analysis, Analyzed, CaptureKind};
+use super::snapshot::analyze_snapshot_with;
+use super::trace_report::{analyze_trace_product_with, AnalyzedTrace};
+use super::{Analysis, Analyzed, CaptureKind};
 use crate::load::{Capture, Opened};
 use crate::model::trace::Trace;
 use crate::model::Snapshot;
@@ -45,20 +46,29 @@ pub struct TraceProduct {
 /// [`crate::load::open`] opened gives a [`Product`] of either kind; what
 /// [`crate::load::open_snapshot`] opened (the commands that take a snapshot only) gives a
 /// [`SnapshotProduct`].
+///
+/// The independent passes run on as many threads as [`crate::threads::wanted`] gives
+/// (`MEMSCOPE_THREADS`); [`analyze_on`] takes the count.
 pub fn analyze<C: Analyze>(opened: Opened<C>, path: &Path) -> C::Product {
-    C::analyze(opened.capture, path, opened.bytes)
+    analyze_on(opened, path, crate::threads::wanted())
+}
+
+/// [`analyze`] on `threads` threads (1: every pass on the calling thread, in order). The
+/// product is the same for any count.
+pub fn analyze_on<C: Analyze>(opened: Opened<C>, path: &Path, threads: usize) -> C::Product {
+    C::analyze(opened.capture, path, opened.bytes, threads)
 }
 
 /// A capture [`analyze`] takes, and the product it makes of it.
 pub trait Analyze: Sized {
     type Product;
-    fn analyze(self, path: &Path, bytes: u64) -> Self::Product;
+    fn analyze(self, path: &Path, bytes: u64, threads: usize) -> Self::Product;
 }
 
 impl Analyze for Snapshot {
     type Product = SnapshotProduct;
-    fn analyze(self, path: &Path, bytes: u64) -> SnapshotProduct {
-        let analyzed = analyze_snapshot(&self, path, bytes);
+    fn analyze(self, path: &Path, bytes: u64, threads: usize) -> SnapshotProduct {
+        let analyzed = analyze_snapshot_with(&self, path, bytes, threads);
         SnapshotProduct {
             snap: self,
             analyzed,
@@ -68,8 +78,8 @@ impl Analyze for Snapshot {
 
 impl Analyze for Trace {
     type Product = TraceProduct;
-    fn analyze(self, path: &Path, bytes: u64) -> TraceProduct {
-        let analyzed = analyze_trace_product(&self, path, bytes);
+    fn analyze(self, path: &Path, bytes: u64, threads: usize) -> TraceProduct {
+        let analyzed = analyze_trace_product_with(&self, path, bytes, threads);
         TraceProduct {
             trace: self,
             analyzed,
@@ -79,10 +89,10 @@ impl Analyze for Trace {
 
 impl Analyze for Capture {
     type Product = Product;
-    fn analyze(self, path: &Path, bytes: u64) -> Product {
+    fn analyze(self, path: &Path, bytes: u64, threads: usize) -> Product {
         match self {
-            Capture::Snapshot(s) => Product::Snapshot(s.analyze(path, bytes)),
-            Capture::Trace(t) => Product::Trace(t.analyze(path, bytes)),
+            Capture::Snapshot(s) => Product::Snapshot(s.analyze(path, bytes, threads)),
+            Capture::Trace(t) => Product::Trace(t.analyze(path, bytes, threads)),
         }
     }
 }

@@ -2,12 +2,18 @@
 //! consuming what the ones before it made.
 //!
 //! 1. replay (the timeline) beside the step search and what the categories need from the log;
-//! 2. current figures, from the snapshot's own segments;
-//! 3. steps with their figures; the sites at the dump;
-//! 4. leaks (the survivor walk) beside the allocated peak's sites and categories;
-//! 5. retained failed attempts, the leak judgement;
-//! 6. each OOM's cause, held sites and categories;
-//! 7. the device's report, then across devices the categories shown and the verdict.
+//! 2. steps with their figures;
+//! 3. three independent groups: leaks (the survivor walk); the classifier's breakdowns (the
+//!    allocated peak's sites and categories, the dump's categories); and the passes that need
+//!    only the timeline (current figures from the snapshot's own segments, the sites at the
+//!    dump, retained failed attempts, labels, pools, the reserved excess);
+//! 4. the leak judgement; each OOM's cause, held sites and categories;
+//! 5. the device's report, then across devices the categories shown and the verdict.
+//!
+//! The groups of 1 and 3 run side by side where more than one thread is wanted
+//! ([`crate::threads`], `MEMSCOPE_THREADS`); with one, in the order written, on the calling
+//! thread. No pass reads another's result within a group, so the report is the same for any
+//! count (`tests/it/concurrent43.rs`).
 //!
 //! The product ([`Analyzed`]) keeps what the passes leave for the views.
 
@@ -151,49 +157,81 @@ fn sites_at_dump(snap: &Snapshot, dev: &Device, fl: &FramelessEvidence) -> Vec<S
     )
 }
 
-/// The leak search beside the allocated peak's breakdown (sites and categories): independent,
-/// so on both cores. The peak's state is replayed once for both.
+/// What the allocated peak and the dump hold by category (and the peak by site): the passes
+/// that use the device's classifier, kept together in their order. The peak's state is
+/// replayed once for both breakdowns.
+struct Breakdowns {
+    peak_sites: Vec<SiteTotal>,
+    categories_at_peak: Option<categories::Categories>,
+    categories_at_dump: Option<categories::Categories>,
+}
+
 #[allow(clippy::too_many_arguments)]
-fn leaks_and_peak(
+fn peak_and_dump(
     snap: &Snapshot,
     dev: &Device,
     tl: &Timeline,
-    steps: &[Step],
     classifier: &mut Classifier,
     fl: &FramelessEvidence,
     exact: bool,
     history: bool,
-) -> (
-    leaks::Findings,
-    Vec<SiteTotal>,
-    Option<categories::Categories>,
-) {
+) -> Breakdowns {
     let peak_state = tl
         .peaks
         .allocated
         .event
         .map(|ev| (ev, tl.state_after(dev, &snap.settings, Some(ev.0 as usize))));
-    std::thread::scope(|scope| {
-        let leak_search = scope.spawn(|| leaks::find(snap, dev, tl, steps));
-        let peak_sites = match &peak_state {
-            Some((_, st)) if exact || tl.starts_mid_run => sites_of_state(snap, fl, st),
-            _ => Vec::new(),
-        };
-        let categories_at_peak = match &peak_state {
-            Some((ev, st)) if history => Some(categories::at_state_with(
-                classifier,
+    let peak_sites = match &peak_state {
+        Some((_, st)) if exact || tl.starts_mid_run => sites_of_state(snap, fl, st),
+        _ => Vec::new(),
+    };
+    let categories_at_peak = match &peak_state {
+        Some((ev, st)) if history => Some(categories::at_state_with(
+            classifier,
+            snap,
+            dev,
+            st,
+            Some(*ev),
+        )),
+        _ => None,
+    };
+    drop(peak_state);
+    let categories_at_dump = (!history && !dev.segments.is_empty())
+        .then(|| categories::at_state_with(classifier, snap, dev, &tl.end, None));
+    Breakdowns {
+        peak_sites,
+        categories_at_peak,
+        categories_at_dump,
+    }
+}
+
+/// The passes that need only the snapshot and the replayed timeline, not the steps, the leaks
+/// or the classifier: the current figures, the sites at the dump, retained failed attempts,
+/// the label breakdowns, the pools and the reserved excess.
+struct Standalone {
+    current: Current,
+    end_sites: Vec<SiteTotal>,
+    retention: retry::Retention,
+    labels: super::labels::Breakdowns,
+    pools: super::pools::DevicePools,
+    reserved_excess: Option<super::reserved::ReservedExcess>,
+}
+
+impl Standalone {
+    fn of(snap: &Snapshot, dev: &Device, tl: &Timeline, fl: &FramelessEvidence) -> Standalone {
+        Standalone {
+            current: Current::of(dev),
+            end_sites: sites_at_dump(snap, dev, fl),
+            retention: retry::find(snap, dev, tl),
+            labels: super::labels::of_device(
                 snap,
                 dev,
-                st,
-                Some(*ev),
-            )),
-            _ => None,
-        };
-        let leaks = leak_search
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (leaks, peak_sites, categories_at_peak)
-    })
+                tl.peaks.allocated.event.map(|e| e.0 as usize),
+            ),
+            pools: super::pools::device_pools(snap, dev, tl),
+            reserved_excess: super::reserved::find(snap, dev, tl),
+        }
+    }
 }
 
 /// Whether the device's steps support a leak judgement, and on how many.
@@ -353,6 +391,7 @@ fn device_notes(
     notes.into_iter().map(Note::from).collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn device_report(
     snap: &Snapshot,
     dev: &Device,
@@ -361,24 +400,40 @@ fn device_report(
     classifier: &mut Classifier,
     leak_base: usize,
     notes: &mut Vec<Note>,
+    threads: usize,
 ) -> DeviceFindings {
-    let c = Current::of(dev);
     let has_history = has_history(dev);
     let exact = !tl.starts_mid_run && has_history;
     let frameless = FramelessEvidence::of(&snap.stacks, dev);
-    let end_sites = sites_at_dump(snap, dev, &frameless);
     let structure = bounds.structure.clone();
     let steps = steps::with_figures(bounds, tl);
-    let (found, peak_sites, categories_at_peak) = leaks_and_peak(
-        snap,
-        dev,
-        tl,
-        &steps,
-        classifier,
-        &frameless,
-        exact,
-        has_history,
+    // Three groups that read the same inputs and not each other: the leak search (the
+    // survivor walk), the classifier's breakdowns at the peak and the dump, and the passes
+    // that need only the timeline. On three threads where more than one is wanted.
+    let ((found, shown), alone) = crate::threads::join(
+        threads,
+        || {
+            crate::threads::join(
+                threads,
+                || leaks::find(snap, dev, tl, &steps),
+                || peak_and_dump(snap, dev, tl, classifier, &frameless, exact, has_history),
+            )
+        },
+        || Standalone::of(snap, dev, tl, &frameless),
     );
+    let Standalone {
+        current: c,
+        end_sites,
+        retention,
+        labels: breakdowns,
+        pools,
+        reserved_excess,
+    } = alone;
+    let Breakdowns {
+        peak_sites,
+        categories_at_peak,
+        categories_at_dump,
+    } = shown;
     let leaks::Findings {
         mut leaks,
         bounded_growth,
@@ -386,11 +441,8 @@ fn device_report(
     } = found;
     // An OOM-retry loop that keeps its failed attempts alive is a finding of its own, and the
     // cause of the later OOMs it made. Findings are ranked by bytes at stake.
-    let retention = retry::find(snap, dev, tl);
     leaks.extend(retention.finding(snap));
     leaks.sort_by_key(|l| std::cmp::Reverse(l.bytes_at_stake()));
-    let categories_at_dump = (!has_history && !dev.segments.is_empty())
-        .then(|| categories::at_state_with(classifier, snap, dev, &tl.end, None));
     let leak_judgement = judgement(has_history, &steps, &structure);
     let ooms = oom_reports(
         snap,
@@ -413,9 +465,7 @@ fn device_report(
         &snap.settings,
     ));
     let p = &tl.peaks;
-    let breakdowns = super::labels::of_device(snap, dev, p.allocated.event.map(|e| e.0 as usize));
     let peak = |v: u64| exact.then_some(v);
-    let pools = super::pools::device_pools(snap, dev, tl);
     let report = DeviceReport {
         // Said only beside a private pool: with the default pool alone at the dump, an unknown
         // segment could only matter to a pool made and dropped within the log.
@@ -424,7 +474,7 @@ fn device_report(
             .then_some(pools.unknown_pool_peak_reserved_bytes),
         pool_whatif: pools.whatif,
         pools: pools.pools,
-        reserved_excess: super::reserved::find(snap, dev, tl),
+        reserved_excess,
         allocated_bytes: Some(c.allocated),
         active_bytes: Some(c.active),
         reserved_bytes: Some(c.reserved),
@@ -471,21 +521,22 @@ fn device_report(
     }
 }
 
-/// Pass 1: the replay, and beside it on the second core what needs only the events: the
-/// step search and what the categories need from the whole log.
-fn replay_and_search(snap: &Snapshot, d: &Device) -> (Timeline, steps::Bounds, Classifier) {
-    let (tl, (bounds, classifier)) = std::thread::scope(|scope| {
-        let search = scope.spawn(|| {
+/// Pass 1: the replay, and beside it (on a second thread where more than one is wanted) what
+/// needs only the events: the step search and what the categories need from the whole log.
+fn replay_and_search(
+    snap: &Snapshot,
+    d: &Device,
+    threads: usize,
+) -> (Timeline, steps::Bounds, Classifier) {
+    let (tl, (bounds, classifier)) = crate::threads::join(
+        threads,
+        || replay::replay(d, &snap.settings),
+        || {
             let b = steps::bounds(snap, d);
             let c = Classifier::from_ranges(snap, d, b.ranges());
             (b, c)
-        });
-        let tl = replay::replay(d, &snap.settings);
-        let found = search
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (tl, found)
-    });
+        },
+    );
     (tl, bounds, classifier)
 }
 
@@ -513,8 +564,20 @@ fn shown_categories(devices: &[DeviceReport]) -> Option<CategoriesReport> {
         })
 }
 
-/// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]).
+/// Runs every snapshot analysis once: the report and what the views browse ([`Analyzed`]),
+/// on as many threads as [`crate::threads::wanted`] gives.
 pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyzed {
+    analyze_snapshot_with(snap, path, file_bytes, crate::threads::wanted())
+}
+
+/// [`analyze_snapshot`] on at most `threads` threads at a time per group of independent passes
+/// (1: every pass on the calling thread, in order). The report is the same for any count.
+pub fn analyze_snapshot_with(
+    snap: &Snapshot,
+    path: &Path,
+    file_bytes: u64,
+    threads: usize,
+) -> Analyzed {
     let mut products = Vec::new();
     let mut notes: Vec<Note> = snap.load_notes.iter().cloned().map(Note::from).collect();
     let mut devices = Vec::new();
@@ -523,7 +586,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
     let mut excluded_growth = Vec::new();
     let mut steps = Vec::new();
     for d in &snap.devices {
-        let (tl, bounds, mut classifier) = replay_and_search(snap, d);
+        let (tl, bounds, mut classifier) = replay_and_search(snap, d, threads);
         let f = device_report(
             snap,
             d,
@@ -532,6 +595,7 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
             &mut classifier,
             leaks.len(),
             &mut notes,
+            threads,
         );
         leaks.extend(f.leaks.into_iter().map(|leak| LeakReport {
             device: d.index,
@@ -612,7 +676,10 @@ pub fn analyze_snapshot(snap: &Snapshot, path: &Path, file_bytes: u64) -> Analyz
         graph: None,
         notes,
     };
-    let leak_series = leaks::series::all(snap, &analysis);
+    // One pass over the log per leak, each on its own: split across the threads.
+    let leak_series = crate::threads::map(threads, &analysis.leaks, |l| {
+        leaks::series::of(snap, &analysis, l)
+    });
     Analyzed {
         analysis,
         per_device: products,

@@ -149,11 +149,33 @@ pub struct AnalyzedTrace {
 
 /// Runs every trace analysis once, keeping what the views browse.
 pub fn analyze_trace_product(t: &Trace, path: &Path, file_bytes: u64) -> AnalyzedTrace {
-    // One pairing and one resolver serve the analysis and the views.
-    let pairing = trace_memory::pair(t);
-    let resolver = trace_memory::StackResolver::new(t);
-    let mem = trace_memory::analyze_with(t, &pairing, &resolver);
-    let graph = graph::build(t);
+    analyze_trace_product_with(t, path, file_bytes, crate::threads::wanted())
+}
+
+/// [`analyze_trace_product`] on `threads` threads (1: in order on the calling thread). The
+/// memory pass (the pairing and the stack resolver, each independent of the other, then the
+/// timeline) and the autograd graph read only the trace, so they run side by side.
+pub fn analyze_trace_product_with(
+    t: &Trace,
+    path: &Path,
+    file_bytes: u64,
+    threads: usize,
+) -> AnalyzedTrace {
+    use crate::threads::join;
+    let ((pairing, resolver, mem), graph) = join(
+        threads,
+        || {
+            // One pairing and one resolver serve the analysis and the views.
+            let (pairing, resolver) = join(
+                threads,
+                || trace_memory::pair(t),
+                || trace_memory::StackResolver::new(t),
+            );
+            let mem = trace_memory::analyze_with(t, &pairing, &resolver);
+            (pairing, resolver, mem)
+        },
+        || graph::build(t),
+    );
     let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem, &graph);
     let leak_series = analysis
         .leaks

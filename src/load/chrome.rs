@@ -1017,11 +1017,14 @@ pub fn single_threaded<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The readers of a file of `len` bytes: one under [`PARALLEL_MIN_BYTES`] or inside
+/// [`single_threaded`], else what `MEMSCOPE_THREADS` asks ([`crate::threads::wanted`]: by
+/// default every core, at most 16).
 fn parse_threads(len: usize) -> usize {
     if len < PARALLEL_MIN_BYTES || SINGLE_THREADED.with(|c| c.get()) {
         return 1;
     }
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    crate::threads::wanted()
 }
 
 /// Reads the plain run of `traceEvents` from `first` on `threads` threads, applying the events

@@ -654,11 +654,16 @@ pub struct TraceBuilder {
     python_frames: HashMap<Box<str>, FrameId>,
 }
 
-/// A stable sort whose scratch is 4 bytes per element, not half the slice (`sort_by`'s merge
-/// buffer: 480 MB for 10M memory events): the order is found on `u32` indices (ties broken by
-/// index, so it is stable), then applied in place cycle by cycle. An already sorted slice (the
-/// usual trace) costs one pass.
-pub fn sort_stable_small_scratch<T>(v: &mut [T], cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+/// A stable sort whose scratch is 4 bytes per element (8 where it runs on several threads),
+/// not half the slice (`sort_by`'s merge buffer: 480 MB for 10M memory events): the order is
+/// found on `u32` indices (ties broken by index, so it is stable), then applied in place cycle
+/// by cycle. An already sorted slice (the usual trace) costs one pass. A large slice's indices
+/// are sorted on [`crate::threads::wanted`] threads (issue #43: the ops of a 9 GB trace took
+/// about a second on one): the order of indices is total, so it is the same on any count.
+pub fn sort_stable_small_scratch<T: Sync>(
+    v: &mut [T],
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering + Sync,
+) {
     use std::cmp::Ordering::Greater;
     if v.windows(2).all(|w| cmp(&w[0], &w[1]) != Greater) {
         return;
@@ -668,7 +673,16 @@ pub fn sort_stable_small_scratch<T>(v: &mut [T], cmp: impl Fn(&T, &T) -> std::cm
         return;
     }
     let mut idx: Vec<u32> = (0..v.len() as u32).collect();
-    idx.sort_unstable_by(|&a, &b| cmp(&v[a as usize], &v[b as usize]).then(a.cmp(&b)));
+    {
+        let shared: &[T] = v;
+        let key = |a: &u32, b: &u32| cmp(&shared[*a as usize], &shared[*b as usize]).then(a.cmp(b));
+        let threads = crate::threads::wanted();
+        if threads > 1 && idx.len() >= PARALLEL_SORT_MIN {
+            idx = sort_indices_parallel(idx, threads, &key);
+        } else {
+            idx.sort_unstable_by(key);
+        }
+    }
     // v[j] must become the old v[idx[j]]: follow each cycle, carrying the cycle's first element.
     const DONE: u32 = u32::MAX;
     for i in 0..idx.len() {
@@ -684,6 +698,68 @@ pub fn sort_stable_small_scratch<T>(v: &mut [T], cmp: impl Fn(&T, &T) -> std::cm
             }
             v.swap(j, k);
             j = k;
+        }
+    }
+}
+
+/// Slices shorter than this sort their indices on one thread.
+const PARALLEL_SORT_MIN: usize = 1 << 16;
+
+/// `idx` sorted by `key` (a total order) on `threads` threads: runs sorted side by side, then
+/// merged pairwise, the pairs of a round side by side.
+fn sort_indices_parallel<F>(mut idx: Vec<u32>, threads: usize, key: &F) -> Vec<u32>
+where
+    F: Fn(&u32, &u32) -> std::cmp::Ordering + Sync,
+{
+    let n = idx.len();
+    let per = n.div_ceil(threads.max(1));
+    std::thread::scope(|s| {
+        for c in idx.chunks_mut(per) {
+            s.spawn(move || c.sort_unstable_by(key));
+        }
+    });
+    let mut bounds: Vec<usize> = (0..n).step_by(per).chain([n]).collect();
+    let (mut src, mut dst) = (idx, vec![0u32; n]);
+    while bounds.len() > 2 {
+        let mut next = vec![0];
+        std::thread::scope(|s| {
+            let mut rest: &mut [u32] = &mut dst;
+            // An odd run out has no partner: copied as it is.
+            let odd = bounds
+                .len()
+                .is_multiple_of(2)
+                .then(|| &bounds[bounds.len() - 2..]);
+            for pair in bounds.windows(3).step_by(2).chain(odd) {
+                let (lo, mid) = (pair[0], pair[1]);
+                let hi = *pair.get(2).unwrap_or(&mid);
+                let (out, r) = std::mem::take(&mut rest).split_at_mut(hi - lo);
+                rest = r;
+                let (a, b) = (&src[lo..mid], &src[mid..hi]);
+                s.spawn(move || merge_indices(a, b, out, key));
+                next.push(hi);
+            }
+        });
+        bounds = next;
+        std::mem::swap(&mut src, &mut dst);
+    }
+    src
+}
+
+/// `a` and `b` (each sorted by `key`) merged into `out`.
+fn merge_indices<F>(a: &[u32], b: &[u32], out: &mut [u32], key: &F)
+where
+    F: Fn(&u32, &u32) -> std::cmp::Ordering,
+{
+    let (mut i, mut j) = (0, 0);
+    for o in out.iter_mut() {
+        let take_a =
+            j >= b.len() || (i < a.len() && key(&a[i], &b[j]) != std::cmp::Ordering::Greater);
+        if take_a {
+            *o = a[i];
+            i += 1;
+        } else {
+            *o = b[j];
+            j += 1;
         }
     }
 }
@@ -822,13 +898,29 @@ impl TraceBuilder {
         let mut t = self.trace;
         let by_time_outer_first =
             |a: (f64, f64), b: (f64, f64)| a.0.total_cmp(&b.0).then_with(|| b.1.total_cmp(&a.1));
-        sort_stable_small_scratch(&mut t.ops, |a, b| {
-            by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
-        });
-        sort_stable_small_scratch(&mut t.python, |a, b| {
-            by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
-        });
-        sort_stable_small_scratch(&mut t.memory, |a, b| a.ts.total_cmp(&b.ts));
+        // The three large lists sort side by side (issue #43: a 9 GB trace's sorts took
+        // seconds on one core); each sort is deterministic, so the order is the same.
+        let threads = crate::threads::wanted();
+        let (ops, python, memory) = (&mut t.ops, &mut t.python, &mut t.memory);
+        crate::threads::join(
+            threads,
+            || {
+                sort_stable_small_scratch(ops, |a, b| {
+                    by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
+                })
+            },
+            || {
+                crate::threads::join(
+                    threads,
+                    || {
+                        sort_stable_small_scratch(python, |a, b| {
+                            by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
+                        })
+                    },
+                    || sort_stable_small_scratch(memory, |a, b| a.ts.total_cmp(&b.ts)),
+                )
+            },
+        );
         reconstruct_totals(&mut t);
         sort_stable_small_scratch(&mut t.steps, |a, b| a.ts.total_cmp(&b.ts));
         sort_stable_small_scratch(&mut t.annotations, |a, b| {
@@ -1100,6 +1192,35 @@ mod tests {
         want.sort_by_key(|p| p.0);
         sort_stable_small_scratch(&mut v, |a, b| a.0.cmp(&b.0));
         assert_eq!(v, want);
+    }
+
+    #[test]
+    fn the_indices_sort_the_same_on_any_thread_count() {
+        let mut x: u64 = 11;
+        let v: Vec<u32> = (0..100_003)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 52) as u32
+            })
+            .collect();
+        let key = |a: &u32, b: &u32| v[*a as usize].cmp(&v[*b as usize]).then(a.cmp(b));
+        let mut want: Vec<u32> = (0..v.len() as u32).collect();
+        want.sort_unstable_by(key);
+        for threads in [2, 3, 4, 7, 16] {
+            let idx: Vec<u32> = (0..v.len() as u32).collect();
+            assert!(
+                sort_indices_parallel(idx, threads, &key) == want,
+                "{threads}"
+            );
+        }
+        // Longer than the parallel threshold, through the public sort: stable.
+        let mut w: Vec<(u32, usize)> = v.iter().enumerate().map(|(i, &k)| (k % 7, i)).collect();
+        let mut stable = w.clone();
+        stable.sort_by_key(|p| p.0);
+        sort_stable_small_scratch(&mut w, |a, b| a.0.cmp(&b.0));
+        assert_eq!(w, stable);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod claims36_roles;
 mod cli;
 mod cli_conventions;
 mod compact43;
+mod concurrent43;
 mod corpus;
 mod corpus_expectations;
 mod crafted_inputs;

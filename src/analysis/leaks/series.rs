@@ -23,7 +23,7 @@ pub fn all(snap: &Snapshot, a: &Analysis) -> Vec<LeakSeries> {
 }
 
 /// Bytes live from a leak's sites at the end of each step of its device: one pass over the log.
-fn of(snap: &Snapshot, a: &Analysis, l: &LeakReport) -> LeakSeries {
+pub(crate) fn of(snap: &Snapshot, a: &Analysis, l: &LeakReport) -> LeakSeries {
     let Some(dev) = snap.devices.iter().find(|d| d.index == l.device) else {
         return LeakSeries::default();
     };
