@@ -1,9 +1,10 @@
 //! How many threads memscope's own work may use, read in one place (issue #43).
 //!
-//! Why one place: the pickle decoder, the trace reader and the analysis' independent passes
-//! each split their work across cores; `MEMSCOPE_THREADS=N` bounds all of them the same way,
-//! and `MEMSCOPE_THREADS=1` makes every one of them run on the calling thread, in the serial
-//! order (what a profile or a bisection needs). Without it, the machine's parallelism, capped
+//! Why one place: the trace reader and the analysis' independent passes each split their
+//! work across cores (a snapshot's pickle decode is still one thread: BENCHMARKS.md says why);
+//! `MEMSCOPE_THREADS=N` bounds all of them the same way, and `MEMSCOPE_THREADS=1` makes every
+//! one of them run on the calling thread, in the serial order (what a profile or a bisection
+//! needs). Without it, the machine's parallelism, capped
 //! at [`MAX`] (more threads than that only add memory and contention on the passes split here).
 //!
 //! [`join`] is the one way the analysis runs two independent passes (and [`map`] one pass over
@@ -42,7 +43,8 @@ pub fn spawned_here() -> u64 {
 }
 
 /// Runs `a` and `b`: on a second thread for `b` when `threads > 1`, else `a` then `b` on the
-/// calling thread. A panic in either is resumed on the caller.
+/// calling thread. A panic in either is resumed on the caller. A thread that cannot start (no
+/// memory for its stack, a process limit) is not an error: `b` then runs here, after `a`.
 pub fn join<A, B, RA, RB>(threads: usize, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -54,11 +56,25 @@ where
         let ra = a();
         return (ra, b());
     }
-    SPAWNED.with(|c| c.set(c.get() + 1));
+    let slot = std::sync::Mutex::new(Some(b));
+    let take = || slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     std::thread::scope(|scope| {
-        let hb = scope.spawn(b);
+        let hb = std::thread::Builder::new().spawn_scoped(scope, || take().map(|b| b()));
+        if hb.is_ok() {
+            SPAWNED.with(|c| c.set(c.get() + 1));
+        }
         let ra = a();
-        let rb = hb.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let rb = match hb {
+            Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            Err(_) => None,
+        };
+        // `b` ran on the thread, or is still in the slot because the thread never started.
+        let rb = match rb {
+            Some(r) => r,
+            None => take()
+                .map(|b| b())
+                .expect("b runs once: on the thread or here"),
+        };
         (ra, rb)
     })
 }
@@ -89,15 +105,23 @@ where
     let first = chunks.next().unwrap_or_default();
     let f = &f;
     std::thread::scope(|scope| {
+        // A run whose thread cannot start is done here, in its place in the order.
         let rest: Vec<_> = chunks
             .map(|c| {
-                SPAWNED.with(|s| s.set(s.get() + 1));
-                scope.spawn(move || c.iter().map(f).collect::<Vec<R>>())
+                let h = std::thread::Builder::new()
+                    .spawn_scoped(scope, move || c.iter().map(f).collect::<Vec<R>>());
+                if h.is_ok() {
+                    SPAWNED.with(|s| s.set(s.get() + 1));
+                }
+                (c, h.ok())
             })
             .collect();
         let mut out: Vec<R> = first.iter().map(f).collect();
-        for h in rest {
-            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        for (c, h) in rest {
+            match h {
+                Some(h) => out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+                None => out.extend(c.iter().map(f)),
+            }
         }
         out
     })
