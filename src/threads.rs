@@ -79,6 +79,29 @@ where
     })
 }
 
+/// Runs `f` on a new thread of the scope `s`, or here, now, where a thread cannot start (no
+/// memory for its stack, a process limit): the work is done either way, never a panic. Not
+/// counted by [`spawned_here`] (a splitter's inner work, not one of the analysis' passes).
+pub fn spawn_or_run<'scope, F>(s: &'scope std::thread::Scope<'scope, '_>, f: F)
+where
+    F: FnOnce() + Send + 'scope,
+{
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    let theirs = std::sync::Arc::clone(&slot);
+    let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+        let f = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f();
+        }
+    });
+    if spawned.is_err() {
+        let f = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f();
+        }
+    }
+}
+
 /// `f` of each item, in the items' order: the items split into `threads` runs (fewer where
 /// there are fewer items), one per
 /// thread (the first on the calling thread); with one thread or one item, in order here.

@@ -715,7 +715,7 @@ where
     let per = n.div_ceil(threads.max(1));
     std::thread::scope(|s| {
         for c in idx.chunks_mut(per) {
-            s.spawn(move || c.sort_unstable_by(key));
+            crate::threads::spawn_or_run(s, move || c.sort_unstable_by(key));
         }
     });
     let mut bounds: Vec<usize> = (0..n).step_by(per).chain([n]).collect();
@@ -735,7 +735,7 @@ where
                 let (out, r) = std::mem::take(&mut rest).split_at_mut(hi - lo);
                 rest = r;
                 let (a, b) = (&src[lo..mid], &src[mid..hi]);
-                s.spawn(move || merge_indices(a, b, out, key));
+                crate::threads::spawn_or_run(s, move || merge_indices(a, b, out, key));
                 next.push(hi);
             }
         });
