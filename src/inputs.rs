@@ -196,21 +196,25 @@ pub fn load_summaries_per_file(
     let results: Mutex<Vec<Slot>> = Mutex::new((0..paths.len()).map(|_| None).collect());
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(p) = paths.get(i) else { break };
+        // One file per core already: keep each file's parsing on its own thread.
+        let r = if workers > 1 {
+            crate::load::chrome::single_threaded(|| one(p.as_ref()))
+        } else {
+            one(p.as_ref())
+        };
+        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+        progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+    };
+    // The calling thread is one of the workers, so every file is read even where no other
+    // thread can start.
     std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = paths.get(i) else { break };
-                // One file per core already: keep each file's parsing on its own thread.
-                let r = if workers > 1 {
-                    crate::load::chrome::single_threaded(|| one(p.as_ref()))
-                } else {
-                    one(p.as_ref())
-                };
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-            });
+        for _ in 1..workers {
+            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
         }
+        work();
     });
     let mut out = Vec::new();
     for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {

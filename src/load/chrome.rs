@@ -1078,7 +1078,9 @@ fn parse_parallel(
             let tx = tx.clone();
             let (next, cancel, points, take_spare) = (&next, &cancel, &points, &take_spare);
             let (lock, turn) = (&lock, &turn);
-            scope.spawn(move || loop {
+            // A worker that cannot start is no loss: the others, or this thread below, read
+            // its stretches.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, move || loop {
                 if cancel.load(Ordering::Relaxed) {
                     break;
                 }
@@ -1110,7 +1112,9 @@ fn parse_parallel(
                 }
                 match rx.recv() {
                     Ok((j, r)) => pending[j] = Some(r),
-                    Err(_) => unreachable!("every stretch is read before the workers stop"),
+                    // Every worker has stopped and none read stretch k (none could start, or
+                    // the last ones were cancelled): read it here.
+                    Err(_) => break read_run(bytes, points[k], stop_of(k), take_spare()),
                 }
             };
             let run = if points[k] == pos {

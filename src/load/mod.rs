@@ -416,7 +416,8 @@ fn snapshot_from_input(
             let reached = AtomicUsize::new(0);
             let done = AtomicBool::new(false);
             std::thread::scope(|scope| {
-                scope.spawn(|| {
+                // Only a help: where its thread cannot start, the decoder faults pages itself.
+                let _ = std::thread::Builder::new().spawn_scoped(scope, || {
                     let mut p = 0usize;
                     let mut sum = 0u8;
                     while p < map.len() && !done.load(Ordering::Relaxed) {

@@ -491,7 +491,9 @@ pub fn parse_streaming<'a>(
         std::thread::scope(|scope| {
             vm.regions = Some(std::sync::Arc::clone(&regions));
             vm.publish();
-            scope.spawn(|| super::prefault::run(&regions, &done));
+            // Only a help: where its thread cannot start, the decoder faults pages itself.
+            let _ = std::thread::Builder::new()
+                .spawn_scoped(scope, || super::prefault::run(&regions, &done));
             let r = vm.run();
             done.store(true, std::sync::atomic::Ordering::Relaxed);
             vm.regions = None;
