@@ -45,21 +45,7 @@ fn one_capture_with_c_frames_finds_the_weight_casts() {
         serde_json::from_str(&std::fs::read_to_string(dir().join("truth.json")).unwrap()).unwrap();
     let wl = &t["workloads"]["gpt_ctxall_amp"];
     let (b0, seq) = (wl["b0"].as_u64().unwrap(), wl["seq"].as_u64());
-    let mut pts: Vec<(u64, u64, u64)> = wl["truth"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|x| x["fits"] == true && x["batch"].as_u64() != Some(b0))
-        .map(|x| {
-            (
-                x["batch"].as_u64().unwrap(),
-                x["max_memory_allocated"].as_u64().unwrap(),
-                x["max_memory_reserved"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    pts.sort_unstable();
-    pts.dedup_by_key(|x| x.0);
+    let pts = crate::plan_holdout5::points(wl);
     assert!(pts.len() >= 5);
     let p = dir().join(format!("gpt_ctxall_amp_b{b0}.pickle.gz"));
     let (s, len) = memscope::load::load_snapshot_sized(&p).unwrap();

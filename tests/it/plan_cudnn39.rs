@@ -18,7 +18,7 @@ fn dir() -> PathBuf {
 }
 
 /// Real peaks (allocated, reserved) by batch, from the workloads' own RESULT lines.
-fn real(workload: &str) -> Vec<(u64, u64, u64)> {
+pub(crate) fn real(workload: &str) -> Vec<(u64, u64, u64)> {
     let text = std::fs::read_to_string(dir().join("runs.jsonl")).unwrap();
     let mut out: Vec<(u64, u64, u64)> = text
         .lines()

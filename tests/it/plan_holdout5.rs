@@ -32,7 +32,7 @@ fn snap(name: &str) -> Snapshot {
 }
 
 /// Real (batch, allocated, reserved) at every measured batch but b0, at the recorded length.
-fn points(wl: &serde_json::Value) -> Vec<(u64, u64, u64)> {
+pub(crate) fn points(wl: &serde_json::Value) -> Vec<(u64, u64, u64)> {
     let b0 = wl["b0"].as_u64().unwrap();
     let mut out: Vec<(u64, u64, u64)> = wl["truth"]
         .as_array()

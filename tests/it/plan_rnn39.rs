@@ -19,18 +19,9 @@ fn fixtures() -> PathBuf {
 
 /// Real reserved peaks by batch, from the workload's own RESULT lines.
 fn real_reserved(workload: &str) -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string(fixtures().join("cudnn39/runs.jsonl")).unwrap();
-    let mut out: Vec<(u64, u64)> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("RESULT "))
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["workload"] == workload)
-        .map(|v| {
-            (
-                v["batch"].as_u64().unwrap(),
-                v["max_memory_reserved"].as_u64().unwrap(),
-            )
-        })
+    let mut out: Vec<(u64, u64)> = crate::plan_cudnn39::real(workload)
+        .into_iter()
+        .map(|(batch, _, reserved)| (batch, reserved))
         .collect();
     out.sort_unstable();
     out
