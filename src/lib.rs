@@ -21,6 +21,7 @@
 //!    a circle, except that the TUI never uses `report`.
 
 pub mod analysis;
+pub mod arenas;
 pub mod check;
 pub mod escape;
 pub mod inputs;

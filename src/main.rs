@@ -19,6 +19,7 @@ use cmd::{
 };
 
 fn main() -> ExitCode {
+    memscope::arenas::cap();
     memscope::signals::install();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(msg) = cli::mistyped_subcommand(&args) {

@@ -26,7 +26,7 @@ LAYERS = [
     # Leaf utilities that every layer may use: byte and float formatting, escaping capture
     # strings for a terminal or a file, signal flags, the rank-naming conventions of file names,
     # the thread count (`MEMSCOPE_THREADS`) the decoders and the analysis share.
-    ("base", ["units", "escape", "signals", "rank_name", "threads"]),
+    ("base", ["units", "escape", "signals", "rank_name", "threads", "arenas"]),
     # The model's types (segments, blocks, events, interned frames, traces) are what `load`
     # builds, so `load` sits on `model`, though the data flows from `load` into it.
     ("model", ["model"]),
