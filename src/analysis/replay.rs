@@ -196,11 +196,23 @@ impl State {
         (addr < s.end()).then_some(a)
     }
 
+    /// The segment holding `addr`, if any: one descent of the map (what `segment_of` and a
+    /// `get_mut` of its key took two for).
+    fn segment_mut(&mut self, addr: u64) -> Option<&mut SegState> {
+        let (_, s) = self.segments.range_mut(..=addr).next_back()?;
+        (addr < s.end()).then_some(s)
+    }
+
     fn seg_counters(c: &mut Counters, s: &SegState, sign: i8) {
-        let (split, exp_inactive) = if s.expandable {
-            (0, s.inactive_split())
+        State::seg_counters_of(c, s.expandable, s.inactive_split(), sign);
+    }
+
+    /// [`State::seg_counters`] for a segment of `inactive` inactive split bytes.
+    fn seg_counters_of(c: &mut Counters, expandable: bool, inactive: u64, sign: i8) {
+        let (split, exp_inactive) = if expandable {
+            (0, inactive)
         } else {
-            (s.inactive_split(), 0)
+            (inactive, 0)
         };
         if sign > 0 {
             c.inactive_split = c.inactive_split.saturating_add(split);
@@ -573,13 +585,16 @@ impl<'a> Replayer<'a> {
 
     fn handle_alloc(&mut self, i: usize, e: &Event) {
         let rounded = round_size(e.size, &self.rules.settings);
-        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+        let rules = &self.rules;
+        let st = &mut self.state;
+        let Some(seg) = st.segments.range_mut(..=e.addr).next_back().map(|(_, s)| s) else {
             self.anomaly(i, AnomalyKind::AllocOutsideSegments { addr: e.addr });
             return;
         };
-        let rules = &self.rules;
-        let st = &mut self.state;
-        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
+        if e.addr >= seg.end() {
+            self.anomaly(i, AnomalyKind::AllocOutsideSegments { addr: e.addr });
+            return;
+        }
         State::seg_counters(&mut st.counters, seg, -1);
         // The free range that starts at (or contains) the address.
         let prev_end = seg
@@ -636,12 +651,7 @@ impl<'a> Replayer<'a> {
     }
 
     fn find_block(&mut self, addr: u64) -> Option<&mut LiveBlock> {
-        let seg_addr = self.state.segment_of(addr)?;
-        self.state
-            .segments
-            .get_mut(&seg_addr)?
-            .blocks
-            .get_mut(&addr)
+        self.state.segment_mut(addr)?.blocks.get_mut(&addr)
     }
 
     fn handle_free_requested(&mut self, i: usize, e: &Event) {
@@ -660,20 +670,25 @@ impl<'a> Replayer<'a> {
     }
 
     fn handle_free_completed(&mut self, i: usize, e: &Event) {
-        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+        let st = &mut self.state;
+        let Some(seg) = st.segments.range_mut(..=e.addr).next_back().map(|(_, s)| s) else {
             let what = AnomalyKind::FreeCompletedOutsideSegments { addr: e.addr };
             self.anomaly(i, what);
             return;
         };
-        let st = &mut self.state;
-        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
-        let Some(b) = seg.blocks.get(&e.addr) else {
+        if e.addr >= seg.end() {
+            let what = AnomalyKind::FreeCompletedOutsideSegments { addr: e.addr };
+            self.anomaly(i, what);
+            return;
+        }
+        let Some(b) = seg.blocks.remove(&e.addr) else {
             self.anomaly(i, AnomalyKind::FreeCompletedNoBlock { addr: e.addr });
             return;
         };
         let was_allocated = b.state == BlockState::ActiveAllocated;
-        State::seg_counters(&mut st.counters, seg, -1);
-        let b = seg.blocks.remove(&e.addr).expect("checked above");
+        // Before the removal the segment held `b`: its inactive split bytes were these.
+        let inactive = seg.size.saturating_sub(seg.active_bytes);
+        State::seg_counters_of(&mut st.counters, seg.expandable, inactive, -1);
         seg.active_bytes = seg.active_bytes.saturating_sub(b.size);
         State::seg_counters(&mut st.counters, seg, 1);
         // Like torch's free_block: active and requested bytes drop only now.
