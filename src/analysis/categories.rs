@@ -774,3 +774,57 @@ pub fn at_event(
     let st = tl.state_after(dev, &snap.settings, Some(at.0 as usize));
     at_state(snap, dev, steps, &st, Some(at))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventData, StackId};
+
+    /// The dense table says what the hash map says, for every event: allocations at reused
+    /// addresses, frees of unknown addresses, a free requested then completed, other actions.
+    #[test]
+    fn free_event_table_agrees_with_the_map() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let actions = [
+            Action::Alloc,
+            Action::Alloc,
+            Action::FreeRequested,
+            Action::FreeCompleted,
+            Action::SegmentAlloc,
+            Action::Oom,
+        ];
+        let events: Vec<EventData> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                EventData {
+                    action: actions[(x % 6) as usize],
+                    addr: 0x1000 * ((x >> 8) % 37),
+                    size: 512,
+                    stream: 0,
+                    time_us: None,
+                    stack: StackId(0),
+                    device_free: None,
+                    meta: crate::model::MetaId::NONE,
+                }
+            })
+            .collect();
+        let dev = Device {
+            index: 0,
+            segments: Vec::new(),
+            events: events.into(),
+        };
+        let map = free_events(&dev);
+        let table = free_event_table(&dev);
+        assert_eq!(table.len(), dev.events.len());
+        assert!(map.len() > 100, "the sequence frees blocks: {}", map.len());
+        for (i, &f) in table.iter().enumerate() {
+            assert_eq!(
+                map.get(&(i as u32)).copied().unwrap_or(u32::MAX),
+                f,
+                "event {i}"
+            );
+        }
+    }
+}

@@ -1387,4 +1387,73 @@ mod tests {
         assert!(!r.should_split(Pool::Large, false, 3 << 20, 2 << 20));
         assert!(r.should_split(Pool::Large, false, 20 << 20, 2 << 20));
     }
+
+    /// A random log over three segments (allocations inside, on their edges and outside them,
+    /// double frees, frees of nothing): after every step the segment one descent finds is the
+    /// one `segment_of` names, and the counters the alloc and free handlers keep by difference
+    /// equal a recount of the layout (what `free_completed`'s single removal must keep).
+    #[test]
+    fn one_descent_keeps_counters_on_random_logs() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let segs = [(1u64 << 30, 2u64 << 20), (3 << 30, 20 << 20), (5 << 30, 2 << 20)];
+        let mut ev = Events::default();
+        let push = |ev: &mut Events, action: Action, addr: u64, size: u64| {
+            ev.push(crate::model::EventData {
+                action,
+                addr,
+                size,
+                stream: 0,
+                time_us: None,
+                stack: StackId(0),
+                device_free: None,
+                meta: crate::model::MetaId::NONE,
+            })
+        };
+        for &(a, n) in &segs {
+            push(&mut ev, Action::SegmentAlloc, a, n);
+        }
+        for _ in 0..4000 {
+            let (base, len) = segs[next(3) as usize];
+            let addr = match next(10) {
+                0 => base + len + next(4) * 512,
+                1 => base.saturating_sub(512),
+                _ => base + next(len / 512) * 512,
+            };
+            let action = match next(3) {
+                0 => Action::Alloc,
+                1 => Action::FreeRequested,
+                _ => Action::FreeCompleted,
+            };
+            push(&mut ev, action, addr, 1 + next(64 << 10));
+        }
+        let mut r = Replayer::new(
+            Rules::from_settings(&AllocatorSettings::default()),
+            &ev,
+            State::default(),
+        );
+        for i in 0..ev.len() {
+            r.step(i);
+            let st = &mut r.state;
+            let probe = ev[i].addr;
+            let by_key = st.segment_of(probe);
+            assert_eq!(st.segment_mut(probe).map(|s| s.address), by_key);
+            let blocks = || st.segments.values().flat_map(|s| s.blocks.values());
+            let active: u64 = blocks().map(|b| b.size).sum();
+            let allocated: u64 = blocks()
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size)
+                .sum();
+            let split: u64 = st.segments.values().map(|s| s.inactive_split()).sum();
+            assert_eq!(st.counters.active, active, "event {i}");
+            assert_eq!(st.counters.allocated, allocated, "event {i}");
+            assert_eq!(st.counters.inactive_split, split, "event {i}");
+        }
+        assert!(r.anomalies.len() > 10, "the log exercises the anomaly paths");
+    }
 }
