@@ -687,7 +687,7 @@ impl<'a> Replayer<'a> {
         };
         let was_allocated = b.state == BlockState::ActiveAllocated;
         // Before the removal the segment held `b`: its inactive split bytes were these.
-        let inactive = seg.size.saturating_sub(seg.active_bytes.saturating_sub(b.size));
+        let inactive = seg.size.saturating_sub(seg.active_bytes);
         State::seg_counters_of(&mut st.counters, seg.expandable, inactive, -1);
         seg.active_bytes = seg.active_bytes.saturating_sub(b.size);
         State::seg_counters(&mut st.counters, seg, 1);
