@@ -400,6 +400,29 @@ pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
     out
 }
 
+/// [`free_events`] as a dense table: per event, the event that freed the block it allocated
+/// (`u32::MAX`: none, or not an allocation). 4 bytes per event, looked up by index: the
+/// classifier asks it once per live block of every state it classifies, where a hash map of
+/// the same pairs took more memory and a hash per lookup.
+pub(crate) fn free_event_table(dev: &Device) -> Vec<u32> {
+    let mut live: HashMap<u64, u32> = HashMap::default();
+    let mut out = vec![u32::MAX; dev.events.len()];
+    for (i, e) in dev.events.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                live.insert(e.addr, i as u32);
+            }
+            Action::FreeRequested | Action::FreeCompleted => {
+                if let Some(a) = live.remove(&e.addr) {
+                    out[a as usize] = i as u32;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Categorises the allocated blocks of `state` (the state after event `at`).
 pub fn at_state(
     snap: &Snapshot,
@@ -456,8 +479,8 @@ pub struct Classifier {
     /// `_make_grads` on the Python thread): from there on, a block with no stack at all is taken as
     /// autograd's engine thread at work.
     first_backward: usize,
-    /// Per alloc event, the event that freed the block.
-    frees: HashMap<u32, u32>,
+    /// Per event, the event that freed the block it allocated (`u32::MAX`: none).
+    frees: Vec<u32>,
     /// No backward anywhere: no allocation after a backward call in the log, and no stack of the
     /// capture shows one (inference). Its forward memory is outputs and caches, not activations.
     inference: bool,
@@ -552,7 +575,7 @@ impl Classifier {
             stack_of_their_free,
             first_forward,
             first_backward,
-            frees: free_events(dev),
+            frees: free_event_table(dev),
             inference: no_backward && !training_forward,
             unwinds,
             steps,
@@ -650,7 +673,11 @@ impl Classifier {
             }
             Some(a) => {
                 let a = a.0 as usize;
-                let free = self.frees.get(&(a as u32)).map(|&x| x as usize);
+                let free = self
+                    .frees
+                    .get(a)
+                    .filter(|&&x| x != u32::MAX)
+                    .map(|&x| x as usize);
                 let end = self.step_end(a);
                 let survives = free.is_none_or(|x| x > end);
                 let backward = f.backward || (f.empty && a > self.first_backward);
@@ -746,4 +773,58 @@ pub fn at_event(
 ) -> Categories {
     let st = tl.state_after(dev, &snap.settings, Some(at.0 as usize));
     at_state(snap, dev, steps, &st, Some(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventData, StackId};
+
+    /// The dense table says what the hash map says, for every event: allocations at reused
+    /// addresses, frees of unknown addresses, a free requested then completed, other actions.
+    #[test]
+    fn free_event_table_agrees_with_the_map() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let actions = [
+            Action::Alloc,
+            Action::Alloc,
+            Action::FreeRequested,
+            Action::FreeCompleted,
+            Action::SegmentAlloc,
+            Action::Oom,
+        ];
+        let events: Vec<EventData> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                EventData {
+                    action: actions[(x % 6) as usize],
+                    addr: 0x1000 * ((x >> 8) % 37),
+                    size: 512,
+                    stream: 0,
+                    time_us: None,
+                    stack: StackId(0),
+                    device_free: None,
+                    meta: crate::model::MetaId::NONE,
+                }
+            })
+            .collect();
+        let dev = Device {
+            index: 0,
+            segments: Vec::new(),
+            events: events.into(),
+        };
+        let map = free_events(&dev);
+        let table = free_event_table(&dev);
+        assert_eq!(table.len(), dev.events.len());
+        assert!(map.len() > 100, "the sequence frees blocks: {}", map.len());
+        for (i, &f) in table.iter().enumerate() {
+            assert_eq!(
+                map.get(&(i as u32)).copied().unwrap_or(u32::MAX),
+                f,
+                "event {i}"
+            );
+        }
+    }
 }

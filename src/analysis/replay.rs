@@ -196,11 +196,23 @@ impl State {
         (addr < s.end()).then_some(a)
     }
 
+    /// The segment holding `addr`, if any: one descent of the map (what `segment_of` and a
+    /// `get_mut` of its key took two for).
+    fn segment_mut(&mut self, addr: u64) -> Option<&mut SegState> {
+        let (_, s) = self.segments.range_mut(..=addr).next_back()?;
+        (addr < s.end()).then_some(s)
+    }
+
     fn seg_counters(c: &mut Counters, s: &SegState, sign: i8) {
-        let (split, exp_inactive) = if s.expandable {
-            (0, s.inactive_split())
+        State::seg_counters_of(c, s.expandable, s.inactive_split(), sign);
+    }
+
+    /// [`State::seg_counters`] for a segment of `inactive` inactive split bytes.
+    fn seg_counters_of(c: &mut Counters, expandable: bool, inactive: u64, sign: i8) {
+        let (split, exp_inactive) = if expandable {
+            (0, inactive)
         } else {
-            (s.inactive_split(), 0)
+            (inactive, 0)
         };
         if sign > 0 {
             c.inactive_split = c.inactive_split.saturating_add(split);
@@ -573,13 +585,16 @@ impl<'a> Replayer<'a> {
 
     fn handle_alloc(&mut self, i: usize, e: &Event) {
         let rounded = round_size(e.size, &self.rules.settings);
-        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+        let rules = &self.rules;
+        let st = &mut self.state;
+        let Some(seg) = st.segments.range_mut(..=e.addr).next_back().map(|(_, s)| s) else {
             self.anomaly(i, AnomalyKind::AllocOutsideSegments { addr: e.addr });
             return;
         };
-        let rules = &self.rules;
-        let st = &mut self.state;
-        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
+        if e.addr >= seg.end() {
+            self.anomaly(i, AnomalyKind::AllocOutsideSegments { addr: e.addr });
+            return;
+        }
         State::seg_counters(&mut st.counters, seg, -1);
         // The free range that starts at (or contains) the address.
         let prev_end = seg
@@ -636,12 +651,7 @@ impl<'a> Replayer<'a> {
     }
 
     fn find_block(&mut self, addr: u64) -> Option<&mut LiveBlock> {
-        let seg_addr = self.state.segment_of(addr)?;
-        self.state
-            .segments
-            .get_mut(&seg_addr)?
-            .blocks
-            .get_mut(&addr)
+        self.state.segment_mut(addr)?.blocks.get_mut(&addr)
     }
 
     fn handle_free_requested(&mut self, i: usize, e: &Event) {
@@ -660,20 +670,25 @@ impl<'a> Replayer<'a> {
     }
 
     fn handle_free_completed(&mut self, i: usize, e: &Event) {
-        let Some(seg_addr) = self.state.segment_of(e.addr) else {
+        let st = &mut self.state;
+        let Some(seg) = st.segments.range_mut(..=e.addr).next_back().map(|(_, s)| s) else {
             let what = AnomalyKind::FreeCompletedOutsideSegments { addr: e.addr };
             self.anomaly(i, what);
             return;
         };
-        let st = &mut self.state;
-        let seg = st.segments.get_mut(&seg_addr).expect("segment_of found it");
-        let Some(b) = seg.blocks.get(&e.addr) else {
+        if e.addr >= seg.end() {
+            let what = AnomalyKind::FreeCompletedOutsideSegments { addr: e.addr };
+            self.anomaly(i, what);
+            return;
+        }
+        let Some(b) = seg.blocks.remove(&e.addr) else {
             self.anomaly(i, AnomalyKind::FreeCompletedNoBlock { addr: e.addr });
             return;
         };
         let was_allocated = b.state == BlockState::ActiveAllocated;
-        State::seg_counters(&mut st.counters, seg, -1);
-        let b = seg.blocks.remove(&e.addr).expect("checked above");
+        // Before the removal the segment held `b`: its inactive split bytes were these.
+        let inactive = seg.size.saturating_sub(seg.active_bytes);
+        State::seg_counters_of(&mut st.counters, seg.expandable, inactive, -1);
         seg.active_bytes = seg.active_bytes.saturating_sub(b.size);
         State::seg_counters(&mut st.counters, seg, 1);
         // Like torch's free_block: active and requested bytes drop only now.
@@ -1371,5 +1386,91 @@ mod tests {
         // Large pool: a remainder of at most 1 MiB is handed out with the block.
         assert!(!r.should_split(Pool::Large, false, 3 << 20, 2 << 20));
         assert!(r.should_split(Pool::Large, false, 20 << 20, 2 << 20));
+    }
+
+    /// A random log over three segments (allocations inside them and outside, double frees,
+    /// frees of nothing; an allocation the layout could not hold is left out, as the replay's
+    /// counters then follow the log, not the layout): after every step the segment one descent
+    /// finds is the one `segment_of` names, and the counters the handlers keep by difference
+    /// equal a recount of the layout (what `free_completed`'s single removal must keep).
+    #[test]
+    fn one_descent_keeps_counters_on_random_logs() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let rules = Rules::from_settings(&AllocatorSettings::default());
+        let segs = [
+            (1u64 << 30, 2u64 << 20),
+            (3 << 30, 20 << 20),
+            (5 << 30, 2 << 20),
+        ];
+        let mut state = State::default();
+        let mut anomalies = 0;
+        let mut apply = |state: State, action: Action, addr: u64, size: u64| {
+            let mut ev = Events::default();
+            ev.push(crate::model::EventData {
+                action,
+                addr,
+                size,
+                stream: 0,
+                time_us: None,
+                stack: StackId(0),
+                device_free: None,
+                meta: crate::model::MetaId::NONE,
+            });
+            let mut r = Replayer::new(rules.clone(), &ev, state);
+            r.step(0);
+            let (st, an, _) = r.finish();
+            anomalies += an.len();
+            st
+        };
+        for &(a, n) in &segs {
+            state = apply(state, Action::SegmentAlloc, a, n);
+        }
+        for i in 0..3000 {
+            let (base, len) = segs[next(3) as usize];
+            let addr = match next(10) {
+                0 => base + len + next(4) * 512,
+                1 => base.saturating_sub(512),
+                _ => base + next(len / 512) * 512,
+            };
+            let size = 1 + next(64 << 10);
+            let action = match next(3) {
+                0 => Action::Alloc,
+                1 => Action::FreeRequested,
+                _ => Action::FreeCompleted,
+            };
+            if action == Action::Alloc {
+                let rounded = round_size(size, &AllocatorSettings::default());
+                let fits = state.segment_of(addr).is_some_and(|k| {
+                    let g = &state.segments[&k];
+                    let prev = g.blocks.range(..=addr).next_back();
+                    let free_here = prev.is_none_or(|(_, b)| b.address + b.size <= addr);
+                    let next_start = g.blocks.range(addr..).next().map_or(g.end(), |(&a, _)| a);
+                    free_here && next_start > addr && next_start - addr >= rounded
+                });
+                if !fits && state.segment_of(addr).is_some() {
+                    continue;
+                }
+            }
+            state = apply(state, action, addr, size);
+            let by_key = state.segment_of(addr);
+            assert_eq!(state.segment_mut(addr).map(|s| s.address), by_key);
+            let blocks = || state.segments.values().flat_map(|s| s.blocks.values());
+            let active: u64 = blocks().map(|b| b.size).sum();
+            let allocated: u64 = blocks()
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size)
+                .sum();
+            let split: u64 = state.segments.values().map(|s| s.inactive_split()).sum();
+            assert_eq!(state.counters.active, active, "event {i}");
+            assert_eq!(state.counters.allocated, allocated, "event {i}");
+            assert_eq!(state.counters.inactive_split, split, "event {i}");
+        }
+        assert!(anomalies > 10, "the log exercises the anomaly paths");
     }
 }
