@@ -41,6 +41,14 @@ pub fn no_max_batch(r: NoMaxBatch) -> &'static str {
     }
 }
 
+/// After the largest batch: how far under the likelier reading's it lies, and the room it keeps
+/// (`kept`, already written as bytes).
+pub fn plan_max_batch_kept(rounded_down_by: u64, central_batch: u64, kept: &str) -> String {
+    format!(
+        "rounded down by {rounded_down_by} from {central_batch} (the likelier reading): the largest batch the column under the cap says fits, its upper reading replaying under the cap and {kept} under it (the band's lower side)"
+    )
+}
+
 /// After the largest batch, when the search reached its limit without a failure.
 pub fn plan_search_limit() -> String {
     format!(
