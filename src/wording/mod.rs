@@ -44,8 +44,8 @@ pub use notes::{
 };
 pub use oom::{leak_signal, oom_evidence, oom_summary, remedy_action, remedy_assessment};
 pub use plan::{
-    no_max_batch, plan_basis, plan_fit, plan_next_capture, plan_notes, plan_search_limit,
-    plan_verdict,
+    no_max_batch, plan_basis, plan_fit, plan_max_batch_kept, plan_next_capture, plan_notes,
+    plan_search_limit, plan_verdict,
 };
 pub use pools::{
     ghost_blocks, no_pool_whatif, pool_kind, pool_kind_evidence, pool_whatif, private_pool_free,

@@ -41,6 +41,14 @@ pub fn no_max_batch(r: NoMaxBatch) -> &'static str {
     }
 }
 
+/// After the largest batch: how far under the likelier reading's it lies, and the room it keeps
+/// (`kept`, already written as bytes).
+pub fn plan_max_batch_kept(rounded_down_by: u64, central_batch: u64, kept: &str) -> String {
+    format!(
+        "rounded down by {rounded_down_by} from {central_batch} (the likelier reading): the largest batch the column under the cap says fits, its upper reading replaying under the cap and {kept} under it (the band's lower side)"
+    )
+}
+
 /// After the largest batch, when the search reached its limit without a failure.
 pub fn plan_search_limit() -> String {
     format!(
@@ -164,7 +172,7 @@ pub fn plan_verdict(v: Option<Verdict>, lower_bounds: bool) -> &'static str {
 pub fn plan_band(b: Band) -> String {
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
     format!(
-        "under the cap: an OOM is said only where the replay also fails under the cap raised by {}, and a fit only where it also fits under the cap lowered by {}: the model's error at the largest batch, measured on the ground truth (20 workloads; a cuDNN LSTM needed 15%); between them the column says it cannot tell",
+        "under the cap: an OOM is said only where the replay also fails under the cap raised by {}, and a fit only where it also fits under the cap lowered by {}: the model's error at the largest batch, measured on the ground truth (20 workloads; a cuDNN LSTM needed 15%), or the model's error at the recorded batch where larger; between them the column says it cannot tell, and the largest batch is the largest it says fits",
         pct(b.over),
         pct(b.under),
     )

@@ -53,6 +53,7 @@ mod plan_ctxall;
 mod plan_cudnn39;
 mod plan_holdout5;
 mod plan_issue39;
+mod plan_maxbatch39;
 mod plan_rnn39;
 mod plan_unet39;
 mod plan_views;

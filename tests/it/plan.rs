@@ -144,16 +144,11 @@ fn err(pred: u64, real: u64) -> f64 {
 /// Workloads whose largest batch the plan puts above the real one, with one capture or two
 /// (`false`, `true`), and why. The test fails if one of them stops being above (then it leaves
 /// this list) or another joins it.
-const KNOWN_ABOVE: [(&str, &str, bool, &str); 1] = [(
-    "holdout2",
-    "gpt_amp_collide",
-    false,
-    "at batch 4 and more the backward's weight-gradient matmuls make split-K workspaces \
-     (128 more requests than at b0 = 2, 16 MiB and 4 MiB transients) that the capture at b0 \
-     does not show; the real run fails at 11 under its cap. With the one at 2*b0 too, the \
-     answer is 10, as on the card, since new segments are placed below the last, as the \
-     driver does (issue 39, fixtures/plan/segments39)",
-)];
+// holdout2's gpt_amp_collide from one capture answered 11 (real 10) until session 14, when the
+// answer became the largest batch the fit column calls fits (its 5% band, not a 3% margin): at
+// batch 4 and more the backward's weight-gradient matmuls make split-K workspaces the capture at
+// b0 = 2 does not show. None is above now.
+const KNOWN_ABOVE: [(&str, &str, bool, &str); 0] = [];
 
 /// One `#[test]` per workload, `TEST = (SET, NAME)`, each checking its largest batch (one test
 /// per workload, so they run in parallel and a failure names its workload); and `LISTED`, for
@@ -333,7 +328,8 @@ fn convolution_workspaces_give_way_under_a_cap() {
     }
     let cnn = workloads().into_iter().find(|w| w.name == "cnn").unwrap();
     let m = plan_of(&cnn, false).max_batch.unwrap();
-    assert!((50..=53).contains(&m.batch), "cnn: {}", m.batch);
+    // 49 since session 14: the largest batch the fit column calls fits (50 with a 3% margin).
+    assert!((49..=53).contains(&m.batch), "cnn: {}", m.batch);
 }
 
 #[test]

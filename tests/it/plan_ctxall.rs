@@ -74,10 +74,11 @@ fn one_capture_with_c_frames_finds_the_weight_casts() {
     let real = wl["cap"]["max_batch"].as_u64().unwrap();
     let m = plan.max_batch.as_ref().expect("a largest batch");
     // The likelier reading alone finds the card's largest batch (before: 85 against 93); the
-    // answer keeps the margin and the unsure requests' upper reading, and stays at or under it.
+    // answer is the largest the fit column calls fits (the unsure requests' upper reading, 5%
+    // under the cap: 82; 83 with a 3% margin before session 14), and stays at or under it.
     assert_eq!(m.central_batch, real);
     assert!(
-        m.batch <= real && m.batch >= 83,
+        m.batch <= real && m.batch >= 82,
         "{} against {real}",
         m.batch
     );

@@ -252,7 +252,16 @@ fn a_third_capture_is_fitted_with_the_others() {
         );
     }
     let m = p.max_batch.as_ref().unwrap();
-    assert_eq!(m.batch, wl["cap"]["max_batch"].as_u64().unwrap());
+    // The likelier reading gives the card's largest batch; the answer, the largest the fit column
+    // calls fits (5% under the cap), is one under it (the card's 13 until session 14, with a 3%
+    // margin).
+    let real = wl["cap"]["max_batch"].as_u64().unwrap();
+    assert_eq!(m.central_batch, real);
+    assert!(
+        m.batch < real && m.batch + 1 >= real,
+        "{} against {real}",
+        m.batch
+    );
     // On the command line: --also with its batch; a missing --also-batch is refused.
     let run = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_memscope"))

@@ -293,6 +293,11 @@ impl Band {
         over: 0.05,
         under: 0.05,
     };
+
+    /// `cap` lowered by the `under` share: where a fit must also hold.
+    pub fn lowered(self, cap: u64) -> u64 {
+        (cap as f64 * (1.0 - self.under)) as u64
+    }
 }
 
 /// The batch to capture next, where one capture leaves terms unsure.
@@ -306,14 +311,15 @@ pub struct NextCapture {
 /// The largest batch, and how it was made safe.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct MaxBatch {
-    /// The largest batch whose upper reading replays under the cap with the margin.
+    /// The largest batch the fit column says fits: its upper reading replays under the cap and
+    /// under the cap lowered by the band's `under` share, as do the batches just below it.
     pub batch: u64,
     /// The largest batch the central reading alone would allow (no margin).
     pub central_batch: u64,
     /// What the answer was rounded down by, against `central_batch`.
     pub rounded_down_by: u64,
-    /// The margin kept under the cap: the model's relative error at the recorded shape, as a
-    /// share of the cap.
+    /// The room kept under the cap: the band's `under` share of it (5%, measured on the truth
+    /// sets, or the model's error at the recorded shape where larger).
     pub margin_bytes: u64,
     /// The search hit its ceiling (`SEARCH_LIMIT` × the recorded batch) without an OOM.
     pub at_search_limit: bool,
@@ -420,12 +426,6 @@ pub struct Plan {
 /// `mlp_wide`, the allocated error was 0% up to 8x and grew to 6% at 12x and 7.5% at 32x), so
 /// a largest batch beyond it is said as "this or more".
 pub const SEARCH_LIMIT: u64 = 16;
-
-/// The least share of the cap the largest batch keeps free. The allocator's placement, and so
-/// its reserved peak, varies between runs of one program (fixtures/plan/truth.json: up to 6.6%
-/// of the reserved peak and 1.0% of the allocated one between processes at one batch size),
-/// while the model reproduces one run.
-pub const MARGIN_FLOOR: f64 = 0.03;
 
 /// Errors of `plan`.
 #[derive(Debug, thiserror::Error)]
@@ -641,30 +641,31 @@ fn plan_device(
     };
     let at_rec = m.run(ask.recorded, Reading::Central, None);
     let convolution_requests = classify::convolution_requests(&snap.stacks, dev);
-    let band = Band::MEASURED;
+    // The model's relative error at the recorded shape (reserved or allocated, the larger)
+    // widens the band's lower side where it passes it: the allocator's placement, and so its
+    // reserved peak, varies from run to run of one program, and the model reproduces one run.
+    // (Below 3% on every workload of the truth sets, so the band stays the measured 5% there.)
+    let err = |model: u64, rec: u64| model.abs_diff(rec) as f64 / rec.max(1) as f64;
+    let band = Band {
+        under: Band::MEASURED
+            .under
+            .max(err(at_rec.peak_reserved, tl.peaks.reserved.bytes))
+            .max(err(at_rec.peak_allocated, tl.peaks.allocated.bytes)),
+        ..Band::MEASURED
+    };
     let predictions: Vec<Prediction> = ask
         .at
         .iter()
         .map(|&s| m.predict(s, cap.bytes, band))
         .collect();
-    // The model's relative error at the recorded shape (reserved or allocated, the larger),
-    // kept as the same share of the cap: the allocator's placement, and so its reserved peak,
-    // varies from run to run of one program, and the model reproduces one run.
-    let err = |model: u64, rec: u64| model.abs_diff(rec) as f64 / rec.max(1) as f64;
-    let margin_share = MARGIN_FLOOR
-        .max(err(at_rec.peak_reserved, tl.peaks.reserved.bytes))
-        .max(err(at_rec.peak_allocated, tl.peaks.allocated.bytes));
-    let margin = cap
-        .bytes
-        .map_or(0, |c| (c as f64 * margin_share).ceil() as u64);
     let max_batch_at_most = match cap.bytes {
-        Some(c) if ends_in_oom => m.max_batch(c, 0).ok().map(|b| b.central_batch),
+        Some(c) if ends_in_oom => m.max_batch(c, band).ok().map(|b| b.central_batch),
         _ => None,
     };
     let max_batch = match cap.bytes {
         _ if ends_in_oom => Err(NoMaxBatch::EndsInOom),
         None => Err(NoMaxBatch::NoCap),
-        Some(c) => m.max_batch(c, margin),
+        Some(c) => m.max_batch(c, band),
     };
     let flash = classify::flash_attention(&snap.stacks);
     let unsure_requests = reqs.iter().flatten().filter(|r| r.unsure()).count();

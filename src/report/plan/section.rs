@@ -74,10 +74,12 @@ fn section(plans: &Result<Vec<Plan>, PlanError>) -> String {
                 if m.rounded_down_by > 0 || m.margin_bytes > 0 {
                     let _ = write!(
                         o,
-                        " <span class=sub>rounded down by {} from {} (the likelier reading), keeping {} under the cap for the model's error at the recorded batch</span>",
-                        m.rounded_down_by,
-                        m.central_batch,
-                        bytes(m.margin_bytes)
+                        " <span class=sub>{}</span>",
+                        esc(&wording::plan_max_batch_kept(
+                            m.rounded_down_by,
+                            m.central_batch,
+                            &bytes(m.margin_bytes)
+                        ))
                     );
                 }
                 o.push_str("</p>");

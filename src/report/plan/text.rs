@@ -83,10 +83,12 @@ fn write_plan(out: &mut dyn Write, st: &Style, doc: &PlanDoc, p: &Plan) -> io::R
             if m.rounded_down_by > 0 || m.margin_bytes > 0 {
                 writeln!(
                     out,
-                    "           rounded down by {} from {} (the likelier reading), keeping {} under the cap for the model's error at the recorded batch",
-                    m.rounded_down_by,
-                    m.central_batch,
-                    bytes(m.margin_bytes)
+                    "           {}",
+                    wording::plan_max_batch_kept(
+                        m.rounded_down_by,
+                        m.central_batch,
+                        &bytes(m.margin_bytes)
+                    )
                 )?;
             }
         }
