@@ -102,9 +102,8 @@ const ENTRY_KEYS: [&[u8]; 10] = [
 /// For each of [`ENTRY_KEYS`], the index of the pair that holds it (`u32::MAX`: none).
 type Slots = [u32; ENTRY_KEYS.len()];
 
-/// Where an entry's fields are: one pass over the pairs (this runs once per distinct key
-/// layout, see `Collected::layout`); only `str` keys count, and the first occurrence of a key
-/// wins, as with `get_in`.
+/// Where an entry's fields are: one pass over the pairs (once per trace entry); only `str`
+/// keys count, and the first occurrence of a key wins, as with `get_in`.
 fn entry_slots(p: &Arena<'_>, pairs: &[(Value, Value)]) -> Slots {
     let mut slots = [u32::MAX; ENTRY_KEYS.len()];
     for (i, &(k, _)) in pairs.iter().enumerate() {
