@@ -1581,7 +1581,20 @@ impl<'a> Arena<'a> {
     #[inline]
     pub fn str_eq(&self, v: Value, key: &str) -> bool {
         match v {
-            Value::Str(sp) => &self.data[sp.range()] == key.as_bytes(),
+            Value::Str(sp) => {
+                // Lengths first, and a short key byte by byte: the builder asks this of every
+                // trace entry's metadata (`""`, `"N/A"`), where a `memcmp` call costs more
+                // than the comparison.
+                let key = key.as_bytes();
+                if sp.len() != key.len() {
+                    return false;
+                }
+                let b = &self.data[sp.range()];
+                if key.len() <= 16 {
+                    return b.iter().zip(key).all(|(x, y)| x == y);
+                }
+                b == key
+            }
             Value::OwnedStr(i) => self.owned[i as usize] == key,
             _ => false,
         }

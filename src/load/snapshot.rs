@@ -64,6 +64,17 @@ fn get_in(p: &Arena<'_>, pairs: &[(Value, Value)], key: &str) -> Option<Value> {
         .map(|(_, v)| *v)
 }
 
+/// An entry's `action`, read from the bytes where they are UTF-8 (no lossy copy per entry):
+/// invalid UTF-8 or a text past `MAX_TEXT` names no action either way. `None` for a non-text.
+fn action_of(p: &Arena<'_>, v: Value) -> Option<Action> {
+    match v {
+        Value::Str(_) => {
+            Some(std::str::from_utf8(p.raw_bytes(v)?).map_or(Action::Other, Action::parse))
+        }
+        _ => Some(Action::parse(&p.str_bounded(v)?)),
+    }
+}
+
 fn as_u64(p: &Arena<'_>, v: Value) -> Option<u64> {
     match v {
         Value::Int(i) => Some(i as u64),
@@ -72,6 +83,40 @@ fn as_u64(p: &Arena<'_>, v: Value) -> Option<u64> {
         Value::BigInt(_) | Value::OwnedBigInt(_) => p.bigint_as_u64(v),
         _ => None,
     }
+}
+
+/// The keys of a trace entry the builder reads, in the order of [`Slots`].
+const ENTRY_KEYS: [&[u8]; 10] = [
+    b"action",
+    b"addr",
+    b"size",
+    b"stream",
+    b"time_us",
+    b"device_free",
+    b"frames",
+    b"user_metadata",
+    b"compile_context",
+    b"internal_metadata",
+];
+
+/// For each of [`ENTRY_KEYS`], the index of the pair that holds it (`u32::MAX`: none).
+type Slots = [u32; ENTRY_KEYS.len()];
+
+/// Where an entry's fields are: one pass over the pairs (once per trace entry); only `str`
+/// keys count, and the first occurrence of a key wins, as with `get_in`.
+fn entry_slots(p: &Arena<'_>, pairs: &[(Value, Value)]) -> Slots {
+    let mut slots = [u32::MAX; ENTRY_KEYS.len()];
+    for (i, &(k, _)) in pairs.iter().enumerate() {
+        let Some(key) = p.raw_bytes(k).filter(|_| matches!(k, Value::Str(_))) else {
+            continue;
+        };
+        if let Some(f) = ENTRY_KEYS.iter().position(|&e| e == key) {
+            if slots[f] == u32::MAX {
+                slots[f] = i as u32;
+            }
+        }
+    }
+    slots
 }
 
 impl<'a> Finalizer<'a> for Collected<'_> {
@@ -101,14 +146,9 @@ impl<'a> Finalizer<'a> for Collected<'_> {
 
     fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32> {
         let mut b = Builder { p: arena, st: self };
-        // A frame has `filename`, `line`, `name`, and up to four FX fields.
-        if pairs.len() <= 8
-            && get_in(arena, pairs, "filename").is_some()
-            && get_in(arena, pairs, "action").is_none()
-        {
-            let f = b.frame_from_pairs(pairs);
-            return (f.0 < EVENT_TAG).then_some(f.0);
-        }
+        // A trace entry has an `action` (its first key as torch writes it, so this scan is
+        // short); a frame has `filename`, `line`, `name`, up to four FX fields and no `action`.
+        // The entry test comes first: one key scan per entry instead of two.
         if get_in(arena, pairs, "action").is_some() {
             let e = b.event_from_pairs(pairs)?;
             let idx = self.events.len() as u32;
@@ -117,6 +157,10 @@ impl<'a> Finalizer<'a> for Collected<'_> {
             }
             self.events.push(e);
             return Some(EVENT_TAG | idx);
+        }
+        if pairs.len() <= 8 && get_in(arena, pairs, "filename").is_some() {
+            let f = b.frame_from_pairs(pairs);
+            return (f.0 < EVENT_TAG).then_some(f.0);
         }
         None
     }
@@ -220,12 +264,9 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
             return MetaId::NONE;
         }
         let p = self.p;
-        let none_if = |v: Option<Value>, empty: &[&str]| {
-            v.filter(|x| {
-                !p.str_bounded(*x)
-                    .is_some_and(|s| empty.contains(&s.as_ref()))
-            })
-        };
+        // Compared as bytes: a lossy or cut text equals `""` or `"N/A"` only when its bytes do.
+        let none_if =
+            |v: Option<Value>, empty: &[&str]| v.filter(|x| !empty.iter().any(|e| p.str_eq(*x, e)));
         let m = EventMeta {
             user: none_if(user, &[""]).and_then(|v| self.opaque(v)),
             region: none_if(region, &["", "N/A"]).and_then(|v| self.opaque(v)),
@@ -411,41 +452,25 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     }
 
     fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<EventData> {
-        // One pass over the pairs (this runs once per trace entry, a million times on a large
-        // capture); the first occurrence of a key wins, as with `get_in`.
+        let slots = entry_slots(self.p, pairs);
+        self.event_from_slots(pairs, &slots)
+    }
+
+    /// An entry from its pairs and where its fields are among them (see [`entry_slots`]).
+    fn event_from_slots(&mut self, pairs: &[(Value, Value)], slots: &Slots) -> Option<EventData> {
         let p = self.p;
-        let (mut action, mut addr, mut size, mut stream, mut time, mut free, mut frames) =
-            (None, None, None, None, None, None, None);
-        let (mut user, mut region, mut internal) = (None, None, None);
-        for &(k, v) in pairs {
-            let Some(key) = p.raw_bytes(k).filter(|_| matches!(k, Value::Str(_))) else {
-                continue;
-            };
-            match key {
-                b"action" if action.is_none() => action = Some(v),
-                b"addr" if addr.is_none() => addr = Some(v),
-                b"size" if size.is_none() => size = Some(v),
-                b"stream" if stream.is_none() => stream = Some(v),
-                b"time_us" if time.is_none() => time = Some(v),
-                b"device_free" if free.is_none() => free = Some(v),
-                b"frames" if frames.is_none() => frames = Some(v),
-                b"user_metadata" if user.is_none() => user = Some(v),
-                b"compile_context" if region.is_none() => region = Some(v),
-                b"internal_metadata" if internal.is_none() => internal = Some(v),
-                _ => {}
-            }
-        }
-        let action = Action::parse(&p.str_bounded(action?)?);
+        let at = |i: usize| pairs.get(slots[i] as usize).map(|&(_, v)| v);
+        let action = action_of(p, at(0)?)?;
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(EventData {
             action,
-            addr: num(addr).unwrap_or(0),
-            size: num(size).unwrap_or(0),
-            stream: num(stream).unwrap_or(0),
-            time_us: time.and_then(|x| p.int(x)),
-            device_free: num(free),
-            stack: self.stack(frames),
-            meta: self.meta(user, region, internal),
+            addr: num(at(1)).unwrap_or(0),
+            size: num(at(2)).unwrap_or(0),
+            stream: num(at(3)).unwrap_or(0),
+            time_us: at(4).and_then(|x| p.int(x)),
+            device_free: num(at(5)),
+            stack: self.stack(at(6)),
+            meta: self.meta(at(7), at(8), at(9)),
         })
     }
 
@@ -828,4 +853,94 @@ fn build(p: &Arena<'_>, root: Value, mut st: Collected<'_>) -> Result<Snapshot, 
             std::mem::take(&mut b.st.notes)
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::pickle::MAX_TEXT;
+
+    /// A protocol-0/4 list of the given items, each already encoded as opcodes.
+    fn list_of(items: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![b'('];
+        for i in items {
+            out.extend_from_slice(i);
+        }
+        out.extend_from_slice(b"l.");
+        out
+    }
+
+    fn short_str(b: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x8c, b.len() as u8];
+        v.extend_from_slice(b);
+        v
+    }
+
+    fn long_str(b: &[u8]) -> Vec<u8> {
+        let mut v = vec![b'X'];
+        v.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        v.extend_from_slice(b);
+        v
+    }
+
+    /// The byte-level readings of an entry's `action` and of the "no metadata" texts agree with
+    /// the lossy text the generic path reads, on valid, invalid, escaped, cut and non-text values.
+    #[test]
+    fn byte_readings_agree_with_the_lossy_text() {
+        let mut huge = b"alloc".to_vec();
+        huge.resize(MAX_TEXT + 10, b'a');
+        let mut items: Vec<Vec<u8>> = [
+            &b"alloc"[..],
+            b"free_requested",
+            b"segment_unmap",
+            b"oom",
+            b"N/A",
+            b"",
+            b"al\xffloc",
+            b"N/\xff",
+            b"\xed\xa0\x80",
+            b"alloc ",
+        ]
+        .iter()
+        .map(|b| short_str(b))
+        .collect();
+        items.push(long_str(&huge));
+        items.push(long_str(b"N/A"));
+        // Protocol 0 text: decoded into an owned string (escapes and Latin-1).
+        items.push(b"V\\u0061lloc\n".to_vec());
+        items.push(b"VN/A\n".to_vec());
+        items.push(b"V\\u004e/A\n".to_vec());
+        items.push(b"V\n".to_vec());
+        // Not text: bytes, an int, None.
+        items.push(b"C\x05alloc".to_vec());
+        items.push(b"K\x07".to_vec());
+        items.push(b"N".to_vec());
+        let data = list_of(&items);
+        let p = super::super::pickle::parse(&data).unwrap();
+        let vals = p.seq(p.root()).unwrap();
+        assert_eq!(vals.len(), items.len());
+        for &v in vals {
+            let lossy = p.str_bounded(v);
+            assert_eq!(
+                action_of(&p, v),
+                lossy.as_deref().map(Action::parse),
+                "{}",
+                p.describe(v)
+            );
+            for e in ["", "N/A"] {
+                assert_eq!(
+                    p.str_eq(v, e),
+                    lossy.as_deref() == Some(e),
+                    "{} vs {e:?}",
+                    p.describe(v)
+                );
+            }
+        }
+        // The cases above do reach every answer.
+        let actions: Vec<_> = vals.iter().map(|&v| action_of(&p, v)).collect();
+        assert!(actions.contains(&Some(Action::Alloc)));
+        assert!(actions.contains(&Some(Action::Other)));
+        assert!(actions.contains(&None));
+        assert!(vals.iter().filter(|&&v| p.str_eq(v, "N/A")).count() >= 3);
+    }
 }
