@@ -380,10 +380,11 @@ fn stacks_of_their_free(dev: &Device) -> rustc_hash::FxHashSet<u64> {
     }
 }
 
-/// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
-pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
+/// Each allocation paired with the event that freed its block (`free_requested`, else
+/// `free_completed`), in the order of the frees: what [`free_events`] and [`free_event_table`]
+/// both hold.
+fn each_free(dev: &Device, mut pair: impl FnMut(u32, u32)) {
     let mut live: HashMap<u64, u32> = HashMap::default();
-    let mut out = HashMap::default();
     for (i, e) in dev.events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
@@ -391,12 +392,20 @@ pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
             }
             Action::FreeRequested | Action::FreeCompleted => {
                 if let Some(a) = live.remove(&e.addr) {
-                    out.insert(a, i as u32);
+                    pair(a, i as u32);
                 }
             }
             _ => {}
         }
     }
+}
+
+/// Per alloc event, the event that freed the block (`free_requested`, else `free_completed`).
+pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
+    let mut out = HashMap::default();
+    each_free(dev, |a, f| {
+        out.insert(a, f);
+    });
     out
 }
 
@@ -405,21 +414,8 @@ pub(crate) fn free_events(dev: &Device) -> HashMap<u32, u32> {
 /// classifier asks it once per live block of every state it classifies, where a hash map of
 /// the same pairs took more memory and a hash per lookup.
 pub(crate) fn free_event_table(dev: &Device) -> Vec<u32> {
-    let mut live: HashMap<u64, u32> = HashMap::default();
     let mut out = vec![u32::MAX; dev.events.len()];
-    for (i, e) in dev.events.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                live.insert(e.addr, i as u32);
-            }
-            Action::FreeRequested | Action::FreeCompleted => {
-                if let Some(a) = live.remove(&e.addr) {
-                    out[a as usize] = i as u32;
-                }
-            }
-            _ => {}
-        }
-    }
+    each_free(dev, |a, f| out[a as usize] = f);
     out
 }
 

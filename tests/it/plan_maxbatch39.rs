@@ -54,13 +54,7 @@ fn check_set(set: &str) -> usize {
             card["cap_bytes"].as_u64().unwrap(),
             card["max_batch"].as_u64().unwrap(),
         );
-        let failed: Vec<u64> = card["trials_by_batch"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(_, v)| v["failed"].as_u64().unwrap() > 0)
-            .map(|(b, _)| b.parse().unwrap())
-            .collect();
+        let failed = failed_batches(card);
         let p = d.join(format!("{name}_b{b0}.pickle.gz"));
         let (snap, len) = memscope::load::load_snapshot_sized(&p).unwrap();
         let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
@@ -141,4 +135,15 @@ fn holdout4_answers_only_what_its_column_calls_fits() {
 #[test]
 fn holdout5_answers_only_what_its_column_calls_fits() {
     assert_eq!(check_set("holdout5"), 6);
+}
+
+/// The batches a truth card's largest-batch search failed at least once (`trials_by_batch`).
+pub(crate) fn failed_batches(card: &serde_json::Value) -> Vec<u64> {
+    card["trials_by_batch"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v["failed"].as_u64().unwrap() > 0)
+        .map(|(b, _)| b.parse().unwrap())
+        .collect()
 }

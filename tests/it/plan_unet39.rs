@@ -22,13 +22,7 @@ fn unet_never_said_to_fit_where_the_card_failed() {
     let t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join("truth.json")).unwrap()).unwrap();
     let cap = &t["workloads"]["unet_fp16_scaler"]["cap"];
-    let failed: Vec<u64> = cap["trials_by_batch"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(_, v)| v["failed"].as_u64().unwrap() > 0)
-        .map(|(b, _)| b.parse().unwrap())
-        .collect();
+    let failed = crate::plan_maxbatch39::failed_batches(cap);
     assert!(failed.contains(&46), "{failed:?}");
     let load = |f: &str| {
         memscope::load::load_snapshot_sized(&dir().join(f))
