@@ -3,7 +3,7 @@
 #
 #   bench/big43/device.sh DIR OUT
 #
-# DIR holds a release `memscope`, the release `scale_snapshot` example, a real snapshot
+# measure.sh must lie beside this script. DIR holds a release `memscope`, the release `scale_snapshot` example, a real snapshot
 # (`snapshot.pickle`) and a real profiler trace (`trace.json`); OUT receives `results.tsv`
 # (label, wall seconds, peak RSS in KiB, exit code, the end of stderr) and `log.txt`.
 # It makes a series of snapshots from the real one (`scale_snapshot`: K copies in
@@ -21,19 +21,7 @@ BIN=$D/memscope
 mkdir -p "$W" "$OUT"
 SNAP_GIB=${SNAP_GIB:-20}; TRACE_GB=${TRACE_GB:-10}; PICKLE_GIB=${PICKLE_GIB:-1}
 log() { echo "$(date -u +%T) $*" | tee -a "$OUT/log.txt"; }
-# measure LABEL CMD...: wall time and the child's peak RSS, one row of results.tsv
-measure() {
-  python3 - "$@" <<'PY' | tee -a "$OUT/results.tsv"
-import resource, subprocess, sys, time
-label, cmd = sys.argv[1], sys.argv[2:]
-t = time.perf_counter()
-r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-w = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-err = r.stderr.decode(errors="replace").strip().replace("\n", " | ")[-300:]
-print(f"{label}\t{w:.3f}\t{ru.ru_maxrss}\t{r.returncode}\t{ru.ru_utime:.2f}\t{ru.ru_stime:.2f}\t{err}", flush=True)
-PY
-}
+. "$(dirname "$0")/measure.sh"  # measure LABEL CMD...
 log "cores $(nproc); $(grep -m1 'model name' /proc/cpuinfo); $(free -g | awk '/Mem/{print $2" GiB RAM"}'); $(df -h "$W" | tail -1)"
 "$BIN" --version >>"$OUT/log.txt" 2>&1 || log "memscope does not start here"
 src_mib=$(python3 -c "import os;print(os.path.getsize('$D/snapshot.pickle')/2**20)")

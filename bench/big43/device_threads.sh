@@ -3,7 +3,7 @@
 # run through the device tool from a folder holding gzipped memscope, memscope_base (an older
 # build), memscope_instr (optional), scale_snapshot, trace.json, snapshot.pickle and bench/
 # (scale_trace.py, big43/scale_trace_parallel.py); PLAN picks the steps (t<GB>: a trace,
-# s<K>: a snapshot of K copies), LIMIT the seconds; results.tsv and log.txt go to $OUT.
+# s<K>: a snapshot of K copies), LIMIT the seconds; results.tsv and log.txt go to $OUT; measure.sh (bench/big43/) must lie beside this script.
 set -u
 D=$(cd "$(dirname "$0")" && pwd); OUT=${OUT:-/tmp/out}; W=/tmp/big43c
 mkdir -p "$W" "$OUT"
@@ -15,19 +15,7 @@ D=$W
 T0=$(date +%s)
 log() { echo "$(date -u +%T) $*" | tee -a "$OUT/log.txt"; }
 left() { echo $(( ${LIMIT:-400} - ($(date +%s) - T0) )); }
-measure() {
-  python3 - "$@" <<'PY' | tee -a "$OUT/results.tsv"
-import resource, subprocess, sys, time
-label, cmd = sys.argv[1], sys.argv[2:]
-before = resource.getrusage(resource.RUSAGE_CHILDREN)
-t = time.perf_counter()
-r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-w = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-err = r.stderr.decode(errors="replace").strip().replace("\n", " | ")[-200:]
-print(f"{label}\t{w:.3f}\t{ru.ru_maxrss}\t{r.returncode}\t{ru.ru_utime-before.ru_utime:.2f}\t{ru.ru_stime-before.ru_stime:.2f}\t{err}", flush=True)
-PY
-}
+. "$(dirname "$0")/measure.sh"  # measure LABEL CMD...
 printf "label\twall_s\tpeak_rss_kib\trc\tuser_s\tsys_s\tstderr\n" > "$OUT/results.tsv"
 log "cores $(nproc); $(grep -m1 'model name' /proc/cpuinfo); $(free -g | awk '/Mem/{print $2" GiB RAM"}'); $(df -h $W | tail -1)"
 "$D/memscope" --version >> "$OUT/log.txt" 2>&1

@@ -20,18 +20,7 @@ D=$(readlink -f "$1"); OUT=$(readlink -f "$2"); W=${W:-/tmp/pair43}
 A=$D/memscope; B=$D/memscope_before; RUNS=${RUNS:-3}
 mkdir -p "$W" "$OUT"
 log() { echo "$(date -u +%T) $*" | tee -a "$OUT/log.txt"; }
-measure() {
-  python3 - "$@" <<'PY' | tee -a "$OUT/results.tsv"
-import resource, subprocess, sys, time
-label, cmd = sys.argv[1], sys.argv[2:]
-t = time.perf_counter()
-r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-w = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-err = r.stderr.decode(errors="replace").strip().replace("\n", " | ")[-200:]
-print(f"{label}\t{w:.3f}\t{ru.ru_maxrss}\t{r.returncode}\t{ru.ru_utime:.2f}\t{ru.ru_stime:.2f}\t{err}", flush=True)
-PY
-}
+. "$(dirname "$0")/measure.sh"  # measure LABEL CMD...
 log "cores $(nproc); $(grep -m1 'model name' /proc/cpuinfo); $("$A" --version); before $("$B" --version)"
 f=$D/big_allstacks.pickle
 [ -f "$f" ] || { xz -dc "$f.xz" >"$W/big_allstacks.pickle"; f=$W/big_allstacks.pickle; }
