@@ -582,7 +582,7 @@ mod tests {
     /// A loop of 12 steps under a 1 GiB block allocated first (the peak), each step keeping one
     /// `kept` bytes tensor made by the loop's own line, its temporaries freed.
     fn kept_under_a_gib(kept: u64) -> Findings {
-        use crate::model::{AllocatorSettings, Device, EventData, Layout};
+        use crate::model::{Device, EventData, Layout};
         let mut st = Stacks::new();
         let setup = st.intern_frame("train.py", 5, "main");
         let data = st.intern_frame("train.py", 10, "main");
@@ -619,23 +619,8 @@ mod tests {
                 events.push(mk(Action::FreeCompleted, a, 0, s_in));
             }
         }
-        let dev = Device {
-            index: 0,
-            segments: Vec::new(),
-            events: events.into(),
-        };
-        let snap = Snapshot {
-            layout: Layout::Torch21,
-            devices: vec![dev.clone()],
-            stacks: st,
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let dev = Device::of_events(events);
+        let snap = Snapshot::of_devices(Layout::Torch21, vec![dev.clone()], st);
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = steps::split(&snap, &dev, &tl);
         find(&snap, &dev, &tl, &steps)
@@ -666,7 +651,7 @@ mod tests {
 
     #[test]
     fn finds_a_list_append_in_a_synthetic_loop() {
-        use crate::model::{AllocatorSettings, Device, EventData, Layout};
+        use crate::model::{Device, EventData, Layout};
         let mut st = Stacks::new();
         let data = st.intern_frame("train.py", 10, "main");
         let fwd = st.intern_frame("train.py", 11, "main");
@@ -699,23 +684,8 @@ mod tests {
                 events.push(mk(Action::FreeCompleted, a, 0, s_in));
             }
         }
-        let dev = Device {
-            index: 0,
-            segments: Vec::new(),
-            events: events.into(),
-        };
-        let snap = Snapshot {
-            layout: Layout::Torch21,
-            devices: vec![dev.clone()],
-            stacks: st,
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let dev = Device::of_events(events);
+        let snap = Snapshot::of_devices(Layout::Torch21, vec![dev.clone()], st);
         let tl = crate::analysis::replay::replay(&dev, &snap.settings);
         let steps = steps::split(&snap, &dev, &tl);
         let leaks = find(&snap, &dev, &tl, &steps).leaks;

@@ -779,7 +779,7 @@ pub(crate) fn whole_steps(snap: &Snapshot, dev: &Device, starts: &[usize], end: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocatorSettings, EventData, Layout};
+    use crate::model::{EventData, Layout};
 
     const MODULE: &str = "/v/lib/python3.12/site-packages/torch/nn/modules/module.py";
     const HF: &str = "/v/lib/python3.12/site-packages/transformers/generation/utils.py";
@@ -833,24 +833,9 @@ mod tests {
             });
         }
         fn find(self) -> Structure {
-            let dev = Device {
-                index: 0,
-                segments: Vec::new(),
-                events: self.events.into(),
-            };
+            let dev = Device::of_events(self.events);
             let n = dev.events.len();
-            let snap = Snapshot {
-                layout: Layout::Modern,
-                devices: Vec::new(),
-                stacks: self.stacks,
-                annotations: Vec::new(),
-                settings: AllocatorSettings::default(),
-                load_notes: Vec::new(),
-                device_memory: Vec::new(),
-                device_record: None,
-                metas: Vec::new(),
-                internal_metadata: None,
-            };
+            let snap = Snapshot::of_devices(Layout::Modern, Vec::new(), self.stacks);
             find(&snap, &dev, 0..n)
         }
     }

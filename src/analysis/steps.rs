@@ -587,7 +587,7 @@ fn merge_loops(into: &mut Vec<LoopSite>, from: &[LoopSite]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Action, AllocatorSettings, EventData, Layout, StackId, Stacks};
+    use crate::model::{Action, EventData, Layout, StackId, Stacks};
 
     fn ev(action: Action, addr: u64, size: u64, stack: StackId, t: i64) -> EventData {
         EventData {
@@ -626,23 +626,8 @@ mod tests {
                 events.push(ev(Action::FreeCompleted, k << 20, 0, s_in, t));
             }
         }
-        let dev = Device {
-            index: 0,
-            segments: Vec::new(),
-            events: events.into(),
-        };
-        let snap = Snapshot {
-            layout: Layout::Modern,
-            devices: vec![dev.clone()],
-            stacks: st,
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let dev = Device::of_events(events);
+        let snap = Snapshot::of_devices(Layout::Modern, vec![dev.clone()], st);
         (snap, dev)
     }
 
@@ -791,23 +776,8 @@ mod tests {
                 alloc(&mut events, s_temp, true);
             }
         }
-        let dev = Device {
-            index: 0,
-            segments: Vec::new(),
-            events: events.into(),
-        };
-        let snap = Snapshot {
-            layout: Layout::Modern,
-            devices: vec![dev.clone()],
-            stacks: st,
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let dev = Device::of_events(events);
+        let snap = Snapshot::of_devices(Layout::Modern, vec![dev.clone()], st);
         let b = bounds(&snap, &dev);
         let iterations = b
             .segs

@@ -210,6 +210,18 @@ pub struct Device {
     pub events: Events,
 }
 
+#[cfg(test)]
+impl Device {
+    /// Device 0 with `events` and no final segments: what the passes' unit tests build.
+    pub(crate) fn of_events(events: impl Into<Events>) -> Device {
+        Device {
+            index: 0,
+            segments: Vec::new(),
+            events: events.into(),
+        }
+    }
+}
+
 /// A `record_function` range boundary recorded by the allocator (`external_annotations`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Annotation {
@@ -273,6 +285,26 @@ pub struct Snapshot {
     pub metas: Vec<EventMeta>,
     /// A top-level `internal_metadata`, kept opaque (one line), where the capture has one.
     pub internal_metadata: Option<String>,
+}
+
+#[cfg(test)]
+impl Snapshot {
+    /// A snapshot of `devices` and `stacks` with nothing else recorded (no settings, notes,
+    /// metadata): what the passes' unit tests build around their crafted event logs.
+    pub(crate) fn of_devices(layout: Layout, devices: Vec<Device>, stacks: Stacks) -> Snapshot {
+        Snapshot {
+            layout,
+            devices,
+            stacks,
+            annotations: Vec::new(),
+            settings: AllocatorSettings::default(),
+            load_notes: Vec::new(),
+            device_memory: Vec::new(),
+            device_record: None,
+            metas: Vec::new(),
+            internal_metadata: None,
+        }
+    }
 }
 
 /// A device's memory size as the process saw it (`torch.cuda.get_device_properties`).

@@ -330,22 +330,11 @@ mod tests {
             ev(Action::FreeRequested, 0x1000, 4096),
             ev(Action::FreeCompleted, 0x1000, 4096),
         ];
-        let snap = Snapshot {
-            layout: Layout::Torch21,
-            devices: vec![Device {
-                index: 0,
-                segments: Vec::new(),
-                events: events.into(),
-            }],
-            stacks: Stacks::new(),
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let snap = Snapshot::of_devices(
+            Layout::Torch21,
+            vec![Device::of_events(events)],
+            Stacks::new(),
+        );
         let tls: Vec<Timeline> = snap
             .devices
             .iter()
