@@ -10,7 +10,8 @@
 # user s, sys s, stderr's end) and `log.txt`. Order, most important first (a call may be cut):
 #   1. big_allstacks on 2 cores (`taskset -c 0-1`) and on 16: after, before, `pickle.load`,
 #      alternating, RUNS times each;
-#   2. a 1 GiB snapshot (x383 of snapshot.pickle) on 16 cores, after and before, alternating;
+#   2. a 1 GiB snapshot (x383 of snapshot.pickle) on 16 cores, after and before, alternating; with
+#      the release `probe` example in DIR, its phase times on 1 and 16 threads;
 #   3. a TRACE_GB trace on 16 cores: `cat` twice, after, before, and after with MALLOC_ARENA_MAX=4;
 #   4. the address-space check: a ~90 MB trace with 16 threads under `prlimit --as` LIMITS bytes,
 #      default arenas against MALLOC_ARENA_MAX=4;
@@ -40,6 +41,11 @@ for i in 1 2; do
   measure after16_snap_1g taskset -c 0-15 "$A" analyze --format json "$s"
   measure before16_snap_1g taskset -c 0-15 "$B" analyze --format json "$s"
 done
+if [ -x "$D/probe" ]; then  # phase times (load, replay, steps, leaks, whole analysis) on 1 and 16 threads
+  for th in 1 16; do
+    log "probe MEMSCOPE_THREADS=$th"; MEMSCOPE_THREADS=$th taskset -c 0-15 "$D/probe" "$s" 2>&1 | grep -v '^after' | tee -a "$OUT/log.txt"
+  done
+fi
 rm -f "$s"
 t=$W/trace.json
 k=$(python3 -c "import os;print(max(1, round(${TRACE_GB:-10}*1e9/os.path.getsize('$D/trace.json'))))")
