@@ -20,6 +20,7 @@ mod claims36_oom;
 mod claims36_roles;
 mod cli;
 mod cli_conventions;
+mod decode_fast43;
 mod compact43;
 mod concurrent43;
 mod corpus;
