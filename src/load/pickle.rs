@@ -946,7 +946,10 @@ impl<'a> Vm<'a, '_> {
         // No record before them waits: this finalization is in the generic path's order.
         self.fast.count = 0;
         self.finalize_from(from)?;
-        let f = self.finalizer.as_ref().expect("the fast path has a finalizer");
+        let f = self
+            .finalizer
+            .as_ref()
+            .expect("the fast path has a finalizer");
         let tag = |v: &Value| match *v {
             Value::FinalDict(t) if f.is_entry_tag(t) => Some(t),
             _ => None,
@@ -1016,9 +1019,9 @@ impl<'a> Vm<'a, '_> {
                     let (len, at) = if op == 0x8c {
                         (d.get(p + 1).map(|&n| n as usize), p + 2)
                     } else {
-                        let n = d.get(p + 1..p + 5).map(|b| {
-                            u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-                        });
+                        let n = d
+                            .get(p + 1..p + 5)
+                            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
                         (n, p + 5)
                     };
                     let Some(text) = len.and_then(|n| d.get(at..at.checked_add(n)?)) else {

@@ -707,7 +707,10 @@ fn collector<'x>(data: &[u8], on_progress: Option<&'x mut dyn FnMut(usize)>) -> 
     st
 }
 
-fn finish(r: Result<Pickle<'_>, PickleError>, mut st: Collected<'_>) -> Result<Snapshot, ParseError> {
+fn finish(
+    r: Result<Pickle<'_>, PickleError>,
+    mut st: Collected<'_>,
+) -> Result<Snapshot, ParseError> {
     let p = match r {
         Ok(p) => p,
         // Say how far a cut-off file got: the entries decoded before the end are real.

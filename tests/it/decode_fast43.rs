@@ -45,7 +45,13 @@ fn canon(s: &Snapshot) -> String {
         st.stack_count()
     );
     for m in &s.metas {
-        let _ = writeln!(out, "meta {:?} {:?} {:?}", sym(m.user), sym(m.region), sym(m.internal));
+        let _ = writeln!(
+            out,
+            "meta {:?} {:?} {:?}",
+            sym(m.user),
+            sym(m.region),
+            sym(m.internal)
+        );
     }
     for d in &s.devices {
         let _ = writeln!(out, "device {} segments {:?}", d.index, d.segments);
@@ -129,7 +135,10 @@ fn pickles_under(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn agrees_with_the_generic_path_on_real_captures() {
     let mut files = Vec::new();
-    pickles_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"), &mut files);
+    pickles_under(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        &mut files,
+    );
     let mut shared_n = 0;
     for dir in ["fixtures", "corpus"] {
         if let Some(d) = shared::path(dir) {
@@ -147,7 +156,10 @@ fn agrees_with_the_generic_path_on_real_captures() {
         }
         let name = f.display().to_string();
         let report = agree(&name, &data);
-        assert!(!report.decoded_again, "{name}: a real capture decoded twice");
+        assert!(
+            !report.decoded_again,
+            "{name}: a real capture decoded twice"
+        );
         let n = events(&data) as u64;
         if n > 0 {
             with_trace += 1;
@@ -163,7 +175,10 @@ fn agrees_with_the_generic_path_on_real_captures() {
         "the fast path read {fast} of {total} entries"
     );
     if shared_n > 0 {
-        eprintln!("decode_fast43: {} files ({shared_n} shared), {fast} of {total} entries read fast", files.len());
+        eprintln!(
+            "decode_fast43: {} files ({shared_n} shared), {fast} of {total} entries read fast",
+            files.len()
+        );
     }
 }
 
