@@ -668,9 +668,9 @@ pub struct DecodeReport {
 }
 
 /// [`parse`] with a choice of decoder path.
-pub fn parse_with<'x>(
+pub fn parse_with(
     data: &[u8],
-    on_progress: Option<&'x mut dyn FnMut(usize)>,
+    on_progress: Option<&mut dyn FnMut(usize)>,
     how: Decode,
 ) -> (Result<Snapshot, ParseError>, DecodeReport) {
     let mut report = DecodeReport::default();
