@@ -45,6 +45,9 @@ struct Collected<'x> {
     /// Entry metadata, interned (`metas[0]` is the empty one once any is read).
     metas: Vec<EventMeta>,
     meta_ids: HashMap<EventMeta, MetaId>,
+    /// The actions of the last few `str` values read as one (a trace names its few actions
+    /// through the memo, so the same span comes back for every entry).
+    actions: Vec<(Value, Action)>,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -481,10 +484,28 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     /// An entry from the values of its [`ENTRY_KEYS`] (the first occurrence of each), as the
     /// generic path finds them (`entry_slots`) and as the decoder's trace-entry fast path
     /// reads them.
+    /// [`action_of`], remembered for the last 16 `str` spans (a span is fixed bytes of the
+    /// input, so it always reads as the same action).
+    fn action(&mut self, v: Value) -> Option<Action> {
+        if !matches!(v, Value::Str(_)) {
+            return action_of(self.p, v);
+        }
+        let cache = &mut self.st.actions;
+        if let Some(&(_, a)) = cache.iter().find(|(k, _)| *k == v) {
+            return Some(a);
+        }
+        let a = action_of(self.p, v)?;
+        if cache.len() == 16 {
+            cache.remove(0);
+        }
+        cache.push((v, a));
+        Some(a)
+    }
+
     fn event_from_fields(&mut self, fields: &[Option<Value>]) -> Option<EventData> {
         let p = self.p;
         let at = |i: usize| fields.get(i).copied().flatten();
-        let action = action_of(p, at(0)?)?;
+        let action = self.action(at(0)?)?;
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(EventData {
             action,
