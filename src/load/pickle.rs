@@ -999,77 +999,9 @@ impl<'a> Vm<'a, '_> {
                 return Ok(None);
             }
             seen |= 1 << field;
-            let Some(&op) = d.get(p) else {
+            let Some(v) = self.entry_value(&mut p, field, memo0, &mut puts, &mut n_puts, &mut list)
+            else {
                 return Ok(None);
-            };
-            let v = match op {
-                b'K' | b'M' | b'J' | 0x8a => match small_int(d, &mut p) {
-                    Some(v) => v,
-                    None => return Ok(None),
-                },
-                b'N' => {
-                    p += 1;
-                    Value::None
-                }
-                0x88 | 0x89 => {
-                    p += 1;
-                    Value::Bool(op == 0x88)
-                }
-                0x8c | b'X' => {
-                    let (len, at) = if op == 0x8c {
-                        (d.get(p + 1).map(|&n| n as usize), p + 2)
-                    } else {
-                        let n = d
-                            .get(p + 1..p + 5)
-                            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-                        (n, p + 5)
-                    };
-                    let Some(text) = len.and_then(|n| d.get(at..at.checked_add(n)?)) else {
-                        return Ok(None);
-                    };
-                    let Ok(sp) = self.span(text) else {
-                        return Ok(None);
-                    };
-                    p = at + text.len();
-                    let v = Value::Str(sp);
-                    match memo_op(d, &mut p, memo0 + n_puts) {
-                        Some(true) => {
-                            puts[n_puts] = Put::Value(v);
-                            n_puts += 1;
-                        }
-                        Some(false) => {}
-                        None => return Ok(None),
-                    }
-                    v
-                }
-                b'h' | b'j' => {
-                    let Some(idx) = memo_ref(d, &mut p).filter(|&i| i < memo0) else {
-                        return Ok(None);
-                    };
-                    match self.memo[idx] {
-                        Some(v @ (Value::Str(_) | Value::FinalSeq(_) | Value::EmptyList)) => v,
-                        _ => return Ok(None),
-                    }
-                }
-                b']' if list.is_none() => {
-                    p += 1;
-                    if memo_op(d, &mut p, memo0 + n_puts) != Some(true) {
-                        return Ok(None);
-                    }
-                    puts[n_puts] = Put::List;
-                    n_puts += 1;
-                    if d.get(p) == Some(&b'(') {
-                        let Some(end) = ref_run(d, p + 1) else {
-                            return Ok(None);
-                        };
-                        list = Some((field, p + 1, end));
-                        p = end + 1;
-                    } else {
-                        list = Some((field, p, p));
-                    }
-                    Value::EmptyList
-                }
-                _ => return Ok(None),
             };
             fields[field] = Some(v);
         }
@@ -1129,6 +1061,76 @@ impl<'a> Vm<'a, '_> {
         self.fast.hi = tag;
         self.fast.entries += 1;
         Ok(Some(p))
+    }
+
+    /// One value of an entry [`Vm::read_entry`] reads, at `data[*p]` (`*p` past it): the memo
+    /// stores it makes go to `puts`, a fresh list of references to `list`. `None`: another shape.
+    fn entry_value(
+        &mut self,
+        p: &mut usize,
+        field: usize,
+        memo0: usize,
+        puts: &mut [Put; MAX_ENTRY_KEYS],
+        n_puts: &mut usize,
+        list: &mut Option<(usize, usize, usize)>,
+    ) -> Option<Value> {
+        let d = self.data;
+        let op = *d.get(*p)?;
+        let v = match op {
+            b'K' | b'M' | b'J' | 0x8a => small_int(d, p)?,
+            b'N' => {
+                *p += 1;
+                Value::None
+            }
+            0x88 | 0x89 => {
+                *p += 1;
+                Value::Bool(op == 0x88)
+            }
+            0x8c | b'X' => {
+                let (len, at) = if op == 0x8c {
+                    (*d.get(*p + 1)? as usize, *p + 2)
+                } else {
+                    let b = d.get(*p + 1..*p + 5)?;
+                    (
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+                        *p + 5,
+                    )
+                };
+                let text = d.get(at..at.checked_add(len)?)?;
+                let v = Value::Str(self.span(text).ok()?);
+                *p = at + text.len();
+                if memo_op(d, p, memo0 + *n_puts)? {
+                    puts[*n_puts] = Put::Value(v);
+                    *n_puts += 1;
+                }
+                v
+            }
+            b'h' | b'j' => {
+                let idx = memo_ref(d, p).filter(|&i| i < memo0)?;
+                match self.memo[idx] {
+                    Some(v @ (Value::Str(_) | Value::FinalSeq(_) | Value::EmptyList)) => v,
+                    _ => return None,
+                }
+            }
+            b']' if list.is_none() => {
+                *p += 1;
+                if memo_op(d, p, memo0 + *n_puts) != Some(true) {
+                    return None;
+                }
+                puts[*n_puts] = Put::List;
+                *n_puts += 1;
+                if d.get(*p) == Some(&b'(') {
+                    let end = ref_run(d, *p + 1)?;
+                    *list = Some((field, *p + 1, end));
+                    *p = end + 1;
+                } else {
+                    *list = Some((field, *p, *p));
+                }
+                Value::EmptyList
+            }
+            _ => return None,
+        };
+        Some(v)
     }
 
     /// Offers the containers at `stack[start..]`, which are about to be stored into a parent, to the finalizer.
