@@ -140,6 +140,20 @@ pub trait Finalizer<'a> {
     fn progress(&mut self, _offset: usize) {}
     /// Publishes the finalizer's own large buffers (slots 3 and up) for pre-faulting.
     fn publish(&self, _regions: &super::prefault::Regions) {}
+    /// The keys of a record dict the reader may decode straight from the bytes (see
+    /// `Vm::fast_entry`); the first is required, and its value must be a `str`. Empty: none.
+    fn entry_keys(&self) -> &'static [&'static [u8]] {
+        &[]
+    }
+    /// A record dict read by the fast path: `fields[i]` is the value of `entry_keys()[i]`
+    /// (lists already finalized). Must give what [`Finalizer::dict`] gives for the same pairs.
+    fn entry(&mut self, _arena: &Arena<'a>, _fields: &[Option<Value>]) -> Option<u32> {
+        None
+    }
+    /// Whether a tag [`Finalizer::dict`] gave is a record of [`Finalizer::entry_keys`]'s kind.
+    fn is_entry_tag(&self, _tag: u32) -> bool {
+        false
+    }
 }
 
 /// How often (in bytes of input) [`Finalizer::progress`] is called.
@@ -425,6 +439,43 @@ struct Vm<'a, 'f> {
     sparse_memo: HashMap<u64, Value>,
     limits: Limits,
     protocol: u8,
+    /// The trace-entry fast path (see `Vm::fast_entry`); off without a finalizer.
+    fast: FastState,
+}
+
+/// The state of the trace-entry fast path.
+#[derive(Default)]
+struct FastState {
+    on: bool,
+    /// The finalizer's [`Finalizer::entry_keys`].
+    keys: &'static [&'static [u8]],
+    /// Memo index -> field of `keys` (`u8::MAX`: a `str` that is no key), direct-mapped; an
+    /// index is learnt from the memo once (memo slots holding strings never change while
+    /// `memo_overwritten` is false).
+    key_cache: Vec<(u32, u8)>,
+    /// Entries read by the fast path.
+    entries: u64,
+    /// Set when the fast path cannot show the generic path would give the same: the whole
+    /// decode is then done again without it.
+    bail: bool,
+    /// The entries read by the fast path that sit on the stack above `mark`, not yet stored
+    /// into their list (`count` of them, their tags from `lo` to `hi`): the generic path would
+    /// finalize them only at the list's `APPENDS`, so nothing may touch them before it.
+    mark: usize,
+    count: usize,
+    lo: u32,
+    hi: u32,
+}
+
+/// Most keys a [`Finalizer::entry_keys`] may name (and most memo values one entry may store).
+const MAX_ENTRY_KEYS: usize = 16;
+
+/// A memo value an entry decoded by the fast path stores, in memo order.
+#[derive(Clone, Copy)]
+enum Put {
+    Dict,
+    List,
+    Value(Value),
 }
 
 /// Decode `data` as a pickle with the default [`Limits`].
@@ -443,12 +494,53 @@ pub fn parse_streaming<'a>(
     limits: Limits,
     finalizer: Option<&mut dyn Finalizer<'a>>,
 ) -> Result<Pickle<'a>, PickleError> {
+    stream(data, limits, finalizer, false).0
+}
+
+/// What [`parse_streaming_fast`] gave.
+pub struct FastDecode<'a> {
+    /// The decode, or `None` where the trace-entry fast path could not show that it reads what
+    /// the generic path reads (a shape it does not know touched an entry it had read, or the
+    /// decode failed after it was used): decode again with [`parse_streaming`] and a fresh
+    /// finalizer. A pickle `pickle.dump` wrote never needs that.
+    pub result: Option<Result<Pickle<'a>, PickleError>>,
+    /// How many dicts the fast path read.
+    pub entries: u64,
+}
+
+/// [`parse_streaming`] with the trace-entry fast path: a record dict whose keys are the
+/// finalizer's [`Finalizer::entry_keys`] is read straight from its bytes into
+/// [`Finalizer::entry`] (see `Vm::fast_entry`).
+pub fn parse_streaming_fast<'a>(
+    data: &'a [u8],
+    limits: Limits,
+    finalizer: &mut dyn Finalizer<'a>,
+) -> FastDecode<'a> {
+    let (r, fast) = stream(data, limits, Some(finalizer), true);
+    let result = if fast.bail || (r.is_err() && fast.entries > 0) {
+        None
+    } else {
+        Some(r)
+    };
+    FastDecode {
+        result,
+        entries: fast.entries,
+    }
+}
+
+fn stream<'a>(
+    data: &'a [u8],
+    limits: Limits,
+    finalizer: Option<&mut dyn Finalizer<'a>>,
+    fast: bool,
+) -> (Result<Pickle<'a>, PickleError>, FastState) {
     if data.len() > limits.max_input {
-        return Err(PickleError::Limit {
+        let e = PickleError::Limit {
             offset: 0,
             what: "input size in bytes",
             limit: limits.max_input as u64,
-        });
+        };
+        return (Err(e), FastState::default());
     }
     let mut vm = Vm {
         data,
@@ -476,6 +568,7 @@ pub fn parse_streaming<'a>(
         sparse_memo: HashMap::new(),
         limits,
         protocol: 0,
+        fast: FastState::default(),
     };
     if vm.finalizer.is_some() {
         // A snapshot holds about one container per 100 bytes and one memo entry per 70:
@@ -483,6 +576,12 @@ pub fn parse_streaming<'a>(
         // Finalized containers' slots are reclaimed (see `Vm::reclaim`), so the arena holds the
         // open containers and the generic ones only: no reservation in proportion to the input.
         reserve_hint(&mut vm.memo, data.len() / 70);
+        if fast {
+            let keys = vm.finalizer.as_ref().map_or(&[][..], |f| f.entry_keys());
+            vm.fast.on = !keys.is_empty() && keys.len() <= MAX_ENTRY_KEYS;
+            vm.fast.keys = keys;
+            vm.fast.key_cache = vec![(u32::MAX, 0); 64];
+        }
     }
     // Large inputs: the second core faults in the buffers' next pages ahead of the decoder.
     let root = if vm.finalizer.is_some() && data.len() >= 64 << 20 {
@@ -498,15 +597,17 @@ pub fn parse_streaming<'a>(
             done.store(true, std::sync::atomic::Ordering::Relaxed);
             vm.regions = None;
             r
-        })?
+        })
     } else {
-        vm.run()?
+        vm.run()
     };
-    Ok(Pickle {
+    let fast = std::mem::take(&mut vm.fast);
+    let r = root.map(|root| Pickle {
         arena: vm.arena,
         root,
         protocol: vm.protocol,
-    })
+    });
+    (r, fast)
 }
 
 impl<'a> Vm<'a, '_> {
@@ -646,7 +747,12 @@ impl<'a> Vm<'a, '_> {
             .marks
             .pop()
             .ok_or_else(|| self.malformed("a MARK before it", "no MARK"))?;
-        self.finalize_from(m);
+        if self.fast.count > 0 && m == self.fast.mark {
+            // The entries the fast path read are stored now, in stack order, as the generic
+            // path would finalize them here.
+            self.fast.count = 0;
+        }
+        self.finalize_from(m)?;
         Ok(m)
     }
 
@@ -672,75 +778,13 @@ impl<'a> Vm<'a, '_> {
         if !matches!(&self.arena.objects[id.0 as usize], Container::Seq(v) if v.is_empty()) {
             return false;
         }
-        // First find the run: only BINGET / LONG_BINGET, closed by APPENDS.
-        let d = self.data;
         let start = self.pos;
-        let mut p = start;
-        let mut n = 0usize;
-        let closed = loop {
-            match d.get(p) {
-                Some(b'h') if p + 2 <= d.len() => p += 2,
-                Some(b'j') if p + 5 <= d.len() => p += 5,
-                Some(b'e') => break n > 0 && n < 1000,
-                _ => break false,
-            }
-            n += 1;
-        };
-        if !closed {
+        let Some(end) = ref_run(self.data, start) else {
             return false;
-        }
-        let run: &'a [u8] = &d[start..p];
-        // The same run of memo references always names the same objects (Python's pickler never
-        // reuses a memo slot; a pickle that does disables this cache), so its tag is reused.
-        let cached = if self.memo_overwritten {
-            None
-        } else {
-            self.run_tags.get(run).copied()
         };
-        let tag = match cached {
-            Some(t) => Some(t),
-            None => {
-                let mut vals = std::mem::take(&mut self.scratch);
-                vals.clear();
-                let mut q = start;
-                let mut ok = true;
-                while q < p {
-                    let idx = if d[q] == b'h' {
-                        q += 2;
-                        d[q - 1] as usize
-                    } else {
-                        q += 5;
-                        u32::from_le_bytes([d[q - 4], d[q - 3], d[q - 2], d[q - 1]]) as usize
-                    };
-                    match self.memo.get(idx) {
-                        Some(Some(v)) => vals.push(*v),
-                        _ => {
-                            ok = false;
-                            break;
-                        }
-                    }
-                }
-                let t = if ok {
-                    let Vm {
-                        finalizer: Some(f),
-                        arena,
-                        ..
-                    } = self
-                    else {
-                        unreachable!("checked by the caller")
-                    };
-                    f.seq(arena, &vals)
-                } else {
-                    None
-                };
-                self.scratch = vals;
-                if let Some(t) = t {
-                    self.run_tags.insert(run, t);
-                }
-                t
-            }
+        let Some(t) = self.run_tag(start, end) else {
+            return false;
         };
-        let Some(t) = tag else { return false };
         self.arena.objects[id.0 as usize] = Container::FinalSeq(t);
         if let Some(&slot) = self.memo_slot.get(id.0 as usize) {
             if let Some(m) = self.memo.get_mut(slot as usize) {
@@ -749,12 +793,348 @@ impl<'a> Vm<'a, '_> {
         }
         *self.stack.last_mut().expect("checked above") = Value::FinalSeq(t);
         self.reclaim();
-        self.pos = p + 1;
+        self.pos = end + 1;
         true
     }
 
+    /// The finalizer's tag for the values of the memo references `data[start..end]` (a run
+    /// [`ref_run`] found), or `None` where a reference is missing or the finalizer declines.
+    fn run_tag(&mut self, start: usize, end: usize) -> Option<u32> {
+        let d = self.data;
+        let run: &'a [u8] = &d[start..end];
+        // The same run of memo references always names the same objects (Python's pickler never
+        // reuses a memo slot; a pickle that does disables this cache), so its tag is reused.
+        if !self.memo_overwritten {
+            if let Some(&t) = self.run_tags.get(run) {
+                return Some(t);
+            }
+        }
+        let mut vals = std::mem::take(&mut self.scratch);
+        vals.clear();
+        let mut q = start;
+        let mut ok = true;
+        while q < end {
+            let idx = if d[q] == b'h' {
+                q += 2;
+                d[q - 1] as usize
+            } else {
+                q += 5;
+                u32::from_le_bytes([d[q - 4], d[q - 3], d[q - 2], d[q - 1]]) as usize
+            };
+            match self.memo.get(idx) {
+                Some(Some(v)) => vals.push(*v),
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        let t = if ok {
+            let Vm {
+                finalizer: Some(f),
+                arena,
+                ..
+            } = self
+            else {
+                unreachable!("checked by the caller")
+            };
+            f.seq(arena, &vals)
+        } else {
+            None
+        };
+        self.scratch = vals;
+        if let Some(t) = t {
+            self.run_tags.insert(run, t);
+        }
+        t
+    }
+
+    /// The field of [`FastState::keys`] the `str` in memo slot `idx` names, learnt once per
+    /// slot; `None` for another string or a value that is not a `str`.
+    #[inline]
+    fn key_field(&mut self, idx: usize) -> Option<usize> {
+        let c = self.fast.key_cache[idx & 63];
+        if c.0 as usize == idx {
+            return (c.1 != u8::MAX).then_some(c.1 as usize);
+        }
+        let v = match self.memo.get(idx) {
+            Some(Some(v @ Value::Str(_))) => *v,
+            _ => return None,
+        };
+        let b = self.arena.raw_bytes(v)?;
+        let f = self.fast.keys.iter().position(|k| *k == b);
+        self.fast.key_cache[idx & 63] = (idx as u32, f.map_or(u8::MAX, |f| f as u8));
+        f
+    }
+
+    /// The trace-entry fast path, at an `EMPTY_DICT` (`self.pos` just past it): a dict pickled
+    /// as `EMPTY_DICT MEMOIZE MARK (key value)* SETITEMS` straight into the list of a
+    /// `MARK ... APPENDS` batch is read from its bytes into [`Finalizer::entry`], without
+    /// building the dict. Keys are memo references to the finalizer's key strings (learnt once
+    /// per memo slot), each at most once; values are small ints, `None`, bools, strings (fresh
+    /// or memo references), memo references to finalized lists, or one fresh list of memo
+    /// references (a trace entry's frames, through [`Vm::run_tag`]). The next opcode must be
+    /// another `EMPTY_DICT` or the batch's `APPENDS`. The memo gets what the generic path
+    /// leaves in it (the dict's tag, the strings, the list's tag), the stack the dict's tag.
+    ///
+    /// The generic path would finalize the dict only at the batch's `APPENDS`: until then the
+    /// entry stays in a window (`FastState::mark`, `count`, `lo..=hi`), and anything that
+    /// touches it there (a memo `GET`, `DUP`, `POP`, `PUT`, a `SETITEM` or `APPEND` reaching
+    /// it, another record finalized first, `STOP`), or any error after the fast path was used,
+    /// bails out (`FastState::bail`): the caller decodes again without the fast path. Any
+    /// other shape returns `false` before any state changed, and the generic path runs.
+    fn fast_entry(&mut self) -> Result<bool, PickleError> {
+        if self.memo_overwritten || !self.sparse_memo.is_empty() {
+            return Ok(false);
+        }
+        let Some(&m) = self.marks.last() else {
+            return Ok(false);
+        };
+        let from = if self.fast.count > 0 {
+            if self.fast.mark != m {
+                return Ok(false);
+            }
+            m + self.fast.count
+        } else {
+            m
+        };
+        if m == 0 || self.stack.len() < from {
+            return Ok(false);
+        }
+        match self.stack[m - 1] {
+            Value::List(id) if matches!(self.arena.objects[id.0 as usize], Container::Seq(_)) => {}
+            _ => return Ok(false),
+        }
+        if !self.absorbable(from) {
+            return Ok(false);
+        }
+        match self.read_entry(m, from)? {
+            Some(p) => {
+                self.pos = p;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Whether the values at `stack[from..]` (entries of the batch the generic path built) are
+    /// dicts nothing else names whose first key `entry_keys()[0]` holds a `str`: the finalizer
+    /// takes each as a record, so [`Vm::absorb`] may finalize them before the next entry.
+    fn absorbable(&self, from: usize) -> bool {
+        let key = self.fast.keys[0];
+        self.stack[from..].iter().all(|v| match *v {
+            Value::Dict(id) if self.pinned.is_empty() || !self.pinned.contains(&id.0) => {
+                match &self.arena.objects[id.0 as usize] {
+                    Container::Dict(pairs) => pairs
+                        .iter()
+                        .find(|(k, _)| {
+                            matches!(k, Value::Str(_)) && self.arena.raw_bytes(*k) == Some(key)
+                        })
+                        .is_some_and(|(_, v)| matches!(v, Value::Str(_))),
+                    _ => false,
+                }
+            }
+            _ => false,
+        })
+    }
+
+    /// Finalizes the entries the generic path built at `stack[from..]` now, in stack order, as
+    /// it would at the batch's `APPENDS`, and takes them into the window (`FastState::count`):
+    /// from here the guards protect them as they protect the entries the fast path read.
+    fn absorb(&mut self, m: usize, from: usize) -> Result<(), PickleError> {
+        let count = self.fast.count;
+        // No record before them waits: this finalization is in the generic path's order.
+        self.fast.count = 0;
+        self.finalize_from(from)?;
+        let f = self
+            .finalizer
+            .as_ref()
+            .expect("the fast path has a finalizer");
+        let tag = |v: &Value| match *v {
+            Value::FinalDict(t) if f.is_entry_tag(t) => Some(t),
+            _ => None,
+        };
+        let first = self.stack.get(from).and_then(tag);
+        let last = self.stack.last().and_then(tag);
+        let all = self.stack[from..].iter().all(|v| tag(v).is_some());
+        let (Some(first), Some(last), true) = (first, last, all) else {
+            return Err(self.bail());
+        };
+        if count == 0 {
+            self.fast.mark = m;
+            self.fast.lo = first;
+        }
+        self.fast.count = count + (self.stack.len() - from);
+        self.fast.hi = last;
+        Ok(())
+    }
+
+    /// [`Vm::fast_entry`]'s reading: the offset past the entry, or `None` (nothing changed).
+    fn read_entry(&mut self, m: usize, from: usize) -> Result<Option<usize>, PickleError> {
+        let d = self.data;
+        let memo0 = self.memo.len();
+        let mut puts = [Put::Dict; MAX_ENTRY_KEYS];
+        let mut n_puts = 1;
+        let mut p = self.pos;
+        if memo_op(d, &mut p, memo0) != Some(true) || d.get(p) != Some(&b'(') {
+            return Ok(None);
+        }
+        p += 1;
+        let mut fields = [None; MAX_ENTRY_KEYS];
+        let mut seen = 0u32;
+        // The fresh list, if any: its field and its run of references (`start == end`: empty).
+        let mut list: Option<(usize, usize, usize)> = None;
+        loop {
+            if d.get(p) == Some(&b'u') {
+                p += 1;
+                break;
+            }
+            let Some(idx) = memo_ref(d, &mut p).filter(|&i| i < memo0) else {
+                return Ok(None);
+            };
+            let Some(field) = self.key_field(idx) else {
+                return Ok(None);
+            };
+            if seen & (1 << field) != 0 || n_puts >= MAX_ENTRY_KEYS {
+                return Ok(None);
+            }
+            seen |= 1 << field;
+            let Some(v) = self.entry_value(&mut p, field, memo0, &mut puts, &mut n_puts, &mut list)
+            else {
+                return Ok(None);
+            };
+            fields[field] = Some(v);
+        }
+        if !matches!(d.get(p), Some(b'}' | b'e')) || !matches!(fields[0], Some(Value::Str(_))) {
+            return Ok(None);
+        }
+        // The bounds the generic path checks: the memo index, the containers it would make
+        // (the dict and the list, reclaimed once finalized), the stack.
+        if (memo0 + n_puts - 1) as u64 > self.limits.max_memo_index as u64
+            || self.arena.objects.len() as u64 + 2 > self.limits.max_containers as u64
+            || self.memo.try_reserve(n_puts).is_err()
+            || room(&mut self.stack, self.limits.max_stack, self.at, "values").is_err()
+        {
+            return Ok(None);
+        }
+        if self.stack.len() > from {
+            self.absorb(m, from)?;
+        }
+        let mut list_value = Value::EmptyList;
+        if let Some((field, start, end)) = list {
+            if start < end {
+                match self.run_tag(start, end) {
+                    Some(t) => list_value = Value::FinalSeq(t),
+                    None => return Ok(None),
+                }
+            }
+            fields[field] = Some(list_value);
+        }
+        let n_keys = self.fast.keys.len();
+        let tag = {
+            let Vm {
+                finalizer: Some(f),
+                arena,
+                ..
+            } = self
+            else {
+                return Ok(None);
+            };
+            f.entry(arena, &fields[..n_keys])
+        };
+        let Some(tag) = tag else {
+            return Ok(None);
+        };
+        for put in &puts[..n_puts] {
+            self.memo.push(Some(match *put {
+                Put::Dict => Value::FinalDict(tag),
+                Put::List => list_value,
+                Put::Value(v) => v,
+            }));
+        }
+        self.stack.push(Value::FinalDict(tag));
+        if self.fast.count == 0 {
+            self.fast.mark = m;
+            self.fast.lo = tag;
+        }
+        self.fast.count += 1;
+        self.fast.hi = tag;
+        self.fast.entries += 1;
+        Ok(Some(p))
+    }
+
+    /// One value of an entry [`Vm::read_entry`] reads, at `data[*p]` (`*p` past it): the memo
+    /// stores it makes go to `puts`, a fresh list of references to `list`. `None`: another shape.
+    fn entry_value(
+        &mut self,
+        p: &mut usize,
+        field: usize,
+        memo0: usize,
+        puts: &mut [Put; MAX_ENTRY_KEYS],
+        n_puts: &mut usize,
+        list: &mut Option<(usize, usize, usize)>,
+    ) -> Option<Value> {
+        let d = self.data;
+        let op = *d.get(*p)?;
+        let v = match op {
+            b'K' | b'M' | b'J' | 0x8a => small_int(d, p)?,
+            b'N' => {
+                *p += 1;
+                Value::None
+            }
+            0x88 | 0x89 => {
+                *p += 1;
+                Value::Bool(op == 0x88)
+            }
+            0x8c | b'X' => {
+                let (len, at) = if op == 0x8c {
+                    (*d.get(*p + 1)? as usize, *p + 2)
+                } else {
+                    let b = d.get(*p + 1..*p + 5)?;
+                    (
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+                        *p + 5,
+                    )
+                };
+                let text = d.get(at..at.checked_add(len)?)?;
+                let v = Value::Str(self.span(text).ok()?);
+                *p = at + text.len();
+                if memo_op(d, p, memo0 + *n_puts)? {
+                    puts[*n_puts] = Put::Value(v);
+                    *n_puts += 1;
+                }
+                v
+            }
+            b'h' | b'j' => {
+                let idx = memo_ref(d, p).filter(|&i| i < memo0)?;
+                match self.memo[idx] {
+                    Some(v @ (Value::Str(_) | Value::FinalSeq(_) | Value::EmptyList)) => v,
+                    _ => return None,
+                }
+            }
+            b']' if list.is_none() => {
+                *p += 1;
+                if memo_op(d, p, memo0 + *n_puts) != Some(true) {
+                    return None;
+                }
+                puts[*n_puts] = Put::List;
+                *n_puts += 1;
+                if d.get(*p) == Some(&b'(') {
+                    let end = ref_run(d, *p + 1)?;
+                    *list = Some((field, *p + 1, end));
+                    *p = end + 1;
+                } else {
+                    *list = Some((field, *p, *p));
+                }
+                Value::EmptyList
+            }
+            _ => return None,
+        };
+        Some(v)
+    }
+
     /// Offers the containers at `stack[start..]`, which are about to be stored into a parent, to the finalizer.
-    fn finalize_from(&mut self, start: usize) {
+    fn finalize_from(&mut self, start: usize) -> Result<(), PickleError> {
         let Vm {
             finalizer: Some(f),
             arena,
@@ -763,11 +1143,15 @@ impl<'a> Vm<'a, '_> {
             memo_slot,
             dict_pool,
             pinned,
+            fast,
             ..
         } = self
         else {
-            return;
+            return Ok(());
         };
+        // A record finalized while entries the fast path read wait for their list's `APPENDS`
+        // would come before them in the generic path's order.
+        let mut out_of_order = false;
         // An empty container that nothing else names (no `DUP`, no memo `GET` yet) is complete
         // once it is stored into its parent (a writer fills a container before storing it), so
         // it becomes a value of its own and its slot can go: a snapshot's empty frames lists,
@@ -777,7 +1161,10 @@ impl<'a> Vm<'a, '_> {
             let (id, compact) = match *v {
                 Value::Dict(id) => match &arena.objects[id.0 as usize] {
                     Container::Dict(pairs) => match f.dict(arena, pairs) {
-                        Some(t) => (id, (Container::FinalDict(t), Value::FinalDict(t))),
+                        Some(t) => {
+                            out_of_order |= fast.count > 0 && f.is_entry_tag(t);
+                            (id, (Container::FinalDict(t), Value::FinalDict(t)))
+                        }
                         None if pairs.is_empty() && unshared(id) => {
                             (id, (Container::Moved, Value::EmptyDict))
                         }
@@ -819,6 +1206,30 @@ impl<'a> Vm<'a, '_> {
             *v = compact.1;
         }
         self.reclaim();
+        if out_of_order {
+            return Err(self.bail());
+        }
+        Ok(())
+    }
+
+    /// Gives up the fast path's decode (see `FastState::bail`).
+    #[cold]
+    #[inline(never)]
+    fn bail(&mut self) -> PickleError {
+        self.fast.bail = true;
+        self.malformed("a shape the trace-entry fast path reads", "another")
+    }
+
+    /// An operation on the top `depth` values: where one of them is an entry the fast path read
+    /// that is not yet in its list, the generic path would see a dict still being built.
+    #[inline]
+    fn guard(&mut self, depth: usize) -> Result<(), PickleError> {
+        if self.fast.count > 0
+            && self.stack.len().saturating_sub(depth) < self.fast.mark + self.fast.count
+        {
+            return Err(self.bail());
+        }
+        Ok(())
     }
 
     /// Marks the container `v` names (if any) as referenced twice: see `pinned`.
@@ -920,6 +1331,13 @@ impl<'a> Vm<'a, '_> {
         // Fast path: dense memo (how Python writes it).
         if let Some(Some(v)) = self.memo.get(index as usize) {
             let v = *v;
+            if self.fast.count > 0 {
+                if let Value::FinalDict(t) = v {
+                    if (self.fast.lo..=self.fast.hi).contains(&t) {
+                        return Err(self.bail());
+                    }
+                }
+            }
             self.pin(v);
             return self.push(v);
         }
@@ -1050,6 +1468,9 @@ impl<'a> Vm<'a, '_> {
                     self.u64()?;
                 }
                 b'.' => {
+                    if self.fast.count > 0 {
+                        return Err(self.bail());
+                    }
                     let v = self.pop()?;
                     return Ok(v);
                 }
@@ -1066,12 +1487,14 @@ impl<'a> Vm<'a, '_> {
                     self.marks.push(self.stack.len())
                 }
                 b'0' => {
+                    self.guard(1)?;
                     self.pop()?;
                 }
                 b'1' => {
                     self.pop_mark()?;
                 }
                 b'2' => {
+                    self.guard(1)?;
                     let v = self.top()?;
                     self.pin(v);
                     self.push(v)?;
@@ -1228,12 +1651,13 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::List(id))?
                 }
                 b'a' => {
+                    self.guard(2)?;
                     self.finalize_from(
                         self.stack
                             .len()
                             .saturating_sub(1)
                             .max(self.marks.last().copied().unwrap_or(0)),
-                    );
+                    )?;
                     let v = self.pop()?;
                     let list = self.top()?;
                     self.seq_mut(list)?.push(v);
@@ -1276,12 +1700,16 @@ impl<'a> Vm<'a, '_> {
                             format!("{}", self.stack.len() - floor),
                         ));
                     }
-                    self.finalize_from(self.stack.len() - n);
+                    self.guard(n)?;
+                    self.finalize_from(self.stack.len() - n)?;
                     let items = self.stack.split_off(self.stack.len() - n);
                     let id = self.new_obj(Container::Seq(items))?;
                     self.push(Value::Tuple(id))?
                 }
                 b'}' => {
+                    if self.fast.on && self.fast_entry()? {
+                        continue;
+                    }
                     let pairs = self.dict_pool.pop().unwrap_or_default();
                     let id = self.new_obj(Container::Dict(pairs))?;
                     self.push(Value::Dict(id))?
@@ -1296,12 +1724,13 @@ impl<'a> Vm<'a, '_> {
                     self.push(Value::Dict(id))?
                 }
                 b's' => {
+                    self.guard(3)?;
                     self.finalize_from(
                         self.stack
                             .len()
                             .saturating_sub(2)
                             .max(self.marks.last().copied().unwrap_or(0)),
-                    );
+                    )?;
                     let v = self.pop()?;
                     let k = self.pop()?;
                     let d = self.top()?;
@@ -1353,20 +1782,24 @@ impl<'a> Vm<'a, '_> {
                                     .collect::<String>(),
                             )
                         })?;
+                    self.guard(1)?;
                     let v = self.top()?;
                     self.memo_put(idx, v)?;
                 }
                 b'q' => {
                     let idx = self.u8()? as u64;
+                    self.guard(1)?;
                     let v = self.top()?;
                     self.memo_put(idx, v)?;
                 }
                 b'r' => {
                     let idx = self.u32()? as u64;
+                    self.guard(1)?;
                     let v = self.top()?;
                     self.memo_put(idx, v)?;
                 }
                 0x94 => {
+                    self.guard(1)?;
                     let v = self.top()?;
                     let idx = (self.memo.len() + self.sparse_memo.len()) as u64;
                     self.memo_put(idx, v)?;
@@ -1403,6 +1836,99 @@ impl<'a> Vm<'a, '_> {
                 }
             }
         }
+    }
+}
+
+/// A memo store at `data[*p]` for the next dense index `next`: `Some(true)` (and `*p` past
+/// it) for `MEMOIZE`, or `BINPUT`/`LONG_BINPUT` of `next`; `Some(false)` for no store; `None`
+/// for a store at another index.
+#[inline]
+fn memo_op(d: &[u8], p: &mut usize, next: usize) -> Option<bool> {
+    match d.get(*p) {
+        Some(0x94) => {
+            *p += 1;
+            Some(true)
+        }
+        Some(b'q') => {
+            let i = *d.get(*p + 1)? as usize;
+            *p += 2;
+            (i == next).then_some(true)
+        }
+        Some(b'r') => {
+            let b = d.get(*p + 1..*p + 5)?;
+            *p += 5;
+            (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize == next).then_some(true)
+        }
+        _ => Some(false),
+    }
+}
+
+/// A `BINGET`/`LONG_BINGET` at `data[*p]`: its index, `*p` past it.
+#[inline]
+fn memo_ref(d: &[u8], p: &mut usize) -> Option<usize> {
+    match d.get(*p)? {
+        b'h' => {
+            let i = *d.get(*p + 1)? as usize;
+            *p += 2;
+            Some(i)
+        }
+        b'j' => {
+            let b = d.get(*p + 1..*p + 5)?;
+            *p += 5;
+            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        }
+        _ => None,
+    }
+}
+
+/// An int opcode at `data[*p]` (`BININT1`, `BININT2`, `BININT`, `LONG1` of up to 8 bytes)
+/// as the generic path reads it; `*p` past it.
+#[inline]
+fn small_int(d: &[u8], p: &mut usize) -> Option<Value> {
+    let (v, n) = match *d.get(*p)? {
+        b'K' => (*d.get(*p + 1)? as i64, 2),
+        b'M' => {
+            let b = d.get(*p + 1..*p + 3)?;
+            (u16::from_le_bytes([b[0], b[1]]) as i64, 3)
+        }
+        b'J' => {
+            let b = d.get(*p + 1..*p + 5)?;
+            (i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64, 5)
+        }
+        0x8a => {
+            let len = *d.get(*p + 1)? as usize;
+            let b = d.get(*p + 2..*p + 2 + len)?;
+            if len > 8 {
+                return None;
+            }
+            if len == 0 {
+                (0, 2)
+            } else {
+                let neg = b[len - 1] & 0x80 != 0;
+                let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
+                a[..len].copy_from_slice(b);
+                (i64::from_le_bytes(a), 2 + len)
+            }
+        }
+        _ => return None,
+    };
+    *p += n;
+    Some(Value::Int(v))
+}
+
+/// A run of 1 to 999 memo references (`BINGET`/`LONG_BINGET`) from `start`, closed by
+/// `APPENDS`: the offset of that `APPENDS`. A batch of 1000 may be continued, so it is not one.
+fn ref_run(d: &[u8], start: usize) -> Option<usize> {
+    let mut p = start;
+    let mut n = 0usize;
+    loop {
+        match d.get(p) {
+            Some(b'h') if p + 2 <= d.len() => p += 2,
+            Some(b'j') if p + 5 <= d.len() => p += 5,
+            Some(b'e') => return (n > 0 && n < 1000).then_some(p),
+            _ => return None,
+        }
+        n += 1;
     }
 }
 

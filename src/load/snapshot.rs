@@ -45,6 +45,9 @@ struct Collected<'x> {
     /// Entry metadata, interned (`metas[0]` is the empty one once any is read).
     metas: Vec<EventMeta>,
     meta_ids: HashMap<EventMeta, MetaId>,
+    /// The actions of the last few `str` values read as one (a trace names its few actions
+    /// through the memo, so the same span comes back for every entry).
+    actions: Vec<(Value, Action)>,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -145,19 +148,20 @@ impl<'a> Finalizer<'a> for Collected<'_> {
     }
 
     fn dict(&mut self, arena: &Arena<'a>, pairs: &[(Value, Value)]) -> Option<u32> {
-        let mut b = Builder { p: arena, st: self };
-        // A trace entry has an `action` (its first key as torch writes it, so this scan is
-        // short); a frame has `filename`, `line`, `name`, up to four FX fields and no `action`.
-        // The entry test comes first: one key scan per entry instead of two.
-        if get_in(arena, pairs, "action").is_some() {
-            let e = b.event_from_pairs(pairs)?;
-            let idx = self.events.len() as u32;
-            if idx >= EVENT_TAG {
-                return None;
-            }
-            self.events.push(e);
-            return Some(EVENT_TAG | idx);
+        // A trace entry has an `action`; a frame has `filename`, `line`, `name`, up to four FX
+        // fields and no `action`. One pass finds an entry's fields (`entry_slots`); a dict
+        // without a `str` key `action` is looked at again only where it may still be an entry
+        // by a decoded (protocol 0) key, which the entry reading does not take either.
+        let slots = entry_slots(arena, pairs);
+        if slots[0] != u32::MAX {
+            let at = |i: usize| pairs.get(slots[i] as usize).map(|&(_, v)| v);
+            let fields: [Option<Value>; ENTRY_KEYS.len()] = std::array::from_fn(at);
+            return self.entry(arena, &fields);
         }
+        if get_in(arena, pairs, "action").is_some() {
+            return None;
+        }
+        let mut b = Builder { p: arena, st: self };
         if pairs.len() <= 8 && get_in(arena, pairs, "filename").is_some() {
             let f = b.frame_from_pairs(pairs);
             return (f.0 < EVENT_TAG).then_some(f.0);
@@ -172,6 +176,25 @@ impl<'a> Finalizer<'a> for Collected<'_> {
     }
     fn publish(&self, regions: &super::prefault::Regions) {
         regions.publish(3, self.events.records());
+    }
+
+    fn entry_keys(&self) -> &'static [&'static [u8]] {
+        &ENTRY_KEYS
+    }
+
+    fn entry(&mut self, arena: &Arena<'a>, fields: &[Option<Value>]) -> Option<u32> {
+        let mut b = Builder { p: arena, st: self };
+        let e = b.event_from_fields(fields)?;
+        let idx = self.events.len() as u32;
+        if idx >= EVENT_TAG {
+            return None;
+        }
+        self.events.push(e);
+        Some(EVENT_TAG | idx)
+    }
+
+    fn is_entry_tag(&self, tag: u32) -> bool {
+        tag & EVENT_TAG != 0
     }
 }
 
@@ -453,14 +476,36 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
 
     fn event_from_pairs(&mut self, pairs: &[(Value, Value)]) -> Option<EventData> {
         let slots = entry_slots(self.p, pairs);
-        self.event_from_slots(pairs, &slots)
+        let at = |i: usize| pairs.get(slots[i] as usize).map(|&(_, v)| v);
+        let fields: [Option<Value>; ENTRY_KEYS.len()] = std::array::from_fn(at);
+        self.event_from_fields(&fields)
     }
 
-    /// An entry from its pairs and where its fields are among them (see [`entry_slots`]).
-    fn event_from_slots(&mut self, pairs: &[(Value, Value)], slots: &Slots) -> Option<EventData> {
+    /// An entry from the values of its [`ENTRY_KEYS`] (the first occurrence of each), as the
+    /// generic path finds them (`entry_slots`) and as the decoder's trace-entry fast path
+    /// reads them.
+    /// [`action_of`], remembered for the last 16 `str` spans (a span is fixed bytes of the
+    /// input, so it always reads as the same action).
+    fn action(&mut self, v: Value) -> Option<Action> {
+        if !matches!(v, Value::Str(_)) {
+            return action_of(self.p, v);
+        }
+        let cache = &mut self.st.actions;
+        if let Some(&(_, a)) = cache.iter().find(|(k, _)| *k == v) {
+            return Some(a);
+        }
+        let a = action_of(self.p, v)?;
+        if cache.len() == 16 {
+            cache.remove(0);
+        }
+        cache.push((v, a));
+        Some(a)
+    }
+
+    fn event_from_fields(&mut self, fields: &[Option<Value>]) -> Option<EventData> {
         let p = self.p;
-        let at = |i: usize| pairs.get(slots[i] as usize).map(|&(_, v)| v);
-        let action = action_of(p, at(0)?)?;
+        let at = |i: usize| fields.get(i).copied().flatten();
+        let action = self.action(at(0)?)?;
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(EventData {
             action,
@@ -615,6 +660,63 @@ pub fn parse(
     data: &[u8],
     on_progress: Option<&mut dyn FnMut(usize)>,
 ) -> Result<Snapshot, ParseError> {
+    parse_with(data, on_progress, Decode::default()).0
+}
+
+/// How [`parse_with`] decodes.
+#[derive(Clone, Copy, Debug)]
+pub struct Decode {
+    /// Read trace entries straight from their bytes (the decoder's trace-entry fast path);
+    /// `false` builds every dict generically. Both give the same snapshot.
+    pub entry_fast_path: bool,
+}
+
+impl Default for Decode {
+    fn default() -> Self {
+        Decode {
+            entry_fast_path: true,
+        }
+    }
+}
+
+/// What the decode did, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeReport {
+    /// Trace entries the fast path read (in the run whose result is returned).
+    pub fast_entries: u64,
+    /// The fast path gave up and the pickle was decoded again without it.
+    pub decoded_again: bool,
+}
+
+/// [`parse`] with a choice of decoder path.
+pub fn parse_with(
+    data: &[u8],
+    on_progress: Option<&mut dyn FnMut(usize)>,
+    how: Decode,
+) -> (Result<Snapshot, ParseError>, DecodeReport) {
+    let mut report = DecodeReport::default();
+    let mut on_progress = on_progress;
+    if how.entry_fast_path {
+        let mut st = collector(data, on_progress.take());
+        let limits = Limits::for_input(data.len());
+        let fast = super::pickle::parse_streaming_fast(data, limits, &mut st);
+        match fast.result {
+            Some(r) => {
+                report.fast_entries = fast.entries;
+                return (finish(r, st), report);
+            }
+            None => {
+                report.decoded_again = true;
+                on_progress = st.on_progress.take();
+            }
+        }
+    }
+    let mut st = collector(data, on_progress);
+    let r = super::pickle::parse_streaming(data, Limits::for_input(data.len()), Some(&mut st));
+    (finish(r, st), report)
+}
+
+fn collector<'x>(data: &[u8], on_progress: Option<&'x mut dyn FnMut(usize)>) -> Collected<'x> {
     let mut st = Collected {
         stacks: Stacks::new(),
         on_progress,
@@ -623,8 +725,14 @@ pub fn parse(
     // About one trace entry per 100 to 200 bytes: reserved once (pages are touched only as
     // used), so the events never move and can be faulted in ahead (see `prefault`).
     st.events.try_reserve(data.len() / 128);
-    let p = match super::pickle::parse_streaming(data, Limits::for_input(data.len()), Some(&mut st))
-    {
+    st
+}
+
+fn finish(
+    r: Result<Pickle<'_>, PickleError>,
+    mut st: Collected<'_>,
+) -> Result<Snapshot, ParseError> {
+    let p = match r {
         Ok(p) => p,
         // Say how far a cut-off file got: the entries decoded before the end are real.
         Err(e @ (PickleError::Truncated { .. } | PickleError::NoStop { .. })) => {

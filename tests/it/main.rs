@@ -25,6 +25,7 @@ mod concurrent43;
 mod corpus;
 mod corpus_expectations;
 mod crafted_inputs;
+mod decode_fast43;
 mod device41;
 mod empty_captures;
 mod envelope;
