@@ -161,22 +161,37 @@ pub fn analyze_trace_product_with(
     file_bytes: u64,
     threads: usize,
 ) -> AnalyzedTrace {
+    use crate::model::trace::phases::Phase;
     use crate::threads::join;
+    let all = Phase::start("analysis");
     let ((pairing, resolver, mem), graph) = join(
         threads,
         || {
+            let _p = Phase::start("analysis.memory");
             // One pairing and one resolver serve the analysis and the views.
             let (pairing, resolver) = join(
                 threads,
-                || trace_memory::pair(t),
-                || trace_memory::StackResolver::new(t),
+                || {
+                    let _p = Phase::start("analysis.pair");
+                    trace_memory::pair(t)
+                },
+                || {
+                    let _p = Phase::start("analysis.resolver");
+                    trace_memory::StackResolver::new(t)
+                },
             );
+            let _p = Phase::start("analysis.timeline");
             let mem = trace_memory::analyze_with(t, &pairing, &resolver);
             (pairing, resolver, mem)
         },
-        || graph::build(t),
+        || {
+            let _p = Phase::start("analysis.graph");
+            graph::build(t)
+        },
     );
+    let p = Phase::start("analysis.report");
     let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem, &graph);
+    p.end();
     let leak_series = analysis
         .leaks
         .iter()
@@ -198,6 +213,7 @@ pub fn analyze_trace_product_with(
             per
         })
         .collect();
+    all.end();
     AnalyzedTrace {
         analysis,
         memory,

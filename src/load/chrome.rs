@@ -20,6 +20,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::pickle::MAX_TEXT;
+use crate::model::trace::phases::{self, Phase};
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
 use crate::model::LoadNote;
 
@@ -1105,12 +1106,21 @@ fn parse_parallel(
         drop(tx);
         let mut pending: Vec<Option<Run<'_>>> = (0..n).map(|_| None).collect();
         let mut pos = first;
+        // Where this thread's time goes (`MEMSCOPE_PHASES=1`): waiting for the readers, or
+        // applying their records.
+        let timed = phases::on();
+        let (mut waited, mut applying) = (0f64, 0f64);
         for k in 0..n {
             let run = loop {
                 if let Some(r) = pending[k].take() {
                     break r;
                 }
-                match rx.recv() {
+                let t0 = timed.then(std::time::Instant::now);
+                let got = rx.recv();
+                if let Some(t0) = t0 {
+                    waited += t0.elapsed().as_secs_f64();
+                }
+                match got {
                     Ok((j, r)) => pending[j] = Some(r),
                     // Every worker has stopped and none read stretch k (none could start, or
                     // the last ones were cancelled): read it here.
@@ -1130,8 +1140,12 @@ fn parse_parallel(
             };
             b.counts_mut().events += run.events;
             let mut recs = run.recs;
+            let t0 = timed.then(std::time::Instant::now);
             for r in recs.drain(..) {
                 apply(b, r);
+            }
+            if let Some(t0) = t0 {
+                applying += t0.elapsed().as_secs_f64();
             }
             spare.lock().unwrap_or_else(|e| e.into_inner()).push(recs);
             pos = run.end;
@@ -1141,6 +1155,8 @@ fn parse_parallel(
             set_applied(k + 1, false);
         }
         set_applied(n, true);
+        phases::record("read.wait", waited);
+        phases::record("read.apply", applying);
         // Dropping the receiver lets workers still sending finish.
         drop(rx);
         pos
@@ -1174,8 +1190,10 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
         closed = true;
     }
     if !closed && threads > 1 {
+        let _p = Phase::start("read");
         i = parse_parallel(bytes, i, threads, chunk, &mut b);
     }
+    let serial = Phase::start("read.serial");
     let mut slot = RawEvent::default();
     while !closed {
         if i >= bytes.len() {
@@ -1284,6 +1302,7 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
     if lone > 0 {
         b.note(LoadNote::LoneSurrogates { events: lone });
     }
+    serial.end();
     Ok(b.build())
 }
 

@@ -15,6 +15,9 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::model::frames::{classify, Frame, FrameId, FrameKind, StackId, Stacks, Sym};
 use crate::model::roles::FrameRole;
 
+pub mod phases;
+use phases::Phase;
+
 /// `Device Type` of CPU memory events (c10::DeviceType::CPU).
 pub const DEVICE_TYPE_CPU: i64 = 0;
 /// `Device Type` of CUDA memory events (c10::DeviceType::CUDA; ROCm reports CUDA too).
@@ -901,6 +904,8 @@ impl TraceBuilder {
         // The three large lists sort side by side (issue #43: a 9 GB trace's sorts took
         // seconds on one core); each sort is deterministic, so the order is the same.
         let threads = crate::threads::wanted();
+        let _build = Phase::start("build");
+        let sorts = Phase::start("build.sorts");
         let (ops, python, memory) = (&mut t.ops, &mut t.python, &mut t.memory);
         crate::threads::join(
             threads,
@@ -921,16 +926,26 @@ impl TraceBuilder {
                 )
             },
         );
+        sorts.end();
+        let p = Phase::start("build.totals");
         reconstruct_totals(&mut t);
         sort_stable_small_scratch(&mut t.steps, |a, b| a.ts.total_cmp(&b.ts));
         sort_stable_small_scratch(&mut t.annotations, |a, b| {
             by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
         });
-
+        p.end();
+        let p = Phase::start("build.preexisting");
         mark_preexisting(&mut t);
+        p.end();
+        let p = Phase::start("build.nest");
         nest_ops(&mut t);
+        p.end();
+        let p = Phase::start("build.stacks");
         attach_stacks(&mut t);
+        p.end();
+        let p = Phase::start("build.flows");
         t.flows = resolve_flows(&t, &self.flow_ends);
+        p.end();
         t
     }
 }
