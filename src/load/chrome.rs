@@ -24,6 +24,7 @@ use crate::model::trace::phases::{self, Phase};
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
 use crate::model::LoadNote;
 
+mod batch;
 mod fast;
 
 #[derive(Debug, thiserror::Error)]
@@ -786,13 +787,7 @@ fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
         }
         Rec::User { name, ts, dur, tid } => {
             let tid = tid_of(b, &tid);
-            match name
-                .strip_prefix("ProfilerStep#")
-                .map(|n| n.trim().parse::<u64>())
-            {
-                Some(Ok(n)) => b.add_step(n, &name, ts, dur, tid),
-                _ => b.add_annotation(&name, ts, dur, tid),
-            }
+            apply_user(b, &name, ts, dur, tid);
         }
         Rec::GpuStepDuplicate => b.counts_mut().gpu_step_duplicates += 1,
         Rec::Python {
@@ -830,6 +825,17 @@ fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
             let tid = tid_of(b, &tid);
             b.add_flow_end(id, start, tid, ts);
         }
+    }
+}
+
+/// Adds a `user_annotation`: a step where it is named `ProfilerStep#N`, else an annotation.
+fn apply_user(b: &mut TraceBuilder, name: &str, ts: f64, dur: f64, tid: Tid) {
+    match name
+        .strip_prefix("ProfilerStep#")
+        .map(|n| n.trim().parse::<u64>())
+    {
+        Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
+        _ => b.add_annotation(name, ts, dur, tid),
     }
 }
 
@@ -918,7 +924,7 @@ fn parse_elem(bytes: &[u8], start: usize) -> Option<(RawEvent<'_>, usize)> {
 
 /// Events read by one worker from one stretch of `traceEvents`.
 struct Run<'a> {
-    recs: Vec<Rec<'a>>,
+    batch: Box<batch::Batch<'a>>,
     /// Elements consumed (kept or not).
     events: u64,
     /// Offset of the first element not consumed.
@@ -931,9 +937,14 @@ struct Run<'a> {
 /// before `stop`, taking only the plain case: an element the parser reads, followed by a comma
 /// and another element. Anything else (a cut-off or damaged element, the closing bracket) ends
 /// the run there, and the careful sequential loop in [`parse`] takes over from `end`.
-fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) -> Run<'a> {
+fn read_run<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    stop: usize,
+    batch: Box<batch::Batch<'a>>,
+) -> Run<'a> {
     let mut run = Run {
-        recs,
+        batch,
         events: 0,
         end: start,
         reached: false,
@@ -954,7 +965,7 @@ fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) 
         }
         run.events += 1;
         if let Some(r) = rec {
-            run.recs.push(r);
+            run.batch.push(r);
         }
         i = next;
         run.end = i;
@@ -1049,9 +1060,9 @@ fn parse_parallel(
     let stop_of = |k: usize| points.get(k + 1).copied().unwrap_or(bytes.len());
     let next = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
-    // Emptied record lists go back to the workers, so that their memory is not given back
-    // to the system and faulted in again for every stretch.
-    let spare: std::sync::Mutex<Vec<Vec<Rec<'_>>>> = std::sync::Mutex::new(Vec::new());
+    // Applied batches go back to the workers, so that their memory is not given back to
+    // the system and faulted in again for every stretch.
+    let spare: std::sync::Mutex<Vec<Box<batch::Batch<'_>>>> = std::sync::Mutex::new(Vec::new());
     let take_spare = || {
         spare
             .lock()
@@ -1139,15 +1150,13 @@ fn parse_parallel(
                 continue;
             };
             b.counts_mut().events += run.events;
-            let mut recs = run.recs;
+            let mut batch = run.batch;
             let t0 = timed.then(std::time::Instant::now);
-            for r in recs.drain(..) {
-                apply(b, r);
-            }
+            batch.apply(b);
             if let Some(t0) = t0 {
                 applying += t0.elapsed().as_secs_f64();
             }
-            spare.lock().unwrap_or_else(|e| e.into_inner()).push(recs);
+            spare.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
             pos = run.end;
             if !run.reached {
                 break;

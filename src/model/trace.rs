@@ -813,6 +813,41 @@ impl TraceBuilder {
         });
     }
 
+    /// The interned name and role of an op named `name`, as [`TraceBuilder::add_op`] gives it.
+    pub fn intern_op(&mut self, name: &str) -> (Sym, FrameRole) {
+        self.trace.stacks.intern_op(name)
+    }
+
+    /// The frame of a `python_function` named `name`, as [`TraceBuilder::add_python`] gives it.
+    pub fn python_frame(&mut self, name: &str) -> FrameId {
+        match self.python_frames.get(name) {
+            Some(&f) => f,
+            None => {
+                let (file, line, func) = python_name_parts(name);
+                let f = self.trace.stacks.intern_frame(file, line, func);
+                self.python_frames.insert(name.into(), f);
+                f
+            }
+        }
+    }
+
+    /// Moves ops, Python calls and memory events made elsewhere to the end of the trace's
+    /// lists, in their order (the vectors are left empty, their memory kept for reuse). Their
+    /// names and frames must be this builder's ([`TraceBuilder::intern_op`],
+    /// [`TraceBuilder::python_frame`]), their parents, stacks and ops unset, and durations not
+    /// negative: what [`TraceBuilder::add_op`], [`TraceBuilder::add_python`] and
+    /// [`TraceBuilder::add_memory`] push.
+    pub fn append(
+        &mut self,
+        ops: &mut Vec<Op>,
+        python: &mut Vec<PyCall>,
+        memory: &mut Vec<MemEvent>,
+    ) {
+        self.trace.ops.append(ops);
+        self.trace.python.append(python);
+        self.trace.memory.append(memory);
+    }
+
     pub fn add_python(
         &mut self,
         name: &str,
@@ -822,15 +857,7 @@ impl TraceBuilder {
         python_id: Option<i64>,
         parent_id: Option<i64>,
     ) {
-        let frame = match self.python_frames.get(name) {
-            Some(&f) => f,
-            None => {
-                let (file, line, func) = python_name_parts(name);
-                let f = self.trace.stacks.intern_frame(file, line, func);
-                self.python_frames.insert(name.into(), f);
-                f
-            }
-        };
+        let frame = self.python_frame(name);
         self.trace.python.push(PyCall {
             frame,
             ts,
