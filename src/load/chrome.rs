@@ -1174,22 +1174,34 @@ fn parse_parallel(
 
 /// Parses a Chrome trace held in memory, on several threads when it is large.
 pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
-    parse_with_threads(bytes, parse_threads(bytes.len()))
+    let build = if SINGLE_THREADED.with(|c| c.get()) {
+        1
+    } else {
+        crate::threads::wanted()
+    };
+    parse_inner(bytes, parse_threads(bytes.len()), CHUNK_BYTES, build)
 }
 
-/// Parses a Chrome trace held in memory with `threads` workers (1: on the calling thread only).
-/// The result does not depend on `threads`.
+/// Parses a Chrome trace held in memory with `threads` workers, and builds it on as many
+/// (1: on the calling thread only). The result does not depend on `threads`.
 pub fn parse_with_threads(bytes: &[u8], threads: usize) -> Result<Trace, TraceError> {
-    parse_inner(bytes, threads, CHUNK_BYTES)
+    parse_inner(bytes, threads, CHUNK_BYTES, threads)
 }
 
 /// [`parse_with_threads`] with a chosen work-item size (small ones test the splitting).
 #[doc(hidden)]
 pub fn parse_with_chunks(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
-    parse_inner(bytes, threads, chunk)
+    parse_inner(bytes, threads, chunk, threads)
 }
 
-fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
+/// Reads `traceEvents` on `threads` workers (in `chunk`-byte stretches), then builds the trace
+/// on `build_threads`.
+fn parse_inner(
+    bytes: &[u8],
+    threads: usize,
+    chunk: usize,
+    build_threads: usize,
+) -> Result<Trace, TraceError> {
     let open = locate_events(bytes)?;
     let mut b = TraceBuilder::new();
     let mut first_failure: Option<(u64, serde_json::Error)> = None;
@@ -1312,7 +1324,7 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
         b.note(LoadNote::LoneSurrogates { events: lone });
     }
     serial.end();
-    Ok(b.build())
+    Ok(b.build_on(build_threads))
 }
 
 #[cfg(test)]
