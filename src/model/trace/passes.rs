@@ -65,20 +65,29 @@ pub(super) fn link(t: &mut Trace, flow_ends: &[FlowEnd], threads: usize) {
     let p = Phase::start("build.write");
     *flows = links;
     mark_preexisting(python, steps, &first_end);
-    write_into(ops, threads, |i, o| {
+    write_into(ops, threads, WRITE_RUN_MIN, |i, o| {
         o.parent = nest.op_parent[i];
         o.stack = found.op_stack[i];
     });
-    write_into(memory, threads, |i, m| {
+    write_into(memory, threads, WRITE_RUN_MIN, |i, m| {
         m.op = nest.mem_op[i];
         m.stack = found.mem_stack[i];
     });
     p.end();
 }
 
-/// Calls `f(i, &mut items[i])` for every item, the items split into runs on `threads` threads.
-fn write_into<T: Send>(items: &mut [T], threads: usize, f: impl Fn(usize, &mut T) + Sync) {
-    let per = items.len().div_ceil(threads.max(1)).max(1 << 16);
+/// Items written on one thread at least (fewer are not worth a thread).
+const WRITE_RUN_MIN: usize = 1 << 16;
+
+/// Calls `f(i, &mut items[i])` for every item, the items split into runs of `min_run` or more
+/// on `threads` threads.
+fn write_into<T: Send>(
+    items: &mut [T],
+    threads: usize,
+    min_run: usize,
+    f: impl Fn(usize, &mut T) + Sync,
+) {
+    let per = items.len().div_ceil(threads.max(1)).max(min_run.max(1));
     if threads <= 1 || items.len() <= per {
         for (i, it) in items.iter_mut().enumerate() {
             f(i, it);
@@ -339,4 +348,18 @@ fn resolve_flows(
     links.sort_by_key(|l| (l.from, l.to));
     links.dedup();
     links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_runs_reach_every_item_with_its_own_index() {
+        for (n, threads, min_run) in [(1000, 4, 7), (1000, 3, 1), (5, 16, 1), (0, 4, 1), (9, 1, 1)] {
+            let mut v = vec![0usize; n];
+            write_into(&mut v, threads, min_run, |i, x| *x = i + 1);
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i + 1), "{n} {threads}");
+        }
+    }
 }
