@@ -1063,12 +1063,15 @@ fn parse_parallel(
     // Applied batches go back to the workers, so that their memory is not given back to
     // the system and faulted in again for every stretch.
     let spare: std::sync::Mutex<Vec<Box<batch::Batch<'_>>>> = std::sync::Mutex::new(Vec::new());
+    let spares = batch::Spares::default();
     let take_spare = || {
-        spare
+        let mut b: Box<batch::Batch<'_>> = spare
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        b.refill(&spares);
+        b
     };
     // Workers stay within `window` stretches of the one being applied, so that read but not
     // yet applied records never pile up (this thread applies more slowly than many workers read).
@@ -1115,6 +1118,8 @@ fn parse_parallel(
             });
         }
         drop(tx);
+        // The records go to the trace's three lists, each filled on a thread of its own.
+        let mut sinks = batch::Sinks::new(scope, &spares, threads + 2, true);
         let mut pending: Vec<Option<Run<'_>>> = (0..n).map(|_| None).collect();
         let mut pos = first;
         // Where this thread's time goes (`MEMSCOPE_PHASES=1`): waiting for the readers, or
@@ -1152,7 +1157,7 @@ fn parse_parallel(
             b.counts_mut().events += run.events;
             let mut batch = run.batch;
             let t0 = timed.then(std::time::Instant::now);
-            batch.apply(b);
+            batch.apply(b, &mut sinks);
             if let Some(t0) = t0 {
                 applying += t0.elapsed().as_secs_f64();
             }
@@ -1166,6 +1171,9 @@ fn parse_parallel(
         set_applied(n, true);
         phases::record("read.wait", waited);
         phases::record("read.apply", applying);
+        let p = Phase::start("read.sinks");
+        sinks.finish(b);
+        p.end();
         // Dropping the receiver lets workers still sending finish.
         drop(rx);
         pos

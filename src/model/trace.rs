@@ -841,7 +841,8 @@ impl TraceBuilder {
     }
 
     /// Moves ops, Python calls and memory events made elsewhere to the end of the trace's
-    /// lists, in their order (the vectors are left empty, their memory kept for reuse). Their
+    /// lists, in their order (the vectors are left empty; a list the trace does not have yet
+    /// is taken whole, without a copy). Their
     /// names and frames must be this builder's ([`TraceBuilder::intern_op`],
     /// [`TraceBuilder::python_frame`]), their parents, stacks and ops unset, and durations not
     /// negative: what [`TraceBuilder::add_op`], [`TraceBuilder::add_python`] and
@@ -852,9 +853,17 @@ impl TraceBuilder {
         python: &mut Vec<PyCall>,
         memory: &mut Vec<MemEvent>,
     ) {
-        self.trace.ops.append(ops);
-        self.trace.python.append(python);
-        self.trace.memory.append(memory);
+        fn moved<T>(all: &mut Vec<T>, part: &mut Vec<T>) {
+            if all.is_empty() {
+                std::mem::swap(all, part);
+                part.clear();
+            } else {
+                all.append(part);
+            }
+        }
+        moved(&mut self.trace.ops, ops);
+        moved(&mut self.trace.python, python);
+        moved(&mut self.trace.memory, memory);
     }
 
     pub fn add_python(
