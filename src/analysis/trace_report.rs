@@ -169,7 +169,7 @@ pub fn analyze_trace_product_with(
         || {
             let _p = Phase::start("analysis.memory");
             // One pairing and one resolver serve the analysis and the views.
-            let (pairing, resolver) = join(
+            let (pairing, (resolver, sets)) = join(
                 threads,
                 || {
                     let _p = Phase::start("analysis.pair");
@@ -177,20 +177,27 @@ pub fn analyze_trace_product_with(
                 },
                 || {
                     let _p = Phase::start("analysis.resolver");
-                    trace_memory::StackResolver::new(t)
+                    (
+                        trace_memory::StackResolver::new(t),
+                        trace_memory::TraceSets::new(t),
+                    )
                 },
             );
             let _p = Phase::start("analysis.timeline");
-            let mem = trace_memory::analyze_with(t, &pairing, &resolver);
+            let mem = trace_memory::analyze_with(t, &pairing, &resolver, &sets);
             (pairing, resolver, mem)
         },
         || {
             let _p = Phase::start("analysis.graph");
-            graph::build(t)
+            let graph = graph::build(t);
+            // The growth findings need the graph alone: read beside the memory pass too.
+            let growth = graph::growth_of(t, &graph);
+            (graph, growth)
         },
     );
+    let (graph, growth) = graph;
     let p = Phase::start("analysis.report");
-    let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem, &graph);
+    let (analysis, memory) = analyze_trace_with_memory(t, path, file_bytes, mem, growth);
     p.end();
     let leak_series = analysis
         .leaks
@@ -230,9 +237,8 @@ fn analyze_trace_with_memory(
     path: &Path,
     file_bytes: u64,
     mem: TraceMemory,
-    autograd: &graph::AutogradGraph,
+    mut g: graph::GraphReport,
 ) -> (Analysis, TraceMemory) {
-    let mut g = graph::growth_of(t, autograd);
     let cut = super::verdict::TraceCut::of(t);
     // A trace's file is not written in time order (its ops, then its memory events, then its
     // Python calls), so a cut drops an unknown part of each: a free, a backward, a stack past
