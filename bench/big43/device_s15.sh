@@ -7,7 +7,8 @@
 # Makes the K-copy trace (default 2324: 9.166 GB), reads it twice with `cat`, then times main
 # and the branch alternating (RUNS each, `taskset -c 0-15`, MEMSCOPE_THREADS unset), `cat`
 # again, the md5 of both outputs, and one run of each instrumented binary with its phases
-# (phases_before.txt, phases_after.txt). results.tsv and log.txt go to $OUT.
+# (phases_before.txt, phases_after.txt); then, with SMALL_K set, the same pair on a SMALL_K-copy
+# trace. results.tsv and log.txt go to $OUT.
 set -u
 D=$(cd "$(dirname "$0")" && pwd); OUT=${OUT:-/tmp/out}; W=${W:-/tmp/s15h43b}
 K=${K:-2324}; RUNS=${RUNS:-2}
@@ -36,4 +37,17 @@ md5sum "$W/out_main.json" "$W/out_new.json" | tee -a "$OUT/log.txt"
 measure phases_after sh -c "MEMSCOPE_PHASES=1 exec taskset -c 0-15 '$W/memscope' analyze --format json '$t' 2>'$OUT/phases_after.txt' >/dev/null"
 measure phases_before sh -c "MEMSCOPE_PHASES=1 exec taskset -c 0-15 '$W/memscope_phases_before' analyze --format json '$t' 2>'$OUT/phases_before.txt' >/dev/null"
 rm -f "$t" "$W"/out_*.json
+# SMALL_K (unset: skipped): the same on a trace of SMALL_K copies (232: 0.913 GB).
+if [ -n "${SMALL_K:-}" ]; then
+  t=$W/trace_x$SMALL_K.json
+  measure gen_small python3 "$W/bench/big43/scale_trace_parallel.py" "$W/trace.json" "$t" "$SMALL_K"
+  measure cat1_small sh -c "cat '$t' >/dev/null"
+  measure cat2_small sh -c "cat '$t' >/dev/null"
+  for i in $(seq "$RUNS"); do
+    measure "main_small_$i" sh -c "exec taskset -c 0-15 '$W/memscope_main' analyze --format json '$t' >'$W/out_main.json'"
+    measure "s15h43b_small_$i" sh -c "exec taskset -c 0-15 '$W/memscope' analyze --format json '$t' >'$W/out_new.json'"
+  done
+  md5sum "$W/out_main.json" "$W/out_new.json" | tee -a "$OUT/log.txt"
+  rm -f "$t" "$W"/out_*.json
+fi
 log done

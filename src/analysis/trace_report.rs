@@ -250,6 +250,12 @@ fn analyze_trace_with_memory(
     notes.extend(mem.notes.iter().cloned().map(Note::from));
     notes.extend(g.notes.iter().cloned().map(Note::from));
     let step_names: Vec<String> = mem.steps.iter().map(|s| s.name.clone()).collect();
+    // Each step's name by number, the first of a number as a search in order finds it (a
+    // search per step of each device was quadratic: 0.3 s on a 9 GB trace's 23k steps).
+    let mut step_name: rustc_hash::FxHashMap<u64, &str> = Default::default();
+    for x in &mem.steps {
+        step_name.entry(x.number).or_insert(&x.name);
+    }
     let mut devices = Vec::new();
     let mut leaks = Vec::new();
     let mut steps = Vec::new();
@@ -271,11 +277,9 @@ fn analyze_trace_with_memory(
             });
         }
         for s in &d.steps {
-            let name = mem
-                .steps
-                .iter()
-                .find(|x| x.number == s.number)
-                .map(|x| x.name.clone())
+            let name = step_name
+                .get(&s.number)
+                .map(|x| (*x).to_owned())
                 .unwrap_or_else(|| format!("ProfilerStep#{}", s.number));
             steps.push(step_report(&rep, s, name));
         }
