@@ -82,7 +82,11 @@ fn many_threads_give_the_one_thread_trace_on_every_real_trace() {
         let Ok(bytes) = load::read_input(p) else {
             continue;
         };
-        assert_same(&bytes, &p.display().to_string(), &[(16, 1 << 16), (4, 4096)]);
+        assert_same(
+            &bytes,
+            &p.display().to_string(),
+            &[(16, 1 << 16), (4, 4096)],
+        );
         n += 1;
     }
     assert!(n >= 3, "only {n} traces found");
@@ -135,7 +139,14 @@ fn hostile(seed: u64, n: usize) -> String {
         &long_py,
     ];
     let tids = [
-        "1", "2", "\"3\"", "\" 4 \"", "\"worker-a\"", "\"worker-b\"", "\"\"", "-5",
+        "1",
+        "2",
+        "\"3\"",
+        "\" 4 \"",
+        "\"worker-a\"",
+        "\"worker-b\"",
+        "\"\"",
+        "-5",
     ];
     let mut ev: Vec<String> = Vec::new();
     // Calls open when tracing began, on several threads, outermost first.
@@ -174,7 +185,7 @@ fn hostile(seed: u64, n: usize) -> String {
             )),
             7 => ev.push(format!(
                 r#"{{"ph": "{}", "cat": "fwdbwd", "name": "fwdbwd", "id": {}, "pid": 1, "tid": {tid}, "ts": {ts}}}"#,
-                if r.next() % 2 == 0 { "s" } else { "f" },
+                if r.next().is_multiple_of(2) { "s" } else { "f" },
                 r.next() % 30
             )),
             _ => {
@@ -215,7 +226,11 @@ fn many_threads_give_the_one_thread_trace_on_hostile_traces() {
         assert!(t.python.iter().any(|p| p.preexisting), "pre-existing calls");
         assert!(!t.flows.is_empty() && !t.steps.is_empty() && !t.annotations.is_empty());
         assert!(t.counts.gpu_step_duplicates > 0);
-        assert!(t.stacks.stack_count() > 20, "{} stacks", t.stacks.stack_count());
+        assert!(
+            t.stacks.stack_count() > 20,
+            "{} stacks",
+            t.stacks.stack_count()
+        );
         // An op named like a Python function: the two kinds share the string table.
         assert!(t.ops.iter().any(|o| t.stacks.str(o.name) == "f"));
         assert!(t
@@ -235,7 +250,11 @@ fn the_build_runs_its_passes_on_other_threads_only_when_asked() {
     let text = hostile(5, 2_000);
     let before = memscope::threads::spawned_here();
     let one = chrome::parse_with_threads(text.as_bytes(), 1).unwrap();
-    assert_eq!(memscope::threads::spawned_here(), before, "one thread spawned some");
+    assert_eq!(
+        memscope::threads::spawned_here(),
+        before,
+        "one thread spawned some"
+    );
     let four = chrome::parse_with_threads(text.as_bytes(), 4).unwrap();
     // The groups' pair, then nesting beside stacks beside the first returns.
     assert!(

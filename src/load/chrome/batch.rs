@@ -393,8 +393,11 @@ impl<'scope, 'env> Sinks<'scope, 'env> {
 
     /// Adds the filled lists to the trace, after what it holds.
     pub(super) fn finish(self, b: &mut TraceBuilder) {
-        let (mut ops, mut python, mut memory) =
-            (self.ops.finish(), self.python.finish(), self.memory.finish());
+        let (mut ops, mut python, mut memory) = (
+            self.ops.finish(),
+            self.python.finish(),
+            self.memory.finish(),
+        );
         b.append(&mut ops, &mut python, &mut memory);
     }
 }

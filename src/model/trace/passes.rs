@@ -124,7 +124,10 @@ fn first_ends(python: &[PyCall]) -> HashMap<Tid, f64> {
 /// start, so none starting at or after the latest of the threads' first returns can be one:
 /// only those before it are looked at (the rest were built `false`).
 fn mark_preexisting(python: &mut [PyCall], steps: &[Step], first_end: &HashMap<Tid, f64>) {
-    let latest = first_end.values().copied().fold(f64::NEG_INFINITY, f64::max);
+    let latest = first_end
+        .values()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
     let cut = python.partition_point(|p| p.ts < latest);
     let first_step = steps.first().map(|s| s.ts);
     for p in &mut python[..cut] {
@@ -356,10 +359,14 @@ mod tests {
 
     #[test]
     fn written_runs_reach_every_item_with_its_own_index() {
-        for (n, threads, min_run) in [(1000, 4, 7), (1000, 3, 1), (5, 16, 1), (0, 4, 1), (9, 1, 1)] {
+        for (n, threads, min_run) in [(1000, 4, 7), (1000, 3, 1), (5, 16, 1), (0, 4, 1), (9, 1, 1)]
+        {
             let mut v = vec![0usize; n];
             write_into(&mut v, threads, min_run, |i, x| *x = i + 1);
-            assert!(v.iter().enumerate().all(|(i, &x)| x == i + 1), "{n} {threads}");
+            assert!(
+                v.iter().enumerate().all(|(i, &x)| x == i + 1),
+                "{n} {threads}"
+            );
         }
     }
 }
