@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::notes::TraceNote;
 use crate::model::trace::{CountedFrom, DeviceKey, MemEvent, OpIdx, Site, Trace, NO_ADDR};
-use crate::model::{FrameId, FrameKind, StackId};
+use crate::model::{FrameId, FrameKind, StackId, Sym};
 
 /// A point of the memory timeline (after the event at `ts`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -300,12 +300,17 @@ fn kept_by(
 
 /// The memory timeline, peaks, per-step figures and leaking sites of every device.
 pub fn analyze(t: &Trace) -> TraceMemory {
-    analyze_with(t, &pair(t), &StackResolver::new(t))
+    analyze_with(t, &pair(t), &StackResolver::new(t), &TraceSets::new(t))
 }
 
 /// [`analyze`] with the pairing and the stack resolver built by the caller, who keeps them
 /// (the TUI follows allocations to their frees and events to their user lines).
-pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolver) -> TraceMemory {
+pub(crate) fn analyze_with(
+    t: &Trace,
+    pairing: &Pairing,
+    resolver: &StackResolver,
+    sets: &TraceSets,
+) -> TraceMemory {
     let mut notes = Vec::new();
     // A file cut short before any memory event: the loader's note says where, and the
     // verdict that memory events may lie past the cut; nothing says how it was recorded.
@@ -336,7 +341,7 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
         .into_iter()
         .map(|d| {
             let idx = by_device.remove(&d).unwrap_or_default();
-            device_memory(t, d, idx, pairing, resolver)
+            device_memory(t, d, idx, pairing, resolver, sets)
         })
         .collect();
     TraceMemory {
@@ -355,12 +360,41 @@ pub(crate) fn analyze_with(t: &Trace, pairing: &Pairing, resolver: &StackResolve
     }
 }
 
+/// What every device's pass reads of the ops and Python calls: found once, in one pass over
+/// each list (issue #43: each device read both whole lists, 2 GB on a 9 GB trace).
+pub(crate) struct TraceSets {
+    /// Frames of calls that were running when tracing began.
+    preexisting: rustc_hash::FxHashSet<FrameId>,
+    /// Sequence numbers of backward ops.
+    backward_seqs: rustc_hash::FxHashSet<i64>,
+}
+
+impl TraceSets {
+    pub(crate) fn new(t: &Trace) -> TraceSets {
+        TraceSets {
+            preexisting: t
+                .python
+                .iter()
+                .filter(|p| p.preexisting)
+                .map(|p| p.frame)
+                .collect(),
+            backward_seqs: t
+                .ops
+                .iter()
+                .filter(|o| o.is_backward())
+                .filter_map(|o| o.seq)
+                .collect(),
+        }
+    }
+}
+
 fn device_memory(
     t: &Trace,
     device: DeviceKey,
     idx: Vec<usize>,
     pairing: &Pairing,
     resolver: &StackResolver,
+    sets: &TraceSets,
 ) -> DeviceMemory {
     let events: Vec<&MemEvent> = idx.iter().map(|&i| &t.memory[i]).collect();
     let timeline: Vec<MemPoint> = events
@@ -458,19 +492,14 @@ fn device_memory(
     // (site, op name, keeper) -> per-step bytes and counts of allocations alive at the end,
     // and the bytes of those that hold an unconsumed autograd node.
     type Key = (Option<Site>, Option<String>, Option<Site>);
-    let mut groups: HashMap<Key, (Vec<u64>, Vec<u32>, u64, usize)> = HashMap::default();
-    let preexisting: rustc_hash::FxHashSet<FrameId> = t
-        .python
-        .iter()
-        .filter(|p| p.preexisting)
-        .map(|p| p.frame)
-        .collect();
-    let backward_seqs: rustc_hash::FxHashSet<i64> = t
-        .ops
-        .iter()
-        .filter(|o| o.is_backward())
-        .filter_map(|o| o.seq)
-        .collect();
+    // Each group's figures sit in `slots`, the map giving its slot: the map sees the same
+    // keys in the same order as if it held the figures, so it iterates in the same order.
+    let mut groups: HashMap<Key, usize> = HashMap::default();
+    let mut slots: Vec<(Vec<u64>, Vec<u32>, u64, usize)> = Vec::new();
+    // The key is a function of the event's stack and op name: found once per pair (issue
+    // #43: a 9 GB trace has millions of live allocations and a few hundred such pairs).
+    let mut slot_of: HashMap<(StackId, Option<Sym>), usize> = HashMap::default();
+    let (preexisting, backward_seqs) = (&sets.preexisting, &sets.backward_seqs);
     for &i in &idx {
         let m = &t.memory[i];
         let step = t.step_at(m.ts).map(|s| s.0 as usize);
@@ -496,23 +525,28 @@ fn device_memory(
         steps[s].live_at_end_bytes += m.bytes as u64;
         steps[s].live_at_end_count += 1;
         let stack = resolver.stack_of(t, m);
-        let site = t.user_site(stack);
-        let keeper = t
-            .stacks
-            .frames(stack)
-            .iter()
-            .copied()
-            .find(|&f| {
-                preexisting.contains(&f) && t.frame_kind(t.stacks.frame(f)) == FrameKind::User
+        let op_name = m.op.map(|o| t.op(o).name);
+        let slot = *slot_of.entry((stack, op_name)).or_insert_with(|| {
+            let site = t.user_site(stack);
+            let keeper = t
+                .stacks
+                .frames(stack)
+                .iter()
+                .copied()
+                .find(|&f| {
+                    preexisting.contains(&f) && t.frame_kind(t.stacks.frame(f)) == FrameKind::User
+                })
+                .map(|f| t.site(t.stacks.frame(f)));
+            let op = m.op.map(|o| t.op_name(o).to_owned());
+            *groups.entry((site, op, keeper)).or_insert_with(|| {
+                slots.push((vec![0; n_steps], vec![0; n_steps], 0, i));
+                slots.len() - 1
             })
-            .map(|f| t.site(t.stacks.frame(f)));
-        let op = m.op.map(|o| t.op_name(o).to_owned());
-        let g = groups
-            .entry((site, op, keeper))
-            .or_insert_with(|| (vec![0; n_steps], vec![0; n_steps], 0, i));
+        });
+        let g = &mut slots[slot];
         g.0[s] += m.bytes as u64;
         g.1[s] += 1;
-        if holds_graph(t, m, &backward_seqs) {
+        if holds_graph(t, m, backward_seqs) {
             g.2 += m.bytes as u64;
         }
     }
@@ -524,6 +558,7 @@ fn device_memory(
 
     let mut growth: Vec<LiveGrowth> = groups
         .into_iter()
+        .map(|(key, slot)| (key, std::mem::take(&mut slots[slot])))
         .filter(|(_, (_, counts, _, _))| steady(counts))
         .map(
             |((site, op, keeper), (per_step_bytes, per_step_count, graph_bytes, first))| {

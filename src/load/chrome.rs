@@ -20,9 +20,11 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::pickle::MAX_TEXT;
+use crate::model::trace::phases::{self, Phase};
 use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
 use crate::model::LoadNote;
 
+mod batch;
 mod fast;
 
 #[derive(Debug, thiserror::Error)]
@@ -785,13 +787,7 @@ fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
         }
         Rec::User { name, ts, dur, tid } => {
             let tid = tid_of(b, &tid);
-            match name
-                .strip_prefix("ProfilerStep#")
-                .map(|n| n.trim().parse::<u64>())
-            {
-                Some(Ok(n)) => b.add_step(n, &name, ts, dur, tid),
-                _ => b.add_annotation(&name, ts, dur, tid),
-            }
+            apply_user(b, &name, ts, dur, tid);
         }
         Rec::GpuStepDuplicate => b.counts_mut().gpu_step_duplicates += 1,
         Rec::Python {
@@ -829,6 +825,17 @@ fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
             let tid = tid_of(b, &tid);
             b.add_flow_end(id, start, tid, ts);
         }
+    }
+}
+
+/// Adds a `user_annotation`: a step where it is named `ProfilerStep#N`, else an annotation.
+fn apply_user(b: &mut TraceBuilder, name: &str, ts: f64, dur: f64, tid: Tid) {
+    match name
+        .strip_prefix("ProfilerStep#")
+        .map(|n| n.trim().parse::<u64>())
+    {
+        Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
+        _ => b.add_annotation(name, ts, dur, tid),
     }
 }
 
@@ -917,7 +924,7 @@ fn parse_elem(bytes: &[u8], start: usize) -> Option<(RawEvent<'_>, usize)> {
 
 /// Events read by one worker from one stretch of `traceEvents`.
 struct Run<'a> {
-    recs: Vec<Rec<'a>>,
+    batch: Box<batch::Batch<'a>>,
     /// Elements consumed (kept or not).
     events: u64,
     /// Offset of the first element not consumed.
@@ -930,9 +937,14 @@ struct Run<'a> {
 /// before `stop`, taking only the plain case: an element the parser reads, followed by a comma
 /// and another element. Anything else (a cut-off or damaged element, the closing bracket) ends
 /// the run there, and the careful sequential loop in [`parse`] takes over from `end`.
-fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) -> Run<'a> {
+fn read_run<'a>(
+    bytes: &'a [u8],
+    start: usize,
+    stop: usize,
+    batch: Box<batch::Batch<'a>>,
+) -> Run<'a> {
     let mut run = Run {
-        recs,
+        batch,
         events: 0,
         end: start,
         reached: false,
@@ -953,7 +965,7 @@ fn read_run<'a>(bytes: &'a [u8], start: usize, stop: usize, recs: Vec<Rec<'a>>) 
         }
         run.events += 1;
         if let Some(r) = rec {
-            run.recs.push(r);
+            run.batch.push(r);
         }
         i = next;
         run.end = i;
@@ -1048,15 +1060,18 @@ fn parse_parallel(
     let stop_of = |k: usize| points.get(k + 1).copied().unwrap_or(bytes.len());
     let next = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
-    // Emptied record lists go back to the workers, so that their memory is not given back
-    // to the system and faulted in again for every stretch.
-    let spare: std::sync::Mutex<Vec<Vec<Rec<'_>>>> = std::sync::Mutex::new(Vec::new());
+    // Applied batches go back to the workers, so that their memory is not given back to
+    // the system and faulted in again for every stretch.
+    let spare: std::sync::Mutex<Vec<Box<batch::Batch<'_>>>> = std::sync::Mutex::new(Vec::new());
+    let spares = batch::Spares::default();
     let take_spare = || {
-        spare
+        let mut b: Box<batch::Batch<'_>> = spare
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        b.refill(&spares);
+        b
     };
     // Workers stay within `window` stretches of the one being applied, so that read but not
     // yet applied records never pile up (this thread applies more slowly than many workers read).
@@ -1103,14 +1118,25 @@ fn parse_parallel(
             });
         }
         drop(tx);
+        // The records go to the trace's three lists, each filled on a thread of its own.
+        let mut sinks = batch::Sinks::new(scope, &spares, threads + 2, true);
         let mut pending: Vec<Option<Run<'_>>> = (0..n).map(|_| None).collect();
         let mut pos = first;
+        // Where this thread's time goes (`MEMSCOPE_PHASES=1`): waiting for the readers, or
+        // applying their records.
+        let timed = phases::on();
+        let (mut waited, mut applying) = (0f64, 0f64);
         for k in 0..n {
             let run = loop {
                 if let Some(r) = pending[k].take() {
                     break r;
                 }
-                match rx.recv() {
+                let t0 = timed.then(std::time::Instant::now);
+                let got = rx.recv();
+                if let Some(t0) = t0 {
+                    waited += t0.elapsed().as_secs_f64();
+                }
+                match got {
                     Ok((j, r)) => pending[j] = Some(r),
                     // Every worker has stopped and none read stretch k (none could start, or
                     // the last ones were cancelled): read it here.
@@ -1129,11 +1155,13 @@ fn parse_parallel(
                 continue;
             };
             b.counts_mut().events += run.events;
-            let mut recs = run.recs;
-            for r in recs.drain(..) {
-                apply(b, r);
+            let mut batch = run.batch;
+            let t0 = timed.then(std::time::Instant::now);
+            batch.apply(b, &mut sinks);
+            if let Some(t0) = t0 {
+                applying += t0.elapsed().as_secs_f64();
             }
-            spare.lock().unwrap_or_else(|e| e.into_inner()).push(recs);
+            spare.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
             pos = run.end;
             if !run.reached {
                 break;
@@ -1141,6 +1169,11 @@ fn parse_parallel(
             set_applied(k + 1, false);
         }
         set_applied(n, true);
+        phases::record("read.wait", waited);
+        phases::record("read.apply", applying);
+        let p = Phase::start("read.sinks");
+        sinks.finish(b);
+        p.end();
         // Dropping the receiver lets workers still sending finish.
         drop(rx);
         pos
@@ -1149,22 +1182,34 @@ fn parse_parallel(
 
 /// Parses a Chrome trace held in memory, on several threads when it is large.
 pub fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
-    parse_with_threads(bytes, parse_threads(bytes.len()))
+    let build = if SINGLE_THREADED.with(|c| c.get()) {
+        1
+    } else {
+        crate::threads::wanted()
+    };
+    parse_inner(bytes, parse_threads(bytes.len()), CHUNK_BYTES, build)
 }
 
-/// Parses a Chrome trace held in memory with `threads` workers (1: on the calling thread only).
-/// The result does not depend on `threads`.
+/// Parses a Chrome trace held in memory with `threads` workers, and builds it on as many
+/// (1: on the calling thread only). The result does not depend on `threads`.
 pub fn parse_with_threads(bytes: &[u8], threads: usize) -> Result<Trace, TraceError> {
-    parse_inner(bytes, threads, CHUNK_BYTES)
+    parse_inner(bytes, threads, CHUNK_BYTES, threads)
 }
 
 /// [`parse_with_threads`] with a chosen work-item size (small ones test the splitting).
 #[doc(hidden)]
 pub fn parse_with_chunks(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
-    parse_inner(bytes, threads, chunk)
+    parse_inner(bytes, threads, chunk, threads)
 }
 
-fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, TraceError> {
+/// Reads `traceEvents` on `threads` workers (in `chunk`-byte stretches), then builds the trace
+/// on `build_threads`.
+fn parse_inner(
+    bytes: &[u8],
+    threads: usize,
+    chunk: usize,
+    build_threads: usize,
+) -> Result<Trace, TraceError> {
     let open = locate_events(bytes)?;
     let mut b = TraceBuilder::new();
     let mut first_failure: Option<(u64, serde_json::Error)> = None;
@@ -1174,8 +1219,10 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
         closed = true;
     }
     if !closed && threads > 1 {
+        let _p = Phase::start("read");
         i = parse_parallel(bytes, i, threads, chunk, &mut b);
     }
+    let serial = Phase::start("read.serial");
     let mut slot = RawEvent::default();
     while !closed {
         if i >= bytes.len() {
@@ -1284,7 +1331,8 @@ fn parse_inner(bytes: &[u8], threads: usize, chunk: usize) -> Result<Trace, Trac
     if lone > 0 {
         b.note(LoadNote::LoneSurrogates { events: lone });
     }
-    Ok(b.build())
+    serial.end();
+    Ok(b.build_on(build_threads))
 }
 
 #[cfg(test)]

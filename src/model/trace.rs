@@ -15,6 +15,10 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::model::frames::{classify, Frame, FrameId, FrameKind, StackId, Stacks, Sym};
 use crate::model::roles::FrameRole;
 
+mod passes;
+pub mod phases;
+use phases::Phase;
+
 /// `Device Type` of CPU memory events (c10::DeviceType::CPU).
 pub const DEVICE_TYPE_CPU: i64 = 0;
 /// `Device Type` of CUDA memory events (c10::DeviceType::CUDA; ROCm reports CUDA too).
@@ -664,6 +668,15 @@ pub fn sort_stable_small_scratch<T: Sync>(
     v: &mut [T],
     cmp: impl Fn(&T, &T) -> std::cmp::Ordering + Sync,
 ) {
+    sort_stable_small_scratch_on(v, crate::threads::wanted(), cmp)
+}
+
+/// [`sort_stable_small_scratch`] on `threads` threads.
+fn sort_stable_small_scratch_on<T: Sync>(
+    v: &mut [T],
+    threads: usize,
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering + Sync,
+) {
     use std::cmp::Ordering::Greater;
     if v.windows(2).all(|w| cmp(&w[0], &w[1]) != Greater) {
         return;
@@ -676,7 +689,6 @@ pub fn sort_stable_small_scratch<T: Sync>(
     {
         let shared: &[T] = v;
         let key = |a: &u32, b: &u32| cmp(&shared[*a as usize], &shared[*b as usize]).then(a.cmp(b));
-        let threads = crate::threads::wanted();
         if threads > 1 && idx.len() >= PARALLEL_SORT_MIN {
             idx = sort_indices_parallel(idx, threads, &key);
         } else {
@@ -810,6 +822,50 @@ impl TraceBuilder {
         });
     }
 
+    /// The interned name and role of an op named `name`, as [`TraceBuilder::add_op`] gives it.
+    pub fn intern_op(&mut self, name: &str) -> (Sym, FrameRole) {
+        self.trace.stacks.intern_op(name)
+    }
+
+    /// The frame of a `python_function` named `name`, as [`TraceBuilder::add_python`] gives it.
+    pub fn python_frame(&mut self, name: &str) -> FrameId {
+        match self.python_frames.get(name) {
+            Some(&f) => f,
+            None => {
+                let (file, line, func) = python_name_parts(name);
+                let f = self.trace.stacks.intern_frame(file, line, func);
+                self.python_frames.insert(name.into(), f);
+                f
+            }
+        }
+    }
+
+    /// Moves ops, Python calls and memory events made elsewhere to the end of the trace's
+    /// lists, in their order (the vectors are left empty; a list the trace does not have yet
+    /// is taken whole, without a copy). Their
+    /// names and frames must be this builder's ([`TraceBuilder::intern_op`],
+    /// [`TraceBuilder::python_frame`]), their parents, stacks and ops unset, and durations not
+    /// negative: what [`TraceBuilder::add_op`], [`TraceBuilder::add_python`] and
+    /// [`TraceBuilder::add_memory`] push.
+    pub fn append(
+        &mut self,
+        ops: &mut Vec<Op>,
+        python: &mut Vec<PyCall>,
+        memory: &mut Vec<MemEvent>,
+    ) {
+        fn moved<T>(all: &mut Vec<T>, part: &mut Vec<T>) {
+            if all.is_empty() {
+                std::mem::swap(all, part);
+                part.clear();
+            } else {
+                all.append(part);
+            }
+        }
+        moved(&mut self.trace.ops, ops);
+        moved(&mut self.trace.python, python);
+        moved(&mut self.trace.memory, memory);
+    }
+
     pub fn add_python(
         &mut self,
         name: &str,
@@ -819,15 +875,7 @@ impl TraceBuilder {
         python_id: Option<i64>,
         parent_id: Option<i64>,
     ) {
-        let frame = match self.python_frames.get(name) {
-            Some(&f) => f,
-            None => {
-                let (file, line, func) = python_name_parts(name);
-                let f = self.trace.stacks.intern_frame(file, line, func);
-                self.python_frames.insert(name.into(), f);
-                f
-            }
-        };
+        let frame = self.python_frame(name);
         self.trace.python.push(PyCall {
             frame,
             ts,
@@ -893,19 +941,27 @@ impl TraceBuilder {
         self.flow_ends.push(FlowEnd { id, start, tid, ts });
     }
 
-    /// Sorts, nests ops, gives ops and memory events their Python stacks, resolves flows.
+    /// Sorts, nests ops, gives ops and memory events their Python stacks, resolves flows, on
+    /// as many threads as [`crate::threads::wanted`] gives.
     pub fn build(self) -> Trace {
+        self.build_on(crate::threads::wanted())
+    }
+
+    /// [`TraceBuilder::build`] on `threads` threads (1: every pass in order on this one). The
+    /// trace is the same on any count.
+    pub fn build_on(self, threads: usize) -> Trace {
         let mut t = self.trace;
         let by_time_outer_first =
             |a: (f64, f64), b: (f64, f64)| a.0.total_cmp(&b.0).then_with(|| b.1.total_cmp(&a.1));
         // The three large lists sort side by side (issue #43: a 9 GB trace's sorts took
         // seconds on one core); each sort is deterministic, so the order is the same.
-        let threads = crate::threads::wanted();
+        let _build = Phase::start("build");
+        let sorts = Phase::start("build.sorts");
         let (ops, python, memory) = (&mut t.ops, &mut t.python, &mut t.memory);
         crate::threads::join(
             threads,
             || {
-                sort_stable_small_scratch(ops, |a, b| {
+                sort_stable_small_scratch_on(ops, threads, |a, b| {
                     by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
                 })
             },
@@ -913,24 +969,23 @@ impl TraceBuilder {
                 crate::threads::join(
                     threads,
                     || {
-                        sort_stable_small_scratch(python, |a, b| {
+                        sort_stable_small_scratch_on(python, threads, |a, b| {
                             by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
                         })
                     },
-                    || sort_stable_small_scratch(memory, |a, b| a.ts.total_cmp(&b.ts)),
+                    || sort_stable_small_scratch_on(memory, threads, |a, b| a.ts.total_cmp(&b.ts)),
                 )
             },
         );
+        sorts.end();
+        let p = Phase::start("build.totals");
         reconstruct_totals(&mut t);
-        sort_stable_small_scratch(&mut t.steps, |a, b| a.ts.total_cmp(&b.ts));
-        sort_stable_small_scratch(&mut t.annotations, |a, b| {
+        sort_stable_small_scratch_on(&mut t.steps, threads, |a, b| a.ts.total_cmp(&b.ts));
+        sort_stable_small_scratch_on(&mut t.annotations, threads, |a, b| {
             by_time_outer_first((a.ts, a.dur), (b.ts, b.dur))
         });
-
-        mark_preexisting(&mut t);
-        nest_ops(&mut t);
-        attach_stacks(&mut t);
-        t.flows = resolve_flows(&t, &self.flow_ends);
+        p.end();
+        passes::link(&mut t, &self.flow_ends, threads);
         t
     }
 }
@@ -973,204 +1028,6 @@ fn reconstruct_totals(t: &mut Trace) {
     t.totals_from_trace_start = from_start;
     t.counts.reconstructed_totals += rebuilt;
     t.counts.without_address += no_addr;
-}
-
-/// Calls on the stack when the tracer started are recorded first, outermost first, before any
-/// call has returned; of those, the ones still open when the first step starts are the frames
-/// that were running all along (the training loop and its callers).
-fn mark_preexisting(t: &mut Trace) {
-    let mut first_end: HashMap<Tid, f64> = HashMap::default();
-    for p in &t.python {
-        let e = first_end.entry(p.tid).or_insert(f64::INFINITY);
-        if p.end() < *e {
-            *e = p.end();
-        }
-    }
-    let first_step = t.steps.first().map(|s| s.ts);
-    for p in &mut t.python {
-        let before_any_return = first_end.get(&p.tid).is_some_and(|&e| p.ts < e);
-        let spans_first_step = first_step.is_none_or(|s| p.ts <= s && p.end() >= s);
-        p.preexisting = before_any_return && spans_first_step;
-    }
-}
-
-fn by_tid<T>(items: &[T], tid: impl Fn(&T) -> Tid) -> HashMap<Tid, Vec<u32>> {
-    let mut m: HashMap<Tid, Vec<u32>> = HashMap::default();
-    for (i, it) in items.iter().enumerate() {
-        m.entry(tid(it)).or_default().push(i as u32);
-    }
-    m
-}
-
-/// Slack for a child that ends a rounding error after its parent (timestamps have ns precision).
-const NEST_EPS: f64 = 0.002;
-
-fn nest_ops(t: &mut Trace) {
-    let groups = by_tid(&t.ops, |o| o.tid);
-    for idx in groups.values() {
-        let mut open: Vec<u32> = Vec::new();
-        for &i in idx {
-            let (ts, end) = (t.ops[i as usize].ts, t.ops[i as usize].end());
-            while let Some(&top) = open.last() {
-                if t.ops[top as usize].end() < ts || t.ops[top as usize].end() + NEST_EPS < end {
-                    open.pop();
-                } else {
-                    break;
-                }
-            }
-            t.ops[i as usize].parent = open.last().map(|&p| OpIdx(p));
-            open.push(i);
-        }
-    }
-    // Memory events: innermost op open on their thread.
-    let mem_groups = by_tid(&t.memory, |m| m.tid);
-    for (tid, mem_idx) in &mem_groups {
-        let Some(op_idx) = groups.get(tid) else {
-            continue;
-        };
-        let mut open: Vec<u32> = Vec::new();
-        let mut next = 0;
-        for &m in mem_idx {
-            let ts = t.memory[m as usize].ts;
-            while next < op_idx.len() && t.ops[op_idx[next] as usize].ts <= ts {
-                let o = op_idx[next];
-                while open
-                    .last()
-                    .is_some_and(|&top| t.ops[top as usize].end() < t.ops[o as usize].ts)
-                {
-                    open.pop();
-                }
-                open.push(o);
-                next += 1;
-            }
-            while open
-                .last()
-                .is_some_and(|&top| t.ops[top as usize].end() < ts)
-            {
-                open.pop();
-            }
-            t.memory[m as usize].op = open.last().map(|&o| OpIdx(o));
-        }
-    }
-}
-
-/// Gives every op and memory event the Python stack open on its thread at its time.
-fn attach_stacks(t: &mut Trace) {
-    let py_groups = by_tid(&t.python, |p| p.tid);
-    let op_groups = by_tid(&t.ops, |o| o.tid);
-    let mem_groups = by_tid(&t.memory, |m| m.tid);
-    let empty = Vec::new();
-    for (tid, py_idx) in &py_groups {
-        // Queries in time order: (ts, is_memory, index).
-        let ops = op_groups.get(tid).unwrap_or(&empty);
-        let mems = mem_groups.get(tid).unwrap_or(&empty);
-        let mut queries: Vec<(f64, bool, u32)> = ops
-            .iter()
-            .map(|&i| (t.ops[i as usize].ts, false, i))
-            .chain(mems.iter().map(|&i| (t.memory[i as usize].ts, true, i)))
-            .collect();
-        queries.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut open: Vec<u32> = Vec::new();
-        let mut next = 0;
-        let mut cached: Option<StackId> = None;
-        for (ts, is_mem, i) in queries {
-            while next < py_idx.len() && t.python[py_idx[next] as usize].ts <= ts {
-                let p = py_idx[next];
-                let start = t.python[p as usize].ts;
-                while open
-                    .last()
-                    .is_some_and(|&top| t.python[top as usize].end() < start)
-                {
-                    open.pop();
-                }
-                open.push(p);
-                cached = None;
-                next += 1;
-            }
-            while open
-                .last()
-                .is_some_and(|&top| t.python[top as usize].end() < ts)
-            {
-                open.pop();
-                cached = None;
-            }
-            let stack = match cached {
-                Some(s) => s,
-                None => {
-                    let frames: Vec<FrameId> = open
-                        .iter()
-                        .rev()
-                        .map(|&p| t.python[p as usize].frame)
-                        .collect();
-                    let s = t.stacks.intern_stack(&frames);
-                    cached = Some(s);
-                    s
-                }
-            };
-            if is_mem {
-                t.memory[i as usize].stack = stack;
-            } else {
-                t.ops[i as usize].stack = stack;
-            }
-        }
-    }
-}
-
-/// The op a flow end points at: one starting exactly there (preferring one with a sequence
-/// number, as the flow's op always has one), else the innermost op open at that time.
-fn op_at(t: &Trace, per_tid: &HashMap<Tid, Vec<u32>>, tid: Tid, ts: f64) -> Option<OpIdx> {
-    let idx = per_tid.get(&tid)?;
-    let after = idx.partition_point(|&i| t.ops[i as usize].ts <= ts);
-    let mut exact: Option<u32> = None;
-    for &i in idx[..after].iter().rev() {
-        if t.ops[i as usize].ts != ts {
-            break;
-        }
-        if exact.is_none() || t.ops[i as usize].seq.is_some() {
-            exact = Some(i);
-            if t.ops[i as usize].seq.is_some() {
-                break;
-            }
-        }
-    }
-    if let Some(i) = exact {
-        return Some(OpIdx(i));
-    }
-    let mut cur = idx[..after].last().map(|&i| OpIdx(i));
-    let mut guard = 0;
-    while let Some(c) = cur {
-        if t.op(c).end() >= ts {
-            return Some(c);
-        }
-        cur = t.op(c).parent;
-        guard += 1;
-        if guard > t.ops.len() {
-            break;
-        }
-    }
-    None
-}
-
-fn resolve_flows(t: &Trace, ends: &[FlowEnd]) -> Vec<FlowLink> {
-    let per_tid = by_tid(&t.ops, |o| o.tid);
-    let mut starts: HashMap<i64, OpIdx> = HashMap::default();
-    let mut finishes: Vec<(i64, OpIdx)> = Vec::new();
-    for e in ends {
-        if let Some(op) = op_at(t, &per_tid, e.tid, e.ts) {
-            if e.start {
-                starts.entry(e.id).or_insert(op);
-            } else {
-                finishes.push((e.id, op));
-            }
-        }
-    }
-    let mut links: Vec<FlowLink> = finishes
-        .into_iter()
-        .filter_map(|(id, to)| starts.get(&id).map(|&from| FlowLink { id, from, to }))
-        .collect();
-    links.sort_by_key(|l| (l.from, l.to));
-    links.dedup();
-    links
 }
 
 #[cfg(test)]

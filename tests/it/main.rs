@@ -75,6 +75,7 @@ mod summarize;
 mod trace_generations;
 mod trace_graph;
 mod trace_parallel;
+mod trace_parallel43;
 mod trace_relative;
 mod trace_views42;
 mod truncated_trace;
