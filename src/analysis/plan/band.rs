@@ -253,3 +253,72 @@ pub fn evidence(
         replays,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn evidence(captures: usize, exact: usize, inexact: usize, conv: usize) -> BandEvidence {
+        let replay = |batch, model_reserved| CaptureReplay {
+            shape: Shape { batch, seq: None },
+            recorded_allocated_bytes: 100 * MIB,
+            recorded_reserved_bytes: 120 * MIB,
+            model_allocated_bytes: 100 * MIB,
+            model_reserved_bytes: model_reserved,
+        };
+        BandEvidence {
+            captures,
+            requests: 100,
+            exact_terms: exact,
+            inexact_terms: inexact,
+            inferred: 100 - exact - inexact,
+            peak_bytes: 100 * MIB,
+            inferred_peak_bytes: 0,
+            convolution_requests: conv,
+            segment_bytes: LARGE_BUFFER,
+            replays: (0..captures as u64)
+                .map(|k| replay(8 << k, 120 * MIB))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn explained_plans_take_the_segment_against_the_cap_at_least_the_floor() {
+        let ev = evidence(2, 100, 0, 0);
+        let b = Band::from_evidence(&ev, Some(1000 * MIB));
+        assert_eq!(b.rule, BandRule::Explained);
+        assert_eq!(b.under, 0.02);
+        // A large card: the floor.
+        assert_eq!(Band::from_evidence(&ev, Some(80 << 30)).under, FLOOR);
+        // A small one: at most the measured band.
+        assert_eq!(Band::from_evidence(&ev, Some(200 * MIB)).under, MEASURED);
+    }
+
+    #[test]
+    fn what_the_captures_cannot_show_keeps_the_measured_band() {
+        let cap = Some(1000 * MIB);
+        let one = Band::from_evidence(&evidence(1, 0, 0, 0), cap);
+        assert_eq!((one.rule, one.under), (BandRule::OneCapture, MEASURED));
+        let conv = Band::from_evidence(&evidence(2, 100, 0, 3), cap);
+        assert_eq!((conv.rule, conv.under), (BandRule::Convolutions, MEASURED));
+        let odd = Band::from_evidence(&evidence(2, 99, 1, 0), cap);
+        assert_eq!((odd.rule, odd.under), (BandRule::InexactTerms, MEASURED));
+    }
+
+    #[test]
+    fn inferred_bytes_and_replay_misses_widen_the_band() {
+        let cap = Some(1000 * MIB);
+        let mut ev = evidence(2, 90, 0, 0);
+        ev.inferred_peak_bytes = 3 * MIB;
+        assert_eq!(Band::from_evidence(&ev, cap).under, 0.03);
+        // The other capture's reserved peak replayed 12 MiB (10%) under: the band is the miss.
+        ev.replays[1].model_reserved_bytes = 108 * MIB;
+        let b = Band::from_evidence(&ev, cap);
+        assert!((b.under - 0.1).abs() < 1e-12 && b.replay_error == b.under);
+        // Under the measured rules only the recorded capture's miss counts (as before).
+        ev.convolution_requests = 1;
+        assert_eq!(Band::from_evidence(&ev, cap).under, MEASURED);
+    }
+}
