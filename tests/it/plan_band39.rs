@@ -28,16 +28,14 @@ fn plan_of(set: &str, name: &str, n: usize) -> (Plan, u64) {
     let p = d.join(format!("{name}_b{b0}.pickle.gz"));
     let (snap, len) = memscope::load::load_snapshot_sized(&p).unwrap();
     let a = memscope::analysis::analyze_snapshot(&snap, &p, len);
-    let other = memscope::load::load_snapshot_sized(&d.join(format!("{name}_b{}.pickle.gz", 2 * b0)))
-        .unwrap()
-        .0;
+    let other =
+        memscope::load::load_snapshot_sized(&d.join(format!("{name}_b{}.pickle.gz", 2 * b0)))
+            .unwrap()
+            .0;
     let others: Vec<Other> = (n > 1)
         .then_some(Other {
             snap: &other,
-            shape: Shape {
-                batch: 2 * b0,
-                seq,
-            },
+            shape: Shape { batch: 2 * b0, seq },
         })
         .into_iter()
         .collect();
@@ -59,7 +57,10 @@ fn parts_add_up(p: &Plan) {
     assert_eq!(ev.replays.len(), ev.captures);
     assert!(p.band.under >= p.band.replay_error.min(band::MEASURED));
     let cap = p.cap.bytes.unwrap();
-    assert_eq!(p.max_batch.as_ref().unwrap().margin_bytes, cap - p.band.lowered(cap));
+    assert_eq!(
+        p.max_batch.as_ref().unwrap().margin_bytes,
+        cap - p.band.lowered(cap)
+    );
 }
 
 #[test]

@@ -200,9 +200,8 @@ pub fn evidence(
     convolution_requests: usize,
     split: &Split,
 ) -> BandEvidence {
-    let matched = |r: &Request| {
-        matches!(r.basis, Basis::MatchedSame | Basis::MatchedFitted) || r.varies
-    };
+    let matched =
+        |r: &Request| matches!(r.basis, Basis::MatchedSame | Basis::MatchedFitted) || r.varies;
     let all = reqs.iter().flatten();
     let requests = all.clone().count();
     let inexact_terms = all.clone().filter(|r| matched(r) && inexact(r)).count();
