@@ -142,7 +142,9 @@ def main():
     print("# Why the plan's largest batch misses the card's (issue 39)\n")
     print("Made by `python3 tools/plan_maxbatch.py --all > docs/plan_maxbatch.md` (columns: the script's docstring). "
           "One row per truth set, workload and capture count (one: b0; two: b0 and 2*b0; three: and the set's "
-          "third capture). The largest batch is the largest the plan's fit column says fits.\n")
+          "third capture). The largest batch is the largest the plan's fit column says fits, under the plan's own band "
+          "(session 15: `band rule` and `room kept`; the rule was fixed on the tuned sets, fixtures/plan and holdout2, "
+          "and the holdouts read once with it: docs/plan_band_first_reading.txt).\n")
     print(HEADER)
     for sub, _seen in pa.SETS_SEEN:
         if a.only is not None and sub != a.only:
