@@ -2,7 +2,9 @@
 //! largest batch is given, how the terms were found, and what a reader must know to trust the
 //! figures.
 
-use crate::analysis::plan::{Band, Basis, Fit, NextCapture, NoMaxBatch, Plan, Shape, Verdict};
+use crate::analysis::plan::{
+    band, Band, BandEvidence, BandRule, Basis, Fit, NextCapture, NoMaxBatch, Plan, Shape, Verdict,
+};
 use crate::units::bytes;
 
 /// A basis's short label (a column of the split).
@@ -152,7 +154,7 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
             p.varying_workspaces
         ));
     }
-    out.push(plan_band(p.band));
+    out.push(plan_band(p.band, &p.band_evidence));
     out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
     out
 }
@@ -168,13 +170,47 @@ pub fn plan_verdict(v: Option<Verdict>, lower_bounds: bool) -> &'static str {
     }
 }
 
-/// How the fit/OOM column clears the model's reserved error.
-pub fn plan_band(b: Band) -> String {
+/// How the fit/OOM column clears the model's reserved error, and what the band is made of.
+pub fn plan_band(b: Band, ev: &BandEvidence) -> String {
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let why = match b.rule {
+        BandRule::OneCapture => format!(
+            "the measured {} (one capture: every term is inferred, the safe mode)",
+            pct(band::MEASURED)
+        ),
+        BandRule::Convolutions => format!(
+            "the measured {} ({} requests come from convolutions, whose cuDNN workspaces the captures cannot give at another shape)",
+            pct(band::MEASURED),
+            ev.convolution_requests
+        ),
+        BandRule::InexactTerms => format!(
+            "the measured {} ({} requests paired across the captures fit no exact term)",
+            pct(band::MEASURED),
+            ev.inexact_terms
+        ),
+        BandRule::Explained => format!(
+            "this plan's own: {} of {} requests paired across {} captures, each on an exact term ({} inferred, {} of the recorded peak), so the band is the largest of {}, the allocator's {} segment against the cap ({}) and that inferred share, at most the measured {}",
+            ev.exact_terms,
+            ev.requests,
+            ev.captures,
+            ev.inferred,
+            pct(b.inferred_share),
+            pct(band::FLOOR),
+            bytes(ev.segment_bytes),
+            pct(b.segment_share),
+            pct(band::MEASURED)
+        ),
+    };
+    let replays: Vec<String> = ev
+        .replays
+        .iter()
+        .map(|r| format!("{} off by {}", r.shape, pct(r.error())))
+        .collect();
     format!(
-        "under the cap: an OOM is said only where the replay also fails under the cap raised by {}, and a fit only where it also fits under the cap lowered by {}: the model's error at the largest batch, measured on the ground truth (20 workloads; a cuDNN LSTM needed 15%), or the model's error at the recorded batch where larger; between them the column says it cannot tell, and the largest batch is the largest it says fits",
+        "under the cap: an OOM is said only where the replay also fails under the cap raised by {}, and a fit only where it also fits under the cap lowered by {}: {why}, or the model's replay error where larger (each capture's peaks replayed at its shape: {}); between them the column says it cannot tell, and the largest batch is the largest it says fits",
         pct(b.over),
         pct(b.under),
+        replays.join(", ")
     )
 }
 

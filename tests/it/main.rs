@@ -50,6 +50,7 @@ mod oom_device_first;
 mod pickle_reader;
 mod pictures;
 mod plan;
+mod plan_band39;
 mod plan_ctxall;
 mod plan_cudnn39;
 mod plan_holdout5;

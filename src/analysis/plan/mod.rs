@@ -19,12 +19,15 @@
 //! `central` one (the likelier) and the `upper` one (every unsure request grows); OOMs and the
 //! largest batch are decided on the upper one, and the difference is reported.
 
+pub mod band;
 mod casts;
 pub mod classify;
 pub mod fit;
 pub mod model;
 mod op_site;
 mod recurrent;
+
+pub use band::{Band, BandEvidence, BandRule, CaptureReplay};
 
 use crate::analysis::analyzed::Analyzed;
 use crate::analysis::whatif::{self, AllocConf, CapInfo};
@@ -272,34 +275,6 @@ pub enum Verdict {
     WithinBand,
 }
 
-/// The model's error under a cap, as shares of the cap, that a fit/OOM decision must clear.
-/// Measured with `tools/plan_band.py` on the truth of fixtures/plan, holdout, holdout2 and
-/// holdout3 (20 workloads, one capture and two, each at its real largest batch, which fits 4
-/// of 4 times on the card, and at the next one, which fails 4 of 4): the least raise of the
-/// cap under which the replay of the largest batch fits is at most 5% (transformer_sdpa, one
-/// capture), and the least cut under which the next batch fails is at most 5% (mlp_wide).
-/// One workload is outside it: the cuDNN LSTM (lstm_fp32) needs 15%, its workspaces being
-/// picked per shape.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Band {
-    /// A predicted OOM must hold under the cap raised by this share.
-    pub over: f64,
-    /// A predicted fit must hold under the cap lowered by this share.
-    pub under: f64,
-}
-
-impl Band {
-    pub const MEASURED: Band = Band {
-        over: 0.05,
-        under: 0.05,
-    };
-
-    /// `cap` lowered by the `under` share: where a fit must also hold.
-    pub fn lowered(self, cap: u64) -> u64 {
-        (cap as f64 * (1.0 - self.under)) as u64
-    }
-}
-
 /// The batch to capture next, where one capture leaves terms unsure.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct NextCapture {
@@ -409,8 +384,10 @@ pub struct Plan {
     /// Requests made by convolutions (forward, by their stacks): cuDNN picks its workspaces per
     /// shape, so the reserved peak at another batch can exceed the replay's.
     pub convolution_requests: usize,
-    /// The error band the fit/OOM verdicts use.
+    /// The error band the fit/OOM verdicts use, from `band_evidence` ([`band`]).
     pub band: Band,
+    /// What the captures show about the plan's own error: the parts of `band`.
+    pub band_evidence: BandEvidence,
     /// Two captures: cuDNN workspace requests whose sizes changed between the captures by no
     /// exact term ([`Request::varies`]): the upper reading grows them on the line through
     /// their sizes, so fits and the largest batch are judged with them grown, and an OOM only
@@ -559,7 +536,7 @@ pub fn plan_all(
         } else {
             fit::refine(snap, dev, &theirs, ask.recorded, &mut reqs)
         };
-        out.push(plan_device(snap, i, prod, ask, reqs, fit));
+        out.push(plan_device(snap, i, prod, ask, reqs, fit, &theirs));
     }
     Ok(out)
 }
@@ -606,6 +583,7 @@ fn plan_device(
     ask: &Ask,
     reqs: Vec<Option<Request>>,
     fit: Fit,
+    theirs: &[fit::Capture],
 ) -> Plan {
     let dev = &snap.devices[i];
     let tl = &prod.timeline;
@@ -641,18 +619,26 @@ fn plan_device(
     };
     let at_rec = m.run(ask.recorded, Reading::Central, None);
     let convolution_requests = classify::convolution_requests(&snap.stacks, dev);
-    // The model's relative error at the recorded shape (reserved or allocated, the larger)
-    // widens the band's lower side where it passes it: the allocator's placement, and so its
-    // reserved peak, varies from run to run of one program, and the model reproduces one run.
-    // (Below 3% on every workload of the truth sets, so the band stays the measured 5% there.)
-    let err = |model: u64, rec: u64| model.abs_diff(rec) as f64 / rec.max(1) as f64;
-    let band = Band {
-        under: Band::MEASURED
-            .under
-            .max(err(at_rec.peak_reserved, tl.peaks.reserved.bytes))
-            .max(err(at_rec.peak_allocated, tl.peaks.allocated.bytes)),
-        ..Band::MEASURED
-    };
+    // The band from what the captures show ([`band`]): how many requests each capture
+    // explains by an exact term, and every capture's peaks against the model's replay.
+    let seen: Vec<band::Seen> = theirs
+        .iter()
+        .map(|c| band::Seen {
+            dev: c.dev,
+            settings: &c.snap.settings,
+            shape: c.shape,
+        })
+        .collect();
+    let band_evidence = band::evidence(
+        &m,
+        &reqs,
+        &fit,
+        (tl.peaks.allocated.bytes, tl.peaks.reserved.bytes),
+        &seen,
+        convolution_requests,
+        &at_rec.split,
+    );
+    let band = Band::from_evidence(&band_evidence, cap.bytes);
     let predictions: Vec<Prediction> = ask
         .at
         .iter()
@@ -693,6 +679,7 @@ fn plan_device(
         seq_ambiguous,
         convolution_requests,
         band,
+        band_evidence,
         varying_workspaces: reqs.iter().flatten().filter(|r| r.varies).count(),
         next_capture,
     }
