@@ -89,7 +89,14 @@ fn many_threads_give_the_one_thread_trace_on_every_real_trace() {
         );
         n += 1;
     }
-    assert!(n >= 3, "only {n} traces found");
+    // The repo holds one trace; ../shared adds its fixtures' and the corpus' (skipped visibly
+    // on a bare clone, required in CI).
+    let least = if shared::path("fixtures").is_some() {
+        3
+    } else {
+        1
+    };
+    assert!(n >= least, "only {n} traces found");
 }
 
 /// A small xorshift: the hostile traces are the same on every run.

@@ -29,8 +29,10 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     enc.finish().unwrap()
 }
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memscope-cut-{}", std::process::id()));
+/// A directory of the test's own (`name`): the tests run side by side in one process, and each
+/// removes its directory when done.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memscope-cut-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -87,7 +89,7 @@ fn a_cut_trace_says_memory_events_may_lie_past_the_cut() {
     let json = clean_json();
     let first_mem = memchr::memmem::find(&json, b"\"[memory]\"").unwrap();
     let last_mem = memchr::memmem::rfind(&json, b"\"[memory]\"").unwrap();
-    let d = dir();
+    let d = dir("cut");
     // Before any memory event, just before the first one, inside them, past the last one (the
     // Python calls and kernels after them cut off), and near the end.
     let offsets = [
@@ -151,8 +153,7 @@ fn a_cut_trace_says_memory_events_may_lie_past_the_cut() {
 #[test]
 fn a_whole_trace_is_not_cut_and_one_without_memory_events_says_profile_memory() {
     let json = clean_json();
-    let d = dir().join("whole");
-    std::fs::create_dir_all(&d).unwrap();
+    let d = dir("whole");
     let p = d.join("clean.trace.json");
     std::fs::write(&p, &json).unwrap();
     let a = analyze(&p);
