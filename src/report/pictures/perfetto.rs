@@ -306,7 +306,7 @@ impl Render<Trace> for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocatorSettings, EventData, Layout, StackId, Stacks};
+    use crate::model::{EventData, Layout, StackId, Stacks};
 
     fn ev(action: Action, addr: u64, size: u64) -> EventData {
         EventData {
@@ -365,18 +365,8 @@ mod tests {
 
     #[test]
     fn a_snapshot_without_history_exports_an_empty_trace_that_says_why() {
-        let snap = |devices: Vec<Device>| Snapshot {
-            layout: Layout::Torch21,
-            devices,
-            stacks: Stacks::new(),
-            annotations: Vec::new(),
-            settings: AllocatorSettings::default(),
-            load_notes: Vec::new(),
-            device_memory: Vec::new(),
-            device_record: None,
-            metas: Vec::new(),
-            internal_metadata: None,
-        };
+        let snap =
+            |devices: Vec<Device>| Snapshot::of_devices(Layout::Torch21, devices, Stacks::new());
         let bare = snap(vec![Device {
             index: 0,
             segments: Vec::new(),
