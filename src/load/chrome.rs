@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::pickle::MAX_TEXT;
 use crate::model::trace::phases::{self, Phase};
-use crate::model::trace::{DeviceKey, OpRecord, Tid, Trace, TraceBuilder};
+use crate::model::trace::{DeviceKey, Tid, Trace, TraceBuilder};
 use crate::model::LoadNote;
 
 mod batch;
@@ -327,6 +327,14 @@ impl Scalar<'_> {
             _ => None,
         }
     }
+    fn into_owned(self) -> Scalar<'static> {
+        match self {
+            Scalar::None => Scalar::None,
+            Scalar::Int(i) => Scalar::Int(i),
+            Scalar::Float(f) => Scalar::Float(f),
+            Scalar::Str(s) => Scalar::Str(Cow::Owned(s.into_owned())),
+        }
+    }
 }
 
 struct ScalarVisitor<'a>(std::marker::PhantomData<&'a ()>);
@@ -597,16 +605,6 @@ struct RawEvent<'a> {
     args: Option<Box<RawArgs<'a>>>,
 }
 
-fn tid_of(b: &mut TraceBuilder, s: &Scalar<'_>) -> Tid {
-    match s {
-        Scalar::Str(name) => match name.trim().parse::<i64>() {
-            Ok(n) => Tid(n),
-            Err(_) => b.named_tid(&bounded(name)),
-        },
-        other => Tid(other.as_i64().unwrap_or(0)),
-    }
-}
-
 /// What one event contributes to the trace, decided without the builder so that events can be
 /// read on several threads and applied in file order on one (thread names are interned when
 /// applied, so ids come out the same as reading in order).
@@ -653,6 +651,80 @@ enum Rec<'a> {
         tid: Scalar<'a>,
         ts: f64,
     },
+}
+
+impl Rec<'_> {
+    /// The record with its own copies of its strings (for an event read from a repaired copy
+    /// of its bytes, which does not outlive the read).
+    fn into_owned(self) -> Rec<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        match self {
+            Rec::Op {
+                name,
+                ts,
+                dur,
+                tid,
+                seq,
+                fwd_tid,
+                external_id,
+                scalar_inputs,
+            } => Rec::Op {
+                name: own(name),
+                ts,
+                dur,
+                tid: tid.into_owned(),
+                seq,
+                fwd_tid,
+                external_id,
+                scalar_inputs,
+            },
+            Rec::User { name, ts, dur, tid } => Rec::User {
+                name: own(name),
+                ts,
+                dur,
+                tid: tid.into_owned(),
+            },
+            Rec::GpuStepDuplicate => Rec::GpuStepDuplicate,
+            Rec::Python {
+                name,
+                ts,
+                dur,
+                tid,
+                python_id,
+                parent_id,
+            } => Rec::Python {
+                name: own(name),
+                ts,
+                dur,
+                tid: tid.into_owned(),
+                python_id,
+                parent_id,
+            },
+            Rec::Memory {
+                ts,
+                tid,
+                addr,
+                bytes,
+                total_allocated,
+                total_reserved,
+                device,
+            } => Rec::Memory {
+                ts,
+                tid: tid.into_owned(),
+                addr,
+                bytes,
+                total_allocated,
+                total_reserved,
+                device,
+            },
+            Rec::Flow { id, start, tid, ts } => Rec::Flow {
+                id,
+                start,
+                tid: tid.into_owned(),
+                ts,
+            },
+        }
+    }
 }
 
 /// A string field as the model keeps it: cut to [`MAX_TEXT`] bytes (marked with `…`), so a
@@ -760,74 +832,6 @@ fn classify<'a>(e: &RawEvent<'a>) -> Option<Rec<'a>> {
     }
 }
 
-/// Adds one event's record to the trace.
-fn apply(b: &mut TraceBuilder, r: Rec<'_>) {
-    match r {
-        Rec::Op {
-            name,
-            ts,
-            dur,
-            tid,
-            seq,
-            fwd_tid,
-            external_id,
-            scalar_inputs,
-        } => {
-            let tid = tid_of(b, &tid);
-            b.add_op(OpRecord {
-                name: &name,
-                ts,
-                dur,
-                tid,
-                seq,
-                fwd_tid,
-                external_id,
-                scalar_inputs,
-            });
-        }
-        Rec::User { name, ts, dur, tid } => {
-            let tid = tid_of(b, &tid);
-            apply_user(b, &name, ts, dur, tid);
-        }
-        Rec::GpuStepDuplicate => b.counts_mut().gpu_step_duplicates += 1,
-        Rec::Python {
-            name,
-            ts,
-            dur,
-            tid,
-            python_id,
-            parent_id,
-        } => {
-            let tid = tid_of(b, &tid);
-            b.add_python(&name, ts, dur, tid, python_id, parent_id);
-        }
-        Rec::Memory {
-            ts,
-            tid,
-            addr,
-            bytes,
-            total_allocated,
-            total_reserved,
-            device,
-        } => {
-            let tid = tid_of(b, &tid);
-            b.add_memory(
-                ts,
-                tid,
-                addr,
-                bytes,
-                total_allocated,
-                total_reserved,
-                device,
-            );
-        }
-        Rec::Flow { id, start, tid, ts } => {
-            let tid = tid_of(b, &tid);
-            b.add_flow_end(id, start, tid, ts);
-        }
-    }
-}
-
 /// Adds a `user_annotation`: a step where it is named `ProfilerStep#N`, else an annotation.
 fn apply_user(b: &mut TraceBuilder, name: &str, ts: f64, dur: f64, tid: Tid) {
     match name
@@ -836,12 +840,6 @@ fn apply_user(b: &mut TraceBuilder, name: &str, ts: f64, dur: f64, tid: Tid) {
     {
         Some(Ok(n)) => b.add_step(n, name, ts, dur, tid),
         _ => b.add_annotation(name, ts, dur, tid),
-    }
-}
-
-fn ingest(b: &mut TraceBuilder, e: &RawEvent<'_>) {
-    if let Some(r) = classify(e) {
-        apply(b, r);
     }
 }
 
@@ -1224,6 +1222,10 @@ fn parse_inner(
     }
     let serial = Phase::start("read.serial");
     let mut slot = RawEvent::default();
+    // The records read here go through the same conversion as the parallel readers' (one
+    // batch, applied once after the loop: records of each kind keep their file order and
+    // names are interned in the order of first use, as record by record).
+    let mut batch = Box::<batch::Batch<'_>>::default();
     while !closed {
         if i >= bytes.len() {
             b.set_truncated(bytes.len());
@@ -1241,7 +1243,7 @@ fn parse_inner(
         let end = if let Some((rec, end)) = read_elem(bytes, start, &mut slot) {
             b.counts_mut().events += 1;
             if let Some(r) = rec {
-                apply(&mut b, r);
+                batch.push(r);
             }
             end
         } else {
@@ -1262,7 +1264,9 @@ fn parse_inner(
             let elem = &bytes[start..end];
             let parsed = match serde_json::from_slice::<RawEvent>(elem) {
                 Ok(e) => {
-                    ingest(&mut b, &e);
+                    if let Some(r) = classify(&e) {
+                        batch.push(r);
+                    }
                     Ok(())
                 }
                 Err(first) => {
@@ -1278,9 +1282,11 @@ fn parse_inner(
                         fixed = Some(f);
                     }
                     match fixed {
-                        Some(f) => {
-                            serde_json::from_slice::<RawEvent>(&f).map(|e| ingest(&mut b, &e))
-                        }
+                        Some(f) => serde_json::from_slice::<RawEvent>(&f).map(|e| {
+                            if let Some(r) = classify(&e) {
+                                batch.push(r.into_owned());
+                            }
+                        }),
                         None => Err(first),
                     }
                 }
@@ -1307,6 +1313,7 @@ fn parse_inner(
             Some(_) => return Err(syntax(bytes, i, "',' or ']' after an event")),
         }
     }
+    batch.apply_alone(&mut b);
     let counts = b.counts_mut();
     let (events, skipped, repaired) = (counts.events, counts.skipped, counts.repaired);
     if let Some((offset, source)) = first_failure {

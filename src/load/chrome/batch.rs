@@ -1,4 +1,6 @@
-//! A stretch of events as one reader thread hands it to the applying thread (issue #43).
+//! A stretch of events as one reader thread hands it to the applying thread (issue #43), and
+//! the one conversion of an event's record into the trace's records (the one-thread read
+//! fills a single batch the same way).
 //!
 //! Why: the events of a large trace are read on every core, but applied on one thread in file
 //! order, so that every interned id (op names, Python frames, named threads) is the one a
@@ -257,6 +259,18 @@ impl<'a> Batch<'a> {
         self.threads_by_name.clear();
         self.named.clear();
         self.resolved = resolved;
+    }
+}
+
+impl Batch<'_> {
+    /// Adds the batch to the trace on this thread (the one-thread read's single batch).
+    pub(super) fn apply_alone(&mut self, b: &mut TraceBuilder) {
+        let spares = Spares::default();
+        std::thread::scope(|scope| {
+            let mut sinks = Sinks::new(scope, &spares, 1, false);
+            self.apply(b, &mut sinks);
+            sinks.finish(b);
+        });
     }
 }
 
