@@ -118,35 +118,18 @@ fn events(data: &[u8]) -> usize {
     }
 }
 
-fn pickles_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            pickles_under(&p, out);
-        } else if p.extension().is_some_and(|x| x == "pickle") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn agrees_with_the_generic_path_on_real_captures() {
-    let mut files = Vec::new();
-    pickles_under(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        &mut files,
-    );
-    let mut shared_n = 0;
-    for dir in ["fixtures", "corpus"] {
-        if let Some(d) = shared::path(dir) {
-            let before = files.len();
-            pickles_under(&d, &mut files);
-            shared_n += files.len() - before;
-        }
-    }
+    let is_pickle = |n: &str| n.ends_with(".pickle");
+    let repo = [Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
+    let shared_dirs: Vec<PathBuf> = ["fixtures", "corpus"]
+        .iter()
+        .filter_map(|d| shared::path(d))
+        .collect();
+    let mut files = shared::files_under(&repo, is_pickle);
+    let shared_files = shared::files_under(&shared_dirs, is_pickle);
+    let shared_n = shared_files.len();
+    files.extend(shared_files);
     files.sort();
     let (mut with_trace, mut total, mut fast) = (0, 0u64, 0u64);
     for f in &files {

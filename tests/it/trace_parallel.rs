@@ -11,29 +11,9 @@ use memscope::load::{self, chrome};
 use crate::shared;
 
 fn traces() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut out = Vec::new();
-    let mut walk = vec![root.join("fixtures")];
-    walk.extend(shared::path("fixtures"));
-    walk.extend(shared::corpus("traces"));
-    while let Some(dir) = walk.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk.push(p);
-            } else {
-                let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                if name.ends_with(".json") || name.ends_with(".json.gz") {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    out.sort();
-    out
+    shared::files_under(&shared::capture_dirs(&["traces"]), |name| {
+        name.ends_with(".json") || name.ends_with(".json.gz")
+    })
 }
 
 /// The whole result, errors included, as text (floats print exactly).

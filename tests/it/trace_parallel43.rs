@@ -18,30 +18,11 @@ use crate::shared;
 
 /// Every trace file of the fixtures, `../shared/fixtures` and `../shared/corpus/traces`.
 fn traces() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut out = Vec::new();
-    let mut walk = vec![root.join("fixtures")];
-    walk.extend(shared::path("fixtures"));
-    walk.extend(shared::corpus("traces"));
-    while let Some(dir) = walk.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if p.is_dir() {
-                walk.push(p);
-            } else if name.ends_with(".trace.json")
-                || name.ends_with(".pt.trace.json.gz")
-                || name.ends_with(".pt.trace.json")
-            {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    shared::files_under(&shared::capture_dirs(&["traces"]), |name| {
+        name.ends_with(".trace.json")
+            || name.ends_with(".pt.trace.json.gz")
+            || name.ends_with(".pt.trace.json")
+    })
 }
 
 /// The whole trace as text (floats print exactly; the interner's tables in their order).

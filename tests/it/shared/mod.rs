@@ -71,3 +71,36 @@ pub fn fixture_pickle(name: &str) -> Option<PathBuf> {
 pub fn ci() -> bool {
     required() || std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
 }
+
+/// Every file under `dirs` (recursively, in path order) whose name `keep` accepts: the one
+/// walker of the tests that run on every capture at hand.
+pub fn files_under(dirs: &[PathBuf], keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut walk: Vec<PathBuf> = dirs.to_vec();
+    while let Some(dir) = walk.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk.push(p);
+            } else if p.file_name().is_some_and(|n| keep(&n.to_string_lossy())) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The repo's `fixtures/`, with `../shared/fixtures` and each `../shared/corpus/REL` where
+/// they are (skipped visibly where not).
+pub fn capture_dirs(corpus_parts: &[&str]) -> Vec<PathBuf> {
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
+    dirs.extend(path("fixtures"));
+    for rel in corpus_parts {
+        dirs.extend(corpus(rel));
+    }
+    dirs
+}
