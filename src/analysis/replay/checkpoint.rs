@@ -25,12 +25,33 @@ pub(super) struct Checkpoint {
 
 impl Checkpoint {
     pub(super) fn of(s: &State) -> Checkpoint {
-        let n = s.segments.values().map(|g| g.blocks.len()).sum();
+        let segs = s.segments.iter().map(|(&k, g)| (k, g));
+        Checkpoint::build(s.counters, &s.pool_reserved, segs)
+    }
+
+    /// The checkpoint of a state with these counters, pools and segments (given in key order,
+    /// as the state's map holds them): what the split replay assembles ([`super::split`]).
+    pub(super) fn from_segments(
+        counters: Counters,
+        pool_reserved: &BTreeMap<PoolKey, u64>,
+        segments: Vec<(u64, SegState)>,
+    ) -> Checkpoint {
+        Checkpoint::build(
+            counters,
+            pool_reserved,
+            segments.iter().map(|(k, g)| (*k, g)),
+        )
+    }
+
+    fn build<'a>(
+        counters: Counters,
+        pool_reserved: &BTreeMap<PoolKey, u64>,
+        segs: impl Iterator<Item = (u64, &'a SegState)> + Clone,
+    ) -> Checkpoint {
+        let n = segs.clone().map(|(_, g)| g.blocks.len()).sum();
         let mut blocks = Vec::with_capacity(n);
-        let segments = s
-            .segments
-            .iter()
-            .map(|(&k, g)| {
+        let segments = segs
+            .map(|(k, g)| {
                 blocks.extend(g.blocks.iter().map(|(&a, b)| (a, b.clone())));
                 let seg = SegState {
                     address: g.address,
@@ -47,8 +68,8 @@ impl Checkpoint {
             })
             .collect();
         Checkpoint {
-            counters: s.counters,
-            pool_reserved: s.pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
+            counters,
+            pool_reserved: pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
             segments,
             blocks,
         }
