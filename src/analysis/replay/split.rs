@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::checkpoint::Checkpoint;
+use super::checkpoint::{Checkpoint, Flat};
 use super::{
     track_pool_peaks_of, Counters, Peak, Peaks, PoolKey, PoolPeak, Replayer, Rules, SegState,
     SegmentPools, Series, State,
@@ -109,21 +109,21 @@ pub(super) fn run(
     exceptions.sort_unstable_by_key(|&(i, _)| i);
     let (series, peaks, at_checkpoints, counters) =
         merge(dev, initial.counters, deltas, &exceptions, peaks, &plan)?;
+    // Each checkpoint's segments, in key order, assembled on the threads.
     kept.sort_unstable_by_key(|(p, a, _)| (*p, *a));
-    let mut kept = kept.into_iter().peekable();
-    let checkpoints = plan
-        .checkpoints
-        .iter()
-        .zip(at_checkpoints)
-        .enumerate()
-        .map(|(p, ((i, pool_reserved), c))| {
-            let mut segs = Vec::new();
-            while let Some((_, a, s)) = kept.next_if(|(q, _, _)| *q == p) {
-                segs.push((a, s));
-            }
-            (*i, Checkpoint::from_segments(c, pool_reserved, segs))
-        })
-        .collect();
+    let mut groups: Vec<Mutex<Vec<(u64, Flat)>>> = Vec::new();
+    groups.resize_with(plan.checkpoints.len(), Mutex::default);
+    for (p, a, f) in kept {
+        if let Some(g) = groups.get_mut(p) {
+            g.get_mut().unwrap_or_else(|e| e.into_inner()).push((a, f));
+        }
+    }
+    let places: Vec<(usize, Counters)> = (0..groups.len()).zip(at_checkpoints).collect();
+    let checkpoints = crate::threads::map(threads, &places, |&(p, c)| {
+        let segs = std::mem::take(&mut *groups[p].lock().unwrap_or_else(|e| e.into_inner()));
+        let (i, pool_reserved) = &plan.checkpoints[p];
+        (*i, Checkpoint::from_segments(c, pool_reserved, segs))
+    });
     let end = State {
         segments: ends.into_iter().map(|s| (s.address, s)).collect(),
         counters,
@@ -173,8 +173,11 @@ fn plan(
     let mut inc_of = vec![NONE; n];
     let mut checkpoints = Vec::new();
     let mut last = 0usize;
-    // The last segment found: (start, end, incarnation).
-    let mut cache: Option<(u64, u64, u32)> = None;
+    // Segments found, by address (see `cache_slot`): (start, end, incarnation), good while
+    // the incarnation is alive (segments alive never overlap, so one that holds the address
+    // is the one the map would find).
+    let mut cache = vec![(0u64, 0u64, 0u32); CACHE_SLOTS];
+    let mut alive: Vec<bool> = vec![true; incs.len()];
     for (i, e) in dev.events.iter().enumerate() {
         if i > 0 && i % every == 0 && segs.saturating_mul(2).saturating_add(blocks) <= i - last {
             checkpoints.push((i, pool_state.pool_reserved.clone()));
@@ -182,16 +185,17 @@ fn plan(
         }
         match e.action {
             Action::Alloc | Action::FreeRequested | Action::FreeCompleted => {
-                let k = match cache {
-                    Some((a, b, k)) if a <= e.addr && e.addr < b => k,
-                    _ => {
-                        let (&a, &(b, k, _, _)) = live.range(..=e.addr).next_back()?;
-                        if e.addr >= b {
-                            return None;
-                        }
-                        cache = Some((a, b, k));
-                        k
+                let slot = &mut cache[cache_slot(e.addr)];
+                let (a, b, k) = *slot;
+                let k = if a <= e.addr && e.addr < b && alive[k as usize] {
+                    k
+                } else {
+                    let (&a, &(b, k, _, _)) = live.range(..=e.addr).next_back()?;
+                    if e.addr >= b {
+                        return None;
                     }
+                    *slot = (a, b, k);
+                    k
                 };
                 inc_of[i] = k;
                 match e.action {
@@ -218,16 +222,16 @@ fn plan(
                 });
                 inc_of[i] = k;
                 segs += 1;
+                alive.push(true);
                 pool_state.pool_add(key, e.size);
                 track_pool_peaks_of(&mut pool_peaks, key, &pool_state.pool_reserved, i);
-                cache = None;
             }
             Action::SegmentFree => {
                 let (_, k, key, size) = live.remove(&e.addr)?;
                 inc_of[i] = k;
                 segs -= 1;
+                alive[k as usize] = false;
                 pool_state.pool_sub(key, size);
-                cache = None;
             }
             Action::SegmentMap | Action::SegmentUnmap | Action::Oom => return None,
             Action::Snapshot | Action::Annotate | Action::Other => {}
@@ -261,6 +265,16 @@ fn plan(
     })
 }
 
+/// Slots of the pre-pass' segment cache: a power of two.
+const CACHE_SLOTS: usize = 4096;
+
+/// The cache slot of an address: by its MiB (segments are 2 MiB and more, so a segment's
+/// entries share a few slots), the higher bits folded in.
+fn cache_slot(addr: u64) -> usize {
+    let mib = addr >> 20;
+    ((mib ^ (mib >> 12) ^ (mib >> 24)) as usize) & (CACHE_SLOTS - 1)
+}
+
 /// What the incarnations' replays leave: per entry, the changes of three counters (see
 /// [`merge`]); the inactive-split changes that are not minus the active change; the segments
 /// alive at the end; each segment as it was at each checkpoint (checkpoint, start, segment).
@@ -268,7 +282,7 @@ struct Worked {
     deltas: [Vec<u64>; 3],
     exceptions: Vec<(u32, i64)>,
     ends: Vec<SegState>,
-    kept: Vec<(usize, u64, SegState)>,
+    kept: Vec<(usize, u64, Flat)>,
 }
 
 /// What one incarnation's replay leaves (see [`Worked`]).
@@ -276,7 +290,7 @@ struct Worked {
 struct Part {
     exceptions: Vec<(u32, i64)>,
     ends: Vec<SegState>,
-    kept: Vec<(usize, u64, SegState)>,
+    kept: Vec<(usize, u64, Flat)>,
 }
 
 /// Replays every incarnation on `threads` threads, largest first; `None` where one of them
@@ -384,8 +398,8 @@ fn incarnation(
         }
         let i = i as usize;
         while ck.get(p).is_some_and(|(c, _)| *c <= i) {
-            part.kept
-                .push((p, inc.addr, r.state.segments.get(&inc.addr)?.clone()));
+            let flat = Checkpoint::flat(r.state.segments.get(&inc.addr)?);
+            part.kept.push((p, inc.addr, flat));
             p += 1;
         }
         let before = r.state.counters;
@@ -425,8 +439,11 @@ fn incarnation(
     }
     if !freed {
         let seg = r.state.segments.remove(&inc.addr)?;
-        for q in p..ck.len() {
-            part.kept.push((q, inc.addr, seg.clone()));
+        if p < ck.len() {
+            let flat = Checkpoint::flat(&seg);
+            for q in p..ck.len() {
+                part.kept.push((q, inc.addr, flat.clone()));
+            }
         }
         part.ends.push(seg);
     }
