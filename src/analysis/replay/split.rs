@@ -107,8 +107,15 @@ pub(super) fn run(
         kept,
     } = out;
     exceptions.sort_unstable_by_key(|&(i, _)| i);
-    let (series, peaks, at_checkpoints, counters) =
-        merge(dev, initial.counters, deltas, &exceptions, peaks, &plan)?;
+    let (series, peaks, at_checkpoints, counters) = merge(
+        dev,
+        initial.counters,
+        deltas,
+        &exceptions,
+        peaks,
+        &plan,
+        threads,
+    )?;
     // Each checkpoint's segments, gathered from the threads' parts, put in key order and
     // laid flat on the threads.
     let mut groups: Vec<Mutex<Vec<Kept>>> = Vec::new();
@@ -511,8 +518,14 @@ fn touch(dev: &Device, entries: &[u32]) {
     std::hint::black_box(x);
 }
 
+/// Fewest entries a stretch of the sums has ([`merge`]): below it a thread costs more than it adds.
+const MERGE_STRETCH: usize = 1 << 14;
+
 /// Sums the changes in entry order: the series (in place of the changes), the peaks, the
 /// counters before each checkpoint, the end counters; `None` where a sum would leave `u64`.
+/// On `threads` threads, by stretches: each stretch's total change first, then each stretch
+/// from its start counters; a stretch's highest value and its first entry, taken in stretch
+/// order where strictly higher, is the serial loop's peak.
 fn merge(
     dev: &Device,
     c0: Counters,
@@ -520,57 +533,204 @@ fn merge(
     exceptions: &[(u32, i64)],
     mut peaks: Peaks,
     plan: &Plan,
+    threads: usize,
 ) -> Option<(Series, Peaks, Vec<Counters>, Counters)> {
     let [mut allocated, mut active, mut reserved] = deltas;
+    let n = dev.events.len();
+    let per = n.div_ceil(threads.max(1)).max(MERGE_STRETCH);
+    let starts: Vec<usize> = (0..n).step_by(per).collect();
+    let cks: Vec<usize> = plan.checkpoints.iter().map(|(i, _)| *i).collect();
+    let exc_of = |s: usize, e: usize| {
+        let lo = exceptions.partition_point(|(j, _)| (*j as usize) < s);
+        let hi = exceptions.partition_point(|(j, _)| (*j as usize) < e);
+        &exceptions[lo..hi]
+    };
+    let totals = crate::threads::map(threads, &starts, |&s| {
+        let e = (s + per).min(n);
+        let d = [&allocated[s..e], &active[s..e], &reserved[s..e]];
+        total(&dev.events[s..e], s, d, exc_of(s, e))
+    });
+    let mut begin = Vec::with_capacity(starts.len());
     let mut c = c0;
-    let mut exc = exceptions.iter().peekable();
-    let mut ck = plan.checkpoints.iter().map(|(i, _)| *i).peekable();
-    let mut at_checkpoints = Vec::with_capacity(plan.checkpoints.len());
-    for (i, e) in dev.events.iter().enumerate() {
-        if ck.next_if_eq(&i).is_some() {
-            at_checkpoints.push(c);
+    for t in &totals {
+        begin.push(c);
+        c = add(c, t)?;
+    }
+    let done: Mutex<Vec<(usize, Option<Stretch>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        let stretches = allocated
+            .chunks_mut(per)
+            .zip(active.chunks_mut(per))
+            .zip(reserved.chunks_mut(per))
+            .enumerate();
+        for (k, ((a, b), r)) in stretches {
+            let s = k * per;
+            let e = s + a.len();
+            let (c, exc, cks, done) = (begin[k], exc_of(s, e), &cks, &done);
+            let events = &dev.events[s..e];
+            crate::threads::spawn_or_run(scope, move || {
+                let out = stretch(events, s, [a, b, r], exc, cks, c);
+                done.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((k, out));
+            });
         }
-        let cls = class(e.action);
-        if cls != Class::Nothing {
-            let (x, y, z) = (allocated[i] as i64, active[i] as i64, reserved[i] as i64);
-            let mut inactive = if cls == Class::Block { -y } else { 0 };
-            if let Some(&(_, v)) = exc.next_if(|(j, _)| *j as usize == i) {
-                inactive = v;
-            }
-            if cls == Class::Block {
-                c.allocated = c.allocated.checked_add_signed(x)?;
-                c.active = c.active.checked_add_signed(y)?;
-                c.requested = c.requested.checked_add_signed(z)?;
-            } else {
-                c.segments = c.segments.checked_add_signed(x)?;
-                c.reserved = c.reserved.checked_add_signed(z)?;
-            }
-            c.inactive_split = c.inactive_split.checked_add_signed(inactive)?;
-        }
-        allocated[i] = c.allocated;
-        active[i] = c.active;
-        reserved[i] = c.reserved;
-        let ev = Some(EventIdx(i as u32));
-        for (p, v) in [
-            (&mut peaks.allocated, c.allocated),
-            (&mut peaks.active, c.active),
-            (&mut peaks.reserved, c.reserved),
-            (&mut peaks.requested, c.requested),
-            (&mut peaks.inactive_split, c.inactive_split),
-            (&mut peaks.segments, c.segments),
-        ] {
-            if v > p.bytes {
-                *p = Peak {
-                    bytes: v,
-                    event: ev,
-                };
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_unstable_by_key(|(k, _)| *k);
+    let mut at_checkpoints = Vec::with_capacity(cks.len());
+    let mut end = c0;
+    for (_, out) in done {
+        let out = out?;
+        for (p, q) in fields(&mut peaks).into_iter().zip(out.peaks) {
+            if q.bytes > p.bytes {
+                *p = q;
             }
         }
+        at_checkpoints.extend(out.at_checkpoints);
+        end = out.end;
+    }
+    if end != c {
+        return None;
     }
     let series = Series {
         allocated,
         active,
         reserved,
     };
-    Some((series, peaks, at_checkpoints, c))
+    Some((series, peaks, at_checkpoints, end))
+}
+
+/// The peaks' fields, in the order [`stretch`] tracks them.
+fn fields(p: &mut Peaks) -> [&mut Peak; 6] {
+    [
+        &mut p.allocated,
+        &mut p.active,
+        &mut p.reserved,
+        &mut p.requested,
+        &mut p.inactive_split,
+        &mut p.segments,
+    ]
+}
+
+/// `c` moved by a stretch's total change, or `None` where a counter would leave `u64`.
+fn add(c: Counters, t: &[i128; 6]) -> Option<Counters> {
+    let f = |v: u64, d: i128| u64::try_from(i128::from(v) + d).ok();
+    Some(Counters {
+        allocated: f(c.allocated, t[0])?,
+        active: f(c.active, t[1])?,
+        reserved: f(c.reserved, t[2])?,
+        requested: f(c.requested, t[3])?,
+        inactive_split: f(c.inactive_split, t[4])?,
+        segments: f(c.segments, t[5])?,
+        ..c
+    })
+}
+
+/// One entry's changes, as [`incarnation`] wrote them: (allocated, active, reserved, requested,
+/// inactive split, segments).
+fn changes(cls: Class, x: i64, y: i64, z: i64, exception: Option<i64>) -> [i64; 6] {
+    match cls {
+        Class::Block => [x, y, 0, z, exception.unwrap_or(-y), 0],
+        Class::Segment => [0, 0, z, 0, exception.unwrap_or(0), x],
+        Class::Nothing => [0; 6],
+    }
+}
+
+/// A stretch's total change of each counter (entries `off..`, the changes `d`, its exceptions).
+fn total(
+    events: &[crate::model::Event],
+    off: usize,
+    d: [&[u64]; 3],
+    exc: &[(u32, i64)],
+) -> [i128; 6] {
+    let mut t = [0i128; 6];
+    let mut exc = exc.iter().peekable();
+    for (j, e) in events.iter().enumerate() {
+        let cls = class(e.action);
+        if cls == Class::Nothing {
+            continue;
+        }
+        let x = exc
+            .next_if(|(i, _)| *i as usize == off + j)
+            .map(|&(_, v)| v);
+        let ch = changes(cls, d[0][j] as i64, d[1][j] as i64, d[2][j] as i64, x);
+        for (a, b) in t.iter_mut().zip(ch) {
+            *a += i128::from(b);
+        }
+    }
+    t
+}
+
+/// What one stretch of the sums gives: each peak's highest value in it and its first entry,
+/// the counters before each checkpoint in it, the counters at its end.
+struct Stretch {
+    peaks: [Peak; 6],
+    at_checkpoints: Vec<Counters>,
+    end: Counters,
+}
+
+/// Sums one stretch (entries `off..`) from its start counters `c`, writing the series in place
+/// of its changes `d`; `None` where a counter would leave `u64`.
+fn stretch(
+    events: &[crate::model::Event],
+    off: usize,
+    d: [&mut [u64]; 3],
+    exc: &[(u32, i64)],
+    cks: &[usize],
+    mut c: Counters,
+) -> Option<Stretch> {
+    let [allocated, active, reserved] = d;
+    let mut exc = exc.iter().peekable();
+    let first = cks.partition_point(|&i| i < off);
+    let mut ck = cks[first..].iter().copied().peekable();
+    let mut at_checkpoints = Vec::new();
+    let mut peaks = [Peak::default(); 6];
+    for (j, e) in events.iter().enumerate() {
+        let i = off + j;
+        if ck.next_if_eq(&i).is_some() {
+            at_checkpoints.push(c);
+        }
+        let cls = class(e.action);
+        if cls != Class::Nothing {
+            let x = exc.next_if(|(k, _)| *k as usize == i).map(|&(_, v)| v);
+            let ch = changes(
+                cls,
+                allocated[j] as i64,
+                active[j] as i64,
+                reserved[j] as i64,
+                x,
+            );
+            c.allocated = c.allocated.checked_add_signed(ch[0])?;
+            c.active = c.active.checked_add_signed(ch[1])?;
+            c.reserved = c.reserved.checked_add_signed(ch[2])?;
+            c.requested = c.requested.checked_add_signed(ch[3])?;
+            c.inactive_split = c.inactive_split.checked_add_signed(ch[4])?;
+            c.segments = c.segments.checked_add_signed(ch[5])?;
+        }
+        allocated[j] = c.allocated;
+        active[j] = c.active;
+        reserved[j] = c.reserved;
+        let values = [
+            c.allocated,
+            c.active,
+            c.reserved,
+            c.requested,
+            c.inactive_split,
+            c.segments,
+        ];
+        for (p, v) in peaks.iter_mut().zip(values) {
+            if v > p.bytes {
+                *p = Peak {
+                    bytes: v,
+                    event: Some(EventIdx(i as u32)),
+                };
+            }
+        }
+    }
+    Some(Stretch {
+        peaks,
+        at_checkpoints,
+        end: c,
+    })
 }
