@@ -14,11 +14,36 @@ fn main() {
             mem(),
             std::mem::size_of::<memscope::model::Event>()
         );
+        let threads = memscope::threads::wanted();
         let mut tls = Vec::new();
         for d in &snap.devices {
-            tls.push(memscope::analysis::replay::replay(d, &snap.settings));
+            tls.push(memscope::analysis::replay::replay_on(
+                d,
+                &snap.settings,
+                threads,
+            ));
         }
         let t_replay = t.elapsed();
+        if threads > 1 {
+            // The serial replay beside it: its time, and whether the split one equals it.
+            for (d, tl) in snap.devices.iter().zip(&tls) {
+                let t0 = Instant::now();
+                let one = memscope::analysis::replay::replay_on(d, &snap.settings, 1);
+                let same = one.series.allocated == tl.series.allocated
+                    && one.series.active == tl.series.active
+                    && one.series.reserved == tl.series.reserved
+                    && one.end == tl.end
+                    && format!("{:?}", one.peaks) == format!("{:?}", tl.peaks);
+                let split = memscope::analysis::replay::replay_split(d, &snap.settings, threads);
+                println!(
+                    "  device {}: replay on 1 thread {:?}; on {threads}: split {}, equal {same}",
+                    d.index,
+                    t0.elapsed(),
+                    split.is_some()
+                );
+            }
+        }
+        let t_replay2 = t.elapsed();
         println!(
             "after replay: {} (checkpoint weight {:?})",
             mem(),
@@ -33,7 +58,7 @@ fn main() {
             let t1 = t.elapsed();
             println!(
                 "  steps {:?} ({} steps), leaks {:?} ({} found)",
-                t0 - t_replay,
+                t0 - t_replay2,
                 steps.len(),
                 t1 - t0,
                 leaks.len()
@@ -47,7 +72,7 @@ fn main() {
             "{a}: load {:?} replay {:?} (steps+leaks above, {:?}); full analyze_snapshot again {:?}; {} devices",
             t_load,
             t_replay - t_load,
-            t_mid - t_replay,
+            t_mid - t_replay2,
             t_an - t_mid,
             an.devices.len()
         );

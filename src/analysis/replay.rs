@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 mod checkpoint;
+mod split;
 use checkpoint::Checkpoint;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -465,8 +466,18 @@ fn track_pool_peaks(peaks: &mut BTreeMap<PoolKey, PoolPeak>, st: &State, e: &Eve
     else {
         return;
     };
-    let unknown = st.pool_reserved.get(&None).copied().unwrap_or(0);
-    let mine = st.pool_reserved.get(&key).copied().unwrap_or(0);
+    track_pool_peaks_of(peaks, key, &st.pool_reserved, i);
+}
+
+/// [`track_pool_peaks`] for a segment of pool `key`, with the pools' reserved bytes after entry `i`.
+fn track_pool_peaks_of(
+    peaks: &mut BTreeMap<PoolKey, PoolPeak>,
+    key: PoolKey,
+    pool_reserved: &BTreeMap<PoolKey, u64>,
+    i: usize,
+) {
+    let unknown = pool_reserved.get(&None).copied().unwrap_or(0);
+    let mine = pool_reserved.get(&key).copied().unwrap_or(0);
     let p = peaks.entry(key).or_default();
     if mine > p.reserved.bytes {
         p.reserved = Peak {
@@ -476,8 +487,8 @@ fn track_pool_peaks(peaks: &mut BTreeMap<PoolKey, PoolPeak>, st: &State, e: &Eve
     }
     if key.is_some() {
         p.reserved_with_unknown = p.reserved_with_unknown.max(mine.saturating_add(unknown));
-    } else if st.pool_reserved.len() <= POOL_BOUND_LIMIT {
-        for (k, &v) in &st.pool_reserved {
+    } else if pool_reserved.len() <= POOL_BOUND_LIMIT {
+        for (k, &v) in pool_reserved {
             if k.is_some() && v > 0 {
                 let q = peaks.entry(*k).or_default();
                 q.reserved_with_unknown = q.reserved_with_unknown.max(v.saturating_add(unknown));
@@ -1193,19 +1204,141 @@ fn state_weight(s: &State) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
-/// Replays a whole device log, keeping per-event series and checkpoints for random access.
+/// Replays a whole device log, keeping per-event series and checkpoints for random access, on
+/// as many threads as [`crate::threads::wanted`] gives (see [`replay_on`]).
 pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
+    replay_on(dev, settings, crate::threads::wanted())
+}
+
+/// Fewest entries a log needs before its replay is split across threads: below it the
+/// threads' start costs more than they save.
+pub const SPLIT_MIN_EVENTS: usize = 1 << 16;
+
+/// Fewest threads the split replay is taken on: it reads each incarnation's entries scattered
+/// through the log, so it does about twice the serial replay's work in all, and on two threads
+/// it was slower than the serial replay (BENCHMARKS.md, session 16).
+pub const SPLIT_MIN_THREADS: usize = 4;
+
+/// The environment variable that sets the fewest entries for a split (`0`: split every log,
+/// on any count of threads above one): what the tests use to run the split on small captures.
+pub const SPLIT_MIN_VAR: &str = "MEMSCOPE_REPLAY_SPLIT_MIN";
+
+/// Whether a log of `n` entries is replayed split, on `threads` threads.
+fn split_wanted(n: usize, threads: usize) -> bool {
+    let forced = std::env::var(SPLIT_MIN_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    match forced {
+        Some(min) => threads > 1 && n >= min,
+        None => threads >= SPLIT_MIN_THREADS && n >= SPLIT_MIN_EVENTS,
+    }
+}
+
+/// [`replay`] on `threads` threads: a log is split by segment ([`split`]) where it can be, is
+/// long enough and enough threads are wanted ([`SPLIT_MIN_EVENTS`], [`SPLIT_MIN_THREADS`]); the
+/// result is the serial replay's, whichever way it ran.
+pub fn replay_on(dev: &Device, settings: &AllocatorSettings, threads: usize) -> Timeline {
+    let split = split_wanted(dev.events.len(), threads);
+    replay_with(dev, settings, split.then_some(threads)).0
+}
+
+/// The split replay on `threads` threads whatever the log's length, or `None` where the log
+/// has a shape the split does not cover (what a test uses to check the two agree).
+pub fn replay_split(
+    dev: &Device,
+    settings: &AllocatorSettings,
+    threads: usize,
+) -> Option<Timeline> {
+    match replay_with(dev, settings, Some(threads)) {
+        (t, true) => Some(t),
+        (_, false) => None,
+    }
+}
+
+/// The replay, split on `split` threads where it is `Some` and the log allows it; says whether
+/// it was split.
+fn replay_with(
+    dev: &Device,
+    settings: &AllocatorSettings,
+    split: Option<usize>,
+) -> (Timeline, bool) {
     let rules = Rules::from_settings(settings);
     let (initial, approx) = initial_state(dev, &rules);
     let n = dev.events.len();
     let checkpoint_every = 4096usize.max(n / 256 + 1);
-    let mut last_checkpoint = 0usize;
     let segment_pools = segment_pools(dev);
-    let mut pool_peaks: BTreeMap<PoolKey, PoolPeak> = initial
+    let pool_peaks = initial_pool_peaks(&initial);
+    let c0 = initial.counters;
+    let at_start = |bytes| Peak { bytes, event: None };
+    let peaks = Peaks {
+        allocated: at_start(c0.allocated),
+        active: at_start(c0.active),
+        reserved: at_start(c0.reserved),
+        requested: at_start(c0.requested),
+        inactive_split: at_start(c0.inactive_split),
+        segments: at_start(c0.segments),
+    };
+    let ctx = Setup {
+        dev,
+        rules: &rules,
+        initial: &initial,
+        pools: &segment_pools,
+        every: checkpoint_every,
+    };
+    let parallel = split.and_then(|t| {
+        let r = split::run(
+            dev,
+            &rules,
+            &initial,
+            &segment_pools,
+            pool_peaks.clone(),
+            peaks.clone(),
+            checkpoint_every,
+            t,
+        )?;
+        Some((r, Vec::new(), Vec::new()))
+    });
+    let was_split = parallel.is_some();
+    let (run, anomalies, ooms) = match parallel {
+        Some(p) => p,
+        None => serial(&ctx, pool_peaks, peaks),
+    };
+    let consistency = check_consistency(dev, &run.end, &anomalies);
+    let starts_mid_run = !initial.segments.is_empty();
+    let t = Timeline {
+        device: dev.index,
+        initial,
+        end: run.end,
+        series: run.series,
+        peaks: run.peaks,
+        ooms,
+        anomalies,
+        starts_mid_run,
+        approximate_initial_blocks: approx,
+        consistency,
+        pool_peaks: run.pool_peaks,
+        segment_pools,
+        checkpoints: run.checkpoints,
+    };
+    (t, was_split)
+}
+
+/// What both ways of replaying start from.
+struct Setup<'a> {
+    dev: &'a Device,
+    rules: &'a Rules,
+    initial: &'a State,
+    pools: &'a SegmentPools,
+    every: usize,
+}
+
+/// Each pool's peak in the initial state, and its bound against segments of unknown pool.
+fn initial_pool_peaks(initial: &State) -> BTreeMap<PoolKey, PoolPeak> {
+    let unknown = initial.pool_reserved.get(&None).copied().unwrap_or(0);
+    initial
         .pool_reserved
         .iter()
         .map(|(&k, &v)| {
-            let unknown = initial.pool_reserved.get(&None).copied().unwrap_or(0);
             let bound = if k.is_some() {
                 v.saturating_add(unknown)
             } else {
@@ -1223,39 +1356,23 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
                 },
             )
         })
-        .collect();
-    let mut r = Replayer::new(rules, &dev.events, initial.clone()).with_pools(&segment_pools);
+        .collect()
+}
+
+/// The serial replay: one pass over the log.
+fn serial(
+    s: &Setup,
+    mut pool_peaks: BTreeMap<PoolKey, PoolPeak>,
+    mut peaks: Peaks,
+) -> (split::Run, Vec<Anomaly>, Vec<OomFacts>) {
+    let dev = s.dev;
+    let n = dev.events.len();
+    let mut last_checkpoint = 0usize;
+    let mut r = Replayer::new(s.rules.clone(), &dev.events, s.initial.clone()).with_pools(s.pools);
     let mut series = Series {
         allocated: Vec::with_capacity(n),
         active: Vec::with_capacity(n),
         reserved: Vec::with_capacity(n),
-    };
-    let c0 = initial.counters;
-    let mut peaks = Peaks {
-        allocated: Peak {
-            bytes: c0.allocated,
-            event: None,
-        },
-        active: Peak {
-            bytes: c0.active,
-            event: None,
-        },
-        reserved: Peak {
-            bytes: c0.reserved,
-            event: None,
-        },
-        requested: Peak {
-            bytes: c0.requested,
-            event: None,
-        },
-        inactive_split: Peak {
-            bytes: c0.inactive_split,
-            event: None,
-        },
-        segments: Peak {
-            bytes: c0.segments,
-            event: None,
-        },
     };
     let mut checkpoints = Vec::new();
     for i in 0..n {
@@ -1263,7 +1380,7 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         // last one outnumber what it copies, so all of them together stay within the size of
         // the log (a 2 MB capture with 130k segments and 2M events no longer makes 257 copies
         // of 130k segments). Random access replays at most that many events more.
-        if i > 0 && i % checkpoint_every == 0 && state_weight(&r.state) <= i - last_checkpoint {
+        if i > 0 && i % s.every == 0 && state_weight(&r.state) <= i - last_checkpoint {
             checkpoints.push((i, Checkpoint::of(&r.state)));
             last_checkpoint = i;
         }
@@ -1296,23 +1413,14 @@ pub fn replay(dev: &Device, settings: &AllocatorSettings) -> Timeline {
         }
     }
     let (end, anomalies, ooms) = r.finish();
-    let consistency = check_consistency(dev, &end, &anomalies);
-    let starts_mid_run = !initial.segments.is_empty();
-    Timeline {
-        device: dev.index,
-        initial,
-        end,
+    let run = split::Run {
         series,
         peaks,
-        ooms,
-        anomalies,
-        starts_mid_run,
-        approximate_initial_blocks: approx,
-        consistency,
+        end,
         pool_peaks,
-        segment_pools,
         checkpoints,
-    }
+    };
+    (run, anomalies, ooms)
 }
 
 impl Timeline {
@@ -1355,6 +1463,12 @@ impl Timeline {
 
     pub fn is_empty(&self) -> bool {
         self.series.allocated.is_empty()
+    }
+
+    /// The entries before which a checkpoint was taken, in order (what a test compares between
+    /// the serial and the split replay).
+    pub fn checkpoint_events(&self) -> Vec<usize> {
+        self.checkpoints.iter().map(|(i, _)| *i).collect()
     }
 }
 

@@ -530,7 +530,7 @@ fn replay_and_search(
 ) -> (Timeline, steps::Bounds, Classifier) {
     let (tl, (bounds, classifier)) = crate::threads::join(
         threads,
-        || replay::replay(d, &snap.settings),
+        || replay::replay_on(d, &snap.settings, threads),
         || {
             let b = steps::bounds(snap, d);
             let c = Classifier::from_ranges(snap, d, b.ranges());

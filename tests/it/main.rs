@@ -65,6 +65,7 @@ mod query;
 mod query_bounds;
 mod ranks;
 mod readme_examples;
+mod replay_parallel43;
 mod report_formats;
 mod report_geometry;
 mod run_boot;

@@ -23,32 +23,79 @@ pub(super) struct Checkpoint {
     blocks: Vec<(u64, LiveBlock)>,
 }
 
+/// A segment with its blocks apart (see [`Checkpoint::flat`]).
+pub(super) type Flat = (SegState, Vec<(u64, LiveBlock)>);
+
+/// `g` without its blocks.
+fn bare(g: &SegState) -> SegState {
+    SegState {
+        address: g.address,
+        size: g.size,
+        stream: g.stream,
+        pool: g.pool,
+        expandable: g.expandable,
+        stack: g.stack,
+        pool_id: g.pool_id,
+        blocks: BTreeMap::new(),
+        active_bytes: g.active_bytes,
+    }
+}
+
 impl Checkpoint {
     pub(super) fn of(s: &State) -> Checkpoint {
-        let n = s.segments.values().map(|g| g.blocks.len()).sum();
+        let segs = s.segments.iter().map(|(&k, g)| (k, g));
+        Checkpoint::build(s.counters, &s.pool_reserved, segs)
+    }
+
+    /// The checkpoint of a state with these counters, pools and segments (in key order, as the
+    /// state's map holds them; each as [`Checkpoint::flat`] gives it): what the split replay
+    /// assembles ([`super::split`]).
+    pub(super) fn from_segments(
+        counters: Counters,
+        pool_reserved: &BTreeMap<PoolKey, u64>,
+        segments: Vec<(u64, Flat)>,
+    ) -> Checkpoint {
+        let n = segments.iter().map(|(_, (_, b))| b.len()).sum();
         let mut blocks = Vec::with_capacity(n);
-        let segments = s
-            .segments
-            .iter()
-            .map(|(&k, g)| {
+        let segments = segments
+            .into_iter()
+            .map(|(k, (g, mine))| {
+                let count = mine.len();
+                blocks.extend(mine);
+                (k, g, count)
+            })
+            .collect();
+        Checkpoint {
+            counters,
+            pool_reserved: pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
+            segments,
+            blocks,
+        }
+    }
+
+    /// One segment, flat: itself with `blocks` left empty, and its blocks in order.
+    pub(super) fn flat(g: &SegState) -> Flat {
+        let blocks = g.blocks.iter().map(|(&a, b)| (a, b.clone())).collect();
+        (bare(g), blocks)
+    }
+
+    fn build<'a>(
+        counters: Counters,
+        pool_reserved: &BTreeMap<PoolKey, u64>,
+        segs: impl Iterator<Item = (u64, &'a SegState)> + Clone,
+    ) -> Checkpoint {
+        let n = segs.clone().map(|(_, g)| g.blocks.len()).sum();
+        let mut blocks = Vec::with_capacity(n);
+        let segments = segs
+            .map(|(k, g)| {
                 blocks.extend(g.blocks.iter().map(|(&a, b)| (a, b.clone())));
-                let seg = SegState {
-                    address: g.address,
-                    size: g.size,
-                    stream: g.stream,
-                    pool: g.pool,
-                    expandable: g.expandable,
-                    stack: g.stack,
-                    pool_id: g.pool_id,
-                    blocks: BTreeMap::new(),
-                    active_bytes: g.active_bytes,
-                };
+                let seg = bare(g);
                 (k, seg, g.blocks.len())
             })
             .collect();
         Checkpoint {
-            counters: s.counters,
-            pool_reserved: s.pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
+            counters,
+            pool_reserved: pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
             segments,
             blocks,
         }
