@@ -322,10 +322,8 @@ pub fn live_allocated_in_log(dev: &crate::model::Device) -> rustc_hash::FxHashSe
             break;
         }
         match e.action {
-            crate::model::Action::Alloc => {
-                if undecided.remove(&e.addr) {
-                    live.insert(e.addr);
-                }
+            crate::model::Action::Alloc if undecided.remove(&e.addr) => {
+                live.insert(e.addr);
             }
             crate::model::Action::FreeRequested | crate::model::Action::FreeCompleted => {
                 undecided.remove(&e.addr);
