@@ -1024,10 +1024,7 @@ impl<'a> Vm<'a, '_> {
             return Ok(Value::Int(0));
         }
         if b.len() <= 8 {
-            let neg = b[b.len() - 1] & 0x80 != 0;
-            let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
-            a[..b.len()].copy_from_slice(b);
-            Ok(Value::Int(i64::from_le_bytes(a)))
+            Ok(Value::Int(le_i64(b)))
         } else {
             Ok(Value::BigInt(self.span(b)?))
         }
@@ -1743,6 +1740,52 @@ impl<'a> Arena<'a> {
                 )
             }
             other => other.kind().to_string(),
+        }
+    }
+}
+
+/// The two's-complement integer of up to 8 little-endian bytes (`LONG1`'s payload), sign
+/// extended; 0 for none. Built in a register: copying a short slice into an 8-byte array and
+/// reading it back stalled the decoder on a store-to-load forward once per address (issue #43).
+#[inline]
+fn le_i64(b: &[u8]) -> i64 {
+    let mut v = 0u64;
+    for (i, &x) in b.iter().enumerate().take(8) {
+        v |= u64::from(x) << (8 * i);
+    }
+    let bits = 8 * b.len().min(8) as u32;
+    if bits == 0 || bits == 64 {
+        return v as i64;
+    }
+    // The sign bit shifted to the top and back: the arithmetic shift extends it.
+    ((v << (64 - bits)) as i64) >> (64 - bits)
+}
+
+#[cfg(test)]
+mod le_tests {
+    #[test]
+    fn le_i64_matches_the_padded_array_reading() {
+        let cases: [&[u8]; 9] = [
+            &[],
+            &[0x7f],
+            &[0x80],
+            &[0xff, 0x7f],
+            &[0x00, 0x80],
+            &[1, 2, 3, 4, 5, 0x7f],
+            &[0x00, 0x00, 0x20, 0x03, 0x7f, 0xf0],
+            &[0xff; 8],
+            &[0, 0, 0, 0, 0, 0, 0, 0x80],
+        ];
+        for b in cases {
+            let want = if b.is_empty() {
+                0
+            } else {
+                let neg = b[b.len() - 1] & 0x80 != 0;
+                let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
+                a[..b.len()].copy_from_slice(b);
+                i64::from_le_bytes(a)
+            };
+            assert_eq!(super::le_i64(b), want, "{b:?}");
         }
     }
 }

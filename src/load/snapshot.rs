@@ -7,7 +7,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Value};
+use super::pickle::{Arena, Finalizer, Limits, ObjId, Pickle, PickleError, Span, Value};
 use crate::model::{
     Action, AllocatorSettings, Annotation, Block, BlockState, Device, EventData, EventMeta, Events,
     FrameId, FxNode, Layout, LoadNote, MetaId, Pool, Segment, Snapshot, StackId, Stacks, Sym,
@@ -47,7 +47,7 @@ struct Collected<'x> {
     meta_ids: HashMap<EventMeta, MetaId>,
     /// The actions of the last few `str` values read as one (a trace names its few actions
     /// through the memo, so the same span comes back for every entry).
-    actions: Vec<(Value, Action)>,
+    actions: Vec<(Span, Action)>,
 }
 
 /// Marks a finalized dict as a trace entry (its index in `Collected::events`); other finalized
@@ -486,26 +486,30 @@ impl<'p, 'a> Builder<'p, 'a, '_, '_> {
     /// reads them.
     /// [`action_of`], remembered for the last 16 `str` spans (a span is fixed bytes of the
     /// input, so it always reads as the same action).
-    fn action(&mut self, v: Value) -> Option<Action> {
-        if !matches!(v, Value::Str(_)) {
-            return action_of(self.p, v);
-        }
+    /// Read through a reference and compared by span, not copied as a `Value`: a `Value`
+    /// copied to the stack and read back by its parts stalled the decoder on a store-to-load
+    /// forward once per entry (issue #43).
+    fn action(&mut self, v: &Value) -> Option<Action> {
+        let &Value::Str(span) = v else {
+            return action_of(self.p, *v);
+        };
+        let v = *v;
         let cache = &mut self.st.actions;
-        if let Some(&(_, a)) = cache.iter().find(|(k, _)| *k == v) {
+        if let Some(&(_, a)) = cache.iter().find(|(k, _)| *k == span) {
             return Some(a);
         }
         let a = action_of(self.p, v)?;
         if cache.len() == 16 {
             cache.remove(0);
         }
-        cache.push((v, a));
+        cache.push((span, a));
         Some(a)
     }
 
     fn event_from_fields(&mut self, fields: &[Option<Value>]) -> Option<EventData> {
         let p = self.p;
         let at = |i: usize| fields.get(i).copied().flatten();
-        let action = self.action(at(0)?)?;
+        let action = self.action(fields.first()?.as_ref()?)?;
         let num = |v: Option<Value>| v.and_then(|x| as_u64(p, x));
         Some(EventData {
             action,

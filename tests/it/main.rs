@@ -47,6 +47,7 @@ mod mcp_hostile;
 mod mcp_transport;
 mod oom_causes;
 mod oom_device_first;
+mod passes_parallel43;
 mod pickle_reader;
 mod pictures;
 mod plan;

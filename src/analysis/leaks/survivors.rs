@@ -67,6 +67,18 @@ pub(super) fn apply(
     live: &mut HashMap<u64, Rec>,
     i: usize,
 ) -> [Option<Delta>; 2] {
+    apply_gone(dev, snap, sites, live, i).0
+}
+
+/// [`apply`], with the record the event took out of the live map (the block an alloc
+/// replaced, or the one a free removed).
+fn apply_gone(
+    dev: &Device,
+    snap: &Snapshot,
+    sites: &mut SiteTable,
+    live: &mut HashMap<u64, Rec>,
+    i: usize,
+) -> ([Option<Delta>; 2], Option<Rec>) {
     let e = &dev.events[i];
     match e.action {
         Action::Alloc => {
@@ -76,16 +88,15 @@ pub(super) fn apply(
                 requested: e.size,
                 alloc: i as u32,
             };
-            let old = live
-                .insert(e.addr, r)
-                .map(|o| (o.site, -(o.size as i64), -1));
-            [Some((r.site, r.size as i64, 1)), old]
+            let gone = live.insert(e.addr, r);
+            let old = gone.map(|o| (o.site, -(o.size as i64), -1));
+            ([Some((r.site, r.size as i64, 1)), old], gone)
         }
-        Action::FreeRequested | Action::FreeCompleted => [
-            live.remove(&e.addr).map(|r| (r.site, -(r.size as i64), -1)),
-            None,
-        ],
-        _ => [None, None],
+        Action::FreeRequested | Action::FreeCompleted => {
+            let gone = live.remove(&e.addr);
+            ([gone.map(|r| (r.site, -(r.size as i64), -1)), None], gone)
+        }
+        _ => ([None, None], None),
     }
 }
 
@@ -103,15 +114,13 @@ pub(super) fn walk(
     let mut next = 0usize;
     for i in 0..dev.events.len() {
         // A block that survived the last boundary and leaves now is an eviction.
+        // The block that leaves is the one `apply` replaced or removed (one map lookup).
         let last_bound = next.checked_sub(1).map(|b| bounds[b].0);
-        let evicts = match dev.events[i].action {
-            Action::Alloc | Action::FreeRequested | Action::FreeCompleted => live
-                .get(&dev.events[i].addr)
-                .filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
-                .map(|r| r.site),
-            _ => None,
-        };
-        for (s, db, dc) in apply(dev, snap, sites, &mut live, i).into_iter().flatten() {
+        let (deltas, gone) = apply_gone(dev, snap, sites, &mut live, i);
+        let evicts = gone
+            .filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
+            .map(|r| r.site);
+        for (s, db, dc) in deltas.into_iter().flatten() {
             let k = s.0 as usize;
             if sums.len() <= k {
                 sums.resize(k + 1, (0, 0, 0));

@@ -442,14 +442,7 @@ fn small_int(d: &[u8], p: &mut usize) -> Option<Value> {
             if len > 8 {
                 return None;
             }
-            if len == 0 {
-                (0, 2)
-            } else {
-                let neg = b[len - 1] & 0x80 != 0;
-                let mut a = if neg { [0xffu8; 8] } else { [0u8; 8] };
-                a[..len].copy_from_slice(b);
-                (i64::from_le_bytes(a), 2 + len)
-            }
+            (le_i64(b), 2 + len)
         }
         _ => return None,
     };
