@@ -20,8 +20,10 @@ The columns that find the cause:
 - `cause`: `model` (the upper reading fails R under the cap itself and the likelier reading's reserved peak at R
   without a cap is over the cap: a peak over-predicted), `upper` (the same failure where the likelier reading fits:
   the unsure requests' growth), `band` (R replays under the cap but not under it less the band in both placements: the
-  plan's band), `window` (the column says R fits but a batch just below it does not), `above`
-  (the answer is above R), or `-` where the answer is within 5% under R.
+  plan's band), `window` (the column says R fits but a batch just below it does not), `limit` (the search
+  stopped at its ceiling, SEARCH_LIMIT times the first capture's batch, and the plan says "this or more": R lies
+  beyond it; since session 16, before which these rows read `band`), `above` (the answer is above R), or `-` where
+  the answer is within 5% under R.
 
 usage: tools/plan_maxbatch.py [--bin target/release/memscope] [--only SET]
 """
@@ -86,6 +88,8 @@ def row(binary, d, name, w, n):
         cause = "-"
     elif err is not None and err > 0:
         cause = "above"
+    elif mb.get("at_search_limit"):
+        cause = "limit"
     elif p["oom"]:
         cause = "model" if plan_central_fails(binary, d, name, w, n, cap, real, p, card) else "upper"
     elif p.get("verdict") != "fits":
