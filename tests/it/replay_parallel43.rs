@@ -22,26 +22,9 @@ use crate::shared;
 
 /// Every snapshot pickle of the fixtures, `../shared/fixtures` and `../shared/corpus/snapshots`.
 fn snapshots() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut out = Vec::new();
-    let mut walk = vec![root.join("fixtures")];
-    walk.extend(shared::path("fixtures"));
-    walk.extend(shared::corpus("snapshots"));
-    while let Some(dir) = walk.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk.push(p);
-            } else if p.extension().is_some_and(|x| x == "pickle") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    shared::files_under(&shared::capture_dirs(&["snapshots"]), |name| {
+        Path::new(name).extension().is_some_and(|x| x == "pickle")
+    })
 }
 
 /// The first difference between two timelines of `dev`, if any: every field, and the state
