@@ -126,7 +126,7 @@ def measure_once(binary, plan_dir, with_):
 # after; `fresh` ones were made for a revision and read once, after it.
 SETS_SEEN = [("", "tuned"), ("holdout", "read before (session 6)"), ("holdout2", "tuned (rules changed after)"),
              ("holdout3", "read before (session 8)"), ("holdout4", "read (issue 39)"),
-             ("holdout5", "fresh (session 12)")]
+             ("holdout5", "fresh (session 12)"), ("holdout6", "fresh (session 17)")]
 
 
 # Third captures kept outside a set's folder: fixtures/plan/cudnn39 ran holdout2's vgg_fp32 and holdout3's
