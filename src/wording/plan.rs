@@ -154,6 +154,16 @@ pub fn plan_notes(p: &Plan) -> Vec<String> {
             p.varying_workspaces
         ));
     }
+    let ss = &p.step_sizes;
+    if ss.data_dependent {
+        out.push(format!(
+            "data-dependent sizes: {} of {} requests changed size from one recorded iteration to the next (by up to {:.0}%; {} at their larger sizes), so at another batch the layout under the cap is not the recorded one scaled: a fit is said only where the replay stays under the cap less the band without releasing cached segments",
+            ss.varying,
+            ss.requests,
+            ss.largest_change_permille as f64 / 10.0,
+            bytes(ss.varying_bytes)
+        ));
+    }
     out.push(plan_band(p.band, &p.band_evidence));
     out.push("the prediction replays the recorded requests, scaled: a program whose work depends on the batch in other ways (a different algorithm picked at another size, dynamic shapes) asks for other things".to_string());
     out

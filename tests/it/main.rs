@@ -55,6 +55,7 @@ mod plan_band39;
 mod plan_ctxall;
 mod plan_cudnn39;
 mod plan_holdout5;
+mod plan_holdout6;
 mod plan_issue39;
 mod plan_maxbatch39;
 mod plan_rnn39;

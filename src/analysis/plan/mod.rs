@@ -26,8 +26,10 @@ pub mod fit;
 pub mod model;
 mod op_site;
 mod recurrent;
+pub mod step_sizes;
 
 pub use band::{Band, BandEvidence, BandRule, CaptureReplay};
+pub use step_sizes::StepSizes;
 
 use crate::analysis::analyzed::Analyzed;
 use crate::analysis::whatif::{self, AllocConf, CapInfo};
@@ -393,6 +395,10 @@ pub struct Plan {
     /// their sizes, so fits and the largest batch are judged with them grown, and an OOM only
     /// where they fail at their one-capture size too.
     pub varying_workspaces: usize,
+    /// Whether the recorded iterations ask other sizes from one to the next (data-dependent
+    /// shapes, [`step_sizes`]): then a fit is said only where the replay stays under the
+    /// lowered cap without releasing cached segments.
+    pub step_sizes: StepSizes,
     /// One capture whose two readings differ: the batch whose capture would settle them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_capture: Option<NextCapture>,
@@ -608,6 +614,7 @@ fn plan_device(
         },
     };
     let ends_in_oom = dev.events.iter().any(|e| e.action == Action::Oom);
+    let step_sizes = step_sizes::evidence(dev, &prod.steps, tl.peaks.allocated.bytes);
     let m = model::Model {
         snap,
         dev,
@@ -616,6 +623,7 @@ fn plan_device(
         settings: &settings,
         recorded: ask.recorded,
         ops: whatif::ops(dev),
+        data_dependent: step_sizes.data_dependent,
     };
     let at_rec = m.run(ask.recorded, Reading::Central, None);
     let convolution_requests = classify::convolution_requests(&snap.stacks, dev);
@@ -681,6 +689,7 @@ fn plan_device(
         band,
         band_evidence,
         varying_workspaces: reqs.iter().flatten().filter(|r| r.varies).count(),
+        step_sizes,
         next_capture,
     }
 }
