@@ -56,21 +56,10 @@ impl Checkpoint {
         segments: Vec<(u64, Flat)>,
     ) -> Checkpoint {
         let n = segments.iter().map(|(_, (_, b))| b.len()).sum();
-        let mut blocks = Vec::with_capacity(n);
-        let segments = segments
+        let segs = segments
             .into_iter()
-            .map(|(k, (g, mine))| {
-                let count = mine.len();
-                blocks.extend(mine);
-                (k, g, count)
-            })
-            .collect();
-        Checkpoint {
-            counters,
-            pool_reserved: pool_reserved.iter().map(|(&k, &v)| (k, v)).collect(),
-            segments,
-            blocks,
-        }
+            .map(|(k, (g, mine))| (k, g, mine.into_iter()));
+        Checkpoint::assemble(counters, pool_reserved, n, segs)
     }
 
     /// One segment, flat: itself with `blocks` left empty, and its blocks in order.
@@ -85,12 +74,24 @@ impl Checkpoint {
         segs: impl Iterator<Item = (u64, &'a SegState)> + Clone,
     ) -> Checkpoint {
         let n = segs.clone().map(|(_, g)| g.blocks.len()).sum();
+        let segs = segs.map(|(k, g)| (k, bare(g), g.blocks.iter().map(|(&a, b)| (a, b.clone()))));
+        Checkpoint::assemble(counters, pool_reserved, n, segs)
+    }
+
+    /// The one loop both ways in share: each segment (bare) and its `n` blocks in total, laid
+    /// out flat, from owned blocks (the split replay's) or cloned ones (a state's).
+    fn assemble<B: ExactSizeIterator<Item = (u64, LiveBlock)>>(
+        counters: Counters,
+        pool_reserved: &BTreeMap<PoolKey, u64>,
+        n: usize,
+        segs: impl Iterator<Item = (u64, SegState, B)>,
+    ) -> Checkpoint {
         let mut blocks = Vec::with_capacity(n);
         let segments = segs
-            .map(|(k, g)| {
-                blocks.extend(g.blocks.iter().map(|(&a, b)| (a, b.clone())));
-                let seg = bare(g);
-                (k, seg, g.blocks.len())
+            .map(|(k, g, mine)| {
+                let count = mine.len();
+                blocks.extend(mine);
+                (k, g, count)
             })
             .collect();
         Checkpoint {
