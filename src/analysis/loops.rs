@@ -735,10 +735,14 @@ pub(crate) fn working(
         let mut n = 0usize;
         for e in &dev.events[a..b] {
             match e.action {
+                // One request under model code settles the iteration: stop reading it.
+                Action::Alloc if model.is_model(e.stack) => {
+                    model_code = true;
+                    break;
+                }
                 Action::Alloc => {
                     n += 1;
                     allocs.insert(e.addr);
-                    model_code |= model.is_model(e.stack);
                 }
                 Action::FreeRequested if allocs.remove(&e.addr) => freed += 1,
                 _ => {}
