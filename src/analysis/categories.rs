@@ -497,6 +497,28 @@ pub struct Classifier {
     growing: rustc_hash::FxHashSet<StackId>,
 }
 
+/// The first allocation under a module call and the first under a backward pass (`usize::MAX`:
+/// none), with the stack facts they read, memoized.
+fn first_module_calls(stacks: &Stacks, dev: &Device) -> (HashMap<StackId, Facts>, usize, usize) {
+    let mut facts_memo: HashMap<StackId, Facts> = HashMap::default();
+    let mut first = |want: fn(&Facts) -> bool| {
+        dev.events
+            .iter()
+            .position(|e| {
+                e.action == Action::Alloc
+                    && want(
+                        facts_memo
+                            .entry(e.stack)
+                            .or_insert_with(|| facts(stacks, e.stack)),
+                    )
+            })
+            .unwrap_or(usize::MAX)
+    };
+    let first_forward = first(|f| f.module);
+    let first_backward = first(|f| f.backward);
+    (facts_memo, first_forward, first_backward)
+}
+
 impl Classifier {
     pub fn new(snap: &Snapshot, dev: &Device, steps: &[Step]) -> Classifier {
         Classifier::from_ranges(
@@ -512,30 +534,47 @@ impl Classifier {
     /// A classifier from the steps' `(start, end)` events (inclusive), as
     /// [`crate::analysis::steps::Bounds::ranges`] gives them before any replay.
     pub fn from_ranges(snap: &Snapshot, dev: &Device, steps: Vec<(usize, usize)>) -> Classifier {
+        Classifier::from_ranges_on(snap, dev, steps, 1)
+    }
+
+    /// [`Classifier::from_ranges`] with its whole-log passes (each a pure function of the log)
+    /// side by side on up to `threads` threads, from 4 on (as the replay split): on the many
+    /// cores' machine this classifier and the step search run beside the replay, and were the
+    /// longer side. The classifier is the same for any count.
+    pub fn from_ranges_on(
+        snap: &Snapshot,
+        dev: &Device,
+        steps: Vec<(usize, usize)>,
+        threads: usize,
+    ) -> Classifier {
         let stacks = &snap.stacks;
-        let mut facts_memo: HashMap<StackId, Facts> = HashMap::default();
-        let first_forward = dev
-            .events
-            .iter()
-            .position(|e| {
-                e.action == Action::Alloc
-                    && facts_memo
-                        .entry(e.stack)
-                        .or_insert_with(|| facts(stacks, e.stack))
-                        .module
-            })
-            .unwrap_or(usize::MAX);
-        let first_backward = dev
-            .events
-            .iter()
-            .position(|e| {
-                e.action == Action::Alloc
-                    && facts_memo
-                        .entry(e.stack)
-                        .or_insert_with(|| facts(stacks, e.stack))
-                        .backward
-            })
-            .unwrap_or(usize::MAX);
+        let inner = if threads >= 4 { threads } else { 1 };
+        let (
+            (mut facts_memo, first_forward, first_backward),
+            (growing, (theirs, (frees, frameless))),
+        ) = crate::threads::join(
+            inner,
+            || first_module_calls(stacks, dev),
+            || {
+                crate::threads::join(
+                    inner,
+                    || growing_by_replacement(dev),
+                    || {
+                        crate::threads::join(
+                            inner,
+                            || stacks_of_their_free(dev),
+                            || {
+                                crate::threads::join(
+                                    inner,
+                                    || free_event_table(dev),
+                                    || crate::analysis::sites::FramelessEvidence::of(stacks, dev),
+                                )
+                            },
+                        )
+                    },
+                )
+            },
+        );
         let unwinds = dev
             .events
             .iter()
@@ -549,7 +588,6 @@ impl Classifier {
                 (o, next)
             })
             .collect();
-        let frameless = crate::analysis::sites::FramelessEvidence::of(stacks, dev);
         // No backward anywhere: inference, unless the log ends in an OOM in a forward that kept
         // most of what its layers made (autograd saving it for a backward that never came: the
         // first step of a training run that ran out of memory).
@@ -565,13 +603,12 @@ impl Classifier {
                 };
                 module_bytes_kept(dev, o, &mut module) >= KEPT_BY_GRAD_FORWARD
             });
-        let stack_of_their_free = stacks_of_their_free(dev);
         Classifier {
-            growing: growing_by_replacement(dev),
-            stack_of_their_free,
+            growing,
+            stack_of_their_free: theirs,
             first_forward,
             first_backward,
-            frees: free_event_table(dev),
+            frees,
             inference: no_backward && !training_forward,
             unwinds,
             steps,

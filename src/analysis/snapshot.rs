@@ -533,7 +533,7 @@ fn replay_and_search(
         || replay::replay_on(d, &snap.settings, threads),
         || {
             let b = steps::bounds(snap, d);
-            let c = Classifier::from_ranges(snap, d, b.ranges());
+            let c = Classifier::from_ranges_on(snap, d, b.ranges(), threads);
             (b, c)
         },
     );
