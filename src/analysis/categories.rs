@@ -617,6 +617,11 @@ impl Classifier {
         }
     }
 
+    /// What the stacks and the log say of frameless blocks (made once, with the classifier).
+    pub fn frameless(&self) -> crate::analysis::sites::FramelessEvidence {
+        self.frameless
+    }
+
     fn fact(&mut self, stacks: &Stacks, s: StackId) -> Facts {
         *self.facts.entry(s).or_insert_with(|| facts(stacks, s))
     }

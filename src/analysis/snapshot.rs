@@ -404,7 +404,8 @@ fn device_report(
 ) -> DeviceFindings {
     let has_history = has_history(dev);
     let exact = !tl.starts_mid_run && has_history;
-    let frameless = FramelessEvidence::of(&snap.stacks, dev);
+    // The classifier read it from the same stacks and log (one pass less here).
+    let frameless = classifier.frameless();
     let structure = bounds.structure.clone();
     let steps = steps::with_figures(bounds, tl);
     // Three groups that read the same inputs and not each other: the leak search (the
