@@ -95,11 +95,7 @@ fn one_equals_four(files: &[PathBuf]) -> usize {
 fn fixture_captures(part: usize, parts: usize) -> Vec<PathBuf> {
     let all = captures(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"));
     assert!(all.len() > 300, "the committed captures: {}", all.len());
-    all.into_iter()
-        .enumerate()
-        .filter(|(i, _)| i % parts == part)
-        .map(|(_, p)| p)
-        .collect()
+    shared::part_of(all, part, parts)
 }
 
 // The committed captures, in four parts so that the harness runs them side by side.

@@ -115,11 +115,7 @@ fn check(files: &[PathBuf]) -> usize {
 fn fixture_snapshots(part: usize, parts: usize) -> Vec<PathBuf> {
     let all = snapshots(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"));
     assert!(all.len() > 100, "the committed snapshots: {}", all.len());
-    all.into_iter()
-        .enumerate()
-        .filter(|(i, _)| i % parts == part)
-        .map(|(_, p)| p)
-        .collect()
+    shared::part_of(all, part, parts)
 }
 
 // The committed snapshots, in four parts so that the harness runs them side by side.

@@ -104,3 +104,13 @@ pub fn capture_dirs(corpus_parts: &[&str]) -> Vec<PathBuf> {
     }
     dirs
 }
+
+/// Part `part` of `parts` of `all` (every `parts`-th file from `part` on): the committed
+/// captures cut so that the harness runs a long every-capture test as several side by side.
+pub fn part_of(all: Vec<PathBuf>, part: usize, parts: usize) -> Vec<PathBuf> {
+    all.into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % parts == part)
+        .map(|(_, p)| p)
+        .collect()
+}
