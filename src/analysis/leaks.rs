@@ -41,6 +41,7 @@ pub mod irregular;
 pub mod kept_by;
 pub mod rules;
 pub mod series;
+mod sharded;
 mod signal;
 mod survivors;
 pub mod trace;
@@ -51,6 +52,8 @@ pub use find::*;
 pub use fit::*;
 pub use kept_by::{KeptBy, Mechanism};
 pub use rules::*;
+use sharded::walk_on;
+pub use sharded::SPLIT_MIN_VAR;
 pub use signal::*;
 use survivors::*;
 

@@ -717,9 +717,68 @@ pub(crate) fn working(
     if starts.len() < 2 {
         return false;
     }
+    let (ok, total) = working_count(dev, model, starts, 0..starts.len(), end);
+    total > 0 && ok * 2 >= total
+}
+
+/// The environment variable that sets the fewest entries a stretch needs for its iterations to
+/// be judged on several threads (`0`: every stretch, on any count of threads above one): what
+/// the tests use to take the split on small captures.
+pub const SPLIT_MIN_VAR: &str = "MEMSCOPE_STEPS_SPLIT_MIN";
+
+/// Fewest entries a stretch needs for [`working_on`] and [`whole_steps_on`] to split it, unless
+/// [`SPLIT_MIN_VAR`] says otherwise.
+pub const SPLIT_MIN_EVENTS: usize = 1 << 17;
+
+/// Whether a stretch of `n` entries is judged split on `threads` threads.
+pub(crate) fn split_wanted(n: usize, threads: usize) -> bool {
+    let min = std::env::var(SPLIT_MIN_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(SPLIT_MIN_EVENTS);
+    threads > 1 && n >= min
+}
+
+/// [`working`] on `threads` threads (issue #43): each iteration is judged on its own, so runs of
+/// them go to threads (each with its own memo of model stacks) and the counts are summed.
+pub(crate) fn working_on(
+    snap: &Snapshot,
+    dev: &Device,
+    model: &crate::model::model_code::ModelCode,
+    starts: &[usize],
+    end: usize,
+    threads: usize,
+) -> bool {
+    let span = end
+        .min(dev.events.len())
+        .saturating_sub(starts.first().copied().unwrap_or(0));
+    if starts.len() < 2 || !split_wanted(span, threads) {
+        return working(dev, model, starts, end);
+    }
+    let n = threads.min(starts.len());
+    let runs: Vec<Range<usize>> = (0..n)
+        .map(|t| t * starts.len() / n..(t + 1) * starts.len() / n)
+        .collect();
+    let counts = crate::threads::map(threads, &runs, |r| {
+        let model = crate::model::model_code::ModelCode::new(&snap.stacks);
+        working_count(dev, &model, starts, r.clone(), end)
+    });
+    let (ok, total) = counts.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
+    total > 0 && ok * 2 >= total
+}
+
+/// Of the iterations `ks` of `starts`: how many are working ones, and how many were judged.
+fn working_count(
+    dev: &Device,
+    model: &crate::model::model_code::ModelCode,
+    starts: &[usize],
+    ks: Range<usize>,
+    end: usize,
+) -> (usize, usize) {
     let mut ok = 0usize;
     let mut total = 0usize;
-    for (k, &a) in starts.iter().enumerate() {
+    for k in ks {
+        let a = starts[k];
         let b = starts
             .get(k + 1)
             .copied()
@@ -752,26 +811,39 @@ pub(crate) fn working(
             ok += 1;
         }
     }
-    total > 0 && ok * 2 >= total
+    (ok, total)
 }
 
 /// Whether the iterations `starts` (event indices) of an inner loop level are whole steps of
 /// the program's loop, not a loop inside one step: most of them run the backward pass, where the
 /// stretch runs one at all, else a module call. A loop over parameters inside one
 /// `optimizer.step` (a hand-written AdamW creating its state lazily), over layers or over tokens
-/// does neither per iteration, so its iterations are never taken as steps.
-pub(crate) fn whole_steps(snap: &Snapshot, dev: &Device, starts: &[usize], end: usize) -> bool {
-    let its: Vec<(bool, bool)> = starts
-        .iter()
-        .enumerate()
-        .map(|(k, &a)| {
-            super::work::of_range(
-                &snap.stacks,
-                dev,
-                a..starts.get(k + 1).copied().unwrap_or(end),
-            )
-        })
-        .collect();
+/// does neither per iteration, so its iterations are never taken as steps. The iterations are
+/// read on `threads` threads where the stretch is long enough ([`split_wanted`]): each is read
+/// on its own, and the answers kept in order.
+pub(crate) fn whole_steps_on(
+    snap: &Snapshot,
+    dev: &Device,
+    starts: &[usize],
+    end: usize,
+    threads: usize,
+) -> bool {
+    let span = end
+        .min(dev.events.len())
+        .saturating_sub(starts.first().copied().unwrap_or(0));
+    let threads = if split_wanted(span, threads) {
+        threads
+    } else {
+        1
+    };
+    let ks: Vec<usize> = (0..starts.len()).collect();
+    let its: Vec<(bool, bool)> = crate::threads::map(threads, &ks, |&k| {
+        super::work::of_range(
+            &snap.stacks,
+            dev,
+            starts[k]..starts.get(k + 1).copied().unwrap_or(end),
+        )
+    });
     let any_backward = its.iter().any(|w| w.0);
     let whole = its
         .iter()

@@ -416,7 +416,8 @@ fn device_report(
         || {
             crate::threads::join(
                 threads,
-                || leaks::find(snap, dev, tl, &steps),
+                // Two of the threads are the other groups'; the survivors walk takes the rest.
+                || leaks::find_on(snap, dev, tl, &steps, threads.saturating_sub(2).max(1)),
                 || peak_and_dump(snap, dev, tl, classifier, &frameless, exact, has_history),
             )
         },
@@ -533,7 +534,8 @@ fn replay_and_search(
         threads,
         || replay::replay_on(d, &snap.settings, threads),
         || {
-            let b = steps::bounds(snap, d);
+            // The replay holds one thread (more where it is split); the search takes the rest.
+            let b = steps::bounds_on(snap, d, threads.saturating_sub(1).max(1));
             let c = Classifier::from_ranges_on(snap, d, b.ranges(), threads);
             (b, c)
         },

@@ -128,6 +128,12 @@ impl Bounds {
 
 /// The search half of [`split`]: annotations, then the loops of the user's code.
 pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
+    bounds_on(snap, dev, crate::threads::wanted())
+}
+
+/// [`bounds`] with each loop level's iterations judged on `threads` threads where the stretch
+/// is long enough ([`loops::SPLIT_MIN_VAR`]); the bounds are the serial search's either way.
+pub fn bounds_on(snap: &Snapshot, dev: &Device, threads: usize) -> Bounds {
     let mut structure = Structure::default();
     let n = dev.events.len();
     if n == 0 {
@@ -234,8 +240,9 @@ pub fn bounds(snap: &Snapshot, dev: &Device) -> Bounds {
                     .iter()
                     .enumerate()
                     .filter(|(k, l)| {
-                        loops::working(dev, &model, &l.starts, end)
-                            && (*k == 0 || loops::whole_steps(snap, dev, &l.starts, end))
+                        loops::working_on(snap, dev, &model, &l.starts, end, threads)
+                            && (*k == 0
+                                || loops::whole_steps_on(snap, dev, &l.starts, end, threads))
                     })
                     .collect();
                 let pick = working

@@ -75,6 +75,7 @@ mod run_cmd;
 mod run_fixtures;
 mod signals;
 mod snapshot_steps42;
+mod steps_leaks_parallel43;
 mod summarize;
 mod trace_generations;
 mod trace_graph;

@@ -47,6 +47,18 @@ impl Details {
 
 /// Finds the leaks of one device. `steps` comes from [`steps::split`].
 pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Findings {
+    find_on(snap, dev, tl, steps, crate::threads::wanted())
+}
+
+/// [`find`] with the survivors walked on `threads` threads where the log is long enough
+/// ([`SPLIT_MIN_VAR`]); the findings are the serial search's either way.
+pub fn find_on(
+    snap: &Snapshot,
+    dev: &Device,
+    tl: &Timeline,
+    steps: &[Step],
+    threads: usize,
+) -> Findings {
     let mut bounds = steps::boundaries(steps);
     // A run that ended in an OOM is also sampled at the OOM: what grew up to it is what filled
     // the memory, and the step the OOM interrupted never reaches a boundary.
@@ -71,7 +83,7 @@ pub fn find(snap: &Snapshot, dev: &Device, tl: &Timeline, steps: &[Step]) -> Fin
         .and_then(|o| tl.series.allocated.get(o).copied())
         .unwrap_or(0);
     let mut sites = SiteTable::new(&snap.stacks);
-    let surv = walk(dev, snap, &mut sites, &bounds);
+    let surv = walk_on(dev, snap, &mut sites, &bounds, threads);
     let nb = bounds.len();
     // Boundaries of complete steps: the OOM's sample ends no step.
     let complete = nb - usize::from(oom_sample.is_some());
