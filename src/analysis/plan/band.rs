@@ -25,8 +25,6 @@
 use super::model::Model;
 use super::whatif::alloc::LARGE_BUFFER;
 use super::{Basis, Fit, Reading, Request, Shape, Split, Term};
-use crate::analysis::replay;
-use crate::model::{AllocatorSettings, Device};
 
 /// The measured band (tools/plan_band.py on fixtures/plan, holdout, holdout2 and holdout3, 20
 /// workloads): the least raise of the cap under which the real largest batch replays, and the
@@ -182,10 +180,9 @@ fn inexact(r: &Request) -> bool {
     r.varies || affine(r.upper.batch) || affine(r.upper.seq)
 }
 
-/// Another capture, for its replay: its device, its settings and its shape.
-pub struct Seen<'a> {
-    pub dev: &'a Device,
-    pub settings: &'a AllocatorSettings,
+/// Another capture, for its replay: its recorded peaks (allocated, reserved) and its shape.
+pub struct Seen {
+    pub peaks: (u64, u64),
     pub shape: Shape,
 }
 
@@ -222,8 +219,7 @@ pub fn evidence(
     };
     let mut replays = vec![replay_at(m.recorded, recorded)];
     for o in others {
-        let p = replay::replay(o.dev, o.settings).peaks;
-        replays.push(replay_at(o.shape, (p.allocated.bytes, p.reserved.bytes)));
+        replays.push(replay_at(o.shape, o.peaks));
     }
     let explained = |b: &Basis| {
         matches!(

@@ -25,10 +25,12 @@ pub mod classify;
 pub mod fit;
 pub mod model;
 mod op_site;
+pub mod prelog;
 mod recurrent;
 pub mod step_sizes;
 
 pub use band::{Band, BandEvidence, BandRule, CaptureReplay};
+pub use prelog::PrelogFit;
 pub use step_sizes::StepSizes;
 
 use crate::analysis::analyzed::Analyzed;
@@ -371,9 +373,13 @@ pub struct Plan {
     pub fit: Fit,
     /// The capture's stacks show flash or memory-efficient attention (linear in the sequence).
     pub flash_attention: bool,
-    /// The log starts from a layout with live blocks (recording began mid-run): those are
-    /// replayed as fixed.
+    /// The log starts from a layout with live blocks (recording began mid-run): with one
+    /// capture it is replayed as recorded at every shape, with more paired and fitted across
+    /// them ([`prelog`]).
     pub starts_mid_run: bool,
+    /// Two captures or more of a log that starts mid-run: how its layout was paired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prelog: Option<PrelogFit>,
     pub ends_in_oom: bool,
     /// A capture that ends at an OOM: the largest batch whose requests up to the OOM fit under
     /// the cap. The rest of the step only adds to it, so the real largest batch is at most this.
@@ -537,14 +543,71 @@ pub fn plan_all(
                 shape: o.shape,
             })
             .collect();
-        let fit = if theirs.is_empty() {
-            Fit::OneCapture
-        } else {
-            fit::refine(snap, dev, &theirs, ask.recorded, &mut reqs)
-        };
-        out.push(plan_device(snap, i, prod, ask, reqs, fit, &theirs));
+        let (fit, prelog, seen) = fit_all(snap, dev, prod, ask.recorded, &theirs, &mut reqs);
+        out.push(plan_device(snap, i, prod, ask, reqs, fit, &prelog, &seen));
     }
     Ok(out)
+}
+
+/// The terms of the requests and the layout before recording, from every capture: fitted
+/// across them where there are others, else as one capture reads them; with the others'
+/// recorded peaks, for the band.
+fn fit_all(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    prod: &crate::analysis::analyzed::DeviceProduct,
+    rec: Shape,
+    theirs: &[fit::Capture],
+    reqs: &mut [Option<Request>],
+) -> (Fit, prelog::Prelog, Vec<band::Seen>) {
+    let initial = &prod.timeline.initial;
+    let Some(first) = theirs.first() else {
+        return (
+            Fit::OneCapture,
+            prelog::Prelog::fixed(initial, rec.batch, true),
+            Vec::new(),
+        );
+    };
+    let batch_axis = first.shape.batch != rec.batch;
+    let axis = |s: Shape| {
+        if batch_axis {
+            s.batch
+        } else {
+            s.seq.unwrap_or(1)
+        }
+    };
+    let quadratic = !batch_axis && !classify::flash_attention(&snap.stacks);
+    let (fit, pairing) = fit::refine(snap, dev, theirs, rec, reqs);
+    let timelines: Vec<crate::analysis::replay::Timeline> = theirs
+        .iter()
+        .map(|c| crate::analysis::replay::replay(c.dev, &c.snap.settings))
+        .collect();
+    let sides: Vec<prelog::Side> = theirs
+        .iter()
+        .zip(&timelines)
+        .map(|(c, t)| prelog::Side {
+            snap: c.snap,
+            dev: c.dev,
+            initial: &t.initial,
+            x: axis(c.shape),
+        })
+        .collect();
+    let here = prelog::Side {
+        snap,
+        dev,
+        initial,
+        x: axis(rec),
+    };
+    let prelog = prelog::Prelog::fitted(&here, &sides, &pairing, batch_axis, quadratic);
+    let seen = theirs
+        .iter()
+        .zip(&timelines)
+        .map(|(c, t)| band::Seen {
+            peaks: (t.peaks.allocated.bytes, t.peaks.reserved.bytes),
+            shape: c.shape,
+        })
+        .collect();
+    (fit, prelog, seen)
 }
 
 fn validate(ask: &Ask, other: Option<&Other>) -> Result<(), PlanError> {
@@ -589,7 +652,8 @@ fn plan_device(
     ask: &Ask,
     reqs: Vec<Option<Request>>,
     fit: Fit,
-    theirs: &[fit::Capture],
+    prelog: &prelog::Prelog,
+    seen: &[band::Seen],
 ) -> Plan {
     let dev = &snap.devices[i];
     let tl = &prod.timeline;
@@ -619,6 +683,7 @@ fn plan_device(
         snap,
         dev,
         initial: &tl.initial,
+        prelog,
         reqs: &reqs,
         settings: &settings,
         recorded: ask.recorded,
@@ -629,20 +694,12 @@ fn plan_device(
     let convolution_requests = classify::convolution_requests(&snap.stacks, dev);
     // The band from what the captures show ([`band`]): how many requests each capture
     // explains by an exact term, and every capture's peaks against the model's replay.
-    let seen: Vec<band::Seen> = theirs
-        .iter()
-        .map(|c| band::Seen {
-            dev: c.dev,
-            settings: &c.snap.settings,
-            shape: c.shape,
-        })
-        .collect();
     let band_evidence = band::evidence(
         &m,
         &reqs,
         &fit,
         (tl.peaks.allocated.bytes, tl.peaks.reserved.bytes),
-        &seen,
+        seen,
         convolution_requests,
         &at_rec.split,
     );
@@ -680,6 +737,7 @@ fn plan_device(
         fit,
         flash_attention: flash,
         starts_mid_run: !tl.initial.segments.is_empty(),
+        prelog: prelog.fit.clone(),
         ends_in_oom,
         max_batch_at_most,
         requests: reqs.iter().flatten().count(),

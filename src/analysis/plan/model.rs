@@ -8,8 +8,9 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::prelog::Prelog;
 use super::whatif::alloc::Allocator;
-use super::whatif::{config, seed_layout, Op};
+use super::whatif::{config, Op};
 use super::{
     Band, Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, Verdict,
     SEARCH_LIMIT,
@@ -21,8 +22,11 @@ use crate::model::{AllocatorSettings, Device, Snapshot};
 pub struct Model<'a> {
     pub snap: &'a Snapshot,
     pub dev: &'a Device,
-    /// The layout at the log's first event (blocks from before recording: replayed as fixed).
+    /// The layout at the log's first event as recorded (the split at the recorded shape).
     pub initial: &'a State,
+    /// That layout as a function of the shape: as recorded with one capture, paired and fitted
+    /// across captures with more ([`super::prelog`]).
+    pub prelog: &'a Prelog,
     /// Per log event: the request it makes, if any.
     pub reqs: &'a [Option<Request>],
     pub settings: &'a AllocatorSettings,
@@ -164,7 +168,7 @@ impl Model<'_> {
         let mut cfg = config(self.settings, cap, None);
         cfg.descending_addresses = order == Order::Descending;
         let mut m = Allocator::new(cfg);
-        let mut addr_map = seed_layout(&mut m, self.initial);
+        let mut addr_map = self.prelog.seed(&mut m, at);
         let mut tally = Tally::default();
         // Recorded address -> (the request, its bytes in the tally).
         let mut live: HashMap<u64, (Option<Request>, u64)> = HashMap::default();
