@@ -98,12 +98,26 @@ pub struct BandEvidence {
     pub segment_bytes: u64,
     /// Each capture's peaks against the model's replay at its shape, the recorded one first.
     pub replays: Vec<CaptureReplay>,
+    /// A log that starts mid-run, two captures or more: each capture's peaks against the
+    /// replay at its shape from the other captures' layouts before recording ([`super::prelog`]).
+    /// Each capture's own replay starts from its own layout, so `replays` cannot show how well
+    /// the fitted layout carries to another shape; these do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout_replays: Vec<CaptureReplay>,
 }
 
 impl BandEvidence {
     /// The worst replay error over the captures.
     pub fn replay_error(&self) -> f64 {
         self.replays.iter().map(|r| r.error()).fold(0.0, f64::max)
+    }
+
+    /// The worst replay error from the other captures' layouts (0 without).
+    pub fn layout_error(&self) -> f64 {
+        self.layout_replays
+            .iter()
+            .map(|r| r.error())
+            .fold(0.0, f64::max)
     }
 }
 
@@ -163,6 +177,8 @@ impl Band {
             ),
             _ => (MEASURED, ev.replays.first().map_or(0.0, |r| r.error())),
         };
+        // The layout before recording, carried from the other captures: its error at each.
+        let error = error.max(ev.layout_error());
         Band {
             over: MEASURED,
             under: width.max(error),
@@ -221,6 +237,19 @@ pub fn evidence(
     for o in others {
         replays.push(replay_at(o.shape, o.peaks));
     }
+    let layout_replays: Vec<CaptureReplay> = replays
+        .iter()
+        .enumerate()
+        .filter_map(|(c, r)| {
+            let p = m.prelog.fit.as_ref().and(m.prelog.without(c))?;
+            let run = m.run_with_layout(&p, r.shape);
+            Some(CaptureReplay {
+                model_allocated_bytes: run.peak_allocated,
+                model_reserved_bytes: run.peak_reserved,
+                ..*r
+            })
+        })
+        .collect();
     let explained = |b: &Basis| {
         matches!(
             b,
@@ -246,6 +275,7 @@ pub fn evidence(
         convolution_requests,
         segment_bytes: LARGE_BUFFER,
         replays,
+        layout_replays,
     }
 }
 
@@ -276,6 +306,7 @@ mod tests {
             replays: (0..captures as u64)
                 .map(|k| replay(8 << k, 120 * MIB))
                 .collect(),
+            layout_replays: Vec::new(),
         }
     }
 

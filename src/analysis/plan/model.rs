@@ -164,11 +164,28 @@ impl Model<'_> {
 
     /// [`Model::run`] with new segments placed in `order`.
     fn run_placed(&self, at: Shape, reading: Reading, cap: Option<u64>, order: Order) -> RunOut {
+        self.run_from(self.prelog, at, reading, cap, order)
+    }
+
+    /// The likelier reading at `at`, no cap, from the layout before recording `prelog` (the
+    /// band's check of the fitted layout: a capture's shape from the other captures' layouts).
+    pub fn run_with_layout(&self, prelog: &Prelog, at: Shape) -> RunOut {
+        self.run_from(prelog, at, Reading::Central, None, Order::Descending)
+    }
+
+    fn run_from(
+        &self,
+        prelog: &Prelog,
+        at: Shape,
+        reading: Reading,
+        cap: Option<u64>,
+        order: Order,
+    ) -> RunOut {
         let track = at == self.recorded && reading == Reading::Central && cap.is_none();
         let mut cfg = config(self.settings, cap, None);
         cfg.descending_addresses = order == Order::Descending;
         let mut m = Allocator::new(cfg);
-        let mut addr_map = self.prelog.seed(&mut m, at);
+        let mut addr_map = prelog.seed(&mut m, at);
         let mut tally = Tally::default();
         // Recorded address -> (the request, its bytes in the tally).
         let mut live: HashMap<u64, (Option<Request>, u64)> = HashMap::default();

@@ -568,6 +568,22 @@ impl Prelog {
         }
     }
 
+    /// The first capture's layout as recorded at every shape (what one capture gives).
+    pub fn as_recorded(&self, initial: &State) -> Prelog {
+        Prelog::fixed(initial, self.layouts[0].x, self.batch_axis)
+    }
+
+    /// The same without capture `c`'s layout (its shape then starts from the nearest other's),
+    /// where more than one is left.
+    pub fn without(&self, c: usize) -> Option<Prelog> {
+        if self.layouts.len() < 2 || c >= self.layouts.len() {
+            return None;
+        }
+        let mut p = self.clone();
+        p.layouts.remove(c);
+        Some(p)
+    }
+
     /// Places the layout at `at` in the model; returns the address map that starts a replay
     /// (each block by its first-capture address). At a capture's shape it is that capture's
     /// layout, block for block.
@@ -588,6 +604,11 @@ impl Prelog {
         let mut placed: Vec<(u64, u64, u64, bool, Option<u64>)> = Vec::new();
         let mut live: Vec<(u64, u64, u64, bool)> = Vec::new();
         for s in &anchor.segs {
+            // A segment cached empty that pairs with none elsewhere has no size at another
+            // shape: the requests there make their own.
+            if !recorded && self.fit.is_some() && s.blocks.is_empty() && s.size.seen.is_empty() {
+                continue;
+            }
             placed.clear();
             placed.extend(s.blocks.iter().map(|b| {
                 let (off, size) = (b.offset.at(x0, x), b.size.at(x0, x));
