@@ -98,10 +98,11 @@ pub struct BandEvidence {
     pub segment_bytes: u64,
     /// Each capture's peaks against the model's replay at its shape, the recorded one first.
     pub replays: Vec<CaptureReplay>,
-    /// A log that starts mid-run, two captures or more: each capture's peaks against the
-    /// replay at its shape from the other captures' layouts before recording ([`super::prelog`]).
-    /// Each capture's own replay starts from its own layout, so `replays` cannot show how well
-    /// the fitted layout carries to another shape; these do.
+    /// A log that starts mid-run, two captures or more: at each capture's shape, the replay
+    /// from the capture's own layout before recording (as `recorded_*`) against the replay from
+    /// the other captures' layouts ([`super::prelog`]). Each capture's own replay starts from its
+    /// own layout, so `replays` cannot show how well the fitted layout carries to another shape;
+    /// these do, apart from the requests' own error (which `replays` holds).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layout_replays: Vec<CaptureReplay>,
 }
@@ -244,9 +245,11 @@ pub fn evidence(
             let p = m.prelog.fit.as_ref().and(m.prelog.without(c))?;
             let run = m.run_with_layout(&p, r.shape);
             Some(CaptureReplay {
+                shape: r.shape,
+                recorded_allocated_bytes: r.model_allocated_bytes,
+                recorded_reserved_bytes: r.model_reserved_bytes,
                 model_allocated_bytes: run.peak_allocated,
                 model_reserved_bytes: run.peak_reserved,
-                ..*r
             })
         })
         .collect();
