@@ -650,3 +650,72 @@ impl Prelog {
         addr_map
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn pre(seg: u64, addr: u64, size: u64, touched: Option<usize>, key: &str) -> Pre {
+        Pre {
+            seg,
+            addr,
+            size,
+            requested: size,
+            touched,
+            key: key.to_string(),
+        }
+    }
+
+    #[test]
+    fn blocks_the_log_frees_pair_by_stack_and_free_order() {
+        let exact = |a: u64, b: u64| !fit::term(a, b, 4, 8, false).1;
+        // Here: two outputs of one stack freed at events 10 and 30, a weight never freed.
+        let here = [
+            pre(0, 0x100, 4 * MIB, Some(30), "out"),
+            pre(0, 0x200, 2 * MIB, Some(10), "out"),
+            pre(0, 0x300, MIB, None, "w"),
+        ];
+        // There (twice the batch): the same two, freed in the same order at other events and
+        // addresses, one more freed first that has no counterpart (3 MiB: no exact term).
+        let there = [
+            pre(0, 0x900, 3 * MIB, Some(5), "out"),
+            pre(0, 0x500, 4 * MIB, Some(12), "out"),
+            pre(0, 0x400, 8 * MIB, Some(40), "out"),
+            pre(0, 0x600, MIB, None, "w"),
+        ];
+        let mut pairs = pair_touched(&here, &there, &exact);
+        pairs.sort_unstable();
+        assert_eq!(pairs, vec![(0, 2), (1, 1)]);
+        // Untouched blocks pair only within paired segments.
+        let none: HashMap<u64, u64> = HashMap::default();
+        assert!(pair_untouched(&here, &there, &none, &exact).is_empty());
+        let segs: HashMap<u64, u64> = [(0, 0)].into_iter().collect();
+        assert_eq!(pair_untouched(&here, &there, &segs, &exact), vec![(2, 3)]);
+    }
+
+    #[test]
+    fn values_are_recorded_at_the_captures_and_fitted_between_and_beyond() {
+        let v = Value::new(2 * MIB, 4, vec![(8, 4 * MIB)], false);
+        assert_eq!(v.term, Term::Linear);
+        assert_eq!(
+            (v.at(4, 4), v.at(4, 8), v.at(4, 16)),
+            (2 * MIB, 4 * MIB, 8 * MIB)
+        );
+        assert_eq!(Value::new(0, 4, vec![(8, 0)], false).at(4, 16), 0);
+        // A segment of 20 MiB at b4 (made for a request of 1 to 10 MiB) and 12 MiB at b8: the
+        // request is about 12 MiB at b8, so 24 MiB at b16; at b4 and b8 as recorded.
+        let s = SegSize {
+            first: LARGE_BUFFER,
+            seen: vec![(8, 12 * MIB)],
+        };
+        assert_eq!(s.at(4, 4, Pool::Large), LARGE_BUFFER);
+        assert_eq!(s.at(4, 8, Pool::Large), 12 * MIB);
+        assert_eq!(s.at(4, 16, Pool::Large), 24 * MIB);
+        // Below 10 MiB the allocator rounds to its 20 MiB buffer again.
+        assert_eq!(s.at(4, 6, Pool::Large), LARGE_BUFFER);
+        // Small-pool segments keep their size.
+        assert_eq!(s.at(4, 16, Pool::Small), LARGE_BUFFER);
+    }
+}
