@@ -543,10 +543,18 @@ pub fn plan_all(
                 shape: o.shape,
             })
             .collect();
-        let (fit, prelog, seen) = fit_all(snap, dev, prod, ask.recorded, &theirs, &mut reqs);
-        out.push(plan_device(snap, i, prod, ask, reqs, fit, &prelog, &seen));
+        let fitted = fit_all(snap, dev, prod, ask.recorded, &theirs, &mut reqs);
+        out.push(plan_device(snap, i, prod, ask, reqs, fitted));
     }
     Ok(out)
+}
+
+/// What the captures give a device's plan: how the terms were found, the layout before
+/// recording, and the other captures' recorded peaks (for the band).
+struct Fitted {
+    fit: Fit,
+    prelog: prelog::Prelog,
+    seen: Vec<band::Seen>,
 }
 
 /// The terms of the requests and the layout before recording, from every capture: fitted
@@ -559,14 +567,14 @@ fn fit_all(
     rec: Shape,
     theirs: &[fit::Capture],
     reqs: &mut [Option<Request>],
-) -> (Fit, prelog::Prelog, Vec<band::Seen>) {
+) -> Fitted {
     let initial = &prod.timeline.initial;
     let Some(first) = theirs.first() else {
-        return (
-            Fit::OneCapture,
-            prelog::Prelog::fixed(initial, rec.batch, true),
-            Vec::new(),
-        );
+        return Fitted {
+            fit: Fit::OneCapture,
+            prelog: prelog::Prelog::fixed(initial, rec.batch, true),
+            seen: Vec::new(),
+        };
     };
     let batch_axis = first.shape.batch != rec.batch;
     let axis = |s: Shape| {
@@ -607,7 +615,7 @@ fn fit_all(
             shape: c.shape,
         })
         .collect();
-    (fit, prelog, seen)
+    Fitted { fit, prelog, seen }
 }
 
 fn validate(ask: &Ask, other: Option<&Other>) -> Result<(), PlanError> {
@@ -651,10 +659,9 @@ fn plan_device(
     prod: &crate::analysis::analyzed::DeviceProduct,
     ask: &Ask,
     reqs: Vec<Option<Request>>,
-    fit: Fit,
-    prelog: &prelog::Prelog,
-    seen: &[band::Seen],
+    fitted: Fitted,
 ) -> Plan {
+    let Fitted { fit, prelog, seen } = fitted;
     let dev = &snap.devices[i];
     let tl = &prod.timeline;
     let settings = ask.conf.apply(&snap.settings);
@@ -686,7 +693,7 @@ fn plan_device(
     let prelog = if step_sizes.data_dependent {
         &recorded_layout
     } else {
-        prelog
+        &prelog
     };
     let m = model::Model {
         snap,
@@ -708,7 +715,7 @@ fn plan_device(
         &reqs,
         &fit,
         (tl.peaks.allocated.bytes, tl.peaks.reserved.bytes),
-        seen,
+        &seen,
         convolution_requests,
         &at_rec.split,
     );
