@@ -100,7 +100,7 @@ fn mid_run(p: &Plan) -> String {
         if p.fit != Fit::OneCapture && p.step_sizes.data_dependent {
             return "the log starts mid-run: the blocks and cached segments alive at its first event are replayed as recorded at every size (the iterations ask other sizes from one to the next, so the segments cached before recording follow no batch term)".to_string();
         }
-        return "the log starts mid-run: the blocks and cached segments alive at its first event are replayed as recorded at every size (one capture cannot tell which of them grow with the batch: a second capture at another batch size (--with) pairs and fits them; if recording began inside a step, some grow and the peaks are low)".to_string();
+        return "the log starts mid-run: its first event's blocks and cached segments are replayed as recorded (one capture cannot tell which grow; --with a second fits them)".to_string();
     };
     let check = p
         .band_evidence
