@@ -94,11 +94,42 @@ pub fn plan_fit(f: &Fit, recorded: Shape) -> String {
     }
 }
 
+/// What the plan did with the layout its log starts from (recording began mid-run).
+fn mid_run(p: &Plan) -> String {
+    let Some(f) = &p.prelog else {
+        if p.fit != Fit::OneCapture && p.step_sizes.data_dependent {
+            return "the log starts mid-run: the blocks and cached segments alive at its first event are replayed as recorded at every size (the iterations ask other sizes from one to the next, so the segments cached before recording follow no batch term)".to_string();
+        }
+        return "the log starts mid-run: its first event's blocks and cached segments are replayed as recorded (one capture cannot tell which grow; --with a second fits them)".to_string();
+    };
+    let check = p
+        .band_evidence
+        .layout_replays
+        .iter()
+        .map(|r| format!("batch {} off by {:.1}%", r.shape.batch, 100.0 * r.error()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "the log starts mid-run ({} blocks, {} in {} segments): each capture's replay starts from its own layout, paired with the others' ({} of {} blocks and {} of {} segments paired; {} blocks and {} segments of other sizes there, fitted to the batch: blocks by their exact term, segments by the request that made them); another size starts from the nearest capture's layout, its paired values moved to that size, its unpaired blocks and segments holding blocks as recorded, and its empty cached segments with no counterpart left out ({} blocks and {} segments of the other captures had none here); each capture's peaks replayed from the other captures' layouts, against its own ({check}), widen the band where larger",
+        f.blocks,
+        bytes(f.block_bytes),
+        f.segments,
+        f.blocks_paired,
+        f.blocks,
+        f.segments_paired,
+        f.segments,
+        f.blocks_fitted,
+        f.segments_fitted,
+        f.others_unpaired_blocks,
+        f.others_unpaired_segments,
+    )
+}
+
 /// What a reader must know to trust the figures, one sentence each.
 pub fn plan_notes(p: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     if p.starts_mid_run {
-        out.push("the log starts mid-run: the blocks alive at its first event are replayed as fixed (if recording began inside a step, some of them grow with the batch and the peaks are low)".to_string());
+        out.push(mid_run(p));
     }
     if p.ends_in_oom {
         out.push("the capture ends at an OOM: peaks at other batch sizes are lower bounds (the requests after it were never made)".to_string());

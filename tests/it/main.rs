@@ -58,6 +58,7 @@ mod plan_holdout5;
 mod plan_holdout6;
 mod plan_issue39;
 mod plan_maxbatch39;
+mod plan_prelog39;
 mod plan_rnn39;
 mod plan_unet39;
 mod plan_views;

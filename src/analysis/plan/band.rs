@@ -25,8 +25,6 @@
 use super::model::Model;
 use super::whatif::alloc::LARGE_BUFFER;
 use super::{Basis, Fit, Reading, Request, Shape, Split, Term};
-use crate::analysis::replay;
-use crate::model::{AllocatorSettings, Device};
 
 /// The measured band (tools/plan_band.py on fixtures/plan, holdout, holdout2 and holdout3, 20
 /// workloads): the least raise of the cap under which the real largest batch replays, and the
@@ -100,12 +98,27 @@ pub struct BandEvidence {
     pub segment_bytes: u64,
     /// Each capture's peaks against the model's replay at its shape, the recorded one first.
     pub replays: Vec<CaptureReplay>,
+    /// A log that starts mid-run, two captures or more: at each capture's shape, the replay
+    /// from the capture's own layout before recording (as `recorded_*`) against the replay from
+    /// the other captures' layouts ([`super::prelog`]). Each capture's own replay starts from its
+    /// own layout, so `replays` cannot show how well the fitted layout carries to another shape;
+    /// these do, apart from the requests' own error (which `replays` holds).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout_replays: Vec<CaptureReplay>,
 }
 
 impl BandEvidence {
     /// The worst replay error over the captures.
     pub fn replay_error(&self) -> f64 {
         self.replays.iter().map(|r| r.error()).fold(0.0, f64::max)
+    }
+
+    /// The worst replay error from the other captures' layouts (0 without).
+    pub fn layout_error(&self) -> f64 {
+        self.layout_replays
+            .iter()
+            .map(|r| r.error())
+            .fold(0.0, f64::max)
     }
 }
 
@@ -165,6 +178,8 @@ impl Band {
             ),
             _ => (MEASURED, ev.replays.first().map_or(0.0, |r| r.error())),
         };
+        // The layout before recording, carried from the other captures: its error at each.
+        let error = error.max(ev.layout_error());
         Band {
             over: MEASURED,
             under: width.max(error),
@@ -182,10 +197,9 @@ fn inexact(r: &Request) -> bool {
     r.varies || affine(r.upper.batch) || affine(r.upper.seq)
 }
 
-/// Another capture, for its replay: its device, its settings and its shape.
-pub struct Seen<'a> {
-    pub dev: &'a Device,
-    pub settings: &'a AllocatorSettings,
+/// Another capture, for its replay: its recorded peaks (allocated, reserved) and its shape.
+pub struct Seen {
+    pub peaks: (u64, u64),
     pub shape: Shape,
 }
 
@@ -222,9 +236,23 @@ pub fn evidence(
     };
     let mut replays = vec![replay_at(m.recorded, recorded)];
     for o in others {
-        let p = replay::replay(o.dev, o.settings).peaks;
-        replays.push(replay_at(o.shape, (p.allocated.bytes, p.reserved.bytes)));
+        replays.push(replay_at(o.shape, o.peaks));
     }
+    let layout_replays: Vec<CaptureReplay> = replays
+        .iter()
+        .enumerate()
+        .filter_map(|(c, r)| {
+            let p = m.prelog.fit.as_ref().and(m.prelog.without(c))?;
+            let run = m.run_with_layout(&p, r.shape);
+            Some(CaptureReplay {
+                shape: r.shape,
+                recorded_allocated_bytes: r.model_allocated_bytes,
+                recorded_reserved_bytes: r.model_reserved_bytes,
+                model_allocated_bytes: run.peak_allocated,
+                model_reserved_bytes: run.peak_reserved,
+            })
+        })
+        .collect();
     let explained = |b: &Basis| {
         matches!(
             b,
@@ -250,6 +278,7 @@ pub fn evidence(
         convolution_requests,
         segment_bytes: LARGE_BUFFER,
         replays,
+        layout_replays,
     }
 }
 
@@ -280,6 +309,7 @@ mod tests {
             replays: (0..captures as u64)
                 .map(|k| replay(8 << k, 120 * MIB))
                 .collect(),
+            layout_replays: Vec::new(),
         }
     }
 

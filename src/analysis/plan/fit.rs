@@ -20,7 +20,7 @@ const WINDOW: usize = 64;
 
 /// Which frames a matching key holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Tier {
+pub(super) enum Tier {
     /// Python frames by file, line and function; native frames by function alone (their
     /// `line` is an offset into a library, and `??` frames are raw addresses that move with
     /// the process's layout), so C++ stacks of one build match across processes.
@@ -32,10 +32,10 @@ enum Tier {
     Python,
 }
 
-/// A request's size in another capture, and whether only its Python frames matched it.
-type Counterpart = Option<(u64, bool)>;
+/// A request's event in another capture, and whether only its Python frames matched it.
+type Counterpart = Option<(usize, bool)>;
 
-/// Per request of `dev` (by event), the size of the same request in `other_dev` and whether
+/// Per request of `dev` (by event), the same request's event in `other_dev` and whether
 /// the second tier found it: the requests of each key aligned in log order, a pair kept where
 /// `compatible` accepts the request here (by event) and its two sizes; the second tier only
 /// sees what the first left.
@@ -67,43 +67,46 @@ fn matches(
         let mut pairs = Vec::new();
         for (k, xs) in &here {
             if let Some(ys) = there.get(k) {
-                align(xs, ys, dev, odev, compatible, &mut pairs);
+                let ok = |a: usize, b: usize| {
+                    compatible(xs[a], dev.events[xs[a]].size, odev.events[ys[b]].size)
+                };
+                for (a, b) in align(xs.len(), ys.len(), &ok) {
+                    pairs.push((xs[a], ys[b]));
+                }
             }
         }
         for (i, j) in pairs {
-            found[i] = Some((odev.events[j].size, tier == Tier::Python));
+            found[i] = Some((j, tier == Tier::Python));
             taken[j] = true;
         }
     }
     found
 }
 
-/// Pairs the requests `xs` (here) and `ys` (there) of one key, in order.
-fn align(
-    xs: &[usize],
-    ys: &[usize],
-    dev: &Device,
-    odev: &Device,
-    compatible: &dyn Fn(usize, u64, u64) -> bool,
-    pairs: &mut Vec<(usize, usize)>,
-) {
-    let osize = |j: usize| odev.events[j].size;
-    let compatible = |i: usize, b: u64| compatible(i, dev.events[i].size, b);
+/// Pairs `nx` items here with `ny` there, both in order (the requests of one key, the blocks
+/// of one key alive before recording): `compatible(a, b)` says whether item `a` here and `b`
+/// there can be the same; an item with no counterpart near is skipped.
+pub(super) fn align(
+    nx: usize,
+    ny: usize,
+    compatible: &dyn Fn(usize, usize) -> bool,
+) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
     let (mut i, mut j) = (0, 0);
-    while i < xs.len() && j < ys.len() {
-        if compatible(xs[i], osize(ys[j])) {
-            pairs.push((xs[i], ys[j]));
+    while i < nx && j < ny {
+        if compatible(i, j) {
+            pairs.push((i, j));
             i += 1;
             j += 1;
             continue;
         }
         // A request the other side made and this one did not, or the reverse.
         let skip_there = (1..WINDOW)
-            .take_while(|d| j + d < ys.len())
-            .find(|d| compatible(xs[i], osize(ys[j + d])));
+            .take_while(|d| j + d < ny)
+            .find(|d| compatible(i, j + d));
         let skip_here = (1..WINDOW)
-            .take_while(|d| i + d < xs.len())
-            .find(|d| compatible(xs[i + d], osize(ys[j])));
+            .take_while(|d| i + d < nx)
+            .find(|d| compatible(i + d, j));
         match (skip_there, skip_here) {
             (Some(d), Some(e)) if e < d => i += e,
             (Some(d), _) => j += d,
@@ -117,10 +120,11 @@ fn align(
             }
         }
     }
+    pairs
 }
 
 /// A stack as text, by `tier`: its frames (the model's [`FrameKind`] tells native from Python).
-fn key(snap: &Snapshot, s: StackId, tier: Tier) -> String {
+pub(super) fn key(snap: &Snapshot, s: StackId, tier: Tier) -> String {
     let st = &snap.stacks;
     let mut out = String::new();
     for &f in st.frames(s) {
@@ -146,7 +150,7 @@ fn key(snap: &Snapshot, s: StackId, tier: Tier) -> String {
 
 /// The term of one axis from a request's sizes `a` at `x0` and `b` at `x1`, and whether the two
 /// points fit none of the exact terms (then an affine term through both).
-fn term(a: u64, b: u64, x0: u64, x1: u64, quadratic_allowed: bool) -> (Term, bool) {
+pub(super) fn term(a: u64, b: u64, x0: u64, x1: u64, quadratic_allowed: bool) -> (Term, bool) {
     let (a128, b128, x0, x1) = (a as u128, b as u128, x0 as u128, x1 as u128);
     if a == b {
         return (Term::Fixed, false);
@@ -174,7 +178,7 @@ pub struct Capture<'a> {
 /// farthest point where it also gives every other point; where it does not (a kernel whose
 /// requests change with the size), the line through the two points of largest axis value,
 /// which are the nearest to sizes above the captures.
-fn term_from(a: u64, x0: u64, pts: &[(u64, u64)], quadratic: bool) -> Term {
+pub(super) fn term_from(a: u64, x0: u64, pts: &[(u64, u64)], quadratic: bool) -> Term {
     let far = pts
         .iter()
         .copied()
@@ -196,15 +200,20 @@ fn term_from(a: u64, x0: u64, pts: &[(u64, u64)], quadratic: bool) -> Term {
     }
 }
 
+/// Per other capture, per event of the first capture's log: the event of the same request
+/// there, where the fit paired them.
+pub type Pairing = Vec<Vec<Option<usize>>>;
+
 /// Replaces the inferred terms of every matched request with the ones fitted from all the
-/// other captures (which vary one axis, the same for all).
+/// other captures (which vary one axis, the same for all); returns how the requests were
+/// paired, for the layout before recording ([`super::prelog`]).
 pub fn refine(
     snap: &Snapshot,
     dev: &Device,
     others: &[Capture],
     rec: Shape,
     reqs: &mut [Option<Request>],
-) -> Fit {
+) -> (Fit, Pairing) {
     let flash = super::classify::flash_attention(&snap.stacks);
     let other = others[0].shape;
     let batch_axis = other.batch != rec.batch;
@@ -225,7 +234,7 @@ pub fn refine(
     // memory-efficient (linear in the sequence): there a request that quadrupled from S to 2S
     // is a mismatch of two equal-sized requests, not attention scores.
     let quadratic = !batch_axis && !flash;
-    let found: Vec<(u64, Vec<Counterpart>)> = others
+    let found: Vec<(u64, &Device, Vec<Counterpart>)> = others
         .iter()
         .map(|o| {
             let x1 = axis(o.shape);
@@ -242,7 +251,7 @@ pub fn refine(
                 !odd || (elastic[i] && a != b && (b > a) == (x1 > x0))
                     || (recurrent[i] && (a == b || (b > a) == (x1 > x0)))
             };
-            (x1, matches(snap, dev, o.snap, o.dev, &compatible))
+            (x1, o.dev, matches(snap, dev, o.snap, o.dev, &compatible))
         })
         .collect();
     let (mut matched, mut by_python) = (0, 0);
@@ -253,9 +262,9 @@ pub fn refine(
         };
         pts.clear();
         let mut python = false;
-        for (x1, m) in &found {
-            if let Some((b, p)) = m[i] {
-                pts.push((*x1, b));
+        for (x1, odev, m) in &found {
+            if let Some((j, p)) = m[i] {
+                pts.push((*x1, odev.events[j].size));
                 python |= p;
             }
         }
@@ -296,14 +305,19 @@ pub fn refine(
         };
     }
     let requests = reqs.iter().flatten().count();
-    Fit::TwoCaptures {
+    let pairing = found
+        .into_iter()
+        .map(|(_, _, m)| m.into_iter().map(|c| c.map(|(j, _)| j)).collect())
+        .collect();
+    let fit = Fit::TwoCaptures {
         other,
         more: others[1..].iter().map(|o| o.shape).collect(),
         matched,
         by_python_stack: by_python,
         requests,
         unmatched: requests - matched,
-    }
+    };
+    (fit, pairing)
 }
 
 #[cfg(test)]

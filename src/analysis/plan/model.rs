@@ -8,8 +8,9 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::prelog::Prelog;
 use super::whatif::alloc::Allocator;
-use super::whatif::{config, seed_layout, Op};
+use super::whatif::{config, Op};
 use super::{
     Band, Basis, MaxBatch, NoMaxBatch, Prediction, Reading, Request, Shape, Split, Term, Verdict,
     SEARCH_LIMIT,
@@ -21,8 +22,11 @@ use crate::model::{AllocatorSettings, Device, Snapshot};
 pub struct Model<'a> {
     pub snap: &'a Snapshot,
     pub dev: &'a Device,
-    /// The layout at the log's first event (blocks from before recording: replayed as fixed).
+    /// The layout at the log's first event as recorded (the split at the recorded shape).
     pub initial: &'a State,
+    /// That layout as a function of the shape: as recorded with one capture, paired and fitted
+    /// across captures with more ([`super::prelog`]).
+    pub prelog: &'a Prelog,
     /// Per log event: the request it makes, if any.
     pub reqs: &'a [Option<Request>],
     pub settings: &'a AllocatorSettings,
@@ -160,11 +164,28 @@ impl Model<'_> {
 
     /// [`Model::run`] with new segments placed in `order`.
     fn run_placed(&self, at: Shape, reading: Reading, cap: Option<u64>, order: Order) -> RunOut {
+        self.run_from(self.prelog, at, reading, cap, order)
+    }
+
+    /// The likelier reading at `at`, no cap, from the layout before recording `prelog` (the
+    /// band's check of the fitted layout: a capture's shape from the other captures' layouts).
+    pub fn run_with_layout(&self, prelog: &Prelog, at: Shape) -> RunOut {
+        self.run_from(prelog, at, Reading::Central, None, Order::Descending)
+    }
+
+    fn run_from(
+        &self,
+        prelog: &Prelog,
+        at: Shape,
+        reading: Reading,
+        cap: Option<u64>,
+        order: Order,
+    ) -> RunOut {
         let track = at == self.recorded && reading == Reading::Central && cap.is_none();
         let mut cfg = config(self.settings, cap, None);
         cfg.descending_addresses = order == Order::Descending;
         let mut m = Allocator::new(cfg);
-        let mut addr_map = seed_layout(&mut m, self.initial);
+        let mut addr_map = prelog.seed(&mut m, at);
         let mut tally = Tally::default();
         // Recorded address -> (the request, its bytes in the tally).
         let mut live: HashMap<u64, (Option<Request>, u64)> = HashMap::default();
