@@ -56,7 +56,13 @@ fn plan_two(set: &str, w: &str) -> (Plan, serde_json::Value) {
     let real = wl["cap"]["max_batch"].as_u64().unwrap();
     let ask = Ask {
         recorded: Shape { batch: b0, seq },
-        at: vec![Shape { batch: real, seq }],
+        at: vec![
+            Shape { batch: real, seq },
+            Shape {
+                batch: real - 1,
+                seq,
+            },
+        ],
         cap: wl["cap"]["cap_bytes"].as_u64(),
         conf: AllocConf::default(),
     };
@@ -90,17 +96,26 @@ fn each_capture_replays_from_its_own_layout_and_the_band_from_the_others() {
 
 #[test]
 fn the_largest_batch_moves_toward_the_card() {
-    // hf_llama_ckpt: the card fits 19, never tried 20, failed 21 (2 of 2) and fitted 22. Before,
-    // a band of 12.8% (the b8 replay from b4's layout); now the layout's own error (2.4%),
-    // and the reserved peak at 19 within 1% of the card's.
+    // hf_llama_ckpt: the card fits 20 (3 of 3, tried after the first reading: raw/run2),
+    // failed 21 (2 of 2) and fitted 22. Before, a band of 12.8% (the b8 replay from b4's
+    // layout); now the layout's own error (2.4%). The reserved peak at 19 within 1% of the
+    // card's; at 20 the card reserved less than at 19 (2,059 against 2,103 MB: not monotonic),
+    // and the plan is within 10% of it, over.
     let (p, wl) = plan_two("holdout6", "hf_llama_ckpt");
     let real = wl["cap"]["max_batch"].as_u64().unwrap();
+    assert_eq!(real, 20);
+    let card = card_reserved(&wl, real - 1);
+    let at = p.predictions[1].peak_reserved_bytes;
+    assert!(at.abs_diff(card) * 100 < card, "{at} against {card} at 19");
     let card = card_reserved(&wl, real);
     let at = p.predictions[0].peak_reserved_bytes;
-    assert!(at.abs_diff(card) * 100 < card, "{at} against {card}");
+    assert!(
+        at >= card && (at - card) * 10 < card,
+        "{at} against {card} at 20"
+    );
     assert!(p.band.under < 0.05, "{:?}", p.band);
     let m = p.max_batch.as_ref().unwrap().batch;
-    assert!((real..=real + 1).contains(&m), "{m} against {real}");
+    assert!((real - 1..=real).contains(&m), "{m} against {real}");
     // dit_fp16_scaler: reserved at the card's largest batch 7.2% over before (the b16 layout's
     // segments kept at every size), now under 6%.
     let (p, wl) = plan_two("holdout6", "dit_fp16_scaler");
