@@ -42,6 +42,12 @@ pub fn spawned_here() -> u64 {
     SPAWNED.with(|c| c.get())
 }
 
+/// A count set by environment variable `var` (a pass's split threshold, forced by the tests),
+/// `None` where it is unset or no count.
+pub fn count_from_env(var: &str) -> Option<usize> {
+    std::env::var(var).ok()?.trim().parse::<usize>().ok()
+}
+
 /// Runs `a` and `b`: on a second thread for `b` when `threads > 1`, else `a` then `b` on the
 /// calling thread. A panic in either is resumed on the caller. A thread that cannot start (no
 /// memory for its stack, a process limit) is not an error: `b` then runs here, after `a`.

@@ -732,10 +732,7 @@ pub const SPLIT_MIN_EVENTS: usize = 1 << 17;
 
 /// Whether a stretch of `n` entries is judged split on `threads` threads.
 pub(crate) fn split_wanted(n: usize, threads: usize) -> bool {
-    let min = std::env::var(SPLIT_MIN_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(SPLIT_MIN_EVENTS);
+    let min = crate::threads::count_from_env(SPLIT_MIN_VAR).unwrap_or(SPLIT_MIN_EVENTS);
     threads > 1 && n >= min
 }
 

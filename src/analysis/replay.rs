@@ -1225,10 +1225,7 @@ pub const SPLIT_MIN_VAR: &str = "MEMSCOPE_REPLAY_SPLIT_MIN";
 
 /// Whether a log of `n` entries is replayed split, on `threads` threads.
 fn split_wanted(n: usize, threads: usize) -> bool {
-    let forced = std::env::var(SPLIT_MIN_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    match forced {
+    match crate::threads::count_from_env(SPLIT_MIN_VAR) {
         Some(min) => threads > 1 && n >= min,
         None => threads >= SPLIT_MIN_THREADS && n >= SPLIT_MIN_EVENTS,
     }

@@ -23,10 +23,7 @@ pub const SPLIT_MIN_EVENTS: usize = 1 << 17;
 
 /// Whether a log of `n` entries is walked split on `threads` threads.
 pub(super) fn split_wanted(n: usize, threads: usize) -> bool {
-    let min = std::env::var(SPLIT_MIN_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(SPLIT_MIN_EVENTS);
+    let min = crate::threads::count_from_env(SPLIT_MIN_VAR).unwrap_or(SPLIT_MIN_EVENTS);
     threads > 1 && n >= min
 }
 
@@ -82,10 +79,7 @@ fn shard(
     me: usize,
 ) -> (Vec<Vec<Change>>, u128) {
     let mut live: HashMap<u64, Rec> = HashMap::default();
-    let mut sums: Vec<(u64, u64, u64)> = Vec::new();
-    let mut dirty: Vec<SiteId> = Vec::new();
-    let mut is_dirty: Vec<bool> = Vec::new();
-    let mut changes: Vec<Vec<Change>> = Vec::new();
+    let mut tally = Tally::default();
     let mut total = 0u128;
     let mut next = 0usize;
     for (i, e) in dev.events.iter().enumerate() {
@@ -95,55 +89,18 @@ fn shard(
         ) && shard_of(e.addr, shards) == me;
         if mine {
             let last_bound = next.checked_sub(1).map(|b| bounds[b].0);
-            let (deltas, gone) = match e.action {
-                Action::Alloc => {
-                    let r = Rec {
-                        site: site_of[i],
-                        size: round_size(e.size, &snap.settings),
-                        requested: e.size,
-                        alloc: i as u32,
-                    };
-                    total += u128::from(r.size);
-                    let gone = live.insert(e.addr, r);
-                    let old = gone.map(|o| (o.site, -(o.size as i64), -1));
-                    ([Some((r.site, r.size as i64, 1)), old], gone)
-                }
-                _ => {
-                    let gone = live.remove(&e.addr);
-                    ([gone.map(|r| (r.site, -(r.size as i64), -1)), None], gone)
-                }
-            };
-            let evicts = gone
-                .filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
-                .map(|r| r.site);
-            for (s, db, dc) in deltas.into_iter().flatten() {
-                let k = s.0 as usize;
-                if sums.len() <= k {
-                    sums.resize(k + 1, (0, 0, 0));
-                    is_dirty.resize(k + 1, false);
-                    changes.resize(k + 1, Vec::new());
-                }
-                sums[k].0 = sums[k].0.saturating_add_signed(db);
-                sums[k].1 = sums[k].1.saturating_add_signed(dc);
-                if dc < 0 && evicts == Some(s) {
-                    sums[k].2 += 1;
-                }
-                if !is_dirty[k] {
-                    is_dirty[k] = true;
-                    dirty.push(s);
-                }
+            let (deltas, gone) = apply_event(e, i, snap, || site_of[i], &mut live);
+            if e.action == Action::Alloc {
+                total += u128::from(round_size(e.size, &snap.settings));
             }
+            tally.add(deltas, evicted_site(gone, last_bound));
         }
         while next < bounds.len() && bounds[next].0 == i {
-            for s in dirty.drain(..) {
-                let k = s.0 as usize;
-                is_dirty[k] = false;
-                changes[k].push((next as u32, sums[k].0, sums[k].1, sums[k].2));
-            }
+            tally.close(next as u32);
             next += 1;
         }
     }
-    (changes, total)
+    (tally.into_changes(), total)
 }
 
 /// Site `k`'s changes over all shards: at each boundary where any shard changed, the sum of

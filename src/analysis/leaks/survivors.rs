@@ -80,10 +80,22 @@ fn apply_gone(
     i: usize,
 ) -> ([Option<Delta>; 2], Option<Rec>) {
     let e = &dev.events[i];
+    apply_event(e, i, snap, || sites.of(e.stack), live)
+}
+
+/// Applies entry `i` (`e`) to the live map, an alloc's site given by `site`: the one
+/// application of an entry the serial walk and the split walk's shards share.
+pub(super) fn apply_event(
+    e: &crate::model::Event,
+    i: usize,
+    snap: &Snapshot,
+    site: impl FnOnce() -> SiteId,
+    live: &mut HashMap<u64, Rec>,
+) -> ([Option<Delta>; 2], Option<Rec>) {
     match e.action {
         Action::Alloc => {
             let r = Rec {
-                site: sites.of(e.stack),
+                site: site(),
                 size: round_size(e.size, &snap.settings),
                 requested: e.size,
                 alloc: i as u32,
@@ -100,6 +112,61 @@ fn apply_gone(
     }
 }
 
+/// The walk's per-site sums and the changes they made by boundary: the bookkeeping the serial
+/// walk and each shard of the split walk share.
+#[derive(Default)]
+pub(super) struct Tally {
+    sums: Vec<(u64, u64, u64)>,
+    dirty: Vec<SiteId>,
+    is_dirty: Vec<bool>,
+    changes: Vec<Vec<Change>>,
+}
+
+impl Tally {
+    /// One entry's changes; `evicts`: the site of a block it took out that had survived the
+    /// last boundary (an eviction).
+    pub(super) fn add(&mut self, deltas: [Option<Delta>; 2], evicts: Option<SiteId>) {
+        for (s, db, dc) in deltas.into_iter().flatten() {
+            let k = s.0 as usize;
+            if self.sums.len() <= k {
+                self.sums.resize(k + 1, (0, 0, 0));
+                self.is_dirty.resize(k + 1, false);
+                self.changes.resize(k + 1, Vec::new());
+            }
+            let sum = &mut self.sums[k];
+            sum.0 = sum.0.saturating_add_signed(db);
+            sum.1 = sum.1.saturating_add_signed(dc);
+            if dc < 0 && evicts == Some(s) {
+                sum.2 += 1;
+            }
+            if !self.is_dirty[k] {
+                self.is_dirty[k] = true;
+                self.dirty.push(s);
+            }
+        }
+    }
+
+    /// Boundary `b` reached: every site changed since the last one records its figures.
+    pub(super) fn close(&mut self, b: u32) {
+        for s in self.dirty.drain(..) {
+            let k = s.0 as usize;
+            self.is_dirty[k] = false;
+            let (by, co, ev) = self.sums[k];
+            self.changes[k].push((b, by, co, ev));
+        }
+    }
+
+    pub(super) fn into_changes(self) -> Vec<Vec<Change>> {
+        self.changes
+    }
+}
+
+/// The site of the block `gone` when it had survived the boundary event `last_bound`.
+pub(super) fn evicted_site(gone: Option<Rec>, last_bound: Option<usize>) -> Option<SiteId> {
+    gone.filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
+        .map(|r| r.site)
+}
+
 pub(super) fn walk(
     dev: &Device,
     snap: &Snapshot,
@@ -107,45 +174,20 @@ pub(super) fn walk(
     bounds: &[(usize, usize)],
 ) -> Survivors {
     let mut live: HashMap<u64, Rec> = HashMap::default();
-    let mut sums: Vec<(u64, u64, u64)> = Vec::new();
-    let mut dirty: Vec<SiteId> = Vec::new();
-    let mut is_dirty: Vec<bool> = Vec::new();
-    let mut changes: Vec<Vec<Change>> = Vec::new();
+    let mut tally = Tally::default();
     let mut next = 0usize;
     for i in 0..dev.events.len() {
         // A block that survived the last boundary and leaves now is an eviction.
         // The block that leaves is the one `apply` replaced or removed (one map lookup).
         let last_bound = next.checked_sub(1).map(|b| bounds[b].0);
         let (deltas, gone) = apply_gone(dev, snap, sites, &mut live, i);
-        let evicts = gone
-            .filter(|r| last_bound.is_some_and(|b| r.alloc as usize <= b))
-            .map(|r| r.site);
-        for (s, db, dc) in deltas.into_iter().flatten() {
-            let k = s.0 as usize;
-            if sums.len() <= k {
-                sums.resize(k + 1, (0, 0, 0));
-                is_dirty.resize(k + 1, false);
-                changes.resize(k + 1, Vec::new());
-            }
-            sums[k].0 = sums[k].0.saturating_add_signed(db);
-            sums[k].1 = sums[k].1.saturating_add_signed(dc);
-            if dc < 0 && evicts == Some(s) {
-                sums[k].2 += 1;
-            }
-            if !is_dirty[k] {
-                is_dirty[k] = true;
-                dirty.push(s);
-            }
-        }
+        tally.add(deltas, evicted_site(gone, last_bound));
         while next < bounds.len() && bounds[next].0 == i {
-            for s in dirty.drain(..) {
-                let k = s.0 as usize;
-                is_dirty[k] = false;
-                changes[k].push((next as u32, sums[k].0, sums[k].1, sums[k].2));
-            }
+            tally.close(next as u32);
             next += 1;
         }
     }
+    let mut changes = tally.into_changes();
     changes.resize(sites.len(), Vec::new());
     Survivors { changes }
 }
