@@ -8,11 +8,10 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
@@ -34,87 +33,13 @@ pub(crate) fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
-/// What a run of the binary gave.
-#[derive(Debug)]
-pub(crate) struct Outcome {
-    pub(crate) code: Option<i32>,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: String,
-    /// Peak resident set, from `wait4`'s rusage.
-    pub(crate) max_rss: u64,
-}
+pub(crate) use crate::launch::Outcome;
 
-/// Runs `cmd` under an address-space limit (if any) and a wall-clock limit, measuring its peak
-/// RSS through `wait4` (this child only, not the other tests' children).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std's Child does not see
-pub(crate) fn run(mut cmd: Command, as_limit: Option<u64>, timeout: Duration) -> Outcome {
-    if let Some(limit) = as_limit {
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let r = libc::rlimit {
-                    rlim_cur: limit,
-                    rlim_max: limit,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    let pid = child.id() as libc::pid_t;
-    let start = Instant::now();
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waits for our own child, with valid out-pointers.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            break;
-        }
-        assert!(r == 0, "wait4 failed");
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            // SAFETY: as above, now blocking until the killed child is gone.
-            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-            panic!(
-                "{cmd:?} still running after {timeout:?}; stderr: {}",
-                String::from_utf8_lossy(&t_err.join().unwrap())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let code = if libc::WIFEXITED(status) {
-        Some(libc::WEXITSTATUS(status))
-    } else {
-        None
-    };
-    Outcome {
-        code,
-        stdout: t_out.join().unwrap(),
-        stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
-        max_rss: usage.ru_maxrss as u64 * 1024,
-    }
+/// Runs `cmd` under an address-space limit (if any) and a wall-clock limit, measuring its own
+/// peak RSS from a small launcher (see `launch`: a child of the test process itself starts
+/// with the test process's pages counted).
+pub(crate) fn run(cmd: Command, as_limit: Option<u64>, timeout: Duration) -> Outcome {
+    crate::launch::run(&cmd, as_limit, None, timeout)
 }
 
 /// Exit 2, one line on stderr that names `file` and says `what`, and nothing on stdout.

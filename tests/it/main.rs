@@ -3,6 +3,7 @@
 //! `../shared` is and what a test does without it) are the helpers every module may use.
 
 mod common;
+mod launch;
 mod shared;
 mod truth;
 

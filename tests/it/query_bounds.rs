@@ -21,19 +21,10 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// What a run of the binary gave.
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-    max_rss: u64,
-    secs: f64,
-}
+use crate::launch::Outcome;
 
 /// `memscope query FIXTURE ARGS...` under the address-space limit, with `stdin` given, its
-/// peak RSS from `wait4`.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below
+/// own peak RSS measured from a small launcher (see `launch`).
 fn query(file: &str, args: &[&str], stdin: Option<&str>, env: &[(&str, &Path)]) -> Outcome {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memscope"));
     cmd.env("NO_COLOR", "1")
@@ -43,72 +34,12 @@ fn query(file: &str, args: &[&str], stdin: Option<&str>, env: &[(&str, &Path)]) 
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let r = libc::rlimit {
-                rlim_cur: AS_LIMIT,
-                rlim_max: AS_LIMIT,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut i = child.stdin.take().unwrap();
-    let input = stdin.unwrap_or_default().to_owned();
-    let t_in = std::thread::spawn(move || {
-        use std::io::Write;
-        let _ = i.write_all(input.as_bytes());
-    });
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    let pid = child.id() as libc::pid_t;
-    let start = Instant::now();
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waits for our own child, with valid out-pointers.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            break;
-        }
-        assert!(r == 0, "wait4 failed");
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            // SAFETY: as above, blocking until the killed child is gone.
-            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-            panic!("{args:?} still running after 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = t_in.join();
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    Outcome {
-        code,
-        stdout: t_out.join().unwrap(),
-        stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
-        max_rss: usage.ru_maxrss as u64 * 1024,
-        secs: start.elapsed().as_secs_f64(),
-    }
+    crate::launch::run(
+        &cmd,
+        Some(AS_LIMIT),
+        Some(stdin.unwrap_or_default().as_bytes()),
+        Duration::from_secs(120),
+    )
 }
 
 /// The envelope on stdout, parsed (it must be valid JSON, whatever stopped the query).
