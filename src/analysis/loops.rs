@@ -752,7 +752,20 @@ pub(crate) fn working_on(
     if starts.len() < 2 || !split_wanted(span, threads) {
         return working(dev, model, starts, end);
     }
-    let n = threads.min(starts.len());
+    let (ok, total) = counts_on(snap, dev, starts, end, threads);
+    total > 0 && ok * 2 >= total
+}
+
+/// [`working_count`] of every iteration of `starts`, in runs of them on `threads` threads (each
+/// run with its own memo of model stacks), summed.
+fn counts_on(
+    snap: &Snapshot,
+    dev: &Device,
+    starts: &[usize],
+    end: usize,
+    threads: usize,
+) -> (usize, usize) {
+    let n = threads.min(starts.len()).max(1);
     let runs: Vec<Range<usize>> = (0..n)
         .map(|t| t * starts.len() / n..(t + 1) * starts.len() / n)
         .collect();
@@ -760,8 +773,7 @@ pub(crate) fn working_on(
         let model = crate::model::model_code::ModelCode::new(&snap.stacks);
         working_count(dev, &model, starts, r.clone(), end)
     });
-    let (ok, total) = counts.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
-    total > 0 && ok * 2 >= total
+    counts.iter().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1))
 }
 
 /// Of the iterations `ks` of `starts`: how many are working ones, and how many were judged.
@@ -910,6 +922,36 @@ mod tests {
             let n = dev.events.len();
             let snap = Snapshot::of_devices(Layout::Modern, Vec::new(), self.stacks);
             find(&snap, &dev, 0..n)
+        }
+    }
+
+    #[test]
+    fn iterations_judged_in_runs_on_threads_count_as_one_pass_does() {
+        // 23 iterations: every third allocates under model code, the others outside it and keep
+        // their block (fills memory); starts at each iteration, some at odd places.
+        let mut log = Log::new();
+        let mut starts = Vec::new();
+        for k in 0..23 {
+            starts.push(log.events.len());
+            if k % 3 == 0 {
+                layer(&mut log);
+            } else {
+                log.alloc(&[("bench.py", 5, "<module>"), ("bench.py", 60, "fill")]);
+                log.alloc(&[("bench.py", 5, "<module>"), ("bench.py", 61, "fill")]);
+            }
+        }
+        let dev = Device::of_events(log.events);
+        let end = dev.events.len();
+        let snap = Snapshot::of_devices(Layout::Modern, Vec::new(), log.stacks);
+        let model = crate::model::model_code::ModelCode::new(&snap.stacks);
+        let one = working_count(&dev, &model, &starts, 0..starts.len(), end);
+        assert_eq!(one, (8, 23));
+        for threads in 1..=30 {
+            assert_eq!(
+                counts_on(&snap, &dev, &starts, end, threads),
+                one,
+                "{threads}"
+            );
         }
     }
 
