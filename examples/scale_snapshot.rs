@@ -262,7 +262,7 @@ pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usi
             w.save();
             w.out.push(if s.is_expandable { 0x88 } else { 0x89 });
             w.key("frames");
-            w.frames(&snap, s.stack);
+            w.frames(snap, s.stack);
             w.key("blocks");
             w.save();
             w.out.push(b']');
@@ -286,7 +286,7 @@ pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usi
                     BlockState::Inactive => "inactive",
                 });
                 w.key("frames");
-                w.frames(&snap, b.stack);
+                w.frames(snap, b.stack);
                 w.out.push(b'u');
             }
             w.out.push(b'e');
@@ -307,7 +307,7 @@ pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usi
         for chunk in entries.chunks(1000) {
             w.out.push(b'(');
             for e in chunk {
-                w.event(&snap, e, r * span, r as i64 * tspan);
+                w.event(snap, e, r * span, r as i64 * tspan);
                 n += 1;
             }
             w.out.push(b'e');

@@ -280,18 +280,16 @@ fn walk(
             b'(' => depth += 1,
             b'e' | b'u' | b't' | b'l' | b'd' | 0x90 | 0x91 => depth -= 1,
             0x94 => piece.memoizes += 1,
-            0x8c | b'X' | 0x8d => {
-                if data.get(skip_frames(data, p + len)) == Some(&0x94) {
-                    if piece.strings.len() >= max_strings {
-                        return Err(CutError::Strings { offset: p });
-                    }
-                    let (Ok(ordinal), Ok(at)) =
-                        (u32::try_from(piece.memoizes), u32::try_from(p - start))
-                    else {
-                        return Err(CutError::Strings { offset: p });
-                    };
-                    piece.strings.push((ordinal, at));
+            0x8c | b'X' | 0x8d if data.get(skip_frames(data, p + len)) == Some(&0x94) => {
+                if piece.strings.len() >= max_strings {
+                    return Err(CutError::Strings { offset: p });
                 }
+                let (Ok(ordinal), Ok(at)) =
+                    (u32::try_from(piece.memoizes), u32::try_from(p - start))
+                else {
+                    return Err(CutError::Strings { offset: p });
+                };
+                piece.strings.push((ordinal, at));
             }
             _ => {}
         }
