@@ -6,20 +6,56 @@
 //! entries appended in batches of 1000) holding the input's segments and events `K` times over:
 //! copy `r` has every address shifted by `r` times the input's address span, and its times shifted
 //! past the previous copy, so the result replays consistently (each copy in its own address range).
+//!
+//! Framed like Python's pickler frames protocol 4 (issue 43): after `PROTO`, one chain of
+//! `FRAME` opcodes (0x95 and an 8-byte little-endian length), each frame ended at the start of
+//! the first object written once it holds 64 KiB or more, so every frame starts at an opcode
+//! boundary, as in a real `_dump_snapshot` file (a decoder may cut the input there).
+//! `--unframed` (before the arguments) writes the same opcodes without frames.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use memscope::model::{BlockState, EventData, FrameId, Snapshot, StackId};
 
-struct W {
+/// Python's `_FRAME_SIZE_TARGET`: a frame is ended once it holds this many bytes.
+pub const FRAME_TARGET: usize = 64 << 10;
+/// Python's `_FRAME_SIZE_MIN`: a last frame shorter than this is written without a header.
+const FRAME_MIN: usize = 4;
+
+struct W<'o> {
+    /// The frame being filled (the whole output when unframed, flushed every 64 MiB).
     out: Vec<u8>,
+    sink: &'o mut dyn Write,
+    framed: bool,
     memo: u32,
     strs: HashMap<String, u32>,
     frames: HashMap<FrameId, u32>,
 }
 
-impl W {
+impl W<'_> {
+    /// Where Python's pickler may end a frame: before the next object is saved.
+    fn save(&mut self) {
+        if self.framed {
+            if self.out.len() >= FRAME_TARGET {
+                self.commit();
+            }
+        } else if self.out.len() > 64 << 20 {
+            self.sink.write_all(&self.out).expect("write");
+            self.out.clear();
+        }
+    }
+    /// Writes the frame (with its header when framed and not a tiny last one).
+    fn commit(&mut self) {
+        if self.framed && self.out.len() >= FRAME_MIN {
+            self.sink.write_all(&[0x95]).expect("write");
+            self.sink
+                .write_all(&(self.out.len() as u64).to_le_bytes())
+                .expect("write");
+        }
+        self.sink.write_all(&self.out).expect("write");
+        self.out.clear();
+    }
     fn memoize(&mut self) -> u32 {
         self.out.push(0x94);
         self.memo += 1;
@@ -34,6 +70,7 @@ impl W {
         }
     }
     fn str(&mut self, s: &str) {
+        self.save();
         if let Some(&i) = self.strs.get(s) {
             return self.get(i);
         }
@@ -48,6 +85,7 @@ impl W {
         self.strs.insert(s.to_owned(), i);
     }
     fn int(&mut self, v: i64) {
+        self.save();
         if (0..256).contains(&v) {
             self.out.extend([b'K', v as u8]);
         } else if (i32::MIN as i64..=i32::MAX as i64).contains(&v) {
@@ -64,6 +102,7 @@ impl W {
         if v <= i64::MAX as u64 {
             self.int(v as i64)
         } else {
+            self.save();
             self.out.extend([0x8a, 9]);
             self.out.extend(v.to_le_bytes());
             self.out.push(0);
@@ -73,6 +112,7 @@ impl W {
         self.str(k);
     }
     fn frames(&mut self, snap: &Snapshot, s: StackId) {
+        self.save();
         self.out.push(b']');
         self.memoize();
         let fs = snap.stacks.frames(s);
@@ -81,6 +121,7 @@ impl W {
         }
         self.out.push(b'(');
         for &f in fs {
+            self.save();
             if let Some(&i) = self.frames.get(&f) {
                 self.get(i);
                 continue;
@@ -101,6 +142,7 @@ impl W {
         self.out.push(b'e');
     }
     fn event(&mut self, snap: &Snapshot, e: &EventData, shift: u64, tshift: i64) {
+        self.save();
         self.out.push(b'}');
         self.memoize();
         self.out.push(b'(');
@@ -128,13 +170,30 @@ impl W {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let framed = match args.iter().position(|a| a == "--unframed") {
+        Some(i) => {
+            args.remove(i);
+            false
+        }
+        None => true,
+    };
     if args.len() != 4 {
-        eprintln!("usage: scale_snapshot IN.pickle OUT.pickle K");
+        eprintln!("usage: scale_snapshot [--unframed] IN.pickle OUT.pickle K");
         std::process::exit(2);
     }
     let snap = memscope::load::load_snapshot(std::path::Path::new(&args[1])).expect("input loads");
     let k: u64 = args[3].parse().expect("K is a number");
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(&args[2]).expect("output is writable"));
+    let n = scale(&snap, k, &mut file, framed);
+    file.flush().expect("write");
+    eprintln!("wrote {} events ({} copies) to {}", n, k, args[2]);
+}
+
+/// Writes `snap`'s first device `k` times over to `sink` (framed or not); returns the number
+/// of trace entries written.
+pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usize {
     let dev = &snap.devices[0];
     let lo = dev
         .segments
@@ -164,22 +223,28 @@ fn main() {
         .max()
         .unwrap_or(0);
     let tspan = t1 - t0 + 1;
+    // PROTO comes before the first frame.
+    sink.write_all(&[0x80, 4]).expect("write");
     let mut w = W {
         out: Vec::with_capacity(1 << 20),
+        sink,
+        framed,
         memo: 0,
         strs: HashMap::new(),
         frames: HashMap::new(),
     };
-    w.out.extend([0x80, 4]);
+    w.save();
     w.out.push(b'}');
     w.memoize();
     w.out.push(b'(');
     w.key("segments");
+    w.save();
     w.out.push(b']');
     w.memoize();
     w.out.push(b'(');
     for r in 0..k {
         for s in &dev.segments {
+            w.save();
             w.out.push(b'}');
             w.memoize();
             w.out.push(b'(');
@@ -194,14 +259,17 @@ fn main() {
             w.key("segment_type");
             w.str(s.pool.name());
             w.key("is_expandable");
+            w.save();
             w.out.push(if s.is_expandable { 0x88 } else { 0x89 });
             w.key("frames");
-            w.frames(&snap, s.stack);
+            w.frames(snap, s.stack);
             w.key("blocks");
+            w.save();
             w.out.push(b']');
             w.memoize();
             w.out.push(b'(');
             for b in &s.blocks {
+                w.save();
                 w.out.push(b'}');
                 w.memoize();
                 w.out.push(b'(');
@@ -218,7 +286,7 @@ fn main() {
                     BlockState::Inactive => "inactive",
                 });
                 w.key("frames");
-                w.frames(&snap, b.stack);
+                w.frames(snap, b.stack);
                 w.out.push(b'u');
             }
             w.out.push(b'e');
@@ -227,32 +295,27 @@ fn main() {
     }
     w.out.push(b'e');
     w.key("device_traces");
+    w.save();
     w.out.push(b']');
     w.memoize();
+    w.save();
     w.out.push(b']');
     w.memoize();
-    let mut file =
-        std::io::BufWriter::new(std::fs::File::create(&args[2]).expect("output is writable"));
     let mut n = 0usize;
     let entries: Vec<EventData> = dev.events.iter_data().collect();
     for r in 0..k {
         for chunk in entries.chunks(1000) {
             w.out.push(b'(');
             for e in chunk {
-                w.event(&snap, e, r * span, r as i64 * tspan);
+                w.event(snap, e, r * span, r as i64 * tspan);
                 n += 1;
             }
             w.out.push(b'e');
-            if w.out.len() > 64 << 20 {
-                file.write_all(&w.out).expect("write");
-                w.out.clear();
-            }
         }
     }
     w.out.push(b'a');
     w.out.push(b'u');
     w.out.push(b'.');
-    file.write_all(&w.out).expect("write");
-    file.flush().expect("write");
-    eprintln!("wrote {} events ({} copies) to {}", n, k, args[2]);
+    w.commit();
+    n
 }

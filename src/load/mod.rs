@@ -8,6 +8,7 @@
 
 pub mod chrome;
 mod device_record;
+pub mod framecut;
 mod guard;
 pub mod input;
 pub mod pickle;

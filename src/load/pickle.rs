@@ -20,6 +20,9 @@
 use std::collections::HashMap;
 
 mod fast;
+mod probe;
+pub(crate) use probe::{entry_key_at, skip_frames};
+pub use probe::{handoff, memo_lengths_at, Handoff};
 
 /// Index of a container in the arena of a [`Pickle`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -429,6 +432,8 @@ struct Vm<'a, 'f> {
     arena: Arena<'a>,
     finalizer: Option<&'f mut dyn Finalizer<'a>>,
     next_progress: usize,
+    /// Stops and checkpoints watched at every opcode (see `probe`); `None` when decoding.
+    probe: Option<Box<probe::Probe>>,
     /// Where large buffers are published for pre-faulting (large inputs only).
     regions: Option<std::sync::Arc<super::prefault::Regions>>,
     pos: usize,
@@ -530,6 +535,40 @@ pub fn parse_streaming_fast<'a>(
     }
 }
 
+impl<'a, 'f> Vm<'a, 'f> {
+    fn new(data: &'a [u8], limits: Limits, finalizer: Option<&'f mut dyn Finalizer<'a>>) -> Self {
+        Vm {
+            data,
+            scratch: Vec::new(),
+            run_tags: Default::default(),
+            memo_overwritten: false,
+            dict_pool: Vec::new(),
+            memo_slot: Vec::new(),
+            pinned: Default::default(),
+            arena: Arena {
+                data,
+                objects: Vec::new(),
+                owned: Vec::new(),
+                owned_ints: Vec::new(),
+            },
+            finalizer,
+            next_progress: PROGRESS_EVERY,
+            probe: None,
+            regions: None,
+            pos: 0,
+            at: 0,
+            op: 0,
+            stack: Vec::with_capacity(64),
+            marks: Vec::with_capacity(64),
+            memo: Vec::new(),
+            sparse_memo: HashMap::new(),
+            limits,
+            protocol: 0,
+            fast: FastState::default(),
+        }
+    }
+}
+
 fn stream<'a>(
     data: &'a [u8],
     limits: Limits,
@@ -544,34 +583,7 @@ fn stream<'a>(
         };
         return (Err(e), FastState::default());
     }
-    let mut vm = Vm {
-        data,
-        scratch: Vec::new(),
-        run_tags: Default::default(),
-        memo_overwritten: false,
-        dict_pool: Vec::new(),
-        memo_slot: Vec::new(),
-        pinned: Default::default(),
-        arena: Arena {
-            data,
-            objects: Vec::new(),
-            owned: Vec::new(),
-            owned_ints: Vec::new(),
-        },
-        finalizer,
-        next_progress: PROGRESS_EVERY,
-        regions: None,
-        pos: 0,
-        at: 0,
-        op: 0,
-        stack: Vec::with_capacity(64),
-        marks: Vec::with_capacity(64),
-        memo: Vec::new(),
-        sparse_memo: HashMap::new(),
-        limits,
-        protocol: 0,
-        fast: FastState::default(),
-    };
+    let mut vm = Vm::new(data, limits, finalizer);
     if vm.finalizer.is_some() {
         // A snapshot holds about one container per 100 bytes and one memo entry per 70:
         // reserving up front avoids copying a growing arena (the pages are touched only as used).
@@ -1069,11 +1081,18 @@ impl<'a> Vm<'a, '_> {
                 return Err(PickleError::NoStop { offset: self.pos });
             }
             if self.pos >= self.next_progress {
-                self.next_progress = self.pos + PROGRESS_EVERY;
-                if let Some(f) = self.finalizer.as_mut() {
-                    f.progress(self.pos);
+                if self.probe.is_some() {
+                    // Watched at every opcode: `next_progress` stays 0.
+                    if self.probe_stop() {
+                        return Ok(Value::None);
+                    }
+                } else {
+                    self.next_progress = self.pos + PROGRESS_EVERY;
+                    if let Some(f) = self.finalizer.as_mut() {
+                        f.progress(self.pos);
+                    }
+                    self.publish();
                 }
-                self.publish();
             }
             self.at = self.pos;
             let op = self.data[self.pos];

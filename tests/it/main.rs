@@ -33,6 +33,7 @@ mod envelope;
 mod error_bounds;
 mod figures;
 mod formats_2026;
+mod framecut43;
 mod ground_truth;
 mod hostile_inputs;
 mod hostile_snapshots;
