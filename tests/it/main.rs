@@ -63,6 +63,7 @@ mod plan_maxbatch39;
 mod plan_prelog39;
 mod plan_rnn39;
 mod plan_scratch39;
+mod plan_sets;
 mod plan_unet39;
 mod plan_views;
 mod pools;

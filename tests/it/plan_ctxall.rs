@@ -45,7 +45,7 @@ fn one_capture_with_c_frames_finds_the_weight_casts() {
         serde_json::from_str(&std::fs::read_to_string(dir().join("truth.json")).unwrap()).unwrap();
     let wl = &t["workloads"]["gpt_ctxall_amp"];
     let (b0, seq) = (wl["b0"].as_u64().unwrap(), wl["seq"].as_u64());
-    let pts = crate::plan_holdout5::points(wl);
+    let pts = crate::plan_sets::points(wl);
     assert!(pts.len() >= 5);
     let p = dir().join(format!("gpt_ctxall_amp_b{b0}.pickle.gz"));
     let (s, len) = memscope::load::load_snapshot_sized(&p).unwrap();

@@ -11,77 +11,18 @@
 //! capture the allocated peak within 10% and the largest batch never above the card's and
 //! within 10%.
 
-use std::path::{Path, PathBuf};
+use crate::plan_sets::{points, TruthSet};
+use memscope::analysis::plan::Plan;
 
-use memscope::analysis::plan::{self, Ask, Other, Plan, Shape};
-use memscope::analysis::whatif::AllocConf;
-use memscope::model::Snapshot;
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/plan/holdout5")
-}
-
-fn truth() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir().join("truth.json")).unwrap()).unwrap()
-}
-
-fn snap(name: &str) -> Snapshot {
-    memscope::load::load_snapshot_sized(&dir().join(name))
-        .unwrap()
-        .0
-}
-
-/// Real (batch, allocated, reserved) at every measured batch but b0, at the recorded length.
-pub(crate) fn points(wl: &serde_json::Value) -> Vec<(u64, u64, u64)> {
-    let b0 = wl["b0"].as_u64().unwrap();
-    let mut out: Vec<(u64, u64, u64)> = wl["truth"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["fits"] == true && t["batch"].as_u64() != Some(b0))
-        .map(|t| {
-            (
-                t["batch"].as_u64().unwrap(),
-                t["max_memory_allocated"].as_u64().unwrap(),
-                t["max_memory_reserved"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    out.sort_unstable();
-    out.dedup_by_key(|t| t.0);
-    out
-}
-
-/// The plan of `w` from its b0 capture, with the 2*b0 capture when `two`, at every measured batch.
+/// The plan of `w` from its b0 capture, with the 2*b0 capture when `two`, at every measured
+/// batch; the measured points; the card's largest batch.
 fn plan_of(w: &str, two: bool) -> (Plan, Vec<(u64, u64, u64)>, u64) {
-    let t = truth();
-    let wl = &t["workloads"][w];
-    let (b0, seq) = (wl["b0"].as_u64().unwrap(), wl["seq"].as_u64());
-    let p = dir().join(format!("{w}_b{b0}.pickle.gz"));
-    let (s, len) = memscope::load::load_snapshot_sized(&p).unwrap();
-    let a = memscope::analysis::analyze_snapshot(&s, &p, len);
-    let pts = points(wl);
+    let set = TruthSet::open("holdout5");
+    let pts = points(set.workload(w));
     assert!(pts.len() >= 5, "{w}: {} measured batches", pts.len());
-    let ask = Ask {
-        recorded: Shape { batch: b0, seq },
-        at: pts
-            .iter()
-            .map(|&(batch, _, _)| Shape { batch, seq })
-            .collect(),
-        cap: wl["cap"]["cap_bytes"].as_u64(),
-        conf: AllocConf::default(),
-    };
-    let other = snap(&format!("{w}_b{}.pickle.gz", 2 * b0));
-    let os: Vec<Other> = if two {
-        vec![Other {
-            snap: &other,
-            shape: Shape { batch: 2 * b0, seq },
-        }]
-    } else {
-        Vec::new()
-    };
-    let plan = plan::plan_all(&s, &a, &ask, &os).unwrap().remove(0);
-    (plan, pts, wl["cap"]["max_batch"].as_u64().unwrap())
+    let at: Vec<u64> = pts.iter().map(|p| p.0).collect();
+    let plan = set.plan(w, if two { 2 } else { 1 }, &at);
+    (plan, pts, set.max_batch(w))
 }
 
 fn err(x: u64, real: u64) -> f64 {

@@ -9,93 +9,23 @@
 //! data-dependent (and no capture of a fixed-shape set does), and with one, two or three
 //! captures no batch the card failed is said to fit, on every workload of the set.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use memscope::analysis::plan::{self, step_sizes, Ask, Other, Plan, Shape, Verdict};
-use memscope::analysis::whatif::AllocConf;
-use memscope::model::Snapshot;
-
-fn plan_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/plan")
-}
-
-fn dir() -> PathBuf {
-    plan_dir().join("holdout6")
-}
-
-fn truth() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir().join("truth.json")).unwrap()).unwrap()
-}
-
-fn snap(name: &str) -> Snapshot {
-    memscope::load::load_snapshot_sized(&dir().join(name))
-        .unwrap()
-        .0
-}
-
-/// The card's trials under the cap: (batch, fitted every time, failed at least once).
-fn trials(wl: &serde_json::Value) -> Vec<(u64, bool, bool)> {
-    let mut out: Vec<(u64, bool, bool)> = wl["cap"]["trials_by_batch"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(b, v)| {
-            let failed = v["failed"].as_u64().unwrap() > 0;
-            (b.parse().unwrap(), !failed, failed)
-        })
-        .collect();
-    out.sort_unstable();
-    out
-}
+use crate::plan_sets::{plan_dir, trials, TruthSet};
+use memscope::analysis::plan::{step_sizes, Plan, Verdict};
 
 /// The plan of `w` from `n` captures (b0; and 2*b0; and the set's third), at every batch the
-/// card tried under the cap.
+/// card tried under the cap; those trials; the card's largest batch.
 fn plan_of(w: &str, n: usize) -> (Plan, Vec<(u64, bool, bool)>, u64) {
-    let t = truth();
-    let wl = &t["workloads"][w];
-    let (b0, seq) = (wl["b0"].as_u64().unwrap(), wl["seq"].as_u64());
-    let p = dir().join(format!("{w}_b{b0}.pickle.gz"));
-    let (s, len) = memscope::load::load_snapshot_sized(&p).unwrap();
-    let a = memscope::analysis::analyze_snapshot(&s, &p, len);
-    let tr = trials(wl);
-    let ask = Ask {
-        recorded: Shape { batch: b0, seq },
-        at: tr.iter().map(|&(batch, ..)| Shape { batch, seq }).collect(),
-        cap: wl["cap"]["cap_bytes"].as_u64(),
-        conf: AllocConf::default(),
-    };
-    let third = wl["captures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["batch"].as_u64().unwrap())
-        .find(|&b| b != b0 && b != 2 * b0)
-        .unwrap();
-    let others: Vec<(Snapshot, u64)> = [2 * b0, third]
-        .into_iter()
-        .take(n - 1)
-        .map(|b| (snap(&format!("{w}_b{b}.pickle.gz")), b))
-        .collect();
-    let os: Vec<Other> = others
-        .iter()
-        .map(|(snap, b)| Other {
-            snap,
-            shape: Shape { batch: *b, seq },
-        })
-        .collect();
-    let plan = plan::plan_all(&s, &a, &ask, &os).unwrap().remove(0);
-    (plan, tr, wl["cap"]["max_batch"].as_u64().unwrap())
+    let set = TruthSet::open("holdout6");
+    let tr = trials(set.workload(w));
+    let at: Vec<u64> = tr.iter().map(|t| t.0).collect();
+    (set.plan(w, n, &at), tr, set.max_batch(w))
 }
 
 #[test]
 fn no_batch_the_card_failed_is_said_to_fit() {
-    let t = truth();
-    let names: Vec<String> = t["workloads"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
+    let names = TruthSet::open("holdout6").names();
     assert_eq!(names.len(), 4);
     for w in &names {
         for n in 1..=3 {
