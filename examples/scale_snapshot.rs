@@ -12,6 +12,11 @@
 //! the first object written once it holds 64 KiB or more, so every frame starts at an opcode
 //! boundary, as in a real `_dump_snapshot` file (a decoder may cut the input there).
 //! `--unframed` (before the arguments) writes the same opcodes without frames.
+//!
+//! Each entry carries the metadata keys torch 2.11 writes (`compile_context`, a fresh `"N/A"`
+//! per entry outside a compiled region, memoized each time; `user_metadata`, the shared `""`),
+//! since session 18: without them a scaled file was lighter per entry than a real one (one
+//! memo entry and about 12 bytes less per entry), which flattered the decode's figures.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -84,6 +89,19 @@ impl W<'_> {
         let i = self.memoize();
         self.strs.insert(s.to_owned(), i);
     }
+    /// A string written and memoized as a new object, never shared: what the pickler does with
+    /// a string torch makes afresh for every entry (`compile_context`'s `"N/A"`).
+    fn fresh_str(&mut self, s: &str) {
+        self.save();
+        if s.len() < 256 {
+            self.out.extend([0x8c, s.len() as u8]);
+        } else {
+            self.out.push(b'X');
+            self.out.extend((s.len() as u32).to_le_bytes());
+        }
+        self.out.extend(s.as_bytes());
+        self.memoize();
+    }
     fn int(&mut self, v: i64) {
         self.save();
         if (0..256).contains(&v) {
@@ -92,10 +110,7 @@ impl W<'_> {
             self.out.push(b'J');
             self.out.extend((v as i32).to_le_bytes());
         } else {
-            // LONG1 with 8 bytes (plus a sign byte when the top bit is set).
-            let b = v.to_le_bytes();
-            self.out.extend([0x8a, 8]);
-            self.out.extend(b);
+            self.out.extend(long1(v));
         }
     }
     fn uint(&mut self, v: u64) {
@@ -163,6 +178,14 @@ impl W<'_> {
             self.key("time_us");
             self.int(t + tshift);
         }
+        // Every entry's metadata, as torch 2.11 writes it: `compile_context` a new string each
+        // time (so the pickler memoizes one per entry: 39,224 memoized strings for 39,218 entries
+        // in clean_training), `user_metadata` the one shared empty string.
+        let m = snap.meta(e.meta);
+        self.key("compile_context");
+        self.fresh_str(m.region.map_or("N/A", |r| snap.stacks.str(r)));
+        self.key("user_metadata");
+        self.str(m.user.map_or("", |u| snap.stacks.str(u)));
         self.key("frames");
         self.frames(snap, e.stack);
         self.out.push(b'u');
@@ -193,6 +216,42 @@ fn main() {
 
 /// Writes `snap`'s first device `k` times over to `sink` (framed or not); returns the number
 /// of trace entries written.
+/// `v` as Python's pickler writes an int past 32 bits: `LONG1` and the fewest bytes of two's
+/// complement `encode_long` gives ((bit length / 8) + 1, less a redundant trailing 0xff).
+fn long1(v: i64) -> Vec<u8> {
+    let bits = 64 - v.unsigned_abs().leading_zeros() as usize;
+    let mut n = (bits >> 3) + 1;
+    let b = i128::from(v).to_le_bytes();
+    if v < 0 && n > 1 && b[n - 1] == 0xff && b[n - 2] & 0x80 != 0 {
+        n -= 1;
+    }
+    let mut out = vec![0x8a, n as u8];
+    out.extend(&b[..n]);
+    out
+}
+
+#[cfg(test)]
+mod long1_tests {
+    /// Python 3.12's `pickle.dumps(v, 4)` for each value (frame header and STOP cut off).
+    #[test]
+    fn ints_are_written_as_pythons_pickler_writes_them() {
+        for (v, hex) in [
+            (2_147_483_648, "8a050000008000"),
+            (-2_147_483_649, "8a05ffffff7fff"),
+            (139_866_715_197_440, "8a060010e041357f"),
+            (1_795_310_713_238_477, "8a07cdf35259d36006"),
+            (-1_099_511_627_776, "8a060000000000ff"),
+            (-277_025_390_592, "8a0500000080bf"),
+            (i64::MAX, "8a08ffffffffffffff7f"),
+            (i64::MIN, "8a080000000000000080"),
+            (-72_057_594_037_927_936, "8a0800000000000000ff"),
+        ] {
+            let got: String = super::long1(v).iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(got, hex, "{v}");
+        }
+    }
+}
+
 pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usize {
     let dev = &snap.devices[0];
     let lo = dev
