@@ -230,28 +230,6 @@ fn long1(v: i64) -> Vec<u8> {
     out
 }
 
-#[cfg(test)]
-mod long1_tests {
-    /// Python 3.12's `pickle.dumps(v, 4)` for each value (frame header and STOP cut off).
-    #[test]
-    fn ints_are_written_as_pythons_pickler_writes_them() {
-        for (v, hex) in [
-            (2_147_483_648, "8a050000008000"),
-            (-2_147_483_649, "8a05ffffff7fff"),
-            (139_866_715_197_440, "8a060010e041357f"),
-            (1_795_310_713_238_477, "8a07cdf35259d36006"),
-            (-1_099_511_627_776, "8a060000000000ff"),
-            (-277_025_390_592, "8a0500000080bf"),
-            (i64::MAX, "8a08ffffffffffffff7f"),
-            (i64::MIN, "8a080000000000000080"),
-            (-72_057_594_037_927_936, "8a0800000000000000ff"),
-        ] {
-            let got: String = super::long1(v).iter().map(|b| format!("{b:02x}")).collect();
-            assert_eq!(got, hex, "{v}");
-        }
-    }
-}
-
 pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usize {
     let dev = &snap.devices[0];
     let lo = dev
@@ -377,4 +355,26 @@ pub fn scale(snap: &Snapshot, k: u64, sink: &mut dyn Write, framed: bool) -> usi
     w.out.push(b'.');
     w.commit();
     n
+}
+
+#[cfg(test)]
+mod long1_tests {
+    /// Python 3.12's `pickle.dumps(v, 4)` for each value (frame header and STOP cut off).
+    #[test]
+    fn ints_are_written_as_pythons_pickler_writes_them() {
+        for (v, hex) in [
+            (2_147_483_648, "8a050000008000"),
+            (-2_147_483_649, "8a05ffffff7fff"),
+            (139_866_715_197_440, "8a060010e041357f"),
+            (1_795_310_713_238_477, "8a07cdf35259d36006"),
+            (-1_099_511_627_776, "8a060000000000ff"),
+            (-277_025_390_592, "8a0500000080bf"),
+            (i64::MAX, "8a08ffffffffffffff7f"),
+            (i64::MIN, "8a080000000000000080"),
+            (-72_057_594_037_927_936, "8a0800000000000000ff"),
+        ] {
+            let got: String = super::long1(v).iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(got, hex, "{v}");
+        }
+    }
 }
