@@ -75,23 +75,17 @@ impl W<'_> {
         }
     }
     fn str(&mut self, s: &str) {
-        self.save();
         if let Some(&i) = self.strs.get(s) {
+            self.save();
             return self.get(i);
         }
-        if s.len() < 256 {
-            self.out.extend([0x8c, s.len() as u8]);
-        } else {
-            self.out.push(b'X');
-            self.out.extend((s.len() as u32).to_le_bytes());
-        }
-        self.out.extend(s.as_bytes());
-        let i = self.memoize();
+        let i = self.fresh_str(s);
         self.strs.insert(s.to_owned(), i);
     }
     /// A string written and memoized as a new object, never shared: what the pickler does with
-    /// a string torch makes afresh for every entry (`compile_context`'s `"N/A"`).
-    fn fresh_str(&mut self, s: &str) {
+    /// a string torch makes afresh for every entry (`compile_context`'s `"N/A"`); [`Self::str`]
+    /// writes a shared string so the first time and refers to its memo entry after. Its index.
+    fn fresh_str(&mut self, s: &str) -> u32 {
         self.save();
         if s.len() < 256 {
             self.out.extend([0x8c, s.len() as u8]);
@@ -100,7 +94,7 @@ impl W<'_> {
             self.out.extend((s.len() as u32).to_le_bytes());
         }
         self.out.extend(s.as_bytes());
-        self.memoize();
+        self.memoize()
     }
     fn int(&mut self, v: i64) {
         self.save();

@@ -48,6 +48,24 @@ pub fn count_from_env(var: &str) -> Option<usize> {
     std::env::var(var).ok()?.trim().parse::<usize>().ok()
 }
 
+/// Whether a pass over `n` entries is split across `threads` threads: at least `min_entries`
+/// entries and `min_threads` threads (two at the least), unless the environment variable `var`
+/// sets the fewest entries ([`count_from_env`]): then on any count of threads above one, what
+/// the tests use to take a split on small captures. The replay, the step search and the leak
+/// search each ask this with their own variable and thresholds.
+pub fn split_wanted(
+    var: &str,
+    min_entries: usize,
+    min_threads: usize,
+    n: usize,
+    threads: usize,
+) -> bool {
+    match count_from_env(var) {
+        Some(min) => threads > 1 && n >= min,
+        None => threads >= min_threads.max(2) && n >= min_entries,
+    }
+}
+
 /// Runs `a` and `b`: on a second thread for `b` when `threads > 1`, else `a` then `b` on the
 /// calling thread. A panic in either is resumed on the caller. A thread that cannot start (no
 /// memory for its stack, a process limit) is not an error: `b` then runs here, after `a`.

@@ -732,8 +732,14 @@ pub const SPLIT_MIN_EVENTS: usize = 1 << 17;
 
 /// Whether a stretch of `n` entries is judged split on `threads` threads.
 pub(crate) fn split_wanted(n: usize, threads: usize) -> bool {
-    let min = crate::threads::count_from_env(SPLIT_MIN_VAR).unwrap_or(SPLIT_MIN_EVENTS);
-    threads > 1 && n >= min
+    crate::threads::split_wanted(SPLIT_MIN_VAR, SPLIT_MIN_EVENTS, 2, n, threads)
+}
+
+/// The entries from the first iteration's start to `end` (at most the log's end): what
+/// [`split_wanted`] weighs.
+fn stretch(dev: &Device, starts: &[usize], end: usize) -> usize {
+    end.min(dev.events.len())
+        .saturating_sub(starts.first().copied().unwrap_or(0))
 }
 
 /// [`working`] on `threads` threads (issue #43): each iteration is judged on its own, so runs of
@@ -746,9 +752,7 @@ pub(crate) fn working_on(
     end: usize,
     threads: usize,
 ) -> bool {
-    let span = end
-        .min(dev.events.len())
-        .saturating_sub(starts.first().copied().unwrap_or(0));
+    let span = stretch(dev, starts, end);
     if starts.len() < 2 || !split_wanted(span, threads) {
         return working(dev, model, starts, end);
     }
@@ -837,9 +841,7 @@ pub(crate) fn whole_steps_on(
     end: usize,
     threads: usize,
 ) -> bool {
-    let span = end
-        .min(dev.events.len())
-        .saturating_sub(starts.first().copied().unwrap_or(0));
+    let span = stretch(dev, starts, end);
     let threads = if split_wanted(span, threads) {
         threads
     } else {

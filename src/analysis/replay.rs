@@ -1225,10 +1225,13 @@ pub const SPLIT_MIN_VAR: &str = "MEMSCOPE_REPLAY_SPLIT_MIN";
 
 /// Whether a log of `n` entries is replayed split, on `threads` threads.
 fn split_wanted(n: usize, threads: usize) -> bool {
-    match crate::threads::count_from_env(SPLIT_MIN_VAR) {
-        Some(min) => threads > 1 && n >= min,
-        None => threads >= SPLIT_MIN_THREADS && n >= SPLIT_MIN_EVENTS,
-    }
+    crate::threads::split_wanted(
+        SPLIT_MIN_VAR,
+        SPLIT_MIN_EVENTS,
+        SPLIT_MIN_THREADS,
+        n,
+        threads,
+    )
 }
 
 /// [`replay`] on `threads` threads: a log is split by segment ([`split`]) where it can be, is

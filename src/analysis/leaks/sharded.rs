@@ -23,8 +23,7 @@ pub const SPLIT_MIN_EVENTS: usize = 1 << 17;
 
 /// Whether a log of `n` entries is walked split on `threads` threads.
 pub(super) fn split_wanted(n: usize, threads: usize) -> bool {
-    let min = crate::threads::count_from_env(SPLIT_MIN_VAR).unwrap_or(SPLIT_MIN_EVENTS);
-    threads > 1 && n >= min
+    crate::threads::split_wanted(SPLIT_MIN_VAR, SPLIT_MIN_EVENTS, 2, n, threads)
 }
 
 /// [`walk`] on `threads` threads where the log is long enough ([`split_wanted`]); the result,

@@ -218,6 +218,22 @@ fn pre_blocks(s: &Side) -> Vec<Pre> {
     out
 }
 
+/// Blocks `xs` of `a` and `ys` of `b`, each in order, paired by [`fit::align`] where `exact`
+/// accepts their sizes (indices into `a` and `b`).
+fn align_sizes(
+    a: &[Pre],
+    b: &[Pre],
+    xs: &[usize],
+    ys: &[usize],
+    exact: &dyn Fn(u64, u64) -> bool,
+) -> Vec<(usize, usize)> {
+    let ok = |i: usize, j: usize| exact(a[xs[i]].size, b[ys[j]].size);
+    fit::align(xs.len(), ys.len(), &ok)
+        .into_iter()
+        .map(|(i, j)| (xs[i], ys[j]))
+        .collect()
+}
+
 /// Pairs the blocks of two captures that the log frees (indices into `a` and `b`): by stack,
 /// in the order the log first touches them; `exact` accepts a pair of sizes. (Blocks the log
 /// never touches have no order the two processes share: their addresses are the driver's.)
@@ -238,12 +254,7 @@ fn pair_touched(a: &[Pre], b: &[Pre], exact: &dyn Fn(u64, u64) -> bool) -> Vec<(
     let mut out = Vec::new();
     for (k, xs) in &ga {
         if let Some(ys) = gb.get(k) {
-            let ok = |i: usize, j: usize| exact(a[xs[i]].size, b[ys[j]].size);
-            out.extend(
-                fit::align(xs.len(), ys.len(), &ok)
-                    .into_iter()
-                    .map(|(i, j)| (xs[i], ys[j])),
-            );
+            out.extend(align_sizes(a, b, xs, ys, exact));
         }
     }
     out
@@ -273,12 +284,7 @@ fn pair_untouched(
             continue;
         };
         // `pre_blocks` lists each segment's blocks in address order.
-        let ok = |i: usize, j: usize| exact(a[xs[i]].size, b[ys[j]].size);
-        out.extend(
-            fit::align(xs.len(), ys.len(), &ok)
-                .into_iter()
-                .map(|(i, j)| (xs[i], ys[j])),
-        );
+        out.extend(align_sizes(a, b, xs, ys, exact));
     }
     out
 }
